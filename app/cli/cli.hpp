@@ -1,0 +1,42 @@
+#pragma once
+// The `remat` command line. Each group of subcommands lives in its own file and registers itself
+// on the CLI::App; runCli() is what main() and the CLI tests call.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "remat/chain.hpp"
+#include "remat/status.hpp"
+
+namespace remat::cli {
+
+// Exit codes of interfaces.md.
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+
+struct Io {
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// A subcommand's action: returns a Status; the dispatcher turns it into a message and an exit code.
+using Action = std::function<Status(Io&)>;
+
+// Registration functions, one per file.
+void addSimulateCommand(CLI::App& app, Action& action);  // cli_simulate.cpp
+void addZooCommands(CLI::App& app, Action& action);      // cli_zoo.cpp
+void addPlanCommands(CLI::App& app, Action& action);     // cli_plan.cpp: plan, compare
+void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run, profile
+
+// Parses argv and runs the chosen subcommand. Never throws.
+int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// Shared helpers.
+Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"
+std::string formatBytes(std::uint64_t bytes);              // "1.50 GiB", "512.0 KiB", "12 B"
+int exitCodeFor(const Status& status);
+
+}  // namespace remat::cli

@@ -1,0 +1,79 @@
+// `remat zoo list` and `remat zoo export NAME [--batch B] [--resolution R] [--dtype D] [--output FILE]`
+#include <ostream>
+
+#include "cli.hpp"
+#include "remat/chain_file.hpp"
+#include "remat/zoo.hpp"
+
+namespace remat::cli {
+namespace {
+
+struct ZooExportOptions {
+  std::string name;
+  ZooOptions zoo;
+  std::string dtype = "float32";
+  std::string output;
+};
+
+Status listModels(Io& io) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s  %7s  %12s  %10s  %s\n", "name", "layers", "params", "min_res",
+                "description");
+  io.out << line;
+  for (const ZooEntry& entry : zooModels()) {
+    ZooOptions options;
+    options.batch = 1;
+    auto spec = zooChain(entry.name, options);
+    if (!spec) return spec.status();
+    auto chain = buildChain(*spec);
+    if (!chain) return chain.status();
+    std::snprintf(line, sizeof line, "%-14s  %7zu  %12llu  %10lld  %s\n", entry.name.c_str(), chain->size(),
+                  static_cast<unsigned long long>(chain->paramCount()), static_cast<long long>(entry.minResolution),
+                  entry.description.c_str());
+    io.out << line;
+  }
+  return Status::ok();
+}
+
+Status exportModel(const ZooExportOptions& options, Io& io) {
+  ZooOptions zoo = options.zoo;
+  auto dtype = parseDType(options.dtype);
+  if (!dtype) return dtype.status().withContext("--dtype");
+  zoo.dtype = *dtype;
+  auto spec = zooChain(options.name, zoo);
+  if (!spec) return spec.status();
+  auto chain = buildChain(*spec);  // refuse to write a chain that would not load
+  if (!chain) return chain.status();
+  if (options.output.empty()) {
+    io.out << chainSpecToText(*spec);
+    return Status::ok();
+  }
+  REMAT_RETURN_IF_ERROR(saveChainFile(*spec, options.output));
+  io.err << "wrote " << options.output << " (" << chain->size() << " layers)\n";
+  return Status::ok();
+}
+
+}  // namespace
+
+void addZooCommands(CLI::App& app, Action& action) {
+  CLI::App* zoo = app.add_subcommand("zoo", "Built-in models (torchvision's classification CNNs)");
+  zoo->require_subcommand(1);
+  CLI::App* list = zoo->add_subcommand("list", "List the zoo's models");
+  list->callback([&action] { action = [](Io& io) { return listModels(io); }; });
+
+  auto options = std::make_shared<ZooExportOptions>();
+  CLI::App* exp = zoo->add_subcommand("export", "Write a zoo model as a remat-chain/1 file");
+  exp->add_option("name", options->name, "Model name, e.g. vgg16, resnet50 (see 'remat zoo list')")->required();
+  exp->add_option("--batch", options->zoo.batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  exp->add_option("--resolution", options->zoo.resolution, "Input height and width")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  exp->add_option("--dtype", options->dtype, "float32, float16 or bfloat16")->capture_default_str();
+  exp->add_option("--classes", options->zoo.numClasses, "Number of classes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  exp->add_option("--output,-o", options->output, "Output file (default: stdout)");
+  exp->callback([options, &action] { action = [options](Io& io) { return exportModel(*options, io); }; });
+}
+
+}  // namespace remat::cli

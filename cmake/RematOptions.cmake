@@ -1,0 +1,49 @@
+# Options whose defaults follow what this machine has. Forcing one on without its dependency
+# is a configure error that says how to get the dependency.
+include(CheckLanguage)
+
+option(REMAT_BUILD_TESTS "Build the GoogleTest suite" ON)
+option(REMAT_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
+option(REMAT_WERROR "Treat warnings as errors" OFF)
+option(REMAT_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+
+# --- Qt 6 GUI ---------------------------------------------------------------------------------
+find_package(Qt6 6.4 QUIET COMPONENTS Widgets Charts Svg Test)
+if(Qt6_FOUND AND Qt6Charts_FOUND AND Qt6Svg_FOUND)
+  set(_remat_gui_default ON)
+else()
+  set(_remat_gui_default OFF)
+endif()
+set(REMAT_BUILD_GUI ${_remat_gui_default} CACHE BOOL "Build the Qt 6 explorer (default: on when Qt 6 Widgets, Charts and Svg are found)")
+if(REMAT_BUILD_GUI AND NOT _remat_gui_default)
+  message(FATAL_ERROR
+    "REMAT_BUILD_GUI=ON but Qt 6.4 Widgets/Charts/Svg/Test were not found.\n"
+    "Install them with:\n  apt-get install qt6-base-dev qt6-charts-dev libqt6svg6-dev libgl-dev\n"
+    "or configure with -DREMAT_BUILD_GUI=OFF.")
+endif()
+
+# --- CUDA + cuDNN + cuBLAS --------------------------------------------------------------------
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+endif()
+check_language(CUDA)
+find_package(CUDAToolkit QUIET)
+find_path(REMAT_CUDNN_INCLUDE_DIR cudnn.h
+  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include
+  PATH_SUFFIXES x86_64-linux-gnu)
+find_library(REMAT_CUDNN_LIBRARY cudnn
+  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu)
+if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND REMAT_CUDNN_INCLUDE_DIR AND REMAT_CUDNN_LIBRARY)
+  set(_remat_cuda_default ON)
+else()
+  set(_remat_cuda_default OFF)
+endif()
+set(REMAT_WITH_CUDA ${_remat_cuda_default} CACHE BOOL "Build the CUDA + cuDNN executor (default: on when nvcc, the CUDA toolkit and cuDNN are found)")
+if(REMAT_WITH_CUDA AND NOT _remat_cuda_default)
+  message(FATAL_ERROR
+    "REMAT_WITH_CUDA=ON but the CUDA toolkit (nvcc, cuBLAS) and cuDNN 9 were not all found\n"
+    "  nvcc: '${CMAKE_CUDA_COMPILER}'  cudnn.h: '${REMAT_CUDNN_INCLUDE_DIR}'  libcudnn: '${REMAT_CUDNN_LIBRARY}'\n"
+    "Install CUDA 13 and cuDNN 9 under /usr/local/cuda (or pass -DCUDAToolkit_ROOT=... "
+    "-DREMAT_CUDNN_INCLUDE_DIR=... -DREMAT_CUDNN_LIBRARY=...), or configure with -DREMAT_WITH_CUDA=OFF.")
+endif()
+message(STATUS "Remat Explorer: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS}")

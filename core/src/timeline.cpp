@@ -1,0 +1,50 @@
+#include "remat/timeline.hpp"
+
+namespace remat {
+
+std::string_view opName(OpKind kind) {
+  switch (kind) {
+    case OpKind::F: return "F";
+    case OpKind::Seed: return "SEED";
+    case OpKind::R: return "R";
+    case OpKind::RE: return "RE";
+    case OpKind::B: return "B";
+  }
+  return "?";
+}
+
+std::string_view phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::Forward: return "forward";
+    case Phase::Recompute: return "recompute";
+    case Phase::Backward: return "backward";
+  }
+  return "?";
+}
+
+// SEED starts the backward pass: it writes the first gradient.
+Phase Op::phase() const {
+  switch (kind) {
+    case OpKind::F: return Phase::Forward;
+    case OpKind::R:
+    case OpKind::RE: return Phase::Recompute;
+    case OpKind::Seed:
+    case OpKind::B: return Phase::Backward;
+  }
+  return Phase::Forward;
+}
+
+std::uint64_t Timeline::dynamicPeakBytes() const {
+  std::uint64_t peak = 0;
+  for (const auto& e : entries) peak = e.footprintBytes > peak ? e.footprintBytes : peak;
+  return peak;
+}
+
+std::size_t Timeline::peakIndex() const {
+  std::size_t index = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].footprintBytes > entries[index].footprintBytes) index = i;
+  return index;
+}
+
+}  // namespace remat

@@ -1,0 +1,18 @@
+#pragma once
+// Loads shared/spec/examples/golden.json for tests.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace remat::testing {
+
+inline std::string specPath(const std::string& relative) { return std::string(REMAT_SPEC_DIR) + "/" + relative; }
+
+inline nlohmann::json loadGolden() {
+  std::ifstream in(specPath("examples/golden.json"));
+  if (!in) throw std::runtime_error("cannot open " + specPath("examples/golden.json"));
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace remat::testing
