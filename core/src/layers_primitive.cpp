@@ -1,0 +1,241 @@
+// Shape inference and memory-model numbers of the primitive layer kinds, following PyTorch's
+// output-size rules and torchvision's parameter counts (docs/layers.md).
+#include <cmath>
+#include <numeric>
+
+#include "layers_common.hpp"
+
+namespace remat::detail {
+
+Status checkPositiveField(std::string_view field, std::int64_t value) {
+  if (value <= 0) return Status::invalid(std::string(field) + " is " + std::to_string(value) + ", must be positive");
+  if (value > kMaxFieldValue)
+    return Status::invalid(std::string(field) + " is " + std::to_string(value) + ", must be at most " +
+                           std::to_string(kMaxFieldValue));
+  return Status::ok();
+}
+
+Status checkNonNegativeField(std::string_view field, std::int64_t value) {
+  if (value < 0) return Status::invalid(std::string(field) + " is " + std::to_string(value) + ", must not be negative");
+  if (value > kMaxFieldValue)
+    return Status::invalid(std::string(field) + " is " + std::to_string(value) + ", must be at most " +
+                           std::to_string(kMaxFieldValue));
+  return Status::ok();
+}
+
+bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
+
+Status setCommonNumbers(ChainLayer& out, Shape outputShape, DType dtype, std::uint64_t paramCount, double forwardFlop) {
+  std::uint64_t outBytes = dtypeBytes(dtype);
+  for (auto d : outputShape) {
+    if (d <= 0) return Status::internal("inferred a non-positive dimension in " + shapeToString(outputShape));
+    if (!checkedMul(outBytes, static_cast<std::uint64_t>(d), outBytes))
+      return Status::invalid("the output shape " + shapeToString(outputShape) + " overflows 64-bit bytes");
+  }
+  std::uint64_t paramBytes = 0;
+  if (!checkedMul(paramCount, dtypeBytes(dtype), paramBytes))
+    return Status::invalid("the parameter count " + std::to_string(paramCount) + " overflows 64-bit bytes");
+  out.outputShape = std::move(outputShape);
+  out.paramCount = paramCount;
+  out.numbers.outBytes = outBytes;
+  out.numbers.paramBytes = paramBytes;
+  out.numbers.fwdWorkspaceBytes = 0;  // real workspaces come from profiling (LayerSpec overrides)
+  out.numbers.bwdWorkspaceBytes = 0;
+  out.numbers.fwdCost = forwardFlop / 1e9;
+  out.numbers.bwdCost = 2.0 * out.numbers.fwdCost;  // the usual approximation: dx and dW each cost a forward
+  return Status::ok();
+}
+
+namespace {
+
+Status requireNCHW(const Shape& input, std::string_view kind) {
+  if (input.size() != 4)
+    return Status::invalid(std::string(kind) + " needs an NCHW input (4 dimensions), got " + shapeToString(input));
+  return Status::ok();
+}
+
+std::int64_t floorDiv(std::int64_t num, std::int64_t den) {
+  std::int64_t q = num / den;
+  if ((num % den != 0) && ((num < 0) != (den < 0))) --q;
+  return q;
+}
+
+double toDouble(std::uint64_t v) { return static_cast<double>(v); }
+
+Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  REMAT_RETURN_IF_ERROR(requireNCHW(input, "conv2d"));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("out_channels", spec.outChannels));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("kernel", spec.kernel));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("stride", spec.stride));
+  REMAT_RETURN_IF_ERROR(checkNonNegativeField("padding", spec.padding));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("groups", spec.groups));
+  const std::int64_t inChannels = input[1];
+  if (inChannels % spec.groups != 0)
+    return Status::invalid("groups " + std::to_string(spec.groups) + " does not divide the input channels " +
+                           std::to_string(inChannels));
+  if (spec.outChannels % spec.groups != 0)
+    return Status::invalid("groups " + std::to_string(spec.groups) + " does not divide out_channels " +
+                           std::to_string(spec.outChannels));
+  Shape output = {input[0], spec.outChannels, 0, 0};
+  const char* dimNames[2] = {"height", "width"};
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t padded = input[2 + i] + 2 * spec.padding;
+    if (padded < spec.kernel)
+      return Status::invalid("kernel " + std::to_string(spec.kernel) + " is larger than the padded input " +
+                             dimNames[i] + " " + std::to_string(padded) + " (" + std::to_string(input[2 + i]) +
+                             " + 2 * padding " + std::to_string(spec.padding) + ")");
+    output[2 + i] = (padded - spec.kernel) / spec.stride + 1;
+  }
+  const auto k2 = static_cast<std::uint64_t>(spec.kernel * spec.kernel);
+  const auto inPerGroup = static_cast<std::uint64_t>(inChannels / spec.groups);
+  std::uint64_t weights = 0;
+  if (!checkedMul(static_cast<std::uint64_t>(spec.outChannels), inPerGroup, weights) ||
+      !checkedMul(weights, k2, weights))
+    return Status::invalid("the weight count of out_channels " + std::to_string(spec.outChannels) + " x kernel " +
+                           std::to_string(spec.kernel) + " overflows 64 bits");
+  const std::uint64_t params = weights + (spec.bias ? static_cast<std::uint64_t>(spec.outChannels) : 0);
+  const double outElements = toDouble(elementCount(output));
+  // 2 * MACs, plus one add per output element for the bias.
+  const double flop = 2.0 * outElements * toDouble(inPerGroup) * toDouble(k2) + (spec.bias ? outElements : 0.0);
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, params, flop));
+  out.numbers.needsInput = true;
+  out.numbers.needsOutput = false;
+  out.numbers.extraBytes = 0;
+  return Status::ok();
+}
+
+// PyTorch's pooling_output_shape: floor((in + 2p - k [+ s - 1 in ceil mode]) / s) + 1, and in ceil
+// mode the last window must start inside the input or its left padding.
+std::int64_t poolOutputSize(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t padding,
+                            bool ceilMode) {
+  std::int64_t size = floorDiv(in + 2 * padding - (kernel - 1) - 1 + (ceilMode ? stride - 1 : 0), stride) + 1;
+  if (ceilMode && (size - 1) * stride >= in + padding) --size;
+  return size;
+}
+
+Status inferPool(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  const std::string kind(kindName(spec.kind));
+  REMAT_RETURN_IF_ERROR(requireNCHW(input, kind));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("kernel", spec.kernel));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("stride", spec.stride));
+  REMAT_RETURN_IF_ERROR(checkNonNegativeField("padding", spec.padding));
+  if (spec.padding > spec.kernel / 2)
+    return Status::invalid("padding " + std::to_string(spec.padding) + " must be at most half of kernel " +
+                           std::to_string(spec.kernel) + " (PyTorch's rule)");
+  Shape output = {input[0], input[1], 0, 0};
+  const char* dimNames[2] = {"height", "width"};
+  for (int i = 0; i < 2; ++i) {
+    output[2 + i] = poolOutputSize(input[2 + i], spec.kernel, spec.stride, spec.padding, spec.ceilMode);
+    if (output[2 + i] <= 0)
+      return Status::invalid("output " + std::string(dimNames[i]) + " would be " + std::to_string(output[2 + i]) +
+                             ": kernel " + std::to_string(spec.kernel) + " is larger than the padded input " +
+                             dimNames[i] + " " + std::to_string(input[2 + i] + 2 * spec.padding) + " (" +
+                             std::to_string(input[2 + i]) + " + 2 * padding " + std::to_string(spec.padding) + ")");
+  }
+  // One comparison (max) or add (average) per window element.
+  const double flop = toDouble(elementCount(output)) * toDouble(static_cast<std::uint64_t>(spec.kernel * spec.kernel));
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, 0, flop));
+  const bool isMax = spec.kind == LayerKind::MaxPool;
+  out.numbers.needsInput = isMax;  // cuDNN's max-pooling backward reads x, y and dy
+  out.numbers.needsOutput = isMax;
+  out.numbers.extraBytes = 0;
+  return Status::ok();
+}
+
+Status inferAdaptiveAvgPool(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  REMAT_RETURN_IF_ERROR(requireNCHW(input, "adaptive_avgpool"));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("output_height", spec.outputHeight));
+  REMAT_RETURN_IF_ERROR(checkPositiveField("output_width", spec.outputWidth));
+  Shape output = {input[0], input[1], spec.outputHeight, spec.outputWidth};
+  // Window i spans [floor(i*in/out), ceil((i+1)*in/out)); the window lengths add up to
+  // out + in - gcd(out, in), which counts one add per input element read.
+  auto windowSum = [](std::int64_t in, std::int64_t outSize) {
+    return toDouble(static_cast<std::uint64_t>(outSize + in - std::gcd(outSize, in)));
+  };
+  const double flop = toDouble(static_cast<std::uint64_t>(input[0] * input[1])) *
+                      windowSum(input[2], spec.outputHeight) * windowSum(input[3], spec.outputWidth);
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, 0, flop));
+  out.numbers.needsInput = false;
+  out.numbers.needsOutput = false;
+  out.numbers.extraBytes = 0;
+  return Status::ok();
+}
+
+Status inferBatchNorm(const LayerSpec&, const Shape& input, DType dtype, ChainLayer& out) {
+  if (input.size() != 2 && input.size() != 4)
+    return Status::invalid("batchnorm needs an [N, C] (BatchNorm1d) or [N, C, H, W] (BatchNorm2d) input, got " +
+                           shapeToString(input));
+  const std::uint64_t channels = static_cast<std::uint64_t>(input[1]);
+  const std::uint64_t elements = elementCount(input);
+  if (elements / channels <= 1)
+    return Status::invalid("batchnorm in training needs more than one value per channel, got input " +
+                           shapeToString(input));
+  // mean, variance, normalise, scale-and-shift: four flops per element.
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 2 * channels, 4.0 * toDouble(elements)));
+  out.numbers.needsInput = true;
+  out.numbers.needsOutput = false;
+  out.numbers.extraBytes = 2 * channels * 4;  // saved mean and inverse std, float32 whatever the dtype
+  return Status::ok();
+}
+
+Status inferLinear(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  if (input.size() != 2)
+    return Status::invalid("linear needs an [N, features] input, got " + shapeToString(input) +
+                           "; add a flatten layer before it");
+  REMAT_RETURN_IF_ERROR(checkPositiveField("out_features", spec.outFeatures));
+  const auto inFeatures = static_cast<std::uint64_t>(input[1]);
+  const auto outFeatures = static_cast<std::uint64_t>(spec.outFeatures);
+  std::uint64_t weights = 0;
+  if (!checkedMul(inFeatures, outFeatures, weights))
+    return Status::invalid("the weight count of out_features " + std::to_string(spec.outFeatures) + " x " +
+                           std::to_string(inFeatures) + " input features overflows 64 bits");
+  const std::uint64_t params = weights + (spec.bias ? outFeatures : 0);
+  const double outElements = toDouble(static_cast<std::uint64_t>(input[0])) * toDouble(outFeatures);
+  const double flop = 2.0 * outElements * toDouble(inFeatures) + (spec.bias ? outElements : 0.0);
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params, flop));
+  out.numbers.needsInput = true;
+  out.numbers.needsOutput = false;
+  out.numbers.extraBytes = 0;
+  return Status::ok();
+}
+
+Status inferElementwise(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  const double elements = toDouble(elementCount(input));
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 0, elements));
+  out.numbers.needsInput = false;
+  out.numbers.needsOutput = true;  // relu's gradient is dy where y > 0 (relu6: 0 < y < 6)
+  out.numbers.extraBytes = 0;
+  (void)spec;
+  return Status::ok();
+}
+
+Status inferDropout(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  if (!(spec.dropoutP >= 0.0 && spec.dropoutP < 1.0))
+    return Status::invalid("p is " + std::to_string(spec.dropoutP) + ", must be in [0, 1)");
+  const std::uint64_t elements = elementCount(input);
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 0, toDouble(elements)));
+  out.numbers.needsInput = false;
+  out.numbers.needsOutput = false;
+  out.numbers.extraBytes = elements;  // the mask, one byte per element
+  return Status::ok();
+}
+
+}  // namespace
+
+Status inferPrimitiveLayer(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  switch (spec.kind) {
+    case LayerKind::Conv2d: return inferConv2d(spec, input, dtype, out);
+    case LayerKind::Relu:
+    case LayerKind::Relu6: return inferElementwise(spec, input, dtype, out);
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool: return inferPool(spec, input, dtype, out);
+    case LayerKind::AdaptiveAvgPool: return inferAdaptiveAvgPool(spec, input, dtype, out);
+    case LayerKind::BatchNorm: return inferBatchNorm(spec, input, dtype, out);
+    case LayerKind::Linear: return inferLinear(spec, input, dtype, out);
+    case LayerKind::Dropout: return inferDropout(spec, input, dtype, out);
+    default: break;
+  }
+  return Status::internal("'" + std::string(kindName(spec.kind)) + "' is not a primitive layer kind");
+}
+
+}  // namespace remat::detail

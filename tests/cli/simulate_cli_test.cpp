@@ -1,0 +1,113 @@
+// `remat simulate` and `remat zoo`, end to end through runCli.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+#include "golden.hpp"
+
+namespace remat {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::runRemat;
+
+class SimulateCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = fs::temp_directory_path() / ("remat_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(folder_);
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (folder_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  fs::path folder_;
+};
+
+TEST_F(SimulateCli, JsonMatchesEveryGoldenPlan) {
+  for (const auto& example : testing::loadGolden()["examples"]) {
+    const std::string path = write(example["chain"]["name"].get<std::string>() + ".json", example["chain"].dump());
+    for (const auto& plan : example["plans"]) {
+      std::string list;
+      for (const auto& c : plan["checkpoints"]) list += (list.empty() ? "" : ",") + std::to_string(c.get<int>());
+      const auto result = runRemat({"simulate", path, "--checkpoints", list, "--json"});
+      ASSERT_EQ(result.exitCode, 0) << result.err;
+      const json out = json::parse(result.out);
+      EXPECT_EQ(out["checkpoints"], plan["checkpoints"]);
+      EXPECT_EQ(out["dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
+      EXPECT_EQ(out["A_bytes"], plan["A_bytes"]);
+      EXPECT_EQ(out["R_bytes"], plan["R_bytes"]);
+      EXPECT_EQ(out["ops"], plan["ops"]);
+      EXPECT_EQ(out["peak_bytes"].get<std::uint64_t>(),
+                out["static_bytes"].get<std::uint64_t>() + out["dynamic_peak_bytes"].get<std::uint64_t>());
+    }
+  }
+}
+
+TEST_F(SimulateCli, HumanTableHasUnitsAndMarksThePeak) {
+  const auto golden = testing::loadGolden();
+  const std::string path = write("plain6.json", golden["examples"][0]["chain"].dump());
+  const auto result = runRemat({"simulate", path, "--checkpoints", "2"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("24.00 KiB"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("<- peak"), std::string::npos);
+  EXPECT_NE(result.out.find("recompute"), std::string::npos);
+}
+
+TEST_F(SimulateCli, BadInputExitsWithTwoAndSaysWhy) {
+  const auto golden = testing::loadGolden();
+  const std::string path = write("plain6.json", golden["examples"][0]["chain"].dump());
+  auto result = runRemat({"simulate", path, "--checkpoints", "9"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("checkpoint 9"), std::string::npos) << result.err;
+  result = runRemat({"simulate", path, "--checkpoints", "x"});
+  EXPECT_EQ(result.exitCode, 2);
+  result = runRemat({"simulate", (folder_ / "missing.json").string(), "--checkpoints", ""});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("missing.json"), std::string::npos);
+  const std::string bad = write("bad.json", R"({"format": "remat-chain/1", "input": {"bytes": 1}, "layers": [{"kind": "abstract"}]})");
+  result = runRemat({"simulate", bad, "--checkpoints", ""});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("layer 0"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("out_bytes"), std::string::npos) << result.err;
+  result = runRemat({"simulate"});
+  EXPECT_EQ(result.exitCode, 2);
+  result = runRemat({"frobnicate"});
+  EXPECT_EQ(result.exitCode, 2);
+}
+
+TEST_F(SimulateCli, ZooListAndExportRoundTrip) {
+  auto result = runRemat({"zoo", "list"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  for (const char* name : {"alexnet", "vgg16", "vgg19_bn", "resnet50", "resnet152", "mobilenet_v2"})
+    EXPECT_NE(result.out.find(name), std::string::npos) << name;
+  EXPECT_NE(result.out.find("138357544"), std::string::npos) << result.out;
+
+  const std::string out = (folder_ / "vgg16.json").string();
+  result = runRemat({"zoo", "export", "vgg16", "--batch", "8", "--resolution", "64", "--output", out});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  const json file = json::parse(std::ifstream(out));
+  EXPECT_EQ(file["format"], "remat-chain/1");
+  EXPECT_EQ(file["input"]["shape"], json({8, 3, 64, 64}));
+  result = runRemat({"simulate", out, "--checkpoints", "", "--json"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_GT(json::parse(result.out)["dynamic_peak_bytes"].get<std::uint64_t>(), 0u);
+
+  result = runRemat({"zoo", "export", "resnet18"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_EQ(json::parse(result.out)["input"]["shape"], json({64, 3, 224, 224}));
+  result = runRemat({"zoo", "export", "lenet"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("lenet"), std::string::npos);
+  result = runRemat({"zoo", "export", "vgg16", "--resolution", "8"});
+  EXPECT_EQ(result.exitCode, 2) << result.out;
+}
+
+}  // namespace
+}  // namespace remat
