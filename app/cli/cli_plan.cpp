@@ -1,6 +1,162 @@
-// Placeholder until the planners land.
+// `remat plan CHAIN --planner NAME [--json]` and
+// `remat compare CHAIN [--planners LIST] [--json]`
+#include <nlohmann/json.hpp>
+#include <ostream>
+
 #include "cli.hpp"
+#include "remat/planners.hpp"
 
 namespace remat::cli {
-void addPlanCommands(CLI::App&, Action&) {}
+namespace {
+
+struct PlanOptions {
+  std::string chainPath;
+  std::string planner;
+  bool json = false;
+};
+
+struct CompareOptions {
+  std::string chainPath;
+  std::string planners;  // empty: defaultComparePlanners
+  bool json = false;
+};
+
+std::string formatSeconds(double seconds) {
+  char text[32];
+  if (seconds < 1e-3) {
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  } else if (seconds < 1.0) {
+    std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f s", seconds);
+  }
+  return text;
+}
+
+std::string formatCost(double cost) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", cost);
+  return text;
+}
+
+const char* objectiveMeaning(const std::string& objective) {
+  if (objective == "A") return "minimises objective A (all checkpoints alive at the peak)";
+  if (objective == "R") return "minimises objective R (checkpoints up to the segment alive)";
+  if (objective == "E") return "minimises E, the simulated dynamic peak";
+  return "a fixed rule or heuristic";
+}
+
+void printPlan(const Chain& chain, const PlannerResult& r, std::ostream& out) {
+  out << "chain        " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << ")\n";
+  out << "planner      " << r.planner << " (" << objectiveMeaning(r.objective) << ")\n";
+  out << "checkpoints  "
+      << (r.plan.checkpoints.empty()
+              ? std::string("(none: store all)")
+              : formatCheckpointList(r.plan) + " (" + std::to_string(r.plan.checkpoints.size()) + " checkpoints)")
+      << "\n";
+  out << "peak (E)     " << formatBytes(r.dynamicPeakBytes) << " dynamic\n";
+  out << "static       " << formatBytes(r.staticBytes) << " (input + parameters + parameter gradients)\n";
+  out << "total peak   " << formatBytes(r.peakBytes()) << "\n";
+  out << "objective A  " << formatBytes(r.aBytes) << "\n";
+  out << "objective R  " << formatBytes(r.rBytes) << "\n";
+  out << "recompute    " << formatCost(r.recomputeCost) << " (forward cost of R and RE ops)\n";
+  out << "plan time    " << formatSeconds(r.planSeconds) << "\n";
+}
+
+void printComparison(const Chain& chain, const std::vector<PlannerResult>& results, std::ostream& out) {
+  out << "chain " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << "), static "
+      << formatBytes(chain.staticBytes()) << " (input + parameters + parameter gradients)\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11s  %10s  %10s\n", "planner", "obj", "peak (E)",
+                "A", "R", "checkpoints", "recompute", "plan time");
+  out << line;
+  for (const PlannerResult& r : results) {
+    std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11zu  %10s  %10s\n", r.planner.c_str(),
+                  r.objective.c_str(), formatBytes(r.dynamicPeakBytes).c_str(), formatBytes(r.aBytes).c_str(),
+                  formatBytes(r.rBytes).c_str(), r.plan.checkpoints.size(), formatCost(r.recomputeCost).c_str(),
+                  formatSeconds(r.planSeconds).c_str());
+    out << line;
+  }
+}
+
+Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::size_t layerCount) {
+  if (text.empty()) return defaultComparePlanners(layerCount);
+  std::vector<std::string> names;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty())
+      return Status::invalid("--planners '" + text + "': item " + std::to_string(names.size() + 1) + " is empty");
+    const Status valid = checkPlannerName(item);
+    if (!valid) return valid.withContext("--planners");
+    names.push_back(item);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return names;
+}
+
+Status runPlan(const PlanOptions& options, Io& io) {
+  // Check the name first so a bad name is reported without loading a big chain.
+  REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
+  auto chain = loadChainArgument(options.chainPath);
+  if (!chain) return chain.status();
+  auto result = runPlanner(*chain, options.planner);
+  if (!result) return result.status();
+  if (options.json) {
+    io.out << plannerResultToJson(*result).dump() << "\n";
+  } else {
+    printPlan(*chain, *result, io.out);
+  }
+  return Status::ok();
+}
+
+Status runCompare(const CompareOptions& options, Io& io) {
+  if (!options.planners.empty()) {
+    auto names = parsePlannerList(options.planners, 1);
+    if (!names) return names.status();
+  }
+  auto chain = loadChainArgument(options.chainPath);
+  if (!chain) return chain.status();
+  auto names = parsePlannerList(options.planners, chain->size());
+  if (!names) return names.status();
+  std::vector<PlannerResult> results;
+  for (const std::string& name : *names) {
+    auto result = runPlanner(*chain, name);
+    if (!result) return result.status();
+    results.push_back(std::move(*result));
+  }
+  if (options.json) {
+    nlohmann::json plans = nlohmann::json::array();
+    for (const PlannerResult& r : results) plans.push_back(plannerResultToJson(r));
+    io.out << nlohmann::json{{"chain", chain->name}, {"plans", std::move(plans)}}.dump() << "\n";
+  } else {
+    printComparison(*chain, results, io.out);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void addPlanCommands(CLI::App& app, Action& action) {
+  auto plan = std::make_shared<PlanOptions>();
+  CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
+  planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  planCmd->add_option("--planner", plan->planner, "none, sqrt, greedy, uniform:K, dp, linear or optimal")->required();
+  planCmd->add_flag("--json", plan->json, "Print the plan object of interfaces.md");
+  planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
+
+  auto compare = std::make_shared<CompareOptions>();
+  CLI::App* compareCmd = app.add_subcommand("compare", "Run several planners on one chain and compare their plans");
+  compareCmd->add_option("chain", compare->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  compareCmd->add_option("--planners", compare->planners,
+                         "Comma-separated planner names (default: none,sqrt,greedy,uniform:K with "
+                         "K = ceil(sqrt n),dp,linear,optimal)");
+  compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");
+  compareCmd->callback([compare, &action] { action = [compare](Io& io) { return runCompare(*compare, io); }; });
+}
+
 }  // namespace remat::cli

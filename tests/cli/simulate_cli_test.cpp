@@ -31,7 +31,8 @@ class SimulateCli : public ::testing::Test {
 };
 
 TEST_F(SimulateCli, JsonMatchesEveryGoldenPlan) {
-  for (const auto& example : testing::loadGolden()["examples"]) {
+  const auto golden = testing::loadGolden();
+  for (const auto& example : golden["examples"]) {
     const std::string path = write(example["chain"]["name"].get<std::string>() + ".json", example["chain"].dump());
     for (const auto& plan : example["plans"]) {
       std::string list;
@@ -71,7 +72,8 @@ TEST_F(SimulateCli, BadInputExitsWithTwoAndSaysWhy) {
   result = runRemat({"simulate", (folder_ / "missing.json").string(), "--checkpoints", ""});
   EXPECT_EQ(result.exitCode, 2);
   EXPECT_NE(result.err.find("missing.json"), std::string::npos);
-  const std::string bad = write("bad.json", R"({"format": "remat-chain/1", "input": {"bytes": 1}, "layers": [{"kind": "abstract"}]})");
+  const std::string bad =
+      write("bad.json", R"({"format": "remat-chain/1", "input": {"bytes": 1}, "layers": [{"kind": "abstract"}]})");
   result = runRemat({"simulate", bad, "--checkpoints", ""});
   EXPECT_EQ(result.exitCode, 2);
   EXPECT_NE(result.err.find("layer 0"), std::string::npos) << result.err;

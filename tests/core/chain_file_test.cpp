@@ -60,7 +60,8 @@ TEST(ChainFile, AbstractFieldsAndDefaults) {
 TEST(ChainFile, SaveLoadRoundTripOfEveryGoldenChain) {
   const fs::path folder = fs::temp_directory_path() / "remat_chain_file_test";
   fs::create_directories(folder);
-  for (const auto& example : testing::loadGolden()["examples"]) {
+  const auto golden = testing::loadGolden();
+  for (const auto& example : golden["examples"]) {
     auto spec = chainSpecFromJson(example["chain"], "golden.json");
     ASSERT_TRUE(spec.isOk()) << spec.status().message();
     const std::string path = (folder / (spec->name + ".json")).string();
@@ -101,7 +102,8 @@ TEST(ChainFileErrors, NotJson) { expectRejected(json("x"), {"bad.json"}); }
 TEST(ChainFileErrors, BrokenJsonText) {
   auto chain = parseChain("{\"format\": \"remat-chain/1\", \"layers\": [", "broken.json");
   ASSERT_FALSE(chain.isOk());
-  EXPECT_NE(chain.status().message().find("broken.json: not valid JSON"), std::string::npos) << chain.status().message();
+  EXPECT_NE(chain.status().message().find("broken.json: not valid JSON"), std::string::npos)
+      << chain.status().message();
 }
 
 TEST(ChainFileErrors, WrongFormat) {

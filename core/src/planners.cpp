@@ -1,0 +1,132 @@
+// runPlanner: name parsing, timing, and the simulation of the chosen plan.
+#include "remat/planners.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+
+#include "remat/simulator.hpp"
+
+namespace remat {
+namespace {
+
+constexpr const char* kValidNames = "none, sqrt, greedy, uniform:K (K >= 1), dp, linear, optimal";
+
+// Joins message parts. (GCC 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::string.)
+std::string join(std::initializer_list<std::string_view> parts) {
+  std::string text;
+  for (std::string_view part : parts) text.append(part);
+  return text;
+}
+
+enum class Kind { None, Sqrt, Greedy, Uniform, Dp, Linear, Optimal };
+
+struct ParsedName {
+  Kind kind = Kind::None;
+  std::size_t segments = 0;  // uniform:K
+};
+
+Result<ParsedName> parseName(std::string_view name) {
+  static const std::pair<std::string_view, Kind> fixed[] = {{"none", Kind::None},     {"sqrt", Kind::Sqrt},
+                                                            {"greedy", Kind::Greedy}, {"dp", Kind::Dp},
+                                                            {"linear", Kind::Linear}, {"optimal", Kind::Optimal}};
+  for (const auto& [text, kind] : fixed)
+    if (name == text) return ParsedName{kind, 0};
+  constexpr std::string_view kUniform = "uniform:";
+  if (name.substr(0, kUniform.size()) == kUniform) {
+    const std::string_view digits = name.substr(kUniform.size());
+    std::size_t k = 0;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+    if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() || k == 0)
+      return Status::invalid(
+          join({"planner '", name, "': K must be a whole number >= 1 (uniform:K splits the chain into K segments)"}));
+    return ParsedName{Kind::Uniform, k};
+  }
+  return Status::invalid(join({"unknown planner '", name, "'; valid names: ", kValidNames}));
+}
+
+char objectiveOf(Kind kind) {
+  switch (kind) {
+    case Kind::Dp: return 'A';
+    case Kind::Linear: return 'R';
+    case Kind::Optimal: return 'E';
+    default: return '-';
+  }
+}
+
+Result<PlannedCheckpoints> plan(const Chain& chain, const ParsedName& parsed, const PlannerOptions& options) {
+  switch (parsed.kind) {
+    case Kind::None: return PlannedCheckpoints{};
+    case Kind::Sqrt: return PlannedCheckpoints{planSqrt(chain.size()), 0, 0};
+    case Kind::Uniform: return PlannedCheckpoints{planUniform(chain.size(), parsed.segments), 0, 0};
+    case Kind::Greedy: return planGreedy(chain, options);
+    case Kind::Dp: return planDp(chain, options);
+    case Kind::Linear: return planLinear(chain, options);
+    case Kind::Optimal: return planOptimal(chain, options);
+  }
+  return Status::internal("unhandled planner kind");
+}
+
+}  // namespace
+
+Status checkPlannerName(std::string_view name) { return parseName(name).status(); }
+
+std::vector<std::string> plannerNames() { return {"none", "sqrt", "greedy", "uniform:K", "dp", "linear", "optimal"}; }
+
+std::vector<std::string> defaultComparePlanners(std::size_t layerCount) {
+  std::size_t k =
+      static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(std::max<std::size_t>(1, layerCount)))));
+  k = std::max<std::size_t>(1, k);
+  return {"none", "sqrt", "greedy", join({"uniform:", std::to_string(k)}), "dp", "linear", "optimal"};
+}
+
+Result<PlannerResult> runPlanner(const Chain& chain, std::string_view name, const PlannerOptions& options) {
+  auto parsed = parseName(name);
+  if (!parsed) return parsed.status();
+  if (chain.size() == 0) return Status::invalid(join({"chain '", chain.name, "' has no layers: nothing to plan"}));
+  const auto start = std::chrono::steady_clock::now();
+  auto planned = plan(chain, *parsed, options);
+  const auto stop = std::chrono::steady_clock::now();
+  if (!planned) return planned.status();
+  PlannerResult result;
+  result.planner = std::string(name);
+  result.objective = std::string(1, objectiveOf(parsed->kind));
+  result.plan = std::move(planned->plan);
+  result.planSeconds = std::chrono::duration<double>(stop - start).count();
+  const Status valid = validatePlan(result.plan, chain.size());
+  if (!valid)
+    return Status::internal(join({"planner ", result.planner, " returned an invalid plan: ", valid.message()}));
+  result.dynamicPeakBytes = dynamicPeak(chain, result.plan);
+  result.staticBytes = chain.staticBytes();
+  result.aBytes = objectiveA(chain, result.plan);
+  result.rBytes = objectiveR(chain, result.plan);
+  result.recomputeCost = recomputeCost(chain, result.plan);
+  // The exact planners report the value they computed; it must be what their plan scores.
+  std::uint64_t recomputed = result.dynamicPeakBytes;
+  if (result.objective == "A") recomputed = result.aBytes;
+  if (result.objective == "R") recomputed = result.rBytes;
+  result.objectiveBytes = result.objective == "-" ? result.dynamicPeakBytes : planned->objectiveBytes;
+  if (result.objectiveBytes != recomputed)
+    return Status::internal(
+        join({"planner ", result.planner, " computed ", result.objective, " = ", std::to_string(result.objectiveBytes),
+              " bytes but its plan scores ", std::to_string(recomputed)}));
+  return result;
+}
+
+nlohmann::json plannerResultToJson(const PlannerResult& r) {
+  return {{"planner", r.planner},
+          {"objective", r.objective},
+          {"objective_bytes", r.objectiveBytes},
+          {"checkpoints", r.plan.checkpoints},
+          {"dynamic_peak_bytes", r.dynamicPeakBytes},
+          {"static_bytes", r.staticBytes},
+          {"peak_bytes", r.peakBytes()},
+          {"plan_seconds", r.planSeconds},
+          {"A_bytes", r.aBytes},
+          {"R_bytes", r.rBytes},
+          {"recompute_cost", r.recomputeCost}};
+}
+
+}  // namespace remat
