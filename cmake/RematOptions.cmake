@@ -26,13 +26,34 @@ endif()
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
 endif()
+if(NOT DEFINED CMAKE_CUDA_COMPILER)  # a versioned install without the /usr/local/cuda link
+  file(GLOB _remat_nvcc_candidates /usr/local/cuda-1*/bin/nvcc)
+  if(_remat_nvcc_candidates)
+    list(SORT _remat_nvcc_candidates ORDER DESCENDING)
+    list(GET _remat_nvcc_candidates 0 CMAKE_CUDA_COMPILER)
+  endif()
+endif()
 check_language(CUDA)
 find_package(CUDAToolkit QUIET)
+# cuDNN may come as the Python wheel nvidia-cudnn (headers and libs under site-packages/nvidia/cudnn,
+# e.g. next to PyTorch in /opt/torch/.venv), and a runtime-only install may have libcudnn.so.9
+# without the libcudnn.so development link: look in those places too.
+file(GLOB _remat_cudnn_wheel_dirs
+  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn
+  /usr/local/lib/python3*/dist-packages/nvidia/cudnn
+  /usr/lib/python3/dist-packages/nvidia/cudnn)
+set(_remat_cudnn_include_hints)
+set(_remat_cudnn_library_hints)
+foreach(_remat_dir IN LISTS _remat_cudnn_wheel_dirs)
+  list(APPEND _remat_cudnn_include_hints ${_remat_dir}/include)
+  list(APPEND _remat_cudnn_library_hints ${_remat_dir}/lib)
+endforeach()
 find_path(REMAT_CUDNN_INCLUDE_DIR cudnn.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include
+  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include ${_remat_cudnn_include_hints}
   PATH_SUFFIXES x86_64-linux-gnu)
-find_library(REMAT_CUDNN_LIBRARY cudnn
-  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu)
+find_library(REMAT_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu
+        ${_remat_cudnn_library_hints})
 if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND REMAT_CUDNN_INCLUDE_DIR AND REMAT_CUDNN_LIBRARY)
   set(_remat_cuda_default ON)
 else()

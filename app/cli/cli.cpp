@@ -54,6 +54,7 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     addPlanCommands(app, action);
     addZooCommands(app, action);
     addRunCommands(app, action);
+    addProfileCommand(app, action);
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     try {
       app.parse(reversed);

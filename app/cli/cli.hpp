@@ -4,10 +4,13 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "remat/chain.hpp"
+#include "remat/device.hpp"
 #include "remat/status.hpp"
 
 namespace remat::cli {
@@ -29,7 +32,8 @@ using Action = std::function<Status(Io&)>;
 void addSimulateCommand(CLI::App& app, Action& action);  // cli_simulate.cpp
 void addZooCommands(CLI::App& app, Action& action);      // cli_zoo.cpp
 void addPlanCommands(CLI::App& app, Action& action);     // cli_plan.cpp: plan, compare
-void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run, profile
+void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run
+void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: profile (GPU)
 
 // Parses argv and runs the chosen subcommand. Never throws.
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
@@ -38,5 +42,12 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"
 std::string formatBytes(std::uint64_t bytes);              // "1.50 GiB", "512.0 KiB", "12 B"
 int exitCodeFor(const Status& status);
+
+// device_factory.cpp: the device a --device option names ("cpu" or "gpu"). "gpu" is an error that
+// says why when this build has no CUDA backend or the machine has no usable GPU.
+Result<std::unique_ptr<Device>> makeDevice(std::string_view name);
+// Refuses, before running, a plan whose predicted peak (static bytes included) does not fit what
+// the device has free ("needs X, device has Y free"); always ok on the CPU.
+Status checkPlanFits(Device& device, std::uint64_t predictedPeakBytes);
 
 }  // namespace remat::cli

@@ -1,6 +1,207 @@
-// Placeholder until the executor lands: `remat run` and `remat profile` are registered by the executor work.
+// `remat run CHAIN (--planner NAME | --checkpoints LIST) --device cpu|gpu [--steps N]
+//  [--timeline FILE] [--seed S] [--json] [--ops]`: executes training steps exactly as the plan says
+// and reports the memory the device really allocated, op by op, beside the simulator's prediction.
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
 #include "cli.hpp"
+#include "remat/exporters.hpp"
+#include "remat/interpreter.hpp"
+#include "remat/planners.hpp"
+#include "remat/simulator.hpp"
 
 namespace remat::cli {
-void addRunCommands(CLI::App&, Action&) {}
+namespace {
+
+struct RunArgs {
+  std::string chain;
+  std::string planner;
+  std::string checkpoints;
+  bool checkpointsGiven = false;
+  std::string device;
+  int steps = 1;
+  std::string timeline;
+  std::uint64_t seed = 0;
+  bool json = false;
+  bool allOps = false;
+};
+
+constexpr std::size_t kDefaultOpRows = 200;
+
+std::string opLabel(const Op& op) {
+  return op.kind == OpKind::Seed ? std::string("SEED")
+                                 : std::string(opName(op.kind)) + "(" + std::to_string(op.layer) + ")";
+}
+
+// The first op whose measured footprint or live-after differs from the prediction, or npos.
+std::size_t firstMismatch(const Timeline& predicted, const Timeline& measured) {
+  if (predicted.entries.size() != measured.entries.size()) return 0;
+  for (std::size_t i = 0; i < predicted.entries.size(); ++i) {
+    const TimelineEntry& p = predicted.entries[i];
+    const TimelineEntry& m = measured.entries[i];
+    if (!(p.op == m.op) || p.footprintBytes != m.footprintBytes || p.liveAfterBytes != m.liveAfterBytes) return i;
+  }
+  return std::string::npos;
+}
+
+void printReport(const Chain& chain, const std::string& planner, const Plan& plan, const std::string& device,
+                 const Simulation& sim, const RunResult& run, bool allOps, std::ostream& out) {
+  const Timeline& predicted = sim.timeline;
+  const Timeline& measured = run.timelines.front();
+  char line[256];
+  out << "chain        " << chain.name << " (" << chain.size() << " layers)\n";
+  out << "plan         " << planner << ": "
+      << (plan.checkpoints.empty() ? std::string("(no checkpoints: store all)") : formatCheckpointList(plan)) << "\n";
+  out << "device       " << device << ", " << run.timelines.size() << " step" << (run.timelines.size() == 1 ? "" : "s")
+      << "\n\n";
+  std::uint64_t measuredPeak = 0;
+  for (const Timeline& t : run.timelines) measuredPeak = std::max(measuredPeak, t.dynamicPeakBytes());
+  std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "", "predicted", "measured");
+  out << line;
+  std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "dynamic peak", formatBytes(sim.dynamicPeakBytes).c_str(),
+                formatBytes(measuredPeak).c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "static", formatBytes(sim.staticBytes).c_str(),
+                formatBytes(run.staticBytes).c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "total peak", formatBytes(sim.peakBytes()).c_str(),
+                formatBytes(run.staticBytes + run.labelBytes + measuredPeak).c_str());
+  out << line;
+  if (run.labelBytes > 0)
+    out << "(measured static memory also holds " << formatBytes(run.labelBytes) << " of labels)\n";
+  out << "\n";
+  for (std::size_t s = 0; s < run.stepSeconds.size(); ++s) {
+    std::snprintf(line, sizeof line, "step %zu       %.3f ms\n", s, 1e3 * run.stepSeconds[s]);
+    out << line;
+  }
+  std::size_t mismatches = 0;
+  for (const Timeline& t : run.timelines) mismatches += firstMismatch(predicted, t) != std::string::npos;
+  const std::size_t first = firstMismatch(predicted, measured);
+  if (mismatches == 0) {
+    out << "memory       every op's measured footprint and live-after equal the prediction, byte for byte\n\n";
+  } else {
+    out << "memory       MISMATCH in " << mismatches << " step(s); first at op " << first << "\n\n";
+  }
+  const auto& entries = measured.entries;
+  const std::size_t rows = allOps ? entries.size() : std::min(entries.size(), kDefaultOpRows);
+  std::snprintf(line, sizeof line, "%8s  %-10s  %-22s  %-9s  %12s  %12s  %12s  %12s  %10s\n", "op_index", "op",
+                "layer_name", "phase", "pred foot", "meas foot", "pred after", "meas after", "time_us");
+  out << line;
+  for (std::size_t i = 0; i < rows && i < predicted.entries.size(); ++i) {
+    const TimelineEntry& m = entries[i];
+    const TimelineEntry& p = predicted.entries[i];
+    const std::string name = m.op.kind == OpKind::Seed ? std::string("(loss)") : chain.layers[m.op.layer - 1].name;
+    const bool differs = p.footprintBytes != m.footprintBytes || p.liveAfterBytes != m.liveAfterBytes;
+    std::snprintf(line, sizeof line, "%8zu  %-10s  %-22.22s  %-9s  %12s  %12s  %12s  %12s  %10.1f%s\n", i,
+                  opLabel(m.op).c_str(), name.c_str(), std::string(phaseName(m.op.phase())).c_str(),
+                  formatBytes(p.footprintBytes).c_str(), formatBytes(m.footprintBytes).c_str(),
+                  formatBytes(p.liveAfterBytes).c_str(), formatBytes(m.liveAfterBytes).c_str(), m.timeUs,
+                  differs ? "  <- differs" : (i == sim.peakOpIndex ? "  <- peak" : ""));
+    out << line;
+  }
+  if (rows < entries.size()) out << "... " << entries.size() - rows << " more ops (use --ops to print all)\n";
+}
+
+nlohmann::json reportJson(const std::string& planner, const Plan& plan, const std::string& device,
+                          const Simulation& sim, const RunResult& run, const std::string& timelinePath) {
+  std::uint64_t measuredPeak = 0;
+  std::size_t mismatch = std::string::npos;
+  for (const Timeline& t : run.timelines) {
+    measuredPeak = std::max(measuredPeak, t.dynamicPeakBytes());
+    if (mismatch == std::string::npos) mismatch = firstMismatch(sim.timeline, t);
+  }
+  nlohmann::json j = {{"planner", planner},
+                      {"checkpoints", plan.checkpoints},
+                      {"device", device},
+                      {"steps", run.timelines.size()},
+                      {"predicted_dynamic_peak_bytes", sim.dynamicPeakBytes},
+                      {"measured_dynamic_peak_bytes", measuredPeak},
+                      {"static_bytes", sim.staticBytes},
+                      {"measured_static_bytes", run.staticBytes},
+                      {"label_bytes", run.labelBytes},
+                      {"step_seconds", run.stepSeconds},
+                      {"matches_prediction", mismatch == std::string::npos}};
+  if (mismatch != std::string::npos) j["first_mismatch_op_index"] = mismatch;
+  if (!timelinePath.empty()) j["timeline"] = timelinePath;
+  return j;
+}
+
+Status runRun(const RunArgs& args, Io& io) {
+  if (args.planner.empty() == !args.checkpointsGiven)
+    return Status::invalid("give exactly one of --planner NAME and --checkpoints LIST");
+  if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
+  if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
+  auto chain = loadChainArgument(args.chain);
+  if (!chain) return chain.status();
+
+  Plan plan;
+  std::string planner = "checkpoints";
+  if (!args.planner.empty()) {
+    auto planned = runPlanner(*chain, args.planner);
+    if (!planned) return planned.status();
+    plan = planned->plan;
+    planner = args.planner;
+  } else {
+    auto parsed = parseCheckpointList(args.checkpoints);
+    if (!parsed) return parsed.status();
+    plan = *parsed;
+    REMAT_RETURN_IF_ERROR(validatePlan(plan, chain->size()).withContext("--checkpoints"));
+  }
+  auto sim = simulate(*chain, plan);
+  if (!sim) return sim.status();
+  sim->timeline.planner = planner;
+
+  auto device = makeDevice(args.device);
+  if (!device) return device.status().withContext("--device " + args.device);
+  REMAT_RETURN_IF_ERROR(checkPlanFits(**device, sim->peakBytes()));
+  InterpreterOptions init;
+  init.seed = args.seed;
+  auto interpreter = Interpreter::create(*chain, **device, init);
+  if (!interpreter) return interpreter.status();
+  RunOptions options;
+  options.steps = args.steps;
+  options.planner = planner;
+  auto run = (*interpreter)->run(plan, options);
+  if (!run) return run.status();
+
+  if (!args.timeline.empty()) {
+    std::vector<Timeline> timelines = {sim->timeline};
+    timelines.insert(timelines.end(), run->timelines.begin(), run->timelines.end());
+    REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines));
+  }
+  if (args.json) {
+    io.out << reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline).dump(2) << "\n";
+  } else {
+    printReport(*chain, planner, plan, (*device)->name(), *sim, *run, args.allOps, io.out);
+    if (!args.timeline.empty()) io.out << "wrote " << args.timeline << " (predicted + measured timelines)\n";
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void addRunCommands(CLI::App& app, Action& action) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Execute training steps of a plan on a device and measure the memory it really allocates, op by op");
+  cmd->add_option("chain", args->chain, "Chain file (or zoo:NAME)")->required();
+  cmd->add_option("--planner", args->planner, "Planner whose plan to run (none, sqrt, greedy, uniform:K, dp, ...)");
+  CLI::Option* checkpoints =
+      cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");
+  cmd->add_option("--device", args->device, "Device to run on: cpu or gpu")->required();
+  cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")->capture_default_str();
+  cmd->add_option("--timeline", args->timeline,
+                  "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
+  cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print a JSON summary instead of the table");
+  cmd->add_flag("--ops", args->allOps, "Print every op (default: the first 200)");
+  cmd->callback([args, checkpoints, &action] {
+    args->checkpointsGiven = checkpoints->count() > 0;
+    action = [args](Io& io) { return runRun(*args, io); };
+  });
+}
+
 }  // namespace remat::cli

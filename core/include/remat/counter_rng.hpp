@@ -32,7 +32,7 @@ REMAT_HOST_DEVICE constexpr std::uint64_t mix64(std::uint64_t z) {
 }
 
 REMAT_HOST_DEVICE constexpr std::uint64_t streamKey(std::uint64_t seed, Purpose purpose, std::uint64_t layer) {
-  return mix64(seed + 0x9E3779B97F4A7C15ull * ((static_cast<std::uint64_t>(purpose) << 32) ^ layer + 1));
+  return mix64(seed + 0x9E3779B97F4A7C15ull * ((static_cast<std::uint64_t>(purpose) << 32) ^ (layer + 1)));
 }
 
 // The index-th value of a stream: SplitMix64 started at the stream key, read at position index.

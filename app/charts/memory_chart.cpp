@@ -1,0 +1,411 @@
+#include "memory_chart.hpp"
+
+#include <QAreaSeries>
+#include <QChart>
+#include <QChartView>
+#include <QFileInfo>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QScatterSeries>
+#include <QSvgGenerator>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "memory_chart_items.hpp"
+#include "units.hpp"
+
+namespace remat::charts {
+namespace {
+
+const std::array<const char*, 3> kPhaseNames = {"forward", "recompute", "backward"};
+constexpr double kMarkerHitPx = 8.0;
+
+// 1, 2 or 5 times a power of ten, at least value: readable tick steps.
+double niceStep(double value) {
+  if (!(value > 0.0)) return 1.0;
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
+  for (double factor : {1.0, 2.0, 5.0, 10.0})
+    if (factor * power >= value) return factor * power;
+  return 10.0 * power;
+}
+
+QList<QPointF> scaledY(const QList<QPointF>& points, double divisor) {
+  QList<QPointF> out;
+  out.reserve(points.size());
+  for (const QPointF& p : points) out.append({p.x(), p.y() / divisor});
+  return out;
+}
+
+QLineSeries* makeLine(QObject* parent, const QColor& color, double width, Qt::PenStyle style = Qt::SolidLine) {
+  auto* series = new QLineSeries(parent);
+  QPen pen(color, width, style);
+  pen.setCosmetic(true);
+  series->setPen(pen);
+  return series;
+}
+
+// Markers are painted by ChartPaintItem; these empty series give them their legend entries.
+QScatterSeries* legendEntry(QObject* parent, const QString& name, QScatterSeries::MarkerShape shape,
+                            const QColor& color) {
+  auto* series = new QScatterSeries(parent);
+  series->setName(name);
+  series->setMarkerShape(shape);
+  series->setMarkerSize(9.0);
+  series->setColor(color);
+  series->setBorderColor(color.darker(150));
+  return series;
+}
+
+QString opLabel(const Timeline& timeline, std::size_t index) {
+  const Op& op = timeline.entries[index].op;
+  const auto name = opName(op.kind);
+  QString text = QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+  if (op.kind == OpKind::Seed) return text;
+  text += QStringLiteral("(%1)").arg(op.layer);
+  if (op.layer >= 1 && op.layer <= timeline.layerNames.size())
+    text += QLatin1Char(' ') + QString::fromStdString(timeline.layerNames[op.layer - 1]);
+  return text;
+}
+
+}  // namespace
+
+struct MemoryChart::Parts {
+  ChartData data;
+  ChartOptions options;
+  std::optional<ChartRanges> shared;
+  std::vector<double> predictedEdges;
+  std::vector<double> measuredEdges;
+  TimelineSeries predicted;
+  TimelineSeries measured;
+  ChartRanges natural;
+  ChartRanges displayed;
+  ByteUnit unit;
+  std::vector<QPointF> storedPoints;  // data units (bytes), parallel to data.checkpointStored
+  std::vector<QPointF> freedPoints;
+  PaintedContent painted;  // axis units, what the paint items draw
+
+  QChartView* view = nullptr;
+  QChart* chart = nullptr;
+  QValueAxis* axisX = nullptr;
+  QValueAxis* axisY = nullptr;
+  QAreaSeries* staticLegend = nullptr;
+  std::array<QAreaSeries*, 3> phaseLegend{};
+  QLineSeries* footprint = nullptr;
+  QLineSeries* measuredLine = nullptr;
+  QLineSeries* capacity = nullptr;
+  QScatterSeries* recomputeLegend = nullptr;
+  QScatterSeries* storedLegend = nullptr;
+  QScatterSeries* freedLegend = nullptr;
+  QScatterSeries* peakLegend = nullptr;
+  ChartPaintItem* fills = nullptr;
+  ChartPaintItem* markers = nullptr;
+
+  std::vector<QAbstractSeries*> all() const {
+    return {staticLegend, phaseLegend[0],  phaseLegend[1], phaseLegend[2], footprint, measuredLine,
+            capacity,     recomputeLegend, storedLegend,   freedLegend,    peakLegend};
+  }
+};
+
+MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_unique<Parts>()) {
+  Parts& p = *parts_;
+  p.chart = new QChart();
+  p.chart->setTheme(QChart::ChartThemeLight);
+  p.chart->setMargins(QMargins(4, 4, 4, 4));
+  p.chart->setAnimationOptions(QChart::NoAnimation);
+  p.chart->legend()->setAlignment(Qt::AlignBottom);
+  QFont legendFont = p.chart->legend()->font();
+  legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
+  p.chart->legend()->setFont(legendFont);
+  p.axisX = new QValueAxis(p.chart);
+  p.axisY = new QValueAxis(p.chart);
+  for (QValueAxis* axis : {p.axisX, p.axisY}) {
+    axis->setTickType(QValueAxis::TicksDynamic);
+    axis->setTickInterval(1.0);
+  }
+  p.chart->addAxis(p.axisX, Qt::AlignBottom);
+  p.chart->addAxis(p.axisY, Qt::AlignLeft);
+
+  p.staticLegend = new QAreaSeries(new QLineSeries(p.chart));
+  p.staticLegend->setName(tr("static"));
+  p.staticLegend->setColor(staticColor());
+  p.staticLegend->setBorderColor(staticColor().darker(120));
+  for (std::size_t i = 0; i < 3; ++i) {
+    p.phaseLegend[i] = new QAreaSeries(new QLineSeries(p.chart));
+    p.phaseLegend[i]->setName(tr(kPhaseNames[i]));
+    p.phaseLegend[i]->setColor(phaseColor(static_cast<int>(i), 170));
+    p.phaseLegend[i]->setBorderColor(phaseColor(static_cast<int>(i)));
+  }
+  // The footprint series holds no points: it maps axis units for the paint items.
+  p.footprint = makeLine(p.chart, outlineColor(), 1.2);
+  p.footprint->setName(tr("footprint"));
+  p.measuredLine = makeLine(p.chart, measuredColor(), 1.8);
+  p.capacity = makeLine(p.chart, peakColor(), 1.5, Qt::DashLine);
+  p.recomputeLegend =
+      legendEntry(p.chart, tr("recompute op"), QScatterSeries::MarkerShapeRectangle, phaseColor(1).darker(125));
+  p.storedLegend = legendEntry(p.chart, tr("checkpoint stored"), QScatterSeries::MarkerShapeTriangle, storedColor());
+  p.freedLegend =
+      legendEntry(p.chart, tr("checkpoint freed"), QScatterSeries::MarkerShapeRotatedRectangle, freedColor());
+  p.peakLegend = legendEntry(p.chart, tr("peak"), QScatterSeries::MarkerShapeCircle, peakColor());
+  for (QAbstractSeries* series : p.all()) {
+    p.chart->addSeries(series);
+    series->attachAxis(p.axisX);
+    series->attachAxis(p.axisY);
+  }
+  p.fills = new ChartPaintItem(p.chart, p.footprint, &p.painted, ChartPaintItem::Layer::Fills);
+  p.markers = new ChartPaintItem(p.chart, p.footprint, &p.painted, ChartPaintItem::Layer::Markers);
+  connect(p.chart, &QChart::plotAreaChanged, this, [this]() {
+    parts_->fills->refresh();
+    parts_->markers->refresh();
+  });
+
+  p.view = new QChartView(p.chart, this);
+  // Step lines and bars are axis-aligned: antialiasing would only blur them (the markers turn it on).
+  p.view->setRenderHint(QPainter::Antialiasing, false);
+  p.view->setMinimumSize(320, 200);
+  p.view->viewport()->setMouseTracking(true);
+  p.view->viewport()->installEventFilter(this);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(p.view);
+  rebuild();
+}
+
+MemoryChart::~MemoryChart() = default;
+
+void MemoryChart::setData(ChartData data) {
+  parts_->data = std::move(data);
+  rebuild();
+}
+
+const ChartData& MemoryChart::data() const { return parts_->data; }
+
+void MemoryChart::setOptions(const ChartOptions& options) {
+  parts_->options = options;
+  rebuild();
+}
+
+const ChartOptions& MemoryChart::options() const { return parts_->options; }
+
+ChartRanges MemoryChart::naturalRanges() const { return parts_->natural; }
+
+void MemoryChart::setSharedRanges(std::optional<ChartRanges> ranges) {
+  parts_->shared = ranges;
+  applyRanges();
+}
+
+ChartRanges MemoryChart::displayedRanges() const { return parts_->displayed; }
+
+void MemoryChart::rebuild() {
+  Parts& p = *parts_;
+  const ChartData& d = p.data;
+  const bool hasMeasured = d.measured.has_value() && !d.measured->entries.empty();
+  p.measuredEdges = hasMeasured ? opEdges(*d.measured, p.options.xAxis) : std::vector<double>{};
+  // In time mode the prediction follows the measured clock when both have the same ops.
+  const bool sameOps = hasMeasured && d.measured->entries.size() == d.predicted.entries.size();
+  p.predictedEdges =
+      p.options.xAxis == XAxisMode::Time && sameOps ? p.measuredEdges : opEdges(d.predicted, p.options.xAxis);
+  p.predicted = buildTimelineSeries(d.predicted, p.predictedEdges, p.options);
+  p.measured = hasMeasured ? buildTimelineSeries(*d.measured, p.measuredEdges, p.options) : TimelineSeries{};
+  p.storedPoints.clear();
+  p.freedPoints.clear();
+  for (const ChartMarker& m : d.checkpointStored)
+    p.storedPoints.push_back(opPoint(d.predicted, p.predictedEdges, m.opIndex, p.predicted.base));
+  for (const ChartMarker& m : d.checkpointFreed)
+    p.freedPoints.push_back(opPoint(d.predicted, p.predictedEdges, m.opIndex, p.predicted.base));
+  p.natural.xMax = std::max({p.predicted.xMax, p.measured.xMax, 1.0});
+  p.natural.yMaxBytes = std::max(
+      {p.predicted.yMax, p.measured.yMax, static_cast<double>(p.options.capacityBytes), p.predicted.base, 1.0});
+
+  p.chart->setTitle(d.title);
+  const bool timeMode = p.options.xAxis == XAxisMode::Time;
+  p.axisX->setTitleText(!timeMode     ? tr("op (forward, then backward)")
+                        : hasMeasured ? tr("time (ms)")
+                                      : tr("modelled cost (cumulative)"));
+  p.axisX->setLabelFormat(timeMode ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
+  if (hasMeasured) {
+    p.measuredLine->setName(tr("measured (%1, run %2): peak %3")
+                                .arg(QString::fromStdString(d.measured->source))
+                                .arg(d.measured->run)
+                                .arg(formatBytes(static_cast<std::uint64_t>(p.measured.yMax))));
+  }
+  p.capacity->setName(tr("capacity %1").arg(formatBytes(p.options.capacityBytes)));
+  const bool hasPrediction = !d.predicted.entries.empty();
+  p.staticLegend->setVisible(hasPrediction && p.predicted.base > 0.0);
+  for (QAreaSeries* area : p.phaseLegend) area->setVisible(hasPrediction);
+  p.footprint->setVisible(hasPrediction);
+  p.peakLegend->setVisible(hasPrediction);
+  p.measuredLine->setVisible(hasMeasured);
+  p.capacity->setVisible(p.options.capacityBytes > 0);
+  p.recomputeLegend->setVisible(!p.predicted.recomputeMarks.isEmpty());
+  p.storedLegend->setVisible(!p.storedPoints.empty());
+  p.freedLegend->setVisible(!p.freedPoints.empty());
+  applyRanges();
+  // Legend entries follow visibility; the footprint outline needs none (the phases name it).
+  for (QAbstractSeries* series : p.all())
+    for (QLegendMarker* marker : p.chart->legend()->markers(series))
+      marker->setVisible(series->isVisible() && series != p.footprint);
+}
+
+void MemoryChart::applyRanges() {
+  Parts& p = *parts_;
+  p.displayed = p.shared ? *p.shared : p.natural;
+  p.displayed.xMax = std::max(p.displayed.xMax, 1.0);
+  p.unit = byteUnitFor(p.displayed.yMaxBytes);
+  const double div = p.unit.divisor;
+  const double xMax = p.displayed.xMax;
+  // Axes first: every later replace() then lays out against the final ranges once. The tick
+  // interval goes before the range: a wide range with the old fine interval would create
+  // thousands of tick items for a moment.
+  const double yStep = niceStep(p.displayed.yMaxBytes * 1.05 / div / 6.0);
+  p.axisX->setTickType(QValueAxis::TicksDynamic);
+  p.axisX->setTickAnchor(0.0);
+  p.axisX->setTickInterval(niceStep(xMax / 8.0));
+  p.axisX->setRange(0.0, xMax);
+  p.axisY->setTickType(QValueAxis::TicksDynamic);
+  p.axisY->setTickAnchor(0.0);
+  p.axisY->setTickInterval(yStep);
+  p.axisY->setRange(0.0, std::ceil(p.displayed.yMaxBytes * 1.05 / div / yStep) * yStep);
+  p.axisY->setLabelFormat(yStep < 1.0 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
+  p.axisY->setTitleText(tr("memory (%1)").arg(p.unit.name));
+
+  const double capacity = static_cast<double>(p.options.capacityBytes) / div;
+  p.capacity->replace(QList<QPointF>{{0.0, capacity}, {xMax, capacity}});
+
+  PaintedContent& c = p.painted;
+  c.base = p.predicted.base / div;
+  c.drawStatic = p.options.includeStatic;
+  c.outline = scaledY(p.predicted.footprint, div);
+  c.measured = scaledY(p.measured.footprint, div);
+  c.bars = p.predicted.bars;
+  for (PhaseBar& bar : c.bars) bar.y /= div;
+  c.recomputeX.clear();
+  for (const QPointF& mark : p.predicted.recomputeMarks) c.recomputeX.push_back(mark.x());
+  c.stored.clear();
+  for (const QPointF& v : p.storedPoints) c.stored.push_back({v.x(), v.y() / div});
+  c.freed.clear();
+  for (const QPointF& v : p.freedPoints) c.freed.push_back({v.x(), v.y() / div});
+  c.peak.reset();
+  c.peakLabel.clear();
+  if (!p.data.predicted.entries.empty()) {
+    c.peak = QPointF(p.predicted.peak.x(), p.predicted.peak.y() / div);
+    c.peakLabel = tr("peak %1").arg(formatBytes(static_cast<std::uint64_t>(p.predicted.peak.y())));
+  }
+  p.fills->refresh();
+  p.markers->refresh();
+}
+
+bool MemoryChart::eventFilter(QObject* watched, QEvent* event) {
+  const Parts& p = *parts_;
+  if (watched == p.view->viewport() && event->type() == QEvent::MouseMove) {
+    auto* mouse = static_cast<QMouseEvent*>(event);
+    const QPointF position = p.chart->mapFromScene(p.view->mapToScene(mouse->position().toPoint()));
+    if (!p.chart->plotArea().adjusted(-8, -8, 8, 8).contains(position) || p.data.predicted.entries.empty()) {
+      QToolTip::hideText();
+      return false;
+    }
+    QString text = markerTooltipAt(position);
+    if (text.isEmpty()) {
+      const double x = p.chart->mapToValue(position, p.footprint).x();
+      if (const auto op = opAt(p.predictedEdges, x)) emit opHovered(*op);
+      text = tooltipAt(x);
+    }
+    if (text.isEmpty()) {
+      QToolTip::hideText();
+    } else {
+      QToolTip::showText(mouse->globalPosition().toPoint(), text, p.view);
+    }
+  } else if (watched == p.view->viewport() && event->type() == QEvent::Leave) {
+    QToolTip::hideText();
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+QString MemoryChart::markerTooltipAt(const QPointF& chartPosition) const {
+  const Parts& p = *parts_;
+  auto near = [&](const QPointF& value) {
+    const QPointF at = p.markers->toPosition(value);
+    return std::hypot(at.x() - chartPosition.x(), at.y() - chartPosition.y()) <= kMarkerHitPx;
+  };
+  if (p.painted.peak && near(*p.painted.peak)) return p.data.peakText;
+  for (std::size_t i = 0; i < p.painted.stored.size() && i < p.data.checkpointStored.size(); ++i)
+    if (near(p.painted.stored[i])) return p.data.checkpointStored[i].text;
+  for (std::size_t i = 0; i < p.painted.freed.size() && i < p.data.checkpointFreed.size(); ++i)
+    if (near(p.painted.freed[i])) return p.data.checkpointFreed[i].text;
+  return {};
+}
+
+QString MemoryChart::tooltipAt(double x) const {
+  const Parts& p = *parts_;
+  const auto op = opAt(p.predictedEdges, x);
+  if (!op || p.data.predicted.entries.empty()) return {};
+  const Timeline& t = p.data.predicted;
+  const TimelineEntry& e = t.entries[*op];
+  const auto phase = phaseName(e.op.phase());
+  QString text = tr("op %1: %2 (%3)\nfootprint %4, alive after %5")
+                     .arg(*op)
+                     .arg(opLabel(t, *op), QString::fromUtf8(phase.data(), static_cast<qsizetype>(phase.size())),
+                          formatBytes(e.footprintBytes), formatBytes(e.liveAfterBytes));
+  if (p.data.measured && *op < p.data.measured->entries.size()) {
+    const TimelineEntry& m = p.data.measured->entries[*op];
+    text += tr("\nmeasured: footprint %1, %2 us").arg(formatBytes(m.footprintBytes)).arg(m.timeUs, 0, 'f', 1);
+  }
+  return text;
+}
+
+QPoint MemoryChart::viewportPosition(const QPointF& value) const {
+  const Parts& p = *parts_;
+  const QPointF chartPosition = p.markers->toPosition({value.x(), value.y() / p.unit.divisor});
+  return p.view->mapFromScene(p.chart->mapToScene(chartPosition));
+}
+
+QWidget* MemoryChart::viewport() const { return parts_->view->viewport(); }
+
+QList<QPointF> MemoryChart::footprintPoints() const { return parts_->predicted.footprint; }
+
+QPointF MemoryChart::peakPoint() const { return parts_->predicted.peak; }
+
+QStringList MemoryChart::visibleSeriesNames() const {
+  QStringList names;
+  for (QAbstractSeries* series : parts_->all())
+    if (series->isVisible()) names << series->name();
+  return names;
+}
+
+QImage MemoryChart::renderImage(QSize size) const {
+  auto* self = const_cast<MemoryChart*>(this);  // a hidden chart is laid out at the asked size
+  if (size.isEmpty()) size = (width() >= 200 && height() >= 150) ? this->size() : QSize(1200, 600);
+  if (!isVisible() && size != this->size()) self->resize(size);
+  return self->grab().toImage();
+}
+
+Status MemoryChart::exportPng(const QString& path) const {
+  const QImage image = renderImage();
+  if (image.isNull() || !image.save(path, "PNG"))
+    return Status::io("cannot write the chart image '" + path.toStdString() + "'");
+  return Status::ok();
+}
+
+Status MemoryChart::exportSvg(const QString& path) const {
+  auto* self = const_cast<MemoryChart*>(this);
+  if (!isVisible() && (width() < 200 || height() < 150)) self->resize(1200, 600);
+  QSvgGenerator generator;
+  generator.setFileName(path);
+  generator.setSize(size());
+  generator.setViewBox(QRect(QPoint(0, 0), size()));
+  generator.setTitle(parts_->data.title.isEmpty() ? tr("Memory over a training step") : parts_->data.title);
+  generator.setDescription(tr("Remat Explorer memory chart"));
+  QPainter painter;
+  if (!painter.begin(&generator)) return Status::io("cannot write the chart SVG '" + path.toStdString() + "'");
+  self->render(&painter);
+  painter.end();
+  if (QFileInfo(path).size() <= 0) return Status::io("cannot write the chart SVG '" + path.toStdString() + "'");
+  return Status::ok();
+}
+
+}  // namespace remat::charts

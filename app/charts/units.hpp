@@ -1,0 +1,23 @@
+#pragma once
+// Byte quantities as people read and type them ("1.50 GiB", "512 KiB").
+#include <QString>
+#include <cstdint>
+#include <optional>
+
+namespace remat::charts {
+
+// "12 B", "4.00 KiB", "1.50 GiB" (binary units, two decimals above bytes).
+QString formatBytes(std::uint64_t bytes);
+
+// The unit an axis uses for values up to maxBytes: divisor and its name ("MiB").
+struct ByteUnit {
+  double divisor = 1.0;
+  QString name = QStringLiteral("B");
+};
+ByteUnit byteUnitFor(double maxBytes);
+
+// "4096", "4 KiB", "1.5MiB", "2 GiB", "3 GB" (GB read as GiB); nullopt for anything else,
+// negative numbers and values beyond 64 bits.
+std::optional<std::uint64_t> parseBytes(const QString& text);
+
+}  // namespace remat::charts

@@ -1,0 +1,163 @@
+#include "app_options.hpp"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QRegularExpression>
+#include <QTabWidget>
+
+#include "document.hpp"
+#include "job_runner.hpp"
+#include "main_window.hpp"
+#include "plan_view.hpp"
+#include "planner_picker.hpp"
+#include "remat/random_chain.hpp"
+#include "remat/simulator.hpp"
+
+namespace remat::gui {
+
+Result<AppOptions> parseAppOptions(const QStringList& args) {
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Remat Explorer: plan and explore activation checkpointing"));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  const QCommandLineOption chain(QStringLiteral("chain"), QStringLiteral("Open a remat-chain/1 file."),
+                                 QStringLiteral("FILE"));
+  const QCommandLineOption zoo(QStringLiteral("zoo"), QStringLiteral("Load a zoo model (vgg16, resnet50, ...)."),
+                               QStringLiteral("NAME"));
+  const QCommandLineOption batch(QStringLiteral("batch"), QStringLiteral("Zoo batch size (64)."), QStringLiteral("B"),
+                                 QStringLiteral("64"));
+  const QCommandLineOption resolution(QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
+                                      QStringLiteral("R"), QStringLiteral("224"));
+  const QCommandLineOption dtype(QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
+                                 QStringLiteral("T"), QStringLiteral("float32"));
+  const QCommandLineOption planner(QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
+                                   QStringLiteral("NAME"));
+  const QCommandLineOption timeline(QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
+                                    QStringLiteral("FILE"));
+  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("Show this tab: plan or compare."),
+                               QStringLiteral("NAME"), QStringLiteral("plan"));
+  const QCommandLineOption capacity(QStringLiteral("capacity"),
+                                    QStringLiteral("Draw a device capacity line at GIB GiB."), QStringLiteral("GIB"));
+  const QCommandLineOption screenshot(
+      QStringLiteral("screenshot"), QStringLiteral("Render the window to a PNG and exit."), QStringLiteral("OUT.png"));
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for --screenshot (1480x920)."),
+                                QStringLiteral("WxH"), QStringLiteral("1480x920"));
+  const QCommandLineOption measure(QStringLiteral("measure-update"),
+                                   QStringLiteral("Time a checkpoint toggle on an N-layer chain and exit."),
+                                   QStringLiteral("N"));
+  parser.addOptions(
+      {chain, zoo, batch, resolution, dtype, planner, timeline, tab, capacity, screenshot, size, measure});
+  if (!parser.parse(args)) return Status::invalid(parser.errorText().toStdString());
+  AppOptions options;
+  if (parser.isSet(QStringLiteral("help"))) {
+    options.helpShown = true;
+    parser.showHelp(0);  // exits
+  }
+  if (parser.isSet(QStringLiteral("version"))) {
+    options.helpShown = true;
+    parser.showVersion();  // exits
+  }
+  if (!parser.positionalArguments().isEmpty())
+    return Status::invalid("unexpected argument '" + parser.positionalArguments().first().toStdString() +
+                           "' (use --chain FILE)");
+  options.chainPath = parser.value(chain);
+  options.zooName = parser.value(zoo);
+  if (!options.chainPath.isEmpty() && !options.zooName.isEmpty())
+    return Status::invalid("give either --chain or --zoo, not both");
+  bool ok = false;
+  options.zoo.batch = parser.value(batch).toLongLong(&ok);
+  if (!ok || options.zoo.batch < 1) return Status::invalid("--batch must be a positive integer");
+  options.zoo.resolution = parser.value(resolution).toLongLong(&ok);
+  if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
+  Result<DType> parsedDtype = parseDType(parser.value(dtype).toStdString());
+  if (!parsedDtype) return Status::invalid("--dtype: " + parsedDtype.status().message());
+  options.zoo.dtype = *parsedDtype;
+  options.planner = parser.value(planner);
+  options.timelinePath = parser.value(timeline);
+  options.tab = parser.value(tab);
+  if (options.tab != QLatin1String("plan") && options.tab != QLatin1String("compare"))
+    return Status::invalid("--tab must be 'plan' or 'compare'");
+  if (parser.isSet(capacity)) {
+    options.capacityGiB = parser.value(capacity).toDouble(&ok);
+    if (!ok || options.capacityGiB < 0.0 || options.capacityGiB > 4096.0)
+      return Status::invalid("--capacity must be a number of GiB between 0 and 4096");
+  }
+  options.screenshotPath = parser.value(screenshot);
+  static const QRegularExpression sizePattern(QStringLiteral("^(\\d+)x(\\d+)$"));
+  const QRegularExpressionMatch match = sizePattern.match(parser.value(size));
+  if (!match.hasMatch()) return Status::invalid("--size must look like 1480x920");
+  options.size = QSize(match.captured(1).toInt(), match.captured(2).toInt());
+  if (options.size.width() < 320 || options.size.height() < 240 || options.size.width() > 8192 ||
+      options.size.height() > 8192)
+    return Status::invalid("--size must be between 320x240 and 8192x8192");
+  if (parser.isSet(measure)) {
+    options.measureUpdateLayers = parser.value(measure).toInt(&ok);
+    if (!ok || options.measureUpdateLayers < 2) return Status::invalid("--measure-update needs a layer count >= 2");
+  }
+  return options;
+}
+
+Status applyAppOptions(MainWindow& window, const AppOptions& options) {
+  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openChainFile(options.chainPath));
+  if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.loadZoo(options.zooName, options.zoo));
+  if (!options.planner.isEmpty()) {
+    if (!window.document()->hasChain()) return Status::invalid("--planner needs --chain or --zoo");
+    if (!window.plannerPicker()->setPlannerName(options.planner))
+      return Status::invalid("unknown planner '" + options.planner.toStdString() + "'");
+    window.runPlanner(options.planner);
+    if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
+    if (window.document()->planSource() != options.planner)
+      return Status::invalid("planner '" + options.planner.toStdString() + "' failed (see the message bar)");
+  }
+  if (!options.timelinePath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openMeasuredTimeline(options.timelinePath));
+  if (options.capacityGiB > 0.0)
+    window.planView()->setCapacityBytes(static_cast<std::uint64_t>(options.capacityGiB * 1024.0 * 1024.0 * 1024.0));
+  // Showing the compare tab starts its comparison; wait for it like for the planner.
+  window.tabs()->setCurrentIndex(options.tab == QLatin1String("compare") ? 1 : 0);
+  if (!window.jobs()->waitForIdle(120000)) return Status::internal("the comparison did not finish within 2 minutes");
+  return Status::ok();
+}
+
+Status writeScreenshot(MainWindow& window, const QString& path) {
+  window.jobs()->waitForIdle(60000);
+  QApplication::processEvents();
+  const QImage image = window.grab().toImage();
+  if (image.isNull()) return Status::internal("the window could not be rendered");
+  if (!image.save(path, "PNG")) return Status::io("cannot write the screenshot '" + path.toStdString() + "'");
+  return Status::ok();
+}
+
+UpdateTiming measureUpdateSeconds(int layers, int toggles) {
+  MainWindow window;
+  window.resize(1480, 920);
+  window.show();
+  RandomChainOptions options;
+  options.layers = static_cast<std::size_t>(layers);
+  options.seed = 7;
+  options.cnnLike = true;
+  const Chain chain = makeRandomChain(options);
+  window.document()->resetChain(chain, QString());
+  QApplication::processEvents();
+  UpdateTiming timing;
+  QElapsedTimer timer;
+  for (int i = 0; i < toggles; ++i) {
+    const std::size_t layer = 1 + static_cast<std::size_t>(i * 7919) % static_cast<std::size_t>(layers - 1);
+    timer.start();
+    (void)simulate(chain, window.document()->plan());
+    timing.simulateSeconds += static_cast<double>(timer.nsecsElapsed()) * 1e-9;
+    timer.start();
+    (void)window.document()->toggleCheckpoint(layer);
+    timing.editSeconds += static_cast<double>(timer.nsecsElapsed()) * 1e-9;
+    timer.start();
+    QApplication::processEvents();  // paints the strip, summary and chart
+    timing.paintSeconds += static_cast<double>(timer.nsecsElapsed()) * 1e-9;
+  }
+  timing.simulateSeconds /= toggles;
+  timing.editSeconds /= toggles;
+  timing.paintSeconds /= toggles;
+  return timing;
+}
+
+}  // namespace remat::gui

@@ -1,0 +1,293 @@
+#include "checkpoint_strip.hpp"
+
+#include <QApplication>
+#include <QHelpEvent>
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QToolTip>
+#include <algorithm>
+
+#include "strip_colors.hpp"
+#include "units.hpp"
+
+namespace remat::gui {
+namespace {
+constexpr double kMargin = 10.0;
+constexpr double kHandleTop = 4.0;
+constexpr double kCellTop = 16.0;
+constexpr double kCellHeight = 34.0;
+constexpr double kLabelHeight = 16.0;
+constexpr double kHandleTolerancePx = 5.0;
+constexpr double kMinCellPx = 2.0;
+}  // namespace
+
+CheckpointStrip::CheckpointStrip(QWidget* parent) : QWidget(parent) {
+  setFocusPolicy(Qt::StrongFocus);
+  setMouseTracking(false);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+  setAccessibleName(tr("Checkpoint strip"));
+  setAccessibleDescription(
+      tr("One cell per layer. Click or press Space to toggle a checkpoint; drag a handle or "
+         "press Shift+Left/Right to move it."));
+}
+
+void CheckpointStrip::setChain(const Chain& chain) {
+  names_.clear();
+  kinds_.clear();
+  bytes_.clear();
+  for (const ChainLayer& layer : chain.layers) {
+    names_.push_back(layer.name);
+    kinds_.emplace_back(kindName(layer.kind));
+    bytes_.push_back(layer.numbers.outBytes);
+  }
+  cursor_ = std::clamp<std::size_t>(cursor_, 1, std::max<std::size_t>(1, names_.size()));
+  dragging_ = false;
+  pressHandle_.reset();
+  pressLayer_.reset();
+  update();
+}
+
+void CheckpointStrip::setPlan(const Plan& plan, std::optional<std::size_t> peakLayer) {
+  plan_ = plan;
+  peakLayer_ = peakLayer;
+  update();
+}
+
+void CheckpointStrip::setProportional(bool proportional) {
+  proportional_ = proportional;
+  update();
+}
+
+void CheckpointStrip::setCursor(std::size_t layer) {
+  if (names_.empty()) return;
+  layer = std::clamp<std::size_t>(layer, 1, names_.size());
+  if (layer == cursor_) return;
+  cursor_ = layer;
+  update();
+  emit cursorChanged(cursor_);
+}
+
+QRectF CheckpointStrip::cellsRect() const {
+  return {kMargin, kCellTop, std::max(1.0, width() - 2 * kMargin), kCellHeight};
+}
+
+StripGeometry CheckpointStrip::stripGeometry() const {
+  const QRectF r = cellsRect();
+  if (!proportional_) return StripGeometry::uniform(names_.size(), r.left(), r.width());
+  std::vector<double> weights(bytes_.begin(), bytes_.end());
+  return StripGeometry::proportional(weights, r.left(), r.width(), kMinCellPx);
+}
+
+QPoint CheckpointStrip::cellPoint(std::size_t layer) const {
+  const StripGeometry g = stripGeometry();
+  return QPointF(g.cellCenter(layer), cellsRect().center().y()).toPoint();
+}
+
+QPoint CheckpointStrip::boundaryPoint(std::size_t boundary) const {
+  return QPointF(stripGeometry().boundaryX(boundary), kCellTop + 4.0).toPoint();
+}
+
+QSize CheckpointStrip::sizeHint() const { return {600, static_cast<int>(kCellTop + kCellHeight + kLabelHeight + 4)}; }
+
+QSize CheckpointStrip::minimumSizeHint() const { return {120, sizeHint().height()}; }
+
+bool CheckpointStrip::isCheckpoint(std::size_t layer) const {
+  return std::binary_search(plan_.checkpoints.begin(), plan_.checkpoints.end(), layer);
+}
+
+void CheckpointStrip::paintEvent(QPaintEvent*) {
+  QPainter painter(this);
+  painter.setRenderHint(QPainter::Antialiasing, false);
+  const QRectF cells = cellsRect();
+  painter.fillRect(rect(), palette().window());
+  if (names_.empty()) {
+    painter.setPen(palette().color(QPalette::PlaceholderText));
+    painter.drawText(cells, Qt::AlignCenter, tr("No chain: open a chain file or pick a zoo model"));
+    return;
+  }
+  const StripGeometry g = stripGeometry();
+  const std::size_t n = names_.size();
+  const std::size_t lastStart = plan_.checkpoints.empty() ? 0 : plan_.checkpoints.back();
+  for (std::size_t l = 1; l <= n; ++l) {
+    const QRectF cell(g.cellLeft(l), cells.top(), g.cellRight(l) - g.cellLeft(l), cells.height());
+    const StripRole role = isCheckpoint(l) ? StripRole::Checkpoint
+                           : l > lastStart ? StripRole::Kept
+                                           : StripRole::Recomputed;
+    painter.fillRect(cell, stripColor(role));
+    if (cell.width() >= 4.0) {
+      painter.setPen(QPen(palette().color(QPalette::Base), 1.0));
+      painter.drawLine(QPointF(cell.right(), cell.top()), QPointF(cell.right(), cell.bottom()));
+    }
+  }
+  painter.setRenderHint(QPainter::Antialiasing, true);
+  if (peakLayer_ && *peakLayer_ >= 1 && *peakLayer_ <= n) {
+    const QRectF cell(g.cellLeft(*peakLayer_), cells.top(), g.cellRight(*peakLayer_) - g.cellLeft(*peakLayer_),
+                      cells.height());
+    painter.setPen(QPen(stripColor(StripRole::Peak), 2.0));
+    painter.setBrush(Qt::NoBrush);
+    painter.drawRect(cell.adjusted(-1, -1, 1, 1));
+  }
+  // The focus cursor: a dashed frame when focused, a small caret otherwise.
+  {
+    const QRectF cell(g.cellLeft(cursor_), cells.top(), g.cellRight(cursor_) - g.cellLeft(cursor_), cells.height());
+    QPen pen(palette().color(QPalette::Text), hasFocus() ? 1.5 : 1.0, hasFocus() ? Qt::DashLine : Qt::SolidLine);
+    painter.setPen(pen);
+    painter.setBrush(Qt::NoBrush);
+    if (hasFocus()) painter.drawRect(cell.adjusted(-2, -2, 2, 2));
+    QPainterPath caret;
+    const double cx = cell.center().x();
+    caret.moveTo(cx, cells.bottom() + 2);
+    caret.lineTo(cx - 4, cells.bottom() + 7);
+    caret.lineTo(cx + 4, cells.bottom() + 7);
+    caret.closeSubpath();
+    painter.fillPath(caret, palette().color(QPalette::Text));
+  }
+  auto drawHandle = [&](double x, const QColor& color, bool dashed) {
+    painter.setPen(QPen(color, 2.0, dashed ? Qt::DashLine : Qt::SolidLine));
+    painter.drawLine(QPointF(x, kHandleTop + 6), QPointF(x, cells.bottom() + 2));
+    QPainterPath head;
+    head.moveTo(x - 5, kHandleTop);
+    head.lineTo(x + 5, kHandleTop);
+    head.lineTo(x, kHandleTop + 8);
+    head.closeSubpath();
+    painter.fillPath(head, color);
+  };
+  for (std::size_t c : plan_.checkpoints) {
+    QColor color = stripColor(StripRole::Handle);
+    if (dragging_ && pressHandle_ == c) color.setAlpha(90);
+    drawHandle(g.boundaryX(c), color, false);
+  }
+  if (dragging_ && dragTarget_) drawHandle(g.boundaryX(*dragTarget_), stripColor(StripRole::Handle).darker(130), true);
+  // Layer numbers under the strip: first, last and a few in between when they fit.
+  painter.setPen(palette().color(QPalette::WindowText));
+  QFont font = painter.font();
+  font.setPointSizeF(font.pointSizeF() * 0.85);
+  painter.setFont(font);
+  const double labelTop = cells.bottom() + 7;
+  const std::size_t labels = std::clamp<std::size_t>(static_cast<std::size_t>(cells.width() / 70.0), 2, 12);
+  double lastRight = -1e9;
+  for (std::size_t i = 0; i < labels; ++i) {
+    const std::size_t l = 1 + (n - 1) * i / std::max<std::size_t>(1, labels - 1);
+    const QString text = QString::number(l);
+    const double x = g.cellCenter(l);
+    const QRectF box(x - 20, labelTop, 40, kLabelHeight);
+    if (box.left() <= lastRight) continue;
+    painter.drawText(box, Qt::AlignHCenter | Qt::AlignTop, text);
+    lastRight = box.right();
+  }
+}
+
+void CheckpointStrip::mousePressEvent(QMouseEvent* event) {
+  if (event->button() != Qt::LeftButton || names_.empty()) return QWidget::mousePressEvent(event);
+  const StripGeometry g = stripGeometry();
+  const double x = event->position().x();
+  pressPos_ = event->position().toPoint();
+  dragging_ = false;
+  dragTarget_.reset();
+  pressHandle_ = g.handleAt(x, plan_.checkpoints, kHandleTolerancePx);
+  pressLayer_ = pressHandle_ ? std::nullopt : g.layerAt(x);
+  event->accept();
+}
+
+void CheckpointStrip::mouseMoveEvent(QMouseEvent* event) {
+  // The press state says whether a handle is held (a move event's buttons are not needed).
+  if (!pressHandle_) return QWidget::mouseMoveEvent(event);
+  if (!dragging_ && (event->position().toPoint() - pressPos_).manhattanLength() < QApplication::startDragDistance())
+    return;
+  dragging_ = true;
+  dragTarget_ = stripGeometry().snapBoundary(event->position().x(), 1, names_.size() - 1);
+  update();
+}
+
+void CheckpointStrip::mouseReleaseEvent(QMouseEvent* event) {
+  if (event->button() != Qt::LeftButton) return QWidget::mouseReleaseEvent(event);
+  const std::optional<std::size_t> handle = pressHandle_;
+  const std::optional<std::size_t> layer = pressLayer_;
+  const bool dragged = dragging_;
+  const std::optional<std::size_t> target = dragTarget_;
+  pressHandle_.reset();
+  pressLayer_.reset();
+  dragging_ = false;
+  dragTarget_.reset();
+  update();
+  if (dragged && handle && target) {
+    if (*target != *handle) requestMove(*handle, *target);
+  } else if (handle) {
+    setCursor(*handle);
+    emit toggleRequested(*handle);
+  } else if (layer) {
+    setCursor(*layer);
+    emit toggleRequested(*layer);
+  }
+}
+
+void CheckpointStrip::requestMove(std::size_t from, std::size_t to) {
+  emit moveRequested(from, to);
+  // The Document answers synchronously through setPlan; the cursor follows an accepted move.
+  if (isCheckpoint(to) && !isCheckpoint(from)) setCursor(to);
+}
+
+void CheckpointStrip::keyPressEvent(QKeyEvent* event) {
+  if (names_.empty()) return QWidget::keyPressEvent(event);
+  const std::size_t n = names_.size();
+  const bool shift = event->modifiers() & Qt::ShiftModifier;
+  switch (event->key()) {
+    case Qt::Key_Left:
+    case Qt::Key_Right: {
+      const bool left = event->key() == Qt::Key_Left;
+      if (shift) {
+        if (isCheckpoint(cursor_)) {
+          const std::size_t to = left ? cursor_ - 1 : cursor_ + 1;
+          if (to >= 1 && to < n) requestMove(cursor_, to);
+        }
+      } else {
+        setCursor(left ? (cursor_ > 1 ? cursor_ - 1 : 1) : cursor_ + 1);
+      }
+      break;
+    }
+    case Qt::Key_Home: setCursor(1); break;
+    case Qt::Key_End: setCursor(n); break;
+    case Qt::Key_PageUp: setCursor(cursor_ > 10 ? cursor_ - 10 : 1); break;
+    case Qt::Key_PageDown: setCursor(cursor_ + 10); break;
+    case Qt::Key_Space:
+    case Qt::Key_Return:
+    case Qt::Key_Enter: emit toggleRequested(cursor_); break;
+    case Qt::Key_Delete:
+    case Qt::Key_Backspace:
+      if (isCheckpoint(cursor_)) emit toggleRequested(cursor_);
+      break;
+    default: return QWidget::keyPressEvent(event);
+  }
+  event->accept();
+}
+
+bool CheckpointStrip::event(QEvent* event) {
+  if (event->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(event);
+    const std::optional<std::size_t> layer = stripGeometry().layerAt(help->pos().x());
+    if (layer && !names_.empty()) {
+      QToolTip::showText(help->globalPos(), layerTooltip(*layer), this);
+    } else {
+      QToolTip::hideText();
+      event->ignore();
+    }
+    return true;
+  }
+  if (event->type() == QEvent::FocusIn || event->type() == QEvent::FocusOut) update();
+  return QWidget::event(event);
+}
+
+QString CheckpointStrip::layerTooltip(std::size_t layer) const {
+  const std::size_t lastStart = plan_.checkpoints.empty() ? 0 : plan_.checkpoints.back();
+  const QString role = isCheckpoint(layer) ? tr("checkpoint: its output is kept")
+                       : layer > lastStart ? tr("kept from the forward pass (last segment)")
+                                           : tr("recomputed in the backward pass");
+  return tr("Layer %1: %2 (%3)\noutput %4\n%5")
+      .arg(layer)
+      .arg(QString::fromStdString(names_[layer - 1]), QString::fromStdString(kinds_[layer - 1]),
+           charts::formatBytes(bytes_[layer - 1]), role);
+}
+
+}  // namespace remat::gui

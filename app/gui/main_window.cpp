@@ -1,0 +1,371 @@
+#include "main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "checkpoint_strip.hpp"
+#include "compare_view.hpp"
+#include "document.hpp"
+#include "job_runner.hpp"
+#include "layer_panel.hpp"
+#include "message_bar.hpp"
+#include "plan_view.hpp"
+#include "planner_picker.hpp"
+#include "run_support.hpp"
+#include "zoo_bar.hpp"
+
+// The icons and examples live in a static library: register them explicitly (outside any namespace,
+// as Q_INIT_RESOURCE requires).
+static void initRematResources() { Q_INIT_RESOURCE(remat); }
+
+namespace remat::gui {
+namespace {
+constexpr int kMaxRecentFiles = 8;
+const QString kRecentKey = QStringLiteral("recentFiles");
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), document_(new Document(this)), jobs_(new JobRunner(this)) {
+  initRematResources();
+  setWindowIcon(QIcon(QStringLiteral(":/icons/app.svg")));
+  setAcceptDrops(true);
+  auto* central = new QWidget(this);
+  auto* layout = new QVBoxLayout(central);
+  layout->setContentsMargins(4, 4, 4, 0);
+  layout->setSpacing(4);
+  messageBar_ = new MessageBar(central);
+  layout->addWidget(messageBar_);
+  tabs_ = new QTabWidget(central);
+  tabs_->setDocumentMode(true);
+  auto* splitter = new QSplitter(Qt::Horizontal, tabs_);
+  layerPanel_ = new LayerPanel(document_, splitter);
+  planView_ = new PlanView(document_, splitter);
+  splitter->addWidget(layerPanel_);
+  splitter->addWidget(planView_);
+  splitter->setStretchFactor(0, 2);
+  splitter->setStretchFactor(1, 3);
+  splitter->setSizes({560, 860});
+  tabs_->addTab(splitter, QIcon(QStringLiteral(":/icons/plan.svg")), tr("Plan"));
+  compareView_ = new CompareView(document_, jobs_, tabs_);
+  tabs_->addTab(compareView_, QIcon(QStringLiteral(":/icons/compare.svg")), tr("Compare"));
+  layout->addWidget(tabs_, 1);
+  setCentralWidget(central);
+
+  buildActions();
+  buildMenus();
+  buildToolBars();
+  buildStatusBar();
+
+  connect(document_, &Document::chainChanged, this, [this]() {
+    jobs_->cancel(QStringLiteral("plan"));  // a plan for the old chain means nothing for the new one
+    jobs_->cancel(QStringLiteral("run"));
+    updateTitle();
+    updateActions();
+  });
+  connect(document_, &Document::simulationChanged, this, &MainWindow::updateActions);
+  connect(document_, &Document::measuredChanged, this, &MainWindow::updateActions);
+  connect(document_, &Document::filePathChanged, this, &MainWindow::updateTitle);
+  connect(document_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+  connect(planView_, &PlanView::statusMessage, this, [this](const QString& text) { statusText_->setText(text); });
+  connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
+  connect(layerPanel_, &LayerPanel::layerSelected, this,
+          [this](std::size_t layer) { planView_->strip()->setCursor(layer); });
+  connect(layerPanel_, &LayerPanel::statusMessage, this, [this](const QString& text) { statusText_->setText(text); });
+  connect(compareView_, &CompareView::statusMessage, this, [this](const QString& text) { statusText_->setText(text); });
+  connect(compareView_, &CompareView::applyRequested, this,
+          [this](const Plan& plan, const QString& planner, double planSeconds) {
+            if (!report(document_->applyPlan(plan, planner), tr("Applied the %1 plan").arg(planner))) return;
+            lastPlanned_ = LastPlanned{planner, plan.checkpoints, planSeconds};
+            tabs_->setCurrentIndex(0);
+          });
+  connect(zooBar_, &ZooBar::loadRequested, this,
+          [this](const QString& name, const ZooOptions& options) { (void)loadZoo(name, options); });
+
+  QSettings settings;
+  restoreGeometry(settings.value(QStringLiteral("geometry")).toByteArray());
+  rebuildRecentMenu();
+  updateTitle();
+  updateActions();
+}
+
+MainWindow::~MainWindow() { jobs_->shutdown(); }
+
+void MainWindow::buildActions() {
+  auto add = [this](const QString& key, const QString& text, const QString& icon, const QKeySequence& shortcut,
+                    const QString& tip, auto slot) {
+    auto* action = new QAction(icon.isEmpty() ? QIcon() : QIcon(icon), text, this);
+    if (!shortcut.isEmpty()) action->setShortcut(shortcut);
+    action->setStatusTip(tip);
+    action->setToolTip(tip);
+    connect(action, &QAction::triggered, this, slot);
+    actions_.insert(key, action);
+    return action;
+  };
+  add("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
+      [this]() { (void)newChain(); });
+  add("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open, tr("Open a remat-chain/1 file"),
+      [this]() { openDialog(); });
+  add("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"), [this]() {
+    if (document_->filePath().isEmpty()) return saveAsDialog();
+    (void)saveChain(document_->filePath());
+  });
+  add("saveAs", tr("Save chain &as..."), "", QKeySequence::SaveAs, tr("Save the chain to a new file"),
+      [this]() { saveAsDialog(); });
+  add("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
+      tr("Overlay a timeline written by `remat run --timeline`"), [this]() { openTimelineDialog(); });
+  add("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
+      [this]() { exportDialog(QStringLiteral("predicted")); });
+  add("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
+      tr("Both timelines in one CSV, Chrome trace or JSON file"),
+      [this]() { exportDialog(QStringLiteral("measured")); });
+  add("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
+      [this]() { exportDialog(QStringLiteral("plan")); });
+  add("exportPng", tr("Chart as PNG..."), "", QKeySequence(), tr("The memory chart as an image"),
+      [this]() { exportDialog(QStringLiteral("png")); });
+  add("exportSvg", tr("Chart as SVG..."), "", QKeySequence(), tr("The memory chart as vector graphics"),
+      [this]() { exportDialog(QStringLiteral("svg")); });
+  add("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
+  QAction* undo = document_->undoStack()->createUndoAction(this, tr("&Undo"));
+  undo->setIcon(QIcon(QStringLiteral(":/icons/undo.svg")));
+  undo->setShortcut(QKeySequence::Undo);
+  actions_.insert(QStringLiteral("undo"), undo);
+  QAction* redo = document_->undoStack()->createRedoAction(this, tr("&Redo"));
+  redo->setIcon(QIcon(QStringLiteral(":/icons/redo.svg")));
+  redo->setShortcut(QKeySequence::Redo);
+  actions_.insert(QStringLiteral("redo"), redo);
+  add("addLayer", tr("&Add layer"), ":/icons/add.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N),
+      tr("Insert a layer after the selected one"), [this]() { layerPanel_->addLayer(); });
+  add("removeLayer", tr("&Remove layer"), ":/icons/remove.svg", QKeySequence(), tr("Remove the selected layer"),
+      [this]() { layerPanel_->removeLayer(); });
+  add("moveUp", tr("Move layer &up"), ":/icons/up.svg", QKeySequence(Qt::ALT | Qt::Key_Up),
+      tr("Move the selected layer up"), [this]() { layerPanel_->moveLayer(-1); });
+  add("moveDown", tr("Move layer &down"), ":/icons/down.svg", QKeySequence(Qt::ALT | Qt::Key_Down),
+      tr("Move the selected layer down"), [this]() { layerPanel_->moveLayer(1); });
+  add("clearCheckpoints", tr("&Clear checkpoints"), "", QKeySequence(), tr("Store every activation"),
+      [this]() { (void)report(document_->applyPlan(Plan{}, QStringLiteral("none"))); });
+  add("plan", tr("&Plan"), ":/icons/plan.svg", QKeySequence(Qt::CTRL | Qt::Key_P),
+      tr("Run the chosen planner in the background and apply its plan"),
+      [this]() { runPlanner(plannerPicker_->plannerName()); });
+  add("compare", tr("&Compare planners"), ":/icons/compare.svg", QKeySequence(Qt::CTRL | Qt::Key_K),
+      tr("Show two planners side by side"), [this]() { tabs_->setCurrentWidget(compareView_); });
+  add("clearMeasured", tr("Clear &measured overlay"), "", QKeySequence(), tr("Hide the measured timeline"),
+      [this]() { document_->setMeasured(std::nullopt); });
+  add("runCpu", tr("Measure on &CPU"), ":/icons/run.svg", QKeySequence(Qt::CTRL | Qt::Key_R),
+      tr("Run the plan on the CPU reference and overlay the measured memory"),
+      [this]() { measure(QStringLiteral("cpu")); });
+  add("runGpu", tr("Measure on &GPU"), ":/icons/gpu.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R),
+      tr("Run the plan on the GPU and overlay the measured memory"), [this]() { measure(QStringLiteral("gpu")); });
+  add("cancel", tr("Cancel &job"), ":/icons/stop.svg", QKeySequence(Qt::Key_Escape), tr("Cancel the running jobs"),
+      [this]() {
+        jobs_->cancelAll();
+        statusText_->setText(tr("Cancelled"));
+      });
+  add("about", tr("&About Remat Explorer"), ":/icons/app.svg", QKeySequence(), tr("About"), [this]() {
+    QMessageBox::about(this, tr("About Remat Explorer"),
+                       tr("<h3>Remat Explorer</h3><p>Activation checkpointing planner and memory explorer, after "
+                          "Hong et al., <i>GPU Memory Usage Optimization for Backward Propagation in Deep Network "
+                          "Training</i> (2025).</p><p>Qt %1</p>")
+                           .arg(QString::fromLatin1(qVersion())));
+  });
+  actions_["runGpu"]->setVisible(measureDevices().contains(QStringLiteral("gpu")));
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(actions_["new"]);
+  file->addAction(actions_["open"]);
+  recentMenu_ = file->addMenu(tr("Open &recent"));
+  QMenu* examples = file->addMenu(tr("Open e&xample"));
+  examples->addAction(tr("Small CNN (editable)"), this,
+                      [this]() { (void)openChainFile(QStringLiteral(":/examples/small_cnn.json")); });
+  examples->addAction(tr("Abstract toy chain"), this,
+                      [this]() { (void)openChainFile(QStringLiteral(":/examples/toy_abstract.json")); });
+  file->addAction(actions_["save"]);
+  file->addAction(actions_["saveAs"]);
+  file->addSeparator();
+  file->addAction(actions_["openTimeline"]);
+  QMenu* exports = file->addMenu(QIcon(QStringLiteral(":/icons/export.svg")), tr("&Export"));
+  for (const char* key : {"exportPredicted", "exportMeasured", "exportPlan", "exportPng", "exportSvg"})
+    exports->addAction(actions_[key]);
+  file->addSeparator();
+  file->addAction(actions_["quit"]);
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  for (const char* key : {"undo", "redo"}) edit->addAction(actions_[key]);
+  edit->addSeparator();
+  for (const char* key : {"addLayer", "removeLayer", "moveUp", "moveDown"}) edit->addAction(actions_[key]);
+  edit->addSeparator();
+  edit->addAction(actions_["clearCheckpoints"]);
+
+  QMenu* plan = menuBar()->addMenu(tr("&Plan"));
+  for (const char* key : {"plan", "compare", "clearMeasured"}) plan->addAction(actions_[key]);
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  for (const char* key : {"runCpu", "runGpu", "cancel"}) run->addAction(actions_[key]);
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(actions_["about"]);
+}
+
+void MainWindow::buildToolBars() {
+  QToolBar* main = addToolBar(tr("Main"));
+  main->setObjectName(QStringLiteral("mainToolBar"));
+  main->setIconSize(QSize(20, 20));
+  main->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  for (const char* key : {"open", "save"}) main->addAction(actions_[key]);
+  main->addSeparator();
+  for (const char* key : {"undo", "redo"}) main->addAction(actions_[key]);
+  main->addSeparator();
+  plannerPicker_ = new PlannerPicker(main);
+  plannerPicker_->setPlannerName(QStringLiteral("linear"));
+  main->addWidget(plannerPicker_);
+  main->addAction(actions_["plan"]);
+  main->addSeparator();
+  for (const char* key : {"runCpu", "runGpu"}) main->addAction(actions_[key]);
+  QToolBar* zoo = addToolBar(tr("Zoo"));
+  zoo->setObjectName(QStringLiteral("zooToolBar"));
+  zooBar_ = new ZooBar(zoo);
+  zoo->addWidget(zooBar_);
+}
+
+void MainWindow::buildStatusBar() {
+  statusText_ = new QLabel(this);
+  statusText_->setObjectName(QStringLiteral("statusText"));
+  progress_ = new QProgressBar(this);
+  progress_->setMaximumWidth(180);
+  progress_->setTextVisible(false);
+  progress_->hide();
+  cancelButton_ = new QToolButton(this);
+  cancelButton_->setDefaultAction(actions_["cancel"]);
+  cancelButton_->setAutoRaise(true);
+  cancelButton_->hide();
+  statusBar()->addWidget(statusText_, 1);
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(cancelButton_);
+  connect(jobs_, &JobRunner::started, this, [this](const QString&, const QString& label) {
+    lastProgressText_ = label + QStringLiteral("...");
+    statusText_->setText(lastProgressText_);
+    progress_->setRange(0, 0);  // busy until the job reports a fraction
+  });
+  connect(jobs_, &JobRunner::progress, this, [this](const QString&, double fraction, const QString& text) {
+    if (fraction < 0.0) {
+      progress_->setRange(0, 0);
+    } else {
+      progress_->setRange(0, 1000);
+      progress_->setValue(static_cast<int>(fraction * 1000.0));
+    }
+    if (text.isEmpty()) return;
+    statusText_->setText(text);
+    lastProgressText_ = text;
+  });
+  // A job's own result message replaces its progress text; one without shows that it is done.
+  connect(jobs_, &JobRunner::finished, this, [this](const QString& channel, bool delivered) {
+    if (!lastProgressText_.isEmpty() && statusText_->text() == lastProgressText_)
+      statusText_->setText(delivered ? tr("%1: done").arg(jobs_->label(channel)) : tr("Cancelled"));
+    lastProgressText_.clear();
+  });
+  connect(jobs_, &JobRunner::busyChanged, this, [this](bool busy) {
+    progress_->setVisible(busy);
+    cancelButton_->setVisible(busy);
+    actions_["cancel"]->setEnabled(busy);
+  });
+  actions_["cancel"]->setEnabled(false);
+}
+
+void MainWindow::updateTitle() {
+  QString name = tr("no chain");
+  if (document_->hasChain()) {
+    name = document_->filePath().isEmpty() ? QString::fromStdString(document_->chain().name)
+                                           : QFileInfo(document_->filePath()).fileName();
+  }
+  setWindowTitle(tr("%1[*] - Remat Explorer").arg(name));
+  setWindowModified(document_->hasChain() && !document_->undoStack()->isClean());
+}
+
+void MainWindow::updateActions() {
+  const bool chain = document_->hasChain();
+  for (const char* key :
+       {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "addLayer", "removeLayer",
+        "moveUp", "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline"})
+    actions_[key]->setEnabled(chain);
+  actions_["exportMeasured"]->setEnabled(chain && document_->measured().has_value());
+  actions_["clearMeasured"]->setEnabled(chain && document_->measured().has_value());
+}
+
+QStringList MainWindow::recentFiles() const { return QSettings().value(kRecentKey).toStringList(); }
+
+void MainWindow::addRecentFile(const QString& path) {
+  if (path.startsWith(QLatin1Char(':'))) return;  // built-in examples are not recent files
+  QStringList files = recentFiles();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  files.removeAll(absolute);
+  files.prepend(absolute);
+  while (files.size() > kMaxRecentFiles) files.removeLast();
+  QSettings().setValue(kRecentKey, files);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  if (!recentMenu_) return;
+  recentMenu_->clear();
+  const QStringList files = recentFiles();
+  for (const QString& file : files) {
+    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { (void)openChainFile(file); })
+        ->setToolTip(file);
+  }
+  if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);
+  recentMenu_->addSeparator();
+  recentMenu_->addAction(tr("Clear list"), this, [this]() {
+    QSettings().remove(kRecentKey);
+    rebuildRecentMenu();
+  });
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) {
+    for (const QUrl& url : event->mimeData()->urls()) {
+      if (url.isLocalFile()) return event->acceptProposedAction();
+    }
+  }
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  for (const QUrl& url : event->mimeData()->urls()) {
+    if (!url.isLocalFile()) continue;
+    openFileFromDrop(url.toLocalFile());
+    event->acceptProposedAction();
+    return;
+  }
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  jobs_->cancelAll();
+  QSettings().setValue(QStringLiteral("geometry"), saveGeometry());
+  QMainWindow::closeEvent(event);
+}
+
+void MainWindow::showError(const QString& text) {
+  messageBar_->showError(text);
+  statusText_->setText(text);
+}
+
+void MainWindow::showInfo(const QString& text) {
+  messageBar_->showInfo(text);
+  statusText_->setText(text);
+}
+
+}  // namespace remat::gui

@@ -1,0 +1,300 @@
+// MainWindow: what its menu entries do (files, zoo, planners, runs, exports).
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QTabWidget>
+#include <nlohmann/json.hpp>
+
+#include "document.hpp"
+#include "job_runner.hpp"
+#include "main_window.hpp"
+#include "memory_chart.hpp"
+#include "message_bar.hpp"
+#include "plan_export.hpp"
+#include "plan_jobs.hpp"
+#include "plan_view.hpp"
+#include "remat/chain_file.hpp"
+#include "run_support.hpp"
+#include "units.hpp"
+#include "zoo_bar.hpp"
+
+namespace remat::gui {
+namespace {
+
+const QString kChainFilter = QObject::tr("Chain files (*.json);;All files (*)");
+const QString kTimelineFilter =
+    QObject::tr("Timelines (*.csv *.json);;CSV timeline (*.csv);;JSON timeline (*.json);;All files (*)");
+const QString kTimelineExportFilter =
+    QObject::tr("CSV timeline (*.csv);;Chrome trace (*.trace.json);;JSON timeline (*.json)");
+
+Result<Chain> loadChainFromPath(const QString& path) {
+  if (!path.startsWith(QLatin1Char(':'))) return loadChainFile(path.toStdString());
+  QFile file(path);  // a built-in example in the resources
+  if (!file.open(QIODevice::ReadOnly)) return Status::io("cannot read '" + path.toStdString() + "'");
+  return parseChain(file.readAll().toStdString(), path.toStdString());
+}
+
+// A small convolutional chain to start editing from.
+ChainSpec starterSpec() {
+  ChainSpec spec;
+  spec.name = "new_chain";
+  spec.input.shape = {32, 3, 64, 64};
+  auto conv = [](std::string name, std::int64_t channels) {
+    LayerSpec l;
+    l.name = std::move(name);
+    l.kind = LayerKind::Conv2d;
+    l.outChannels = channels;
+    l.kernel = 3;
+    l.padding = 1;
+    return l;
+  };
+  auto simple = [](std::string name, LayerKind kind) {
+    LayerSpec l;
+    l.name = std::move(name);
+    l.kind = kind;
+    if (kind == LayerKind::MaxPool) {
+      l.kernel = 2;
+      l.stride = 2;
+    }
+    return l;
+  };
+  spec.layers = {conv("conv1", 32),
+                 simple("relu1", LayerKind::Relu),
+                 simple("pool1", LayerKind::MaxPool),
+                 conv("conv2", 64),
+                 simple("relu2", LayerKind::Relu),
+                 simple("pool2", LayerKind::MaxPool),
+                 simple("flatten", LayerKind::Flatten)};
+  LayerSpec fc;
+  fc.name = "fc";
+  fc.kind = LayerKind::Linear;
+  fc.outFeatures = 10;
+  spec.layers.push_back(fc);
+  return spec;
+}
+
+}  // namespace
+
+Status MainWindow::report(const Status& status, const QString& success) {
+  if (!status) {
+    if (status.code() == ErrorCode::Cancelled) {
+      statusText_->setText(tr("Cancelled"));
+    } else {
+      showError(QString::fromStdString(status.message()));
+    }
+  } else if (!success.isEmpty()) {
+    statusText_->setText(success);
+  }
+  return status;
+}
+
+Status MainWindow::openChainFile(const QString& path) {
+  Result<Chain> chain = loadChainFromPath(path);
+  if (!chain) return report(chain.status());
+  const QString name = QString::fromStdString(chain->name);
+  document_->resetChain(std::move(chain).value(), path.startsWith(QLatin1Char(':')) ? QString() : path);
+  lastPlanned_.reset();
+  addRecentFile(path);
+  showInfo(tr("Opened %1 (%2 layers)").arg(name).arg(document_->chain().size()));
+  return Status::ok();
+}
+
+Status MainWindow::loadZoo(const QString& name, const ZooOptions& options) {
+  Result<ChainSpec> spec = zooChain(name.toStdString(), options);
+  if (!spec) return report(spec.status());
+  Result<Chain> chain = buildChain(*spec);
+  if (!chain) return report(chain.status());
+  document_->resetChain(std::move(chain).value(), QString());
+  lastPlanned_.reset();
+  zooBar_->setModelName(name);
+  zooBar_->setOptions(options);
+  showInfo(tr("Loaded %1: batch %2, %3 px, %4 layers")
+               .arg(name)
+               .arg(options.batch)
+               .arg(options.resolution)
+               .arg(document_->chain().size()));
+  return Status::ok();
+}
+
+Status MainWindow::newChain() {
+  Result<Chain> chain = buildChain(starterSpec());
+  if (!chain) return report(chain.status());
+  document_->resetChain(std::move(chain).value(), QString());
+  lastPlanned_.reset();
+  showInfo(tr("A new chain: edit it in the layer table (double-click a cell)"));
+  return Status::ok();
+}
+
+Status MainWindow::saveChain(const QString& path) {
+  if (!document_->hasChain()) return report(Status::invalid("no chain to save"));
+  REMAT_RETURN_IF_ERROR(report(saveChainFile(document_->chain().spec, path.toStdString())));
+  document_->setFilePath(path);
+  document_->undoStack()->setClean();
+  addRecentFile(path);
+  statusText_->setText(tr("Saved %1").arg(path));
+  return Status::ok();
+}
+
+Status MainWindow::openMeasuredTimeline(const QString& path) {
+  if (!document_->hasChain()) return report(Status::invalid("open a chain before its measured timeline"));
+  Result<Timeline> timeline = readTimelineFile(path);
+  if (!timeline) return report(timeline.status());
+  const std::size_t predictedOps = document_->simulation().timeline.entries.size();
+  const std::size_t measuredOps = timeline->entries.size();
+  document_->setMeasured(std::move(timeline).value());
+  if (measuredOps != predictedOps) {
+    showInfo(tr("Opened %1: %2 ops, the current plan predicts %3 (a different plan or chain?)")
+                 .arg(QFileInfo(path).fileName())
+                 .arg(measuredOps)
+                 .arg(predictedOps));
+  } else {
+    showInfo(tr("Opened the measured timeline %1").arg(QFileInfo(path).fileName()));
+  }
+  return Status::ok();
+}
+
+void MainWindow::openFileFromDrop(const QString& path) {
+  const QString lower = path.toLower();
+  if (lower.endsWith(QLatin1String(".csv"))) {
+    (void)openMeasuredTimeline(path);
+    return;
+  }
+  // A JSON file is a chain when it says so; anything else is tried as a timeline.
+  QFile file(path);
+  bool chain = true;
+  if (file.open(QIODevice::ReadOnly)) {
+    const nlohmann::json json = nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
+    chain = json.is_discarded() || !json.is_object() || json.value("format", std::string()) == kChainFormat;
+  }
+  if (chain) {
+    (void)openChainFile(path);
+  } else {
+    (void)openMeasuredTimeline(path);
+  }
+}
+
+void MainWindow::runPlanner(const QString& name) {
+  if (!document_->hasChain()) return showError(tr("Open a chain or pick a zoo model first"));
+  const Chain chain = document_->chain();
+  const std::string planner = name.toStdString();
+  jobs_->start<Result<PlannedResult>>(
+      QStringLiteral("plan"), tr("Planning with %1").arg(name),
+      [chain, planner](const JobRunner::Control& control) {
+        control.progress(-1.0);
+        return planAndSimulate(chain, planner, control.cancelFlag());
+      },
+      [this, name](Result<PlannedResult> planned) {
+        if (!planned) return (void)report(planned.status());
+        const PlannerResult& r = planned->result;
+        if (!report(document_->applyPlan(r.plan, name))) return;
+        lastPlanned_ = LastPlanned{name, r.plan.checkpoints, r.planSeconds};
+        statusText_->setText(tr("%1: %2 checkpoints, peak %3, planned in %4 ms")
+                                 .arg(name)
+                                 .arg(r.plan.checkpoints.size())
+                                 .arg(charts::formatBytes(r.peakBytes()))
+                                 .arg(r.planSeconds * 1e3, 0, 'f', 2));
+      });
+}
+
+void MainWindow::measure(const QString& device) {
+  if (!document_->hasChain()) return showError(tr("Open a chain or pick a zoo model first"));
+  if (!measureDevices().contains(device)) return showError(tr("This build cannot run on '%1'").arg(device));
+  RunRequest request{document_->chain(), document_->plan(), document_->planSource().toStdString(), device.toStdString(),
+                     1};
+  const std::uint64_t predictedPeak = document_->simulation().dynamicPeakBytes;
+  jobs_->start<Result<Timeline>>(
+      QStringLiteral("run"), tr("Measuring on %1").arg(device),
+      [request](const JobRunner::Control& control) {
+        return measurePlan(request, control.cancelFlag(),
+                           [&control](double fraction, const QString& text) { control.progress(fraction, text); });
+      },
+      [this, device, predictedPeak](Result<Timeline> timeline) {
+        if (!timeline) return (void)report(timeline.status());
+        const std::uint64_t measuredPeak = timeline->dynamicPeakBytes();
+        document_->setMeasured(std::move(timeline).value());
+        showInfo(tr("Measured on %1: dynamic peak %2 (predicted %3)")
+                     .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(predictedPeak)));
+      });
+}
+
+double MainWindow::planSecondsForCurrentPlan() const {
+  if (lastPlanned_ && lastPlanned_->planner == document_->planSource() &&
+      lastPlanned_->checkpoints == document_->plan().checkpoints)
+    return lastPlanned_->planSeconds;
+  return 0.0;
+}
+
+Status MainWindow::exportPredictedTimeline(const QString& path) {
+  if (!document_->hasChain()) return report(Status::invalid("no chain: nothing to export"));
+  return report(writeTimelineFile({document_->simulation().timeline}, path), tr("Exported %1").arg(path));
+}
+
+Status MainWindow::exportMeasuredTimeline(const QString& path) {
+  if (!document_->measured()) return report(Status::invalid("no measured timeline: run the plan or open one first"));
+  // With the prediction next to it, as `remat run --timeline` writes them. Readers group rows by
+  // (planner, source, run): an overlay that is itself a prediction of the same plan gets its own source.
+  const Timeline& predicted = document_->simulation().timeline;
+  Timeline overlay = *document_->measured();
+  if (overlay.planner == predicted.planner && overlay.source == predicted.source && overlay.run == predicted.run)
+    overlay.source = "overlay";
+  return report(writeTimelineFile({predicted, overlay}, path), tr("Exported %1").arg(path));
+}
+
+Status MainWindow::exportPlanJson(const QString& path) {
+  if (!document_->hasChain()) return report(Status::invalid("no chain: nothing to export"));
+  return report(writePlanJson(path, document_->simulation(), document_->planSource(), planSecondsForCurrentPlan(),
+                              document_->chain().name),
+                tr("Exported %1").arg(path));
+}
+
+Status MainWindow::exportChartPng(const QString& path) {
+  return report(planView_->chart()->exportPng(path), tr("Exported %1").arg(path));
+}
+
+Status MainWindow::exportChartSvg(const QString& path) {
+  return report(planView_->chart()->exportSvg(path), tr("Exported %1").arg(path));
+}
+
+void MainWindow::openDialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open chain"), QString(), kChainFilter);
+  if (!path.isEmpty()) (void)openChainFile(path);
+}
+
+void MainWindow::saveAsDialog() {
+  if (!document_->hasChain()) return;
+  const QString suggested = document_->filePath().isEmpty()
+                                ? QString::fromStdString(document_->chain().name) + QStringLiteral(".json")
+                                : document_->filePath();
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save chain"), suggested, kChainFilter);
+  if (!path.isEmpty()) (void)saveChain(path);
+}
+
+void MainWindow::openTimelineDialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open measured timeline"), QString(), kTimelineFilter);
+  if (!path.isEmpty()) (void)openMeasuredTimeline(path);
+}
+
+void MainWindow::exportDialog(const QString& what) {
+  if (!document_->hasChain()) return;
+  const QString stem = QString::fromStdString(document_->chain().name) + QLatin1Char('_') + document_->planSource();
+  QString path;
+  if (what == QLatin1String("predicted") || what == QLatin1String("measured")) {
+    path = QFileDialog::getSaveFileName(this, tr("Export %1 timeline").arg(what), stem + QStringLiteral(".csv"),
+                                        kTimelineExportFilter);
+    if (path.isEmpty()) return;
+    (void)(what == QLatin1String("predicted") ? exportPredictedTimeline(path) : exportMeasuredTimeline(path));
+  } else if (what == QLatin1String("plan")) {
+    path =
+        QFileDialog::getSaveFileName(this, tr("Export plan"), stem + QStringLiteral("_plan.json"), tr("JSON (*.json)"));
+    if (!path.isEmpty()) (void)exportPlanJson(path);
+  } else if (what == QLatin1String("png")) {
+    path = QFileDialog::getSaveFileName(this, tr("Export chart"), stem + QStringLiteral(".png"), tr("PNG (*.png)"));
+    if (!path.isEmpty()) (void)exportChartPng(path);
+  } else if (what == QLatin1String("svg")) {
+    path = QFileDialog::getSaveFileName(this, tr("Export chart"), stem + QStringLiteral(".svg"), tr("SVG (*.svg)"));
+    if (!path.isEmpty()) (void)exportChartSvg(path);
+  }
+}
+
+}  // namespace remat::gui

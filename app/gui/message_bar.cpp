@@ -1,0 +1,52 @@
+#include "message_bar.hpp"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QTimer>
+#include <QToolButton>
+
+namespace remat::gui {
+
+MessageBar::MessageBar(QWidget* parent) : QFrame(parent) {
+  setObjectName(QStringLiteral("messageBar"));
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(8, 4, 4, 4);
+  label_ = new QLabel(this);
+  label_->setWordWrap(true);
+  label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* close = new QToolButton(this);
+  close->setText(QStringLiteral("\u2715"));
+  close->setAutoRaise(true);
+  close->setToolTip(tr("Close"));
+  layout->addWidget(label_, 1);
+  layout->addWidget(close);
+  hideTimer_ = new QTimer(this);
+  hideTimer_->setSingleShot(true);
+  connect(hideTimer_, &QTimer::timeout, this, &QWidget::hide);
+  connect(close, &QToolButton::clicked, this, &QWidget::hide);
+  hide();
+}
+
+void MessageBar::showError(const QString& text) { present(text, true); }
+
+void MessageBar::showInfo(const QString& text) { present(text, false); }
+
+QString MessageBar::text() const { return isHidden() ? QString() : label_->text(); }
+
+void MessageBar::present(const QString& text, bool error) {
+  error_ = error;
+  label_->setText(text);
+  setStyleSheet(
+      error ? QStringLiteral("#messageBar { background: #fdecea; border: 1px solid #f5c2c0; border-radius: 3px; }"
+                             " QLabel { color: #8a1c1c; }")
+            : QStringLiteral("#messageBar { background: #e8f1fb; border: 1px solid #b6d0ee; border-radius: 3px; }"
+                             " QLabel { color: #1b3d66; }"));
+  show();
+  if (error) {
+    hideTimer_->stop();
+  } else {
+    hideTimer_->start(8000);
+  }
+}
+
+}  // namespace remat::gui

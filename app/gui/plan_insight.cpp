@@ -1,0 +1,105 @@
+#include "plan_insight.hpp"
+
+#include <algorithm>
+
+#include "liveness.hpp"
+#include "units.hpp"
+
+namespace remat::gui {
+namespace {
+
+QString layerName(const Chain& chain, std::size_t layer) {
+  return layer >= 1 && layer <= chain.size() ? QString::fromStdString(chain.layers[layer - 1].name) : QString();
+}
+
+QString tensorText(const Chain& chain, const TensorLife& tensor) {
+  QString text = QString::fromStdString(tensorName(tensor));
+  const QString name = layerName(chain, tensor.layer);
+  if (!name.isEmpty()) text += QStringLiteral(" (%1)").arg(name);
+  return text;
+}
+
+}  // namespace
+
+QString opText(const Chain& chain, const Op& op) {
+  const auto name = opName(op.kind);
+  QString text = QString::fromLatin1(name.data(), static_cast<qsizetype>(name.size()));
+  if (op.kind == OpKind::Seed) return text;
+  return text + QStringLiteral("(%1) %2").arg(op.layer).arg(layerName(chain, op.layer));
+}
+
+std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {
+  const auto& entries = simulation.timeline.entries;
+  if (simulation.peakOpIndex >= entries.size()) return 0;
+  const Op& op = entries[simulation.peakOpIndex].op;
+  return op.kind == OpKind::Seed ? chain.size() : op.layer;
+}
+
+QString peakDescription(const Chain& chain, const Simulation& simulation, std::size_t maxTensors) {
+  const auto& entries = simulation.timeline.entries;
+  if (entries.empty() || simulation.peakOpIndex >= entries.size()) return {};
+  const std::size_t op = simulation.peakOpIndex;
+  const auto phase = phaseName(entries[op].op.phase());
+  QString text = QObject::tr("Peak %1 = static %2 + dynamic %3\nat op %4: %5 (%6)")
+                     .arg(charts::formatBytes(simulation.peakBytes()), charts::formatBytes(simulation.staticBytes),
+                          charts::formatBytes(simulation.dynamicPeakBytes))
+                     .arg(op)
+                     .arg(opText(chain, entries[op].op), QString::fromLatin1(phase.data(), qsizetype(phase.size())));
+  const LivenessTrace trace = traceLiveness(chain, simulation.plan);
+  std::vector<std::size_t> alive = trace.aliveDuring(op);
+  std::stable_sort(alive.begin(), alive.end(),
+                   [&](std::size_t a, std::size_t b) { return trace.tensors[a].bytes > trace.tensors[b].bytes; });
+  text += QObject::tr("\nalive during it (%1 tensors):").arg(alive.size());
+  std::uint64_t restBytes = 0;
+  for (std::size_t i = 0; i < alive.size(); ++i) {
+    const TensorLife& t = trace.tensors[alive[i]];
+    if (i >= maxTensors) {
+      restBytes += t.bytes;
+      continue;
+    }
+    const bool checkpoint =
+        t.kind == TensorLife::Kind::Activation &&
+        std::binary_search(simulation.plan.checkpoints.begin(), simulation.plan.checkpoints.end(), t.layer);
+    text += QStringLiteral("\n  %1  %2%3")
+                .arg(tensorText(chain, t), charts::formatBytes(t.bytes),
+                     checkpoint ? QObject::tr("  checkpoint") : QString());
+  }
+  if (alive.size() > maxTensors)
+    text += QObject::tr("\n  ... %1 more, %2").arg(alive.size() - maxTensors).arg(charts::formatBytes(restBytes));
+  if (op < trace.scratchBytes.size() && trace.scratchBytes[op] > 0)
+    text += QObject::tr("\n  workspace %1").arg(charts::formatBytes(trace.scratchBytes[op]));
+  return text;
+}
+
+charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const std::optional<Timeline>& measured,
+                            const QString& title) {
+  charts::ChartData data;
+  data.predicted = simulation.timeline;
+  data.measured = measured;
+  data.title = title;
+  data.peakText = peakDescription(chain, simulation);
+  if (chain.size() == 0 || simulation.timeline.entries.empty()) return data;
+  const LivenessTrace trace = traceLiveness(chain, simulation.plan);
+  for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {
+    const QString layer = QStringLiteral("x%1 (%2), %3")
+                              .arg(life.layer)
+                              .arg(layerName(chain, life.layer), charts::formatBytes(chain.outBytes(life.layer)));
+    data.checkpointStored.push_back({life.storedOp, QObject::tr("checkpoint %1\nstored by op %2: %3")
+                                                        .arg(layer)
+                                                        .arg(life.storedOp)
+                                                        .arg(opText(chain, trace.ops[life.storedOp]))});
+    data.checkpointFreed.push_back({life.freedOp, QObject::tr("checkpoint %1\nfreed after op %2: %3")
+                                                      .arg(layer)
+                                                      .arg(life.freedOp)
+                                                      .arg(opText(chain, trace.ops[life.freedOp]))});
+  }
+  return data;
+}
+
+double forwardCost(const Chain& chain) {
+  double cost = 0.0;
+  for (const ChainLayer& layer : chain.layers) cost += layer.numbers.fwdCost;
+  return cost;
+}
+
+}  // namespace remat::gui

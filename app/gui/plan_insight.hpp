@@ -1,0 +1,32 @@
+#pragma once
+// Words and chart data for a plan: what the peak is made of, when each checkpoint lives, and the
+// numbers of the summary bar. Built from core value types; no widgets.
+#include <QObject>
+#include <QString>
+#include <optional>
+
+#include "memory_chart_series.hpp"
+#include "remat/chain.hpp"
+#include "remat/simulator.hpp"
+#include "remat/timeline.hpp"
+
+namespace remat::gui {
+
+// "B(12) conv4_3" or "SEED".
+QString opText(const Chain& chain, const Op& op);
+
+// Multi-line: the peak op, static + dynamic, then the tensors alive during it (largest first, at
+// most maxTensors listed), and the op's workspace.
+QString peakDescription(const Chain& chain, const Simulation& simulation, std::size_t maxTensors = 12);
+
+// The layer whose op sets the peak (0 for SEED, which belongs to layer n's gradient).
+std::size_t peakLayer(const Chain& chain, const Simulation& simulation);
+
+// The chart's input: the simulation's timeline, its checkpoint events and peak text, and measured.
+charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const std::optional<Timeline>& measured,
+                            const QString& title);
+
+// The total forward cost of the chain, to put the recompute cost in proportion.
+double forwardCost(const Chain& chain);
+
+}  // namespace remat::gui

@@ -1,0 +1,205 @@
+#include "plan_view.hpp"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QVBoxLayout>
+
+#include "checkpoint_strip.hpp"
+#include "document.hpp"
+#include "memory_chart.hpp"
+#include "plan_insight.hpp"
+#include "strip_colors.hpp"
+#include "units.hpp"
+
+namespace remat::gui {
+namespace {
+
+QString swatch(StripRole role, const QString& text) {
+  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(stripColor(role).name(), text);
+}
+
+}  // namespace
+
+PlanView::PlanView(Document* document, QWidget* parent) : QWidget(parent), document_(document) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->setSpacing(6);
+
+  auto* cards = new QHBoxLayout();
+  cards->setSpacing(6);
+  addCard(cards, "peak", tr("Peak memory"), tr("Static memory plus the dynamic peak E: what the device must hold"));
+  addCard(cards, "dynamic", tr("Dynamic peak E"),
+          tr("The largest footprint of any op of the step (the memory model's truth)"));
+  addCard(cards, "static", tr("Static"), tr("Input batch, parameters and parameter gradients: alive the whole step"));
+  addCard(cards, "A", tr("Objective A"), tr("The paper's first estimate: every checkpoint alive at the peak"));
+  addCard(cards, "R", tr("Objective R"), tr("The revised estimate: only the checkpoints up to a segment's start"));
+  addCard(cards, "recompute", tr("Recompute"), tr("Forward cost of the recomputed ops, against one forward pass"));
+  addCard(cards, "checkpoints", tr("Checkpoints"), tr("How many layers' outputs are kept"));
+  addCard(cards, "plan", tr("Plan"), tr("Where the plan came from: a planner, or your edits"));
+  layout->addLayout(cards);
+
+  auto* legend = new QLabel(this);
+  legend->setText(tr("%1 &nbsp; %2 &nbsp; %3 &nbsp; <span style='color:%4'>&#9633;</span>&nbsp;peak layer"
+                     " &nbsp;&nbsp; <span style='color:gray'>Click a layer to toggle its checkpoint, drag a "
+                     "handle to move it; keys: &larr; &rarr; Space, Shift+&larr;/&rarr;</span>")
+                      .arg(swatch(StripRole::Kept, tr("kept from forward")),
+                           swatch(StripRole::Recomputed, tr("recomputed")),
+                           swatch(StripRole::Checkpoint, tr("checkpoint")), stripColor(StripRole::Peak).name()));
+  layout->addWidget(legend);
+  strip_ = new CheckpointStrip(this);
+  layout->addWidget(strip_);
+
+  chart_ = new charts::MemoryChart(this);
+  layout->addWidget(chart_, 1);
+
+  auto* options = new QHBoxLayout();
+  showStatic_ = new QCheckBox(tr("Static memory"), this);
+  showStatic_->setChecked(true);
+  showStatic_->setToolTip(tr("Draw static memory (input, parameters, gradients) under the ops"));
+  proportional_ = new QCheckBox(tr("Cell width by bytes"), this);
+  proportional_->setToolTip(tr("Make each layer's cell as wide as its output is large"));
+  xAxis_ = new QComboBox(this);
+  xAxis_->addItem(tr("Op sequence"));
+  xAxis_->addItem(tr("Time"));
+  xAxis_->setToolTip(tr("Horizontal axis: ops in order, or time (measured runs; modelled cost otherwise)"));
+  capacity_ = new QDoubleSpinBox(this);
+  capacity_->setRange(0.0, 4096.0);
+  capacity_->setDecimals(3);
+  capacity_->setSuffix(tr(" GiB"));
+  capacity_->setSpecialValueText(tr("none"));
+  capacity_->setToolTip(tr("Draw a device capacity line (0: none)"));
+  options->addWidget(showStatic_);
+  options->addWidget(proportional_);
+  options->addSpacing(12);
+  options->addWidget(new QLabel(tr("X axis:"), this));
+  options->addWidget(xAxis_);
+  options->addSpacing(12);
+  options->addWidget(new QLabel(tr("Device capacity:"), this));
+  options->addWidget(capacity_);
+  options->addStretch(1);
+  layout->addLayout(options);
+
+  connect(strip_, &CheckpointStrip::toggleRequested, this, [this](std::size_t layer) {
+    const Status status = document_->toggleCheckpoint(layer);
+    if (!status) emit statusMessage(QString::fromStdString(status.message()));
+  });
+  connect(strip_, &CheckpointStrip::moveRequested, this, [this](std::size_t from, std::size_t to) {
+    const Status status = document_->moveCheckpoint(from, to);
+    if (!status) emit statusMessage(QString::fromStdString(status.message()));
+  });
+  connect(strip_, &CheckpointStrip::cursorChanged, this, &PlanView::layerFocused);
+  connect(showStatic_, &QCheckBox::toggled, this, &PlanView::applyChartOptions);
+  connect(xAxis_, &QComboBox::currentIndexChanged, this, &PlanView::applyChartOptions);
+  connect(capacity_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
+    capacityBytes_ = static_cast<std::uint64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+    applyChartOptions();
+  });
+  connect(proportional_, &QCheckBox::toggled, strip_, &CheckpointStrip::setProportional);
+  connect(document_, &Document::chainChanged, this, &PlanView::refreshChain);
+  connect(document_, &Document::simulationChanged, this, &PlanView::refreshPlan);
+  connect(document_, &Document::measuredChanged, this, &PlanView::refreshChart);
+  refreshChain();
+  refreshPlan();
+}
+
+QLabel* PlanView::addCard(QHBoxLayout* row, const QString& key, const QString& title, const QString& tip) {
+  auto* frame = new QFrame(this);
+  frame->setFrameShape(QFrame::StyledPanel);
+  frame->setToolTip(tip);
+  auto* box = new QVBoxLayout(frame);
+  box->setContentsMargins(8, 4, 8, 4);
+  box->setSpacing(0);
+  auto* caption = new QLabel(title, frame);
+  QFont small = caption->font();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  caption->setFont(small);
+  caption->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  auto* value = new QLabel(QStringLiteral("-"), frame);
+  value->setObjectName(QStringLiteral("value_") + key);
+  QFont big = value->font();
+  big.setPointSizeF(big.pointSizeF() * (key == QLatin1String("peak") ? 1.35 : 1.1));
+  big.setBold(true);
+  value->setFont(big);
+  value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  box->addWidget(caption);
+  box->addWidget(value);
+  row->addWidget(frame, key == QLatin1String("peak") ? 2 : 1);
+  values_.insert(key, value);
+  return value;
+}
+
+QString PlanView::summaryText(const QString& key) const {
+  const QLabel* label = values_.value(key);
+  return label ? label->text() : QString();
+}
+
+void PlanView::setCapacityBytes(std::uint64_t bytes) {
+  // The exact bytes are kept: the spin box shows them rounded to its decimals.
+  {
+    const QSignalBlocker blocker(capacity_);
+    capacity_->setValue(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  }
+  capacityBytes_ = bytes;
+  applyChartOptions();
+}
+
+void PlanView::refreshChain() {
+  if (document_->hasChain()) strip_->setChain(document_->chain());
+}
+
+void PlanView::refreshPlan() {
+  if (!document_->hasChain()) return;
+  const Chain& chain = document_->chain();
+  const Simulation& sim = document_->simulation();
+  values_["peak"]->setText(charts::formatBytes(sim.peakBytes()));
+  values_["dynamic"]->setText(charts::formatBytes(sim.dynamicPeakBytes));
+  values_["static"]->setText(charts::formatBytes(sim.staticBytes));
+  values_["A"]->setText(charts::formatBytes(sim.aBytes));
+  values_["R"]->setText(charts::formatBytes(sim.rBytes));
+  const double forward = forwardCost(chain);
+  values_["recompute"]->setText(
+      forward > 0.0
+          ? tr("%1 (%2%)").arg(sim.recomputeCost, 0, 'g', 4).arg(100.0 * sim.recomputeCost / forward, 0, 'f', 1)
+          : QString::number(sim.recomputeCost, 'g', 4));
+  values_["checkpoints"]->setText(QString::number(sim.plan.checkpoints.size()));
+  values_["plan"]->setText(document_->planSource());
+  values_["peak"]->setToolTip(peakDescription(chain, sim));
+  updatePeakWarning();
+  strip_->setPlan(sim.plan, peakLayer(chain, sim));
+  refreshChart();
+}
+
+void PlanView::refreshChart() {
+  if (!document_->hasChain()) return;
+  const Chain& chain = document_->chain();
+  const QString title = tr("%1, plan %2: peak %3")
+                            .arg(QString::fromStdString(chain.name), document_->planSource(),
+                                 charts::formatBytes(document_->simulation().peakBytes()));
+  chart_->setData(chartData(chain, document_->simulation(), document_->measured(), title));
+}
+
+void PlanView::updatePeakWarning() {
+  const std::uint64_t capacity = capacityBytes_;
+  const bool over = document_->hasChain() && capacity > 0 && document_->simulation().peakBytes() > capacity;
+  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: #c62828;") : QString());
+  values_["peak"]->setProperty("overCapacity", over);
+  if (over)
+    values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(charts::formatBytes(capacity)) +
+                                peakDescription(document_->chain(), document_->simulation()));
+}
+
+void PlanView::applyChartOptions() {
+  updatePeakWarning();
+  charts::ChartOptions options = chart_->options();
+  options.includeStatic = showStatic_->isChecked();
+  options.xAxis = xAxis_->currentIndex() == 1 ? charts::XAxisMode::Time : charts::XAxisMode::OpIndex;
+  options.capacityBytes = capacityBytes_;
+  chart_->setOptions(options);
+}
+
+}  // namespace remat::gui

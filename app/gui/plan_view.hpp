@@ -1,0 +1,58 @@
+#pragma once
+// The plan tab: the numbers of the current plan (peak, A, R, recompute cost), the checkpoint strip
+// and the memory chart, all updated at once from the Document's simulation.
+#include <QHash>
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QHBoxLayout;
+class QLabel;
+
+namespace remat::charts {
+class MemoryChart;
+}
+
+namespace remat::gui {
+
+class CheckpointStrip;
+class Document;
+
+class PlanView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit PlanView(Document* document, QWidget* parent = nullptr);
+
+  CheckpointStrip* strip() const { return strip_; }
+  charts::MemoryChart* chart() const { return chart_; }
+  // The text a summary card shows now: "peak", "dynamic", "static", "A", "R", "recompute",
+  // "checkpoints", "plan".
+  QString summaryText(const QString& key) const;
+  void setCapacityBytes(std::uint64_t bytes);
+
+ signals:
+  void statusMessage(const QString& text);
+  void layerFocused(std::size_t layer);
+
+ private:
+  void refreshChain();
+  void refreshPlan();
+  void refreshChart();
+  void applyChartOptions();
+  void updatePeakWarning();  // the peak turns red above the capacity line
+  QLabel* addCard(QHBoxLayout* row, const QString& key, const QString& title, const QString& tip);
+
+  Document* document_;
+  CheckpointStrip* strip_;
+  charts::MemoryChart* chart_;
+  QHash<QString, QLabel*> values_;
+  QCheckBox* showStatic_;
+  QCheckBox* proportional_;
+  QComboBox* xAxis_;
+  QDoubleSpinBox* capacity_;
+  std::uint64_t capacityBytes_ = 0;
+};
+
+}  // namespace remat::gui

@@ -1,0 +1,32 @@
+#pragma once
+// Picks a zoo model with its batch size, input resolution and dtype.
+#include <QWidget>
+
+#include "remat/zoo.hpp"
+
+class QComboBox;
+class QSpinBox;
+
+namespace remat::gui {
+
+class ZooBar : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ZooBar(QWidget* parent = nullptr);
+  QString modelName() const;
+  ZooOptions options() const;
+  bool setModelName(const QString& name);
+  void setOptions(const ZooOptions& options);
+
+ signals:
+  void loadRequested(const QString& name, const ZooOptions& options);
+
+ private:
+  QComboBox* model_;
+  QSpinBox* batch_;
+  QSpinBox* resolution_;
+  QComboBox* dtype_;
+};
+
+}  // namespace remat::gui

@@ -1,0 +1,180 @@
+// Dispatch of the primitive kinds and of the residual blocks to the CPU kernels. The buffers were
+// checked by CpuDevice (sizes, presence per the model's in / out / e flags) before these run.
+#include "cpu_device_impl.hpp"
+#include "remat/counter_rng.hpp"
+
+namespace remat::cpu {
+namespace {
+
+Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
+
+}  // namespace
+
+Status forwardLayer(const LayerPlan& plan, std::size_t l, ForwardMode mode, std::uint64_t seed,
+                    const ForwardBuffers& b) {
+  const bool keep = mode == ForwardMode::Keep;
+  switch (plan.kind) {
+    case LayerKind::Conv2d: {
+      const float* bias = plan.bias ? b.params + plan.params.back().offset : nullptr;
+      conv2dForward(plan.conv, b.x, b.params, bias, b.y);
+      return Status::ok();
+    }
+    case LayerKind::Relu: reluForward(elements(plan.out), b.x, b.y); return Status::ok();
+    case LayerKind::Relu6: relu6Forward(elements(plan.out), b.x, b.y); return Status::ok();
+    case LayerKind::MaxPool: maxPoolForward(plan.pool, b.x, b.y); return Status::ok();
+    case LayerKind::AvgPool: avgPoolForward(plan.pool, b.x, b.y); return Status::ok();
+    case LayerKind::AdaptiveAvgPool: adaptiveAvgPoolForward(plan.pool, b.x, b.y); return Status::ok();
+    case LayerKind::BatchNorm:
+      batchNormForward(plan.bnRows, plan.bnChannels, b.x, b.params, b.params + plan.bnChannels, b.y,
+                       keep ? reinterpret_cast<float*>(b.extra) : nullptr);
+      return Status::ok();
+    case LayerKind::Linear: {
+      const float* bias = plan.bias ? b.params + plan.inFeatures * plan.outFeatures : nullptr;
+      linearForward(plan.in.batch, plan.inFeatures, plan.outFeatures, b.x, b.params, bias, b.y);
+      return Status::ok();
+    }
+    case LayerKind::Dropout:
+      dropoutForward(plan.in, plan.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), b.x, b.y,
+                     keep ? reinterpret_cast<std::uint8_t*>(b.extra) : nullptr);
+      return Status::ok();
+    case LayerKind::BasicBlock:
+    case LayerKind::Bottleneck:
+    case LayerKind::InvertedResidual: return forwardBlock(plan, mode, b);
+    default: break;
+  }
+  return Status::internal("cpu: " + plan.label + ": no forward kernel");
+}
+
+Status backwardLayer(const LayerPlan& plan, const BackwardBuffers& b) {
+  const Index count = elements(plan.in);
+  switch (plan.kind) {
+    case LayerKind::Conv2d: {
+      if (b.dx != nullptr) conv2dBackwardData(plan.conv, b.dy, b.params, b.dx);
+      float* db = plan.bias ? b.paramGrads + plan.params.back().offset : nullptr;
+      conv2dBackwardParams(plan.conv, b.x, b.dy, b.paramGrads, db);
+      return Status::ok();
+    }
+    case LayerKind::Relu:
+      if (b.dx != nullptr) reluBackward(count, b.y, b.dy, b.dx);
+      return Status::ok();
+    case LayerKind::Relu6:
+      if (b.dx != nullptr) relu6Backward(count, b.y, b.dy, b.dx);
+      return Status::ok();
+    case LayerKind::MaxPool:
+      if (b.dx != nullptr) maxPoolBackward(plan.pool, b.x, b.y, b.dy, b.dx);
+      return Status::ok();
+    case LayerKind::AvgPool:
+      if (b.dx != nullptr) avgPoolBackward(plan.pool, b.dy, b.dx);
+      return Status::ok();
+    case LayerKind::AdaptiveAvgPool:
+      if (b.dx != nullptr) adaptiveAvgPoolBackward(plan.pool, b.dy, b.dx);
+      return Status::ok();
+    case LayerKind::BatchNorm:
+      batchNormBackward(plan.bnRows, plan.bnChannels, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra),
+                        b.dx, b.paramGrads, b.paramGrads + plan.bnChannels);
+      return Status::ok();
+    case LayerKind::Linear: {
+      float* db = plan.bias ? b.paramGrads + plan.inFeatures * plan.outFeatures : nullptr;
+      linearBackward(plan.in.batch, plan.inFeatures, plan.outFeatures, b.x, b.params, b.dy, b.dx, b.paramGrads, db);
+      return Status::ok();
+    }
+    case LayerKind::Dropout:
+      if (b.dx != nullptr)
+        dropoutBackward(count, plan.dropoutP, reinterpret_cast<const std::uint8_t*>(b.extra), b.dy, b.dx);
+      return Status::ok();
+    case LayerKind::BasicBlock:
+    case LayerKind::Bottleneck:
+    case LayerKind::InvertedResidual: return backwardBlock(plan, b);
+    default: break;
+  }
+  return Status::internal("cpu: " + plan.label + ": no backward kernel");
+}
+
+// A block's forward: inner tensors live in the ONE workspace at their arena offsets, or, in keep
+// mode, saved ones in E at their extras offsets (block.hpp's protocol).
+Status forwardBlock(const LayerPlan& plan, ForwardMode mode, const ForwardBuffers& b) {
+  const BlockGraph& graph = *plan.block;
+  const bool keep = mode == ForwardMode::Keep;
+  if ((graph.fwdWorkspaceBytes > 0 && b.workspace == nullptr) || (keep && graph.extraBytes > 0 && b.extra == nullptr))
+    return Status::internal("cpu: " + plan.label + ": block forward without its workspace or extras");
+  auto tensor = [&](std::size_t t) -> float* {
+    if (t == 0) return const_cast<float*>(b.x);
+    if (t == graph.outputTensor()) return b.y;
+    const BlockTensor& bt = graph.tensors[t];
+    if (keep && bt.saved) return reinterpret_cast<float*>(b.extra + bt.extrasOffset);
+    return reinterpret_cast<float*>(b.workspace + bt.arenaOffset);
+  };
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    const BlockOpPlan& p = plan.blockOps[i];
+    const float* in = tensor(op.inputs[0]);
+    float* out = tensor(op.output);
+    const float* w = b.params + p.weightOffset;
+    switch (op.kind) {
+      case BlockOpKind::Conv2d: conv2dForward(p.conv, in, w, nullptr, out); break;
+      case BlockOpKind::BatchNorm:
+        batchNormForward(p.rows, p.channels, in, w, w + p.channels, out,
+                         keep ? reinterpret_cast<float*>(b.extra + op.statsOffset) : nullptr);
+        break;
+      case BlockOpKind::Relu: reluForward(p.count, in, out); break;
+      case BlockOpKind::Relu6: relu6Forward(p.count, in, out); break;
+      case BlockOpKind::Add: add(p.count, in, tensor(op.inputs[1]), out); break;
+    }
+  }
+  return Status::ok();
+}
+
+// A block's backward: ops in reverse; inner gradients in the ONE backward workspace at their
+// gradient offsets; saved tensors and statistics read from E (written in keep mode).
+Status backwardBlock(const LayerPlan& plan, const BackwardBuffers& b) {
+  const BlockGraph& graph = *plan.block;
+  if ((graph.bwdWorkspaceBytes > 0 && b.workspace == nullptr) || (graph.extraBytes > 0 && b.extra == nullptr))
+    return Status::internal("cpu: " + plan.label + ": block backward without its workspace or extras");
+  auto value = [&](std::size_t t) -> const float* {
+    if (t == 0) return b.x;
+    if (t == graph.outputTensor()) return b.y;
+    return reinterpret_cast<const float*>(b.extra + graph.tensors[t].extrasOffset);
+  };
+  auto grad = [&](std::size_t t) -> float* {
+    if (t == 0) return b.dx;  // null for layer 1
+    if (t == graph.outputTensor()) return const_cast<float*>(b.dy);
+    return reinterpret_cast<float*>(b.workspace + graph.tensors[t].gradOffset);
+  };
+  for (std::size_t i = graph.ops.size(); i-- > 0;) {
+    const BlockOp& op = graph.ops[i];
+    const BlockOpPlan& p = plan.blockOps[i];
+    const float* dOut = grad(op.output);
+    float* dIn = grad(op.inputs[0]);
+    const bool accumulate = op.gradAccumulate[0];
+    const float* w = b.params + p.weightOffset;
+    float* dw = b.paramGrads + p.weightOffset;
+    if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr))
+      return Status::internal("cpu: " + plan.label + ": inner op '" + op.layer.name + "' lacks a saved tensor");
+    switch (op.kind) {
+      case BlockOpKind::Conv2d:
+        if (dIn != nullptr) conv2dBackwardData(p.conv, dOut, w, dIn, accumulate);
+        conv2dBackwardParams(p.conv, value(op.inputs[0]), dOut, dw, nullptr);
+        break;
+      case BlockOpKind::BatchNorm:
+        batchNormBackward(p.rows, p.channels, value(op.inputs[0]), dOut, w,
+                          reinterpret_cast<const float*>(b.extra + op.statsOffset), dIn, dw, dw + p.channels,
+                          accumulate);
+        break;
+      case BlockOpKind::Relu:
+        if (dIn != nullptr) reluBackward(p.count, value(op.output), dOut, dIn, accumulate);
+        break;
+      case BlockOpKind::Relu6:
+        if (dIn != nullptr) relu6Backward(p.count, value(op.output), dOut, dIn, accumulate);
+        break;
+      case BlockOpKind::Add:
+        for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+          float* d = grad(op.inputs[j]);
+          if (d != nullptr) copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
+        }
+        break;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace remat::cpu

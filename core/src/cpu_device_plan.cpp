@@ -1,0 +1,308 @@
+// Per-layer preparation of the CPU backend: which layout each activation has, the kernel geometry
+// from the inferred shapes, and where the parameters sit. Checks that the chain's model numbers
+// say what the CPU kernels actually read and save, so a measured run can match the simulator.
+#include <cstring>
+
+#include "cpu_device_impl.hpp"
+
+namespace remat::cpu {
+namespace {
+
+ActivationLayout layoutOf(const Shape& shape) {
+  ActivationLayout layout;
+  if (shape.empty()) return layout;
+  layout.batch = shape[0];
+  if (shape.size() == 4) {
+    layout.channels = shape[1];
+    layout.height = shape[2];
+    layout.width = shape[3];
+    layout.channelsLast = true;
+  } else {
+    Index rest = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) rest *= shape[i];
+    layout.channels = rest;
+  }
+  return layout;
+}
+
+Status fail(const LayerPlan& plan, const std::string& message) {
+  return Status::invalid("cpu: " + plan.label + ": " + message);
+}
+
+Status expectFlag(const LayerPlan& plan, bool have, bool want, const char* field) {
+  if (want && !have)
+    return fail(plan, std::string("its CPU backward reads that tensor, but the chain says ") + field + " = false");
+  return Status::ok();
+}
+
+Status expectExtra(const LayerPlan& plan, std::uint64_t have, std::uint64_t want) {
+  if (have != want)
+    return fail(plan, "its CPU kernel saves " + std::to_string(want) +
+                          " extra bytes, the chain says e = " + std::to_string(have));
+  return Status::ok();
+}
+
+ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
+  ConvGeometry g;
+  g.batch = in[0];
+  g.inChannels = in[1];
+  g.inHeight = in[2];
+  g.inWidth = in[3];
+  g.outChannels = out[1];
+  g.outHeight = out[2];
+  g.outWidth = out[3];
+  g.kernel = spec.kernel;
+  g.stride = spec.stride;
+  g.padding = spec.padding;
+  g.groups = spec.groups;
+  return g;
+}
+
+Index convWeightCount(const ConvGeometry& g) { return g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel; }
+
+PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
+  PoolGeometry g;
+  g.batch = in[0];
+  g.channels = in[1];
+  g.inHeight = in[2];
+  g.inWidth = in[3];
+  g.outHeight = out[2];
+  g.outWidth = out[3];
+  g.kernel = spec.kernel;
+  g.stride = spec.stride;
+  g.padding = spec.padding;
+  return g;
+}
+
+Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, LayerPlan& plan) {
+  auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
+  if (!graph) return fail(plan, graph.status().message());
+  const LayerNumbers& m = layer.numbers;
+  if (graph->outBytes != m.outBytes || graph->extraBytes != m.extraBytes || graph->needsInput != m.needsInput ||
+      graph->needsOutput != m.needsOutput || graph->paramCount != layer.paramCount)
+    return fail(plan, "the chain's numbers for this block differ from its inner graph's");
+  Index offset = 0;
+  for (const BlockOp& op : graph->ops) {
+    BlockOpPlan p;
+    const Shape& in = graph->tensors[op.inputs[0]].shape;
+    const Shape& out = graph->tensors[op.output].shape;
+    p.count = static_cast<Index>(elementCount(out));
+    p.weightOffset = offset;
+    if (op.kind == BlockOpKind::Conv2d) {
+      p.conv = convGeometry(op.layer, in, out);
+      const Index weights = convWeightCount(p.conv);
+      if (static_cast<std::uint64_t>(weights) != op.paramCount)
+        return fail(plan, "inner conv '" + op.layer.name + "' has a bias or an unexpected parameter count");
+      ParamSegment seg;
+      seg.type = ParamSegment::Type::ConvWeight;
+      seg.offset = offset;
+      seg.count = weights;
+      seg.conv = p.conv;
+      plan.params.push_back(seg);
+    } else if (op.kind == BlockOpKind::BatchNorm) {
+      p.rows = in[0] * in[2] * in[3];
+      p.channels = in[1];
+      if (op.paramCount != static_cast<std::uint64_t>(2 * p.channels) ||
+          op.statsBytes != static_cast<std::uint64_t>(2 * p.channels * 4))
+        return fail(plan, "inner batch norm '" + op.layer.name + "' has unexpected parameter or statistics bytes");
+      ParamSegment seg;
+      seg.offset = offset;
+      seg.count = 2 * p.channels;
+      plan.params.push_back(seg);
+    } else if (op.paramCount != 0) {
+      return fail(plan, "inner op '" + op.layer.name + "' has parameters");
+    }
+    offset += static_cast<Index>(op.paramCount);
+    plan.blockOps.push_back(p);
+  }
+  plan.requiredFwdWorkspace = graph->fwdWorkspaceBytes;
+  plan.requiredBwdWorkspace = graph->bwdWorkspaceBytes;
+  plan.block = std::move(graph).value();
+  return Status::ok();
+}
+
+Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, LayerPlan& plan) {
+  const LayerNumbers& m = layer.numbers;
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
+  plan.out = layoutOf(out);
+  const bool elementwise = layer.kind == LayerKind::Relu || layer.kind == LayerKind::Relu6 ||
+                           layer.kind == LayerKind::Dropout || layer.kind == LayerKind::BatchNorm;
+  if (elementwise) plan.out = plan.in;  // a 2-D tensor from a flatten keeps its channels-last order
+  const auto expectedParams = [&](Index count) -> Status {
+    if (static_cast<std::uint64_t>(count) != layer.paramCount)
+      return fail(plan, "expected " + std::to_string(count) + " parameters, the chain says " +
+                            std::to_string(layer.paramCount));
+    return Status::ok();
+  };
+  switch (layer.kind) {
+    case LayerKind::Conv2d: {
+      plan.conv = convGeometry(spec, in, out);
+      const Index weights = convWeightCount(plan.conv);
+      plan.bias = layer.paramCount == static_cast<std::uint64_t>(weights + plan.conv.outChannels);
+      REMAT_RETURN_IF_ERROR(expectedParams(weights + (plan.bias ? plan.conv.outChannels : 0)));
+      ParamSegment w;
+      w.type = ParamSegment::Type::ConvWeight;
+      w.count = weights;
+      w.conv = plan.conv;
+      plan.params.push_back(w);
+      if (plan.bias) plan.params.push_back({ParamSegment::Type::Plain, weights, plan.conv.outChannels, {}, 0, {}});
+      return expectFlag(plan, m.needsInput, true, "needs_input");
+    }
+    case LayerKind::Relu:
+    case LayerKind::Relu6:
+      REMAT_RETURN_IF_ERROR(expectedParams(0));
+      return expectFlag(plan, m.needsOutput, true, "needs_output");
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool:
+      plan.pool = poolGeometry(spec, in, out);
+      REMAT_RETURN_IF_ERROR(expectedParams(0));
+      if (layer.kind == LayerKind::MaxPool) {
+        REMAT_RETURN_IF_ERROR(expectFlag(plan, m.needsInput, true, "needs_input"));
+        return expectFlag(plan, m.needsOutput, true, "needs_output");
+      }
+      return Status::ok();
+    case LayerKind::BatchNorm: {
+      if (in.size() == 4) {
+        plan.bnRows = in[0] * in[2] * in[3];
+        plan.bnChannels = in[1];
+      } else {
+        plan.bnRows = plan.in.batch;
+        plan.bnChannels = plan.in.perSample();
+      }
+      REMAT_RETURN_IF_ERROR(expectedParams(2 * plan.bnChannels));
+      // Over a flattened channels-last input the features sit in (h, w, c) order.
+      const auto type =
+          in.size() == 2 && plan.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
+      plan.params.push_back({type, 0, plan.bnChannels, {}, 0, plan.in});
+      plan.params.push_back({type, plan.bnChannels, plan.bnChannels, {}, 0, plan.in});
+      REMAT_RETURN_IF_ERROR(expectFlag(plan, m.needsInput, true, "needs_input"));
+      return expectExtra(plan, m.extraBytes, static_cast<std::uint64_t>(2 * plan.bnChannels * 4));
+    }
+    case LayerKind::Linear: {
+      plan.inFeatures = plan.in.perSample();
+      plan.outFeatures = out[1];
+      const Index weights = plan.inFeatures * plan.outFeatures;
+      plan.bias = layer.paramCount == static_cast<std::uint64_t>(weights + plan.outFeatures);
+      REMAT_RETURN_IF_ERROR(expectedParams(weights + (plan.bias ? plan.outFeatures : 0)));
+      ParamSegment w;
+      w.type = plan.in.channelsLast ? ParamSegment::Type::LinearWeight : ParamSegment::Type::Plain;
+      w.count = weights;
+      w.outFeatures = plan.outFeatures;
+      w.layout = plan.in;
+      plan.params.push_back(w);
+      if (plan.bias) plan.params.push_back({ParamSegment::Type::Plain, weights, plan.outFeatures, {}, 0, {}});
+      return expectFlag(plan, m.needsInput, true, "needs_input");
+    }
+    case LayerKind::Dropout:
+      plan.dropoutP = spec.dropoutP;
+      REMAT_RETURN_IF_ERROR(expectedParams(0));
+      return expectExtra(plan, m.extraBytes, elementCount(out));
+    case LayerKind::BasicBlock:
+    case LayerKind::Bottleneck:
+    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, plan);
+    default: break;
+  }
+  return fail(plan, "the CPU backend has no kernel for this kind");
+}
+
+}  // namespace
+
+Status planLayer(const Chain& chain, std::size_t l, std::vector<LayerPlan>& plans) {
+  LayerPlan plan;
+  if (l == 0) {
+    plan.label = "the input x0";
+    plan.real = !chain.inputShape.empty();
+    plan.out = layoutOf(chain.inputShape);
+    plans.push_back(plan);
+    return Status::ok();
+  }
+  const ChainLayer& layer = chain.layers[l - 1];
+  plan.kind = layer.kind;
+  plan.label = "layer " + std::to_string(l) + " ('" + layer.name + "', " + std::string(kindName(layer.kind)) + ")";
+  if (layer.kind == LayerKind::Abstract) {
+    plans.push_back(plan);
+    return Status::ok();
+  }
+  if (chain.dtype != DType::Float32)
+    return fail(plan, "the CPU backend runs float32 only; the chain is " + std::string(dtypeName(chain.dtype)));
+  if (layer.specIndex >= chain.spec.layers.size())
+    return fail(plan, "the chain has no layer spec for it (spec index " + std::to_string(layer.specIndex) + ")");
+  const LayerPlan& prev = plans[l - 1];
+  if (!prev.real) return fail(plan, "its input is not a float32 activation");
+  const std::uint64_t inCount = elementCount(layer.inputShape);
+  if (layer.inputShape.empty() || layer.outputShape.empty() ||
+      static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample()) != inCount)
+    return fail(plan, "its input shape " + shapeToString(layer.inputShape) + " does not match the previous output");
+  if (layer.numbers.outBytes != elementCount(layer.outputShape) * 4)
+    return fail(plan, "a = " + std::to_string(layer.numbers.outBytes) + " bytes does not match its output shape " +
+                          shapeToString(layer.outputShape));
+  plan.in = prev.out;
+  plan.real = true;
+  REMAT_RETURN_IF_ERROR(planReal(chain, layer, chain.spec.layers[layer.specIndex], plan));
+  plans.push_back(std::move(plan));
+  return Status::ok();
+}
+
+namespace {
+
+// Copies `count` channels-last runs of one sample: canonical index c * hw + i <-> position i * C + c.
+void permuteSample(const ActivationLayout& layout, const float* from, float* to, bool toCanonical) {
+  const Index hw = layout.height * layout.width, channels = layout.channels;
+  for (Index i = 0; i < hw; ++i)
+    for (Index c = 0; c < channels; ++c) {
+      if (toCanonical)
+        to[c * hw + i] = from[i * channels + c];
+      else
+        to[i * channels + c] = from[c * hw + i];
+    }
+}
+
+}  // namespace
+
+void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical) {
+  const Index perSample = layout.perSample();
+  if (!layout.channelsLast) {
+    std::memcpy(to, from, static_cast<std::size_t>(layout.batch * perSample) * sizeof(float));
+    return;
+  }
+  for (Index n = 0; n < layout.batch; ++n) permuteSample(layout, from + n * perSample, to + n * perSample, toCanonical);
+}
+
+void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical) {
+  auto move = [&](Index canonical, Index internal) {
+    if (toCanonical)
+      to[canonical] = from[internal];
+    else
+      to[internal] = from[canonical];
+  };
+  for (const ParamSegment& s : segments) {
+    switch (s.type) {
+      case ParamSegment::Type::Plain:
+        std::memcpy(to + s.offset, from + s.offset, static_cast<std::size_t>(s.count) * sizeof(float));
+        break;
+      case ParamSegment::Type::ConvWeight: {
+        const Index K = s.conv.outChannels, cig = s.conv.inChannels / s.conv.groups, k = s.conv.kernel;
+        for (Index co = 0; co < K; ++co)
+          for (Index ci = 0; ci < cig; ++ci)
+            for (Index kh = 0; kh < k; ++kh)
+              for (Index kw = 0; kw < k; ++kw)
+                move(s.offset + ((co * cig + ci) * k + kh) * k + kw, s.offset + ((kh * k + kw) * cig + ci) * K + co);
+        break;
+      }
+      case ParamSegment::Type::LinearWeight: {
+        // Each weight row is indexed like one sample of the (flattened channels-last) input.
+        const Index in = s.count / s.outFeatures;
+        for (Index o = 0; o < s.outFeatures; ++o)
+          permuteSample(s.layout, from + s.offset + o * in, to + s.offset + o * in, toCanonical);
+        break;
+      }
+      case ParamSegment::Type::FeatureVector:
+        permuteSample(s.layout, from + s.offset, to + s.offset, toCanonical);
+        break;
+    }
+  }
+}
+
+}  // namespace remat::cpu

@@ -1,0 +1,335 @@
+// CudaDevice: opens the GPU, prepares a chain, copies data at the boundary and checks every buffer
+// a call passes against the memory model (present exactly when the model says the op reads or
+// writes it, with exactly the model's bytes) before dispatching to the kernels.
+#include <cudnn.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cuda_device_impl.hpp"
+#include "kernels_abstract.hpp"
+#include "remat/counter_rng.hpp"
+#include "remat/gpu/cuda_check.hpp"
+
+namespace remat {
+
+using gpu::CudaDevice;
+
+Result<std::byte*> CudaDevice::Impl::memory(DeviceBuffer buffer, std::uint64_t bytes, const std::string& what,
+                                            bool optional, bool atLeast) const {
+  if (!buffer.valid()) {
+    if (optional) return static_cast<std::byte*>(nullptr);
+    return Status::internal("gpu: " + what + ": no buffer given");
+  }
+  if (atLeast ? buffer.bytes < bytes : buffer.bytes != bytes)
+    return Status::internal("gpu: " + what + ": buffer #" + std::to_string(buffer.id) + " has " +
+                            std::to_string(buffer.bytes) + " bytes, the kernel needs " + (atLeast ? "at least " : "") +
+                            std::to_string(bytes));
+  auto data = allocator->resolve(buffer);
+  if (!data) return data.status().withContext(what);
+  return static_cast<std::byte*>(*data);
+}
+
+Status CudaDevice::Impl::requirePrepared(std::size_t layer) const {
+  if (!chain) return Status::internal("gpu: no chain prepared");
+  if (layer < 1 || layer > chain->size())
+    return Status::internal("gpu: layer " + std::to_string(layer) + " is outside 1.." + std::to_string(chain->size()));
+  return Status::ok();
+}
+
+namespace gpu {
+
+std::string CudaDeviceInfo::describe() const {
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
+  return name + " (device " + std::to_string(deviceIndex) + ", sm_" + std::to_string(computeMajor) +
+         std::to_string(computeMinor) + ", " + std::to_string(totalBytes >> 20) + " MiB), driver " +
+         version(driverVersion) + ", runtime " + version(runtimeVersion) + ", cuDNN " + std::to_string(cudnnVersion);
+}
+
+Status cudaDeviceAvailable(int deviceIndex) {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::invalid(std::string("no CUDA device: ") + cudaGetErrorString(error) + " (" +
+                           cudaGetErrorName(error) + ")");
+  }
+  if (count == 0) return Status::invalid("no CUDA device: the CUDA runtime found none");
+  if (deviceIndex < 0 || deviceIndex >= count)
+    return Status::invalid("no CUDA device: device " + std::to_string(deviceIndex) + " requested, " +
+                           std::to_string(count) + " present");
+  return Status::ok();
+}
+
+Result<std::unique_ptr<CudaDevice>> createCudaDevice(const CudaDeviceOptions& options) {
+  REMAT_RETURN_IF_ERROR(cudaDeviceAvailable(options.deviceIndex));
+  auto impl = std::make_unique<CudaDevice::Impl>();
+  impl->options = options;
+  REMAT_CUDA_CHECK(cudaSetDevice(options.deviceIndex));
+  cudaDeviceProp props{};
+  REMAT_CUDA_CHECK(cudaGetDeviceProperties(&props, options.deviceIndex));
+  impl->info.deviceIndex = options.deviceIndex;
+  impl->info.name = props.name;
+  impl->info.computeMajor = props.major;
+  impl->info.computeMinor = props.minor;
+  impl->info.totalBytes = props.totalGlobalMem;
+  REMAT_CUDA_CHECK(cudaDriverGetVersion(&impl->info.driverVersion));
+  REMAT_CUDA_CHECK(cudaRuntimeGetVersion(&impl->info.runtimeVersion));
+  impl->info.cudnnVersion = cudnnGetVersion();
+  auto stream = createStream();
+  if (!stream) return stream.status();
+  impl->stream = std::move(*stream);
+  auto cudnn = createCudnnHandle(impl->stream.get());
+  if (!cudnn) return cudnn.status();
+  impl->cudnn = std::move(*cudnn);
+  auto cublas = createCublasHandle(impl->stream.get(), options.allowTf32);
+  if (!cublas) return cublas.status();
+  impl->cublas = std::move(*cublas);
+  auto allocator = CudaAllocator::create(options.deviceIndex, impl->stream.get());
+  if (!allocator) return allocator.status();
+  impl->allocator = std::move(*allocator);
+  return std::unique_ptr<CudaDevice>(new CudaDevice(std::move(impl)));
+}
+
+CudaDevice::CudaDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CudaDevice::~CudaDevice() {
+  if (impl_ && impl_->stream) (void)cudaStreamSynchronize(impl_->stream.get());
+}
+
+DeviceAllocator& CudaDevice::allocator() { return *impl_->allocator; }
+CudaAllocator& CudaDevice::cudaAllocator() { return *impl_->allocator; }
+const CudaDeviceInfo& CudaDevice::info() const { return impl_->info; }
+const CudaDeviceOptions& CudaDevice::options() const { return impl_->options; }
+cudaStream_t CudaDevice::stream() const { return impl_->stream.get(); }
+
+Status CudaDevice::prepare(const Chain& chain) {
+  impl_->chain.reset();
+  impl_->layers.clear();
+  std::vector<LayerState> layers;
+  layers.reserve(chain.size() + 1);
+  const LayerContext context = impl_->context();
+  for (std::size_t l = 0; l <= chain.size(); ++l)
+    REMAT_RETURN_IF_ERROR(planLayer(chain, l, context, impl_->options, layers));
+  impl_->layers = std::move(layers);
+  impl_->chain = chain;
+  return Status::ok();
+}
+
+Result<std::uint64_t> CudaDevice::requiredWorkspaceBytes(std::size_t layer, Pass pass) const {
+  REMAT_RETURN_IF_ERROR(impl_->requirePrepared(layer));
+  const LayerState& state = impl_->layers[layer];
+  return pass == Pass::Forward ? state.requiredFwdWorkspace : state.requiredBwdWorkspace;
+}
+
+Result<std::string> CudaDevice::describeLayer(std::size_t layer) const {
+  REMAT_RETURN_IF_ERROR(impl_->requirePrepared(layer));
+  const LayerState& state = impl_->layers[layer];
+  std::string text = state.label + ": wf " + std::to_string(state.requiredFwdWorkspace) + " B, wb " +
+                     std::to_string(state.requiredBwdWorkspace) + " B";
+  if (!state.algorithms.empty()) text += "; " + state.algorithms;
+  return text;
+}
+
+Status CudaDevice::checkFits(std::uint64_t predictedPeakBytes) const {
+  const std::uint64_t held = impl_->allocator->bytesHeld();
+  const std::uint64_t needed = predictedPeakBytes > held ? predictedPeakBytes - held : 0;
+  auto available = impl_->allocator->availableBytes();
+  if (!available) return available.status();
+  if (needed > *available)
+    return Status::outOfMemory("the plan needs " + std::to_string(needed) + " more bytes (predicted peak " +
+                               std::to_string(predictedPeakBytes) + ", " + std::to_string(held) +
+                               " already held), device has " + std::to_string(*available) + " free");
+  return Status::ok();
+}
+
+Status CudaDevice::synchronize() {
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
+  return Status::ok();
+}
+
+Status CudaDevice::upload(DeviceBuffer dst, TensorRole role, std::size_t layer, std::span<const std::byte> src) {
+  (void)layer;  // the GPU keeps the canonical layout: every role is a plain copy
+  if (src.size() != dst.bytes)
+    return Status::internal("gpu: upload of " + std::to_string(src.size()) + " bytes into buffer #" +
+                            std::to_string(dst.id) + " of " + std::to_string(dst.bytes) + " bytes");
+  if (role == TensorRole::Labels && impl_->chain && !impl_->layers.empty() && impl_->layers.back().real) {
+    // Checked here, on the host, so the seed kernel never sees a label outside the classes.
+    const LayerState& last = impl_->layers.back();
+    const Index classes = last.outCount / last.outShape[0];
+    for (std::size_t i = 0; i + 4 <= src.size(); i += 4) {
+      std::int32_t label = 0;
+      std::memcpy(&label, src.data() + i, 4);
+      if (label < 0 || label >= classes)
+        return Status::invalid("gpu: label " + std::to_string(label) + " of sample " + std::to_string(i / 4) +
+                               " is outside the " + std::to_string(classes) + " classes of the last layer");
+    }
+  }
+  auto data = impl_->memory(dst, dst.bytes, "upload", false);
+  if (!data) return data.status();
+  if (src.empty()) return Status::ok();
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(*data, src.data(), src.size(), cudaMemcpyHostToDevice, impl_->stream.get()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
+  return Status::ok();
+}
+
+Status CudaDevice::download(DeviceBuffer src, TensorRole role, std::size_t layer, std::span<std::byte> dst) {
+  (void)role;
+  (void)layer;
+  if (dst.size() != src.bytes)
+    return Status::internal("gpu: download of buffer #" + std::to_string(src.id) + " (" + std::to_string(src.bytes) +
+                            " bytes) into " + std::to_string(dst.size()) + " bytes");
+  auto data = impl_->memory(src, src.bytes, "download", false);
+  if (!data) return data.status();
+  if (dst.empty()) return Status::ok();
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), *data, dst.size(), cudaMemcpyDeviceToHost, impl_->stream.get()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
+  return Status::ok();
+}
+
+Status CudaDevice::fill(DeviceBuffer dst, std::uint8_t value) {
+  auto data = impl_->memory(dst, dst.bytes, "fill", false);
+  if (!data) return data.status();
+  if (dst.bytes > 0) REMAT_CUDA_CHECK(cudaMemsetAsync(*data, value, dst.bytes, impl_->stream.get()));
+  return Status::ok();
+}
+
+Status CudaDevice::forward(const ForwardCall& call) {
+  Impl& d = *impl_;
+  REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
+  const std::size_t l = call.layer;
+  const LayerState& state = d.layers[l];
+  const Chain& chain = *d.chain;
+  const LayerNumbers& m = chain.at(l);
+  const bool keep = call.mode == ForwardMode::Keep;
+  const std::string where = state.label + " forward";
+  auto x = d.memory(call.input, chain.outBytes(l - 1), where + ", input x(l-1)", false);
+  if (!x) return x.status();
+  auto y = d.memory(call.output, m.outBytes, where + ", output x(l)", false);
+  if (!y) return y.status();
+  const bool wantsExtra = keep && m.extraBytes > 0;
+  if (!wantsExtra && call.extra.valid())
+    return Status::internal("gpu: " + where + ": extras passed in discard mode or for a layer without extras");
+  auto extra = d.memory(call.extra, m.extraBytes, where + ", extras E(l)", !wantsExtra);
+  if (!extra) return extra.status();
+  auto workspace = d.memory(call.workspace, state.requiredFwdWorkspace, where + ", workspace",
+                            state.requiredFwdWorkspace == 0, true);
+  if (!workspace) return workspace.status();
+  auto params = d.memory(call.params, m.paramBytes, where + ", parameters", m.paramBytes == 0);
+  if (!params) return params.status();
+  const cudaStream_t stream = d.stream.get();
+  if (state.kind == LayerKind::Abstract) {
+    // As the CPU's abstractForward: k = absorb(absorb(key, x), params); y at k, E at mix(k ^ 1),
+    // the workspace at mix(k ^ 2).
+    kernels::ByteSpans spans;
+    spans.push(*x, call.input.bytes);
+    spans.push(*params, m.paramBytes);
+    REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, rng::streamKey(call.seed, rng::Purpose::Abstract, l), spans));
+    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *y, m.outBytes, false, 0));
+    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *extra, wantsExtra ? m.extraBytes : 0, true, 1));
+    return kernels::abstractFillBytes(stream, *workspace, call.workspace.bytes, true, 2);
+  }
+  ForwardPointers p;
+  p.x = reinterpret_cast<const float*>(*x);
+  p.y = reinterpret_cast<float*>(*y);
+  p.extra = *extra;
+  p.workspace = *workspace;
+  p.params = reinterpret_cast<const float*>(*params);
+  return forwardLayer(state, l, call.mode, call.seed, d.context(), p).withContext("gpu: " + where);
+}
+
+Status CudaDevice::backward(const BackwardCall& call) {
+  Impl& d = *impl_;
+  REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
+  const std::size_t l = call.layer;
+  const LayerState& state = d.layers[l];
+  const Chain& chain = *d.chain;
+  const LayerNumbers& m = chain.at(l);
+  const std::string where = state.label + " backward";
+  auto presentIff = [&](const DeviceBuffer& b, bool wanted, const char* name) -> Status {
+    if (!wanted && b.valid())
+      return Status::internal("gpu: " + where + ": " + name + " passed, but the model says B(l) does not use it");
+    return Status::ok();
+  };
+  REMAT_RETURN_IF_ERROR(presentIff(call.input, m.needsInput, "x(l-1)"));
+  REMAT_RETURN_IF_ERROR(presentIff(call.output, m.needsOutput, "x(l)"));
+  REMAT_RETURN_IF_ERROR(presentIff(call.extra, m.extraBytes > 0, "E(l)"));
+  REMAT_RETURN_IF_ERROR(presentIff(call.gradInput, l > 1, "d(l-1)"));
+  auto dy = d.memory(call.gradOutput, m.outBytes, where + ", d(l)", false);
+  if (!dy) return dy.status();
+  auto x = d.memory(call.input, chain.outBytes(l - 1), where + ", x(l-1)", !m.needsInput);
+  if (!x) return x.status();
+  auto y = d.memory(call.output, m.outBytes, where + ", x(l)", !m.needsOutput);
+  if (!y) return y.status();
+  auto extra = d.memory(call.extra, m.extraBytes, where + ", E(l)", m.extraBytes == 0);
+  if (!extra) return extra.status();
+  auto dx = d.memory(call.gradInput, chain.outBytes(l - 1), where + ", d(l-1)", l == 1);
+  if (!dx) return dx.status();
+  auto workspace = d.memory(call.workspace, state.requiredBwdWorkspace, where + ", workspace",
+                            state.requiredBwdWorkspace == 0, true);
+  if (!workspace) return workspace.status();
+  auto params = d.memory(call.params, m.paramBytes, where + ", parameters", m.paramBytes == 0);
+  if (!params) return params.status();
+  auto grads = d.memory(call.paramGrads, m.paramBytes, where + ", parameter gradients", m.paramBytes == 0);
+  if (!grads) return grads.status();
+  const cudaStream_t stream = d.stream.get();
+  if (state.kind == LayerKind::Abstract) {
+    // As the CPU's abstractBackward: k absorbs dy, x, y, E and the parameters from mix(key ^ 0xB);
+    // dx at k (floats when x(l-1) is a real activation), the workspace at mix(k ^ 2), and the
+    // parameter gradients get mix(k ^ 3)'s bytes added.
+    kernels::ByteSpans spans;
+    spans.push(*dy, m.outBytes);
+    spans.push(*x, call.input.bytes);
+    spans.push(*y, call.output.bytes);
+    spans.push(*extra, call.extra.bytes);
+    spans.push(*params, m.paramBytes);
+    const std::uint64_t key = rng::mix64(rng::streamKey(call.seed, rng::Purpose::Abstract, l) ^ 0xB);
+    REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, key, spans));
+    const bool dxIsFloat = l > 1 && d.layers[l - 1].real;
+    if (dxIsFloat)
+      REMAT_RETURN_IF_ERROR(kernels::abstractFillFloats(stream, *dx, call.gradInput.bytes, false, 0));
+    else
+      REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *dx, call.gradInput.bytes, false, 0));
+    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *workspace, call.workspace.bytes, true, 2));
+    return kernels::abstractAddGradBytes(stream, *grads, m.paramBytes, 3);
+  }
+  BackwardPointers p;
+  p.dy = reinterpret_cast<const float*>(*dy);
+  p.x = reinterpret_cast<const float*>(*x);
+  p.y = reinterpret_cast<const float*>(*y);
+  p.extra = *extra;
+  p.dx = reinterpret_cast<float*>(*dx);
+  p.workspace = *workspace;
+  p.params = reinterpret_cast<const float*>(*params);
+  p.paramGrads = reinterpret_cast<float*>(*grads);
+  return backwardLayer(state, d.context(), p).withContext("gpu: " + where);
+}
+
+Status CudaDevice::lossSeed(const SeedCall& call) {
+  Impl& d = *impl_;
+  if (!d.chain || d.chain->size() == 0) return Status::internal("gpu: no chain prepared");
+  const std::size_t n = d.chain->size();
+  const std::uint64_t bytes = d.chain->outBytes(n);
+  auto logits = d.memory(call.logits, bytes, "SEED, logits x(n)", false);
+  if (!logits) return logits.status();
+  auto grad = d.memory(call.gradLogits, bytes, "SEED, gradient d(n)", false);
+  if (!grad) return grad.status();
+  const LayerState& last = d.layers[n];
+  const cudaStream_t stream = d.stream.get();
+  if (!last.real) {
+    kernels::ByteSpans spans;
+    spans.push(*logits, bytes);
+    const std::uint64_t key = rng::mix64(rng::streamKey(call.seed, rng::Purpose::Abstract, 0) ^ 0x5EED);
+    REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, key, spans));
+    return kernels::abstractFillBytes(stream, *grad, bytes, false, 0);
+  }
+  const Index batch = last.outShape[0];
+  auto labels = d.memory(call.labels, static_cast<std::uint64_t>(batch) * 4, "SEED, labels", false);
+  if (!labels) return labels.status();
+  return kernels::softmaxCrossEntropyBackward(
+      stream, batch, last.outCount / batch, reinterpret_cast<const float*>(*logits),
+      reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(*grad));
+}
+
+}  // namespace gpu
+}  // namespace remat

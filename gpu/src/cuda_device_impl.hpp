@@ -1,0 +1,113 @@
+#pragma once
+// CudaDevice's state: the CUDA objects, the prepared chain and one LayerState per layer (the cuDNN
+// ops with their chosen algorithms, kernel geometry, parameter offsets, workspace needs). Internal
+// to gpu/.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels.hpp"
+#include "remat/block.hpp"
+#include "remat/gpu/cuda_device.hpp"
+#include "remat/gpu/cudnn_ops.hpp"
+
+namespace remat::gpu {
+
+using kernels::Index;
+
+struct LayerContext {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+};
+
+struct BlockOpState {
+  std::optional<ConvOp> conv;
+  std::optional<BatchNormOp> bn;
+  Index count = 0;         // elements of the output (Relu, Relu6, Add)
+  Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
+};
+
+struct BlockState {
+  BlockGraph graph;
+  std::vector<BlockOpState> ops;
+  // cuDNN's scratch for the inner convolutions sits after the arenas, at an aligned offset.
+  std::uint64_t fwdScratchOffset = 0, fwdScratchBytes = 0;
+  std::uint64_t bwdScratchOffset = 0, bwdScratchBytes = 0;
+};
+
+struct LayerState {
+  LayerKind kind = LayerKind::Abstract;
+  std::string label;  // "layer 3 ('conv1', conv2d)"
+  bool real = false;  // x(l) holds float32 NCHW activations
+  Index inCount = 0, outCount = 0;
+  Shape inShape, outShape;
+  std::optional<ConvOp> conv;
+  bool bias = false;  // conv2d, linear
+  Index biasOffset = 0;
+  std::optional<PoolOp> pool;
+  kernels::AdaptivePoolGeometry adaptive;
+  std::optional<BatchNormOp> bn;
+  Index rows = 0, inFeatures = 0, outFeatures = 0;  // linear
+  double dropoutP = 0.0;
+  std::optional<BlockState> block;
+  // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
+  bool dxInWorkspace = false;
+  std::uint64_t requiredFwdWorkspace = 0;
+  std::uint64_t requiredBwdWorkspace = 0;
+  std::string algorithms;  // describe() of the cuDNN choices, for reports
+};
+
+// Builds the state of layer l (layers[0] is the input x0) and appends it. Errors name the layer.
+Status planLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
+                 std::vector<LayerState>& layers);
+
+struct ForwardPointers {
+  const float* x = nullptr;
+  float* y = nullptr;
+  std::byte* extra = nullptr;
+  std::byte* workspace = nullptr;
+  const float* params = nullptr;
+};
+
+struct BackwardPointers {
+  const float* dy = nullptr;
+  const float* x = nullptr;
+  const float* y = nullptr;
+  const std::byte* extra = nullptr;
+  float* dx = nullptr;  // null for layer 1
+  std::byte* workspace = nullptr;
+  const float* params = nullptr;
+  float* paramGrads = nullptr;
+};
+
+// The real (non-abstract) kinds; the buffers were checked by CudaDevice.
+Status forwardLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,
+                    const LayerContext& context, const ForwardPointers& p);
+Status backwardLayer(const LayerState& layer, const LayerContext& context, const BackwardPointers& p);
+
+}  // namespace remat::gpu
+
+namespace remat {
+
+struct gpu::CudaDevice::Impl {
+  CudaDeviceOptions options;
+  CudaDeviceInfo info;
+  // Declaration order is destruction order reversed: the allocator and the handles go before the
+  // stream they use.
+  Stream stream;
+  CudnnHandle cudnn;
+  CublasHandle cublas;
+  std::unique_ptr<CudaAllocator> allocator;
+  std::optional<Chain> chain;
+  std::vector<LayerState> layers;  // [0] = the input x0
+
+  LayerContext context() const { return {stream.get(), cudnn.get(), cublas.get()}; }
+  // The device memory of a buffer that must hold exactly `bytes` (or at least, when atLeast); an
+  // absent (invalid) buffer gives null when `optional`.
+  Result<std::byte*> memory(DeviceBuffer buffer, std::uint64_t bytes, const std::string& what, bool optional,
+                            bool atLeast = false) const;
+  Status requirePrepared(std::size_t layer) const;
+};
+
+}  // namespace remat

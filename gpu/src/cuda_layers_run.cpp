@@ -1,0 +1,199 @@
+// Dispatch of the real layer kinds and of the residual blocks to cuDNN, cuBLAS and the own kernels.
+// The buffers were checked by CudaDevice (sizes, presence per the model's in / out / e flags).
+#include "cuda_device_impl.hpp"
+#include "remat/counter_rng.hpp"
+#include "remat/gpu/cuda_check.hpp"
+
+namespace remat::gpu {
+namespace {
+
+constexpr float kOne = 1.0f;
+constexpr float kZero = 0.0f;
+
+// Row-major [rows][in] x [out][in]^T through column-major cuBLAS: in column-major terms
+// y^T (out x rows) = W (out x in, i.e. the row-major [out][in] read as in x out, transposed) x^T.
+Status linearForward(const LayerState& s, const LayerContext& c, const float* x, const float* w, float* y) {
+  const int rows = static_cast<int>(s.rows), in = static_cast<int>(s.inFeatures), out = static_cast<int>(s.outFeatures);
+  REMAT_CUBLAS_CHECK(
+      cublasSgemm(c.cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &kOne, w, in, x, in, &kZero, y, out));
+  if (s.bias) return kernels::addRowBias(c.stream, s.rows, s.outFeatures, w + s.biasOffset, y);
+  return Status::ok();
+}
+
+// dx = dy W (written); dW += dy^T x; db += column sums of dy.
+Status linearBackward(const LayerState& s, const LayerContext& c, const BackwardPointers& p) {
+  const int rows = static_cast<int>(s.rows), in = static_cast<int>(s.inFeatures), out = static_cast<int>(s.outFeatures);
+  if (p.dx != nullptr)
+    REMAT_CUBLAS_CHECK(cublasSgemm(c.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &kOne, p.params, in, p.dy, out,
+                                   &kZero, p.dx, in));
+  REMAT_CUBLAS_CHECK(cublasSgemm(c.cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &kOne, p.x, in, p.dy, out, &kOne,
+                                 p.paramGrads, in));
+  if (s.bias) return kernels::accumulateRowBiasGrad(c.stream, s.rows, s.outFeatures, p.dy, p.paramGrads + s.biasOffset);
+  return Status::ok();
+}
+
+// A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
+// saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena.
+Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardPointers& p) {
+  const BlockState& block = *s.block;
+  const BlockGraph& graph = block.graph;
+  const bool keep = mode == ForwardMode::Keep;
+  if ((graph.fwdWorkspaceBytes > 0 && p.workspace == nullptr) || (keep && graph.extraBytes > 0 && p.extra == nullptr))
+    return Status::internal("gpu: " + s.label + ": block forward without its workspace or extras");
+  auto tensor = [&](std::size_t t) -> float* {
+    if (t == 0) return const_cast<float*>(p.x);
+    if (t == graph.outputTensor()) return p.y;
+    const BlockTensor& bt = graph.tensors[t];
+    if (keep && bt.saved) return reinterpret_cast<float*>(p.extra + bt.extrasOffset);
+    return reinterpret_cast<float*>(p.workspace + bt.arenaOffset);
+  };
+  void* scratch = block.fwdScratchBytes > 0 ? p.workspace + block.fwdScratchOffset : nullptr;
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    const BlockOpState& o = block.ops[i];
+    const float* in = tensor(op.inputs[0]);
+    float* out = tensor(op.output);
+    const float* w = p.params + o.weightOffset;
+    switch (op.kind) {
+      case BlockOpKind::Conv2d: REMAT_RETURN_IF_ERROR(o.conv->forward(c.cudnn, in, w, nullptr, out, scratch)); break;
+      case BlockOpKind::BatchNorm:
+        REMAT_RETURN_IF_ERROR(o.bn->forward(c.cudnn, in, w, w + o.bn->channels(), out,
+                                            keep ? reinterpret_cast<float*>(p.extra + op.statsOffset) : nullptr));
+        break;
+      case BlockOpKind::Relu: REMAT_RETURN_IF_ERROR(kernels::reluForward(c.stream, o.count, in, out)); break;
+      case BlockOpKind::Relu6: REMAT_RETURN_IF_ERROR(kernels::relu6Forward(c.stream, o.count, in, out)); break;
+      case BlockOpKind::Add:
+        REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensor(op.inputs[1]), out));
+        break;
+    }
+  }
+  return Status::ok();
+}
+
+// A block's backward: ops in reverse; inner gradients in the ONE backward workspace at their
+// gradient offsets (cuDNN's scratch after them); saved tensors and statistics read from E.
+Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardPointers& p) {
+  const BlockState& block = *s.block;
+  const BlockGraph& graph = block.graph;
+  if ((graph.bwdWorkspaceBytes > 0 && p.workspace == nullptr) || (graph.extraBytes > 0 && p.extra == nullptr))
+    return Status::internal("gpu: " + s.label + ": block backward without its workspace or extras");
+  auto value = [&](std::size_t t) -> const float* {
+    if (t == 0) return p.x;
+    if (t == graph.outputTensor()) return p.y;
+    return reinterpret_cast<const float*>(p.extra + graph.tensors[t].extrasOffset);
+  };
+  auto grad = [&](std::size_t t) -> float* {
+    if (t == 0) return p.dx;  // null for layer 1
+    if (t == graph.outputTensor()) return const_cast<float*>(p.dy);
+    return reinterpret_cast<float*>(p.workspace + graph.tensors[t].gradOffset);
+  };
+  void* scratch = block.bwdScratchBytes > 0 ? p.workspace + block.bwdScratchOffset : nullptr;
+  for (std::size_t i = graph.ops.size(); i-- > 0;) {
+    const BlockOp& op = graph.ops[i];
+    const BlockOpState& o = block.ops[i];
+    const float* dOut = grad(op.output);
+    float* dIn = grad(op.inputs[0]);
+    const bool accumulate = op.gradAccumulate[0];
+    const float* w = p.params + o.weightOffset;
+    float* dw = p.paramGrads + o.weightOffset;
+    if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr))
+      return Status::internal("gpu: " + s.label + ": inner op '" + op.layer.name + "' lacks a saved tensor");
+    switch (op.kind) {
+      case BlockOpKind::Conv2d:
+        if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, accumulate));
+        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, value(op.inputs[0]), dOut, dw, nullptr, scratch));
+        break;
+      case BlockOpKind::BatchNorm:
+        // An inner batch norm always reads an inner tensor, so dIn is an arena slot, never null.
+        if (dIn == nullptr) return Status::internal("gpu: " + s.label + ": inner batch norm without an input gradient");
+        REMAT_RETURN_IF_ERROR(o.bn->backward(c.cudnn, value(op.inputs[0]), dOut, w,
+                                             reinterpret_cast<const float*>(p.extra + op.statsOffset), dIn, dw,
+                                             dw + o.bn->channels(), accumulate));
+        break;
+      case BlockOpKind::Relu:
+        if (dIn != nullptr)
+          REMAT_RETURN_IF_ERROR(kernels::reluBackward(c.stream, o.count, value(op.output), dOut, dIn, accumulate));
+        break;
+      case BlockOpKind::Relu6:
+        if (dIn != nullptr)
+          REMAT_RETURN_IF_ERROR(kernels::relu6Backward(c.stream, o.count, value(op.output), dOut, dIn, accumulate));
+        break;
+      case BlockOpKind::Add:
+        for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+          float* d = grad(op.inputs[j]);
+          if (d != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, o.count, dOut, d, op.gradAccumulate[j]));
+        }
+        break;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
+                    const ForwardPointers& p) {
+  const bool keep = mode == ForwardMode::Keep;
+  switch (s.kind) {
+    case LayerKind::Conv2d:
+      return s.conv->forward(c.cudnn, p.x, p.params, s.bias ? p.params + s.biasOffset : nullptr, p.y, p.workspace);
+    case LayerKind::Relu: return kernels::reluForward(c.stream, s.outCount, p.x, p.y);
+    case LayerKind::Relu6: return kernels::relu6Forward(c.stream, s.outCount, p.x, p.y);
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool: return s.pool->forward(c.cudnn, p.x, p.y);
+    case LayerKind::AdaptiveAvgPool: return kernels::adaptiveAvgPoolForward(c.stream, s.adaptive, p.x, p.y);
+    case LayerKind::BatchNorm:
+      return s.bn->forward(c.cudnn, p.x, p.params, p.params + s.bn->channels(), p.y,
+                           keep ? reinterpret_cast<float*>(p.extra) : nullptr);
+    case LayerKind::Linear: return linearForward(s, c, p.x, p.params, p.y);
+    case LayerKind::Dropout:
+      return kernels::dropoutForward(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),
+                                     p.x, p.y, keep ? reinterpret_cast<std::uint8_t*>(p.extra) : nullptr);
+    case LayerKind::BasicBlock:
+    case LayerKind::Bottleneck:
+    case LayerKind::InvertedResidual: return forwardBlock(s, mode, c, p);
+    default: break;
+  }
+  return Status::internal("gpu: " + s.label + ": no forward kernel");
+}
+
+Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardPointers& p) {
+  switch (s.kind) {
+    case LayerKind::Conv2d:
+      if (p.dx != nullptr) REMAT_RETURN_IF_ERROR(s.conv->backwardData(c.cudnn, p.dy, p.params, p.dx, p.workspace));
+      return s.conv->backwardParams(c.cudnn, p.x, p.dy, p.paramGrads, s.bias ? p.paramGrads + s.biasOffset : nullptr,
+                                    p.workspace);
+    case LayerKind::Relu:
+      if (p.dx != nullptr) return kernels::reluBackward(c.stream, s.inCount, p.y, p.dy, p.dx, false);
+      return Status::ok();
+    case LayerKind::Relu6:
+      if (p.dx != nullptr) return kernels::relu6Backward(c.stream, s.inCount, p.y, p.dy, p.dx, false);
+      return Status::ok();
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+      if (p.dx != nullptr) return s.pool->backward(c.cudnn, p.x, p.y, p.dy, p.dx);
+      return Status::ok();
+    case LayerKind::AdaptiveAvgPool:
+      if (p.dx != nullptr) return kernels::adaptiveAvgPoolBackward(c.stream, s.adaptive, p.dy, p.dx);
+      return Status::ok();
+    case LayerKind::BatchNorm: {
+      float* dx = s.dxInWorkspace ? reinterpret_cast<float*>(p.workspace) : p.dx;
+      if (dx == nullptr) return Status::internal("gpu: " + s.label + ": batch norm backward without a place for dx");
+      return s.bn->backward(c.cudnn, p.x, p.dy, p.params, reinterpret_cast<const float*>(p.extra), dx, p.paramGrads,
+                            p.paramGrads + s.bn->channels());
+    }
+    case LayerKind::Linear: return linearBackward(s, c, p);
+    case LayerKind::Dropout:
+      if (p.dx != nullptr)
+        return kernels::dropoutBackward(c.stream, s.inCount, s.dropoutP, reinterpret_cast<const std::uint8_t*>(p.extra),
+                                        p.dy, p.dx);
+      return Status::ok();
+    case LayerKind::BasicBlock:
+    case LayerKind::Bottleneck:
+    case LayerKind::InvertedResidual: return backwardBlock(s, c, p);
+    default: break;
+  }
+  return Status::internal("gpu: " + s.label + ": no backward kernel");
+}
+
+}  // namespace remat::gpu

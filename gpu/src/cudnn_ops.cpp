@@ -1,0 +1,329 @@
+#include "remat/gpu/cudnn_ops.hpp"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "kernels.hpp"
+#include "remat/gpu/cuda_check.hpp"
+
+namespace remat::gpu {
+
+namespace {
+
+constexpr float kOne = 1.0f;
+constexpr float kZero = 0.0f;
+
+bool isTensorOpMath(cudnnMathType_t math) {
+  return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+std::string bytesText(std::uint64_t bytes) { return std::to_string(bytes) + " B"; }
+
+// cuDNN's heuristic list for one of the three passes, each entry's exact workspace size filled in
+// by the pass's cudnnGet*WorkspaceSize (the heuristic's own `memory` field is only an estimate).
+template <typename Perf, typename WorkspaceFn>
+Result<std::vector<AlgorithmCandidate>> candidatesFrom(const Perf* perf, int count, WorkspaceFn workspaceOf) {
+  std::vector<AlgorithmCandidate> out;
+  for (int i = 0; i < count; ++i) {
+    AlgorithmCandidate c;
+    c.algo = static_cast<int>(perf[i].algo);
+    c.available = perf[i].status == CUDNN_STATUS_SUCCESS;
+    c.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+    c.tensorOps = isTensorOpMath(perf[i].mathType);
+    if (c.available) {
+      std::size_t bytes = 0;
+      // An algorithm whose size query fails is not usable with these descriptors.
+      if (workspaceOf(perf[i].algo, perf[i].mathType, &bytes) != CUDNN_STATUS_SUCCESS)
+        c.available = false;
+      else
+        c.workspaceBytes = bytes;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+cudnnMathType_t mathFor(const AlgorithmCandidate& chosen, bool allowTf32) {
+  if (!allowTf32) return CUDNN_FMA_MATH;
+  return chosen.tensorOps ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+}
+
+const AlgorithmCandidate& findCandidate(const std::vector<AlgorithmCandidate>& candidates, int algo) {
+  for (const auto& c : candidates)
+    if (c.algo == algo && c.available) return c;
+  return candidates.front();  // not reached: chooseAlgorithm picked one of them
+}
+
+}  // namespace
+
+Result<AlgorithmChoice> chooseAlgorithm(std::span<const AlgorithmCandidate> candidates,
+                                        std::uint64_t workspaceLimitBytes, bool requireDeterministic,
+                                        bool allowTensorOps, std::string_view what) {
+  std::uint64_t smallestAcceptable = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& c : candidates) {
+    if (!c.available) continue;
+    if (requireDeterministic && !c.deterministic) continue;
+    if (c.tensorOps && !allowTensorOps) continue;
+    if (c.workspaceBytes <= workspaceLimitBytes) return AlgorithmChoice{c.algo, c.workspaceBytes};
+    smallestAcceptable = std::min(smallestAcceptable, c.workspaceBytes);
+  }
+  std::string message = std::string(what) + ": no " + (requireDeterministic ? "deterministic " : "") +
+                        "cuDNN algorithm fits a workspace of " + bytesText(workspaceLimitBytes);
+  if (smallestAcceptable != std::numeric_limits<std::uint64_t>::max())
+    message += " (the smallest needs " + bytesText(smallestAcceptable) +
+               "; `remat profile` writes the measured workspaces into the chain file)";
+  else
+    message += " (none of the " + std::to_string(candidates.size()) + " candidates is usable)";
+  return Status::invalid(std::move(message));
+}
+
+std::string_view forwardAlgorithmName(int algo) {
+  static constexpr std::array<std::string_view, 8> kNames = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return algo >= 0 && algo < static_cast<int>(kNames.size()) ? kNames[static_cast<std::size_t>(algo)] : "?";
+}
+
+std::string_view backwardDataAlgorithmName(int algo) {
+  static constexpr std::array<std::string_view, 6> kNames = {"ALGO_0",     "ALGO_1",   "FFT",
+                                                             "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return algo >= 0 && algo < static_cast<int>(kNames.size()) ? kNames[static_cast<std::size_t>(algo)] : "?";
+}
+
+std::string_view backwardFilterAlgorithmName(int algo) {
+  static constexpr std::array<std::string_view, 7> kNames = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  return algo >= 0 && algo < static_cast<int>(kNames.size()) ? kNames[static_cast<std::size_t>(algo)] : "?";
+}
+
+// --- ConvOp ------------------------------------------------------------------------------------
+
+Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry, bool bias,
+                              const AlgorithmPolicy& policy, std::string_view name) {
+  ConvOp op;
+  op.geometry_ = geometry;
+  op.bias_ = bias;
+  auto output = convolutionOutputDims(geometry, policy.allowTf32);
+  if (!output) return output.status();
+  op.output_ = *output;
+  {
+    auto x = createTensorDescriptor(geometry.input);
+    if (!x) return x.status();
+    op.xDesc_ = std::move(*x);
+    auto y = createTensorDescriptor(op.output_);
+    if (!y) return y.status();
+    op.yDesc_ = std::move(*y);
+    auto w = createFilterDescriptor(geometry);
+    if (!w) return w.status();
+    op.wDesc_ = std::move(*w);
+    if (bias) {
+      auto b = createChannelDescriptor(geometry.outChannels);
+      if (!b) return b.status();
+      op.biasDesc_ = std::move(*b);
+    }
+  }
+  // One descriptor for the queries; each pass then gets its own with the chosen math type.
+  auto query = createConvolutionDescriptor(geometry, policy.allowTf32);
+  if (!query) return query.status();
+  cudnnConvolutionDescriptor_t q = query->get();
+  const std::string what(name);
+
+  // Sets the query descriptor's math type to what an entry was ranked with before asking its size.
+  auto withMath = [&](cudnnMathType_t math, auto sizeQuery) {
+    const cudnnMathType_t use = policy.allowTf32 ? math : CUDNN_FMA_MATH;
+    cudnnStatus_t s = cudnnSetConvolutionMathType(q, use);
+    return s != CUDNN_STATUS_SUCCESS ? s : sizeQuery();
+  };
+
+  // Forward.
+  {
+    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+    int count = 0;
+    REMAT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, op.xDesc_.get(), op.wDesc_.get(), q,
+                                                             op.yDesc_.get(), static_cast<int>(perf.size()), &count,
+                                                             perf.data()));
+    auto candidates = candidatesFrom(perf.data(), count,
+                                     [&](cudnnConvolutionFwdAlgo_t algo, cudnnMathType_t math, std::size_t* bytes) {
+                                       return withMath(math, [&] {
+                                         return cudnnGetConvolutionForwardWorkspaceSize(
+                                             handle, op.xDesc_.get(), op.wDesc_.get(), q, op.yDesc_.get(), algo, bytes);
+                                       });
+                                     });
+    if (!candidates) return candidates.status();
+    auto choice = chooseAlgorithm(*candidates, policy.forwardLimitBytes, policy.deterministic, policy.allowTf32,
+                                  what + " forward");
+    if (!choice) return choice.status();
+    op.forward_ = *choice;
+    auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
+    if (!desc) return desc.status();
+    REMAT_CUDNN_CHECK(
+        cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(*candidates, choice->algo), policy.allowTf32)));
+    op.convForward_ = std::move(*desc);
+  }
+  // Backward data.
+  {
+    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+    int count = 0;
+    REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, op.wDesc_.get(), op.yDesc_.get(), q,
+                                                                  op.xDesc_.get(), static_cast<int>(perf.size()),
+                                                                  &count, perf.data()));
+    auto candidates = candidatesFrom(perf.data(), count,
+                                     [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math, std::size_t* bytes) {
+                                       return withMath(math, [&] {
+                                         return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                             handle, op.wDesc_.get(), op.yDesc_.get(), q, op.xDesc_.get(), algo, bytes);
+                                       });
+                                     });
+    if (!candidates) return candidates.status();
+    auto choice = chooseAlgorithm(*candidates, policy.backwardLimitBytes, policy.deterministic, policy.allowTf32,
+                                  what + " backward data");
+    if (!choice) return choice.status();
+    op.data_ = *choice;
+    auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
+    if (!desc) return desc.status();
+    REMAT_CUDNN_CHECK(
+        cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(*candidates, choice->algo), policy.allowTf32)));
+    op.convData_ = std::move(*desc);
+  }
+  // Backward filter.
+  {
+    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+    int count = 0;
+    REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, op.xDesc_.get(), op.yDesc_.get(), q,
+                                                                    op.wDesc_.get(), static_cast<int>(perf.size()),
+                                                                    &count, perf.data()));
+    auto candidates = candidatesFrom(
+        perf.data(), count, [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math, std::size_t* bytes) {
+          return withMath(math, [&] {
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, op.xDesc_.get(), op.yDesc_.get(), q,
+                                                                  op.wDesc_.get(), algo, bytes);
+          });
+        });
+    if (!candidates) return candidates.status();
+    auto choice = chooseAlgorithm(*candidates, policy.backwardLimitBytes, policy.deterministic, policy.allowTf32,
+                                  what + " backward filter");
+    if (!choice) return choice.status();
+    op.filter_ = *choice;
+    auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
+    if (!desc) return desc.status();
+    REMAT_CUDNN_CHECK(
+        cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(*candidates, choice->algo), policy.allowTf32)));
+    op.convFilter_ = std::move(*desc);
+  }
+  return op;
+}
+
+std::uint64_t ConvOp::backwardWorkspaceBytes() const { return std::max(data_.workspaceBytes, filter_.workspaceBytes); }
+
+std::string ConvOp::describe() const {
+  return "fwd " + std::string(forwardAlgorithmName(forward_.algo)) + " (" + bytesText(forward_.workspaceBytes) +
+         "), bwd data " + std::string(backwardDataAlgorithmName(data_.algo)) + " (" + bytesText(data_.workspaceBytes) +
+         "), bwd filter " + std::string(backwardFilterAlgorithmName(filter_.algo)) + " (" +
+         bytesText(filter_.workspaceBytes) + ")";
+}
+
+Status ConvOp::forward(cudnnHandle_t handle, const float* x, const float* w, const float* b, float* y,
+                       void* workspace) const {
+  REMAT_CUDNN_CHECK(cudnnConvolutionForward(handle, &kOne, xDesc_.get(), x, wDesc_.get(), w, convForward_.get(),
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(forward_.algo), workspace,
+                                            forward_.workspaceBytes, &kZero, yDesc_.get(), y));
+  if (bias_) REMAT_CUDNN_CHECK(cudnnAddTensor(handle, &kOne, biasDesc_.get(), b, &kOne, yDesc_.get(), y));
+  return Status::ok();
+}
+
+Status ConvOp::backwardData(cudnnHandle_t handle, const float* dy, const float* w, float* dx, void* workspace,
+                            bool accumulate) const {
+  REMAT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &kOne, wDesc_.get(), w, yDesc_.get(), dy, convData_.get(),
+                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(data_.algo), workspace,
+                                                 data_.workspaceBytes, accumulate ? &kOne : &kZero, xDesc_.get(), dx));
+  return Status::ok();
+}
+
+Status ConvOp::backwardParams(cudnnHandle_t handle, const float* x, const float* dy, float* dw, float* db,
+                              void* workspace) const {
+  REMAT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &kOne, xDesc_.get(), x, yDesc_.get(), dy, convFilter_.get(),
+                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter_.algo),
+                                                   workspace, filter_.workspaceBytes, &kOne, wDesc_.get(), dw));
+  // The bias gradient by our own deterministic reduction (cuDNN does not promise that of
+  // cudnnConvolutionBackwardBias), on the handle's stream.
+  if (bias_) {
+    cudaStream_t stream = nullptr;
+    REMAT_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+    return kernels::accumulateChannelBiasGrad(stream, output_.n, output_.c,
+                                              static_cast<kernels::Index>(output_.h) * output_.w, dy, db);
+  }
+  return Status::ok();
+}
+
+// --- PoolOp ------------------------------------------------------------------------------------
+
+Result<PoolOp> PoolOp::create(const PoolGeometry& geometry) {
+  PoolOp op;
+  op.geometry_ = geometry;
+  auto output = poolingOutputDims(geometry);
+  if (!output) return output.status();
+  op.output_ = *output;
+  auto x = createTensorDescriptor(geometry.input);
+  if (!x) return x.status();
+  op.xDesc_ = std::move(*x);
+  auto y = createTensorDescriptor(op.output_);
+  if (!y) return y.status();
+  op.yDesc_ = std::move(*y);
+  auto pool = createPoolingDescriptor(geometry);
+  if (!pool) return pool.status();
+  op.pool_ = std::move(*pool);
+  return op;
+}
+
+Status PoolOp::forward(cudnnHandle_t handle, const float* x, float* y) const {
+  REMAT_CUDNN_CHECK(cudnnPoolingForward(handle, pool_.get(), &kOne, xDesc_.get(), x, &kZero, yDesc_.get(), y));
+  return Status::ok();
+}
+
+Status PoolOp::backward(cudnnHandle_t handle, const float* x, const float* y, const float* dy, float* dx) const {
+  // Average pooling never looks at x or y, but the API wants pointers of the right shapes: dy has
+  // y's shape and dx has x's.
+  if (geometry_.mode == PoolMode::AverageIncludePadding) {
+    x = dx;
+    y = dy;
+  }
+  REMAT_CUDNN_CHECK(cudnnPoolingBackward(handle, pool_.get(), &kOne, yDesc_.get(), y, yDesc_.get(), dy, xDesc_.get(), x,
+                                         &kZero, xDesc_.get(), dx));
+  return Status::ok();
+}
+
+// --- BatchNormOp -------------------------------------------------------------------------------
+
+Result<BatchNormOp> BatchNormOp::create(const Dims4& dims) {
+  BatchNormOp op;
+  op.dims_ = dims;
+  auto x = createTensorDescriptor(dims);
+  if (!x) return x.status();
+  op.xDesc_ = std::move(*x);
+  auto c = createChannelDescriptor(dims.c);
+  if (!c) return c.status();
+  op.channelDesc_ = std::move(*c);
+  return op;
+}
+
+Status BatchNormOp::forward(cudnnHandle_t handle, const float* x, const float* gamma, const float* beta, float* y,
+                            float* stats) const {
+  // No running statistics: a training step does not read them, and PyTorch keeps them as buffers
+  // outside both sides of the comparison.
+  float* mean = stats;
+  float* invStd = stats != nullptr ? stats + dims_.c : nullptr;
+  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(handle, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xDesc_.get(),
+                                                           x, xDesc_.get(), y, channelDesc_.get(), gamma, beta, 0.0,
+                                                           nullptr, nullptr, kEpsilon, mean, invStd));
+  return Status::ok();
+}
+
+Status BatchNormOp::backward(cudnnHandle_t handle, const float* x, const float* dy, const float* gamma,
+                             const float* stats, float* dx, float* dgamma, float* dbeta, bool accumulate) const {
+  REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      handle, CUDNN_BATCHNORM_SPATIAL, &kOne, accumulate ? &kOne : &kZero, &kOne, &kOne, xDesc_.get(), x, xDesc_.get(),
+      dy, xDesc_.get(), dx, channelDesc_.get(), gamma, dgamma, dbeta, kEpsilon, stats, stats + dims_.c));
+  return Status::ok();
+}
+
+}  // namespace remat::gpu

@@ -1,0 +1,58 @@
+#pragma once
+// Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
+// elementwise activations with the CPU reference's exact rules, the residual add, dropout with the
+// counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
+// pooling, the softmax cross-entropy seed and the synthetic kernels of abstract layers. Every
+// launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "remat/status.hpp"
+
+namespace remat::gpu::kernels {
+
+using Index = std::int64_t;
+
+// y = max(x, 0); dx (=|+=) y > 0 ? dy : 0.
+Status reluForward(cudaStream_t stream, Index count, const float* x, float* y);
+Status reluBackward(cudaStream_t stream, Index count, const float* y, const float* dy, float* dx, bool accumulate);
+// y = min(max(x, 0), 6); dx (=|+=) 0 < y < 6 ? dy : 0.
+Status relu6Forward(cudaStream_t stream, Index count, const float* x, float* y);
+Status relu6Backward(cudaStream_t stream, Index count, const float* y, const float* dy, float* dx, bool accumulate);
+// out = a + b.
+Status add(cudaStream_t stream, Index count, const float* a, const float* b, float* out);
+// out (=|+=) a.
+Status copyOrAdd(cudaStream_t stream, Index count, const float* a, float* out, bool accumulate);
+
+// Element i (NCHW order) is kept when uniform01(at(key, i)) >= p, as on the CPU; kept elements are
+// scaled by 1 / (1 - p). mask (null in discard mode) gets 1 for kept, 0 for dropped.
+Status dropoutForward(cudaStream_t stream, Index count, double p, std::uint64_t key, const float* x, float* y,
+                      std::uint8_t* mask);
+Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const float* dy,
+                       float* dx);
+
+// y[r][f] += bias[f] for a row-major [rows][features] matrix.
+Status addRowBias(cudaStream_t stream, Index rows, Index features, const float* bias, float* y);
+// db[f] += sum over r of dy[r][f], summed in row order (deterministic).
+Status accumulateRowBiasGrad(cudaStream_t stream, Index rows, Index features, const float* dy, float* db);
+
+// db[c] += sum over n, h, w of dy[n][c][h][w] (NCHW; planeSize = H * W). One block per channel
+// with a fixed assignment of elements to threads and a fixed reduction tree: deterministic, unlike
+// a reduction through atomics.
+Status accumulateChannelBiasGrad(cudaStream_t stream, Index batch, Index channels, Index planeSize, const float* dy,
+                                 float* db);
+
+struct AdaptivePoolGeometry {
+  Index batch = 0, channels = 0, inHeight = 0, inWidth = 0, outHeight = 0, outWidth = 0;
+};
+// PyTorch's bins [floor(i*In/Out), ceil((i+1)*In/Out)), NCHW.
+Status adaptiveAvgPoolForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* x, float* y);
+Status adaptiveAvgPoolBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* dy, float* dx);
+
+// d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N, rows of `classes` logits.
+Status softmaxCrossEntropyBackward(cudaStream_t stream, Index batch, Index classes, const float* logits,
+                                   const std::int32_t* labels, float* grad);
+
+}  // namespace remat::gpu::kernels

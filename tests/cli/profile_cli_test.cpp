@@ -1,0 +1,75 @@
+// `remat profile`: refuses devices it cannot measure, says why when there is no GPU (or no CUDA
+// backend in this build), and with a GPU writes the measured workspaces and costs into the chain.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.hpp"
+
+#ifdef REMAT_HAVE_GPU
+#include "remat/gpu/cuda_device.hpp"
+#endif
+
+namespace remat {
+namespace {
+
+std::filesystem::path writeChain() {
+  const auto dir = std::filesystem::temp_directory_path() / "remat_profile_cli_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "small.json";
+  std::ofstream(path) << R"({"format": "remat-chain/1", "name": "small",
+    "input": {"shape": [2, 3, 8, 8], "dtype": "float32"},
+    "layers": [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+               {"name": "relu", "kind": "relu"},
+               {"name": "flatten", "kind": "flatten"},
+               {"name": "fc", "kind": "linear", "out_features": 5}]})";
+  return path;
+}
+
+TEST(ProfileCli, OnlyTheGpuCanBeProfiled) {
+  const auto chain = writeChain();
+  auto r = testing::runRemat({"profile", chain.string(), "--device", "cpu"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("--device must be gpu"), std::string::npos) << r.err;
+}
+
+TEST(ProfileCli, MissingChainIsBadInput) {
+  auto r = testing::runRemat({"profile", "/nonexistent/chain.json", "--device", "gpu"});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+}
+
+TEST(ProfileCli, ProfilesOnTheGpuOrSaysWhyNot) {
+  const auto chain = writeChain();
+  const auto output = chain.parent_path() / "small-profiled.json";
+  std::filesystem::remove(output);
+  auto r =
+      testing::runRemat({"profile", chain.string(), "--device", "gpu", "--output", output.string(), "--repeats", "2"});
+#ifndef REMAT_HAVE_GPU
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("this build has no CUDA backend"), std::string::npos) << r.err;
+#else
+  if (Status available = gpu::cudaDeviceAvailable(); !available.isOk()) {
+    EXPECT_EQ(r.exitCode, 2);
+    EXPECT_NE(r.err.find("no CUDA device: "), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(output));
+    GTEST_SKIP() << available.message();
+  }
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("fwd ms"), std::string::npos) << r.out;
+  std::ifstream in(output);
+  const auto json = nlohmann::json::parse(in);
+  for (const auto& layer : json["layers"]) {
+    if (layer["kind"] == "flatten") continue;
+    EXPECT_TRUE(layer.contains("fwd_workspace_bytes")) << layer.dump();
+    EXPECT_TRUE(layer.contains("bwd_workspace_bytes")) << layer.dump();
+    EXPECT_GT(layer.value("fwd_cost", 0.0), 0.0) << layer.dump();
+    EXPECT_GT(layer.value("bwd_cost", 0.0), 0.0) << layer.dump();
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace remat

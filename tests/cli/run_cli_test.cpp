@@ -1,0 +1,114 @@
+// `remat run`, end to end through runCli: predicted and measured peaks side by side, the timeline
+// files, and the errors (no plan, two plans, a bad device, no CUDA backend).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+#include "golden.hpp"
+#include "remat/exporters.hpp"
+
+namespace remat {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::runRemat;
+
+class RunCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = fs::temp_directory_path() / ("remat_run_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(folder_);
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+  std::string path(const std::string& name) const { return (folder_ / name).string(); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+  // A small real chain exported by the zoo (batch 2, the smallest resolution).
+  std::string smallZooChain(const std::string& model, const std::string& resolution) {
+    const std::string file = path(model + ".json");
+    const auto result =
+        runRemat({"zoo", "export", model, "--batch", "2", "--resolution", resolution, "--output", file});
+    EXPECT_EQ(result.exitCode, 0) << result.err;
+    return file;
+  }
+  fs::path folder_;
+};
+
+TEST_F(RunCli, GoldenChainsMeasureWhatTheModelPredicts) {
+  const auto golden = testing::loadGolden();
+  for (const auto& example : golden["examples"]) {
+    const std::string chain = write(example["chain"]["name"].get<std::string>() + ".json", example["chain"].dump());
+    for (const auto& plan : example["plans"]) {
+      std::string list;
+      for (const auto& c : plan["checkpoints"]) list += (list.empty() ? "" : ",") + std::to_string(c.get<int>());
+      const auto result = runRemat({"run", chain, "--checkpoints", list, "--device", "cpu", "--json"});
+      ASSERT_EQ(result.exitCode, 0) << result.err;
+      const json out = json::parse(result.out);
+      EXPECT_EQ(out["measured_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
+      EXPECT_EQ(out["predicted_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
+      EXPECT_EQ(out["matches_prediction"], true);
+      EXPECT_EQ(out["device"], "cpu");
+    }
+  }
+}
+
+TEST_F(RunCli, PlannerRunWritesEveryTimelineFormat) {
+  const std::string chain = smallZooChain("resnet18", "8");
+  for (const char* name : {"t.csv", "t.json", "t.trace.json"}) {
+    const auto result =
+        runRemat({"run", chain, "--planner", "sqrt", "--device", "cpu", "--steps", "2", "--timeline", path(name)});
+    ASSERT_EQ(result.exitCode, 0) << result.err;
+    EXPECT_NE(result.out.find("dynamic peak"), std::string::npos) << result.out;
+    EXPECT_NE(result.out.find("byte for byte"), std::string::npos) << result.out;
+    EXPECT_NE(result.out.find("step 1"), std::string::npos) << result.out;
+    EXPECT_NE(result.out.find("static"), std::string::npos);
+    ASSERT_TRUE(fs::exists(path(name)));
+  }
+  for (const char* name : {"t.csv", "t.json"}) {
+    auto timelines = readTimelines(path(name));
+    ASSERT_TRUE(timelines.isOk()) << timelines.status().message();
+    ASSERT_EQ(timelines->size(), 3u);  // predicted + two measured steps
+    EXPECT_EQ((*timelines)[0].source, "predicted");
+    EXPECT_EQ((*timelines)[1].source, "cpu");
+    EXPECT_EQ((*timelines)[2].run, 1);
+    EXPECT_EQ((*timelines)[0].planner, "sqrt");
+    for (std::size_t i = 0; i < (*timelines)[0].entries.size(); ++i)
+      EXPECT_EQ((*timelines)[0].entries[i].footprintBytes, (*timelines)[2].entries[i].footprintBytes);
+  }
+  const json trace = json::parse(std::ifstream(path("t.trace.json")));
+  EXPECT_TRUE(trace["traceEvents"].is_array());
+}
+
+TEST_F(RunCli, ErrorsAreBadInput) {
+  const auto golden = testing::loadGolden();
+  const std::string chain = write("plain6.json", golden["examples"][0]["chain"].dump());
+  const auto neither = runRemat({"run", chain, "--device", "cpu"});
+  EXPECT_EQ(neither.exitCode, 2);
+  EXPECT_NE(neither.err.find("--planner"), std::string::npos);
+  const auto both = runRemat({"run", chain, "--device", "cpu", "--planner", "dp", "--checkpoints", "2"});
+  EXPECT_EQ(both.exitCode, 2);
+  const auto badDevice = runRemat({"run", chain, "--device", "tpu", "--planner", "none"});
+  EXPECT_EQ(badDevice.exitCode, 2);
+  EXPECT_NE(badDevice.err.find("tpu"), std::string::npos);
+  const auto badPlan = runRemat({"run", chain, "--device", "cpu", "--checkpoints", "9"});
+  EXPECT_EQ(badPlan.exitCode, 2);
+  EXPECT_NE(badPlan.err.find("out of range"), std::string::npos) << badPlan.err;
+  const auto badTimeline = runRemat({"run", chain, "--device", "cpu", "--planner", "none", "--timeline", "x.txt"});
+  EXPECT_EQ(badTimeline.exitCode, 2);
+  const auto badSteps = runRemat({"run", chain, "--device", "cpu", "--planner", "none", "--steps", "0"});
+  EXPECT_EQ(badSteps.exitCode, 2);
+#ifndef REMAT_HAVE_GPU
+  const auto gpu = runRemat({"run", chain, "--device", "gpu", "--planner", "none"});
+  EXPECT_EQ(gpu.exitCode, 2);
+  EXPECT_NE(gpu.err.find("--device gpu: this build has no CUDA backend"), std::string::npos) << gpu.err;
+#endif
+}
+
+}  // namespace
+}  // namespace remat

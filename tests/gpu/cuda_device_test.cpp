@@ -1,0 +1,352 @@
+// The CUDA backend on a real GPU (skipped, with the reason, where there is none): every plan's
+// gradients bitwise equal store-all's in deterministic mode, the measured footprint of every op
+// equals the model's (our allocator's count) and the pool's high-water mark is within 2% of the
+// predicted peak, results match the CPU reference, profiling feeds the planners, and running out
+// of memory is an error that leaves the device usable.
+#include "remat/gpu/cuda_device.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "executor_helpers.hpp"
+#include "remat/chain_file.hpp"
+#include "remat/cpu_device.hpp"
+#include "remat/gpu/profiler.hpp"
+#include "remat/interpreter.hpp"
+#include "remat/random_chain.hpp"
+#include "remat/simulator.hpp"
+#include "remat/zoo.hpp"
+
+namespace remat::gpu {
+namespace {
+
+// Every primitive kind: grouped and biased convolutions, both batch norms, both pools with padding,
+// a non-divisible adaptive pool, dropout in 4-D and 2-D, relu and relu6, linear layers.
+constexpr const char* kPrimitiveChain = R"({"format": "remat-chain/1", "name": "gpu-primitives",
+ "input": {"shape": [4, 3, 16, 16], "dtype": "float32"},
+ "layers": [
+  {"name": "conv1", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "bn1", "kind": "batchnorm"},
+  {"name": "relu1", "kind": "relu"},
+  {"name": "pool1", "kind": "maxpool", "kernel": 2, "stride": 2},
+  {"name": "conv2", "kind": "conv2d", "out_channels": 12, "kernel": 3, "stride": 1, "padding": 1, "groups": 4,
+   "bias": false},
+  {"name": "relu2", "kind": "relu6"},
+  {"name": "pool2", "kind": "avgpool", "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "drop1", "kind": "dropout", "p": 0.25},
+  {"name": "pool3", "kind": "adaptive_avgpool", "output_height": 3, "output_width": 3},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc1", "kind": "linear", "out_features": 16},
+  {"name": "bn2", "kind": "batchnorm"},
+  {"name": "relu3", "kind": "relu"},
+  {"name": "drop2", "kind": "dropout", "p": 0.5},
+  {"name": "fc2", "kind": "linear", "out_features": 10}]})";
+
+// The three residual blocks, with and without downsampling, expansion and the residual add.
+constexpr const char* kBlockChain = R"({"format": "remat-chain/1", "name": "gpu-blocks",
+ "input": {"shape": [2, 3, 32, 32], "dtype": "float32"},
+ "layers": [
+  {"name": "conv1", "kind": "conv2d", "out_channels": 16, "kernel": 3, "stride": 1, "padding": 1, "bias": false},
+  {"name": "bn1", "kind": "batchnorm"},
+  {"name": "relu", "kind": "relu"},
+  {"name": "layer1.0", "kind": "basic_block", "out_channels": 16, "stride": 1},
+  {"name": "layer2.0", "kind": "basic_block", "out_channels": 32, "stride": 2},
+  {"name": "layer3.0", "kind": "bottleneck", "out_channels": 64, "width": 16, "stride": 1},
+  {"name": "features.1", "kind": "inverted_residual", "out_channels": 64, "stride": 1, "expand_ratio": 2},
+  {"name": "features.2", "kind": "inverted_residual", "out_channels": 48, "stride": 2, "expand_ratio": 1},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
+Chain parse(const char* text) {
+  auto chain = parseChain(text, "cuda_device_test.cpp");
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return std::move(chain).value();
+}
+
+InterpreterOptions seeded(std::uint64_t seed) {
+  InterpreterOptions options;
+  options.seed = seed;
+  return options;
+}
+
+std::vector<float> asFloats(const std::vector<std::byte>& bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+class CudaDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const Status available = cudaDeviceAvailable();
+    if (!available.isOk()) GTEST_SKIP() << available.message();
+  }
+
+  static std::unique_ptr<CudaDevice> open(CudaDeviceOptions options = {}) {
+    auto device = createCudaDevice(options);
+    EXPECT_TRUE(device.isOk()) << device.status().message();
+    return device.isOk() ? std::move(device).value() : nullptr;
+  }
+
+  // The chain with the workspaces of the algorithms this GPU picks written in (what `remat profile`
+  // does): deterministic backward-filter algorithms may need a workspace, which an unprofiled
+  // chain (wf = wb = 0) does not give them.
+  static Chain profiled(const Chain& chain) {
+    CudaDeviceOptions options;
+    options.workspacePolicy = WorkspacePolicy::Profile;
+    auto device = open(options);
+    if (device == nullptr) return chain;
+    ProfileOptions runs;
+    runs.repeats = 1;
+    auto profile = profileChain(chain, *device, runs);
+    EXPECT_TRUE(profile.isOk()) << profile.status().message();
+    if (!profile) return chain;
+    auto built = buildChain(profile->spec);
+    EXPECT_TRUE(built.isOk()) << built.status().message();
+    return built.isOk() ? std::move(built).value() : chain;
+  }
+};
+
+// Plans of every planner and every single-checkpoint plan: recomputation and every checkpoint
+// position, for each layer kind.
+std::vector<Plan> plansToCheck(const Chain& chain) {
+  std::vector<Plan> plans;
+  for (const auto& [name, plan] : testing::plannerPlans(chain, testing::allPlanners())) plans.push_back(plan);
+  for (std::size_t c = 1; c < chain.size(); ++c) {
+    Plan single{{c}};
+    if (std::find(plans.begin(), plans.end(), single) == plans.end()) plans.push_back(single);
+  }
+  Plan every;
+  for (std::size_t c = 1; c < chain.size(); ++c) every.checkpoints.push_back(c);
+  if (std::find(plans.begin(), plans.end(), every) == plans.end()) plans.push_back(every);
+  return plans;
+}
+
+TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
+  for (const char* text : {kPrimitiveChain, kBlockChain}) {
+    const Chain chain = profiled(parse(text));
+    SCOPED_TRACE(chain.name);
+    auto device = open();
+    ASSERT_NE(device, nullptr);
+    auto interp = Interpreter::create(chain, *device, seeded(5));
+    ASSERT_TRUE(interp.isOk()) << interp.status().message();
+    RunOptions options;
+    options.captureGradients = true;
+    options.captureDigests = true;
+    auto reference = (*interp)->run(Plan{}, options);
+    ASSERT_TRUE(reference.isOk()) << reference.status().message();
+    EXPECT_EQ(reference->timelines[0].source, "gpu");
+    testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
+    for (const Plan& plan : plansToCheck(chain)) {
+      SCOPED_TRACE("plan [" + formatCheckpointList(plan) + "]");
+      options.steps = 2;  // the second step reuses pool memory: must not change anything
+      auto run = (*interp)->run(plan, options);
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
+      EXPECT_EQ(run->parameterGradients, reference->parameterGradients) << "parameter gradients differ";
+      EXPECT_EQ(testing::gradientDigests(*run), testing::gradientDigests(*reference));
+      testing::expectRecomputeReproduces(*run, *reference);
+    }
+    EXPECT_EQ(device->allocator().bytesHeld(), (*interp)->staticBytes() + 4 * chain.inputShape[0]);
+  }
+}
+
+TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
+  for (const char* text : {kPrimitiveChain, kBlockChain}) {
+    const Chain chain = profiled(parse(text));
+    SCOPED_TRACE(chain.name);
+    RunOptions options;
+    options.captureGradients = true;
+    CpuDevice cpu;
+    auto cpuRun = runPlan(chain, Plan{}, cpu, seeded(9), options);
+    ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
+    auto device = open();
+    ASSERT_NE(device, nullptr);
+    auto gpuRun = runPlan(chain, Plan{}, *device, seeded(9), options);
+    ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
+    ASSERT_EQ(gpuRun->parameterGradients.size(), cpuRun->parameterGradients.size());
+    for (std::size_t l = 0; l < chain.size(); ++l) {
+      const std::vector<float> g = asFloats(gpuRun->parameterGradients[l]);
+      const std::vector<float> c = asFloats(cpuRun->parameterGradients[l]);
+      ASSERT_EQ(g.size(), c.size()) << "layer " << l + 1;
+      double scale = 0.0, diff = 0.0;
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        scale = std::max(scale, std::fabs(static_cast<double>(c[i])));
+        diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - static_cast<double>(c[i])));
+      }
+      EXPECT_LE(diff, 1e-4 * scale + 1e-30) << "layer " << l + 1 << " ('" << chain.layers[l].name
+                                            << "'): max |gpu - cpu| " << diff << ", max |cpu| " << scale;
+      if (!c.empty()) {
+        EXPECT_GT(scale, 0.0) << "layer " << l + 1 << ": all-zero gradients test nothing";
+      }
+    }
+  }
+}
+
+// Abstract layers run the CPU's synthetic kernels bit for bit.
+TEST_F(CudaDeviceTest, AbstractChainsEqualTheCpuBitForBit) {
+  RandomChainOptions random;
+  random.layers = 9;
+  random.seed = 3;
+  const Chain chain = makeRandomChain(random);
+  RunOptions options;
+  options.captureGradients = true;
+  options.captureDigests = true;
+  const Plan plan{{2, 5}};
+  CpuDevice cpu;
+  auto cpuRun = runPlan(chain, plan, cpu, seeded(4), options);
+  ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  auto gpuRun = runPlan(chain, plan, *device, seeded(4), options);
+  ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
+  testing::expectMatchesSimulation(chain, plan, gpuRun->timelines[0]);
+  EXPECT_EQ(gpuRun->parameterGradients, cpuRun->parameterGradients);
+  EXPECT_EQ(testing::gradientDigests(*gpuRun), testing::gradientDigests(*cpuRun));
+}
+
+// Big enough tensors (megabytes) that the pool's rounding is small against them.
+TEST_F(CudaDeviceTest, PoolHighWaterIsWithinTwoPercentOfThePrediction) {
+  ZooOptions zoo;
+  zoo.batch = 16;
+  zoo.resolution = 112;
+  auto spec = zooChain("resnet18", zoo);
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto built = buildChain(*spec);
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  const Chain profiledChain = profiled(*built);
+  const Chain* chain = &profiledChain;
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  auto interp = Interpreter::create(*chain, *device);
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  for (const char* planner : {"none", "sqrt", "optimal"}) {
+    auto planned = runPlanner(*chain, planner);
+    ASSERT_TRUE(planned.isOk()) << planned.status().message();
+    auto sim = simulate(*chain, planned->plan);
+    ASSERT_TRUE(sim.isOk());
+    CudaAllocator& allocator = device->cudaAllocator();
+    ASSERT_TRUE(allocator.trim().isOk());
+    ASSERT_TRUE(device->checkFits(sim->peakBytes()).isOk());
+    ASSERT_TRUE(allocator.beginLongWindow().isOk());
+    auto run = (*interp)->run(planned->plan);
+    ASSERT_TRUE(run.isOk()) << run.status().message();
+    testing::expectMatchesSimulation(*chain, planned->plan, run->timelines[0]);
+    auto pool = allocator.longWindowStats();
+    ASSERT_TRUE(pool.isOk()) << pool.status().message();
+    const double predicted = static_cast<double>(sim->peakBytes() + run->labelBytes);
+    const double used = static_cast<double>(pool->usedHighBytes);
+    EXPECT_GE(used, predicted) << planner << ": the pool handed out less than we counted";
+    EXPECT_LE(used, 1.02 * predicted) << planner << ": pool used high-water " << used << " vs predicted " << predicted;
+    EXPECT_GE(pool->reservedHighBytes, pool->usedHighBytes) << planner;
+  }
+}
+
+TEST_F(CudaDeviceTest, ProfileWritesWorkspacesThatTheRunThenUsesExactly) {
+  const Chain chain = parse(kBlockChain);
+  CudaDeviceOptions profileOptions;
+  profileOptions.workspacePolicy = WorkspacePolicy::Profile;
+  auto profiler = open(profileOptions);
+  ASSERT_NE(profiler, nullptr);
+  ProfileOptions profileRuns;
+  profileRuns.repeats = 3;
+  auto profile = profileChain(chain, *profiler, profileRuns);
+  ASSERT_TRUE(profile.isOk()) << profile.status().message();
+  ASSERT_EQ(profile->layers.size(), chain.size());
+  for (const LayerProfile& p : profile->layers) {
+    EXPECT_TRUE(p.measured) << p.name;
+    EXPECT_GT(p.fwdMs, 0.0) << p.name;
+    EXPECT_GT(p.bwdMs, 0.0) << p.name;
+  }
+  for (const LayerSpec& l : profile->spec.layers)
+    if (l.kind != LayerKind::Flatten) {
+      EXPECT_TRUE(l.hasMeasuredWorkspace && l.hasMeasuredCost) << l.name;
+    }
+  // Through the file format and back, as `remat profile` then `remat run` would.
+  auto profiled = parseChain(chainSpecToText(profile->spec), "profiled.json");
+  ASSERT_TRUE(profiled.isOk()) << profiled.status().message();
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    EXPECT_EQ(profiled->at(l).fwdWorkspaceBytes, profile->layers[l - 1].fwdWorkspaceBytes);
+    EXPECT_EQ(profiled->at(l).bwdWorkspaceBytes, profile->layers[l - 1].bwdWorkspaceBytes);
+    // Blocks: the arena, plus cuDNN's scratch when an inner convolution wants one.
+    if (isComposite(profiled->layers[l - 1].kind)) {
+      EXPECT_GE(profiled->at(l).fwdWorkspaceBytes, chain.at(l).fwdWorkspaceBytes) << profiled->layers[l - 1].name;
+    }
+  }
+  profiler.reset();
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  auto planned = runPlanner(*profiled, "optimal");
+  ASSERT_TRUE(planned.isOk());
+  auto run = runPlan(*profiled, planned->plan, *device);
+  ASSERT_TRUE(run.isOk()) << run.status().message();
+  testing::expectMatchesSimulation(*profiled, planned->plan, run->timelines[0]);
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    auto text = device->describeLayer(l);
+    ASSERT_TRUE(text.isOk());
+    // Deterministic mode never picks the atomics-based backward algorithms.
+    EXPECT_EQ(text->find("bwd data ALGO_0"), std::string::npos) << *text;
+    EXPECT_EQ(text->find("bwd filter ALGO_0"), std::string::npos) << *text;
+    EXPECT_EQ(text->find("bwd filter ALGO_3"), std::string::npos) << *text;
+  }
+}
+
+// Without measured workspaces the device either finds zero-workspace algorithms or says what to do.
+TEST_F(CudaDeviceTest, UnprofiledChainsRunOrAskForAProfile) {
+  for (const char* text : {kPrimitiveChain, kBlockChain}) {
+    const Chain chain = parse(text);
+    auto device = open();
+    ASSERT_NE(device, nullptr);
+    auto run = runPlan(chain, Plan{{2}}, *device);
+    if (run.isOk()) {
+      testing::expectMatchesSimulation(chain, Plan{{2}}, run->timelines[0]);
+    } else {
+      EXPECT_EQ(run.status().code(), ErrorCode::InvalidInput) << run.status().message();
+      EXPECT_NE(run.status().message().find("profile"), std::string::npos) << run.status().message();
+    }
+  }
+}
+
+TEST_F(CudaDeviceTest, RefusesAPlanThatCannotFit) {
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  const Status status = device->checkFits(2 * device->info().totalBytes);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_EQ(status.code(), ErrorCode::OutOfMemory);
+  EXPECT_NE(status.message().find("needs"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("device has"), std::string::npos) << status.message();
+  EXPECT_TRUE(device->checkFits(1 << 20).isOk());
+}
+
+TEST_F(CudaDeviceTest, AllocationFailureMidRunLeavesTheDeviceUsable) {
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  // Layer 2's output is twice the device: F(2) cannot allocate it.
+  LayerNumbers small;
+  small.outBytes = 1 << 20;
+  LayerNumbers huge = small;
+  huge.outBytes = 2 * device->info().totalBytes;
+  const Chain chain = makeAbstractChain("too-big", 1 << 20, {small, huge, small});
+  auto interp = Interpreter::create(chain, *device);
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  const std::uint64_t held = device->allocator().bytesHeld();
+  auto run = (*interp)->run(Plan{});
+  ASSERT_FALSE(run.isOk());
+  EXPECT_EQ(run.status().code(), ErrorCode::OutOfMemory) << run.status().message();
+  EXPECT_NE(run.status().message().find("F(2)"), std::string::npos) << run.status().message();
+  EXPECT_EQ(device->allocator().bytesHeld(), held) << "the failed step left buffers behind";
+  interp->reset();
+  // The same device still runs a chain that fits.
+  const Chain fits = makeAbstractChain("fits", 1 << 20, {small, small, small});
+  auto again = runPlan(fits, Plan{{1}}, *device);
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  testing::expectMatchesSimulation(fits, Plan{{1}}, again->timelines[0]);
+}
+
+}  // namespace
+}  // namespace remat::gpu

@@ -1,0 +1,211 @@
+// The layer table model: Qt's model checks, what it shows, and edits that go through the Document
+// (valid ones are undoable, invalid ones are refused with a message and leave the chain as it was).
+#include "chain_table_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+
+#include "chain_edits.hpp"
+#include "compare_model.hpp"
+#include "document.hpp"
+#include "gui_test_env.hpp"
+#include "remat/simulator.hpp"
+#include "units.hpp"
+
+namespace remat::gui {
+namespace {
+
+using Col = ChainTableModel::Column;
+
+class TableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    document_.resetChain(test::smallCnn(), QString());
+    model_ = std::make_unique<ChainTableModel>(&document_);
+    tester_ =
+        std::make_unique<QAbstractItemModelTester>(model_.get(), QAbstractItemModelTester::FailureReportingMode::Fatal);
+  }
+  QString cell(int row, int column, int role = Qt::DisplayRole) const {
+    return model_->data(model_->index(row, column), role).toString();
+  }
+  Document document_;
+  std::unique_ptr<ChainTableModel> model_;
+  std::unique_ptr<QAbstractItemModelTester> tester_;
+};
+
+TEST_F(TableTest, ShowsTheInputAndEveryLayerOfTheSpec) {
+  const Chain& chain = document_.chain();
+  ASSERT_EQ(model_->rowCount(), static_cast<int>(chain.spec.layers.size()) + 1);
+  EXPECT_EQ(model_->columnCount(), static_cast<int>(Col::ColumnCount));
+  EXPECT_EQ(cell(0, Col::Name), QStringLiteral("input"));
+  EXPECT_EQ(cell(0, Col::OutputShape), QStringLiteral("[32, 3, 64, 64]"));
+  EXPECT_TRUE(cell(0, Col::Settings).contains(QStringLiteral("shape=[32,3,64,64]")));
+  // conv1: 32x32x64x64 float32 outputs, reads its input, 32*3*3*3 + 32 parameters.
+  EXPECT_EQ(cell(1, Col::Layer), QStringLiteral("1"));
+  EXPECT_EQ(cell(1, Col::Name), QStringLiteral("conv1"));
+  EXPECT_EQ(cell(1, Col::Kind), QStringLiteral("conv2d"));
+  EXPECT_EQ(cell(1, Col::OutputShape), QStringLiteral("[32, 32, 64, 64]"));
+  EXPECT_EQ(cell(1, Col::OutputBytes), charts::formatBytes(32ull * 32 * 64 * 64 * 4));
+  EXPECT_EQ(cell(1, Col::OutputBytes, Qt::EditRole), QString::number(32ull * 32 * 64 * 64 * 4));
+  EXPECT_EQ(cell(1, Col::Flags), QStringLiteral("in"));
+  EXPECT_EQ(cell(1, Col::Params), charts::formatBytes((32 * 3 * 3 * 3 + 32) * 4));
+  EXPECT_TRUE(cell(1, Col::Settings).startsWith(QStringLiteral("out_channels=32 kernel=3")));
+  EXPECT_EQ(cell(3, Col::Flags), QStringLiteral("out"));  // relu reads its output
+  // The flatten view has no model layer, and the layers after it keep their model numbers.
+  int flattenRow = -1;
+  for (int r = 1; r < model_->rowCount(); ++r)
+    if (cell(r, Col::Kind) == QStringLiteral("flatten")) flattenRow = r;
+  ASSERT_GT(flattenRow, 0);
+  EXPECT_EQ(cell(flattenRow, Col::Layer), QStringLiteral("-"));
+  EXPECT_EQ(model_->layerForRow(flattenRow), 0u);
+  EXPECT_EQ(model_->layerForRow(flattenRow + 1), static_cast<std::size_t>(flattenRow));
+  EXPECT_EQ(model_->rowForLayer(static_cast<std::size_t>(flattenRow)), flattenRow + 1);
+  // Only names, kinds and settings of real layers are editable.
+  EXPECT_TRUE(model_->flags(model_->index(1, Col::Name)) & Qt::ItemIsEditable);
+  EXPECT_FALSE(model_->flags(model_->index(1, Col::OutputBytes)) & Qt::ItemIsEditable);
+  EXPECT_FALSE(model_->flags(model_->index(0, Col::Name)) & Qt::ItemIsEditable);
+}
+
+TEST_F(TableTest, AValidEditRebuildsTheChainAndIsUndoable) {
+  QSignalSpy accepted(model_.get(), &ChainTableModel::editAccepted);
+  const std::uint64_t before = document_.chain().outBytes(1);
+  ASSERT_TRUE(model_->setData(model_->index(1, Col::Settings), QStringLiteral("out_channels=16 kernel=3 padding=1")));
+  EXPECT_EQ(accepted.count(), 1);
+  EXPECT_EQ(document_.chain().layers[0].numbers.outBytes, before / 2);
+  EXPECT_EQ(document_.chain().spec.layers[0].outChannels, 16);
+  EXPECT_EQ(cell(1, Col::OutputShape), QStringLiteral("[32, 16, 64, 64]"));
+  // The simulation follows the edit at once.
+  EXPECT_EQ(document_.simulation().peakBytes(), simulate(document_.chain(), Plan{})->peakBytes());
+  ASSERT_TRUE(model_->setData(model_->index(2, Col::Name), QStringLiteral("norm1")));
+  EXPECT_EQ(cell(2, Col::Name), QStringLiteral("norm1"));
+  document_.undoStack()->undo();
+  EXPECT_EQ(cell(2, Col::Name), QStringLiteral("bn1"));
+  document_.undoStack()->undo();
+  EXPECT_EQ(document_.chain().outBytes(1), before);
+  EXPECT_EQ(cell(1, Col::OutputShape), QStringLiteral("[32, 32, 64, 64]"));
+}
+
+TEST_F(TableTest, AnInvalidEditIsRefusedWithAMessageAndTheChainIsKept) {
+  QSignalSpy refused(model_.get(), &ChainTableModel::editRefused);
+  const ChainSpec before = document_.chain().spec;
+  // A zero-channel convolution, a foreign field, a kernel larger than the input, an empty name.
+  EXPECT_FALSE(model_->setData(model_->index(1, Col::Settings), QStringLiteral("out_channels=0 kernel=3")));
+  EXPECT_FALSE(model_->setData(model_->index(1, Col::Settings), QStringLiteral("out_channels=8 kernel=3 p=0.5")));
+  EXPECT_FALSE(model_->setData(model_->index(1, Col::Settings), QStringLiteral("out_channels=8 kernel=999")));
+  EXPECT_FALSE(model_->setData(model_->index(1, Col::Name), QStringLiteral("  ")));
+  EXPECT_FALSE(model_->setData(model_->index(1, Col::Name), QStringLiteral("relu1")));  // already used
+  EXPECT_FALSE(model_->setData(model_->index(1, Col::Kind), QStringLiteral("transformer")));
+  ASSERT_EQ(refused.count(), 6);
+  EXPECT_TRUE(refused.at(0).at(0).toString().contains(QStringLiteral("out_channels")));
+  EXPECT_TRUE(refused.at(1).at(0).toString().contains(QStringLiteral("'p'")) ||
+              refused.at(1).at(0).toString().contains(QStringLiteral("p")));
+  EXPECT_TRUE(refused.at(2).at(0).toString().contains(QStringLiteral("conv1")));
+  EXPECT_TRUE(refused.at(4).at(0).toString().contains(QStringLiteral("already used")));
+  EXPECT_TRUE(refused.at(5).at(0).toString().contains(QStringLiteral("unknown kind")));
+  EXPECT_EQ(chainSpecToText(document_.chain().spec), chainSpecToText(before));
+  EXPECT_EQ(document_.undoStack()->count(), 0);
+}
+
+TEST_F(TableTest, AbstractLayersEditTheirNumbersDirectly) {
+  std::vector<LayerNumbers> layers(5);
+  for (std::size_t i = 0; i < layers.size(); ++i) layers[i].outBytes = 1024 * (i + 1);
+  document_.resetChain(makeAbstractChain("toy", 512, layers), QString());
+  EXPECT_TRUE(model_->flags(model_->index(2, Col::OutputBytes)) & Qt::ItemIsEditable);
+  ASSERT_TRUE(model_->setData(model_->index(2, Col::OutputBytes), QStringLiteral("64 KiB")));
+  EXPECT_EQ(document_.chain().outBytes(2), 65536u);
+  ASSERT_TRUE(model_->setData(model_->index(2, Col::Flags), QStringLiteral("in, out")));
+  EXPECT_TRUE(document_.chain().at(2).needsOutput);
+  ASSERT_TRUE(model_->setData(model_->index(3, Col::Extras), QStringLiteral("100")));
+  EXPECT_EQ(document_.chain().at(3).extraBytes, 100u);
+  ASSERT_TRUE(model_->setData(model_->index(3, Col::Params), QStringLiteral("2048")));
+  EXPECT_EQ(document_.chain().staticBytes(), 512u + 2 * 2048u);
+  EXPECT_FALSE(model_->setData(model_->index(2, Col::OutputBytes), QStringLiteral("lots")));
+  EXPECT_FALSE(model_->setData(model_->index(2, Col::Flags), QStringLiteral("sideways")));
+  EXPECT_EQ(document_.chain().outBytes(2), 65536u);
+}
+
+TEST_F(TableTest, KindChangesStartFromWorkingSettings) {
+  // relu1 (row 3) becomes a convolution over its 32 input channels, then abstract with its numbers.
+  ASSERT_TRUE(model_->setData(model_->index(3, Col::Kind), QStringLiteral("conv2d")));
+  EXPECT_EQ(document_.chain().spec.layers[2].kind, LayerKind::Conv2d);
+  EXPECT_EQ(document_.chain().spec.layers[2].outChannels, 32);
+  // An abstract layer states its numbers but hides its shape, so only the last layer may become one.
+  QSignalSpy refused(model_.get(), &ChainTableModel::editRefused);
+  EXPECT_FALSE(model_->setData(model_->index(3, Col::Kind), QStringLiteral("abstract")));
+  ASSERT_EQ(refused.count(), 1);
+  EXPECT_TRUE(refused.at(0).at(0).toString().contains(QStringLiteral("known input shape")));
+  const int last = model_->rowCount() - 1;
+  const std::size_t n = document_.chain().size();
+  const LayerNumbers fcNumbers = document_.chain().at(n);
+  ASSERT_TRUE(model_->setData(model_->index(last, Col::Kind), QStringLiteral("abstract")));
+  EXPECT_EQ(document_.chain().at(n), fcNumbers);
+  EXPECT_EQ(document_.chain().layers.back().kind, LayerKind::Abstract);
+}
+
+TEST_F(TableTest, StructuralEditsCarryCheckpointsWithTheirLayers) {
+  ASSERT_TRUE(document_.applyPlan(Plan{{3, 6}}, QStringLiteral("test")).isOk());
+  // Insert after layer 1: the checkpoints' layers move to 4 and 7.
+  ChainEdit insert = editInsertLayer(document_.chain(), 1);
+  ASSERT_TRUE(document_.editChain(insert.spec, QString::fromStdString(insert.description), insert.remap).isOk());
+  EXPECT_EQ(document_.plan(), (Plan{{4, 7}}));
+  EXPECT_EQ(document_.chain().spec.layers[1].kind, LayerKind::Relu);
+  // Remove the checkpoint's layer 4 (spec index 3): that checkpoint goes, the other moves back.
+  Result<ChainEdit> remove = editRemoveLayer(document_.chain().spec, 3);
+  ASSERT_TRUE(remove.isOk());
+  ASSERT_TRUE(document_.editChain(remove->spec, QString::fromStdString(remove->description), remove->remap).isOk());
+  EXPECT_EQ(document_.plan(), (Plan{{6}}));
+  // Move layer 6's spec row up one: its checkpoint follows it to 5.
+  Result<ChainEdit> move = editMoveLayer(document_.chain().spec, 5, -1);
+  ASSERT_TRUE(move.isOk());
+  ASSERT_TRUE(document_.editChain(move->spec, QString::fromStdString(move->description), move->remap).isOk());
+  EXPECT_EQ(document_.plan(), (Plan{{5}}));
+  for (int i = 0; i < 3; ++i) document_.undoStack()->undo();
+  EXPECT_EQ(document_.plan(), (Plan{{3, 6}}));
+  EXPECT_EQ(document_.chain().spec.layers[1].name, "bn1");
+  EXPECT_FALSE(editMoveLayer(document_.chain().spec, 0, -1).isOk());
+}
+
+TEST(ChainEdits, FlagsParseAndPrint) {
+  EXPECT_EQ(flagsText(true, true), "in, out");
+  EXPECT_EQ(flagsText(false, false), "-");
+  EXPECT_EQ(*parseFlags("out in"), (std::pair<bool, bool>{true, true}));
+  EXPECT_EQ(*parseFlags("-"), (std::pair<bool, bool>{false, false}));
+  EXPECT_EQ(*parseFlags("IN"), (std::pair<bool, bool>{true, false}));
+  EXPECT_FALSE(parseFlags("both").isOk());
+}
+
+TEST(CompareModel, PassesQtsModelChecksAndShowsBothPlans) {
+  CompareTableModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  EXPECT_EQ(model.rowCount(), 0);
+  const Chain chain = test::smallCnn();
+  std::array<CompareTableModel::Entry, 2> entries;
+  for (std::size_t side = 0; side < 2; ++side) {
+    entries[side].planner = side == 0 ? QStringLiteral("dp") : QStringLiteral("linear");
+    Result<PlannedResult> planned = planAndSimulate(chain, entries[side].planner.toStdString(), nullptr);
+    ASSERT_TRUE(planned.isOk()) << planned.status().message();
+    entries[side].planned = *planned;
+  }
+  model.setEntries(entries);
+  ASSERT_EQ(model.rowCount(), 2);
+  for (int row = 0; row < 2; ++row) {
+    const Simulation& sim = entries[static_cast<std::size_t>(row)].planned->simulation;
+    EXPECT_EQ(model.data(model.index(row, CompareTableModel::Peak)).toString(), charts::formatBytes(sim.peakBytes()));
+    EXPECT_EQ(model.data(model.index(row, CompareTableModel::A)).toString(), charts::formatBytes(sim.aBytes));
+    EXPECT_EQ(model.data(model.index(row, CompareTableModel::Checkpoints)).toString(),
+              QString::number(sim.plan.checkpoints.size()));
+  }
+  EXPECT_EQ(model.data(model.index(0, CompareTableModel::Objective)).toString(), QStringLiteral("A"));
+  EXPECT_EQ(model.data(model.index(1, CompareTableModel::Objective)).toString(), QStringLiteral("R"));
+  entries[1].planned.reset();
+  entries[1].error = QStringLiteral("cancelled");
+  model.setEntries(entries);
+  EXPECT_EQ(model.data(model.index(1, CompareTableModel::Objective)).toString(), QStringLiteral("cancelled"));
+  model.clear();
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+}  // namespace
+}  // namespace remat::gui

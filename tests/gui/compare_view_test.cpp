@@ -1,0 +1,95 @@
+// The compare view plans with two planners in the background, shows both plans' peaks on the same
+// axes, and "apply" copies a plan into the editor (undoably).
+#include "compare_view.hpp"
+
+#include <gtest/gtest.h>
+
+#include <QPushButton>
+#include <QTabWidget>
+#include <QTest>
+
+#include "compare_model.hpp"
+#include "document.hpp"
+#include "gui_test_env.hpp"
+#include "job_runner.hpp"
+#include "main_window.hpp"
+#include "memory_chart.hpp"
+#include "plan_view.hpp"
+#include "planner_picker.hpp"
+#include "remat/planners.hpp"
+#include "units.hpp"
+
+namespace remat::gui {
+namespace {
+
+TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
+  MainWindow window;
+  window.resize(1400, 900);
+  window.show();
+  ASSERT_TRUE(window.loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 16, .resolution = 96}).isOk());
+  CompareView* compare = window.compareView();
+  EXPECT_EQ(compare->picker(0)->plannerName(), QStringLiteral("dp"));
+  EXPECT_EQ(compare->picker(1)->plannerName(), QStringLiteral("linear"));
+  window.tabs()->setCurrentWidget(compare);  // showing a stale comparison starts it
+  ASSERT_TRUE(window.jobs()->waitForIdle(60000));
+  ASSERT_EQ(compare->model()->rowCount(), 2);
+
+  const Chain& chain = window.document()->chain();
+  for (int side = 0; side < 2; ++side) {
+    const std::string name = side == 0 ? "dp" : "linear";
+    Result<PlannerResult> expected = runPlanner(chain, name);
+    ASSERT_TRUE(expected.isOk()) << expected.status().message();
+    const auto& entry = compare->model()->entries()[static_cast<std::size_t>(side)];
+    ASSERT_TRUE(entry.planned.has_value()) << entry.error.toStdString();
+    EXPECT_EQ(entry.planned->result.plan, expected->plan);
+    const QString peak = compare->model()->data(compare->model()->index(side, CompareTableModel::Peak)).toString();
+    EXPECT_EQ(peak, charts::formatBytes(expected->peakBytes()));
+    // Each chart draws its own plan's peak...
+    EXPECT_EQ(compare->chart(side)->peakPoint().y(), static_cast<double>(expected->peakBytes()));
+    EXPECT_TRUE(compare->chart(side)->data().title.contains(charts::formatBytes(expected->peakBytes())));
+  }
+  // ...on the same axes.
+  EXPECT_EQ(compare->chart(0)->displayedRanges().yMaxBytes, compare->chart(1)->displayedRanges().yMaxBytes);
+  EXPECT_EQ(compare->chart(0)->displayedRanges().xMax, compare->chart(1)->displayedRanges().xMax);
+  EXPECT_GE(compare->chart(0)->displayedRanges().yMaxBytes, compare->chart(0)->peakPoint().y());
+  EXPECT_GE(compare->chart(0)->displayedRanges().yMaxBytes, compare->chart(1)->peakPoint().y());
+
+  // Apply the right (linear) plan: the editor shows it, and undo takes it back.
+  const Plan linearPlan = compare->model()->entries()[1].planned->result.plan;
+  QTest::mouseClick(compare->applyButton(1), Qt::LeftButton);
+  EXPECT_EQ(window.document()->plan(), linearPlan);
+  EXPECT_EQ(window.document()->planSource(), QStringLiteral("linear"));
+  EXPECT_EQ(window.tabs()->currentIndex(), 0);
+  EXPECT_EQ(window.planView()->summaryText("peak"),
+            compare->model()->data(compare->model()->index(1, CompareTableModel::Peak)).toString());
+  window.document()->undoStack()->undo();
+  EXPECT_EQ(window.document()->plan(), Plan{});
+}
+
+TEST(CompareView, OtherPlannersCompareAndAChainEditMakesTheComparisonStale) {
+  MainWindow window;
+  window.resize(1200, 800);
+  window.show();
+  ASSERT_TRUE(window.openChainFile(QStringLiteral(REMAT_SOURCE_DIR "/resources/examples/small_cnn.json")).isOk());
+  CompareView* compare = window.compareView();
+  ASSERT_TRUE(compare->picker(0)->setPlannerName(QStringLiteral("uniform:3")));
+  ASSERT_TRUE(compare->picker(1)->setPlannerName(QStringLiteral("optimal")));
+  compare->compare();
+  ASSERT_TRUE(window.jobs()->waitForIdle(60000));
+  ASSERT_EQ(compare->model()->rowCount(), 2);
+  EXPECT_TRUE(compare->model()->entries()[0].planned.has_value());
+  EXPECT_TRUE(compare->model()->entries()[1].planned.has_value());
+  EXPECT_FALSE(compare->isStale());
+  // An edit of the chain drops the comparison (its plans belong to the old chain).
+  ASSERT_TRUE(window.document()->applyPlan(Plan{{2}}, QStringLiteral("x")).isOk());
+  EXPECT_FALSE(compare->isStale());
+  ChainSpec spec = window.document()->chain().spec;
+  spec.layers[0].outChannels = 8;
+  ASSERT_TRUE(window.document()->editChain(spec, QStringLiteral("narrower")).isOk());
+  EXPECT_TRUE(compare->isStale());
+  EXPECT_EQ(compare->model()->rowCount(), 0);
+  EXPECT_FALSE(compare->applyButton(0)->isEnabled());
+}
+
+}  // namespace
+}  // namespace remat::gui

@@ -1,0 +1,159 @@
+// Exports write files that parse back: the plan as JSON (the fields of `remat plan --json`), the
+// chart as PNG and SVG, the chain as a chain file.
+#include <gtest/gtest.h>
+
+#include <QFile>
+#include <QImage>
+#include <QSvgRenderer>
+#include <QTemporaryDir>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "document.hpp"
+#include "gui_test_env.hpp"
+#include "job_runner.hpp"
+#include "main_window.hpp"
+#include "memory_chart.hpp"
+#include "message_bar.hpp"
+#include "plan_export.hpp"
+#include "plan_view.hpp"
+#include "remat/chain_file.hpp"
+#include "remat/exporters.hpp"
+#include "remat/planners.hpp"
+
+namespace remat::gui {
+namespace {
+
+nlohmann::json readJson(const QString& path) {
+  std::ifstream in(path.toStdString());
+  EXPECT_TRUE(in.good()) << path.toStdString();
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    window_.resize(1300, 850);
+    window_.show();
+    ASSERT_TRUE(window_.loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
+  }
+  QString path(const QString& name) const { return dir_.filePath(name); }
+  QTemporaryDir dir_;
+  MainWindow window_;
+};
+
+TEST_F(ExportTest, PlanJsonHasTheFieldsOfRematPlanJson) {
+  window_.runPlanner(QStringLiteral("dp"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  ASSERT_EQ(window_.document()->planSource(), QStringLiteral("dp"));
+  ASSERT_TRUE(window_.exportPlanJson(path("plan.json")).isOk());
+  const nlohmann::json json = readJson(path("plan.json"));
+  ASSERT_FALSE(json.is_discarded());
+  Result<PlannerResult> expected = runPlanner(window_.document()->chain(), "dp");
+  ASSERT_TRUE(expected.isOk());
+  EXPECT_EQ(json.at("planner"), "dp");
+  EXPECT_EQ(json.at("objective"), "A");
+  EXPECT_EQ(json.at("objective_bytes").get<std::uint64_t>(), expected->objectiveBytes);
+  EXPECT_EQ(json.at("checkpoints").get<std::vector<std::size_t>>(), expected->plan.checkpoints);
+  EXPECT_EQ(json.at("dynamic_peak_bytes").get<std::uint64_t>(), expected->dynamicPeakBytes);
+  EXPECT_EQ(json.at("static_bytes").get<std::uint64_t>(), expected->staticBytes);
+  EXPECT_EQ(json.at("peak_bytes").get<std::uint64_t>(), expected->peakBytes());
+  EXPECT_GE(json.at("plan_seconds").get<double>(), 0.0);
+  EXPECT_EQ(json.at("A_bytes").get<std::uint64_t>(), expected->aBytes);
+  EXPECT_EQ(json.at("R_bytes").get<std::uint64_t>(), expected->rBytes);
+}
+
+TEST_F(ExportTest, AHandEditedPlanExportsAsManualWithObjectiveE) {
+  ASSERT_TRUE(window_.document()->toggleCheckpoint(3).isOk());
+  ASSERT_TRUE(window_.exportPlanJson(path("manual.json")).isOk());
+  const nlohmann::json json = readJson(path("manual.json"));
+  EXPECT_EQ(json.at("planner"), "manual");
+  EXPECT_EQ(json.at("objective"), "-");
+  EXPECT_EQ(json.at("checkpoints"), nlohmann::json::array({3}));
+  EXPECT_EQ(json.at("objective_bytes"), json.at("dynamic_peak_bytes"));
+  EXPECT_EQ(json.at("plan_seconds").get<double>(), 0.0);
+}
+
+void expectSameOps(const Timeline& a, const Timeline& b) {
+  ASSERT_EQ(a.entries.size(), b.entries.size());
+  for (std::size_t i = 0; i < a.entries.size(); ++i) {
+    EXPECT_EQ(a.entries[i].op, b.entries[i].op) << "op " << i;
+    EXPECT_EQ(a.entries[i].footprintBytes, b.entries[i].footprintBytes) << "op " << i;
+    EXPECT_EQ(a.entries[i].liveAfterBytes, b.entries[i].liveAfterBytes) << "op " << i;
+  }
+}
+
+TEST_F(ExportTest, TimelinesWriteAndReadBack) {
+  ASSERT_TRUE(window_.document()->applyPlan(Plan{{2, 5}}, QStringLiteral("manual")).isOk());
+  const Timeline& predicted = window_.document()->simulation().timeline;
+  for (const char* name : {"predicted.csv", "predicted.json", "predicted.trace.json"})
+    ASSERT_TRUE(window_.exportPredictedTimeline(path(name)).isOk()) << name;
+  for (const char* name : {"predicted.csv", "predicted.json"}) {
+    Result<std::vector<Timeline>> read = readTimelines(path(name).toStdString());
+    ASSERT_TRUE(read.isOk()) << read.status().message();
+    ASSERT_EQ(read->size(), 1u);
+    EXPECT_EQ(read->front().source, "predicted");
+    EXPECT_EQ(read->front().planner, "manual");
+    expectSameOps(read->front(), predicted);
+  }
+  const nlohmann::json trace = readJson(path("predicted.trace.json"));
+  ASSERT_FALSE(trace.is_discarded());
+  std::size_t opEvents = 0;
+  for (const auto& event : trace.at("traceEvents")) opEvents += event.at("ph") == "X" ? 1 : 0;
+  EXPECT_EQ(opEvents, predicted.entries.size());
+
+  // A timeline file opens as the measured overlay, and exports next to the prediction.
+  ASSERT_TRUE(window_.openMeasuredTimeline(path("predicted.json")).isOk());
+  ASSERT_TRUE(window_.document()->measured().has_value());
+  expectSameOps(*window_.document()->measured(), predicted);
+  ASSERT_TRUE(window_.exportMeasuredTimeline(path("both.csv")).isOk());
+  Result<std::vector<Timeline>> both = readTimelines(path("both.csv").toStdString());
+  ASSERT_TRUE(both.isOk()) << both.status().message();
+  EXPECT_EQ(both->size(), 2u);
+
+  // Bad names and bad files are errors with the exporter's or the reader's message.
+  EXPECT_FALSE(window_.exportPredictedTimeline(path("timeline.txt")).isOk());
+  QFile bad(path("bad.csv"));
+  ASSERT_TRUE(bad.open(QIODevice::WriteOnly));
+  bad.write("planner,run\nx,1\n");
+  bad.close();
+  EXPECT_FALSE(window_.openMeasuredTimeline(path("bad.csv")).isOk());
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("bad.csv")));
+  ASSERT_TRUE(window_.document()->measured().has_value());  // the earlier overlay stays
+}
+
+TEST_F(ExportTest, ChartPngAndSvgParseBack) {
+  ASSERT_TRUE(window_.exportChartPng(path("chart.png")).isOk());
+  const QImage image(path("chart.png"));
+  ASSERT_FALSE(image.isNull());
+  const QSize expected = window_.planView()->chart()->size() * window_.planView()->chart()->devicePixelRatio();
+  EXPECT_EQ(image.size(), expected);
+  ASSERT_TRUE(window_.exportChartSvg(path("chart.svg")).isOk());
+  QSvgRenderer svg(path("chart.svg"));
+  EXPECT_TRUE(svg.isValid());
+  QFile file(path("chart.svg"));
+  ASSERT_TRUE(file.open(QIODevice::ReadOnly));
+  const QByteArray text = file.readAll();
+  EXPECT_TRUE(text.contains("<svg"));
+  EXPECT_TRUE(text.contains("memory (")) << "the axis title is text in the SVG";
+  // Unwritable paths are errors, not crashes.
+  EXPECT_FALSE(window_.exportChartPng(path("missing/dir/chart.png")).isOk());
+  EXPECT_FALSE(window_.exportPlanJson(path("missing/dir/plan.json")).isOk());
+}
+
+TEST_F(ExportTest, SavedChainLoadsBackTheSame) {
+  ASSERT_TRUE(window_.document()->toggleCheckpoint(2).isOk());
+  EXPECT_TRUE(window_.isWindowModified() || !window_.document()->undoStack()->isClean());
+  ASSERT_TRUE(window_.saveChain(path("resnet18.json")).isOk());
+  EXPECT_TRUE(window_.document()->undoStack()->isClean());
+  EXPECT_EQ(window_.document()->filePath(), path("resnet18.json"));
+  Result<Chain> loaded = loadChainFile(path("resnet18.json").toStdString());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_EQ(chainSpecToText(loaded->spec), chainSpecToText(window_.document()->chain().spec));
+  EXPECT_EQ(loaded->staticBytes(), window_.document()->chain().staticBytes());
+  EXPECT_TRUE(window_.recentFiles().contains(path("resnet18.json")));
+}
+
+}  // namespace
+}  // namespace remat::gui

@@ -1,0 +1,149 @@
+// The main window: bad input shows the loader's message (no crash, the old chain stays), drops
+// open files, the command line's screenshot renders the window.
+#include "main_window.hpp"
+
+#include <gtest/gtest.h>
+
+#include <QDropEvent>
+#include <QFile>
+#include <QImage>
+#include <QMimeData>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QUrl>
+
+#include "app_options.hpp"
+#include "document.hpp"
+#include "gui_test_env.hpp"
+#include "job_runner.hpp"
+#include "layer_panel.hpp"
+#include "message_bar.hpp"
+#include "plan_view.hpp"
+#include "planner_picker.hpp"
+
+namespace remat::gui {
+namespace {
+
+void writeText(const QString& path, const QByteArray& text) {
+  QFile file(path);
+  ASSERT_TRUE(file.open(QIODevice::WriteOnly));
+  file.write(text);
+}
+
+class MainWindowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    window_.resize(1300, 850);
+    window_.show();
+  }
+  QTemporaryDir dir_;
+  MainWindow window_;
+};
+
+TEST_F(MainWindowTest, ABadChainFileShowsTheLoadersMessageAndKeepsTheChain) {
+  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
+  const std::string before = chainSpecToText(window_.document()->chain().spec);
+  const QString bad = dir_.filePath(QStringLiteral("bad.json"));
+  writeText(bad, R"({"format": "remat-chain/1", "name": "bad", "input": {"shape": [2, 3, 8, 8]},
+                   "layers": [{"name": "c", "kind": "conv2d", "kernel": 3}]})");
+  const Status status = window_.openChainFile(bad);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_TRUE(window_.messageBar()->isError());
+  EXPECT_EQ(window_.messageBar()->text(), QString::fromStdString(status.message()));
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("out_channels")));
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("bad.json")));
+  EXPECT_EQ(chainSpecToText(window_.document()->chain().spec), before);
+  EXPECT_FALSE(window_.openChainFile(dir_.filePath(QStringLiteral("missing.json"))).isOk());
+  writeText(bad, "{not json");
+  EXPECT_FALSE(window_.openChainFile(bad).isOk());
+  EXPECT_FALSE(window_.loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 2, .resolution = 4}).isOk());
+  EXPECT_FALSE(window_.loadZoo(QStringLiteral("no_such_model"), ZooOptions{}).isOk());
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("no_such_model")));
+  EXPECT_EQ(chainSpecToText(window_.document()->chain().spec), before);
+}
+
+TEST_F(MainWindowTest, DroppingAChainFileOpensIt) {
+  const QString path = dir_.filePath(QStringLiteral("dropped.json"));
+  ASSERT_TRUE(QFile::copy(QStringLiteral(":/examples/small_cnn.json"), path));
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(path)});
+  // Qt delivers a drop only to the widget that accepted the drag's enter event.
+  QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(&window_, &enter);
+  ASSERT_TRUE(enter.isAccepted());
+  QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(&window_, &drop);
+  ASSERT_TRUE(window_.document()->hasChain()) << window_.messageBar()->text().toStdString();
+  EXPECT_EQ(window_.document()->chain().name, "small_cnn");
+  EXPECT_EQ(window_.document()->filePath(), path);
+  EXPECT_TRUE(window_.recentFiles().contains(path));
+  EXPECT_TRUE(window_.windowTitle().contains(QStringLiteral("dropped.json")));
+}
+
+TEST_F(MainWindowTest, NewChainIsEditableAndThePlannerRunsInTheBackground) {
+  ASSERT_TRUE(window_.newChain().isOk());
+  EXPECT_GT(window_.document()->chain().size(), 3u);
+  window_.runPlanner(QStringLiteral("optimal"));
+  EXPECT_TRUE(window_.jobs()->isRunning(QStringLiteral("plan")));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("optimal"));
+  EXPECT_EQ(window_.document()->undoStack()->count(), 1);
+  EXPECT_EQ(window_.planView()->summaryText("plan"), QStringLiteral("optimal"));
+}
+
+TEST_F(MainWindowTest, TheScreenshotIsTheWindowsSizeAndNotBlank) {
+  Result<AppOptions> options = parseAppOptions(
+      {QStringLiteral("remat-explorer"), QStringLiteral("--zoo"), QStringLiteral("resnet18"), QStringLiteral("--batch"),
+       QStringLiteral("8"), QStringLiteral("--resolution"), QStringLiteral("64"), QStringLiteral("--planner"),
+       QStringLiteral("linear"), QStringLiteral("--screenshot"), dir_.filePath(QStringLiteral("shot.png"))});
+  ASSERT_TRUE(options.isOk()) << options.status().message();
+  ASSERT_TRUE(applyAppOptions(window_, *options).isOk());
+  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("linear"));
+  ASSERT_TRUE(writeScreenshot(window_, options->screenshotPath).isOk());
+  const QImage image(options->screenshotPath);
+  ASSERT_FALSE(image.isNull());
+  EXPECT_EQ(image.size(), window_.size() * window_.devicePixelRatio());
+  // Not blank: many colours, and no single colour covers almost everything.
+  QHash<QRgb, int> counts;
+  for (int y = 0; y < image.height(); y += 3)
+    for (int x = 0; x < image.width(); x += 3) ++counts[image.pixel(x, y)];
+  int largest = 0;
+  int total = 0;
+  for (int count : counts) {
+    largest = std::max(largest, count);
+    total += count;
+  }
+  EXPECT_GT(counts.size(), 50);
+  EXPECT_LT(largest, total * 9 / 10);
+}
+
+TEST(AppOptions, RejectsBadCommandLines) {
+  const QString program = QStringLiteral("remat-explorer");
+  EXPECT_FALSE(parseAppOptions({program, QStringLiteral("--chain"), QStringLiteral("a.json"), QStringLiteral("--zoo"),
+                                QStringLiteral("vgg16")})
+                   .isOk());
+  EXPECT_FALSE(parseAppOptions({program, QStringLiteral("--batch"), QStringLiteral("zero")}).isOk());
+  EXPECT_FALSE(parseAppOptions({program, QStringLiteral("--size"), QStringLiteral("huge")}).isOk());
+  EXPECT_FALSE(parseAppOptions({program, QStringLiteral("--dtype"), QStringLiteral("int8")}).isOk());
+  EXPECT_FALSE(parseAppOptions({program, QStringLiteral("--bogus")}).isOk());
+  Result<AppOptions> ok = parseAppOptions(
+      {program, QStringLiteral("--zoo"), QStringLiteral("vgg16"), QStringLiteral("--size"), QStringLiteral("800x600")});
+  ASSERT_TRUE(ok.isOk());
+  EXPECT_EQ(ok->zooName, QStringLiteral("vgg16"));
+  EXPECT_EQ(ok->size, QSize(800, 600));
+  EXPECT_EQ(ok->zoo.batch, 64);
+}
+
+TEST(AppOptions, AnUnknownPlannerIsAnError) {
+  MainWindow window;
+  Result<AppOptions> options = parseAppOptions({QStringLiteral("x"), QStringLiteral("--zoo"), QStringLiteral("vgg11"),
+                                                QStringLiteral("--planner"), QStringLiteral("magic")});
+  ASSERT_TRUE(options.isOk());
+  const Status status = applyAppOptions(window, *options);
+  EXPECT_FALSE(status.isOk());
+  EXPECT_TRUE(QString::fromStdString(status.message()).contains(QStringLiteral("magic")));
+}
+
+}  // namespace
+}  // namespace remat::gui

@@ -1,0 +1,99 @@
+// Measuring the current plan on the CPU reference in the background: the measured timeline comes
+// back, overlays the prediction (the same ops and, with exact kernels, the same bytes), and a
+// cancelled run leaves nothing behind.
+#include <gtest/gtest.h>
+
+#include <QSignalSpy>
+#include <QTemporaryDir>
+
+#include "document.hpp"
+#include "gui_test_env.hpp"
+#include "job_runner.hpp"
+#include "main_window.hpp"
+#include "memory_chart.hpp"
+#include "message_bar.hpp"
+#include "plan_view.hpp"
+#include "run_support.hpp"
+
+namespace remat::gui {
+namespace {
+
+Chain tinyCnn() {
+  Chain chain = test::smallCnn();
+  ChainSpec spec = chain.spec;
+  spec.input.shape = {2, 3, 16, 16};  // small enough for the reference kernels to be quick
+  Result<Chain> built = buildChain(spec);
+  EXPECT_TRUE(built.isOk()) << built.status().message();
+  return *built;
+}
+
+TEST(Run, MeasuresThePlanOnTheCpuAndOverlaysIt) {
+  EXPECT_TRUE(measureDevices().contains(QStringLiteral("cpu")));
+  MainWindow window;
+  window.resize(1300, 850);
+  window.show();
+  window.document()->resetChain(tinyCnn(), QString());
+  ASSERT_TRUE(window.document()->applyPlan(Plan{{3, 9}}, QStringLiteral("manual")).isOk());
+  window.measure(QStringLiteral("cpu"));
+  EXPECT_TRUE(window.jobs()->isRunning(QStringLiteral("run")));
+  ASSERT_TRUE(window.jobs()->waitForIdle(120000));
+  ASSERT_TRUE(window.document()->measured().has_value()) << window.messageBar()->text().toStdString();
+  const Timeline& measured = *window.document()->measured();
+  const Timeline& predicted = window.document()->simulation().timeline;
+  EXPECT_EQ(measured.source, "cpu");
+  ASSERT_EQ(measured.entries.size(), predicted.entries.size());
+  for (std::size_t i = 0; i < measured.entries.size(); ++i) {
+    EXPECT_EQ(measured.entries[i].op, predicted.entries[i].op);
+    EXPECT_EQ(measured.entries[i].footprintBytes, predicted.entries[i].footprintBytes) << "op " << i;
+    EXPECT_GE(measured.entries[i].timeUs, 0.0);
+  }
+  const QStringList series = window.planView()->chart()->visibleSeriesNames();
+  EXPECT_TRUE(series.filter(QStringLiteral("measured (cpu")).size() == 1) << series.join(", ").toStdString();
+  EXPECT_TRUE(window.messageBar()->text().contains(QStringLiteral("Measured on cpu")));
+
+  // What was measured exports with the prediction and opens again as the overlay.
+  QTemporaryDir dir;
+  ASSERT_TRUE(window.exportMeasuredTimeline(dir.filePath(QStringLiteral("run.csv"))).isOk());
+  const Timeline before = measured;
+  window.document()->setMeasured(std::nullopt);
+  ASSERT_TRUE(window.openMeasuredTimeline(dir.filePath(QStringLiteral("run.csv"))).isOk());
+  ASSERT_TRUE(window.document()->measured().has_value());
+  EXPECT_EQ(window.document()->measured()->source, "cpu");
+  ASSERT_EQ(window.document()->measured()->entries.size(), before.entries.size());
+  for (std::size_t i = 0; i < before.entries.size(); ++i)
+    EXPECT_EQ(window.document()->measured()->entries[i].footprintBytes, before.entries[i].footprintBytes);
+}
+
+TEST(Run, ACancelledRunLeavesNoMeasurement) {
+  MainWindow window;
+  window.document()->resetChain(tinyCnn(), QString());
+  QSignalSpy finished(window.jobs(), &JobRunner::finished);
+  window.measure(QStringLiteral("cpu"));
+  window.jobs()->cancel(QStringLiteral("run"));
+  EXPECT_FALSE(window.jobs()->isBusy());
+  window.jobs()->shutdown();  // let the worker finish its step; its answer is dropped
+  QCoreApplication::processEvents();
+  EXPECT_FALSE(window.document()->measured().has_value());
+  ASSERT_EQ(finished.count(), 1);
+  EXPECT_FALSE(finished.at(0).at(1).toBool());
+}
+
+TEST(Run, AnUnknownDeviceIsAnError) {
+  MainWindow window;
+  window.document()->resetChain(tinyCnn(), QString());
+  window.measure(QStringLiteral("tpu"));
+  EXPECT_FALSE(window.jobs()->isBusy());
+  EXPECT_TRUE(window.messageBar()->isError());
+  EXPECT_TRUE(window.messageBar()->text().contains(QStringLiteral("tpu")));
+}
+
+TEST(Run, MeasurePlanRefusesAnInvalidPlan) {
+  const Chain chain = tinyCnn();
+  RunRequest request{chain, Plan{{chain.size()}}, "manual", "cpu", 1};
+  Result<Timeline> result = measurePlan(request, nullptr, {});
+  ASSERT_FALSE(result.isOk());
+  EXPECT_EQ(result.status().code(), ErrorCode::InvalidInput);
+}
+
+}  // namespace
+}  // namespace remat::gui

@@ -1,0 +1,84 @@
+#pragma once
+// Shared checks of the executor tests: a measured timeline against the simulator's prediction,
+// and bitwise comparisons of runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "remat/interpreter.hpp"
+#include "remat/planners.hpp"
+#include "remat/simulator.hpp"
+
+namespace remat::testing {
+
+// Every op's measured footprint and live-after equal the simulator's, byte for byte.
+inline void expectMatchesSimulation(const Chain& chain, const Plan& plan, const Timeline& measured) {
+  auto sim = simulate(chain, plan);
+  ASSERT_TRUE(sim.isOk()) << sim.status().message();
+  const Timeline& predicted = sim->timeline;
+  ASSERT_EQ(measured.entries.size(), predicted.entries.size());
+  for (std::size_t i = 0; i < predicted.entries.size(); ++i) {
+    const TimelineEntry& m = measured.entries[i];
+    const TimelineEntry& p = predicted.entries[i];
+    ASSERT_EQ(m.op, p.op) << "op " << i;
+    EXPECT_EQ(m.footprintBytes, p.footprintBytes) << chain.name << " plan [" << formatCheckpointList(plan) << "] op "
+                                                  << i << " " << opName(p.op.kind) << "(" << p.op.layer << ")";
+    EXPECT_EQ(m.liveAfterBytes, p.liveAfterBytes) << chain.name << " plan [" << formatCheckpointList(plan) << "] op "
+                                                  << i << " " << opName(p.op.kind) << "(" << p.op.layer << ")";
+  }
+  EXPECT_EQ(measured.dynamicPeakBytes(), sim->dynamicPeakBytes);
+}
+
+// The digest of d(l-1) written by each B(l), by layer: what a plan's backward computed.
+inline std::map<std::size_t, std::uint64_t> gradientDigests(const RunResult& run) {
+  std::map<std::size_t, std::uint64_t> out;
+  for (const TensorDigest& d : run.digests)
+    if (d.op.kind == OpKind::B || d.op.kind == OpKind::Seed) out[d.layer] = d.digest;
+  return out;
+}
+
+// Recomputed tensors equal the originals: every R(l)'s x(l) equals F(l)'s, and every E(l) written
+// by R or RE equals the E(l) that store-all's keep-mode F(l) wrote (reference).
+inline void expectRecomputeReproduces(const RunResult& run, const RunResult& storeAll) {
+  std::map<std::size_t, std::uint64_t> forward, extras;
+  for (const TensorDigest& d : run.digests)
+    if (d.op.kind == OpKind::F && d.tensor == 'x') forward[d.layer] = d.digest;
+  for (const TensorDigest& d : storeAll.digests)
+    if (d.op.kind == OpKind::F && d.tensor == 'E') extras[d.layer] = d.digest;
+  for (const TensorDigest& d : run.digests) {
+    if (d.op.kind == OpKind::R && d.tensor == 'x') {
+      EXPECT_EQ(d.digest, forward.at(d.layer)) << "x(" << d.layer << ")";
+    }
+    if ((d.op.kind == OpKind::R || d.op.kind == OpKind::RE || d.op.kind == OpKind::F) && d.tensor == 'E') {
+      EXPECT_EQ(d.digest, extras.at(d.layer)) << "E(" << d.layer << ") written by " << opName(d.op.kind);
+    }
+  }
+}
+
+// The distinct plans of the planners (none first), with the planner names that produced them.
+inline std::vector<std::pair<std::string, Plan>> plannerPlans(const Chain& chain,
+                                                              const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, Plan>> plans;
+  for (const std::string& name : names) {
+    auto r = runPlanner(chain, name);
+    EXPECT_TRUE(r.isOk()) << name << ": " << r.status().message();
+    if (!r) continue;
+    auto same = std::find_if(plans.begin(), plans.end(), [&](const auto& p) { return p.second == r->plan; });
+    if (same == plans.end())
+      plans.emplace_back(name, r->plan);
+    else
+      same->first += "," + name;
+  }
+  return plans;
+}
+
+inline const std::vector<std::string>& allPlanners() {
+  static const std::vector<std::string> names = {"none", "sqrt", "greedy", "uniform:2", "dp", "linear", "optimal"};
+  return names;
+}
+
+}  // namespace remat::testing
