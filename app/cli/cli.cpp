@@ -35,6 +35,11 @@ std::string formatBytes(std::uint64_t bytes) {
   return buffer;
 }
 
+std::string opLabel(const Op& op) {
+  return op.kind == OpKind::Seed ? std::string("SEED")
+                                 : std::string(opName(op.kind)) + "(" + std::to_string(op.layer) + ")";
+}
+
 Result<Chain> loadChainArgument(const std::string& path) {
   if (path.rfind("zoo:", 0) == 0) {
     auto spec = zooChain(path.substr(4), ZooOptions{});

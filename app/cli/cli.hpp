@@ -12,6 +12,7 @@
 #include "remat/chain.hpp"
 #include "remat/device.hpp"
 #include "remat/status.hpp"
+#include "remat/timeline.hpp"
 
 namespace remat::cli {
 
@@ -41,6 +42,9 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 // Shared helpers.
 Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"
 std::string formatBytes(std::uint64_t bytes);              // "1.50 GiB", "512.0 KiB", "12 B"
+std::string opLabel(const Op& op);                         // "F(3)", "SEED"
+// Op tables (simulate, run) print this many rows unless --ops asks for all.
+constexpr std::size_t kDefaultOpRows = 200;
 int exitCodeFor(const Status& status);
 
 // device_factory.cpp: the device a --device option names ("cpu" or "gpu"). "gpu" is an error that

@@ -28,13 +28,6 @@ struct RunArgs {
   bool allOps = false;
 };
 
-constexpr std::size_t kDefaultOpRows = 200;
-
-std::string opLabel(const Op& op) {
-  return op.kind == OpKind::Seed ? std::string("SEED")
-                                 : std::string(opName(op.kind)) + "(" + std::to_string(op.layer) + ")";
-}
-
 // The first op whose measured footprint or live-after differs from the prediction, or npos.
 std::size_t firstMismatch(const Timeline& predicted, const Timeline& measured) {
   if (predicted.entries.size() != measured.entries.size()) return 0;

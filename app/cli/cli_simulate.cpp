@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "remat/planners.hpp"
 #include "remat/simulator.hpp"
 
 namespace remat::cli {
@@ -14,33 +15,6 @@ struct SimulateOptions {
   bool json = false;
   bool allOps = false;
 };
-
-constexpr std::size_t kDefaultOpRows = 200;
-
-nlohmann::json simulationToJson(const Simulation& sim) {
-  nlohmann::json ops = nlohmann::json::array();
-  for (const TimelineEntry& e : sim.timeline.entries) {
-    nlohmann::json op = {{"op", std::string(opName(e.op.kind))}};
-    op["layer"] = e.op.kind == OpKind::Seed ? nlohmann::json(nullptr) : nlohmann::json(e.op.layer);
-    op["footprint_bytes"] = e.footprintBytes;
-    op["live_after_bytes"] = e.liveAfterBytes;
-    ops.push_back(std::move(op));
-  }
-  return {{"checkpoints", sim.plan.checkpoints},
-          {"dynamic_peak_bytes", sim.dynamicPeakBytes},
-          {"static_bytes", sim.staticBytes},
-          {"peak_bytes", sim.peakBytes()},
-          {"A_bytes", sim.aBytes},
-          {"R_bytes", sim.rBytes},
-          {"recompute_cost", sim.recomputeCost},
-          {"peak_op_index", sim.peakOpIndex},
-          {"ops", std::move(ops)}};
-}
-
-std::string opLabel(const Op& op) {
-  return op.kind == OpKind::Seed ? std::string("SEED")
-                                 : std::string(opName(op.kind)) + "(" + std::to_string(op.layer) + ")";
-}
 
 void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ostream& out) {
   const auto& entries = sim.timeline.entries;

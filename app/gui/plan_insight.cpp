@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "liveness.hpp"
+#include "remat/liveness.hpp"
 #include "units.hpp"
 
 namespace remat::gui {

@@ -127,7 +127,7 @@ class GraphBuilder {
     lhs = *remat_result_;                              \
   } while (0)
 
-// conv -> bn (-> relu); returns the last tensor.
+// conv -> bn; returns the last tensor.
 Result<std::size_t> convBn(GraphBuilder& b, std::size_t in, LayerSpec conv, std::string bnName) {
   std::size_t t = 0;
   REMAT_ASSIGN_OR_RETURN(t, b.layer(std::move(conv), in));
@@ -135,36 +135,41 @@ Result<std::size_t> convBn(GraphBuilder& b, std::size_t in, LayerSpec conv, std:
   return t;
 }
 
-// identity, or downsample = conv1x1(stride) + bn when the shape changes (torchvision's rule).
-Result<std::size_t> skipPath(GraphBuilder& b, std::int64_t outChannels, std::int64_t stride) {
-  if (stride == 1 && b.channels(0) == outChannels) return std::size_t{0};
-  return convBn(b, 0, convSpec("downsample.0", outChannels, 1, stride, 0), "downsample.1");
+// conv -> bn -> activation (relu, relu6); returns the last tensor.
+Result<std::size_t> convBnAct(GraphBuilder& b, std::size_t in, LayerSpec conv, std::string bnName,
+                              LayerSpec activation) {
+  std::size_t t = 0;
+  REMAT_ASSIGN_OR_RETURN(t, convBn(b, in, std::move(conv), std::move(bnName)));
+  return b.layer(std::move(activation), t);
+}
+
+LayerSpec relu() { return simpleSpec("relu", LayerKind::Relu); }
+
+// The end of both ResNet blocks: the main path t plus the skip path (identity, or downsample =
+// conv1x1(stride) + bn when the shape changes: torchvision's rule), then relu.
+Result<BlockGraph> addSkipAndRelu(GraphBuilder b, std::size_t t, const LayerSpec& spec) {
+  std::size_t skip = 0;
+  if (spec.stride != 1 || b.channels(0) != spec.outChannels)
+    REMAT_ASSIGN_OR_RETURN(skip,
+                           convBn(b, 0, convSpec("downsample.0", spec.outChannels, 1, spec.stride, 0), "downsample.1"));
+  REMAT_ASSIGN_OR_RETURN(t, b.add(t, skip));
+  REMAT_ASSIGN_OR_RETURN(t, b.layer(relu(), t));
+  return std::move(b).finish();
 }
 
 Result<BlockGraph> basicBlock(const LayerSpec& spec, GraphBuilder b) {
   std::size_t t = 0;
-  REMAT_ASSIGN_OR_RETURN(t, convBn(b, 0, convSpec("conv1", spec.outChannels, 3, spec.stride, 1), "bn1"));
-  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec("relu", LayerKind::Relu), t));
+  REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, 0, convSpec("conv1", spec.outChannels, 3, spec.stride, 1), "bn1", relu()));
   REMAT_ASSIGN_OR_RETURN(t, convBn(b, t, convSpec("conv2", spec.outChannels, 3, 1, 1), "bn2"));
-  std::size_t skip = 0;
-  REMAT_ASSIGN_OR_RETURN(skip, skipPath(b, spec.outChannels, spec.stride));
-  REMAT_ASSIGN_OR_RETURN(t, b.add(t, skip));
-  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec("relu", LayerKind::Relu), t));
-  return std::move(b).finish();
+  return addSkipAndRelu(std::move(b), t, spec);
 }
 
 Result<BlockGraph> bottleneck(const LayerSpec& spec, GraphBuilder b) {
   std::size_t t = 0;
-  REMAT_ASSIGN_OR_RETURN(t, convBn(b, 0, convSpec("conv1", spec.width, 1, 1, 0), "bn1"));
-  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec("relu", LayerKind::Relu), t));
-  REMAT_ASSIGN_OR_RETURN(t, convBn(b, t, convSpec("conv2", spec.width, 3, spec.stride, 1), "bn2"));
-  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec("relu", LayerKind::Relu), t));
+  REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, 0, convSpec("conv1", spec.width, 1, 1, 0), "bn1", relu()));
+  REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, t, convSpec("conv2", spec.width, 3, spec.stride, 1), "bn2", relu()));
   REMAT_ASSIGN_OR_RETURN(t, convBn(b, t, convSpec("conv3", spec.outChannels, 1, 1, 0), "bn3"));
-  std::size_t skip = 0;
-  REMAT_ASSIGN_OR_RETURN(skip, skipPath(b, spec.outChannels, spec.stride));
-  REMAT_ASSIGN_OR_RETURN(t, b.add(t, skip));
-  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec("relu", LayerKind::Relu), t));
-  return std::move(b).finish();
+  return addSkipAndRelu(std::move(b), t, spec);
 }
 
 Result<BlockGraph> invertedResidual(const LayerSpec& spec, GraphBuilder b) {
@@ -176,14 +181,13 @@ Result<BlockGraph> invertedResidual(const LayerSpec& spec, GraphBuilder b) {
   std::size_t t = 0;
   int index = 0;  // torchvision numbers the Sequential's children
   auto prefix = [&] { return "conv." + std::to_string(index); };
+  auto relu6 = [&] { return simpleSpec(prefix() + ".2", LayerKind::Relu6); };
   if (spec.expandRatio != 1) {
-    REMAT_ASSIGN_OR_RETURN(t, convBn(b, t, convSpec(prefix() + ".0", hidden, 1, 1, 0), prefix() + ".1"));
-    REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec(prefix() + ".2", LayerKind::Relu6), t));
+    REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, t, convSpec(prefix() + ".0", hidden, 1, 1, 0), prefix() + ".1", relu6()));
     ++index;
   }
-  REMAT_ASSIGN_OR_RETURN(t,
-                         convBn(b, t, convSpec(prefix() + ".0", hidden, 3, spec.stride, 1, hidden), prefix() + ".1"));
-  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec(prefix() + ".2", LayerKind::Relu6), t));
+  REMAT_ASSIGN_OR_RETURN(
+      t, convBnAct(b, t, convSpec(prefix() + ".0", hidden, 3, spec.stride, 1, hidden), prefix() + ".1", relu6()));
   ++index;
   REMAT_ASSIGN_OR_RETURN(t, b.layer(convSpec(prefix(), spec.outChannels, 1, 1, 0), t));
   ++index;

@@ -28,10 +28,10 @@ std::uint64_t roundedSize(std::uint64_t bytes) { return (bytes + kAlignment - 1)
 
 }  // namespace
 
-CpuAllocator::CpuAllocator(CpuDeviceOptions options) : options_(options) {}
+CpuAllocator::CpuAllocator(CpuDeviceOptions options) : CountingAllocator("cpu"), options_(options) {}
 
 CpuAllocator::~CpuAllocator() {
-  for (auto& [id, block] : blocks_) std::free(block.data);
+  for (const auto& [id, block] : blocks()) std::free(block.data);
   releaseCache();
 }
 
@@ -43,12 +43,11 @@ void CpuAllocator::releaseCache() {
 }
 
 Result<DeviceBuffer> CpuAllocator::allocate(std::uint64_t bytes) {
-  if (options_.capacityBytes != 0 && (bytes > options_.capacityBytes || heldBytes_ > options_.capacityBytes - bytes))
+  const std::uint64_t held = bytesHeld();
+  if (options_.capacityBytes != 0 && (bytes > options_.capacityBytes || held > options_.capacityBytes - bytes))
     return Status::outOfMemory("cpu: allocating " + std::to_string(bytes) + " bytes would exceed the capacity of " +
-                               std::to_string(options_.capacityBytes) + " bytes (" + std::to_string(heldBytes_) +
-                               " held)");
-  Block block;
-  block.bytes = bytes;
+                               std::to_string(options_.capacityBytes) + " bytes (" + std::to_string(held) + " held)");
+  std::byte* data = nullptr;
   if (bytes > 0) {
     // aligned_alloc needs a size that is a multiple of the alignment; the count stays exact.
     const std::uint64_t rounded = roundedSize(bytes);
@@ -56,48 +55,40 @@ Result<DeviceBuffer> CpuAllocator::allocate(std::uint64_t bytes) {
       return Status::outOfMemory("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     auto cached = cache_.find(rounded);
     if (cached != cache_.end() && !cached->second.empty()) {
-      block.data = cached->second.back();
+      data = cached->second.back();
       cached->second.pop_back();
       cachedBytes_ -= rounded;
     } else {
-      block.data = static_cast<std::byte*>(std::aligned_alloc(kAlignment, static_cast<std::size_t>(rounded)));
+      data = static_cast<std::byte*>(std::aligned_alloc(kAlignment, static_cast<std::size_t>(rounded)));
     }
-    if (block.data == nullptr)
-      return Status::outOfMemory("cpu: malloc of " + std::to_string(bytes) + " bytes failed (" +
-                                 std::to_string(heldBytes_) + " bytes held)");
-    if (options_.poisonMemory) poison(block.data, bytes);
+    if (data == nullptr)
+      return Status::outOfMemory("cpu: malloc of " + std::to_string(bytes) + " bytes failed (" + std::to_string(held) +
+                                 " bytes held)");
+    if (options_.poisonMemory) poison(data, bytes);
   }
-  const DeviceBuffer buffer{nextId_++, bytes};
-  blocks_.emplace(buffer.id, block);
-  heldBytes_ += bytes;
-  if (heldBytes_ > peakBytes_) peakBytes_ = heldBytes_;
-  return buffer;
+  return track(data, bytes);
 }
 
 Status CpuAllocator::release(DeviceBuffer buffer) {
-  auto it = blocks_.find(buffer.id);
-  if (it == blocks_.end() || it->second.bytes != buffer.bytes)
-    return Status::internal("cpu: release of buffer #" + std::to_string(buffer.id) + " (" +
-                            std::to_string(buffer.bytes) + " bytes), which is not held (double free?)");
-  if (options_.poisonMemory) poison(it->second.data, it->second.bytes);
-  const std::uint64_t rounded = roundedSize(it->second.bytes);
-  if (it->second.data != nullptr && rounded <= options_.cacheBytes - std::min(options_.cacheBytes, cachedBytes_)) {
-    cache_[rounded].push_back(it->second.data);
+  auto block = blockToRelease(buffer);
+  if (!block) return block.status();
+  auto* data = static_cast<std::byte*>(block->data);
+  if (options_.poisonMemory) poison(data, block->bytes);
+  const std::uint64_t rounded = roundedSize(block->bytes);
+  if (data != nullptr && rounded <= options_.cacheBytes - std::min(options_.cacheBytes, cachedBytes_)) {
+    cache_[rounded].push_back(data);
     cachedBytes_ += rounded;
   } else {
-    std::free(it->second.data);
+    std::free(data);
   }
-  heldBytes_ -= it->second.bytes;
-  blocks_.erase(it);
+  untrack(buffer);
   return Status::ok();
 }
 
 Result<std::byte*> CpuAllocator::resolve(DeviceBuffer buffer) const {
-  auto it = blocks_.find(buffer.id);
-  if (it == blocks_.end() || it->second.bytes != buffer.bytes)
-    return Status::internal("cpu: buffer #" + std::to_string(buffer.id) + " (" + std::to_string(buffer.bytes) +
-                            " bytes) is not held: used after free, or never allocated");
-  return it->second.data;
+  auto data = memoryOf(buffer);
+  if (!data) return data.status();
+  return static_cast<std::byte*>(*data);
 }
 
 }  // namespace remat

@@ -10,6 +10,7 @@
 #include "cpu_kernels.hpp"
 #include "remat/block.hpp"
 #include "remat/cpu_device.hpp"
+#include "remat/device_calls.hpp"
 
 namespace remat::cpu {
 
@@ -62,24 +63,7 @@ void convertParams(const std::vector<ParamSegment>& segments, const float* from,
 // Activation conversion (channels-last <-> NCHW), per sample.
 void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical);
 
-// The kernels of each kind, given resolved pointers; null pointers for absent buffers.
-struct ForwardBuffers {
-  const float* x = nullptr;
-  float* y = nullptr;
-  std::byte* extra = nullptr;
-  std::byte* workspace = nullptr;
-  const float* params = nullptr;
-};
-struct BackwardBuffers {
-  const float* dy = nullptr;
-  const float* x = nullptr;
-  const float* y = nullptr;
-  const std::byte* extra = nullptr;
-  float* dx = nullptr;
-  std::byte* workspace = nullptr;
-  const float* params = nullptr;
-  float* paramGrads = nullptr;
-};
+// The kernels of each kind, given resolved pointers (device_calls.hpp); null pointers for absent buffers.
 Status forwardLayer(const LayerPlan& plan, std::size_t l, ForwardMode mode, std::uint64_t seed,
                     const ForwardBuffers& b);
 Status backwardLayer(const LayerPlan& plan, const BackwardBuffers& b);
@@ -114,10 +98,8 @@ struct CpuDevice::Impl {
   std::optional<Chain> chain;
   std::vector<cpu::LayerPlan> layers;  // [0] = the input x0
 
-  // The memory of a buffer that must hold exactly `bytes` (or at least, when atLeast); an absent
-  // (invalid) buffer gives null when `optional`.
-  Result<std::byte*> memory(DeviceBuffer buffer, std::uint64_t bytes, std::string_view where, const char* what,
-                            bool optional, bool atLeast = false) const;
+  // The whole of a buffer that upload, download, fill or checksum (`what`) is given.
+  Result<std::byte*> memory(DeviceBuffer buffer, const char* what) const;
   Status requirePrepared(std::size_t layer) const;
 };
 

@@ -1,6 +1,7 @@
 // Dispatch of the primitive kinds and of the residual blocks to the CPU kernels. The buffers were
 // checked by CpuDevice (sizes, presence per the model's in / out / e flags) before these run.
 #include "cpu_device_impl.hpp"
+#include "remat/block_buffers.hpp"
 #include "remat/counter_rng.hpp"
 
 namespace remat::cpu {
@@ -94,31 +95,22 @@ Status backwardLayer(const LayerPlan& plan, const BackwardBuffers& b) {
 // mode, saved ones in E at their extras offsets (block.hpp's protocol).
 Status forwardBlock(const LayerPlan& plan, ForwardMode mode, const ForwardBuffers& b) {
   const BlockGraph& graph = *plan.block;
-  const bool keep = mode == ForwardMode::Keep;
-  if ((graph.fwdWorkspaceBytes > 0 && b.workspace == nullptr) || (keep && graph.extraBytes > 0 && b.extra == nullptr))
-    return Status::internal("cpu: " + plan.label + ": block forward without its workspace or extras");
-  auto tensor = [&](std::size_t t) -> float* {
-    if (t == 0) return const_cast<float*>(b.x);
-    if (t == graph.outputTensor()) return b.y;
-    const BlockTensor& bt = graph.tensors[t];
-    if (keep && bt.saved) return reinterpret_cast<float*>(b.extra + bt.extrasOffset);
-    return reinterpret_cast<float*>(b.workspace + bt.arenaOffset);
-  };
+  const BlockForwardTensors tensors(graph, mode, b);
+  REMAT_RETURN_IF_ERROR(tensors.check("cpu: " + plan.label));
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
     const BlockOpPlan& p = plan.blockOps[i];
-    const float* in = tensor(op.inputs[0]);
-    float* out = tensor(op.output);
+    const float* in = tensors.tensor(op.inputs[0]);
+    float* out = tensors.tensor(op.output);
     const float* w = b.params + p.weightOffset;
     switch (op.kind) {
       case BlockOpKind::Conv2d: conv2dForward(p.conv, in, w, nullptr, out); break;
       case BlockOpKind::BatchNorm:
-        batchNormForward(p.rows, p.channels, in, w, w + p.channels, out,
-                         keep ? reinterpret_cast<float*>(b.extra + op.statsOffset) : nullptr);
+        batchNormForward(p.rows, p.channels, in, w, w + p.channels, out, tensors.stats(op));
         break;
       case BlockOpKind::Relu: reluForward(p.count, in, out); break;
       case BlockOpKind::Relu6: relu6Forward(p.count, in, out); break;
-      case BlockOpKind::Add: add(p.count, in, tensor(op.inputs[1]), out); break;
+      case BlockOpKind::Add: add(p.count, in, tensors.tensor(op.inputs[1]), out); break;
     }
   }
   return Status::ok();
@@ -128,47 +120,36 @@ Status forwardBlock(const LayerPlan& plan, ForwardMode mode, const ForwardBuffer
 // gradient offsets; saved tensors and statistics read from E (written in keep mode).
 Status backwardBlock(const LayerPlan& plan, const BackwardBuffers& b) {
   const BlockGraph& graph = *plan.block;
-  if ((graph.bwdWorkspaceBytes > 0 && b.workspace == nullptr) || (graph.extraBytes > 0 && b.extra == nullptr))
-    return Status::internal("cpu: " + plan.label + ": block backward without its workspace or extras");
-  auto value = [&](std::size_t t) -> const float* {
-    if (t == 0) return b.x;
-    if (t == graph.outputTensor()) return b.y;
-    return reinterpret_cast<const float*>(b.extra + graph.tensors[t].extrasOffset);
-  };
-  auto grad = [&](std::size_t t) -> float* {
-    if (t == 0) return b.dx;  // null for layer 1
-    if (t == graph.outputTensor()) return const_cast<float*>(b.dy);
-    return reinterpret_cast<float*>(b.workspace + graph.tensors[t].gradOffset);
-  };
+  const BlockBackwardTensors tensors(graph, b);
+  const std::string where = "cpu: " + plan.label;
+  REMAT_RETURN_IF_ERROR(tensors.check(where));
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
     const BlockOpPlan& p = plan.blockOps[i];
-    const float* dOut = grad(op.output);
-    float* dIn = grad(op.inputs[0]);
+    const float* dOut = tensors.grad(op.output);
+    float* dIn = tensors.grad(op.inputs[0]);
     const bool accumulate = op.gradAccumulate[0];
     const float* w = b.params + p.weightOffset;
     float* dw = b.paramGrads + p.weightOffset;
-    if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr))
-      return Status::internal("cpu: " + plan.label + ": inner op '" + op.layer.name + "' lacks a saved tensor");
+    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     switch (op.kind) {
       case BlockOpKind::Conv2d:
         if (dIn != nullptr) conv2dBackwardData(p.conv, dOut, w, dIn, accumulate);
-        conv2dBackwardParams(p.conv, value(op.inputs[0]), dOut, dw, nullptr);
+        conv2dBackwardParams(p.conv, tensors.value(op.inputs[0]), dOut, dw, nullptr);
         break;
       case BlockOpKind::BatchNorm:
-        batchNormBackward(p.rows, p.channels, value(op.inputs[0]), dOut, w,
-                          reinterpret_cast<const float*>(b.extra + op.statsOffset), dIn, dw, dw + p.channels,
-                          accumulate);
+        batchNormBackward(p.rows, p.channels, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
+                          dw + p.channels, accumulate);
         break;
       case BlockOpKind::Relu:
-        if (dIn != nullptr) reluBackward(p.count, value(op.output), dOut, dIn, accumulate);
+        if (dIn != nullptr) reluBackward(p.count, tensors.value(op.output), dOut, dIn, accumulate);
         break;
       case BlockOpKind::Relu6:
-        if (dIn != nullptr) relu6Backward(p.count, value(op.output), dOut, dIn, accumulate);
+        if (dIn != nullptr) relu6Backward(p.count, tensors.value(op.output), dOut, dIn, accumulate);
         break;
       case BlockOpKind::Add:
         for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-          float* d = grad(op.inputs[j]);
+          float* d = tensors.grad(op.inputs[j]);
           if (d != nullptr) copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
         }
         break;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu_device_impl.hpp"
+#include "remat/layer_checks.hpp"
 
 namespace remat::cpu {
 namespace {
@@ -23,23 +24,6 @@ ActivationLayout layoutOf(const Shape& shape) {
     layout.channels = rest;
   }
   return layout;
-}
-
-Status fail(const LayerPlan& plan, const std::string& message) {
-  return Status::invalid("cpu: " + plan.label + ": " + message);
-}
-
-Status expectFlag(const LayerPlan& plan, bool have, bool want, const char* field) {
-  if (want && !have)
-    return fail(plan, std::string("its CPU backward reads that tensor, but the chain says ") + field + " = false");
-  return Status::ok();
-}
-
-Status expectExtra(const LayerPlan& plan, std::uint64_t have, std::uint64_t want) {
-  if (have != want)
-    return fail(plan, "its CPU kernel saves " + std::to_string(want) +
-                          " extra bytes, the chain says e = " + std::to_string(have));
-  return Status::ok();
 }
 
 ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
@@ -74,13 +58,11 @@ PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& o
   return g;
 }
 
-Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, LayerPlan& plan) {
+Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
+                 LayerPlan& plan) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
-  if (!graph) return fail(plan, graph.status().message());
-  const LayerNumbers& m = layer.numbers;
-  if (graph->outBytes != m.outBytes || graph->extraBytes != m.extraBytes || graph->needsInput != m.needsInput ||
-      graph->needsOutput != m.needsOutput || graph->paramCount != layer.paramCount)
-    return fail(plan, "the chain's numbers for this block differ from its inner graph's");
+  if (!graph) return check.fail(graph.status().message());
+  REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
     BlockOpPlan p;
@@ -91,8 +73,7 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
     if (op.kind == BlockOpKind::Conv2d) {
       p.conv = convGeometry(op.layer, in, out);
       const Index weights = convWeightCount(p.conv);
-      if (static_cast<std::uint64_t>(weights) != op.paramCount)
-        return fail(plan, "inner conv '" + op.layer.name + "' has a bias or an unexpected parameter count");
+      REMAT_RETURN_IF_ERROR(check.innerConv(op, static_cast<std::uint64_t>(weights)));
       ParamSegment seg;
       seg.type = ParamSegment::Type::ConvWeight;
       seg.offset = offset;
@@ -102,15 +83,13 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
     } else if (op.kind == BlockOpKind::BatchNorm) {
       p.rows = in[0] * in[2] * in[3];
       p.channels = in[1];
-      if (op.paramCount != static_cast<std::uint64_t>(2 * p.channels) ||
-          op.statsBytes != static_cast<std::uint64_t>(2 * p.channels * 4))
-        return fail(plan, "inner batch norm '" + op.layer.name + "' has unexpected parameter or statistics bytes");
+      REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(p.channels)));
       ParamSegment seg;
       seg.offset = offset;
       seg.count = 2 * p.channels;
       plan.params.push_back(seg);
-    } else if (op.paramCount != 0) {
-      return fail(plan, "inner op '" + op.layer.name + "' has parameters");
+    } else {
+      REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     }
     offset += static_cast<Index>(op.paramCount);
     plan.blockOps.push_back(p);
@@ -121,7 +100,8 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
   return Status::ok();
 }
 
-Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, LayerPlan& plan) {
+Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
+                LayerPlan& plan) {
   const LayerNumbers& m = layer.numbers;
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
@@ -129,11 +109,8 @@ Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& sp
   const bool elementwise = layer.kind == LayerKind::Relu || layer.kind == LayerKind::Relu6 ||
                            layer.kind == LayerKind::Dropout || layer.kind == LayerKind::BatchNorm;
   if (elementwise) plan.out = plan.in;  // a 2-D tensor from a flatten keeps its channels-last order
-  const auto expectedParams = [&](Index count) -> Status {
-    if (static_cast<std::uint64_t>(count) != layer.paramCount)
-      return fail(plan, "expected " + std::to_string(count) + " parameters, the chain says " +
-                            std::to_string(layer.paramCount));
-    return Status::ok();
+  const auto expectedParams = [&](Index count) {
+    return check.expectParams(layer.paramCount, static_cast<std::uint64_t>(count));
   };
   switch (layer.kind) {
     case LayerKind::Conv2d: {
@@ -147,20 +124,20 @@ Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& sp
       w.conv = plan.conv;
       plan.params.push_back(w);
       if (plan.bias) plan.params.push_back({ParamSegment::Type::Plain, weights, plan.conv.outChannels, {}, 0, {}});
-      return expectFlag(plan, m.needsInput, true, "needs_input");
+      return check.expectFlag(m.needsInput, true, "needs_input");
     }
     case LayerKind::Relu:
     case LayerKind::Relu6:
       REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return expectFlag(plan, m.needsOutput, true, "needs_output");
+      return check.expectFlag(m.needsOutput, true, "needs_output");
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool:
       plan.pool = poolGeometry(spec, in, out);
       REMAT_RETURN_IF_ERROR(expectedParams(0));
       if (layer.kind == LayerKind::MaxPool) {
-        REMAT_RETURN_IF_ERROR(expectFlag(plan, m.needsInput, true, "needs_input"));
-        return expectFlag(plan, m.needsOutput, true, "needs_output");
+        REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
+        return check.expectFlag(m.needsOutput, true, "needs_output");
       }
       return Status::ok();
     case LayerKind::BatchNorm: {
@@ -177,8 +154,8 @@ Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& sp
           in.size() == 2 && plan.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
       plan.params.push_back({type, 0, plan.bnChannels, {}, 0, plan.in});
       plan.params.push_back({type, plan.bnChannels, plan.bnChannels, {}, 0, plan.in});
-      REMAT_RETURN_IF_ERROR(expectFlag(plan, m.needsInput, true, "needs_input"));
-      return expectExtra(plan, m.extraBytes, static_cast<std::uint64_t>(2 * plan.bnChannels * 4));
+      REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
+      return check.expectExtra(m.extraBytes, static_cast<std::uint64_t>(2 * plan.bnChannels * 4));
     }
     case LayerKind::Linear: {
       plan.inFeatures = plan.in.perSample();
@@ -193,26 +170,26 @@ Status planReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& sp
       w.layout = plan.in;
       plan.params.push_back(w);
       if (plan.bias) plan.params.push_back({ParamSegment::Type::Plain, weights, plan.outFeatures, {}, 0, {}});
-      return expectFlag(plan, m.needsInput, true, "needs_input");
+      return check.expectFlag(m.needsInput, true, "needs_input");
     }
     case LayerKind::Dropout:
       plan.dropoutP = spec.dropoutP;
       REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return expectExtra(plan, m.extraBytes, elementCount(out));
+      return check.expectExtra(m.extraBytes, elementCount(out));
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, plan);
+    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, check, plan);
     default: break;
   }
-  return fail(plan, "the CPU backend has no kernel for this kind");
+  return check.fail("the CPU backend has no kernel for this kind");
 }
 
 }  // namespace
 
 Status planLayer(const Chain& chain, std::size_t l, std::vector<LayerPlan>& plans) {
   LayerPlan plan;
+  plan.label = layerLabel(chain, l);
   if (l == 0) {
-    plan.label = "the input x0";
     plan.real = !chain.inputShape.empty();
     plan.out = layoutOf(chain.inputShape);
     plans.push_back(plan);
@@ -220,27 +197,17 @@ Status planLayer(const Chain& chain, std::size_t l, std::vector<LayerPlan>& plan
   }
   const ChainLayer& layer = chain.layers[l - 1];
   plan.kind = layer.kind;
-  plan.label = "layer " + std::to_string(l) + " ('" + layer.name + "', " + std::string(kindName(layer.kind)) + ")";
   if (layer.kind == LayerKind::Abstract) {
     plans.push_back(plan);
     return Status::ok();
   }
-  if (chain.dtype != DType::Float32)
-    return fail(plan, "the CPU backend runs float32 only; the chain is " + std::string(dtypeName(chain.dtype)));
-  if (layer.specIndex >= chain.spec.layers.size())
-    return fail(plan, "the chain has no layer spec for it (spec index " + std::to_string(layer.specIndex) + ")");
+  const LayerChecks check{"cpu", plan.label};
   const LayerPlan& prev = plans[l - 1];
-  if (!prev.real) return fail(plan, "its input is not a float32 activation");
-  const std::uint64_t inCount = elementCount(layer.inputShape);
-  if (layer.inputShape.empty() || layer.outputShape.empty() ||
-      static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample()) != inCount)
-    return fail(plan, "its input shape " + shapeToString(layer.inputShape) + " does not match the previous output");
-  if (layer.numbers.outBytes != elementCount(layer.outputShape) * 4)
-    return fail(plan, "a = " + std::to_string(layer.numbers.outBytes) + " bytes does not match its output shape " +
-                          shapeToString(layer.outputShape));
+  REMAT_RETURN_IF_ERROR(
+      check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample())));
   plan.in = prev.out;
   plan.real = true;
-  REMAT_RETURN_IF_ERROR(planReal(chain, layer, chain.spec.layers[layer.specIndex], plan));
+  REMAT_RETURN_IF_ERROR(planReal(chain, layer, chain.spec.layers[layer.specIndex], check, plan));
   plans.push_back(std::move(plan));
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 // them, and the data gradient is a dot product over them. No im2col, no scratch: each output sums
 // bias + sum over (kh, kw, ci) in that order, whatever the blocking (lanes are independent).
 #include <algorithm>
+#include <type_traits>
 
 #include "cpu_kernels.hpp"
 #include "cpu_simd.hpp"
@@ -64,32 +65,26 @@ void forwardTile(const ConvGeometry& g, Index cig, Index group, const float* x, 
       }
       if (mask == 0) continue;
       const float* wr = w + (kh * k + kw) * cig * K + co;
-      if (mask == kAll) {
+      // allValid is a compile-time flag: the common interior case skips the per-pixel test.
+      auto accumulate = [&](auto allValid) {
         for (Index ci = 0; ci < cig; ++ci) {
           v4f wv[V];
           REMAT_UNROLL
           for (int v = 0; v < V; ++v) wv[v] = load4(wr + ci * K + 4 * v);
           REMAT_UNROLL
           for (int j = 0; j < P; ++j) {
+            if constexpr (!decltype(allValid)::value)
+              if (!((mask >> j) & 1u)) continue;
             const v4f xs = splat4(x[xo[j] + ci]);
             REMAT_UNROLL
             for (int v = 0; v < V; ++v) acc[j][v] += xs * wv[v];
           }
         }
-      } else {
-        for (Index ci = 0; ci < cig; ++ci) {
-          v4f wv[V];
-          REMAT_UNROLL
-          for (int v = 0; v < V; ++v) wv[v] = load4(wr + ci * K + 4 * v);
-          REMAT_UNROLL
-          for (int j = 0; j < P; ++j) {
-            if (!((mask >> j) & 1u)) continue;
-            const v4f xs = splat4(x[xo[j] + ci]);
-            REMAT_UNROLL
-            for (int v = 0; v < V; ++v) acc[j][v] += xs * wv[v];
-          }
-        }
-      }
+      };
+      if (mask == kAll)
+        accumulate(std::true_type{});
+      else
+        accumulate(std::false_type{});
     }
   }
   REMAT_UNROLL
@@ -187,20 +182,20 @@ void conv2dForward(const ConvGeometry& g, const float* x, const float* w, const 
 
 namespace {
 
-// dx of CI input channels (from ci) of one input pixel: a dot product over the group's output
-// channels of every tap that reaches it. Taps in (kh, kw) order; lanes summed at the end.
-template <int CI>
-void backwardDataTile(const ConvGeometry& g, Index cig, Index cog, Index group, Index n, Index ih, Index iw,
-                      const float* dy, const float* w, float* dx, Index ci, bool accumulate) {
-  const Index K = g.outChannels, k = g.kernel, s = g.stride, p = g.padding;
-  v4f acc[CI];
-  float tail[CI];
-  REMAT_UNROLL
-  for (int c = 0; c < CI; ++c) {
-    acc[c] = splat4(0.0f);
-    tail[c] = 0.0f;
-  }
-  const Index coBase = group * cog;
+struct TapPixels {
+  Index ohLo, ohHi, owLo, owHi;  // output pixels whose window includes tap (kh, kw)
+};
+
+// The loops over taps and pixels that the gradient kernels share. A kernel that stores inside its
+// loop over channels passes a local copy of the geometry: stores go through memcpy (store4), after
+// which the compiler would reload every field of a geometry it holds only by reference
+// (measurably slower in the depthwise kernels).
+
+// Calls visit(kh, kw, dyPixel) for every tap whose output pixel reads input pixel (n, ih, iw), in
+// (kh, kw) order; dyPixel is the offset of that output pixel's first channel in dy.
+template <typename Visit>
+void forEachTapReaching(const ConvGeometry& g, Index n, Index ih, Index iw, Visit&& visit) {
+  const Index k = g.kernel, s = g.stride, p = g.padding;
   for (Index kh = (ih + p) % s; kh < k; kh += s) {
     const Index oh = (ih + p - kh) / s;
     if (oh < 0) break;
@@ -209,18 +204,54 @@ void backwardDataTile(const ConvGeometry& g, Index cig, Index cog, Index group, 
       const Index ow = (iw + p - kw) / s;
       if (ow < 0) break;
       if (ow >= g.outWidth) continue;
-      const float* dyr = dy + ((n * g.outHeight + oh) * g.outWidth + ow) * K + coBase;
-      const float* wr = w + ((kh * k + kw) * cig + ci) * K + coBase;
-      Index co = 0;
-      for (; co + 4 <= cog; co += 4) {
-        const v4f d = load4(dyr + co);
-        REMAT_UNROLL
-        for (int c = 0; c < CI; ++c) acc[c] += d * load4(wr + c * K + co);
-      }
-      for (; co < cog; ++co) REMAT_UNROLL
-      for (int c = 0; c < CI; ++c) tail[c] += dyr[co] * wr[c * K + co];
+      visit(kh, kw, ((n * g.outHeight + oh) * g.outWidth + ow) * g.outChannels);
     }
   }
+}
+
+// Calls visit(xPixel, dyPixel) for every output pixel whose window includes tap (kh, kw), in
+// (n, oh, ow) order; the offsets are of the first channel of the input pixel the tap reads (in x)
+// and of the output pixel (in dy).
+template <typename Visit>
+void forEachPixelOfTap(const ConvGeometry& g, Index kh, Index kw, const TapPixels& r, Visit&& visit) {
+  const Index s = g.stride, p = g.padding;
+  for (Index n = 0; n < g.batch; ++n)
+    for (Index oh = r.ohLo; oh < r.ohHi; ++oh) {
+      const Index ih = oh * s - p + kh;
+      for (Index ow = r.owLo; ow < r.owHi; ++ow) {
+        const Index iw = ow * s - p + kw;
+        visit(((n * g.inHeight + ih) * g.inWidth + iw) * g.inChannels,
+              ((n * g.outHeight + oh) * g.outWidth + ow) * g.outChannels);
+      }
+    }
+}
+
+// dx of CI input channels (from ci) of one input pixel: a dot product over the group's output
+// channels of every tap that reaches it. Taps in (kh, kw) order; lanes summed at the end.
+template <int CI>
+void backwardDataTile(const ConvGeometry& g, Index cig, Index cog, Index group, Index n, Index ih, Index iw,
+                      const float* dy, const float* w, float* dx, Index ci, bool accumulate) {
+  const Index K = g.outChannels, k = g.kernel;
+  v4f acc[CI];
+  float tail[CI];
+  REMAT_UNROLL
+  for (int c = 0; c < CI; ++c) {
+    acc[c] = splat4(0.0f);
+    tail[c] = 0.0f;
+  }
+  const Index coBase = group * cog;
+  forEachTapReaching(g, n, ih, iw, [&](Index kh, Index kw, Index dyPixel) {
+    const float* dyr = dy + dyPixel + coBase;
+    const float* wr = w + ((kh * k + kw) * cig + ci) * K + coBase;
+    Index co = 0;
+    for (; co + 4 <= cog; co += 4) {
+      const v4f d = load4(dyr + co);
+      REMAT_UNROLL
+      for (int c = 0; c < CI; ++c) acc[c] += d * load4(wr + c * K + co);
+    }
+    for (; co < cog; ++co) REMAT_UNROLL
+    for (int c = 0; c < CI; ++c) tail[c] += dyr[co] * wr[c * K + co];
+  });
   float* out = dx + ((n * g.inHeight + ih) * g.inWidth + iw) * g.inChannels + group * cig + ci;
   REMAT_UNROLL
   for (int c = 0; c < CI; ++c) {
@@ -231,34 +262,24 @@ void backwardDataTile(const ConvGeometry& g, Index cig, Index cog, Index group, 
 
 void backwardDataDepthwisePixel(const ConvGeometry& g, Index n, Index ih, Index iw, const float* dy, const float* w,
                                 float* dx, bool accumulate) {
-  const Index C = g.inChannels, k = g.kernel, s = g.stride, p = g.padding;
+  const ConvGeometry local = g;  // stores below go through memcpy: see forEachTapReaching
+  // Depthwise: dy has C channels too (outChannels == inChannels).
+  const Index C = g.inChannels, k = g.kernel;
   float* out = dx + ((n * g.inHeight + ih) * g.inWidth + iw) * C;
   Index c = 0;
-  for (; c < C; c += 4) {
-    const bool vector = c + 4 <= C;
+  for (; c + 4 <= C; c += 4) {
     v4f acc = splat4(0.0f);
-    float scalar[4] = {0, 0, 0, 0};
-    for (Index kh = (ih + p) % s; kh < k; kh += s) {
-      const Index oh = (ih + p - kh) / s;
-      if (oh < 0) break;
-      if (oh >= g.outHeight) continue;
-      for (Index kw = (iw + p) % s; kw < k; kw += s) {
-        const Index ow = (iw + p - kw) / s;
-        if (ow < 0) break;
-        if (ow >= g.outWidth) continue;
-        const float* dyr = dy + ((n * g.outHeight + oh) * g.outWidth + ow) * C + c;
-        const float* wr = w + (kh * k + kw) * C + c;
-        if (vector)
-          acc += load4(dyr) * load4(wr);
-        else
-          for (Index j = 0; c + j < C; ++j) scalar[j] += dyr[j] * wr[j];
-      }
-    }
-    if (vector)
-      store4(out + c, accumulate ? load4(out + c) + acc : acc);
-    else
-      for (Index j = 0; c + j < C; ++j) out[c + j] = accumulate ? out[c + j] + scalar[j] : scalar[j];
+    forEachTapReaching(local, n, ih, iw, [&](Index kh, Index kw, Index dyPixel) {
+      acc += load4(dy + dyPixel + c) * load4(w + (kh * k + kw) * C + c);
+    });
+    store4(out + c, accumulate ? load4(out + c) + acc : acc);
   }
+  if (c == C) return;
+  float scalar[4] = {0, 0, 0, 0};
+  forEachTapReaching(local, n, ih, iw, [&](Index kh, Index kw, Index dyPixel) {
+    for (Index j = 0; c + j < C; ++j) scalar[j] += dy[dyPixel + c + j] * w[(kh * k + kw) * C + c + j];
+  });
+  for (Index j = 0; c + j < C; ++j) out[c + j] = accumulate ? out[c + j] + scalar[j] : scalar[j];
 }
 
 }  // namespace
@@ -283,37 +304,29 @@ void conv2dBackwardData(const ConvGeometry& g, const float* dy, const float* w, 
 
 namespace {
 
-struct TapPixels {
-  Index ohLo, ohHi, owLo, owHi;  // output pixels whose window includes tap (kh, kw)
-};
-
 // dw[kh][kw][ci..ci+CI)[co..co+4V) += sum over pixels of x * dy, pixels in (n, oh, ow) order.
 template <int CI, int V>
 void backwardParamsTile(const ConvGeometry& g, Index cig, Index kh, Index kw, const TapPixels& r, const float* x,
                         Index xChannel, const float* dy, float* dw, Index ci, Index co) {
-  const Index C = g.inChannels, K = g.outChannels, s = g.stride, p = g.padding;
+  const ConvGeometry local = g;  // stores below go through memcpy: see forEachTapReaching
+  const Index K = g.outChannels;
   v4f acc[CI][V];
   REMAT_UNROLL
   for (int c = 0; c < CI; ++c) REMAT_UNROLL
   for (int v = 0; v < V; ++v) acc[c][v] = splat4(0.0f);
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = r.ohLo; oh < r.ohHi; ++oh) {
-      const Index ih = oh * s - p + kh;
-      for (Index ow = r.owLo; ow < r.owHi; ++ow) {
-        const Index iw = ow * s - p + kw;
-        const float* xr = x + ((n * g.inHeight + ih) * g.inWidth + iw) * C + xChannel;
-        const float* dyr = dy + ((n * g.outHeight + oh) * g.outWidth + ow) * K + co;
-        v4f d[V];
-        REMAT_UNROLL
-        for (int v = 0; v < V; ++v) d[v] = load4(dyr + 4 * v);
-        REMAT_UNROLL
-        for (int c = 0; c < CI; ++c) {
-          const v4f xs = splat4(xr[c]);
-          REMAT_UNROLL
-          for (int v = 0; v < V; ++v) acc[c][v] += xs * d[v];
-        }
-      }
+  forEachPixelOfTap(local, kh, kw, r, [&](Index xPixel, Index dyPixel) {
+    const float* xr = x + xPixel + xChannel;
+    const float* dyr = dy + dyPixel + co;
+    v4f d[V];
+    REMAT_UNROLL
+    for (int v = 0; v < V; ++v) d[v] = load4(dyr + 4 * v);
+    REMAT_UNROLL
+    for (int c = 0; c < CI; ++c) {
+      const v4f xs = splat4(xr[c]);
+      REMAT_UNROLL
+      for (int v = 0; v < V; ++v) acc[c][v] += xs * d[v];
     }
+  });
   float* out = dw + ((kh * g.kernel + kw) * cig + ci) * K + co;
   REMAT_UNROLL
   for (int c = 0; c < CI; ++c) REMAT_UNROLL
@@ -322,17 +335,11 @@ void backwardParamsTile(const ConvGeometry& g, Index cig, Index kh, Index kw, co
 
 void backwardParamsScalar(const ConvGeometry& g, Index cig, Index kh, Index kw, const TapPixels& r, const float* x,
                           Index xChannel, const float* dy, float* dw, Index ci, Index co) {
-  const Index C = g.inChannels, K = g.outChannels, s = g.stride, p = g.padding;
+  const ConvGeometry local = g;  // stores below go through memcpy: see forEachTapReaching
+  const Index K = g.outChannels;
   float acc = 0.0f;
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = r.ohLo; oh < r.ohHi; ++oh) {
-      const Index ih = oh * s - p + kh;
-      for (Index ow = r.owLo; ow < r.owHi; ++ow) {
-        const Index iw = ow * s - p + kw;
-        acc += x[((n * g.inHeight + ih) * g.inWidth + iw) * C + xChannel] *
-               dy[((n * g.outHeight + oh) * g.outWidth + ow) * K + co];
-      }
-    }
+  forEachPixelOfTap(local, kh, kw, r,
+                    [&](Index xPixel, Index dyPixel) { acc += x[xPixel + xChannel] * dy[dyPixel + co]; });
   dw[((kh * g.kernel + kw) * cig + ci) * K + co] += acc;
 }
 
@@ -351,30 +358,22 @@ void backwardParamsRows(const ConvGeometry& g, Index cig, Index cog, Index group
 // Depthwise: dw[kh][kw][c] += sum over pixels of x[.., c] * dy[.., c], vectorised across channels.
 void backwardParamsDepthwise(const ConvGeometry& g, Index kh, Index kw, const TapPixels& r, const float* x,
                              const float* dy, float* dw) {
-  const Index C = g.inChannels, s = g.stride, p = g.padding;
-  for (Index c = 0; c < C; c += 4) {
-    const bool vector = c + 4 <= C;
+  const ConvGeometry local = g;  // stores below go through memcpy: see forEachTapReaching
+  const Index C = g.inChannels;
+  float* out = dw + (kh * g.kernel + kw) * C;
+  Index c = 0;
+  for (; c + 4 <= C; c += 4) {
     v4f acc = splat4(0.0f);
-    float scalar[4] = {0, 0, 0, 0};
-    for (Index n = 0; n < g.batch; ++n)
-      for (Index oh = r.ohLo; oh < r.ohHi; ++oh) {
-        const Index ih = oh * s - p + kh;
-        for (Index ow = r.owLo; ow < r.owHi; ++ow) {
-          const Index iw = ow * s - p + kw;
-          const float* xr = x + ((n * g.inHeight + ih) * g.inWidth + iw) * C + c;
-          const float* dyr = dy + ((n * g.outHeight + oh) * g.outWidth + ow) * C + c;
-          if (vector)
-            acc += load4(xr) * load4(dyr);
-          else
-            for (Index j = 0; c + j < C; ++j) scalar[j] += xr[j] * dyr[j];
-        }
-      }
-    float* out = dw + (kh * g.kernel + kw) * C + c;
-    if (vector)
-      store4(out, load4(out) + acc);
-    else
-      for (Index j = 0; c + j < C; ++j) out[j] += scalar[j];
+    forEachPixelOfTap(local, kh, kw, r,
+                      [&](Index xPixel, Index dyPixel) { acc += load4(x + xPixel + c) * load4(dy + dyPixel + c); });
+    store4(out + c, load4(out + c) + acc);
   }
+  if (c == C) return;
+  float scalar[4] = {0, 0, 0, 0};
+  forEachPixelOfTap(local, kh, kw, r, [&](Index xPixel, Index dyPixel) {
+    for (Index j = 0; c + j < C; ++j) scalar[j] += x[xPixel + c + j] * dy[dyPixel + c + j];
+  });
+  for (Index j = 0; c + j < C; ++j) out[c + j] += scalar[j];
 }
 
 }  // namespace

@@ -9,161 +9,141 @@
 namespace remat::cpu {
 namespace {
 
-void clippedRange(Index start, Index kernel, Index extent, Index& lo, Index& hi) {
-  lo = std::max<Index>(start, 0);
-  hi = std::min<Index>(start + kernel, extent);
-  if (hi < lo) hi = lo;
+// The input rows (or columns) [lo, hi) that output row (or column) o reads, and the factor of an
+// average's divisor that this axis contributes.
+struct Span {
+  Index lo = 0, hi = 0;
+  Index divisor = 1;
+};
+
+// The window of one output pixel: rows x columns.
+struct Window {
+  Span rows, cols;
+  float divisor() const { return static_cast<float>(rows.divisor * cols.divisor); }
+};
+
+// max_pool2d and avg_pool2d: the strided, padded kernel clipped to the input; the divisor is
+// PyTorch's with count_include_pad (the window clipped to input + padding).
+struct KernelSpans {
+  const PoolGeometry& g;
+  Span operator()(Index o, Index extent, Index) const {
+    const Index start = o * g.stride - g.padding;
+    Span s;
+    s.lo = std::max<Index>(start, 0);
+    s.hi = std::max(s.lo, std::min<Index>(start + g.kernel, extent));
+    s.divisor = std::min<Index>(start + g.kernel, extent + g.padding) - start;
+    return s;
+  }
+};
+
+// adaptive_avg_pool2d: PyTorch's bins [floor(o*In/Out), ceil((o+1)*In/Out)); the average divides
+// by the bin's size.
+struct AdaptiveSpans {
+  Span operator()(Index o, Index extent, Index out) const {
+    Span s;
+    s.lo = (o * extent) / out;
+    s.hi = ((o + 1) * extent + out - 1) / out;
+    s.divisor = s.hi - s.lo;
+    return s;
+  }
+};
+
+// Calls visit(n, window, outOffset) for every output pixel in (n, oh, ow) order; outOffset is the
+// pixel's first channel in y / dy.
+template <typename SpanOf, typename Visit>
+void forEachOutput(const PoolGeometry& g, SpanOf spanOf, Visit&& visit) {
+  for (Index n = 0; n < g.batch; ++n)
+    for (Index oh = 0; oh < g.outHeight; ++oh) {
+      Window w;
+      w.rows = spanOf(oh, g.inHeight, g.outHeight);
+      for (Index ow = 0; ow < g.outWidth; ++ow) {
+        w.cols = spanOf(ow, g.inWidth, g.outWidth);
+        visit(n, w, ((n * g.outHeight + oh) * g.outWidth + ow) * g.channels);
+      }
+    }
+}
+
+// The first channel of input pixel (n, ih, iw) in x / dx.
+Index inputOffset(const PoolGeometry& g, Index n, Index ih, Index iw) {
+  return ((n * g.inHeight + ih) * g.inWidth + iw) * g.channels;
 }
 
 void zero(float* p, Index count) { std::memset(p, 0, static_cast<std::size_t>(count) * sizeof(float)); }
 
-// PyTorch's avg_pool2d divisor with count_include_pad: the window clipped to input + padding.
-Index avgDivisor(Index start, Index kernel, Index extent, Index padding) {
-  const Index end = std::min<Index>(start + kernel, extent + padding);
-  return end - start;
+template <typename SpanOf>
+void averageForward(const PoolGeometry& g, SpanOf spanOf, const float* x, float* y) {
+  const Index C = g.channels;
+  forEachOutput(g, spanOf, [&](Index n, const Window& w, Index o) {
+    const float divisor = w.divisor();
+    float* out = y + o;
+    for (Index c = 0; c < C; ++c) out[c] = 0.0f;
+    for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+      for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+        const float* in = x + inputOffset(g, n, ih, iw);
+        for (Index c = 0; c < C; ++c) out[c] += in[c];
+      }
+    for (Index c = 0; c < C; ++c) out[c] /= divisor;
+  });
+}
+
+template <typename SpanOf>
+void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, float* dx) {
+  const Index C = g.channels;
+  zero(dx, g.batch * g.inHeight * g.inWidth * C);
+  forEachOutput(g, spanOf, [&](Index n, const Window& w, Index o) {
+    const float divisor = w.divisor();
+    const float* grad = dy + o;
+    for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+      for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+        float* in = dx + inputOffset(g, n, ih, iw);
+        for (Index c = 0; c < C; ++c) in[c] += grad[c] / divisor;
+      }
+  });
 }
 
 }  // namespace
 
 void maxPoolForward(const PoolGeometry& g, const float* x, float* y) {
   const Index C = g.channels;
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      Index h0, h1;
-      clippedRange(oh * g.stride - g.padding, g.kernel, g.inHeight, h0, h1);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        Index w0, w1;
-        clippedRange(ow * g.stride - g.padding, g.kernel, g.inWidth, w0, w1);
-        float* out = y + ((n * g.outHeight + oh) * g.outWidth + ow) * C;
-        for (Index c = 0; c < C; ++c) out[c] = -std::numeric_limits<float>::infinity();
-        for (Index ih = h0; ih < h1; ++ih)
-          for (Index iw = w0; iw < w1; ++iw) {
-            const float* in = x + ((n * g.inHeight + ih) * g.inWidth + iw) * C;
-            for (Index c = 0; c < C; ++c) out[c] = in[c] > out[c] ? in[c] : out[c];
-          }
+  forEachOutput(g, KernelSpans{g}, [&](Index n, const Window& w, Index o) {
+    float* out = y + o;
+    for (Index c = 0; c < C; ++c) out[c] = -std::numeric_limits<float>::infinity();
+    for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+      for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+        const float* in = x + inputOffset(g, n, ih, iw);
+        for (Index c = 0; c < C; ++c) out[c] = in[c] > out[c] ? in[c] : out[c];
       }
-    }
+  });
 }
 
 void maxPoolBackward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx) {
   const Index C = g.channels;
   zero(dx, g.batch * g.inHeight * g.inWidth * C);
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      Index h0, h1;
-      clippedRange(oh * g.stride - g.padding, g.kernel, g.inHeight, h0, h1);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        Index w0, w1;
-        clippedRange(ow * g.stride - g.padding, g.kernel, g.inWidth, w0, w1);
-        const Index o = ((n * g.outHeight + oh) * g.outWidth + ow) * C;
-        for (Index c = 0; c < C; ++c) {
-          const float best = y[o + c];
-          bool found = false;
-          for (Index ih = h0; ih < h1 && !found; ++ih)
-            for (Index iw = w0; iw < w1; ++iw) {
-              const Index i = ((n * g.inHeight + ih) * g.inWidth + iw) * C + c;
-              if (x[i] == best) {
-                dx[i] += dy[o + c];
-                found = true;
-                break;
-              }
-            }
+  forEachOutput(g, KernelSpans{g}, [&](Index n, const Window& w, Index o) {
+    for (Index c = 0; c < C; ++c) {
+      const float best = y[o + c];
+      bool found = false;
+      for (Index ih = w.rows.lo; ih < w.rows.hi && !found; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          const Index i = inputOffset(g, n, ih, iw) + c;
+          if (x[i] == best) {
+            dx[i] += dy[o + c];
+            found = true;
+            break;
+          }
         }
-      }
     }
+  });
 }
 
-void avgPoolForward(const PoolGeometry& g, const float* x, float* y) {
-  const Index C = g.channels;
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      const Index hs = oh * g.stride - g.padding;
-      Index h0, h1;
-      clippedRange(hs, g.kernel, g.inHeight, h0, h1);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        const Index ws = ow * g.stride - g.padding;
-        Index w0, w1;
-        clippedRange(ws, g.kernel, g.inWidth, w0, w1);
-        const float divisor = static_cast<float>(avgDivisor(hs, g.kernel, g.inHeight, g.padding) *
-                                                 avgDivisor(ws, g.kernel, g.inWidth, g.padding));
-        float* out = y + ((n * g.outHeight + oh) * g.outWidth + ow) * C;
-        for (Index c = 0; c < C; ++c) out[c] = 0.0f;
-        for (Index ih = h0; ih < h1; ++ih)
-          for (Index iw = w0; iw < w1; ++iw) {
-            const float* in = x + ((n * g.inHeight + ih) * g.inWidth + iw) * C;
-            for (Index c = 0; c < C; ++c) out[c] += in[c];
-          }
-        for (Index c = 0; c < C; ++c) out[c] /= divisor;
-      }
-    }
-}
-
-void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx) {
-  const Index C = g.channels;
-  zero(dx, g.batch * g.inHeight * g.inWidth * C);
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      const Index hs = oh * g.stride - g.padding;
-      Index h0, h1;
-      clippedRange(hs, g.kernel, g.inHeight, h0, h1);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        const Index ws = ow * g.stride - g.padding;
-        Index w0, w1;
-        clippedRange(ws, g.kernel, g.inWidth, w0, w1);
-        const float divisor = static_cast<float>(avgDivisor(hs, g.kernel, g.inHeight, g.padding) *
-                                                 avgDivisor(ws, g.kernel, g.inWidth, g.padding));
-        const float* grad = dy + ((n * g.outHeight + oh) * g.outWidth + ow) * C;
-        for (Index ih = h0; ih < h1; ++ih)
-          for (Index iw = w0; iw < w1; ++iw) {
-            float* in = dx + ((n * g.inHeight + ih) * g.inWidth + iw) * C;
-            for (Index c = 0; c < C; ++c) in[c] += grad[c] / divisor;
-          }
-      }
-    }
-}
-
-namespace {
-Index binStart(Index o, Index in, Index out) { return (o * in) / out; }
-Index binEnd(Index o, Index in, Index out) { return ((o + 1) * in + out - 1) / out; }
-}  // namespace
+void avgPoolForward(const PoolGeometry& g, const float* x, float* y) { averageForward(g, KernelSpans{g}, x, y); }
+void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx) { averageBackward(g, KernelSpans{g}, dy, dx); }
 
 void adaptiveAvgPoolForward(const PoolGeometry& g, const float* x, float* y) {
-  const Index C = g.channels;
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      const Index h0 = binStart(oh, g.inHeight, g.outHeight), h1 = binEnd(oh, g.inHeight, g.outHeight);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        const Index w0 = binStart(ow, g.inWidth, g.outWidth), w1 = binEnd(ow, g.inWidth, g.outWidth);
-        const float count = static_cast<float>((h1 - h0) * (w1 - w0));
-        float* out = y + ((n * g.outHeight + oh) * g.outWidth + ow) * C;
-        for (Index c = 0; c < C; ++c) out[c] = 0.0f;
-        for (Index ih = h0; ih < h1; ++ih)
-          for (Index iw = w0; iw < w1; ++iw) {
-            const float* in = x + ((n * g.inHeight + ih) * g.inWidth + iw) * C;
-            for (Index c = 0; c < C; ++c) out[c] += in[c];
-          }
-        for (Index c = 0; c < C; ++c) out[c] /= count;
-      }
-    }
+  averageForward(g, AdaptiveSpans{}, x, y);
 }
-
 void adaptiveAvgPoolBackward(const PoolGeometry& g, const float* dy, float* dx) {
-  const Index C = g.channels;
-  zero(dx, g.batch * g.inHeight * g.inWidth * C);
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      const Index h0 = binStart(oh, g.inHeight, g.outHeight), h1 = binEnd(oh, g.inHeight, g.outHeight);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        const Index w0 = binStart(ow, g.inWidth, g.outWidth), w1 = binEnd(ow, g.inWidth, g.outWidth);
-        const float count = static_cast<float>((h1 - h0) * (w1 - w0));
-        const float* grad = dy + ((n * g.outHeight + oh) * g.outWidth + ow) * C;
-        for (Index ih = h0; ih < h1; ++ih)
-          for (Index iw = w0; iw < w1; ++iw) {
-            float* in = dx + ((n * g.inHeight + ih) * g.inWidth + iw) * C;
-            for (Index c = 0; c < C; ++c) in[c] += grad[c] / count;
-          }
-      }
-    }
+  averageBackward(g, AdaptiveSpans{}, dy, dx);
 }
 
 }  // namespace remat::cpu

@@ -149,15 +149,14 @@ Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const s
     }
     if (field("phase") != phaseName(e.op.phase()))
       return Status::invalid(where + ", phase: '" + field("phase") + "' does not match op " + field("op"));
-    auto time = parseNumber<double>(field("time_us"), where + ", time_us");
-    auto footprint = parseNumber<std::uint64_t>(field("footprint_bytes"), where + ", footprint_bytes");
-    auto live = parseNumber<std::uint64_t>(field("live_after_bytes"), where + ", live_after_bytes");
-    if (!time) return time.status();
-    if (!footprint) return footprint.status();
-    if (!live) return live.status();
-    e.timeUs = *time;
-    e.footprintBytes = *footprint;
-    e.liveAfterBytes = *live;
+    REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
+        [&](const char* name, auto& value) -> Status {
+          auto number = parseNumber<std::decay_t<decltype(value)>>(field(name), where + ", " + name);
+          if (!number) return number.status();
+          value = *number;
+          return Status::ok();
+        },
+        e));
     t.entries.push_back(e);
   }
   if (timelines.empty()) return Status::invalid(source + ": no timeline rows");

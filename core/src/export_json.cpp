@@ -135,15 +135,14 @@ Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const 
                                  std::to_string(t.layerNames.size()));
         e.op.layer = *layer;
       }
-      auto time = get<double>(je, "time_us", at);
-      auto footprint = get<std::uint64_t>(je, "footprint_bytes", at);
-      auto live = get<std::uint64_t>(je, "live_after_bytes", at);
-      if (!time) return time.status();
-      if (!footprint) return footprint.status();
-      if (!live) return live.status();
-      e.timeUs = *time;
-      e.footprintBytes = *footprint;
-      e.liveAfterBytes = *live;
+      REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
+          [&](const char* name, auto& value) -> Status {
+            auto number = get<std::decay_t<decltype(value)>>(je, name, at);
+            if (!number) return number.status();
+            value = *number;
+            return Status::ok();
+          },
+          e));
       t.entries.push_back(e);
     }
     out.push_back(std::move(t));

@@ -56,6 +56,25 @@ char objectiveOf(Kind kind) {
   }
 }
 
+// The value of the result's objective for its plan (E for the fixed rules).
+std::uint64_t objectiveScore(const PlannerResult& result) {
+  if (result.objective == "A") return result.aBytes;
+  if (result.objective == "R") return result.rBytes;
+  return result.dynamicPeakBytes;
+}
+
+// The scores a plan object and a simulation object share (PlannerResult and Simulation name them alike).
+template <typename Scored>
+nlohmann::json scoresToJson(const Scored& s) {
+  return {{"checkpoints", s.plan.checkpoints},
+          {"dynamic_peak_bytes", s.dynamicPeakBytes},
+          {"static_bytes", s.staticBytes},
+          {"peak_bytes", s.peakBytes()},
+          {"A_bytes", s.aBytes},
+          {"R_bytes", s.rBytes},
+          {"recompute_cost", s.recomputeCost}};
+}
+
 Result<PlannedCheckpoints> plan(const Chain& chain, const ParsedName& parsed, const PlannerOptions& options) {
   switch (parsed.kind) {
     case Kind::None: return PlannedCheckpoints{};
@@ -104,9 +123,7 @@ Result<PlannerResult> runPlanner(const Chain& chain, std::string_view name, cons
   result.rBytes = objectiveR(chain, result.plan);
   result.recomputeCost = recomputeCost(chain, result.plan);
   // The exact planners report the value they computed; it must be what their plan scores.
-  std::uint64_t recomputed = result.dynamicPeakBytes;
-  if (result.objective == "A") recomputed = result.aBytes;
-  if (result.objective == "R") recomputed = result.rBytes;
+  const std::uint64_t recomputed = objectiveScore(result);
   result.objectiveBytes = result.objective == "-" ? result.dynamicPeakBytes : planned->objectiveBytes;
   if (result.objectiveBytes != recomputed)
     return Status::internal(
@@ -116,17 +133,43 @@ Result<PlannerResult> runPlanner(const Chain& chain, std::string_view name, cons
 }
 
 nlohmann::json plannerResultToJson(const PlannerResult& r) {
-  return {{"planner", r.planner},
-          {"objective", r.objective},
-          {"objective_bytes", r.objectiveBytes},
-          {"checkpoints", r.plan.checkpoints},
-          {"dynamic_peak_bytes", r.dynamicPeakBytes},
-          {"static_bytes", r.staticBytes},
-          {"peak_bytes", r.peakBytes()},
-          {"plan_seconds", r.planSeconds},
-          {"A_bytes", r.aBytes},
-          {"R_bytes", r.rBytes},
-          {"recompute_cost", r.recomputeCost}};
+  nlohmann::json j = scoresToJson(r);
+  j["planner"] = r.planner;
+  j["objective"] = r.objective;
+  j["objective_bytes"] = r.objectiveBytes;
+  j["plan_seconds"] = r.planSeconds;
+  return j;
+}
+
+PlannerResult plannerResultOf(const Simulation& simulation, std::string_view planner, double planSeconds) {
+  PlannerResult result;
+  result.planner = std::string(planner);
+  auto parsed = parseName(planner);
+  result.objective = std::string(1, parsed ? objectiveOf(parsed->kind) : '-');
+  result.plan = simulation.plan;
+  result.dynamicPeakBytes = simulation.dynamicPeakBytes;
+  result.staticBytes = simulation.staticBytes;
+  result.aBytes = simulation.aBytes;
+  result.rBytes = simulation.rBytes;
+  result.recomputeCost = simulation.recomputeCost;
+  result.planSeconds = planSeconds;
+  result.objectiveBytes = objectiveScore(result);
+  return result;
+}
+
+nlohmann::json simulationToJson(const Simulation& simulation) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const TimelineEntry& e : simulation.timeline.entries) {
+    nlohmann::json op = {{"op", std::string(opName(e.op.kind))}};
+    op["layer"] = e.op.kind == OpKind::Seed ? nlohmann::json(nullptr) : nlohmann::json(e.op.layer);
+    op["footprint_bytes"] = e.footprintBytes;
+    op["live_after_bytes"] = e.liveAfterBytes;
+    ops.push_back(std::move(op));
+  }
+  nlohmann::json j = scoresToJson(simulation);
+  j["peak_op_index"] = simulation.peakOpIndex;
+  j["ops"] = std::move(ops);
+  return j;
 }
 
 }  // namespace remat

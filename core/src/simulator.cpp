@@ -1,95 +1,23 @@
 #include "remat/simulator.hpp"
 
 #include <algorithm>
-#include <limits>
+
+#include "tensor_graph.hpp"
 
 namespace remat {
 namespace {
 
-constexpr std::size_t kNoReader = std::numeric_limits<std::size_t>::max();
-constexpr std::uint32_t kNoTensor = std::numeric_limits<std::uint32_t>::max();
-
-// One op with its tensor traffic. x0 is static and never appears as a tensor.
-struct OpTraffic {
-  std::uint32_t reads[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
-  std::uint32_t writes[2] = {kNoTensor, kNoTensor};
-  std::uint64_t scratchBytes = 0;  // workspace plus, for RE, the transient copy of x(c)
-};
-
-// Builds the tensor graph of the op sequence: which tensor version each op reads and writes.
-struct TensorGraph {
-  std::vector<OpTraffic> traffic;
-  std::vector<std::uint64_t> tensorBytes;
-  std::vector<std::size_t> lastReader;
-};
-
-TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std::size_t lastSegmentStart) {
-  const std::size_t n = chain.size();
-  TensorGraph graph;
-  graph.traffic.resize(ops.size());
-  graph.tensorBytes.reserve(ops.size() + n);
-  // Newest version of x(l), E(l), d(l); index 0 of x is the static input.
-  std::vector<std::uint32_t> x(n + 1, kNoTensor), extra(n + 1, kNoTensor), grad(n + 1, kNoTensor);
-  auto newTensor = [&](std::uint64_t bytes) {
-    graph.tensorBytes.push_back(bytes);
-    return static_cast<std::uint32_t>(graph.tensorBytes.size() - 1);
-  };
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    OpTraffic& t = graph.traffic[i];
-    int r = 0;
-    int w = 0;
-    auto read = [&](std::uint32_t id) {
-      if (id != kNoTensor) t.reads[r++] = id;
-    };
-    const std::size_t l = op.layer;
-    switch (op.kind) {
-      case OpKind::F:
-      case OpKind::R: {
-        const LayerNumbers& m = chain.at(l);
-        read(x[l - 1]);
-        x[l] = t.writes[w++] = newTensor(m.outBytes);
-        const bool keep = op.kind == OpKind::R || l > lastSegmentStart;
-        if (keep && m.extraBytes > 0) extra[l] = t.writes[w++] = newTensor(m.extraBytes);
-        t.scratchBytes = m.fwdWorkspaceBytes;
-        break;
-      }
-      case OpKind::RE: {
-        const LayerNumbers& m = chain.at(l);
-        read(x[l - 1]);
-        extra[l] = t.writes[w++] = newTensor(m.extraBytes);
-        t.scratchBytes = m.fwdWorkspaceBytes + m.outBytes;
-        break;
-      }
-      case OpKind::Seed:
-        read(x[n]);
-        grad[n] = t.writes[w++] = newTensor(chain.at(n).outBytes);
-        break;
-      case OpKind::B: {
-        const LayerNumbers& m = chain.at(l);
-        read(grad[l]);
-        if (m.needsInput) read(x[l - 1]);
-        if (m.needsOutput) read(x[l]);
-        if (m.extraBytes > 0) read(extra[l]);
-        if (l > 1) grad[l - 1] = t.writes[w++] = newTensor(chain.at(l - 1).outBytes);
-        t.scratchBytes = m.bwdWorkspaceBytes;
-        break;
-      }
-    }
-  }
-  graph.lastReader.assign(graph.tensorBytes.size(), kNoReader);
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    for (std::uint32_t id : graph.traffic[i].reads)
-      if (id != kNoTensor) graph.lastReader[id] = i;
-  return graph;
-}
-
-std::size_t lastSegmentStart(const Plan& plan) { return plan.checkpoints.empty() ? 0 : plan.checkpoints.back(); }
+using detail::kNoReader;
+using detail::kNoTensor;
+using detail::lastSegmentStart;
+using detail::OpTraffic;
+using detail::TensorGraph;
 
 // Sweeps the op sequence once; calls visit(opIndex, footprint, liveAfter) for each op.
 template <typename Visit>
 void sweep(const Chain& chain, const std::vector<Op>& ops, const Plan& plan, Visit&& visit) {
-  const TensorGraph graph = buildTensorGraph(chain, ops, lastSegmentStart(plan));
+  const TensorGraph graph =
+      detail::buildTensorGraph(chain, ops, lastSegmentStart(plan), [](TensorLife::Kind, std::size_t) {});
   std::uint64_t alive = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const OpTraffic& t = graph.traffic[i];

@@ -43,50 +43,40 @@ Result<std::unique_ptr<CudaAllocator>> CudaAllocator::create(int device, cudaStr
 }
 
 CudaAllocator::~CudaAllocator() {
-  for (auto& [id, block] : blocks_)
+  for (const auto& [id, block] : blocks())
     if (block.data != nullptr) (void)cudaFreeAsync(block.data, stream_);
   (void)cudaStreamSynchronize(stream_);
-  blocks_.clear();
 }
 
 Result<DeviceBuffer> CudaAllocator::allocate(std::uint64_t bytes) {
-  Block block;
-  block.bytes = bytes;
+  void* data = nullptr;
   if (bytes > 0) {
     if (bytes > std::numeric_limits<std::size_t>::max())
       return Status::outOfMemory("gpu: cannot allocate " + std::to_string(bytes) + " bytes");
-    const cudaError_t error =
-        cudaMallocFromPoolAsync(&block.data, static_cast<std::size_t>(bytes), pool_.get(), stream_);
+    const cudaError_t error = cudaMallocFromPoolAsync(&data, static_cast<std::size_t>(bytes), pool_.get(), stream_);
     if (error != cudaSuccess) {
       (void)cudaGetLastError();  // an allocation failure is not sticky; clear it for later calls
       std::string message = "gpu: allocating " + std::to_string(bytes) + " bytes failed (" + cudaGetErrorName(error) +
-                            "), " + std::to_string(heldBytes_) + " bytes held by this run";
+                            "), " + std::to_string(bytesHeld()) + " bytes held by this run";
       if (auto info = queryDeviceMemory())
         message += ", " + std::to_string(info->freeBytes) + " bytes free on the device";
       if (error == cudaErrorMemoryAllocation) return Status::outOfMemory(std::move(message));
       return Status::internal(std::move(message));
     }
   }
-  const DeviceBuffer buffer{nextId_++, bytes};
-  blocks_.emplace(buffer.id, block);
-  heldBytes_ += bytes;
-  if (heldBytes_ > peakBytes_) peakBytes_ = heldBytes_;
-  return buffer;
+  return track(data, bytes);
 }
 
 Status CudaAllocator::release(DeviceBuffer buffer) {
-  auto it = blocks_.find(buffer.id);
-  if (it == blocks_.end() || it->second.bytes != buffer.bytes)
-    return Status::internal("gpu: release of buffer #" + std::to_string(buffer.id) + " (" +
-                            std::to_string(buffer.bytes) + " bytes), which is not held (double free?)");
-  if (it->second.data != nullptr) REMAT_CUDA_CHECK(cudaFreeAsync(it->second.data, stream_));
-  heldBytes_ -= it->second.bytes;
-  blocks_.erase(it);
+  auto block = blockToRelease(buffer);
+  if (!block) return block.status();
+  if (block->data != nullptr) REMAT_CUDA_CHECK(cudaFreeAsync(block->data, stream_));
+  untrack(buffer);
   return Status::ok();
 }
 
 void CudaAllocator::resetPeak() {
-  peakBytes_ = heldBytes_;
+  CountingAllocator::resetPeak();
   // The exact count above is what the contract promises; the pool's marks are a cross-check, so a
   // failure to read or reset them is not worth failing an op for.
   if (auto stats = poolStats()) {
@@ -109,14 +99,6 @@ Result<PoolMemoryStats> CudaAllocator::longWindowStats() const {
   out.usedHighBytes = std::max(out.usedHighBytes, foldedUsedHighBytes_);
   out.reservedHighBytes = std::max(out.reservedHighBytes, foldedReservedHighBytes_);
   return out;
-}
-
-Result<void*> CudaAllocator::resolve(DeviceBuffer buffer) const {
-  auto it = blocks_.find(buffer.id);
-  if (it == blocks_.end() || it->second.bytes != buffer.bytes)
-    return Status::internal("gpu: buffer #" + std::to_string(buffer.id) + " (" + std::to_string(buffer.bytes) +
-                            " bytes) is not held: used after free, or never allocated");
-  return it->second.data;
 }
 
 Result<PoolMemoryStats> CudaAllocator::poolStats() const {

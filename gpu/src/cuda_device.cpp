@@ -15,26 +15,12 @@ namespace remat {
 
 using gpu::CudaDevice;
 
-Result<std::byte*> CudaDevice::Impl::memory(DeviceBuffer buffer, std::uint64_t bytes, const std::string& what,
-                                            bool optional, bool atLeast) const {
-  if (!buffer.valid()) {
-    if (optional) return static_cast<std::byte*>(nullptr);
-    return Status::internal("gpu: " + what + ": no buffer given");
-  }
-  if (atLeast ? buffer.bytes < bytes : buffer.bytes != bytes)
-    return Status::internal("gpu: " + what + ": buffer #" + std::to_string(buffer.id) + " has " +
-                            std::to_string(buffer.bytes) + " bytes, the kernel needs " + (atLeast ? "at least " : "") +
-                            std::to_string(bytes));
-  auto data = allocator->resolve(buffer);
-  if (!data) return data.status().withContext(what);
-  return static_cast<std::byte*>(*data);
+Status CudaDevice::Impl::requirePrepared(std::size_t layer) const {
+  return requirePreparedLayer(*allocator, chain, layer);
 }
 
-Status CudaDevice::Impl::requirePrepared(std::size_t layer) const {
-  if (!chain) return Status::internal("gpu: no chain prepared");
-  if (layer < 1 || layer > chain->size())
-    return Status::internal("gpu: layer " + std::to_string(layer) + " is outside 1.." + std::to_string(chain->size()));
-  return Status::ok();
+Result<std::byte*> CudaDevice::Impl::memory(DeviceBuffer buffer, const char* what) const {
+  return checkedMemory(*allocator, buffer, buffer.bytes, "", what, false);
 }
 
 namespace gpu {
@@ -165,7 +151,7 @@ Status CudaDevice::upload(DeviceBuffer dst, TensorRole role, std::size_t layer, 
                                " is outside the " + std::to_string(classes) + " classes of the last layer");
     }
   }
-  auto data = impl_->memory(dst, dst.bytes, "upload", false);
+  auto data = impl_->memory(dst, "upload");
   if (!data) return data.status();
   if (src.empty()) return Status::ok();
   REMAT_CUDA_CHECK(cudaMemcpyAsync(*data, src.data(), src.size(), cudaMemcpyHostToDevice, impl_->stream.get()));
@@ -179,7 +165,7 @@ Status CudaDevice::download(DeviceBuffer src, TensorRole role, std::size_t layer
   if (dst.size() != src.bytes)
     return Status::internal("gpu: download of buffer #" + std::to_string(src.id) + " (" + std::to_string(src.bytes) +
                             " bytes) into " + std::to_string(dst.size()) + " bytes");
-  auto data = impl_->memory(src, src.bytes, "download", false);
+  auto data = impl_->memory(src, "download");
   if (!data) return data.status();
   if (dst.empty()) return Status::ok();
   REMAT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), *data, dst.size(), cudaMemcpyDeviceToHost, impl_->stream.get()));
@@ -188,7 +174,7 @@ Status CudaDevice::download(DeviceBuffer src, TensorRole role, std::size_t layer
 }
 
 Status CudaDevice::fill(DeviceBuffer dst, std::uint8_t value) {
-  auto data = impl_->memory(dst, dst.bytes, "fill", false);
+  auto data = impl_->memory(dst, "fill");
   if (!data) return data.status();
   if (dst.bytes > 0) REMAT_CUDA_CHECK(cudaMemsetAsync(*data, value, dst.bytes, impl_->stream.get()));
   return Status::ok();
@@ -199,43 +185,25 @@ Status CudaDevice::forward(const ForwardCall& call) {
   REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
   const std::size_t l = call.layer;
   const LayerState& state = d.layers[l];
-  const Chain& chain = *d.chain;
-  const LayerNumbers& m = chain.at(l);
-  const bool keep = call.mode == ForwardMode::Keep;
-  const std::string where = state.label + " forward";
-  auto x = d.memory(call.input, chain.outBytes(l - 1), where + ", input x(l-1)", false);
-  if (!x) return x.status();
-  auto y = d.memory(call.output, m.outBytes, where + ", output x(l)", false);
-  if (!y) return y.status();
-  const bool wantsExtra = keep && m.extraBytes > 0;
-  if (!wantsExtra && call.extra.valid())
-    return Status::internal("gpu: " + where + ": extras passed in discard mode or for a layer without extras");
-  auto extra = d.memory(call.extra, m.extraBytes, where + ", extras E(l)", !wantsExtra);
-  if (!extra) return extra.status();
-  auto workspace = d.memory(call.workspace, state.requiredFwdWorkspace, where + ", workspace",
-                            state.requiredFwdWorkspace == 0, true);
-  if (!workspace) return workspace.status();
-  auto params = d.memory(call.params, m.paramBytes, where + ", parameters", m.paramBytes == 0);
-  if (!params) return params.status();
+  const LayerNumbers& m = d.chain->at(l);
+  auto memory = checkForwardCall(*d.allocator, *d.chain, call, state.label, state.requiredFwdWorkspace);
+  if (!memory) return memory.status();
+  const ForwardMemory& b = *memory;
+  const bool wantsExtra = call.mode == ForwardMode::Keep && m.extraBytes > 0;
   const cudaStream_t stream = d.stream.get();
   if (state.kind == LayerKind::Abstract) {
     // As the CPU's abstractForward: k = absorb(absorb(key, x), params); y at k, E at mix(k ^ 1),
     // the workspace at mix(k ^ 2).
     kernels::ByteSpans spans;
-    spans.push(*x, call.input.bytes);
-    spans.push(*params, m.paramBytes);
+    spans.push(b.x, call.input.bytes);
+    spans.push(b.params, m.paramBytes);
     REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, rng::streamKey(call.seed, rng::Purpose::Abstract, l), spans));
-    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *y, m.outBytes, false, 0));
-    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *extra, wantsExtra ? m.extraBytes : 0, true, 1));
-    return kernels::abstractFillBytes(stream, *workspace, call.workspace.bytes, true, 2);
+    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, b.y, m.outBytes, false, 0));
+    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, b.extra, wantsExtra ? m.extraBytes : 0, true, 1));
+    return kernels::abstractFillBytes(stream, b.workspace, call.workspace.bytes, true, 2);
   }
-  ForwardPointers p;
-  p.x = reinterpret_cast<const float*>(*x);
-  p.y = reinterpret_cast<float*>(*y);
-  p.extra = *extra;
-  p.workspace = *workspace;
-  p.params = reinterpret_cast<const float*>(*params);
-  return forwardLayer(state, l, call.mode, call.seed, d.context(), p).withContext("gpu: " + where);
+  return forwardLayer(state, l, call.mode, call.seed, d.context(), b.floats())
+      .withContext("gpu: " + state.label + " forward");
 }
 
 Status CudaDevice::backward(const BackwardCall& call) {
@@ -243,92 +211,58 @@ Status CudaDevice::backward(const BackwardCall& call) {
   REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
   const std::size_t l = call.layer;
   const LayerState& state = d.layers[l];
-  const Chain& chain = *d.chain;
-  const LayerNumbers& m = chain.at(l);
-  const std::string where = state.label + " backward";
-  auto presentIff = [&](const DeviceBuffer& b, bool wanted, const char* name) -> Status {
-    if (!wanted && b.valid())
-      return Status::internal("gpu: " + where + ": " + name + " passed, but the model says B(l) does not use it");
-    return Status::ok();
-  };
-  REMAT_RETURN_IF_ERROR(presentIff(call.input, m.needsInput, "x(l-1)"));
-  REMAT_RETURN_IF_ERROR(presentIff(call.output, m.needsOutput, "x(l)"));
-  REMAT_RETURN_IF_ERROR(presentIff(call.extra, m.extraBytes > 0, "E(l)"));
-  REMAT_RETURN_IF_ERROR(presentIff(call.gradInput, l > 1, "d(l-1)"));
-  auto dy = d.memory(call.gradOutput, m.outBytes, where + ", d(l)", false);
-  if (!dy) return dy.status();
-  auto x = d.memory(call.input, chain.outBytes(l - 1), where + ", x(l-1)", !m.needsInput);
-  if (!x) return x.status();
-  auto y = d.memory(call.output, m.outBytes, where + ", x(l)", !m.needsOutput);
-  if (!y) return y.status();
-  auto extra = d.memory(call.extra, m.extraBytes, where + ", E(l)", m.extraBytes == 0);
-  if (!extra) return extra.status();
-  auto dx = d.memory(call.gradInput, chain.outBytes(l - 1), where + ", d(l-1)", l == 1);
-  if (!dx) return dx.status();
-  auto workspace = d.memory(call.workspace, state.requiredBwdWorkspace, where + ", workspace",
-                            state.requiredBwdWorkspace == 0, true);
-  if (!workspace) return workspace.status();
-  auto params = d.memory(call.params, m.paramBytes, where + ", parameters", m.paramBytes == 0);
-  if (!params) return params.status();
-  auto grads = d.memory(call.paramGrads, m.paramBytes, where + ", parameter gradients", m.paramBytes == 0);
-  if (!grads) return grads.status();
+  const LayerNumbers& m = d.chain->at(l);
+  auto memory = checkBackwardCall(*d.allocator, *d.chain, call, state.label, state.requiredBwdWorkspace);
+  if (!memory) return memory.status();
+  const BackwardMemory& b = *memory;
   const cudaStream_t stream = d.stream.get();
   if (state.kind == LayerKind::Abstract) {
     // As the CPU's abstractBackward: k absorbs dy, x, y, E and the parameters from mix(key ^ 0xB);
     // dx at k (floats when x(l-1) is a real activation), the workspace at mix(k ^ 2), and the
     // parameter gradients get mix(k ^ 3)'s bytes added.
     kernels::ByteSpans spans;
-    spans.push(*dy, m.outBytes);
-    spans.push(*x, call.input.bytes);
-    spans.push(*y, call.output.bytes);
-    spans.push(*extra, call.extra.bytes);
-    spans.push(*params, m.paramBytes);
+    spans.push(b.dy, m.outBytes);
+    spans.push(b.x, call.input.bytes);
+    spans.push(b.y, call.output.bytes);
+    spans.push(b.extra, call.extra.bytes);
+    spans.push(b.params, m.paramBytes);
     const std::uint64_t key = rng::mix64(rng::streamKey(call.seed, rng::Purpose::Abstract, l) ^ 0xB);
     REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, key, spans));
     const bool dxIsFloat = l > 1 && d.layers[l - 1].real;
     if (dxIsFloat)
-      REMAT_RETURN_IF_ERROR(kernels::abstractFillFloats(stream, *dx, call.gradInput.bytes, false, 0));
+      REMAT_RETURN_IF_ERROR(kernels::abstractFillFloats(stream, b.dx, call.gradInput.bytes, false, 0));
     else
-      REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *dx, call.gradInput.bytes, false, 0));
-    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, *workspace, call.workspace.bytes, true, 2));
-    return kernels::abstractAddGradBytes(stream, *grads, m.paramBytes, 3);
+      REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, b.dx, call.gradInput.bytes, false, 0));
+    REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, b.workspace, call.workspace.bytes, true, 2));
+    return kernels::abstractAddGradBytes(stream, b.paramGrads, m.paramBytes, 3);
   }
-  BackwardPointers p;
-  p.dy = reinterpret_cast<const float*>(*dy);
-  p.x = reinterpret_cast<const float*>(*x);
-  p.y = reinterpret_cast<const float*>(*y);
-  p.extra = *extra;
-  p.dx = reinterpret_cast<float*>(*dx);
-  p.workspace = *workspace;
-  p.params = reinterpret_cast<const float*>(*params);
-  p.paramGrads = reinterpret_cast<float*>(*grads);
-  return backwardLayer(state, d.context(), p).withContext("gpu: " + where);
+  return backwardLayer(state, d.context(), b.floats()).withContext("gpu: " + state.label + " backward");
 }
 
 Status CudaDevice::lossSeed(const SeedCall& call) {
   Impl& d = *impl_;
-  if (!d.chain || d.chain->size() == 0) return Status::internal("gpu: no chain prepared");
+  auto memory = checkSeedCall(*d.allocator, d.chain, call);
+  if (!memory) return memory.status();
   const std::size_t n = d.chain->size();
   const std::uint64_t bytes = d.chain->outBytes(n);
-  auto logits = d.memory(call.logits, bytes, "SEED, logits x(n)", false);
-  if (!logits) return logits.status();
-  auto grad = d.memory(call.gradLogits, bytes, "SEED, gradient d(n)", false);
-  if (!grad) return grad.status();
+  std::byte* logits = memory->logits;
+  std::byte* grad = memory->gradLogits;
   const LayerState& last = d.layers[n];
   const cudaStream_t stream = d.stream.get();
   if (!last.real) {
     kernels::ByteSpans spans;
-    spans.push(*logits, bytes);
+    spans.push(logits, bytes);
     const std::uint64_t key = rng::mix64(rng::streamKey(call.seed, rng::Purpose::Abstract, 0) ^ 0x5EED);
     REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, key, spans));
-    return kernels::abstractFillBytes(stream, *grad, bytes, false, 0);
+    return kernels::abstractFillBytes(stream, grad, bytes, false, 0);
   }
   const Index batch = last.outShape[0];
-  auto labels = d.memory(call.labels, static_cast<std::uint64_t>(batch) * 4, "SEED, labels", false);
+  auto labels =
+      checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * 4, "SEED", "labels", false);
   if (!labels) return labels.status();
   return kernels::softmaxCrossEntropyBackward(
-      stream, batch, last.outCount / batch, reinterpret_cast<const float*>(*logits),
-      reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(*grad));
+      stream, batch, last.outCount / batch, reinterpret_cast<const float*>(logits),
+      reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));
 }
 
 }  // namespace gpu

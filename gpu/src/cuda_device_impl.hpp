@@ -8,6 +8,7 @@
 
 #include "kernels.hpp"
 #include "remat/block.hpp"
+#include "remat/device_calls.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
 
@@ -62,29 +63,10 @@ struct LayerState {
 Status planLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
                  std::vector<LayerState>& layers);
 
-struct ForwardPointers {
-  const float* x = nullptr;
-  float* y = nullptr;
-  std::byte* extra = nullptr;
-  std::byte* workspace = nullptr;
-  const float* params = nullptr;
-};
-
-struct BackwardPointers {
-  const float* dy = nullptr;
-  const float* x = nullptr;
-  const float* y = nullptr;
-  const std::byte* extra = nullptr;
-  float* dx = nullptr;  // null for layer 1
-  std::byte* workspace = nullptr;
-  const float* params = nullptr;
-  float* paramGrads = nullptr;
-};
-
-// The real (non-abstract) kinds; the buffers were checked by CudaDevice.
+// The real (non-abstract) kinds; the buffers were checked by CudaDevice (device_calls.hpp).
 Status forwardLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,
-                    const LayerContext& context, const ForwardPointers& p);
-Status backwardLayer(const LayerState& layer, const LayerContext& context, const BackwardPointers& p);
+                    const LayerContext& context, const ForwardBuffers& p);
+Status backwardLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
 
 }  // namespace remat::gpu
 
@@ -103,10 +85,8 @@ struct gpu::CudaDevice::Impl {
   std::vector<LayerState> layers;  // [0] = the input x0
 
   LayerContext context() const { return {stream.get(), cudnn.get(), cublas.get()}; }
-  // The device memory of a buffer that must hold exactly `bytes` (or at least, when atLeast); an
-  // absent (invalid) buffer gives null when `optional`.
-  Result<std::byte*> memory(DeviceBuffer buffer, std::uint64_t bytes, const std::string& what, bool optional,
-                            bool atLeast = false) const;
+  // The whole of a buffer that upload, download or fill (`what`) is given.
+  Result<std::byte*> memory(DeviceBuffer buffer, const char* what) const;
   Status requirePrepared(std::size_t layer) const;
 };
 

@@ -5,29 +5,13 @@
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
+#include "remat/layer_checks.hpp"
 
 namespace remat::gpu {
 namespace {
 
 std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
-}
-
-Status fail(const LayerState& layer, const std::string& message) {
-  return Status::invalid("gpu: " + layer.label + ": " + message);
-}
-
-Status expectFlag(const LayerState& layer, bool have, bool want, const char* field) {
-  if (want && !have)
-    return fail(layer, std::string("its GPU backward reads that tensor, but the chain says ") + field + " = false");
-  return Status::ok();
-}
-
-Status expectExtra(const LayerState& layer, std::uint64_t have, std::uint64_t want) {
-  if (have != want)
-    return fail(layer, "its GPU kernel saves " + std::to_string(want) +
-                           " extra bytes, the chain says e = " + std::to_string(have));
-  return Status::ok();
 }
 
 Result<ConvGeometry> convGeometry(const LayerSpec& spec, const Shape& in) {
@@ -67,13 +51,11 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
 }
 
 Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
-                 const CudaDeviceOptions& options, LayerState& state) {
+                 const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
-  if (!graph) return fail(state, graph.status().message());
+  if (!graph) return check.fail(graph.status().message());
+  REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
   const LayerNumbers& m = layer.numbers;
-  if (graph->outBytes != m.outBytes || graph->extraBytes != m.extraBytes || graph->needsInput != m.needsInput ||
-      graph->needsOutput != m.needsOutput || graph->paramCount != layer.paramCount)
-    return fail(state, "the chain's numbers for this block differ from its inner graph's");
   BlockState block;
   block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);
   block.bwdScratchOffset = alignUp(graph->bwdWorkspaceBytes, kBlockTensorAlignBytes);
@@ -87,9 +69,8 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
     s.weightOffset = offset;
     if (op.kind == BlockOpKind::Conv2d) {
       auto g = convGeometry(op.layer, in);
-      if (!g) return fail(state, "inner conv '" + op.layer.name + "': " + g.status().message());
-      if (convWeightCount(*g) != op.paramCount)
-        return fail(state, "inner conv '" + op.layer.name + "' has a bias or an unexpected parameter count");
+      if (!g) return check.fail("inner conv '" + op.layer.name + "': " + g.status().message());
+      REMAT_RETURN_IF_ERROR(check.innerConv(op, convWeightCount(*g)));
       auto conv = ConvOp::create(context.cudnn, *g, false, policy, op.layer.name);
       if (!conv) return conv.status().withContext("gpu: " + state.label);
       block.fwdScratchBytes = std::max(block.fwdScratchBytes, conv->forwardWorkspaceBytes());
@@ -99,15 +80,13 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
       s.conv = std::move(*conv);
     } else if (op.kind == BlockOpKind::BatchNorm) {
       auto dims = toDims4(in);
-      if (!dims) return fail(state, "inner batch norm '" + op.layer.name + "': " + dims.status().message());
-      if (op.paramCount != static_cast<std::uint64_t>(2 * dims->c) ||
-          op.statsBytes != static_cast<std::uint64_t>(2 * dims->c * 4))
-        return fail(state, "inner batch norm '" + op.layer.name + "' has unexpected parameter or statistics bytes");
+      if (!dims) return check.fail("inner batch norm '" + op.layer.name + "': " + dims.status().message());
+      REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(dims->c)));
       auto bn = BatchNormOp::create(*dims);
       if (!bn) return bn.status().withContext("gpu: " + state.label);
       s.bn = std::move(*bn);
-    } else if (op.paramCount != 0) {
-      return fail(state, "inner op '" + op.layer.name + "' has parameters");
+    } else {
+      REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     }
     offset += static_cast<Index>(op.paramCount);
     block.ops.push_back(std::move(s));
@@ -122,26 +101,21 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
 }
 
 Status planReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
-                const CudaDeviceOptions& options, LayerState& state) {
+                const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerNumbers& m = layer.numbers;
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
-  const auto expectedParams = [&](std::uint64_t count) -> Status {
-    if (count != layer.paramCount)
-      return fail(state, "expected " + std::to_string(count) + " parameters, the chain says " +
-                             std::to_string(layer.paramCount));
-    return Status::ok();
-  };
+  const auto expectedParams = [&](std::uint64_t count) { return check.expectParams(layer.paramCount, count); };
   switch (layer.kind) {
     case LayerKind::Conv2d: {
       auto g = convGeometry(spec, in);
-      if (!g) return fail(state, g.status().message());
+      if (!g) return check.fail(g.status().message());
       const std::uint64_t weights = convWeightCount(*g);
       state.bias = layer.paramCount == weights + static_cast<std::uint64_t>(g->outChannels);
       state.biasOffset = static_cast<Index>(weights);
       REMAT_RETURN_IF_ERROR(expectedParams(weights + (state.bias ? static_cast<std::uint64_t>(g->outChannels) : 0)));
-      REMAT_RETURN_IF_ERROR(expectFlag(state, m.needsInput, true, "needs_input"));
+      REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
       auto conv = ConvOp::create(context.cudnn, *g, state.bias,
                                  convPolicy(options, m.fwdWorkspaceBytes, 0, m.bwdWorkspaceBytes, 0), layer.name);
       if (!conv) return conv.status().withContext("gpu: " + state.label);
@@ -154,12 +128,12 @@ Status planReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const 
     case LayerKind::Relu:
     case LayerKind::Relu6:
       REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return expectFlag(state, m.needsOutput, true, "needs_output");
+      return check.expectFlag(m.needsOutput, true, "needs_output");
     case LayerKind::MaxPool:
     case LayerKind::AvgPool: {
       REMAT_RETURN_IF_ERROR(expectedParams(0));
       auto dims = toDims4(in);
-      if (!dims || in.size() != 4) return fail(state, "pooling needs an NCHW input, got " + shapeToString(in));
+      if (!dims || in.size() != 4) return check.fail("pooling needs an NCHW input, got " + shapeToString(in));
       PoolGeometry g;
       g.input = *dims;
       g.kernel = static_cast<int>(spec.kernel);
@@ -170,27 +144,27 @@ Status planReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const 
       if (!pool) return pool.status().withContext("gpu: " + state.label);
       const Dims4 o = pool->outputDims();
       if (out.size() != 4 || o.h != out[2] || o.w != out[3])
-        return fail(state, "cuDNN pools to " + std::to_string(o.h) + "x" + std::to_string(o.w) + ", the chain says " +
-                               shapeToString(out) + (spec.ceilMode ? " (ceil_mode is not supported on the GPU)" : ""));
+        return check.fail("cuDNN pools to " + std::to_string(o.h) + "x" + std::to_string(o.w) + ", the chain says " +
+                          shapeToString(out) + (spec.ceilMode ? " (ceil_mode is not supported on the GPU)" : ""));
       state.pool = std::move(*pool);
       if (layer.kind == LayerKind::MaxPool) {
-        REMAT_RETURN_IF_ERROR(expectFlag(state, m.needsInput, true, "needs_input"));
-        return expectFlag(state, m.needsOutput, true, "needs_output");
+        REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
+        return check.expectFlag(m.needsOutput, true, "needs_output");
       }
       return Status::ok();
     }
     case LayerKind::AdaptiveAvgPool:
       REMAT_RETURN_IF_ERROR(expectedParams(0));
       if (in.size() != 4 || out.size() != 4)
-        return fail(state, "adaptive average pooling needs NCHW tensors, got " + shapeToString(in));
+        return check.fail("adaptive average pooling needs NCHW tensors, got " + shapeToString(in));
       state.adaptive = {in[0], in[1], in[2], in[3], out[2], out[3]};
       return Status::ok();
     case LayerKind::BatchNorm: {
       auto dims = toDims4(in);
-      if (!dims) return fail(state, dims.status().message());
+      if (!dims) return check.fail(dims.status().message());
       REMAT_RETURN_IF_ERROR(expectedParams(2 * static_cast<std::uint64_t>(dims->c)));
-      REMAT_RETURN_IF_ERROR(expectFlag(state, m.needsInput, true, "needs_input"));
-      REMAT_RETURN_IF_ERROR(expectExtra(state, m.extraBytes, 2 * static_cast<std::uint64_t>(dims->c) * 4));
+      REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
+      REMAT_RETURN_IF_ERROR(check.expectExtra(m.extraBytes, 2 * static_cast<std::uint64_t>(dims->c) * 4));
       auto bn = BatchNormOp::create(*dims);
       if (!bn) return bn.status().withContext("gpu: " + state.label);
       state.bn = std::move(*bn);
@@ -201,7 +175,7 @@ Status planReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const 
       return Status::ok();
     }
     case LayerKind::Linear: {
-      if (in.size() != 2 || out.size() != 2) return fail(state, "linear needs [N, features] tensors");
+      if (in.size() != 2 || out.size() != 2) return check.fail("linear needs [N, features] tensors");
       state.rows = in[0];
       state.inFeatures = in[1];
       state.outFeatures = out[1];
@@ -209,20 +183,20 @@ Status planReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const 
       state.bias = layer.paramCount == weights + static_cast<std::uint64_t>(state.outFeatures);
       state.biasOffset = static_cast<Index>(weights);
       if (state.rows > 0x7fffffff || state.inFeatures > 0x7fffffff || state.outFeatures > 0x7fffffff)
-        return fail(state, "a dimension exceeds cuBLAS's int");
+        return check.fail("a dimension exceeds cuBLAS's int");
       REMAT_RETURN_IF_ERROR(expectedParams(weights + (state.bias ? static_cast<std::uint64_t>(state.outFeatures) : 0)));
-      return expectFlag(state, m.needsInput, true, "needs_input");
+      return check.expectFlag(m.needsInput, true, "needs_input");
     }
     case LayerKind::Dropout:
       state.dropoutP = spec.dropoutP;
       REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return expectExtra(state, m.extraBytes, elementCount(out));
+      return check.expectExtra(m.extraBytes, elementCount(out));
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, context, options, state);
+    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, context, options, check, state);
     default: break;
   }
-  return fail(state, "the GPU backend has no kernel for this kind");
+  return check.fail("the GPU backend has no kernel for this kind");
 }
 
 }  // namespace
@@ -230,8 +204,8 @@ Status planReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const 
 Status planLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
                  std::vector<LayerState>& layers) {
   LayerState state;
+  state.label = layerLabel(chain, l);
   if (l == 0) {
-    state.label = "the input x0";
     state.real = !chain.inputShape.empty();
     state.outShape = chain.inputShape;
     state.outCount = static_cast<Index>(elementCount(chain.inputShape));
@@ -240,29 +214,20 @@ Status planLayer(const Chain& chain, std::size_t l, const LayerContext& context,
   }
   const ChainLayer& layer = chain.layers[l - 1];
   state.kind = layer.kind;
-  state.label = "layer " + std::to_string(l) + " ('" + layer.name + "', " + std::string(kindName(layer.kind)) + ")";
   if (layer.kind == LayerKind::Abstract) {
     layers.push_back(std::move(state));
     return Status::ok();
   }
-  if (chain.dtype != DType::Float32)
-    return fail(state, "the GPU backend runs float32 only; the chain is " + std::string(dtypeName(chain.dtype)));
-  if (layer.specIndex >= chain.spec.layers.size())
-    return fail(state, "the chain has no layer spec for it (spec index " + std::to_string(layer.specIndex) + ")");
+  const LayerChecks check{"gpu", state.label};
   const LayerState& prev = layers[l - 1];
-  if (!prev.real) return fail(state, "its input is not a float32 activation");
+  REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount)));
   const std::uint64_t inCount = elementCount(layer.inputShape);
-  if (layer.inputShape.empty() || layer.outputShape.empty() || static_cast<std::uint64_t>(prev.outCount) != inCount)
-    return fail(state, "its input shape " + shapeToString(layer.inputShape) + " does not match the previous output");
-  if (layer.numbers.outBytes != elementCount(layer.outputShape) * 4)
-    return fail(state, "a = " + std::to_string(layer.numbers.outBytes) + " bytes does not match its output shape " +
-                           shapeToString(layer.outputShape));
   state.real = true;
   state.inShape = layer.inputShape;
   state.outShape = layer.outputShape;
   state.inCount = static_cast<Index>(inCount);
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
-  REMAT_RETURN_IF_ERROR(planReal(chain, l, chain.spec.layers[layer.specIndex], context, options, state));
+  REMAT_RETURN_IF_ERROR(planReal(chain, l, chain.spec.layers[layer.specIndex], context, options, check, state));
   layers.push_back(std::move(state));
   return Status::ok();
 }

@@ -1,6 +1,7 @@
 // Dispatch of the real layer kinds and of the residual blocks to cuDNN, cuBLAS and the own kernels.
 // The buffers were checked by CudaDevice (sizes, presence per the model's in / out / e flags).
 #include "cuda_device_impl.hpp"
+#include "remat/block_buffers.hpp"
 #include "remat/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -21,7 +22,7 @@ Status linearForward(const LayerState& s, const LayerContext& c, const float* x,
 }
 
 // dx = dy W (written); dW += dy^T x; db += column sums of dy.
-Status linearBackward(const LayerState& s, const LayerContext& c, const BackwardPointers& p) {
+Status linearBackward(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   const int rows = static_cast<int>(s.rows), in = static_cast<int>(s.inFeatures), out = static_cast<int>(s.outFeatures);
   if (p.dx != nullptr)
     REMAT_CUBLAS_CHECK(cublasSgemm(c.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &kOne, p.params, in, p.dy, out,
@@ -34,36 +35,27 @@ Status linearBackward(const LayerState& s, const LayerContext& c, const Backward
 
 // A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
 // saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena.
-Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardPointers& p) {
+Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
-  const bool keep = mode == ForwardMode::Keep;
-  if ((graph.fwdWorkspaceBytes > 0 && p.workspace == nullptr) || (keep && graph.extraBytes > 0 && p.extra == nullptr))
-    return Status::internal("gpu: " + s.label + ": block forward without its workspace or extras");
-  auto tensor = [&](std::size_t t) -> float* {
-    if (t == 0) return const_cast<float*>(p.x);
-    if (t == graph.outputTensor()) return p.y;
-    const BlockTensor& bt = graph.tensors[t];
-    if (keep && bt.saved) return reinterpret_cast<float*>(p.extra + bt.extrasOffset);
-    return reinterpret_cast<float*>(p.workspace + bt.arenaOffset);
-  };
+  const BlockForwardTensors tensors(graph, mode, p);
+  REMAT_RETURN_IF_ERROR(tensors.check("gpu: " + s.label));
   void* scratch = block.fwdScratchBytes > 0 ? p.workspace + block.fwdScratchOffset : nullptr;
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
     const BlockOpState& o = block.ops[i];
-    const float* in = tensor(op.inputs[0]);
-    float* out = tensor(op.output);
+    const float* in = tensors.tensor(op.inputs[0]);
+    float* out = tensors.tensor(op.output);
     const float* w = p.params + o.weightOffset;
     switch (op.kind) {
       case BlockOpKind::Conv2d: REMAT_RETURN_IF_ERROR(o.conv->forward(c.cudnn, in, w, nullptr, out, scratch)); break;
       case BlockOpKind::BatchNorm:
-        REMAT_RETURN_IF_ERROR(o.bn->forward(c.cudnn, in, w, w + o.bn->channels(), out,
-                                            keep ? reinterpret_cast<float*>(p.extra + op.statsOffset) : nullptr));
+        REMAT_RETURN_IF_ERROR(o.bn->forward(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op)));
         break;
       case BlockOpKind::Relu: REMAT_RETURN_IF_ERROR(kernels::reluForward(c.stream, o.count, in, out)); break;
       case BlockOpKind::Relu6: REMAT_RETURN_IF_ERROR(kernels::relu6Forward(c.stream, o.count, in, out)); break;
       case BlockOpKind::Add:
-        REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensor(op.inputs[1]), out));
+        REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensors.tensor(op.inputs[1]), out));
         break;
     }
   }
@@ -72,55 +64,46 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
 
 // A block's backward: ops in reverse; inner gradients in the ONE backward workspace at their
 // gradient offsets (cuDNN's scratch after them); saved tensors and statistics read from E.
-Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardPointers& p) {
+Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
-  if ((graph.bwdWorkspaceBytes > 0 && p.workspace == nullptr) || (graph.extraBytes > 0 && p.extra == nullptr))
-    return Status::internal("gpu: " + s.label + ": block backward without its workspace or extras");
-  auto value = [&](std::size_t t) -> const float* {
-    if (t == 0) return p.x;
-    if (t == graph.outputTensor()) return p.y;
-    return reinterpret_cast<const float*>(p.extra + graph.tensors[t].extrasOffset);
-  };
-  auto grad = [&](std::size_t t) -> float* {
-    if (t == 0) return p.dx;  // null for layer 1
-    if (t == graph.outputTensor()) return const_cast<float*>(p.dy);
-    return reinterpret_cast<float*>(p.workspace + graph.tensors[t].gradOffset);
-  };
+  const BlockBackwardTensors tensors(graph, p);
+  const std::string where = "gpu: " + s.label;
+  REMAT_RETURN_IF_ERROR(tensors.check(where));
   void* scratch = block.bwdScratchBytes > 0 ? p.workspace + block.bwdScratchOffset : nullptr;
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
     const BlockOpState& o = block.ops[i];
-    const float* dOut = grad(op.output);
-    float* dIn = grad(op.inputs[0]);
+    const float* dOut = tensors.grad(op.output);
+    float* dIn = tensors.grad(op.inputs[0]);
     const bool accumulate = op.gradAccumulate[0];
     const float* w = p.params + o.weightOffset;
     float* dw = p.paramGrads + o.weightOffset;
-    if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr))
-      return Status::internal("gpu: " + s.label + ": inner op '" + op.layer.name + "' lacks a saved tensor");
+    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     switch (op.kind) {
       case BlockOpKind::Conv2d:
         if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, accumulate));
-        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, value(op.inputs[0]), dOut, dw, nullptr, scratch));
+        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, tensors.value(op.inputs[0]), dOut, dw, nullptr, scratch));
         break;
       case BlockOpKind::BatchNorm:
         // An inner batch norm always reads an inner tensor, so dIn is an arena slot, never null.
-        if (dIn == nullptr) return Status::internal("gpu: " + s.label + ": inner batch norm without an input gradient");
-        REMAT_RETURN_IF_ERROR(o.bn->backward(c.cudnn, value(op.inputs[0]), dOut, w,
-                                             reinterpret_cast<const float*>(p.extra + op.statsOffset), dIn, dw,
+        if (dIn == nullptr) return Status::internal(where + ": inner batch norm without an input gradient");
+        REMAT_RETURN_IF_ERROR(o.bn->backward(c.cudnn, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
                                              dw + o.bn->channels(), accumulate));
         break;
       case BlockOpKind::Relu:
         if (dIn != nullptr)
-          REMAT_RETURN_IF_ERROR(kernels::reluBackward(c.stream, o.count, value(op.output), dOut, dIn, accumulate));
+          REMAT_RETURN_IF_ERROR(
+              kernels::reluBackward(c.stream, o.count, tensors.value(op.output), dOut, dIn, accumulate));
         break;
       case BlockOpKind::Relu6:
         if (dIn != nullptr)
-          REMAT_RETURN_IF_ERROR(kernels::relu6Backward(c.stream, o.count, value(op.output), dOut, dIn, accumulate));
+          REMAT_RETURN_IF_ERROR(
+              kernels::relu6Backward(c.stream, o.count, tensors.value(op.output), dOut, dIn, accumulate));
         break;
       case BlockOpKind::Add:
         for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-          float* d = grad(op.inputs[j]);
+          float* d = tensors.grad(op.inputs[j]);
           if (d != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, o.count, dOut, d, op.gradAccumulate[j]));
         }
         break;
@@ -132,7 +115,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardP
 }  // namespace
 
 Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
-                    const ForwardPointers& p) {
+                    const ForwardBuffers& p) {
   const bool keep = mode == ForwardMode::Keep;
   switch (s.kind) {
     case LayerKind::Conv2d:
@@ -157,7 +140,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
   return Status::internal("gpu: " + s.label + ": no forward kernel");
 }
 
-Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardPointers& p) {
+Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   switch (s.kind) {
     case LayerKind::Conv2d:
       if (p.dx != nullptr) REMAT_RETURN_IF_ERROR(s.conv->backwardData(c.cudnn, p.dy, p.params, p.dx, p.workspace));

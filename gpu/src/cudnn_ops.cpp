@@ -21,9 +21,11 @@ bool isTensorOpMath(cudnnMathType_t math) {
 std::string bytesText(std::uint64_t bytes) { return std::to_string(bytes) + " B"; }
 
 // cuDNN's heuristic list for one of the three passes, each entry's exact workspace size filled in
-// by the pass's cudnnGet*WorkspaceSize (the heuristic's own `memory` field is only an estimate).
+// by the pass's cudnnGet*WorkspaceSize (the heuristic's own `memory` field is only an estimate),
+// asked with the query descriptor set to the math type the entry was ranked with.
 template <typename Perf, typename WorkspaceFn>
-Result<std::vector<AlgorithmCandidate>> candidatesFrom(const Perf* perf, int count, WorkspaceFn workspaceOf) {
+Result<std::vector<AlgorithmCandidate>> candidatesFrom(const Perf* perf, int count, cudnnConvolutionDescriptor_t query,
+                                                       bool allowTf32, WorkspaceFn workspaceOf) {
   std::vector<AlgorithmCandidate> out;
   for (int i = 0; i < count; ++i) {
     AlgorithmCandidate c;
@@ -34,7 +36,9 @@ Result<std::vector<AlgorithmCandidate>> candidatesFrom(const Perf* perf, int cou
     if (c.available) {
       std::size_t bytes = 0;
       // An algorithm whose size query fails is not usable with these descriptors.
-      if (workspaceOf(perf[i].algo, perf[i].mathType, &bytes) != CUDNN_STATUS_SUCCESS)
+      cudnnStatus_t status = cudnnSetConvolutionMathType(query, allowTf32 ? perf[i].mathType : CUDNN_FMA_MATH);
+      if (status == CUDNN_STATUS_SUCCESS) status = workspaceOf(perf[i].algo, &bytes);
+      if (status != CUDNN_STATUS_SUCCESS)
         c.available = false;
       else
         c.workspaceBytes = bytes;
@@ -53,6 +57,22 @@ const AlgorithmCandidate& findCandidate(const std::vector<AlgorithmCandidate>& c
   for (const auto& c : candidates)
     if (c.algo == algo && c.available) return c;
   return candidates.front();  // not reached: chooseAlgorithm picked one of them
+}
+
+// Picks one pass's algorithm and makes that pass's descriptor, with the math type the chosen
+// entry was ranked with.
+Status settlePass(const std::vector<AlgorithmCandidate>& candidates, std::uint64_t workspaceLimitBytes,
+                  const ConvGeometry& geometry, const AlgorithmPolicy& policy, const std::string& what,
+                  AlgorithmChoice& choice, ConvolutionDescriptor& descriptor) {
+  auto chosen = chooseAlgorithm(candidates, workspaceLimitBytes, policy.deterministic, policy.allowTf32, what);
+  if (!chosen) return chosen.status();
+  auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
+  if (!desc) return desc.status();
+  REMAT_CUDNN_CHECK(
+      cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(candidates, chosen->algo), policy.allowTf32)));
+  choice = *chosen;
+  descriptor = std::move(*desc);
+  return Status::ok();
 }
 
 }  // namespace
@@ -128,13 +148,6 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
   cudnnConvolutionDescriptor_t q = query->get();
   const std::string what(name);
 
-  // Sets the query descriptor's math type to what an entry was ranked with before asking its size.
-  auto withMath = [&](cudnnMathType_t math, auto sizeQuery) {
-    const cudnnMathType_t use = policy.allowTf32 ? math : CUDNN_FMA_MATH;
-    cudnnStatus_t s = cudnnSetConvolutionMathType(q, use);
-    return s != CUDNN_STATUS_SUCCESS ? s : sizeQuery();
-  };
-
   // Forward.
   {
     std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
@@ -142,23 +155,14 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
     REMAT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, op.xDesc_.get(), op.wDesc_.get(), q,
                                                              op.yDesc_.get(), static_cast<int>(perf.size()), &count,
                                                              perf.data()));
-    auto candidates = candidatesFrom(perf.data(), count,
-                                     [&](cudnnConvolutionFwdAlgo_t algo, cudnnMathType_t math, std::size_t* bytes) {
-                                       return withMath(math, [&] {
-                                         return cudnnGetConvolutionForwardWorkspaceSize(
-                                             handle, op.xDesc_.get(), op.wDesc_.get(), q, op.yDesc_.get(), algo, bytes);
-                                       });
+    auto candidates = candidatesFrom(perf.data(), count, q, policy.allowTf32,
+                                     [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+                                       return cudnnGetConvolutionForwardWorkspaceSize(
+                                           handle, op.xDesc_.get(), op.wDesc_.get(), q, op.yDesc_.get(), algo, bytes);
                                      });
     if (!candidates) return candidates.status();
-    auto choice = chooseAlgorithm(*candidates, policy.forwardLimitBytes, policy.deterministic, policy.allowTf32,
-                                  what + " forward");
-    if (!choice) return choice.status();
-    op.forward_ = *choice;
-    auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
-    if (!desc) return desc.status();
-    REMAT_CUDNN_CHECK(
-        cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(*candidates, choice->algo), policy.allowTf32)));
-    op.convForward_ = std::move(*desc);
+    REMAT_RETURN_IF_ERROR(settlePass(*candidates, policy.forwardLimitBytes, geometry, policy, what + " forward",
+                                     op.forward_, op.convForward_));
   }
   // Backward data.
   {
@@ -167,23 +171,14 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
     REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, op.wDesc_.get(), op.yDesc_.get(), q,
                                                                   op.xDesc_.get(), static_cast<int>(perf.size()),
                                                                   &count, perf.data()));
-    auto candidates = candidatesFrom(perf.data(), count,
-                                     [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math, std::size_t* bytes) {
-                                       return withMath(math, [&] {
-                                         return cudnnGetConvolutionBackwardDataWorkspaceSize(
-                                             handle, op.wDesc_.get(), op.yDesc_.get(), q, op.xDesc_.get(), algo, bytes);
-                                       });
+    auto candidates = candidatesFrom(perf.data(), count, q, policy.allowTf32,
+                                     [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+                                       return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                           handle, op.wDesc_.get(), op.yDesc_.get(), q, op.xDesc_.get(), algo, bytes);
                                      });
     if (!candidates) return candidates.status();
-    auto choice = chooseAlgorithm(*candidates, policy.backwardLimitBytes, policy.deterministic, policy.allowTf32,
-                                  what + " backward data");
-    if (!choice) return choice.status();
-    op.data_ = *choice;
-    auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
-    if (!desc) return desc.status();
-    REMAT_CUDNN_CHECK(
-        cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(*candidates, choice->algo), policy.allowTf32)));
-    op.convData_ = std::move(*desc);
+    REMAT_RETURN_IF_ERROR(settlePass(*candidates, policy.backwardLimitBytes, geometry, policy, what + " backward data",
+                                     op.data_, op.convData_));
   }
   // Backward filter.
   {
@@ -192,23 +187,14 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
     REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, op.xDesc_.get(), op.yDesc_.get(), q,
                                                                     op.wDesc_.get(), static_cast<int>(perf.size()),
                                                                     &count, perf.data()));
-    auto candidates = candidatesFrom(
-        perf.data(), count, [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math, std::size_t* bytes) {
-          return withMath(math, [&] {
-            return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, op.xDesc_.get(), op.yDesc_.get(), q,
-                                                                  op.wDesc_.get(), algo, bytes);
-          });
-        });
+    auto candidates = candidatesFrom(perf.data(), count, q, policy.allowTf32,
+                                     [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+                                       return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                           handle, op.xDesc_.get(), op.yDesc_.get(), q, op.wDesc_.get(), algo, bytes);
+                                     });
     if (!candidates) return candidates.status();
-    auto choice = chooseAlgorithm(*candidates, policy.backwardLimitBytes, policy.deterministic, policy.allowTf32,
-                                  what + " backward filter");
-    if (!choice) return choice.status();
-    op.filter_ = *choice;
-    auto desc = createConvolutionDescriptor(geometry, policy.allowTf32);
-    if (!desc) return desc.status();
-    REMAT_CUDNN_CHECK(
-        cudnnSetConvolutionMathType(desc->get(), mathFor(findCandidate(*candidates, choice->algo), policy.allowTf32)));
-    op.convFilter_ = std::move(*desc);
+    REMAT_RETURN_IF_ERROR(settlePass(*candidates, policy.backwardLimitBytes, geometry, policy,
+                                     what + " backward filter", op.filter_, op.convFilter_));
   }
   return op;
 }

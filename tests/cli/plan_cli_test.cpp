@@ -1,33 +1,19 @@
 // `remat plan` and `remat compare`, end to end through runCli.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "golden.hpp"
 
 namespace remat {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::checkpointArg;
 using testing::runRemat;
 
-class PlanCli : public ::testing::Test {
+class PlanCli : public testing::CliTest {
  protected:
-  void SetUp() override {
-    folder_ = fs::temp_directory_path() / ("remat_plan_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(folder_);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-  std::string write(const std::string& name, const std::string& text) {
-    const std::string path = (folder_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
   // An abstract chain written by hand in remat-chain/1.
   std::string toyChain() {
     json layers = json::array();
@@ -40,11 +26,9 @@ class PlanCli : public ::testing::Test {
                         {"needs_output", i % 3 == 1},
                         {"extra_bytes", i == 4 ? 256 : 0}});
     }
-    return write(
-        "toy.json",
-        json{{"format", "remat-chain/1"}, {"name", "toy"}, {"input", {{"bytes", 4096}}}, {"layers", layers}}.dump());
+    return writeChain(
+        json{{"format", "remat-chain/1"}, {"name", "toy"}, {"input", {{"bytes", 4096}}}, {"layers", layers}});
   }
-  fs::path folder_;
 };
 
 TEST_F(PlanCli, JsonPlanObjectHasTheInterfaceFields) {
@@ -60,9 +44,7 @@ TEST_F(PlanCli, JsonPlanObjectHasTheInterfaceFields) {
     EXPECT_EQ(out["peak_bytes"].get<std::uint64_t>(),
               out["static_bytes"].get<std::uint64_t>() + out["dynamic_peak_bytes"].get<std::uint64_t>());
     // The plan simulates to the same E through `remat simulate`.
-    std::string list;
-    for (const auto& c : out["checkpoints"]) list += (list.empty() ? "" : ",") + std::to_string(c.get<int>());
-    const auto sim = runRemat({"simulate", path, "--checkpoints", list, "--json"});
+    const auto sim = runRemat({"simulate", path, "--checkpoints", checkpointArg(out["checkpoints"]), "--json"});
     ASSERT_EQ(sim.exitCode, 0) << sim.err;
     const json simulated = json::parse(sim.out);
     EXPECT_EQ(simulated["dynamic_peak_bytes"], out["dynamic_peak_bytes"]) << planner;
@@ -84,9 +66,8 @@ TEST_F(PlanCli, JsonPlanObjectHasTheInterfaceFields) {
 }
 
 TEST_F(PlanCli, GoldenMinimaThroughTheCommandLine) {
-  const auto golden = testing::loadGolden();  // keep it alive through the loop
-  for (const auto& example : golden["examples"]) {
-    const std::string path = write(example["chain"]["name"].get<std::string>() + ".json", example["chain"].dump());
+  for (const auto& example : testing::goldenExamples()) {
+    const std::string path = writeChain(example["chain"]);
     const auto result = runRemat({"compare", path, "--planners", "optimal, dp,linear", "--json"});
     ASSERT_EQ(result.exitCode, 0) << result.err;
     const json plans = json::parse(result.out)["plans"];

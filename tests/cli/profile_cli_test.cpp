@@ -16,37 +16,32 @@
 namespace remat {
 namespace {
 
-std::filesystem::path writeChain() {
-  const auto dir = std::filesystem::temp_directory_path() / "remat_profile_cli_test";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / "small.json";
-  std::ofstream(path) << R"({"format": "remat-chain/1", "name": "small",
+class ProfileCli : public testing::CliTest {
+ protected:
+  std::string smallChain() const {
+    return write("small.json", R"({"format": "remat-chain/1", "name": "small",
     "input": {"shape": [2, 3, 8, 8], "dtype": "float32"},
     "layers": [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
                {"name": "relu", "kind": "relu"},
                {"name": "flatten", "kind": "flatten"},
-               {"name": "fc", "kind": "linear", "out_features": 5}]})";
-  return path;
-}
+               {"name": "fc", "kind": "linear", "out_features": 5}]})");
+  }
+};
 
-TEST(ProfileCli, OnlyTheGpuCanBeProfiled) {
-  const auto chain = writeChain();
-  auto r = testing::runRemat({"profile", chain.string(), "--device", "cpu"});
+TEST_F(ProfileCli, OnlyTheGpuCanBeProfiled) {
+  auto r = testing::runRemat({"profile", smallChain(), "--device", "cpu"});
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_NE(r.err.find("--device must be gpu"), std::string::npos) << r.err;
 }
 
-TEST(ProfileCli, MissingChainIsBadInput) {
+TEST_F(ProfileCli, MissingChainIsBadInput) {
   auto r = testing::runRemat({"profile", "/nonexistent/chain.json", "--device", "gpu"});
   EXPECT_EQ(r.exitCode, 2) << r.err;
 }
 
-TEST(ProfileCli, ProfilesOnTheGpuOrSaysWhyNot) {
-  const auto chain = writeChain();
-  const auto output = chain.parent_path() / "small-profiled.json";
-  std::filesystem::remove(output);
-  auto r =
-      testing::runRemat({"profile", chain.string(), "--device", "gpu", "--output", output.string(), "--repeats", "2"});
+TEST_F(ProfileCli, ProfilesOnTheGpuOrSaysWhyNot) {
+  const std::string output = path("small-profiled.json");
+  auto r = testing::runRemat({"profile", smallChain(), "--device", "gpu", "--output", output, "--repeats", "2"});
 #ifndef REMAT_HAVE_GPU
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_NE(r.err.find("this build has no CUDA backend"), std::string::npos) << r.err;

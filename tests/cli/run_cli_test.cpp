@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "golden.hpp"
 #include "remat/exporters.hpp"
 
 namespace remat {
@@ -17,18 +16,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::runRemat;
 
-class RunCli : public ::testing::Test {
+class RunCli : public testing::CliTest {
  protected:
-  void SetUp() override {
-    folder_ = fs::temp_directory_path() / ("remat_run_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(folder_);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-  std::string path(const std::string& name) const { return (folder_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(path(name)) << text;
-    return path(name);
-  }
   // A small real chain exported by the zoo (batch 2, the smallest resolution).
   std::string smallZooChain(const std::string& model, const std::string& resolution) {
     const std::string file = path(model + ".json");
@@ -37,24 +26,17 @@ class RunCli : public ::testing::Test {
     EXPECT_EQ(result.exitCode, 0) << result.err;
     return file;
   }
-  fs::path folder_;
 };
 
 TEST_F(RunCli, GoldenChainsMeasureWhatTheModelPredicts) {
-  const auto golden = testing::loadGolden();
-  for (const auto& example : golden["examples"]) {
-    const std::string chain = write(example["chain"]["name"].get<std::string>() + ".json", example["chain"].dump());
-    for (const auto& plan : example["plans"]) {
-      std::string list;
-      for (const auto& c : plan["checkpoints"]) list += (list.empty() ? "" : ",") + std::to_string(c.get<int>());
-      const auto result = runRemat({"run", chain, "--checkpoints", list, "--device", "cpu", "--json"});
-      ASSERT_EQ(result.exitCode, 0) << result.err;
-      const json out = json::parse(result.out);
-      EXPECT_EQ(out["measured_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
-      EXPECT_EQ(out["predicted_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
-      EXPECT_EQ(out["matches_prediction"], true);
-      EXPECT_EQ(out["device"], "cpu");
-    }
+  for (const auto& [chain, checkpoints, plan] : goldenPlans()) {
+    const auto result = runRemat({"run", chain, "--checkpoints", checkpoints, "--device", "cpu", "--json"});
+    ASSERT_EQ(result.exitCode, 0) << result.err;
+    const json out = json::parse(result.out);
+    EXPECT_EQ(out["measured_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
+    EXPECT_EQ(out["predicted_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
+    EXPECT_EQ(out["matches_prediction"], true);
+    EXPECT_EQ(out["device"], "cpu");
   }
 }
 
@@ -86,8 +68,7 @@ TEST_F(RunCli, PlannerRunWritesEveryTimelineFormat) {
 }
 
 TEST_F(RunCli, ErrorsAreBadInput) {
-  const auto golden = testing::loadGolden();
-  const std::string chain = write("plain6.json", golden["examples"][0]["chain"].dump());
+  const std::string chain = writeGoldenChain(0);  // plain6
   const auto neither = runRemat({"run", chain, "--device", "cpu"});
   EXPECT_EQ(neither.exitCode, 2);
   EXPECT_NE(neither.err.find("--planner"), std::string::npos);

@@ -1,59 +1,36 @@
 // `remat simulate` and `remat zoo`, end to end through runCli.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "golden.hpp"
 
 namespace remat {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::runRemat;
 
-class SimulateCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    folder_ = fs::temp_directory_path() / ("remat_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(folder_);
-  }
-  void TearDown() override { fs::remove_all(folder_); }
-  std::string write(const std::string& name, const std::string& text) {
-    const std::string path = (folder_ / name).string();
-    std::ofstream(path) << text;
-    return path;
-  }
-  fs::path folder_;
-};
+class SimulateCli : public testing::CliTest {};
 
 TEST_F(SimulateCli, JsonMatchesEveryGoldenPlan) {
-  const auto golden = testing::loadGolden();
-  for (const auto& example : golden["examples"]) {
-    const std::string path = write(example["chain"]["name"].get<std::string>() + ".json", example["chain"].dump());
-    for (const auto& plan : example["plans"]) {
-      std::string list;
-      for (const auto& c : plan["checkpoints"]) list += (list.empty() ? "" : ",") + std::to_string(c.get<int>());
-      const auto result = runRemat({"simulate", path, "--checkpoints", list, "--json"});
-      ASSERT_EQ(result.exitCode, 0) << result.err;
-      const json out = json::parse(result.out);
-      EXPECT_EQ(out["checkpoints"], plan["checkpoints"]);
-      EXPECT_EQ(out["dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
-      EXPECT_EQ(out["A_bytes"], plan["A_bytes"]);
-      EXPECT_EQ(out["R_bytes"], plan["R_bytes"]);
-      EXPECT_EQ(out["ops"], plan["ops"]);
-      EXPECT_EQ(out["peak_bytes"].get<std::uint64_t>(),
-                out["static_bytes"].get<std::uint64_t>() + out["dynamic_peak_bytes"].get<std::uint64_t>());
-    }
+  for (const auto& [path, checkpoints, plan] : goldenPlans()) {
+    const auto result = runRemat({"simulate", path, "--checkpoints", checkpoints, "--json"});
+    ASSERT_EQ(result.exitCode, 0) << result.err;
+    const json out = json::parse(result.out);
+    EXPECT_EQ(out["checkpoints"], plan["checkpoints"]);
+    EXPECT_EQ(out["dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
+    EXPECT_EQ(out["A_bytes"], plan["A_bytes"]);
+    EXPECT_EQ(out["R_bytes"], plan["R_bytes"]);
+    EXPECT_EQ(out["ops"], plan["ops"]);
+    EXPECT_EQ(out["peak_bytes"].get<std::uint64_t>(),
+              out["static_bytes"].get<std::uint64_t>() + out["dynamic_peak_bytes"].get<std::uint64_t>());
   }
 }
 
 TEST_F(SimulateCli, HumanTableHasUnitsAndMarksThePeak) {
-  const auto golden = testing::loadGolden();
-  const std::string path = write("plain6.json", golden["examples"][0]["chain"].dump());
+  const std::string path = writeGoldenChain(0);  // plain6
   const auto result = runRemat({"simulate", path, "--checkpoints", "2"});
   ASSERT_EQ(result.exitCode, 0) << result.err;
   EXPECT_NE(result.out.find("24.00 KiB"), std::string::npos) << result.out;
@@ -62,8 +39,7 @@ TEST_F(SimulateCli, HumanTableHasUnitsAndMarksThePeak) {
 }
 
 TEST_F(SimulateCli, BadInputExitsWithTwoAndSaysWhy) {
-  const auto golden = testing::loadGolden();
-  const std::string path = write("plain6.json", golden["examples"][0]["chain"].dump());
+  const std::string path = writeGoldenChain(0);  // plain6
   auto result = runRemat({"simulate", path, "--checkpoints", "9"});
   EXPECT_EQ(result.exitCode, 2);
   EXPECT_NE(result.err.find("checkpoint 9"), std::string::npos) << result.err;

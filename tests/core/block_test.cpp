@@ -9,22 +9,13 @@
 #include <map>
 #include <set>
 
+#include "chain_helpers.hpp"
 #include "remat/zoo.hpp"
 
 namespace remat {
 namespace {
 
-LayerSpec blockSpec(LayerKind kind, std::int64_t out, std::int64_t stride, std::int64_t width = 0,
-                    std::int64_t expandRatio = 1) {
-  LayerSpec spec;
-  spec.name = "b";
-  spec.kind = kind;
-  spec.outChannels = out;
-  spec.stride = stride;
-  spec.width = width;
-  spec.expandRatio = expandRatio;
-  return spec;
-}
+using testing::blockSpec;
 
 BlockGraph mustBuild(const LayerSpec& spec, const Shape& input, DType dtype = DType::Float32) {
   auto graph = buildBlockGraph(spec, input, dtype);
@@ -201,11 +192,7 @@ TEST(BasicBlock, DownsampleHandComputed) {
   checkLayout(g, "tiny downsample");
 
   // Through buildChain the chain-level numbers are the graph's.
-  ChainSpec spec;
-  spec.name = "t";
-  spec.input.shape = {2, 4, 4, 4};
-  spec.layers = {blockSpec(LayerKind::BasicBlock, 8, 2)};
-  auto chain = buildChain(spec);
+  auto chain = testing::chainFromLayers({2, 4, 4, 4}, {blockSpec(LayerKind::BasicBlock, 8, 2)});
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
   const LayerNumbers& m = chain->at(1);
   EXPECT_EQ(m.outBytes, 256u);
@@ -331,11 +318,7 @@ TEST(Blocks, Errors) {
   // A batch norm inside that sees one value per channel names the inner op.
   expectBlockError(blockSpec(LayerKind::BasicBlock, 4, 1), {1, 4, 1, 1}, "inner op 'b.bn1'");
 
-  ChainSpec spec;
-  spec.name = "t";
-  spec.input.shape = {2, 4, 4, 4};
-  spec.layers = {blockSpec(LayerKind::Bottleneck, 16, 1, -3)};
-  auto chain = buildChain(spec);
+  auto chain = testing::chainFromLayers({2, 4, 4, 4}, {blockSpec(LayerKind::Bottleneck, 16, 1, -3)});
   ASSERT_FALSE(chain.isOk());
   EXPECT_NE(chain.status().message().find("layer 0 ('b', bottleneck): width"), std::string::npos)
       << chain.status().message();

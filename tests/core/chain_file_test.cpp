@@ -60,8 +60,7 @@ TEST(ChainFile, AbstractFieldsAndDefaults) {
 TEST(ChainFile, SaveLoadRoundTripOfEveryGoldenChain) {
   const fs::path folder = fs::temp_directory_path() / "remat_chain_file_test";
   fs::create_directories(folder);
-  const auto golden = testing::loadGolden();
-  for (const auto& example : golden["examples"]) {
+  for (const auto& example : testing::goldenExamples()) {
     auto spec = chainSpecFromJson(example["chain"], "golden.json");
     ASSERT_TRUE(spec.isOk()) << spec.status().message();
     const std::string path = (folder / (spec->name + ".json")).string();

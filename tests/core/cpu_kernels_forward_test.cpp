@@ -13,6 +13,7 @@ namespace remat {
 namespace {
 
 using nlohmann::json;
+using testing::ConvCase;
 using testing::LayerHarness;
 using testing::randomFloats;
 using Shape4 = std::array<std::int64_t, 4>;
@@ -22,12 +23,6 @@ void expectNear(const std::vector<float>& got, const std::vector<double>& want, 
   for (std::size_t i = 0; i < want.size(); ++i)
     ASSERT_NEAR(got[i], want[i], tolerance * (1.0 + std::abs(want[i]))) << "element " << i;
 }
-
-struct ConvCase {
-  Shape4 in;
-  std::int64_t out, kernel, stride, padding, groups;
-  bool bias;
-};
 
 std::vector<double> referenceConv(const ConvCase& c, std::int64_t oh, std::int64_t ow, const std::vector<float>& x,
                                   const std::vector<float>& p) {
@@ -62,14 +57,7 @@ TEST(CpuForward, Conv2dMatchesTheNchwReference) {
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "in " << c.in[1] << "x" << c.in[2] << "x" << c.in[3] << " out " << c.out
                                       << " k" << c.kernel << " s" << c.stride << " p" << c.padding << " g" << c.groups);
-    LayerHarness h({c.in.begin(), c.in.end()}, json{{"name", "conv"},
-                                                    {"kind", "conv2d"},
-                                                    {"out_channels", c.out},
-                                                    {"kernel", c.kernel},
-                                                    {"stride", c.stride},
-                                                    {"padding", c.padding},
-                                                    {"groups", c.groups},
-                                                    {"bias", c.bias}});
+    LayerHarness h(c.inputShape(), c.layer());
     ASSERT_EQ(h.error(), "");
     const auto x = randomFloats(h.inputCount(), 1);
     const auto p = randomFloats(h.paramCount(), 2);
@@ -113,12 +101,7 @@ TEST(CpuForward, PoolsMatchPyTorchsRules) {
   for (const Case& c : cases)
     for (const char* kind : {"maxpool", "avgpool"}) {
       SCOPED_TRACE(::testing::Message() << kind << " k" << c.k << " s" << c.s << " p" << c.p << " ceil " << c.ceil);
-      LayerHarness h({c.in.begin(), c.in.end()}, json{{"name", "pool"},
-                                                      {"kind", kind},
-                                                      {"kernel", c.k},
-                                                      {"stride", c.s},
-                                                      {"padding", c.p},
-                                                      {"ceil_mode", c.ceil}});
+      LayerHarness h({c.in.begin(), c.in.end()}, testing::poolLayer(kind, c.k, c.s, c.p, c.ceil));
       ASSERT_EQ(h.error(), "");
       const auto x = randomFloats(h.inputCount(), 3);
       const Shape& out = h.chain().layers[1].outputShape;

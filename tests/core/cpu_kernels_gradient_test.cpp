@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <numeric>
 
 #include "cpu_harness.hpp"
@@ -75,24 +74,13 @@ std::vector<float> spreadValues(std::size_t count, std::uint64_t seed, float gap
 }
 
 TEST(CpuGradient, Conv2d) {
-  struct Case {
-    std::array<std::int64_t, 4> in;
-    std::int64_t out, k, s, p, g;
-    bool bias;
-  };
-  const Case cases[] = {{{2, 3, 5, 5}, 4, 3, 1, 1, 1, true},  {{2, 4, 6, 5}, 6, 3, 2, 1, 2, false},
-                        {{2, 5, 4, 4}, 5, 3, 1, 1, 5, true},  {{1, 8, 5, 5}, 12, 1, 1, 0, 1, true},
-                        {{2, 6, 7, 7}, 6, 3, 2, 1, 6, false}, {{1, 3, 7, 7}, 9, 5, 2, 2, 1, true}};
-  for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "C" << c.in[1] << " K" << c.out << " k" << c.k << " s" << c.s << " g" << c.g);
-    LayerHarness h({c.in.begin(), c.in.end()}, json{{"name", "conv"},
-                                                    {"kind", "conv2d"},
-                                                    {"out_channels", c.out},
-                                                    {"kernel", c.k},
-                                                    {"stride", c.s},
-                                                    {"padding", c.p},
-                                                    {"groups", c.g},
-                                                    {"bias", c.bias}});
+  const testing::ConvCase cases[] = {{{2, 3, 5, 5}, 4, 3, 1, 1, 1, true},  {{2, 4, 6, 5}, 6, 3, 2, 1, 2, false},
+                                     {{2, 5, 4, 4}, 5, 3, 1, 1, 5, true},  {{1, 8, 5, 5}, 12, 1, 1, 0, 1, true},
+                                     {{2, 6, 7, 7}, 6, 3, 2, 1, 6, false}, {{1, 3, 7, 7}, 9, 5, 2, 2, 1, true}};
+  for (const testing::ConvCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "C" << c.in[1] << " K" << c.out << " k" << c.kernel << " s" << c.stride << " g"
+                                      << c.groups);
+    LayerHarness h(c.inputShape(), c.layer());
     checkGradients(h, randomFloats(h.inputCount(), 1), randomFloats(h.paramCount(), 2));
   }
 }
@@ -111,12 +99,7 @@ TEST(CpuGradient, Pools) {
     for (int padding : {0, 1})
       for (bool ceil : {false, true}) {
         SCOPED_TRACE(::testing::Message() << kind << " p" << padding << " ceil " << ceil);
-        LayerHarness h({2, 3, 7, 6}, json{{"name", "pool"},
-                                          {"kind", kind},
-                                          {"kernel", 3},
-                                          {"stride", 2},
-                                          {"padding", padding},
-                                          {"ceil_mode", ceil}});
+        LayerHarness h({2, 3, 7, 6}, testing::poolLayer(kind, 3, 2, padding, ceil));
         checkGradients(h, spreadValues(h.inputCount(), 4, 0.05f), {});
       }
   LayerHarness h({2, 3, 5, 7},

@@ -110,8 +110,7 @@ TEST(Decomposition, RandomPlansOfLongerChains) {
 }
 
 TEST(Decomposition, GoldenPlans) {
-  const auto golden = testing::loadGolden();  // keep it alive through the loop
-  for (const auto& example : golden["examples"]) {
+  for (const auto& example : testing::goldenExamples()) {
     const Chain chain = testing::chainFromJson(example["chain"]);
     for (const auto& p : example["plans"]) {
       const Plan plan{p["checkpoints"].get<std::vector<std::size_t>>()};

@@ -42,8 +42,7 @@ void expectSameTimelines(const std::vector<Timeline>& a, const std::vector<Timel
 // A predicted and two measured timelines of a golden chain with extras and recomputes, with
 // names that need CSV quoting.
 std::vector<Timeline> sampleTimelines() {
-  const auto golden = testing::loadGolden();
-  Chain chain = testing::chainFromJson(golden["examples"][2]["chain"]);
+  Chain chain = testing::chainFromJson(testing::goldenExamples().at(2).at("chain"));
   chain.layers[0].name = "conv, \"first\"";
   Plan plan{{2}};
   auto sim = simulate(chain, plan);

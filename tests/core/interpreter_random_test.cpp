@@ -12,12 +12,6 @@
 namespace remat {
 namespace {
 
-CpuDeviceOptions poisoned() {
-  CpuDeviceOptions o;
-  o.poisonMemory = true;
-  return o;
-}
-
 // Planner plans plus `extra` random checkpoint sets.
 std::vector<std::pair<std::string, Plan>> plansFor(const Chain& chain, std::uint64_t seed, int extra) {
   auto plans = testing::plannerPlans(chain, testing::allPlanners());
@@ -32,14 +26,10 @@ std::vector<std::pair<std::string, Plan>> plansFor(const Chain& chain, std::uint
 }
 
 void runAllPlans(const Chain& chain, std::uint64_t seed) {
-  CpuDevice device(poisoned());
-  InterpreterOptions init;
-  init.seed = seed;
-  auto interp = Interpreter::create(chain, device, init);
+  CpuDevice device({.poisonMemory = true});
+  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
   ASSERT_TRUE(interp.isOk()) << interp.status().message();
-  RunOptions options;
-  options.digestGradients = true;
-  options.captureDigests = true;
+  const RunOptions options{.digestGradients = true, .captureDigests = true};
   auto reference = (*interp)->run(Plan{}, options);
   ASSERT_TRUE(reference.isOk()) << reference.status().message();
   testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
@@ -47,10 +37,7 @@ void runAllPlans(const Chain& chain, std::uint64_t seed) {
     SCOPED_TRACE(chain.name + " " + name + " [" + formatCheckpointList(plan) + "]");
     auto run = (*interp)->run(plan, options);
     ASSERT_TRUE(run.isOk()) << run.status().message();
-    testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
-    EXPECT_EQ(run->parameterGradientDigests, reference->parameterGradientDigests);
-    EXPECT_EQ(testing::gradientDigests(*run), testing::gradientDigests(*reference));
-    testing::expectRecomputeReproduces(*run, *reference);
+    testing::expectReproducesStoreAll(chain, plan, *run, *reference);
   }
   EXPECT_EQ(device.allocator().bytesHeld(), (*interp)->staticBytes() + reference->labelBytes);
 }

@@ -20,28 +20,18 @@ TEST_P(ZooExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
   std::int64_t resolution = 0;
   for (const ZooEntry& e : zooModels())
     if (e.name == name) resolution = e.minResolution;
-  ZooOptions zoo;
-  zoo.batch = 2;
-  zoo.resolution = resolution;
-  zoo.numClasses = 10;
-  auto spec = zooChain(name, zoo);
+  auto spec = zooChain(name, {.batch = 2, .resolution = resolution, .numClasses = 10});
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   auto chain = buildChain(*spec);
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
 
   const auto start = std::chrono::steady_clock::now();
-  CpuDeviceOptions deviceOptions;
-  deviceOptions.poisonMemory = true;
-  CpuDevice device(deviceOptions);
-  InterpreterOptions init;
-  init.seed = 11;
-  auto interp = Interpreter::create(*chain, device, init);
+  CpuDevice device({.poisonMemory = true});
+  auto interp = Interpreter::create(*chain, device, testing::seeded(11));
   ASSERT_TRUE(interp.isOk()) << interp.status().message();
   EXPECT_EQ((*interp)->staticBytes(), chain->staticBytes());
 
-  RunOptions options;
-  options.digestGradients = true;
-  options.captureDigests = true;
+  RunOptions options{.digestGradients = true, .captureDigests = true};
   const auto plans = testing::plannerPlans(*chain, testing::allPlanners());
   ASSERT_FALSE(plans.empty());
   ASSERT_TRUE(plans.front().second.checkpoints.empty());  // "none" first: the reference
@@ -56,10 +46,7 @@ TEST_P(ZooExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
     options.planner = planners;
     auto run = (*interp)->run(plan, options);
     ASSERT_TRUE(run.isOk()) << run.status().message();
-    testing::expectMatchesSimulation(*chain, plan, run->timelines[0]);
-    EXPECT_EQ(run->parameterGradientDigests, reference->parameterGradientDigests) << "parameter gradients differ";
-    EXPECT_EQ(testing::gradientDigests(*run), testing::gradientDigests(*reference));
-    testing::expectRecomputeReproduces(*run, *reference);
+    testing::expectReproducesStoreAll(*chain, plan, *run, *reference);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%s: %zu layers, %zu distinct plans, %.2f s\n", name.c_str(), chain->size(), plans.size(), seconds);

@@ -127,8 +127,7 @@ TEST(Results, Json) {
 }
 
 TEST(Golden, ExactPlannersReachTheMinima) {
-  const auto golden = testing::loadGolden();  // keep it alive through the loop
-  for (const auto& example : golden["examples"]) {
+  for (const auto& example : testing::goldenExamples()) {
     const Chain chain = testing::chainFromJson(example["chain"]);
     const auto& minimum = example["minimum"];
     SCOPED_TRACE(chain.name);
@@ -196,13 +195,12 @@ TEST(Cancellation, LongPlannersStop) {
 
 TEST(SegmentEndCosts, NondecreasingOnCnnChainsAndTheZoo) {
   for (std::uint64_t seed = 0; seed < 300; ++seed) {
-    RandomChainOptions o;
-    o.layers = 5 + seed % 120;
-    o.seed = seed;
-    o.cnnLike = true;
-    o.extras = seed % 2 == 0;
-    o.workspaces = seed % 3 == 0;
-    EXPECT_TRUE(segmentEndCostsNondecreasing(makeRandomChain(o))) << seed;
+    const Chain chain = makeRandomChain({.layers = 5 + seed % 120,
+                                         .seed = seed,
+                                         .extras = seed % 2 == 0,
+                                         .workspaces = seed % 3 == 0,
+                                         .cnnLike = true});
+    EXPECT_TRUE(segmentEndCostsNondecreasing(chain)) << seed;
   }
   for (const ZooEntry& entry : zooModels()) {
     auto spec = zooChain(entry.name, ZooOptions{});

@@ -43,24 +43,20 @@ TEST(RandomChain, Reproducible) {
 
 TEST(RandomChain, PinnedAcrossPlatforms) {
   // Pinned fingerprints: a change here means every seeded test chain changed.
-  RandomChainOptions general;
-  general.layers = 20;
-  general.seed = 42;
-  RandomChainOptions cnn = general;
-  cnn.cnnLike = true;
+  const RandomChainOptions general{.layers = 20, .seed = 42};
+  const RandomChainOptions cnn{.layers = 20, .seed = 42, .cnnLike = true};
   EXPECT_EQ(fingerprint(makeRandomChain(general)), 16963033178164159327ull);
   EXPECT_EQ(fingerprint(makeRandomChain(cnn)), 7343707631222063661ull);
 }
 
 TEST(RandomChain, OptionsAreHonoured) {
   for (std::uint64_t seed = 0; seed < 100; ++seed) {
-    RandomChainOptions o;
-    o.layers = 1 + seed % 40;
-    o.seed = seed;
-    o.mixFlags = false;
-    o.extras = false;
-    o.workspaces = false;
-    o.equalSizes = true;
+    RandomChainOptions o{.layers = 1 + seed % 40,
+                         .seed = seed,
+                         .mixFlags = false,
+                         .extras = false,
+                         .workspaces = false,
+                         .equalSizes = true};
     const Chain plain = makeRandomChain(o);
     ASSERT_EQ(plain.size(), o.layers);
     for (const ChainLayer& l : plain.layers) {

@@ -33,9 +33,8 @@ void expectTimeline(const Simulation& sim, const std::vector<Expected>& expected
 }
 
 TEST(Golden, EveryPlanMatchesOpByOp) {
-  const auto golden = testing::loadGolden();
   std::size_t plansChecked = 0;
-  for (const auto& example : golden["examples"]) {
+  for (const auto& example : testing::goldenExamples()) {
     const Chain chain = testing::chainFromJson(example["chain"]);
     for (const auto& p : example["plans"]) {
       Plan c{p["checkpoints"].get<std::vector<std::size_t>>()};

@@ -6,19 +6,13 @@
 
 #include <map>
 
+#include "chain_helpers.hpp"
 #include "remat/simulator.hpp"
 
 namespace remat {
 namespace {
 
-Chain zooBuilt(const std::string& name, const ZooOptions& options = {}) {
-  auto spec = zooChain(name, options);
-  EXPECT_TRUE(spec.isOk()) << spec.status().message();
-  if (!spec) return {};
-  auto chain = buildChain(*spec);
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain.isOk() ? *chain : Chain{};
-}
+using testing::zooBuilt;
 
 const ChainLayer* findLayer(const Chain& chain, const std::string& name) {
   for (const auto& l : chain.layers)
@@ -30,6 +24,11 @@ const ChainLayer* findLayer(const Chain& chain, const std::string& name) {
 Shape outputOf(const Chain& chain, const std::string& name) {
   const ChainLayer* l = findLayer(chain, name);
   return l ? l->outputShape : Shape{};
+}
+
+// Each named layer's output shape.
+void expectOutputs(const Chain& chain, const std::vector<std::pair<std::string, Shape>>& expected) {
+  for (const auto& [name, shape] : expected) EXPECT_EQ(outputOf(chain, name), shape) << chain.name << " " << name;
 }
 
 TEST(Zoo, ListsTorchvisionModels) {
@@ -68,14 +67,14 @@ TEST(Zoo, ResNetShapesAndNames) {
                                              "layer3.1", "layer3.2", "layer3.3", "layer3.4", "layer3.5", "layer4.0",
                                              "layer4.1", "layer4.2", "avgpool",  "flatten",  "fc"}));
   EXPECT_EQ(r50.inputShape, (Shape{8, 3, 224, 224}));
-  EXPECT_EQ(outputOf(r50, "conv1"), (Shape{8, 64, 112, 112}));
-  EXPECT_EQ(outputOf(r50, "maxpool"), (Shape{8, 64, 56, 56}));
-  EXPECT_EQ(outputOf(r50, "layer1.2"), (Shape{8, 256, 56, 56}));
-  EXPECT_EQ(outputOf(r50, "layer2.3"), (Shape{8, 512, 28, 28}));
-  EXPECT_EQ(outputOf(r50, "layer3.5"), (Shape{8, 1024, 14, 14}));
-  EXPECT_EQ(outputOf(r50, "layer4.2"), (Shape{8, 2048, 7, 7}));
-  EXPECT_EQ(outputOf(r50, "avgpool"), (Shape{8, 2048, 1, 1}));
-  EXPECT_EQ(outputOf(r50, "fc"), (Shape{8, 1000}));
+  expectOutputs(r50, {{"conv1", {8, 64, 112, 112}},
+                      {"maxpool", {8, 64, 56, 56}},
+                      {"layer1.2", {8, 256, 56, 56}},
+                      {"layer2.3", {8, 512, 28, 28}},
+                      {"layer3.5", {8, 1024, 14, 14}},
+                      {"layer4.2", {8, 2048, 7, 7}},
+                      {"avgpool", {8, 2048, 1, 1}},
+                      {"fc", {8, 1000}}});
   const LayerSpec& stem = r50.spec.layers[0];
   EXPECT_EQ(stem.kernel, 7);
   EXPECT_EQ(stem.stride, 2);
@@ -88,9 +87,7 @@ TEST(Zoo, ResNetShapesAndNames) {
 
   const Chain r18 = zooBuilt("resnet18", {8, 224, DType::Float32, 1000});
   EXPECT_EQ(r18.spec.layers[4].kind, LayerKind::BasicBlock);
-  EXPECT_EQ(outputOf(r18, "layer1.1"), (Shape{8, 64, 56, 56}));
-  EXPECT_EQ(outputOf(r18, "layer2.1"), (Shape{8, 128, 28, 28}));
-  EXPECT_EQ(outputOf(r18, "layer4.1"), (Shape{8, 512, 7, 7}));
+  expectOutputs(r18, {{"layer1.1", {8, 64, 56, 56}}, {"layer2.1", {8, 128, 28, 28}}, {"layer4.1", {8, 512, 7, 7}}});
   EXPECT_EQ(zooBuilt("resnet152").size(), 4u + 50 + 2);
   EXPECT_EQ(zooBuilt("resnet101").size(), 4u + 33 + 2);
   EXPECT_EQ(zooBuilt("resnet34").size(), 4u + 16 + 2);
@@ -110,10 +107,10 @@ TEST(Zoo, VggAndAlexNetShapes) {
   EXPECT_EQ(findLayer(vgg16bn, "features.1")->kind, LayerKind::BatchNorm);
 
   const Chain alexnet = zooBuilt("alexnet", {4, 224, DType::Float32, 1000});
-  EXPECT_EQ(outputOf(alexnet, "features.0"), (Shape{4, 64, 55, 55}));
-  EXPECT_EQ(outputOf(alexnet, "features.2"), (Shape{4, 64, 27, 27}));
-  EXPECT_EQ(outputOf(alexnet, "features.12"), (Shape{4, 256, 6, 6}));
-  EXPECT_EQ(outputOf(alexnet, "avgpool"), (Shape{4, 256, 6, 6}));
+  expectOutputs(alexnet, {{"features.0", {4, 64, 55, 55}},
+                          {"features.2", {4, 64, 27, 27}},
+                          {"features.12", {4, 256, 6, 6}},
+                          {"avgpool", {4, 256, 6, 6}}});
   EXPECT_EQ(findLayer(alexnet, "classifier.0")->kind, LayerKind::Dropout);
   EXPECT_EQ(findLayer(alexnet, "classifier.1")->inputShape, (Shape{4, 9216}));
   EXPECT_EQ(outputOf(alexnet, "classifier.6"), (Shape{4, 1000}));
@@ -121,14 +118,14 @@ TEST(Zoo, VggAndAlexNetShapes) {
 
 TEST(Zoo, MobileNetV2ShapesAndNames) {
   const Chain m = zooBuilt("mobilenet_v2", {4, 224, DType::Float32, 1000});
-  EXPECT_EQ(outputOf(m, "features.0.2"), (Shape{4, 32, 112, 112}));
-  EXPECT_EQ(outputOf(m, "features.1"), (Shape{4, 16, 112, 112}));
-  EXPECT_EQ(outputOf(m, "features.3"), (Shape{4, 24, 56, 56}));
-  EXPECT_EQ(outputOf(m, "features.6"), (Shape{4, 32, 28, 28}));
-  EXPECT_EQ(outputOf(m, "features.13"), (Shape{4, 96, 14, 14}));
-  EXPECT_EQ(outputOf(m, "features.17"), (Shape{4, 320, 7, 7}));
-  EXPECT_EQ(outputOf(m, "features.18.2"), (Shape{4, 1280, 7, 7}));
-  EXPECT_EQ(outputOf(m, "classifier.1"), (Shape{4, 1000}));
+  expectOutputs(m, {{"features.0.2", {4, 32, 112, 112}},
+                    {"features.1", {4, 16, 112, 112}},
+                    {"features.3", {4, 24, 56, 56}},
+                    {"features.6", {4, 32, 28, 28}},
+                    {"features.13", {4, 96, 14, 14}},
+                    {"features.17", {4, 320, 7, 7}},
+                    {"features.18.2", {4, 1280, 7, 7}},
+                    {"classifier.1", {4, 1000}}});
   const ChainLayer* dropout = findLayer(m, "classifier.0");
   ASSERT_NE(dropout, nullptr);
   EXPECT_EQ(m.spec.layers[dropout->specIndex].dropoutP, 0.2);

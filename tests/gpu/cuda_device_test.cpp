@@ -65,13 +65,7 @@ constexpr const char* kBlockChain = R"({"format": "remat-chain/1", "name": "gpu-
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return std::move(chain).value();
-}
-
-InterpreterOptions seeded(std::uint64_t seed) {
-  InterpreterOptions options;
-  options.seed = seed;
-  return options;
+  return chain.isOk() ? std::move(chain).value() : Chain{};
 }
 
 std::vector<float> asFloats(const std::vector<std::byte>& bytes) {
@@ -97,13 +91,9 @@ class CudaDeviceTest : public ::testing::Test {
   // does): deterministic backward-filter algorithms may need a workspace, which an unprofiled
   // chain (wf = wb = 0) does not give them.
   static Chain profiled(const Chain& chain) {
-    CudaDeviceOptions options;
-    options.workspacePolicy = WorkspacePolicy::Profile;
-    auto device = open(options);
+    auto device = open({.workspacePolicy = WorkspacePolicy::Profile});
     if (device == nullptr) return chain;
-    ProfileOptions runs;
-    runs.repeats = 1;
-    auto profile = profileChain(chain, *device, runs);
+    auto profile = profileChain(chain, *device, {.repeats = 1});
     EXPECT_TRUE(profile.isOk()) << profile.status().message();
     if (!profile) return chain;
     auto built = buildChain(profile->spec);
@@ -133,11 +123,9 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
     SCOPED_TRACE(chain.name);
     auto device = open();
     ASSERT_NE(device, nullptr);
-    auto interp = Interpreter::create(chain, *device, seeded(5));
+    auto interp = Interpreter::create(chain, *device, testing::seeded(5));
     ASSERT_TRUE(interp.isOk()) << interp.status().message();
-    RunOptions options;
-    options.captureGradients = true;
-    options.captureDigests = true;
+    RunOptions options{.captureGradients = true, .captureDigests = true};
     auto reference = (*interp)->run(Plan{}, options);
     ASSERT_TRUE(reference.isOk()) << reference.status().message();
     EXPECT_EQ(reference->timelines[0].source, "gpu");
@@ -147,10 +135,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
       options.steps = 2;  // the second step reuses pool memory: must not change anything
       auto run = (*interp)->run(plan, options);
       ASSERT_TRUE(run.isOk()) << run.status().message();
-      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
-      EXPECT_EQ(run->parameterGradients, reference->parameterGradients) << "parameter gradients differ";
-      EXPECT_EQ(testing::gradientDigests(*run), testing::gradientDigests(*reference));
-      testing::expectRecomputeReproduces(*run, *reference);
+      testing::expectReproducesStoreAll(chain, plan, *run, *reference);
     }
     EXPECT_EQ(device->allocator().bytesHeld(), (*interp)->staticBytes() + 4 * chain.inputShape[0]);
   }
@@ -160,14 +145,13 @@ TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
   for (const char* text : {kPrimitiveChain, kBlockChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
-    RunOptions options;
-    options.captureGradients = true;
+    const RunOptions options{.captureGradients = true};
     CpuDevice cpu;
-    auto cpuRun = runPlan(chain, Plan{}, cpu, seeded(9), options);
+    auto cpuRun = runPlan(chain, Plan{}, cpu, testing::seeded(9), options);
     ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
     auto device = open();
     ASSERT_NE(device, nullptr);
-    auto gpuRun = runPlan(chain, Plan{}, *device, seeded(9), options);
+    auto gpuRun = runPlan(chain, Plan{}, *device, testing::seeded(9), options);
     ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
     ASSERT_EQ(gpuRun->parameterGradients.size(), cpuRun->parameterGradients.size());
     for (std::size_t l = 0; l < chain.size(); ++l) {
@@ -190,20 +174,15 @@ TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
 
 // Abstract layers run the CPU's synthetic kernels bit for bit.
 TEST_F(CudaDeviceTest, AbstractChainsEqualTheCpuBitForBit) {
-  RandomChainOptions random;
-  random.layers = 9;
-  random.seed = 3;
-  const Chain chain = makeRandomChain(random);
-  RunOptions options;
-  options.captureGradients = true;
-  options.captureDigests = true;
+  const Chain chain = makeRandomChain({.layers = 9, .seed = 3});
+  const RunOptions options{.captureGradients = true, .captureDigests = true};
   const Plan plan{{2, 5}};
   CpuDevice cpu;
-  auto cpuRun = runPlan(chain, plan, cpu, seeded(4), options);
+  auto cpuRun = runPlan(chain, plan, cpu, testing::seeded(4), options);
   ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
   auto device = open();
   ASSERT_NE(device, nullptr);
-  auto gpuRun = runPlan(chain, plan, *device, seeded(4), options);
+  auto gpuRun = runPlan(chain, plan, *device, testing::seeded(4), options);
   ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
   testing::expectMatchesSimulation(chain, plan, gpuRun->timelines[0]);
   EXPECT_EQ(gpuRun->parameterGradients, cpuRun->parameterGradients);
@@ -212,10 +191,7 @@ TEST_F(CudaDeviceTest, AbstractChainsEqualTheCpuBitForBit) {
 
 // Big enough tensors (megabytes) that the pool's rounding is small against them.
 TEST_F(CudaDeviceTest, PoolHighWaterIsWithinTwoPercentOfThePrediction) {
-  ZooOptions zoo;
-  zoo.batch = 16;
-  zoo.resolution = 112;
-  auto spec = zooChain("resnet18", zoo);
+  auto spec = zooChain("resnet18", {.batch = 16, .resolution = 112});
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   auto built = buildChain(*spec);
   ASSERT_TRUE(built.isOk()) << built.status().message();
@@ -249,13 +225,9 @@ TEST_F(CudaDeviceTest, PoolHighWaterIsWithinTwoPercentOfThePrediction) {
 
 TEST_F(CudaDeviceTest, ProfileWritesWorkspacesThatTheRunThenUsesExactly) {
   const Chain chain = parse(kBlockChain);
-  CudaDeviceOptions profileOptions;
-  profileOptions.workspacePolicy = WorkspacePolicy::Profile;
-  auto profiler = open(profileOptions);
+  auto profiler = open({.workspacePolicy = WorkspacePolicy::Profile});
   ASSERT_NE(profiler, nullptr);
-  ProfileOptions profileRuns;
-  profileRuns.repeats = 3;
-  auto profile = profileChain(chain, *profiler, profileRuns);
+  auto profile = profileChain(chain, *profiler, {.repeats = 3});
   ASSERT_TRUE(profile.isOk()) << profile.status().message();
   ASSERT_EQ(profile->layers.size(), chain.size());
   for (const LayerProfile& p : profile->layers) {

@@ -90,12 +90,7 @@ TEST(GpuShapes, Dims4FromShapes) {
 
 // Descriptors are host objects: cuDNN computes output shapes without a GPU.
 TEST(GpuShapes, ConvolutionOutputMatchesPyTorchRule) {
-  ConvGeometry g;
-  g.input = {4, 3, 224, 224};
-  g.outChannels = 64;
-  g.kernel = 7;
-  g.stride = 2;
-  g.padding = 3;
+  ConvGeometry g{.input = {4, 3, 224, 224}, .outChannels = 64, .kernel = 7, .stride = 2, .padding = 3};
   auto out = convolutionOutputDims(g, false);
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_EQ(*out, (Dims4{4, 64, 112, 112}));
@@ -109,20 +104,11 @@ TEST(GpuShapes, ConvolutionOutputMatchesPyTorchRule) {
 }
 
 TEST(GpuShapes, PoolingOutputFloorMode) {
-  PoolGeometry g;
-  g.input = {2, 8, 112, 112};
-  g.kernel = 3;
-  g.stride = 2;
-  g.padding = 1;
-  auto out = poolingOutputDims(g);
+  auto out = poolingOutputDims({.input = {2, 8, 112, 112}, .kernel = 3, .stride = 2, .padding = 1});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_EQ(*out, (Dims4{2, 8, 56, 56}));
-  g.input = {2, 8, 7, 7};
-  g.kernel = 2;
-  g.stride = 2;
-  g.padding = 0;
-  g.mode = PoolMode::AverageIncludePadding;
-  out = poolingOutputDims(g);
+  out = poolingOutputDims(
+      {.input = {2, 8, 7, 7}, .kernel = 2, .stride = 2, .padding = 0, .mode = PoolMode::AverageIncludePadding});
   ASSERT_TRUE(out.isOk()) << out.status().message();
   EXPECT_EQ(*out, (Dims4{2, 8, 3, 3}));  // floor(7 / 2): ceil mode would give 4
 }
@@ -139,28 +125,22 @@ std::vector<AlgorithmCandidate> candidates() {
 }
 
 TEST(GpuAlgorithms, ChoosesTheFirstAcceptableThatFits) {
-  auto all = candidates();
-  auto unlimited = chooseAlgorithm(all, ~0ull, false, true, "conv1 forward");
-  ASSERT_TRUE(unlimited.isOk());
-  EXPECT_EQ(unlimited->algo, 5);
-  EXPECT_EQ(unlimited->workspaceBytes, 1u << 30);
-
-  auto tight = chooseAlgorithm(all, 10000, false, true, "conv1 forward");
-  ASSERT_TRUE(tight.isOk());
-  EXPECT_EQ(tight->algo, 3);
-
-  auto deterministic = chooseAlgorithm(all, 10000, true, true, "conv1 forward");
-  ASSERT_TRUE(deterministic.isOk());
-  EXPECT_EQ(deterministic->algo, 2);
-
-  auto exactFloat = chooseAlgorithm(all, 20000, true, false, "conv1 forward");
-  ASSERT_TRUE(exactFloat.isOk());
-  EXPECT_EQ(exactFloat->algo, 0);
-
-  auto zero = chooseAlgorithm(all, 0, true, false, "conv1 forward");
-  ASSERT_TRUE(zero.isOk());
-  EXPECT_EQ(zero->algo, 4);
-  EXPECT_EQ(zero->workspaceBytes, 0u);
+  const auto all = candidates();
+  // The choice; a failure, and algorithm -1, when there is none.
+  auto choose = [&](std::uint64_t limitBytes, bool requireDeterministic, bool allowTensorOps) {
+    auto choice = chooseAlgorithm(all, limitBytes, requireDeterministic, allowTensorOps, "conv1 forward");
+    EXPECT_TRUE(choice.isOk()) << choice.status().message();
+    return choice.isOk() ? *choice : AlgorithmChoice{.algo = -1, .workspaceBytes = 0};
+  };
+  const AlgorithmChoice unlimited = choose(~0ull, false, true);
+  EXPECT_EQ(unlimited.algo, 5);
+  EXPECT_EQ(unlimited.workspaceBytes, 1u << 30);
+  EXPECT_EQ(choose(10000, false, true).algo, 3);  // tight
+  EXPECT_EQ(choose(10000, true, true).algo, 2);   // deterministic
+  EXPECT_EQ(choose(20000, true, false).algo, 0);  // exact float32
+  const AlgorithmChoice zero = choose(0, true, false);
+  EXPECT_EQ(zero.algo, 4);
+  EXPECT_EQ(zero.workspaceBytes, 0u);
 }
 
 TEST(GpuAlgorithms, ErrorNamesTheLayerAndTheSmallestNeed) {

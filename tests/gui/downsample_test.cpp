@@ -65,10 +65,7 @@ TEST(Downsample, TheGlobalPeakIsNeverLost) {
 }
 
 TEST(TimelineSeries, ALongTimelineIsDownsampledAroundItsPeak) {
-  RandomChainOptions options;
-  options.layers = 3000;
-  options.seed = 11;
-  const Chain chain = makeRandomChain(options);
+  const Chain chain = makeRandomChain({.layers = 3000, .seed = 11});
   Plan plan;
   for (std::size_t c = 50; c < chain.size(); c += 50) plan.checkpoints.push_back(c);
   Result<Simulation> sim = simulate(chain, plan);

@@ -5,14 +5,12 @@
 #include <QFile>
 #include <QImage>
 #include <QSvgRenderer>
-#include <QTemporaryDir>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "document.hpp"
-#include "gui_test_env.hpp"
 #include "job_runner.hpp"
-#include "main_window.hpp"
+#include "main_window_fixture.hpp"
 #include "memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
@@ -30,17 +28,13 @@ nlohmann::json readJson(const QString& path) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
-class ExportTest : public ::testing::Test {
+class ExportTest : public test::MainWindowFixture {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(dir_.isValid());
-    window_.resize(1300, 850);
-    window_.show();
+    MainWindowFixture::SetUp();
+    ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(window_.loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
   }
-  QString path(const QString& name) const { return dir_.filePath(name); }
-  QTemporaryDir dir_;
-  MainWindow window_;
 };
 
 TEST_F(ExportTest, PlanJsonHasTheFieldsOfRematPlanJson) {

@@ -9,14 +9,13 @@
 #include <QImage>
 #include <QMimeData>
 #include <QSet>
-#include <QTemporaryDir>
 #include <QUrl>
 
 #include "app_options.hpp"
 #include "document.hpp"
-#include "gui_test_env.hpp"
 #include "job_runner.hpp"
 #include "layer_panel.hpp"
+#include "main_window_fixture.hpp"
 #include "message_bar.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
@@ -30,16 +29,7 @@ void writeText(const QString& path, const QByteArray& text) {
   file.write(text);
 }
 
-class MainWindowTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(dir_.isValid());
-    window_.resize(1300, 850);
-    window_.show();
-  }
-  QTemporaryDir dir_;
-  MainWindow window_;
-};
+class MainWindowTest : public test::MainWindowFixture {};
 
 TEST_F(MainWindowTest, ABadChainFileShowsTheLoadersMessageAndKeepsTheChain) {
   ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());

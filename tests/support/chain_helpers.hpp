@@ -1,34 +1,104 @@
 #pragma once
-// Small builders shared by core tests.
+// Small builders shared by core (and GUI) tests: abstract layer numbers, layer specs of the real
+// kinds, and chains built from them, from golden.json or from the zoo.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "remat/chain.hpp"
 #include "remat/chain_file.hpp"
+#include "remat/zoo.hpp"
 
 namespace remat::testing {
 
+// An abstract layer's numbers: a = outBytes, e = extraBytes, wf / wb = workspaces.
 inline LayerNumbers numbers(std::uint64_t a, bool in = true, bool out = false, std::uint64_t e = 0,
                             std::uint64_t wf = 0, std::uint64_t wb = 0) {
-  LayerNumbers m;
-  m.outBytes = a;
-  m.needsInput = in;
-  m.needsOutput = out;
-  m.extraBytes = e;
-  m.fwdWorkspaceBytes = wf;
-  m.bwdWorkspaceBytes = wb;
-  return m;
+  return {.outBytes = a,
+          .needsInput = in,
+          .needsOutput = out,
+          .extraBytes = e,
+          .fwdWorkspaceBytes = wf,
+          .bwdWorkspaceBytes = wb};
 }
 
-// Builds a chain from a chain-file JSON object (golden.json's "chain" entries); fails the test on error.
+// A layer of `kind`, every field but the name at its default. (The real kinds ignore `numbers`;
+// it is listed because GCC's -Wextra flags an omitted member that has no default initializer.)
+inline LayerSpec layerSpec(std::string name, LayerKind kind) {
+  return {.name = std::move(name), .kind = kind, .numbers = {}};
+}
+
+// A conv2d layer named "c".
+inline LayerSpec convSpec(std::int64_t out, std::int64_t kernel, std::int64_t stride = 1, std::int64_t padding = 0,
+                          std::int64_t groups = 1, bool bias = true) {
+  return {.name = "c",
+          .kind = LayerKind::Conv2d,
+          .outChannels = out,
+          .kernel = kernel,
+          .stride = stride,
+          .padding = padding,
+          .groups = groups,
+          .bias = bias,
+          .numbers = {}};
+}
+
+// A max or average pool named "p".
+inline LayerSpec poolSpec(LayerKind kind, std::int64_t kernel, std::int64_t stride, std::int64_t padding = 0,
+                          bool ceilMode = false) {
+  return {.name = "p",
+          .kind = kind,
+          .kernel = kernel,
+          .stride = stride,
+          .padding = padding,
+          .ceilMode = ceilMode,
+          .numbers = {}};
+}
+
+// A residual block named "b": width for bottlenecks, expandRatio for inverted residuals.
+inline LayerSpec blockSpec(LayerKind kind, std::int64_t out, std::int64_t stride, std::int64_t width = 0,
+                           std::int64_t expandRatio = 1) {
+  return {.name = "b",
+          .kind = kind,
+          .outChannels = out,
+          .stride = stride,
+          .width = width,
+          .expandRatio = expandRatio,
+          .numbers = {}};
+}
+
+// buildChain on a chain "t" of `layers` after an input of `input`.
+inline Result<Chain> chainFromLayers(Shape input, std::vector<LayerSpec> layers, DType dtype = DType::Float32) {
+  ChainSpec spec;
+  spec.name = "t";
+  spec.input.shape = std::move(input);
+  spec.input.dtype = dtype;
+  spec.layers = std::move(layers);
+  return buildChain(spec);
+}
+
+// Builds a chain from a chain-file JSON object (golden.json's "chain" entries); fails the test on
+// error (and returns an empty chain).
 inline Chain chainFromJson(const nlohmann::json& j) {
   auto spec = chainSpecFromJson(j, "golden.json");
   EXPECT_TRUE(spec.isOk()) << spec.status().message();
+  if (!spec) return {};
   auto chain = buildChain(spec.value());
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return std::move(chain).value();
+  return chain.isOk() ? std::move(chain).value() : Chain{};
+}
+
+// A zoo model's chain, built; fails the test (and returns an empty chain) when the zoo or shape
+// inference refuses.
+inline Chain zooBuilt(const std::string& name, const ZooOptions& options = {}) {
+  auto spec = zooChain(name, options);
+  EXPECT_TRUE(spec.isOk()) << spec.status().message();
+  if (!spec) return {};
+  auto chain = buildChain(*spec);
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return chain.isOk() ? std::move(chain).value() : Chain{};
 }
 
 }  // namespace remat::testing

@@ -4,6 +4,7 @@
 // input gradient d(1)) can be driven through the Device interface with canonical host data.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -36,11 +37,31 @@ inline std::vector<float> randomFloats(std::size_t count, std::uint64_t seed, fl
   return v;
 }
 
+// A conv2d case of the kernel tests: the NCHW input, then the layer's fields.
+struct ConvCase {
+  std::array<std::int64_t, 4> in;
+  std::int64_t out, kernel, stride, padding, groups;
+  bool bias;
+
+  std::vector<std::int64_t> inputShape() const { return {in.begin(), in.end()}; }
+  nlohmann::json layer() const {
+    return {{"name", "conv"},   {"kind", "conv2d"},   {"out_channels", out}, {"kernel", kernel},
+            {"stride", stride}, {"padding", padding}, {"groups", groups},    {"bias", bias}};
+  }
+};
+
+// A pool layer's JSON; kind: "maxpool" or "avgpool".
+inline nlohmann::json poolLayer(const std::string& kind, std::int64_t kernel, std::int64_t stride, std::int64_t padding,
+                                bool ceilMode) {
+  return {{"name", "pool"},   {"kind", kind},       {"kernel", kernel},
+          {"stride", stride}, {"padding", padding}, {"ceil_mode", ceilMode}};
+}
+
 class LayerHarness {
  public:
   // layer: the JSON of the layer under test; flatten: put a flatten before it.
   LayerHarness(std::vector<std::int64_t> inputShape, const nlohmann::json& layer, bool flatten = false)
-      : device_(poisoned()) {
+      : device_(CpuDeviceOptions{.poisonMemory = true}) {
     nlohmann::json layers = nlohmann::json::array({{{"name", "pre"}, {"kind", "relu"}}});
     if (flatten) layers.push_back({{"name", "flat"}, {"kind", "flatten"}});
     layers.push_back(layer);
@@ -74,18 +95,16 @@ class LayerHarness {
     paramsBuffer_ = upload(params, TensorRole::Parameters, 2);
     yBuffer_ = allocate(m.outBytes);
     if (keep && m.extraBytes > 0) extraBuffer_ = allocate(m.extraBytes);
-    ForwardCall call;
-    call.layer = 2;
-    call.mode = keep ? ForwardMode::Keep : ForwardMode::Discard;
-    call.input = xBuffer_;
-    call.output = yBuffer_;
-    call.extra = extraBuffer_;
-    call.params = paramsBuffer_;
-    call.seed = seed;
     DeviceBuffer workspace;
     if (m.fwdWorkspaceBytes > 0) workspace = allocate(m.fwdWorkspaceBytes);
-    call.workspace = workspace;
-    Status st = device_.forward(call);
+    Status st = device_.forward({.layer = 2,
+                                 .mode = keep ? ForwardMode::Keep : ForwardMode::Discard,
+                                 .input = xBuffer_,
+                                 .output = yBuffer_,
+                                 .extra = extraBuffer_,
+                                 .workspace = workspace,
+                                 .params = paramsBuffer_,
+                                 .seed = seed});
     EXPECT_TRUE(st.isOk()) << st.message();
     if (workspace.valid()) (void)device_.allocator().release(workspace);
     return download(yBuffer_, TensorRole::Activation, 2);
@@ -107,18 +126,17 @@ class LayerHarness {
     }
     DeviceBuffer workspace;
     if (m.bwdWorkspaceBytes > 0) workspace = allocate(m.bwdWorkspaceBytes);
-    BackwardCall call;
-    call.layer = 2;
-    call.gradOutput = dyBuffer;
-    if (m.needsInput) call.input = xBuffer_;
-    if (m.needsOutput) call.output = yBuffer_;
-    call.extra = extraBuffer_;
-    call.gradInput = dxBuffer;
-    call.workspace = workspace;
-    call.params = paramsBuffer_;
-    call.paramGrads = grads;
-    call.seed = seed;
-    Status st = device_.backward(call);
+    // The buffers the model says the backward does not read stay empty.
+    Status st = device_.backward({.layer = 2,
+                                  .gradOutput = dyBuffer,
+                                  .input = m.needsInput ? xBuffer_ : DeviceBuffer{},
+                                  .output = m.needsOutput ? yBuffer_ : DeviceBuffer{},
+                                  .extra = extraBuffer_,
+                                  .gradInput = dxBuffer,
+                                  .workspace = workspace,
+                                  .params = paramsBuffer_,
+                                  .paramGrads = grads,
+                                  .seed = seed});
     EXPECT_TRUE(st.isOk()) << st.message();
     Gradients g;
     g.dx = download(dxBuffer, TensorRole::Activation, 1);
@@ -132,11 +150,6 @@ class LayerHarness {
   ~LayerHarness() { release(); }
 
  private:
-  static CpuDeviceOptions poisoned() {
-    CpuDeviceOptions o;
-    o.poisonMemory = true;
-    return o;
-  }
   DeviceBuffer allocate(std::uint64_t bytes) {
     auto b = device_.allocator().allocate(bytes);
     EXPECT_TRUE(b.isOk());

@@ -1,6 +1,6 @@
 #pragma once
-// Shared checks of the executor tests: a measured timeline against the simulator's prediction,
-// and bitwise comparisons of runs.
+// Shared checks of the executor tests (CPU and CUDA): a measured timeline against the simulator's
+// prediction, and bitwise comparisons of runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +14,13 @@
 #include "remat/simulator.hpp"
 
 namespace remat::testing {
+
+// Interpreter options with only the seed set (the labels are drawn from it).
+inline InterpreterOptions seeded(std::uint64_t seed) {
+  InterpreterOptions options;
+  options.seed = seed;
+  return options;
+}
 
 // Every op's measured footprint and live-after equal the simulator's, byte for byte.
 inline void expectMatchesSimulation(const Chain& chain, const Plan& plan, const Timeline& measured) {
@@ -57,6 +64,18 @@ inline void expectRecomputeReproduces(const RunResult& run, const RunResult& sto
       EXPECT_EQ(d.digest, extras.at(d.layer)) << "E(" << d.layer << ") written by " << opName(d.op.kind);
     }
   }
+}
+
+// A plan's run against store-all's run on the same interpreter (the reference): every step's
+// footprints match the simulator, the parameter gradients (captured or digested, as the run options
+// asked) and every d(l-1) are bitwise store-all's, and recomputes reproduce the originals.
+inline void expectReproducesStoreAll(const Chain& chain, const Plan& plan, const RunResult& run,
+                                     const RunResult& reference) {
+  for (const Timeline& t : run.timelines) expectMatchesSimulation(chain, plan, t);
+  EXPECT_EQ(run.parameterGradients, reference.parameterGradients) << "parameter gradients differ";
+  EXPECT_EQ(run.parameterGradientDigests, reference.parameterGradientDigests) << "parameter gradients differ";
+  EXPECT_EQ(gradientDigests(run), gradientDigests(reference));
+  expectRecomputeReproduces(run, reference);
 }
 
 // The distinct plans of the planners (none first), with the planner names that produced them.

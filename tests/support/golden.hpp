@@ -15,4 +15,8 @@ inline nlohmann::json loadGolden() {
   return nlohmann::json::parse(in);
 }
 
+// The "examples" array, by value: `for (const auto& e : goldenExamples())` keeps it alive through
+// the loop, where `for (const auto& e : loadGolden()["examples"])` would read a destroyed object.
+inline nlohmann::json goldenExamples() { return loadGolden().at("examples"); }
+
 }  // namespace remat::testing

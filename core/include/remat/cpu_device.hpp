@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "remat/counting_allocator.hpp"
 #include "remat/device.hpp"
 
 namespace remat {
@@ -30,7 +31,7 @@ struct CpuDeviceOptions {
 };
 
 // Exact byte counting over aligned malloc. Handles are checked on every use.
-class CpuAllocator final : public DeviceAllocator {
+class CpuAllocator final : public CountingAllocator {
  public:
   explicit CpuAllocator(CpuDeviceOptions options = {});
   ~CpuAllocator() override;
@@ -39,10 +40,6 @@ class CpuAllocator final : public DeviceAllocator {
 
   Result<DeviceBuffer> allocate(std::uint64_t bytes) override;
   Status release(DeviceBuffer buffer) override;
-  std::uint64_t bytesHeld() const override { return heldBytes_; }
-  std::uint64_t peakBytes() const override { return peakBytes_; }
-  void resetPeak() override { peakBytes_ = heldBytes_; }
-  std::size_t buffersHeld() const override { return blocks_.size(); }
   // Bytes of freed blocks kept for reuse (not counted as held).
   std::uint64_t bytesCached() const { return cachedBytes_; }
   // Returns every cached block to the system.
@@ -53,17 +50,9 @@ class CpuAllocator final : public DeviceAllocator {
   Result<std::byte*> resolve(DeviceBuffer buffer) const;
 
  private:
-  struct Block {
-    std::byte* data = nullptr;
-    std::uint64_t bytes = 0;
-  };
   CpuDeviceOptions options_;
-  std::unordered_map<std::uint64_t, Block> blocks_;
   std::unordered_map<std::uint64_t, std::vector<std::byte*>> cache_;  // by rounded size
   std::uint64_t cachedBytes_ = 0;
-  std::uint64_t nextId_ = 1;
-  std::uint64_t heldBytes_ = 0;
-  std::uint64_t peakBytes_ = 0;
 };
 
 class CpuDevice final : public Device {

@@ -15,6 +15,8 @@
 
 namespace remat {
 
+struct Simulation;  // simulator.hpp
+
 struct PlannerOptions {
   // Polled by long-running planners; when it becomes true they return Status::cancelled().
   const std::atomic<bool>* cancelFlag = nullptr;
@@ -48,6 +50,15 @@ Result<PlannerResult> runPlanner(const Chain& chain, std::string_view name, cons
 // The plan object of interfaces.md: planner, objective, objective_bytes, checkpoints,
 // dynamic_peak_bytes, static_bytes, peak_bytes, plan_seconds, A_bytes, R_bytes, recompute_cost.
 nlohmann::json plannerResultToJson(const PlannerResult& result);
+
+// The plan result of a plan simulated without runPlanner (the explorer's edited plans): the
+// objective is the one `planner` minimises when it names a planner ("-" otherwise), scored on the
+// simulation.
+PlannerResult plannerResultOf(const Simulation& simulation, std::string_view planner, double planSeconds);
+
+// The `simulate --json` object of interfaces.md: checkpoints, dynamic_peak_bytes, static_bytes,
+// peak_bytes, A_bytes, R_bytes, recompute_cost, peak_op_index and the ops with their footprints.
+nlohmann::json simulationToJson(const Simulation& simulation);
 
 // The planners' default list for `remat compare`: none, sqrt, greedy, uniform:K (K = ceil(sqrt n)),
 // dp, linear, optimal.

@@ -9,9 +9,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
 
-#include "remat/device.hpp"
+#include "remat/counting_allocator.hpp"
 #include "remat/gpu/cuda_resources.hpp"
 
 namespace remat::gpu {
@@ -32,7 +31,7 @@ struct DeviceMemoryInfo {
 
 Result<DeviceMemoryInfo> queryDeviceMemory();
 
-class CudaAllocator final : public DeviceAllocator {
+class CudaAllocator final : public CountingAllocator {
  public:
   // A new pool on `device` whose allocations are ordered on `stream`; the stream must outlive the
   // allocator.
@@ -43,17 +42,11 @@ class CudaAllocator final : public DeviceAllocator {
 
   Result<DeviceBuffer> allocate(std::uint64_t bytes) override;
   Status release(DeviceBuffer buffer) override;
-  std::uint64_t bytesHeld() const override { return heldBytes_; }
-  std::uint64_t peakBytes() const override { return peakBytes_; }
   // Also resets the pool's high-water marks, so both windows start together (the interpreter
   // calls it before every op); the marks of the window that ends are folded into the long window
   // below first.
   void resetPeak() override;
-  std::size_t buffersHeld() const override { return blocks_.size(); }
-
-  // The device pointer behind a handle (nullptr for a zero-byte buffer); Internal error for a handle
-  // this allocator does not hold.
-  Result<void*> resolve(DeviceBuffer buffer) const;
+  // memoryOf() (CountingAllocator) gives the device pointer behind a handle.
 
   // The pool's counters now; the high-water marks cover the window since the last resetPeak().
   Result<PoolMemoryStats> poolStats() const;
@@ -70,17 +63,10 @@ class CudaAllocator final : public DeviceAllocator {
   Result<std::uint64_t> availableBytes() const;
 
  private:
-  CudaAllocator(MemPool pool, cudaStream_t stream) : pool_(std::move(pool)), stream_(stream) {}
-  struct Block {
-    void* data = nullptr;
-    std::uint64_t bytes = 0;
-  };
+  CudaAllocator(MemPool pool, cudaStream_t stream)
+      : CountingAllocator("gpu"), pool_(std::move(pool)), stream_(stream) {}
   MemPool pool_;
   cudaStream_t stream_ = nullptr;
-  std::unordered_map<std::uint64_t, Block> blocks_;
-  std::uint64_t nextId_ = 1;
-  std::uint64_t heldBytes_ = 0;
-  std::uint64_t peakBytes_ = 0;
   std::uint64_t foldedUsedHighBytes_ = 0;
   std::uint64_t foldedReservedHighBytes_ = 0;
 };

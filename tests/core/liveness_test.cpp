@@ -1,17 +1,28 @@
-// The explorer's liveness trace must agree with the simulator op by op (it names what the simulator
-// sums), and checkpoints must be stored by their forward op and freed after their last reader.
-#include "liveness.hpp"
+// The liveness trace must agree with the simulator op by op (it names what the simulator sums), and
+// checkpoints must be stored by their forward op and freed after their last reader.
+#include "remat/liveness.hpp"
 
 #include <gtest/gtest.h>
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "gui_test_env.hpp"
 #include "remat/random_chain.hpp"
 #include "remat/simulator.hpp"
+#include "remat/zoo.hpp"
 
-namespace remat::gui {
+namespace remat {
 namespace {
+
+Chain zooChainBuilt(const std::string& name) {
+  ZooOptions options;
+  options.batch = 8;
+  options.resolution = 64;
+  Result<ChainSpec> spec = zooChain(name, options);
+  EXPECT_TRUE(spec.isOk()) << spec.status().message();
+  Result<Chain> chain = buildChain(*spec);
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return *chain;
+}
 
 void expectTraceMatchesSimulator(const Chain& chain, const Plan& plan) {
   Result<Simulation> sim = simulate(chain, plan);
@@ -42,6 +53,12 @@ TEST(Liveness, AgreesWithTheSimulatorOnTheGoldenExamples) {
       Plan plan;
       plan.checkpoints = p.at("checkpoints").get<std::vector<std::size_t>>();
       expectTraceMatchesSimulator(chain, plan);
+      // And directly against the worked example, not only through the simulator.
+      const LivenessTrace trace = traceLiveness(chain, plan);
+      const auto& ops = p.at("ops");
+      ASSERT_EQ(trace.ops.size(), ops.size());
+      for (std::size_t i = 0; i < ops.size(); ++i)
+        EXPECT_EQ(trace.footprint(i), ops[i].at("footprint_bytes").get<std::uint64_t>()) << "op " << i;
       ++plans;
     }
   }
@@ -55,7 +72,7 @@ TEST(Liveness, AgreesWithTheSimulatorOnRandomChainsAndZooModels) {
     for (std::size_t c = 1 + seed % 3; c < chain.size(); c += 2 + seed % 4) plan.checkpoints.push_back(c);
     expectTraceMatchesSimulator(chain, plan);
   }
-  const Chain resnet = test::zooChainBuilt("resnet18");
+  const Chain resnet = zooChainBuilt("resnet18");
   expectTraceMatchesSimulator(resnet, Plan{{2, 5, 7}});
   expectTraceMatchesSimulator(resnet, Plan{});
 }
@@ -76,4 +93,4 @@ TEST(Liveness, ACheckpointIsFreedAfterTheLastOpThatReadsIt) {
 }
 
 }  // namespace
-}  // namespace remat::gui
+}  // namespace remat

@@ -1,7 +1,7 @@
 #pragma once
-// Which tensors are alive during each op of a plan's step, following memory-model.md sections 2-3
-// (the simulator reports only sums). The explorer uses it to say what is alive at the peak and when
-// each checkpoint is stored and freed; tests check that its sums equal the simulator's footprints.
+// Which tensors are alive during each op of a plan's step (memory-model.md sections 2-3), built
+// from the same tensor graph the simulator sweeps (which reports only the sums). The explorer uses
+// it to say what is alive at the peak and when each checkpoint is stored and freed.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,7 +11,7 @@
 #include "remat/plan.hpp"
 #include "remat/timeline.hpp"
 
-namespace remat::gui {
+namespace remat {
 
 struct TensorLife {
   enum class Kind { Activation, Gradient, Extra };
@@ -25,7 +25,7 @@ struct TensorLife {
 
 struct LivenessTrace {
   std::vector<Op> ops;
-  std::vector<TensorLife> tensors;
+  std::vector<TensorLife> tensors;          // in allocation order
   std::vector<std::uint64_t> scratchBytes;  // per op: workspace, plus the transient copy of RE
 
   // Tensors alive during op (allocated at or before it, freed at or after it), in allocation order.
@@ -47,4 +47,4 @@ struct CheckpointLife {
 };
 std::vector<CheckpointLife> checkpointLives(const LivenessTrace& trace, const Plan& plan);
 
-}  // namespace remat::gui
+}  // namespace remat
