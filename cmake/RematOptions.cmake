@@ -8,18 +8,42 @@ option(REMAT_WERROR "Treat warnings as errors" OFF)
 option(REMAT_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 
 # --- Qt 6 GUI ---------------------------------------------------------------------------------
+# Qt6Charts' package config needs Qt6OpenGL (libqt6opengl6-dev) and Qt6Gui wants XKB
+# (libxkbcommon-dev): a missing one hides the whole GUI, so name each missing part.
 find_package(Qt6 6.4 QUIET COMPONENTS Widgets Charts Svg Test)
-if(Qt6_FOUND AND Qt6Charts_FOUND AND Qt6Svg_FOUND)
+set(_remat_qt_missing)
+foreach(_remat_qt_part IN ITEMS Widgets Charts Svg Test)
+  if(NOT Qt6${_remat_qt_part}_FOUND)
+    list(APPEND _remat_qt_missing Qt6${_remat_qt_part})
+  endif()
+endforeach()
+if(Qt6_FOUND AND NOT _remat_qt_missing)
   set(_remat_gui_default ON)
 else()
   set(_remat_gui_default OFF)
 endif()
-set(REMAT_BUILD_GUI ${_remat_gui_default} CACHE BOOL "Build the Qt 6 explorer (default: on when Qt 6 Widgets, Charts and Svg are found)")
+set(REMAT_BUILD_GUI ${_remat_gui_default} CACHE BOOL "Build the Qt 6 explorer (default: on when Qt 6 Widgets, Charts, Svg and Test are found)")
 if(REMAT_BUILD_GUI AND NOT _remat_gui_default)
+  if(NOT _remat_qt_missing)
+    set(_remat_qt_missing Qt6)
+  endif()
+  list(JOIN _remat_qt_missing ", " _remat_qt_missing_text)
   message(FATAL_ERROR
-    "REMAT_BUILD_GUI=ON but Qt 6.4 Widgets/Charts/Svg/Test were not found.\n"
-    "Install them with:\n  apt-get install qt6-base-dev qt6-charts-dev libqt6svg6-dev libgl-dev\n"
+    "REMAT_BUILD_GUI=ON but these parts of Qt 6.4 were not found: ${_remat_qt_missing_text}.\n"
+    "Install every package the build needs with scripts/setup-deps.sh (as root), or by hand:\n"
+    "  apt-get install qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev\n"
+    "(the messages above say which dependency stopped Qt's own package config), "
     "or configure with -DREMAT_BUILD_GUI=OFF.")
+endif()
+
+# --- CLI11: the `remat` command line ----------------------------------------------------------
+# Where it is missing (the lent GPU machine has no network) the rest still builds: the library,
+# the tests and the GPU check's own driver.
+find_package(CLI11 QUIET)
+set(REMAT_BUILD_CLI ${CLI11_FOUND} CACHE BOOL "Build the remat command line (default: on when CLI11 is found)")
+if(REMAT_BUILD_CLI AND NOT CLI11_FOUND)
+  message(FATAL_ERROR "REMAT_BUILD_CLI=ON but CLI11 was not found: apt-get install libcli11-dev, "
+                      "or configure with -DREMAT_BUILD_CLI=OFF")
 endif()
 
 # --- CUDA + cuDNN + cuBLAS --------------------------------------------------------------------
@@ -67,4 +91,19 @@ if(REMAT_WITH_CUDA AND NOT _remat_cuda_default)
     "Install CUDA 13 and cuDNN 9 under /usr/local/cuda (or pass -DCUDAToolkit_ROOT=... "
     "-DREMAT_CUDNN_INCLUDE_DIR=... -DREMAT_CUDNN_LIBRARY=...), or configure with -DREMAT_WITH_CUDA=OFF.")
 endif()
-message(STATUS "Remat Explorer: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS}")
+
+# --- What this configuration builds -----------------------------------------------------------
+function(_remat_part_line label built why_not)
+  if(built)
+    message(STATUS "  ${label}: yes")
+  else()
+    message(STATUS "  ${label}: no (${why_not})")
+  endif()
+endfunction()
+message(STATUS "Remat Explorer ${PROJECT_VERSION}: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} CLI=${REMAT_BUILD_CLI} "
+               "tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS}")
+message(STATUS "  core (model, simulator, planners, files, zoo, CPU executor): yes")
+_remat_part_line("remat command line" "${REMAT_BUILD_CLI}" "CLI11 not found or REMAT_BUILD_CLI=OFF")
+_remat_part_line("explorer (Qt 6 GUI)" "${REMAT_BUILD_GUI}" "REMAT_BUILD_GUI=OFF")
+_remat_part_line("GPU executor (CUDA + cuDNN)" "${REMAT_WITH_CUDA}"
+                 "nvcc, the CUDA toolkit or cuDNN 9 not found under /usr/local/cuda, or REMAT_WITH_CUDA=OFF")

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Remat Explorer builds with. As root it runs apt-get; otherwise it
-# prints the exact apt-get line to run. CUDA 13 and cuDNN 9 are not Debian packages: when they are
-# under /usr/local/cuda the build picks them up (REMAT_WITH_CUDA), otherwise it builds without them.
+# Installs every Debian 12 package the full build needs (the explorer, the command line, the tests
+# and the benchmarks). As root it runs apt-get; otherwise it prints the exact apt-get line to run.
+# The list was found by running this script in a brand-new Debian 12 root (mmdebstrap
+# --variant=apt bookworm) until `cmake --preset dev` and every test passed there; .ci/run checks
+# it on every landing (scripts/fresh-root-check.sh).
+# CUDA 13 and cuDNN 9 are not Debian packages: when they are under /usr/local/cuda the build picks
+# them up (REMAT_WITH_CUDA), otherwise it builds without them and says so.
 set -euo pipefail
-packages=(build-essential cmake ninja-build pkg-config
-  googletest libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  qt6-base-dev qt6-charts-dev libqt6svg6-dev libgl-dev)
+packages=(
+  # compiler and build tools
+  build-essential cmake ninja-build pkg-config
+  # core, the command line, tests and benchmarks
+  nlohmann-json3-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # the explorer: Qt 6 Widgets, Charts (which needs Qt6OpenGL), Svg, Test; XKB for Qt6Gui; a font
+  # for the offscreen screenshot
+  qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev
+  fonts-dejavu-core
+)
 missing=()
 for p in "${packages[@]}"; do
-  [ -n "$p" ] || continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
@@ -17,10 +27,11 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup-deps: missing packages; run as root:" >&2
-  echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+  echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
   exit 1
 fi
-echo "setup-deps: installing ${missing[*]}"
+echo "setup-deps: installing ${#missing[@]} packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup-deps: done"

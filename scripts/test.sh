@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the README's test command, and what CI runs.
-#   scripts/test.sh [PRESET]     PRESET: dev (default), cpu-only, headless, asan
+#   scripts/test.sh [PRESET]     PRESET: dev (default: everything, the GUI required), cpu-only,
+#                                headless, asan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-dev}"

@@ -16,7 +16,7 @@
 
 namespace remat::cli {
 
-// Exit codes of interfaces.md.
+// Exit codes of docs/formats.md.
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
 constexpr int kExitBadInput = 2;

@@ -146,7 +146,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
   planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
   planCmd->add_option("--planner", plan->planner, "none, sqrt, greedy, uniform:K, dp, linear or optimal")->required();
-  planCmd->add_flag("--json", plan->json, "Print the plan object of interfaces.md");
+  planCmd->add_flag("--json", plan->json, "Print the plan object of docs/formats.md");
   planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
 
   auto compare = std::make_shared<CompareOptions>();

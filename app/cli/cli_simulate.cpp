@@ -57,7 +57,7 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   cmd->add_option("chain", options->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
   cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
       ->required();
-  cmd->add_flag("--json", options->json, "Print JSON as in interfaces.md");
+  cmd->add_flag("--json", options->json, "Print JSON as in docs/formats.md");
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
   cmd->callback([options, &action] {
     action = [options](Io& io) -> Status {

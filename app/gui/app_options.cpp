@@ -100,17 +100,19 @@ Result<AppOptions> parseAppOptions(const QStringList& args) {
 }
 
 Status applyAppOptions(MainWindow& window, const AppOptions& options) {
-  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openChainFile(options.chainPath));
-  if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.loadZoo(options.zooName, options.zoo));
+  // The picked planner plans every chain as it opens, so pick it first.
   if (!options.planner.isEmpty()) {
-    if (!window.document()->hasChain()) return Status::invalid("--planner needs --chain or --zoo");
+    if (options.chainPath.isEmpty() && options.zooName.isEmpty())
+      return Status::invalid("--planner needs --chain or --zoo");
     if (!window.plannerPicker()->setPlannerName(options.planner))
       return Status::invalid("unknown planner '" + options.planner.toStdString() + "'");
-    window.runPlanner(options.planner);
-    if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
-    if (window.document()->planSource() != options.planner)
-      return Status::invalid("planner '" + options.planner.toStdString() + "' failed (see the message bar)");
   }
+  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openChainFile(options.chainPath));
+  if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.loadZoo(options.zooName, options.zoo));
+  if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
+  const QString picked = window.plannerPicker()->plannerName();
+  if (window.document()->hasChain() && window.document()->planSource() != picked)
+    return Status::invalid("planner '" + picked.toStdString() + "' failed (see the message bar)");
   if (!options.timelinePath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openMeasuredTimeline(options.timelinePath));
   if (options.capacityGiB > 0.0)
     window.planView()->setCapacityBytes(static_cast<std::uint64_t>(options.capacityGiB * 1024.0 * 1024.0 * 1024.0));

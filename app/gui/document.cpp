@@ -120,6 +120,14 @@ Status Document::applyPlan(const Plan& plan, const QString& source) {
   return Status::ok();
 }
 
+Status Document::setOpeningPlan(const Plan& plan, const QString& source) {
+  if (!hasChain_) return Status::invalid("no chain is loaded");
+  if (undoStack_.count() > 0) return applyPlan(plan, source);
+  REMAT_RETURN_IF_ERROR(validatePlan(plan, chain_.size()));
+  restorePlan(plan, source);
+  return Status::ok();
+}
+
 Status Document::editChain(const ChainSpec& spec, const QString& description, const SpecRemap& remap) {
   if (!hasChain_) return Status::invalid("no chain is loaded");
   Result<Chain> built = buildChain(spec);

@@ -43,6 +43,10 @@ class Document : public QObject {
   Status moveCheckpoint(std::size_t from, std::size_t to);
   Status applyPlan(const Plan& plan, const QString& source);
   Status editChain(const ChainSpec& spec, const QString& description, const SpecRemap& remap = {});
+  // The plan a freshly opened chain starts with (the picked planner's), set without an undo step
+  // so the opened chain stays unmodified. Once the user has edited anything it is an ordinary
+  // undoable applyPlan.
+  Status setOpeningPlan(const Plan& plan, const QString& source);
 
   // A measured timeline shown over the prediction (not undoable: it is data, not an edit).
   void setMeasured(std::optional<Timeline> timeline);

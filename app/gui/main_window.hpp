@@ -76,6 +76,10 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void openFileFromDrop(const QString& path);
   Status report(const Status& status, const QString& success = {});
+  // A chain was just opened: plan it with the picked planner (background, no undo step).
+  void planOpenedChain();
+  enum class PlanApply { Undoable, Opening };
+  void startPlanJob(const QString& name, PlanApply apply);
   double planSecondsForCurrentPlan() const;
   // File dialogs behind the menu entries.
   void openDialog();

@@ -14,6 +14,7 @@
 #include "plan_export.hpp"
 #include "plan_jobs.hpp"
 #include "plan_view.hpp"
+#include "planner_picker.hpp"
 #include "remat/chain_file.hpp"
 #include "run_support.hpp"
 #include "units.hpp"
@@ -97,6 +98,7 @@ Status MainWindow::openChainFile(const QString& path) {
   lastPlanned_.reset();
   addRecentFile(path);
   showInfo(tr("Opened %1 (%2 layers)").arg(name).arg(document_->chain().size()));
+  planOpenedChain();
   return Status::ok();
 }
 
@@ -114,6 +116,7 @@ Status MainWindow::loadZoo(const QString& name, const ZooOptions& options) {
                .arg(options.batch)
                .arg(options.resolution)
                .arg(document_->chain().size()));
+  planOpenedChain();
   return Status::ok();
 }
 
@@ -123,6 +126,7 @@ Status MainWindow::newChain() {
   document_->resetChain(std::move(chain).value(), QString());
   lastPlanned_.reset();
   showInfo(tr("A new chain: edit it in the layer table (double-click a cell)"));
+  planOpenedChain();
   return Status::ok();
 }
 
@@ -174,7 +178,11 @@ void MainWindow::openFileFromDrop(const QString& path) {
   }
 }
 
-void MainWindow::runPlanner(const QString& name) {
+void MainWindow::runPlanner(const QString& name) { startPlanJob(name, PlanApply::Undoable); }
+
+void MainWindow::planOpenedChain() { startPlanJob(plannerPicker_->plannerName(), PlanApply::Opening); }
+
+void MainWindow::startPlanJob(const QString& name, PlanApply apply) {
   if (!document_->hasChain()) return showError(tr("Open a chain or pick a zoo model first"));
   const Chain chain = document_->chain();
   const std::string planner = name.toStdString();
@@ -184,12 +192,14 @@ void MainWindow::runPlanner(const QString& name) {
         control.progress(-1.0);
         return planAndSimulate(chain, planner, control.cancelFlag());
       },
-      [this, name](Result<PlannedResult> planned) {
+      [this, name, apply](Result<PlannedResult> planned) {
         if (!planned) return (void)report(planned.status());
         const PlannerResult& r = planned->result;
-        if (!report(document_->applyPlan(r.plan, name))) return;
+        const Status applied = apply == PlanApply::Opening ? document_->setOpeningPlan(r.plan, name)
+                                                           : document_->applyPlan(r.plan, name);
+        if (!report(applied)) return;
         lastPlanned_ = LastPlanned{name, r.plan.checkpoints, r.planSeconds};
-        statusText_->setText(tr("%1: %2 checkpoints, peak %3, planned in %4 ms")
+        statusText_->setText(tr("Showing the %1 plan: %2 checkpoints, peak %3, planned in %4 ms")
                                  .arg(name)
                                  .arg(r.plan.checkpoints.size())
                                  .arg(charts::formatBytes(r.peakBytes()))

@@ -1,5 +1,5 @@
 #pragma once
-// The plan as JSON, with the fields of `remat plan --json` (shared/spec/interfaces.md) plus A, R,
+// The plan as JSON, with the fields of `remat plan --json` (docs/formats.md) plus A, R,
 // the recompute cost and the chain's name.
 #include <QString>
 #include <nlohmann/json.hpp>

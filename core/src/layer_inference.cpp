@@ -14,8 +14,8 @@ Status inferBlock(const LayerSpec& spec, const Shape& input, DType dtype, ChainL
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, graph->tensors.back().shape, dtype, graph->paramCount, 0.0));
   LayerNumbers& m = out.numbers;
   m.needsInput = graph->needsInput;
-  // The final ReLU of a ResNet block reads x(l): out = yes (memory-model.md's table says no for
-  // blocks; docs/layers.md explains why yes is exact and free at chain level).
+  // The final ReLU of a ResNet block reads x(l): out = yes (docs/memory-model.md section 5 and
+  // docs/layers.md explain why yes is exact and free at chain level).
   m.needsOutput = graph->needsOutput;
   m.extraBytes = graph->extraBytes;
   m.fwdWorkspaceBytes = graph->fwdWorkspaceBytes;

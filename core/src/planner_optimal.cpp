@@ -1,5 +1,5 @@
-// optimal: the exact minimum of E by the decomposition of memory-model.md section 3 (as corrected
-// in docs/planners.md), and the decomposition itself.
+// optimal: the exact minimum of E by the decomposition of docs/memory-model.md section 3 (with its
+// dead-checkpoint case), and the decomposition itself.
 //
 // With V_j = max over segments j' >= j of ( sum_{j <= m < j'} h(c_m, c_(m+1)) + seg(c_j', c_(j'+1)) ),
 // E(C) = V_0 and V_j = max(seg(c_j, c_(j+1)), h(c_j, c_(j+1)) + V_(j+1)). The right-hand side is

@@ -44,7 +44,7 @@ std::vector<LayerNumbers> generalLayers(SplitMix64& rng, const RandomChainOption
   return layers;
 }
 
-// Layer kinds of the CNN mode with memory-model.md section 5's flags.
+// Layer kinds of the CNN mode with docs/memory-model.md section 5's flags.
 enum class CnnKind { Conv, BatchNorm, Relu, MaxPool, AvgPool, Dropout };
 
 LayerNumbers cnnLayer(CnnKind kind, std::uint64_t bytes, SplitMix64& rng, const RandomChainOptions& o) {

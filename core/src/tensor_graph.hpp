@@ -1,5 +1,5 @@
 #pragma once
-// The tensor graph of an op sequence (memory-model.md sections 2-3): which tensor version each op
+// The tensor graph of an op sequence (docs/memory-model.md sections 2-3): which tensor version each op
 // reads and writes, how big each version is and which op reads it last. The simulator sweeps it
 // for footprints and the liveness trace (liveness.hpp) names its tensors, so the rule that decides
 // what is alive lives here once. Internal to core.

@@ -1,5 +1,5 @@
-// The decomposition of E that the optimal planner rests on (memory-model.md section 3, corrected
-// in docs/planners.md), checked against the simulator op by op on thousands of random chains and
+// The decomposition of E that the optimal planner rests on (docs/memory-model.md section 3, with
+// its dead-checkpoint case), checked against the simulator op by op on thousands of random chains and
 // plans, before anything is built on it.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The simulator against the spec: golden.json test vectors and hand-computed examples of each rule
-// of memory-model.md (keep and discard mode, RE with extras, workspaces, in/out flags, the seed).
+// of docs/memory-model.md (keep and discard mode, RE with extras, workspaces, in/out flags, the seed).
 #include "remat/simulator.hpp"
 
 #include <gtest/gtest.h>

@@ -203,7 +203,7 @@ TEST(Zoo, DTypeScalesBytes) {
   for (std::size_t l = 1; l <= f32.size(); ++l) EXPECT_EQ(f16.at(l).outBytes * 2, f32.at(l).outBytes) << l;
 }
 
-// memory-model.md section 4: u(k) = T(k-1) + a(k) is nondecreasing along the zoo's chains.
+// docs/memory-model.md section 4: u(k) = T(k-1) + a(k) is nondecreasing along the zoo's chains.
 TEST(Zoo, KeptPrefixPlusOutputIsNondecreasing) {
   for (const auto& entry : zooModels()) {
     const Chain chain = zooBuilt(entry.name);

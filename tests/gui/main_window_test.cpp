@@ -82,6 +82,24 @@ TEST_F(MainWindowTest, NewChainIsEditableAndThePlannerRunsInTheBackground) {
   EXPECT_EQ(window_.planView()->summaryText("plan"), QStringLiteral("optimal"));
 }
 
+TEST_F(MainWindowTest, AnOpenedChainShowsThePickedPlannersPlanWithoutAnEdit) {
+  ASSERT_TRUE(window_.plannerPicker()->setPlannerName(QStringLiteral("linear")));
+  ASSERT_TRUE(window_.loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("linear"));
+  EXPECT_FALSE(window_.document()->plan().checkpoints.empty());
+  EXPECT_EQ(window_.planView()->summaryText("plan"), QStringLiteral("linear"));
+  // The opening plan is not an edit: nothing to undo, the chain is unmodified.
+  EXPECT_EQ(window_.document()->undoStack()->count(), 0);
+  EXPECT_FALSE(window_.isWindowModified());
+
+  ASSERT_TRUE(window_.plannerPicker()->setPlannerName(QStringLiteral("optimal")));
+  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("optimal"));
+  EXPECT_EQ(window_.document()->undoStack()->count(), 0);
+}
+
 TEST_F(MainWindowTest, TheScreenshotIsTheWindowsSizeAndNotBlank) {
   Result<AppOptions> options = parseAppOptions(
       {QStringLiteral("remat-explorer"), QStringLiteral("--zoo"), QStringLiteral("resnet18"), QStringLiteral("--batch"),

@@ -1,5 +1,6 @@
 #pragma once
-// Loads shared/spec/examples/golden.json for tests.
+// Loads the memory model's test vectors, tests/data/golden.json (tests/data/README.md says where
+// they come from and how to check them).
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -7,11 +8,14 @@
 
 namespace remat::testing {
 
-inline std::string specPath(const std::string& relative) { return std::string(REMAT_SPEC_DIR) + "/" + relative; }
+inline std::string testDataPath(const std::string& relative) {
+  return std::string(REMAT_TEST_DATA_DIR) + "/" + relative;
+}
 
 inline nlohmann::json loadGolden() {
-  std::ifstream in(specPath("examples/golden.json"));
-  if (!in) throw std::runtime_error("cannot open " + specPath("examples/golden.json"));
+  const std::string path = testDataPath("golden.json");
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
   return nlohmann::json::parse(in);
 }
 

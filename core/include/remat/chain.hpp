@@ -1,6 +1,6 @@
 #pragma once
 // A layer chain: what a chain file says (ChainSpec) and what the memory model sees after shape
-// inference (Chain). See shared/spec/memory-model.md section 1.
+// inference (Chain). See docs/memory-model.md section 1.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,7 +35,7 @@ std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d"
 Result<LayerKind> parseKind(std::string_view name);
 bool isComposite(LayerKind kind);
 
-// The memory model's numbers for one layer (memory-model.md section 1). Bytes are bytes; costs are
+// The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are
 // in arbitrary but consistent units (GFLOP for real kinds, as stated for abstract layers).
 struct LayerNumbers {
   std::uint64_t outBytes = 0;           // a
@@ -125,7 +125,7 @@ struct Chain {
   std::uint64_t outBytes(std::size_t l) const { return l == 0 ? inputBytes : layers[l - 1].numbers.outBytes; }
   std::uint64_t paramBytes() const;
   std::uint64_t paramCount() const;
-  // x0 + parameters + parameter gradients (memory-model.md section 1).
+  // x0 + parameters + parameter gradients (docs/memory-model.md section 1).
   std::uint64_t staticBytes() const;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// Chain files, format "remat-chain/1" (shared/spec/interfaces.md). Loading is all-or-nothing:
+// Chain files, format "remat-chain/1" (docs/formats.md). Loading is all-or-nothing:
 // either a whole valid chain or an error naming the file, the layer (index and name) and the
 // field. Saving writes a temporary file and renames it.
 #include <nlohmann/json_fwd.hpp>

@@ -3,7 +3,7 @@
 // device is an allocator that counts bytes exactly plus the forward and backward kernels of every
 // layer kind. The CPU reference backend (cpu_device.hpp) and the CUDA backend (gpu/) implement it.
 //
-// Memory contract (memory-model.md section 3): the interpreter allocates every tensor of an op
+// Memory contract (docs/memory-model.md section 3): the interpreter allocates every tensor of an op
 // (outputs, extras, the wf / wb workspace, RE's transient copy) through allocator() before the
 // kernel runs and frees them after; a kernel touches only the buffers it is given. A kernel that
 // needs scratch beyond what requiredWorkspaceBytes() reports breaks the model, so a backend states
@@ -58,7 +58,7 @@ class DeviceAllocator {
   virtual std::size_t buffersHeld() const = 0;
 };
 
-// Keep mode writes the extras E(l) (memory-model.md section 2); discard mode writes only x(l) and
+// Keep mode writes the extras E(l) (docs/memory-model.md section 2); discard mode writes only x(l) and
 // must compute the very same x(l), bit for bit.
 enum class ForwardMode { Discard, Keep };
 

@@ -1,7 +1,7 @@
 #pragma once
 // Timeline exports, shared by predicted (simulator) and measured (interpreter) timelines. A file
 // holds one or more timelines (e.g. predicted + measured, or several planners, or several runs).
-//   .csv         long layout, one row per op (interfaces.md): the columns
+//   .csv         long layout, one row per op (docs/formats.md): the columns
 //                planner,run,op_index,op,layer,layer_name,phase,time_us,footprint_bytes,
 //                live_after_bytes, then source,static_bytes. SEED's layer is empty.
 //   .trace.json  Chrome's trace event format (Perfetto, chrome://tracing): each timeline is a

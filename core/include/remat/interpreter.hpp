@@ -1,6 +1,6 @@
 #pragma once
 // The schedule interpreter: runs a training step exactly as a plan says (the op sequence of
-// buildOpSequence, memory-model.md section 2) on a Device, and measures it. Every tensor is
+// buildOpSequence, docs/memory-model.md section 2) on a Device, and measures it. Every tensor is
 // allocated through the device's allocator when the op that writes it starts and freed right after
 // its last reader, by the interpreter's own reference counts over the op list; per op it records
 // the allocator's high-water mark during the op (footprint), the bytes held after it (live-after)

@@ -1,5 +1,5 @@
 #pragma once
-// Which tensors are alive during each op of a plan's step (memory-model.md sections 2-3), built
+// Which tensors are alive during each op of a plan's step (docs/memory-model.md sections 2-3), built
 // from the same tensor graph the simulator sweeps (which reports only the sums). The explorer uses
 // it to say what is alive at the peak and when each checkpoint is stored and freed.
 #include <cstdint>

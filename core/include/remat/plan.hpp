@@ -1,5 +1,5 @@
 #pragma once
-// A plan is a checkpoint set C, a subset of {1..n-1} (memory-model.md section 2).
+// A plan is a checkpoint set C, a subset of {1..n-1} (docs/memory-model.md section 2).
 #include <cstdint>
 #include <string>
 #include <vector>

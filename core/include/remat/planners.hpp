@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoint planners (shared/spec/interfaces.md names): none, sqrt, greedy, uniform:K, dp, linear,
+// Checkpoint planners (docs/formats.md names): none, sqrt, greedy, uniform:K, dp, linear,
 // optimal. Every planner is deterministic and reports its plan, the objective it minimises, E,
 // the recompute cost and its own planning time. docs/planners.md has the algorithms and proofs.
 #include <atomic>
@@ -47,7 +47,7 @@ Status checkPlannerName(std::string_view name);
 // after every layer). A chain without layers is InvalidInput.
 Result<PlannerResult> runPlanner(const Chain& chain, std::string_view name, const PlannerOptions& options = {});
 
-// The plan object of interfaces.md: planner, objective, objective_bytes, checkpoints,
+// The plan object of docs/formats.md: planner, objective, objective_bytes, checkpoints,
 // dynamic_peak_bytes, static_bytes, peak_bytes, plan_seconds, A_bytes, R_bytes, recompute_cost.
 nlohmann::json plannerResultToJson(const PlannerResult& result);
 
@@ -56,7 +56,7 @@ nlohmann::json plannerResultToJson(const PlannerResult& result);
 // simulation.
 PlannerResult plannerResultOf(const Simulation& simulation, std::string_view planner, double planSeconds);
 
-// The `simulate --json` object of interfaces.md: checkpoints, dynamic_peak_bytes, static_bytes,
+// The `simulate --json` object of docs/formats.md: checkpoints, dynamic_peak_bytes, static_bytes,
 // peak_bytes, A_bytes, R_bytes, recompute_cost, peak_op_index and the ops with their footprints.
 nlohmann::json simulationToJson(const Simulation& simulation);
 
@@ -97,8 +97,7 @@ Plan planGreedyForBudget(const Chain& chain, std::uint64_t budgetBytes);
 // The budget search of MXNet's memonger around sqrt(x * y), keeping the plan with the least E.
 Result<PlannedCheckpoints> planGreedy(const Chain& chain, const PlannerOptions& options = {});
 
-// ---- The decomposition of E (memory-model.md section 3, with the correction of
-// docs/planners.md) --------------------------------------------------------------------------
+// ---- The decomposition of E (docs/memory-model.md section 3, with its dead-checkpoint case) ----
 // E(C) = max over segments j of ( sum_{1 <= m < j} h(c_m, c_(m+1)) + seg(c_j, c_(j+1)) ),
 // where h(i, k) = a(i) when x(i) is read by some backward op given that its segment is (i, k],
 // else 0 (such a checkpoint is freed during the forward pass).

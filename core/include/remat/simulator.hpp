@@ -1,5 +1,5 @@
 #pragma once
-// The exact simulator of memory-model.md: the op sequence of a plan, the liveness rule, the
+// The exact simulator of docs/memory-model.md: the op sequence of a plan, the liveness rule, the
 // per-op footprint, and the paper's two estimates A and R.
 #include <cstdint>
 #include <vector>
@@ -17,7 +17,7 @@ std::vector<Op> buildOpSequence(const Chain& chain, const Plan& plan);
 
 struct Simulation {
   Plan plan;
-  Timeline timeline;                   // predicted, timeUs = modelled cost of each op
+  Timeline timeline;                   // predicted (timeUs is 0: the model has no clock)
   std::uint64_t dynamicPeakBytes = 0;  // E(C)
   std::size_t peakOpIndex = 0;
   std::uint64_t staticBytes = 0;
