@@ -6,8 +6,8 @@
 #include <map>
 #include <utility>
 
-#include "remat/planners.hpp"
-#include "remat/random_chain.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/model/random_chain.hpp"
 
 namespace {
 

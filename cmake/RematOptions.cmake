@@ -2,10 +2,32 @@
 # is a configure error that says how to get the dependency.
 include(CheckLanguage)
 
-option(REMAT_BUILD_TESTS "Build the GoogleTest suite" ON)
-option(REMAT_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
+# Every dependency is detected here, and nowhere else; the folders' CMakeLists.txt only use
+# what this file found.
 option(REMAT_WERROR "Treat warnings as errors" OFF)
 option(REMAT_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+
+# --- Always needed ------------------------------------------------------------------------------
+find_package(nlohmann_json 3.10 REQUIRED)
+
+# --- GoogleTest: the test suite -----------------------------------------------------------------
+option(REMAT_BUILD_TESTS "Build the GoogleTest suite" ON)
+if(REMAT_BUILD_TESTS)
+  find_package(GTest QUIET)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "REMAT_BUILD_TESTS=ON but GoogleTest was not found: apt-get install googletest "
+                        "libgtest-dev libgmock-dev, or configure with -DREMAT_BUILD_TESTS=OFF")
+  endif()
+  include(GoogleTest)
+endif()
+
+# --- Google Benchmark: the benchmarks (on when found) -------------------------------------------
+find_package(benchmark QUIET)
+set(REMAT_BUILD_BENCHMARKS ${benchmark_FOUND} CACHE BOOL "Build the Google Benchmark programs (default: on when Google Benchmark is found)")
+if(REMAT_BUILD_BENCHMARKS AND NOT benchmark_FOUND)
+  message(FATAL_ERROR "REMAT_BUILD_BENCHMARKS=ON but Google Benchmark was not found: apt-get install "
+                      "libbenchmark-dev, or configure with -DREMAT_BUILD_BENCHMARKS=OFF")
+endif()
 
 # --- Qt 6 GUI ---------------------------------------------------------------------------------
 # Qt6Charts' package config needs Qt6OpenGL (libqt6opengl6-dev) and Qt6Gui wants XKB
@@ -59,26 +81,8 @@ if(NOT DEFINED CMAKE_CUDA_COMPILER)  # a versioned install without the /usr/loca
 endif()
 check_language(CUDA)
 find_package(CUDAToolkit QUIET)
-# cuDNN may come as the Python wheel nvidia-cudnn (headers and libs under site-packages/nvidia/cudnn,
-# e.g. next to PyTorch in /opt/torch/.venv), and a runtime-only install may have libcudnn.so.9
-# without the libcudnn.so development link: look in those places too.
-file(GLOB _remat_cudnn_wheel_dirs
-  /opt/torch/.venv/lib/python3*/site-packages/nvidia/cudnn
-  /usr/local/lib/python3*/dist-packages/nvidia/cudnn
-  /usr/lib/python3/dist-packages/nvidia/cudnn)
-set(_remat_cudnn_include_hints)
-set(_remat_cudnn_library_hints)
-foreach(_remat_dir IN LISTS _remat_cudnn_wheel_dirs)
-  list(APPEND _remat_cudnn_include_hints ${_remat_dir}/include)
-  list(APPEND _remat_cudnn_library_hints ${_remat_dir}/lib)
-endforeach()
-find_path(REMAT_CUDNN_INCLUDE_DIR cudnn.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include ${_remat_cudnn_include_hints}
-  PATH_SUFFIXES x86_64-linux-gnu)
-find_library(REMAT_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
-  HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu
-        ${_remat_cudnn_library_hints})
-if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND REMAT_CUDNN_INCLUDE_DIR AND REMAT_CUDNN_LIBRARY)
+find_package(CUDNN 9 QUIET)  # cmake/FindCUDNN.cmake
+if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND CUDNN_FOUND)
   set(_remat_cuda_default ON)
 else()
   set(_remat_cuda_default OFF)
@@ -87,9 +91,9 @@ set(REMAT_WITH_CUDA ${_remat_cuda_default} CACHE BOOL "Build the CUDA + cuDNN ex
 if(REMAT_WITH_CUDA AND NOT _remat_cuda_default)
   message(FATAL_ERROR
     "REMAT_WITH_CUDA=ON but the CUDA toolkit (nvcc, cuBLAS) and cuDNN 9 were not all found\n"
-    "  nvcc: '${CMAKE_CUDA_COMPILER}'  cudnn.h: '${REMAT_CUDNN_INCLUDE_DIR}'  libcudnn: '${REMAT_CUDNN_LIBRARY}'\n"
+    "  nvcc: '${CMAKE_CUDA_COMPILER}'  cudnn.h: '${CUDNN_INCLUDE_DIR}'  libcudnn: '${CUDNN_LIBRARY}'\n"
     "Install CUDA 13 and cuDNN 9 under /usr/local/cuda (or pass -DCUDAToolkit_ROOT=... "
-    "-DREMAT_CUDNN_INCLUDE_DIR=... -DREMAT_CUDNN_LIBRARY=...), or configure with -DREMAT_WITH_CUDA=OFF.")
+    "-DCUDNN_INCLUDE_DIR=... -DCUDNN_LIBRARY=...), or configure with -DREMAT_WITH_CUDA=OFF.")
 endif()
 
 # --- What this configuration builds -----------------------------------------------------------

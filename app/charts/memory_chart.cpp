@@ -63,14 +63,7 @@ QScatterSeries* legendEntry(QObject* parent, const QString& name, QScatterSeries
 }
 
 QString opLabel(const Timeline& timeline, std::size_t index) {
-  const Op& op = timeline.entries[index].op;
-  const auto name = opName(op.kind);
-  QString text = QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
-  if (op.kind == OpKind::Seed) return text;
-  text += QStringLiteral("(%1)").arg(op.layer);
-  if (op.layer >= 1 && op.layer <= timeline.layerNames.size())
-    text += QLatin1Char(' ') + QString::fromStdString(timeline.layerNames[op.layer - 1]);
-  return text;
+  return QString::fromStdString(remat::opLabel(timeline.entries[index].op, timeline.layerNames));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "memory_chart_series.hpp"
-#include "remat/status.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::charts {
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "remat/timeline.hpp"
+#include "remat/memory/timeline.hpp"
 
 namespace remat::charts {
 

@@ -4,8 +4,8 @@
 #include <exception>
 #include <ostream>
 
-#include "remat/chain_file.hpp"
-#include "remat/zoo.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat::cli {
 
@@ -19,25 +19,6 @@ int exitCodeFor(const Status& status) {
     case ErrorCode::Internal: return kExitInternal;
   }
   return kExitInternal;
-}
-
-std::string formatBytes(std::uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 6) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.2f %s", value, units[unit]);
-  return buffer;
-}
-
-std::string opLabel(const Op& op) {
-  return op.kind == OpKind::Seed ? std::string("SEED")
-                                 : std::string(opName(op.kind)) + "(" + std::to_string(op.layer) + ")";
 }
 
 Result<Chain> loadChainArgument(const std::string& path) {

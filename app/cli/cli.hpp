@@ -9,10 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "remat/chain.hpp"
-#include "remat/device.hpp"
-#include "remat/status.hpp"
-#include "remat/timeline.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/exec/device.hpp"
+#include "remat/base/status.hpp"
+#include "remat/base/units.hpp"
+#include "remat/memory/timeline.hpp"
 
 namespace remat::cli {
 
@@ -41,8 +42,6 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
 // Shared helpers.
 Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"
-std::string formatBytes(std::uint64_t bytes);              // "1.50 GiB", "512.0 KiB", "12 B"
-std::string opLabel(const Op& op);                         // "F(3)", "SEED"
 // Op tables (simulate, run) print this many rows unless --ops asks for all.
 constexpr std::size_t kDefaultOpRows = 200;
 int exitCodeFor(const Status& status);

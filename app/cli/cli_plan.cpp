@@ -4,7 +4,8 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/planners.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/io/results_json.hpp"
 
 namespace remat::cli {
 namespace {
@@ -46,7 +47,7 @@ const char* objectiveMeaning(const std::string& objective) {
   return "a fixed rule or heuristic";
 }
 
-void printPlan(const Chain& chain, const PlannerResult& r, std::ostream& out) {
+void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
   out << "chain        " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << ")\n";
   out << "planner      " << r.planner << " (" << objectiveMeaning(r.objective) << ")\n";
   out << "checkpoints  "
@@ -63,14 +64,14 @@ void printPlan(const Chain& chain, const PlannerResult& r, std::ostream& out) {
   out << "plan time    " << formatSeconds(r.planSeconds) << "\n";
 }
 
-void printComparison(const Chain& chain, const std::vector<PlannerResult>& results, std::ostream& out) {
+void printComparison(const Chain& chain, const std::vector<PlanReport>& results, std::ostream& out) {
   out << "chain " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << "), static "
       << formatBytes(chain.staticBytes()) << " (input + parameters + parameter gradients)\n\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11s  %10s  %10s\n", "planner", "obj", "peak (E)",
                 "A", "R", "checkpoints", "recompute", "plan time");
   out << line;
-  for (const PlannerResult& r : results) {
+  for (const PlanReport& r : results) {
     std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11zu  %10s  %10s\n", r.planner.c_str(),
                   r.objective.c_str(), formatBytes(r.dynamicPeakBytes).c_str(), formatBytes(r.aBytes).c_str(),
                   formatBytes(r.rBytes).c_str(), r.plan.checkpoints.size(), formatCost(r.recomputeCost).c_str(),
@@ -107,7 +108,7 @@ Status runPlan(const PlanOptions& options, Io& io) {
   auto result = runPlanner(*chain, options.planner);
   if (!result) return result.status();
   if (options.json) {
-    io.out << plannerResultToJson(*result).dump() << "\n";
+    io.out << planReportToJson(*result).dump() << "\n";
   } else {
     printPlan(*chain, *result, io.out);
   }
@@ -123,7 +124,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
-  std::vector<PlannerResult> results;
+  std::vector<PlanReport> results;
   for (const std::string& name : *names) {
     auto result = runPlanner(*chain, name);
     if (!result) return result.status();
@@ -131,7 +132,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
   }
   if (options.json) {
     nlohmann::json plans = nlohmann::json::array();
-    for (const PlannerResult& r : results) plans.push_back(plannerResultToJson(r));
+    for (const PlanReport& r : results) plans.push_back(planReportToJson(r));
     io.out << nlohmann::json{{"chain", chain->name}, {"plans", std::move(plans)}}.dump() << "\n";
   } else {
     printComparison(*chain, results, io.out);

@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/chain_file.hpp"
+#include "remat/io/chain_file.hpp"
 
 #ifdef REMAT_HAVE_GPU
 #include "remat/gpu/cuda_device.hpp"

@@ -7,10 +7,10 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/exporters.hpp"
-#include "remat/interpreter.hpp"
-#include "remat/planners.hpp"
-#include "remat/simulator.hpp"
+#include "remat/io/exporters.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/memory/simulator.hpp"
 
 namespace remat::cli {
 namespace {

@@ -2,8 +2,8 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/chain_file.hpp"
-#include "remat/zoo.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat::cli {
 namespace {

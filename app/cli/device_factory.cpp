@@ -1,6 +1,6 @@
 // The devices a --device option can name. The GPU is only linked in builds with the CUDA backend.
 #include "cli.hpp"
-#include "remat/cpu_device.hpp"
+#include "remat/cpu/cpu_device.hpp"
 
 #ifdef REMAT_HAVE_GPU
 #include "remat/gpu/cuda_device.hpp"
@@ -9,7 +9,7 @@
 namespace remat::cli {
 
 Result<std::unique_ptr<Device>> makeDevice(std::string_view name) {
-  if (name == "cpu") return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
+  if (name == "cpu") return std::unique_ptr<Device>(std::make_unique<cpu::CpuDevice>());
   if (name == "gpu") {
 #ifdef REMAT_HAVE_GPU
     auto device = gpu::createCudaDevice();

@@ -12,8 +12,8 @@
 #include "main_window.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
-#include "remat/random_chain.hpp"
-#include "remat/simulator.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/memory/simulator.hpp"
 
 namespace remat::gui {
 

@@ -10,8 +10,8 @@
 #include <QString>
 #include <QStringList>
 
-#include "remat/status.hpp"
-#include "remat/zoo.hpp"
+#include "remat/base/status.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat::gui {
 

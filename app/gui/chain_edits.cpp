@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "remat/chain_file.hpp"
-#include "units.hpp"
+#include "remat/io/chain_file.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "document.hpp"
-#include "remat/chain.hpp"
-#include "remat/status.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gui {
 

@@ -8,7 +8,7 @@
 
 #include "qt_text.hpp"
 #include "strip_colors.hpp"
-#include "units.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 

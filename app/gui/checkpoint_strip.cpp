@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "strip_colors.hpp"
-#include "units.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "remat/chain.hpp"
-#include "remat/plan.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/memory/plan.hpp"
 #include "strip_geometry.hpp"
 
 namespace remat::gui {

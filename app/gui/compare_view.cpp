@@ -12,10 +12,10 @@
 #include "compare_model.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "plan_insight.hpp"
 #include "planner_picker.hpp"
-#include "units.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
@@ -124,7 +124,7 @@ void CompareView::compare() {
         for (std::size_t side = 0; side < 2; ++side) {
           control.progress(0.5 * static_cast<double>(side), QString::fromStdString("planning " + names[side]));
           entries[side].planner = QString::fromStdString(names[side]);
-          Result<PlannedResult> planned = planAndSimulate(chain, names[side], control.cancelFlag());
+          Result<PlanJobResult> planned = planAndSimulate(chain, names[side], control.cancelFlag());
           if (planned) {
             entries[side].planned = std::move(planned).value();
           } else {

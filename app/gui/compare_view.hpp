@@ -5,7 +5,7 @@
 #include <QWidget>
 #include <array>
 
-#include "remat/plan.hpp"
+#include "remat/memory/plan.hpp"
 
 class QLabel;
 class QPushButton;

@@ -8,11 +8,11 @@
 #include <functional>
 #include <optional>
 
-#include "remat/chain.hpp"
-#include "remat/plan.hpp"
-#include "remat/simulator.hpp"
-#include "remat/status.hpp"
-#include "remat/timeline.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/memory/plan.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/base/status.hpp"
+#include "remat/memory/timeline.hpp"
 
 namespace remat::gui {
 

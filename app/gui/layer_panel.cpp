@@ -14,7 +14,7 @@
 #include "chain_table_model.hpp"
 #include "document.hpp"
 #include "qt_text.hpp"
-#include "units.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {

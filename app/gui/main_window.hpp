@@ -5,8 +5,8 @@
 #include <QMainWindow>
 #include <optional>
 
-#include "remat/status.hpp"
-#include "remat/zoo.hpp"
+#include "remat/base/status.hpp"
+#include "remat/model/zoo.hpp"
 
 class QAction;
 class QLabel;

@@ -9,15 +9,15 @@
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
 #include "plan_jobs.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
-#include "remat/chain_file.hpp"
+#include "remat/io/chain_file.hpp"
 #include "run_support.hpp"
-#include "units.hpp"
+#include "charts/units.hpp"
 #include "zoo_bar.hpp"
 
 namespace remat::gui {
@@ -186,15 +186,15 @@ void MainWindow::startPlanJob(const QString& name, PlanApply apply) {
   if (!document_->hasChain()) return showError(tr("Open a chain or pick a zoo model first"));
   const Chain chain = document_->chain();
   const std::string planner = name.toStdString();
-  jobs_->start<Result<PlannedResult>>(
+  jobs_->start<Result<PlanJobResult>>(
       QStringLiteral("plan"), tr("Planning with %1").arg(name),
       [chain, planner](const JobRunner::Control& control) {
         control.progress(-1.0);
         return planAndSimulate(chain, planner, control.cancelFlag());
       },
-      [this, name, apply](Result<PlannedResult> planned) {
+      [this, name, apply](Result<PlanJobResult> planned) {
         if (!planned) return (void)report(planned.status());
-        const PlannerResult& r = planned->result;
+        const PlanReport& r = planned->result;
         const Status applied = apply == PlanApply::Opening ? document_->setOpeningPlan(r.plan, name)
                                                            : document_->applyPlan(r.plan, name);
         if (!report(applied)) return;

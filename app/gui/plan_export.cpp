@@ -2,14 +2,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "remat/chain_file.hpp"
-#include "remat/planners.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/io/results_json.hpp"
 
 namespace remat::gui {
 
 nlohmann::json planJson(const Simulation& simulation, const QString& planner, double planSeconds,
                         const std::string& chainName) {
-  nlohmann::json json = plannerResultToJson(plannerResultOf(simulation, planner.toStdString(), planSeconds));
+  nlohmann::json json = planReportToJson(planReportOf(simulation, planner.toStdString(), planSeconds));
   json["chain"] = chainName;
   return json;
 }

@@ -4,8 +4,8 @@
 #include <QString>
 #include <nlohmann/json.hpp>
 
-#include "remat/simulator.hpp"
-#include "remat/status.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gui {
 

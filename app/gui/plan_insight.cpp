@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "remat/liveness.hpp"
-#include "units.hpp"
+#include "remat/memory/liveness.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
@@ -22,10 +22,8 @@ QString tensorText(const Chain& chain, const TensorLife& tensor) {
 }  // namespace
 
 QString opText(const Chain& chain, const Op& op) {
-  const auto name = opName(op.kind);
-  QString text = QString::fromLatin1(name.data(), static_cast<qsizetype>(name.size()));
-  if (op.kind == OpKind::Seed) return text;
-  return text + QStringLiteral("(%1) %2").arg(op.layer).arg(layerName(chain, op.layer));
+  if (op.kind == OpKind::Seed || op.layer < 1 || op.layer > chain.size()) return QString::fromStdString(opLabel(op));
+  return QString::fromStdString(opLabel(op) + " " + chain.layers[op.layer - 1].name);
 }
 
 std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {

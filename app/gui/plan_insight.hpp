@@ -5,10 +5,10 @@
 #include <QString>
 #include <optional>
 
-#include "memory_chart_series.hpp"
-#include "remat/chain.hpp"
-#include "remat/simulator.hpp"
-#include "remat/timeline.hpp"
+#include "charts/memory_chart_series.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/memory/timeline.hpp"
 
 namespace remat::gui {
 

@@ -2,16 +2,16 @@
 
 namespace remat::gui {
 
-Result<PlannedResult> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel) {
+Result<PlanJobResult> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel) {
   PlannerOptions options;
   options.cancelFlag = cancel;
-  Result<PlannerResult> planned = runPlanner(chain, planner, options);
+  Result<PlanReport> planned = runPlanner(chain, planner, options);
   if (!planned) return planned.status();
   if (cancel && cancel->load()) return Status::cancelled();
   Result<Simulation> simulation = simulate(chain, planned->plan);
   if (!simulation) return simulation.status().withContext("planner '" + planner + "'");
   simulation->timeline.planner = planner;
-  return PlannedResult{std::move(planned).value(), std::move(simulation).value()};
+  return PlanJobResult{std::move(planned).value(), std::move(simulation).value()};
 }
 
 }  // namespace remat::gui

@@ -4,18 +4,18 @@
 #include <atomic>
 #include <string>
 
-#include "remat/chain.hpp"
-#include "remat/planners.hpp"
-#include "remat/simulator.hpp"
-#include "remat/status.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gui {
 
-struct PlannedResult {
-  PlannerResult result;
+struct PlanJobResult {
+  PlanReport result;
   Simulation simulation;
 };
 
-Result<PlannedResult> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel);
+Result<PlanJobResult> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel);
 
 }  // namespace remat::gui

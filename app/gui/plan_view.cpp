@@ -11,10 +11,10 @@
 
 #include "checkpoint_strip.hpp"
 #include "document.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "plan_insight.hpp"
 #include "strip_colors.hpp"
-#include "units.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {

@@ -4,7 +4,7 @@
 #include <QHBoxLayout>
 #include <QSpinBox>
 
-#include "remat/planners.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::gui {
 namespace {

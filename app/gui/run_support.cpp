@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <memory>
 
-#include "remat/cpu_device.hpp"
-#include "remat/exporters.hpp"
-#include "remat/interpreter.hpp"
-#include "remat/simulator.hpp"
+#include "remat/cpu/cpu_device.hpp"
+#include "remat/io/exporters.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/memory/simulator.hpp"
 #if REMAT_HAVE_GPU
 #include "remat/gpu/cuda_device.hpp"
 #endif
@@ -27,13 +27,13 @@ std::uint64_t cpuCapacityBytes() {
 
 Result<std::unique_ptr<Device>> openDevice(const std::string& name, std::uint64_t predictedPeakBytes) {
   if (name == "cpu") {
-    CpuDeviceOptions options;
+    cpu::CpuDeviceOptions options;
     options.capacityBytes = cpuCapacityBytes();
     if (options.capacityBytes > 0 && predictedPeakBytes > options.capacityBytes)
       return Status::outOfMemory("the plan needs " + std::to_string(predictedPeakBytes >> 20) +
                                  " MiB, more than the CPU reference may use here (" +
                                  std::to_string(options.capacityBytes >> 20) + " MiB); try a smaller batch");
-    return std::unique_ptr<Device>(std::make_unique<CpuDevice>(options));
+    return std::unique_ptr<Device>(std::make_unique<cpu::CpuDevice>(options));
   }
 #if REMAT_HAVE_GPU
   if (name == "gpu") {

@@ -8,10 +8,10 @@
 #include <functional>
 #include <vector>
 
-#include "remat/chain.hpp"
-#include "remat/plan.hpp"
-#include "remat/status.hpp"
-#include "remat/timeline.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/memory/plan.hpp"
+#include "remat/base/status.hpp"
+#include "remat/memory/timeline.hpp"
 
 namespace remat::gui {
 

@@ -2,7 +2,7 @@
 // Picks a zoo model with its batch size, input resolution and dtype.
 #include <QWidget>
 
-#include "remat/zoo.hpp"
+#include "remat/model/zoo.hpp"
 
 class QComboBox;
 class QSpinBox;

@@ -8,7 +8,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "kernels_abstract.hpp"
-#include "remat/counter_rng.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat {
@@ -96,7 +96,7 @@ Status CudaDevice::prepare(const Chain& chain) {
   layers.reserve(chain.size() + 1);
   const LayerContext context = impl_->context();
   for (std::size_t l = 0; l <= chain.size(); ++l)
-    REMAT_RETURN_IF_ERROR(planLayer(chain, l, context, impl_->options, layers));
+    REMAT_RETURN_IF_ERROR(prepareLayer(chain, l, context, impl_->options, layers));
   impl_->layers = std::move(layers);
   impl_->chain = chain;
   return Status::ok();

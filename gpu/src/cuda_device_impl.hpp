@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels.hpp"
-#include "remat/block.hpp"
-#include "remat/device_calls.hpp"
+#include "remat/model/block.hpp"
+#include "remat/exec/device_calls.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
 
@@ -60,7 +60,7 @@ struct LayerState {
 };
 
 // Builds the state of layer l (layers[0] is the input x0) and appends it. Errors name the layer.
-Status planLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
+Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
                  std::vector<LayerState>& layers);
 
 // The real (non-abstract) kinds; the buffers were checked by CudaDevice (device_calls.hpp).

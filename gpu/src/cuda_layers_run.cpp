@@ -1,8 +1,8 @@
 // Dispatch of the real layer kinds and of the residual blocks to cuDNN, cuBLAS and the own kernels.
 // The buffers were checked by CudaDevice (sizes, presence per the model's in / out / e flags).
 #include "cuda_device_impl.hpp"
-#include "remat/block_buffers.hpp"
-#include "remat/counter_rng.hpp"
+#include "remat/exec/block_buffers.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu {

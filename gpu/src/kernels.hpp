@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "remat/status.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gpu::kernels {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kernels_abstract.hpp"
-#include "remat/counter_rng.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "remat/status.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gpu::kernels {
 

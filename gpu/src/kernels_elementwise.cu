@@ -2,7 +2,7 @@
 // loops over 64-bit indices; every element is computed the same way whatever the launch shape, so
 // results are bitwise reproducible.
 #include "kernels.hpp"
-#include "remat/counter_rng.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "remat/gpu/cuda_check.hpp"
-#include "remat/interpreter.hpp"
+#include "remat/exec/interpreter.hpp"
 
 namespace remat::gpu {
 

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "remat/chain_file.hpp"
+#include "remat/io/chain_file.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/profiler.hpp"
-#include "remat/interpreter.hpp"
-#include "remat/planners.hpp"
-#include "remat/simulator.hpp"
-#include "remat/zoo.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace {
 
@@ -129,8 +129,8 @@ bool sameAsPredicted(const Timeline& measured, const Timeline& predicted) {
 }
 
 // The uniform:K with the lowest predicted dynamic peak (the smallest K among ties).
-Result<PlannerResult> bestUniform(const Chain& chain) {
-  std::optional<PlannerResult> best;
+Result<PlanReport> bestUniform(const Chain& chain) {
+  std::optional<PlanReport> best;
   for (std::size_t k = 1; k <= chain.size(); ++k) {
     auto r = runPlanner(chain, "uniform:" + std::to_string(k));
     if (!r) return r.status();
@@ -139,7 +139,7 @@ Result<PlannerResult> bestUniform(const Chain& chain) {
   return std::move(*best);
 }
 
-PlanRow runOne(const Chain& chain, gpu::CudaDevice& device, Interpreter& interpreter, const PlannerResult& planned,
+PlanRow runOne(const Chain& chain, gpu::CudaDevice& device, Interpreter& interpreter, const PlanReport& planned,
                int steps, std::uint64_t baselineUsedBytes) {
   PlanRow row;
   row.planner = planned.planner;
@@ -228,7 +228,7 @@ Result<nlohmann::json> checkModel(const std::string& model, const Args& args) {
   auto chain = buildChain(profiledSpec);
   if (!chain) return chain.status();
 
-  std::vector<PlannerResult> plans;
+  std::vector<PlanReport> plans;
   for (const char* name : {"none", "uniform", "dp", "linear", "optimal"}) {
     auto r = std::string(name) == "uniform" ? bestUniform(*chain) : runPlanner(*chain, name);
     if (!r) return r.status().withContext(model + ": planner " + name);
@@ -261,7 +261,7 @@ Result<nlohmann::json> checkModel(const std::string& model, const Args& args) {
   std::printf("%-12s %-24s %10s %10s %6s %10s %10s %10s %8s %9s\n", "", "", "MiB", "MiB", "", "MiB", "MiB", "MiB", "%",
               "ms");
   bool allExact = true, allWithin = true, allRan = true;
-  for (const PlannerResult& planned : plans) {
+  for (const PlanReport& planned : plans) {
     PlanRow row = runOne(*chain, **device, **interpreter, planned, args.steps, baselineUsed);
     std::string checkpoints = row.checkpoints.size() > 24 ? row.checkpoints.substr(0, 21) + "..." : row.checkpoints;
     if (!row.error.empty()) {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "remat/exporters.hpp"
+#include "remat/io/exporters.hpp"
 
 namespace remat {
 namespace {

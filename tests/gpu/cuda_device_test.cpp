@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "executor_helpers.hpp"
-#include "remat/chain_file.hpp"
-#include "remat/cpu_device.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/cpu/cpu_device.hpp"
 #include "remat/gpu/profiler.hpp"
-#include "remat/interpreter.hpp"
-#include "remat/random_chain.hpp"
-#include "remat/simulator.hpp"
-#include "remat/zoo.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat::gpu {
 namespace {
@@ -146,7 +146,7 @@ TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};
-    CpuDevice cpu;
+    cpu::CpuDevice cpu;
     auto cpuRun = runPlan(chain, Plan{}, cpu, testing::seeded(9), options);
     ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
     auto device = open();
@@ -177,7 +177,7 @@ TEST_F(CudaDeviceTest, AbstractChainsEqualTheCpuBitForBit) {
   const Chain chain = makeRandomChain({.layers = 9, .seed = 3});
   const RunOptions options{.captureGradients = true, .captureDigests = true};
   const Plan plan{{2, 5}};
-  CpuDevice cpu;
+  cpu::CpuDevice cpu;
   auto cpuRun = runPlan(chain, plan, cpu, testing::seeded(4), options);
   ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
   auto device = open();

@@ -10,10 +10,10 @@
 
 #include "document.hpp"
 #include "gui_test_env.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "plan_view.hpp"
-#include "remat/simulator.hpp"
-#include "units.hpp"
+#include "remat/memory/simulator.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {

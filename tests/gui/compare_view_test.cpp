@@ -13,11 +13,11 @@
 #include "gui_test_env.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
-#include "remat/planners.hpp"
-#include "units.hpp"
+#include "remat/planners/planners.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
@@ -39,7 +39,7 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
   const Chain& chain = window.document()->chain();
   for (int side = 0; side < 2; ++side) {
     const std::string name = side == 0 ? "dp" : "linear";
-    Result<PlannerResult> expected = runPlanner(chain, name);
+    Result<PlanReport> expected = runPlanner(chain, name);
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     const auto& entry = compare->model()->entries()[static_cast<std::size_t>(side)];
     ASSERT_TRUE(entry.planned.has_value()) << entry.error.toStdString();

@@ -1,13 +1,13 @@
 // Downsampling keeps each bucket's maximum, so a chart never loses the peak.
-#include "downsample.hpp"
+#include "charts/downsample.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "memory_chart_series.hpp"
-#include "remat/random_chain.hpp"
-#include "remat/simulator.hpp"
+#include "charts/memory_chart_series.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/memory/simulator.hpp"
 
 namespace remat::charts {
 namespace {

@@ -11,13 +11,13 @@
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window_fixture.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
 #include "plan_view.hpp"
-#include "remat/chain_file.hpp"
-#include "remat/exporters.hpp"
-#include "remat/planners.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/io/exporters.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::gui {
 namespace {
@@ -44,7 +44,7 @@ TEST_F(ExportTest, PlanJsonHasTheFieldsOfRematPlanJson) {
   ASSERT_TRUE(window_.exportPlanJson(path("plan.json")).isOk());
   const nlohmann::json json = readJson(path("plan.json"));
   ASSERT_FALSE(json.is_discarded());
-  Result<PlannerResult> expected = runPlanner(window_.document()->chain(), "dp");
+  Result<PlanReport> expected = runPlanner(window_.document()->chain(), "dp");
   ASSERT_TRUE(expected.isOk());
   EXPECT_EQ(json.at("planner"), "dp");
   EXPECT_EQ(json.at("objective"), "A");

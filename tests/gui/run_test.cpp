@@ -10,7 +10,7 @@
 #include "gui_test_env.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
-#include "memory_chart.hpp"
+#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_view.hpp"
 #include "run_support.hpp"

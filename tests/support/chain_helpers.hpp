@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "remat/chain.hpp"
-#include "remat/chain_file.hpp"
-#include "remat/zoo.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat::testing {
 

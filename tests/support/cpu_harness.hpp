@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "remat/chain_file.hpp"
-#include "remat/counter_rng.hpp"
-#include "remat/cpu_device.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/exec/counter_rng.hpp"
+#include "remat/cpu/cpu_device.hpp"
 
 namespace remat::testing {
 
@@ -61,7 +61,7 @@ class LayerHarness {
  public:
   // layer: the JSON of the layer under test; flatten: put a flatten before it.
   LayerHarness(std::vector<std::int64_t> inputShape, const nlohmann::json& layer, bool flatten = false)
-      : device_(CpuDeviceOptions{.poisonMemory = true}) {
+      : device_(cpu::CpuDeviceOptions{.poisonMemory = true}) {
     nlohmann::json layers = nlohmann::json::array({{{"name", "pre"}, {"kind", "relu"}}});
     if (flatten) layers.push_back({{"name", "flat"}, {"kind", "flatten"}});
     layers.push_back(layer);
@@ -146,7 +146,7 @@ class LayerHarness {
     return g;
   }
 
-  CpuDevice& device() { return device_; }
+  cpu::CpuDevice& device() { return device_; }
   ~LayerHarness() { release(); }
 
  private:
@@ -175,7 +175,7 @@ class LayerHarness {
     }
   }
 
-  CpuDevice device_;
+  cpu::CpuDevice device_;
   Chain chain_;
   std::string error_;
   DeviceBuffer xBuffer_, paramsBuffer_, yBuffer_, extraBuffer_;

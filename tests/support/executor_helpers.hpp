@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "remat/interpreter.hpp"
-#include "remat/planners.hpp"
-#include "remat/simulator.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/memory/simulator.hpp"
 
 namespace remat::testing {
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "remat/chain.hpp"
-#include "remat/counter_rng.hpp"
-#include "remat/random_chain.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/exec/counter_rng.hpp"
+#include "remat/model/random_chain.hpp"
 
 namespace remat::testing {
 

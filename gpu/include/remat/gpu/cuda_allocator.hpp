@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "remat/counting_allocator.hpp"
+#include "remat/exec/counting_allocator.hpp"
 #include "remat/gpu/cuda_resources.hpp"
 
 namespace remat::gpu {

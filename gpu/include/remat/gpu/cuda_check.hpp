@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "remat/status.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gpu {
 

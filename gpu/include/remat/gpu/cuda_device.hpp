@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "remat/device.hpp"
+#include "remat/exec/device.hpp"
 #include "remat/gpu/cuda_allocator.hpp"
 
 namespace remat::gpu {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <type_traits>
 
-#include "remat/chain.hpp"
-#include "remat/status.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gpu {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "remat/gpu/cuda_resources.hpp"
-#include "remat/status.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gpu {
 

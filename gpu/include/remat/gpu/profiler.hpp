@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "remat/chain.hpp"
+#include "remat/model/chain.hpp"
 #include "remat/gpu/cuda_device.hpp"
-#include "remat/status.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat::gpu {
 

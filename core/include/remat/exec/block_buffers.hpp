@@ -1,0 +1,49 @@
+#pragma once
+// Where the inner tensors of a residual block live while a backend runs the block's inner ops
+// (block.hpp's protocol), given the layer's checked buffers. The CPU and CUDA backends place them
+// alike; only their kernels differ.
+#include <cstddef>
+#include <string>
+
+#include "remat/model/block.hpp"
+#include "remat/exec/device_calls.hpp"
+
+namespace remat {
+
+// A block's forward: x(l-1), x(l), and each inner tensor in the workspace at its arena offset or,
+// in keep mode when it is saved, in E at its extras offset.
+class BlockForwardTensors {
+ public:
+  BlockForwardTensors(const BlockGraph& graph, ForwardMode mode, const ForwardBuffers& buffers)
+      : graph_(graph), keep_(mode == ForwardMode::Keep), b_(buffers) {}
+  // Internal error, prefixed by `where`, when the call lacks the workspace or E the graph needs.
+  Status check(const std::string& where) const;
+  float* tensor(std::size_t t) const;
+  // Where a batch norm saves its mean and inverse std: E + statsOffset in keep mode, else null.
+  float* stats(const BlockOp& op) const;
+
+ private:
+  const BlockGraph& graph_;
+  bool keep_;
+  ForwardBuffers b_;
+};
+
+// A block's backward: the value of each tensor (x(l-1), x(l), or its saved copy in E) and its
+// gradient (d(l-1), null for layer 1; d(l); else the workspace at its gradient offset).
+class BlockBackwardTensors {
+ public:
+  BlockBackwardTensors(const BlockGraph& graph, const BackwardBuffers& buffers) : graph_(graph), b_(buffers) {}
+  // Internal error, prefixed by `where`, when the call lacks the workspace or E the graph needs.
+  Status check(const std::string& where) const;
+  // Internal error when a tensor the op's backward reads has no value.
+  Status checkReads(const BlockOp& op, const std::string& where) const;
+  const float* value(std::size_t t) const;
+  float* grad(std::size_t t) const;
+  const float* stats(const BlockOp& op) const;  // E + statsOffset
+
+ private:
+  const BlockGraph& graph_;
+  BackwardBuffers b_;
+};
+
+}  // namespace remat

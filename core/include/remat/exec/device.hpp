@@ -1,0 +1,151 @@
+#pragma once
+// The device interface: the only seam between the interpreter and a device (architecture.md). A
+// device is an allocator that counts bytes exactly plus the forward and backward kernels of every
+// layer kind. The CPU reference backend (cpu_device.hpp) and the CUDA backend (gpu/) implement it.
+//
+// Memory contract (docs/memory-model.md section 3): the interpreter allocates every tensor of an op
+// (outputs, extras, the wf / wb workspace, RE's transient copy) through allocator() before the
+// kernel runs and frees them after; a kernel touches only the buffers it is given. A kernel that
+// needs scratch beyond what requiredWorkspaceBytes() reports breaks the model, so a backend states
+// its workspace needs there and the chain's wf / wb must be at least that (`remat profile` writes
+// measured workspaces into the chain file).
+//
+// Data layouts. Buffers are opaque: each backend stores activations, extras and parameters in the
+// layout its kernels like (the CPU backend keeps activations channels-last). Data crosses the
+// boundary only through upload() / download(), which convert from / to the canonical layout:
+//   activations x(l), d(l)  PyTorch's contiguous NCHW (or NC) of the layer's output shape; bytes as
+//                           they are for abstract layers;
+//   parameters of layer l   PyTorch's order: conv2d weight [out][in/groups][kh][kw] then bias [out];
+//                           linear weight [out][in] (in indexes the flattened NCHW input) then bias;
+//                           batchnorm gamma [C] then beta [C]; residual blocks: their inner layers'
+//                           parameters in block.hpp's order; abstract layers: raw bytes;
+//   labels                  int32 [batch];
+//   raw                     bytes as they are (no conversion).
+// So a CPU run and a GPU run of the same chain and seed can be compared value by value.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
+
+namespace remat {
+
+// An opaque handle to a block of device memory. Copying the handle does not copy memory; id 0 is
+// "no buffer". A backend rejects handles it did not hand out or has already freed.
+struct DeviceBuffer {
+  std::uint64_t id = 0;
+  std::uint64_t bytes = 0;
+  bool valid() const { return id != 0; }
+  bool operator==(const DeviceBuffer&) const = default;
+};
+
+// Counts exactly the bytes asked for, whatever the backend rounds up to internally, so that the
+// counts are comparable with the memory model byte for byte.
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  // Zero bytes gives a valid handle that holds nothing. OutOfMemory when the device is full.
+  virtual Result<DeviceBuffer> allocate(std::uint64_t bytes) = 0;
+  // Internal error for an unknown or already-freed handle.
+  virtual Status release(DeviceBuffer buffer) = 0;
+  virtual std::uint64_t bytesHeld() const = 0;
+  // The largest bytesHeld() since the last resetPeak() (or since construction).
+  virtual std::uint64_t peakBytes() const = 0;
+  // Starts a new high-water window: peakBytes() becomes bytesHeld().
+  virtual void resetPeak() = 0;
+  virtual std::size_t buffersHeld() const = 0;
+};
+
+// Keep mode writes the extras E(l) (docs/memory-model.md section 2); discard mode writes only x(l) and
+// must compute the very same x(l), bit for bit.
+enum class ForwardMode { Discard, Keep };
+
+enum class Pass { Forward, Backward };
+
+// What a layer's forward reads and writes. F and R ops write x(l); the RE op passes a transient
+// buffer of a bytes as output (it is freed right after) and the extras buffer.
+struct ForwardCall {
+  std::size_t layer = 0;  // 1..n
+  ForwardMode mode = ForwardMode::Discard;
+  DeviceBuffer input;      // x(l-1); x0 for layer 1
+  DeviceBuffer output;     // x(l), a bytes
+  DeviceBuffer extra;      // E(l), e bytes, in keep mode when e > 0; empty otherwise
+  DeviceBuffer workspace;  // wf bytes; empty when wf = 0
+  DeviceBuffer params;     // p bytes; empty when p = 0
+  std::uint64_t seed = 0;  // the step's seed: dropout masks and abstract layers derive from it
+};
+
+// What a layer's backward reads and writes. Buffers the model says it does not read are empty.
+struct BackwardCall {
+  std::size_t layer = 0;
+  DeviceBuffer gradOutput;  // d(l)
+  DeviceBuffer input;       // x(l-1) when `in` (x0 for layer 1), else empty
+  DeviceBuffer output;      // x(l) when `out`, else empty
+  DeviceBuffer extra;       // E(l) when e > 0, else empty
+  DeviceBuffer gradInput;   // d(l-1); empty for layer 1 (the input needs no gradient)
+  DeviceBuffer workspace;   // wb bytes; empty when wb = 0
+  DeviceBuffer params;      // p bytes
+  DeviceBuffer paramGrads;  // p bytes: the backward ADDS its parameter gradients into them
+  std::uint64_t seed = 0;
+};
+
+// The SEED op: the loss gradient d(n) from the logits x(n). Real chains use softmax cross-entropy
+// with integer labels (mean over the batch); a chain whose last layer is abstract gets a synthetic
+// deterministic gradient. No scratch beyond the given buffers.
+struct SeedCall {
+  DeviceBuffer logits;      // x(n)
+  DeviceBuffer labels;      // int32 [batch]; empty for abstract chains
+  DeviceBuffer gradLogits;  // d(n)
+  std::uint64_t seed = 0;
+};
+
+enum class TensorRole {
+  Raw,         // bytes as they are
+  Activation,  // x(l) or d(l) of layer l (l = 0: the input)
+  Extra,       // E(l) (downloads only; the layout of extras is the backend's own)
+  Parameters,  // parameters or parameter gradients of layer l
+  Labels,      // int32 [batch]
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // "cpu", "gpu": written into measured timelines as their source.
+  virtual std::string name() const = 0;
+  virtual DeviceAllocator& allocator() = 0;
+
+  // Checks that every layer of the chain can run here (kinds, dtype, shapes) and prepares per-layer
+  // state (descriptors, algorithm choices). The device keeps its own copy of the chain; later calls
+  // name layers by index into it. Calling it again replaces the chain.
+  virtual Status prepare(const Chain& chain) = 0;
+  // The scratch bytes this device's kernel for layer l needs in the given pass (0 for the CPU's
+  // primitive kinds; a block's arena size; cuDNN's workspace of the chosen algorithm).
+  virtual Result<std::uint64_t> requiredWorkspaceBytes(std::size_t layer, Pass pass) const = 0;
+
+  // Copies between host memory (canonical layout, see the top of this file) and a buffer. The host
+  // span must have exactly buffer.bytes bytes. `layer` says which tensor for Activation, Extra and
+  // Parameters; it is ignored for Raw and Labels.
+  virtual Status upload(DeviceBuffer dst, TensorRole role, std::size_t layer, std::span<const std::byte> src) = 0;
+  virtual Status download(DeviceBuffer src, TensorRole role, std::size_t layer, std::span<std::byte> dst) = 0;
+  // Sets every byte of the buffer (zeroing parameter gradients before a step).
+  virtual Status fill(DeviceBuffer dst, std::uint8_t value) = 0;
+  // A 64-bit digest of the buffer's raw bytes (bitwise comparisons of runs on this device; not
+  // comparable across devices, whose layouts differ). The default downloads the bytes and hashes
+  // them on the host with checksumBytes(); a backend may hash in place.
+  virtual Result<std::uint64_t> checksum(DeviceBuffer buffer);
+
+  virtual Status forward(const ForwardCall& call) = 0;
+  virtual Status backward(const BackwardCall& call) = 0;
+  virtual Status lossSeed(const SeedCall& call) = 0;
+
+  // Waits until every kernel issued so far has finished (a no-op on the CPU); the interpreter calls
+  // it before reading the clock at the end of an op.
+  virtual Status synchronize() = 0;
+};
+
+// The hash behind Device::checksum: any single changed 64-bit word changes it.
+std::uint64_t checksumBytes(std::span<const std::byte> bytes);
+
+}  // namespace remat

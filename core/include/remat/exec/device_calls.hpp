@@ -1,0 +1,81 @@
+#pragma once
+// What every backend checks before it runs a kernel (device.hpp's memory contract): each buffer a
+// call passes is present exactly when the memory model says the op reads or writes it, has exactly
+// the model's bytes (a workspace: at least what the kernel needs) and is held by the backend's
+// allocator. The CPU and CUDA devices share these checks, and the typed views their kernels take.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "remat/model/chain.hpp"
+#include "remat/exec/counting_allocator.hpp"
+#include "remat/exec/device.hpp"
+
+namespace remat {
+
+// A real (float32) layer's kernel arguments; null pointers for absent buffers.
+struct ForwardBuffers {
+  const float* x = nullptr;
+  float* y = nullptr;
+  std::byte* extra = nullptr;
+  std::byte* workspace = nullptr;
+  const float* params = nullptr;
+};
+struct BackwardBuffers {
+  const float* dy = nullptr;
+  const float* x = nullptr;
+  const float* y = nullptr;
+  const std::byte* extra = nullptr;
+  float* dx = nullptr;  // null for layer 1
+  std::byte* workspace = nullptr;
+  const float* params = nullptr;
+  float* paramGrads = nullptr;
+};
+
+// The memory behind a checked call as bytes (abstract layers read it so), null where absent.
+struct ForwardMemory {
+  std::byte* x = nullptr;
+  std::byte* y = nullptr;
+  std::byte* extra = nullptr;
+  std::byte* workspace = nullptr;
+  std::byte* params = nullptr;
+  ForwardBuffers floats() const;
+};
+struct BackwardMemory {
+  std::byte* dy = nullptr;
+  std::byte* x = nullptr;
+  std::byte* y = nullptr;
+  std::byte* extra = nullptr;
+  std::byte* dx = nullptr;
+  std::byte* workspace = nullptr;
+  std::byte* params = nullptr;
+  std::byte* paramGrads = nullptr;
+  BackwardBuffers floats() const;
+};
+struct SeedMemory {
+  std::byte* logits = nullptr;
+  std::byte* gradLogits = nullptr;
+};
+
+// Internal error unless a chain is prepared and 1 <= layer <= its size.
+Status requirePreparedLayer(const CountingAllocator& allocator, const std::optional<Chain>& chain, std::size_t layer);
+
+// The memory of a buffer that must hold exactly `bytes` (at least, when atLeast); an absent
+// (invalid) buffer gives null when `optional`. Messages start "<device>: <where>, <what>".
+Result<std::byte*> checkedMemory(const CountingAllocator& allocator, DeviceBuffer buffer, std::uint64_t bytes,
+                                 std::string_view where, std::string_view what, bool optional, bool atLeast = false);
+
+// The buffers of F, R and RE ops of layer call.layer (requirePreparedLayer first). `label` names the
+// layer in messages; the workspace must hold at least requiredWorkspaceBytes, the backend's need.
+Result<ForwardMemory> checkForwardCall(const CountingAllocator& allocator, const Chain& chain, const ForwardCall& call,
+                                       std::string_view label, std::uint64_t requiredWorkspaceBytes);
+// The buffers of B(l); a buffer the model says B(l) does not read is an error when passed.
+Result<BackwardMemory> checkBackwardCall(const CountingAllocator& allocator, const Chain& chain,
+                                         const BackwardCall& call, std::string_view label,
+                                         std::uint64_t requiredWorkspaceBytes);
+// The logits and gradient of SEED; labels are the backend's to check (only real chains have them).
+Result<SeedMemory> checkSeedCall(const CountingAllocator& allocator, const std::optional<Chain>& chain,
+                                 const SeedCall& call);
+
+}  // namespace remat

@@ -1,0 +1,40 @@
+#pragma once
+// What the CPU and CUDA backends check alike when they prepare a layer (Device::prepare): that a
+// real layer is float32 with shapes that agree with its input, and that the chain's model numbers
+// say what the backend's kernels really read and save, so a measured run can match the simulator.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "remat/model/block.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
+
+namespace remat {
+
+// How messages name layer l: "layer 3 ('conv1', conv2d)"; "the input x0" for l = 0.
+std::string layerLabel(const Chain& chain, std::size_t l);
+
+// The Invalid errors of one layer's preparation on one backend: "<device>: <label>: <message>".
+struct LayerChecks {
+  std::string device;  // "cpu", "gpu"
+  std::string label;   // layerLabel()
+
+  Status fail(const std::string& message) const;
+  // The backend's backward reads the tensor that `field` (needs_input / needs_output) stands for.
+  Status expectFlag(bool have, bool want, const char* field) const;
+  Status expectExtra(std::uint64_t have, std::uint64_t want) const;   // e, bytes
+  Status expectParams(std::uint64_t have, std::uint64_t want) const;  // parameter counts
+  // A non-abstract layer l: float32, with a layer spec, reading a float32 activation of
+  // inputElements elements that matches its input shape, and a = 4 bytes per output element.
+  Status realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements) const;
+  // A residual block: the chain's numbers must be the inner graph's.
+  Status blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const;
+  // Inner ops of a block: a conv without bias, a batch norm over `channels`, nothing else with
+  // parameters.
+  Status innerConv(const BlockOp& op, std::uint64_t weightCount) const;
+  Status innerBatchNorm(const BlockOp& op, std::uint64_t channels) const;
+  Status innerWithoutParams(const BlockOp& op) const;
+};
+
+}  // namespace remat

@@ -1,0 +1,48 @@
+#pragma once
+// A timeline is the per-op memory of one training step, predicted (simulator) or measured
+// (executor). Both are the same plain value type so every chart and exporter takes either.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remat {
+
+enum class OpKind { F, Seed, R, RE, B };
+std::string_view opName(OpKind kind);  // "F", "SEED", "R", "RE", "B"
+
+enum class Phase { Forward, Recompute, Backward };
+std::string_view phaseName(Phase phase);  // "forward", "recompute", "backward"
+
+struct Op {
+  OpKind kind = OpKind::F;
+  std::size_t layer = 0;  // 1..n; 0 for SEED
+  Phase phase() const;
+  bool operator==(const Op&) const = default;
+};
+
+// How every table, message, chart and export names an op: "F(3)", "RE(7)", "SEED".
+std::string opLabel(const Op& op);
+// The label and the layer's name when known: "B(12) features.21" ("SEED" alone).
+std::string opLabel(const Op& op, const std::vector<std::string>& layerNames);
+
+struct TimelineEntry {
+  Op op;
+  std::uint64_t footprintBytes = 0;  // bytes alive during the op (before + writes + workspace)
+  std::uint64_t liveAfterBytes = 0;  // bytes alive right after the op
+  double timeUs = 0.0;               // wall time of the op (measured); 0 in predicted timelines
+};
+
+struct Timeline {
+  std::string planner;                  // which planner's plan (or "checkpoints")
+  std::string source;                   // "predicted", "cpu", "gpu"
+  int run = 0;                          // step index for measured runs
+  std::vector<std::string> layerNames;  // index l-1 for layer l
+  std::uint64_t staticBytes = 0;
+  std::vector<TimelineEntry> entries;
+
+  std::uint64_t dynamicPeakBytes() const;
+  std::size_t peakIndex() const;  // first entry at the peak; 0 when empty
+};
+
+}  // namespace remat

@@ -1,0 +1,105 @@
+#pragma once
+// The composite residual blocks (basic_block, bottleneck, inverted_residual) as small graphs of
+// inner ops, exactly torchvision's structure, with the byte layout that makes a block's
+// chain-level numbers (a, e, wf, wb) exact. The executors run a block from this graph; see
+// docs/layers.md ("Composite blocks") for the protocol.
+//
+// Forward of a block (F and R; RE is the same with a transient x(l)):
+//   the executor allocates x(l) (a bytes), E (e bytes, keep mode only) and ONE workspace of
+//   fwdWorkspaceBytes; it runs ops[0..] in order, writing each op's output tensor
+//     - tensor 0 is x(l-1) (the chain's buffer), the last tensor is x(l) (the chain's buffer);
+//     - an inner tensor goes to workspace + arenaOffset, except in keep mode when it is saved:
+//       then it goes to E + extrasOffset;
+//     - a batch norm in keep mode writes its saved mean and inverse std (float32, C values each,
+//       mean first) to E + statsOffset; in discard mode it keeps them nowhere (per-channel
+//       scalars on the CPU, NULL result pointers for cuDNN).
+// Backward of a block (B, keep-mode E present): the executor allocates d(l-1) and ONE workspace
+//   of bwdWorkspaceBytes and runs the ops in REVERSE order (ops.size()-1 down to 0). Op i reads
+//   d(output) (d(l) when the output is the last tensor, else workspace + gradOffset), its input
+//   from x(l-1) or E when readsInput, its output from x(l) or E when readsOutput, its stats from
+//   E when statsBytes > 0, and writes d(inputs[j]) (d(l-1) for tensor 0, else workspace +
+//   gradOffset), overwriting when gradAccumulate[j] is false and adding when it is true. Add's
+//   backward copies (or adds) d(output) into both inputs' gradients.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
+
+namespace remat {
+
+enum class BlockOpKind { Conv2d, BatchNorm, Relu, Relu6, Add };
+std::string_view blockOpKindName(BlockOpKind kind);
+
+inline constexpr std::uint64_t kBlockNoOffset = std::numeric_limits<std::uint64_t>::max();
+inline constexpr std::size_t kBlockNoOp = std::numeric_limits<std::size_t>::max();
+// Tensors and gradients start at multiples of this inside the workspaces and E (cudaMalloc's
+// alignment); each takes a slot of its bytes rounded up to it. Batch-norm statistics in E start
+// at multiples of kBlockStatsAlignBytes.
+inline constexpr std::uint64_t kBlockTensorAlignBytes = 256;
+inline constexpr std::uint64_t kBlockStatsAlignBytes = 16;
+
+struct BlockTensor {
+  std::string name;  // "input" for x(l-1), else the name of the op that writes it
+  Shape shape;
+  std::uint64_t bytes = 0;
+  std::size_t producer = kBlockNoOp;           // op index that writes it; kBlockNoOp for tensor 0
+  std::size_t lastForwardReader = kBlockNoOp;  // last op index reading it; kBlockNoOp for the output
+  bool saved = false;                          // some inner backward reads it (inner tensors only)
+  // Inner tensors only (kBlockNoOffset for tensor 0 and the output):
+  std::uint64_t arenaOffset = kBlockNoOffset;   // forward workspace (discard mode; keep mode unless saved)
+  std::uint64_t extrasOffset = kBlockNoOffset;  // in E, keep mode, saved tensors only
+  std::uint64_t gradOffset = kBlockNoOffset;    // d(tensor) in the backward workspace
+};
+
+struct BlockOp {
+  BlockOpKind kind = BlockOpKind::Add;
+  // The op as a primitive layer (kind conv2d, batchnorm, relu or relu6 with its fields; for Add
+  // kind is Abstract). name is torchvision's module path, e.g. "layer1.0.conv1",
+  // "layer1.0.downsample.0", "features.3.conv.1.0" ("<block>.add" for the residual add; ResNet
+  // reuses one "relu" module, so that name repeats).
+  LayerSpec layer;
+  std::vector<std::size_t> inputs;             // tensor ids; Add has two (main path first, then the skip)
+  std::size_t output = 0;                      // tensor id
+  std::vector<bool> gradAccumulate;            // per input: the backward adds into d(input) instead of writing it
+  bool readsInput = false;                     // its backward reads inputs[0] (conv2d, batchnorm)
+  bool readsOutput = false;                    // its backward reads its output (relu, relu6)
+  std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, inverse std; float32)
+  std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
+  std::uint64_t paramCount = 0;
+  double fwdCost = 0.0;  // GFLOP
+};
+
+struct BlockGraph {
+  LayerKind kind = LayerKind::BasicBlock;
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<BlockTensor> tensors;  // [0] = x(l-1), back() = x(l)
+  std::vector<BlockOp> ops;          // forward order
+
+  std::uint64_t outBytes = 0;                // a
+  bool needsInput = false;                   // in: some inner backward reads x(l-1)
+  bool needsOutput = false;                  // out: the last op's backward reads x(l)
+  std::uint64_t extraBytes = 0;              // e: size of E
+  std::uint64_t fwdWorkspaceBytes = 0;       // wf: forward arena
+  std::uint64_t bwdWorkspaceBytes = 0;       // wb: gradient arena
+  std::uint64_t fwdLiveLowerBoundBytes = 0;  // max over ops of the live inner slots (tightness)
+  std::uint64_t bwdLiveLowerBoundBytes = 0;
+  std::uint64_t paramCount = 0;
+  double fwdCost = 0.0;  // GFLOP, sum of the inner ops
+
+  std::size_t outputTensor() const { return tensors.size() - 1; }
+  bool isInner(std::size_t tensor) const { return tensor != 0 && tensor != outputTensor(); }
+  // d(t) is alive from the backward of t's last reader to the backward of its producer, i.e.
+  // over the same op indices [producer, lastForwardReader] as t itself in the forward.
+};
+
+// The inner graph of a composite layer (spec.kind basic_block, bottleneck or inverted_residual)
+// on an NCHW input, with all offsets laid out. Errors name the field or the inner op.
+Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype);
+
+}  // namespace remat

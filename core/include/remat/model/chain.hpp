@@ -1,0 +1,139 @@
+#pragma once
+// A layer chain: what a chain file says (ChainSpec) and what the memory model sees after shape
+// inference (Chain). See docs/memory-model.md section 1.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "remat/base/status.hpp"
+
+namespace remat {
+
+enum class DType { Float32, Float16, BFloat16 };
+std::string_view dtypeName(DType dtype);
+Result<DType> parseDType(std::string_view name);
+std::uint64_t dtypeBytes(DType dtype);
+
+enum class LayerKind {
+  Abstract,  // states the model numbers directly
+  Conv2d,
+  Relu,
+  Relu6,
+  MaxPool,
+  AvgPool,
+  AdaptiveAvgPool,  // torchvision's AdaptiveAvgPool2d; output (1,1) is global average pooling
+  BatchNorm,
+  Linear,
+  Dropout,
+  Flatten,           // a view: folded into its neighbours, never a chain layer
+  BasicBlock,        // ResNet-18/34 residual block (composite)
+  Bottleneck,        // ResNet-50/101/152 residual block (composite)
+  InvertedResidual,  // MobileNetV2 block (composite)
+};
+std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
+Result<LayerKind> parseKind(std::string_view name);
+bool isComposite(LayerKind kind);
+
+// The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are
+// in arbitrary but consistent units (GFLOP for real kinds, as stated for abstract layers).
+struct LayerNumbers {
+  std::uint64_t outBytes = 0;           // a
+  bool needsInput = true;               // in
+  bool needsOutput = false;             // out
+  std::uint64_t extraBytes = 0;         // e
+  std::uint64_t fwdWorkspaceBytes = 0;  // wf
+  std::uint64_t bwdWorkspaceBytes = 0;  // wb
+  std::uint64_t paramBytes = 0;         // p
+  double fwdCost = 1.0;
+  double bwdCost = 2.0;
+  bool operator==(const LayerNumbers&) const = default;
+};
+
+// One layer as written in a chain file. Only the fields of its kind are meaningful; the loader
+// rejects fields that do not belong to the kind.
+struct LayerSpec {
+  std::string name;
+  LayerKind kind = LayerKind::Abstract;
+
+  // conv2d, pools, blocks
+  std::int64_t outChannels = 0;
+  std::int64_t kernel = 0;
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t groups = 1;
+  bool bias = true;       // conv2d (torchvision VGG: true, ResNet: false)
+  bool ceilMode = false;  // pools
+  // adaptive_avgpool
+  std::int64_t outputHeight = 1;
+  std::int64_t outputWidth = 1;
+  // linear
+  std::int64_t outFeatures = 0;
+  // dropout
+  double dropoutP = 0.5;
+  // bottleneck: inner width; inverted_residual: expansion ratio
+  std::int64_t width = 0;
+  std::int64_t expandRatio = 1;
+  // abstract: the numbers themselves; for real kinds, optional measured overrides of the
+  // workspaces and costs (written by `remat profile`).
+  LayerNumbers numbers;
+  bool hasMeasuredWorkspace = false;
+  bool hasMeasuredCost = false;
+};
+
+// Either a full NCHW / NC shape, or (for abstract chains) only a byte count.
+struct InputSpec {
+  std::vector<std::int64_t> shape;  // empty when only bytes are given
+  std::uint64_t bytes = 0;          // used when shape is empty
+  DType dtype = DType::Float32;
+};
+
+struct ChainSpec {
+  std::string name;
+  InputSpec input;
+  std::vector<LayerSpec> layers;
+};
+
+using Shape = std::vector<std::int64_t>;
+std::string shapeToString(const Shape& shape);
+std::uint64_t elementCount(const Shape& shape);
+
+// One layer of the memory model after shape inference (flatten folded away).
+struct ChainLayer {
+  std::string name;
+  LayerKind kind = LayerKind::Abstract;
+  std::size_t specIndex = 0;  // index into ChainSpec::layers
+  Shape inputShape;           // empty for abstract layers
+  Shape outputShape;
+  std::uint64_t paramCount = 0;
+  LayerNumbers numbers;
+};
+
+// A chain ready for the simulator and the planners. Layers are 1-based in the model (x0 is the
+// input); layers[0] here is layer 1.
+struct Chain {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::uint64_t inputBytes = 0;  // a0
+  Shape inputShape;
+  std::vector<ChainLayer> layers;
+  ChainSpec spec;  // what it was built from, for saving
+
+  std::size_t size() const { return layers.size(); }
+  // Model numbering: l in 1..n.
+  const LayerNumbers& at(std::size_t l) const { return layers[l - 1].numbers; }
+  std::uint64_t outBytes(std::size_t l) const { return l == 0 ? inputBytes : layers[l - 1].numbers.outBytes; }
+  std::uint64_t paramBytes() const;
+  std::uint64_t paramCount() const;
+  // x0 + parameters + parameter gradients (docs/memory-model.md section 1).
+  std::uint64_t staticBytes() const;
+};
+
+// Shape inference: checks every layer and computes the model numbers. Errors name the layer
+// (index and name) and the field.
+Result<Chain> buildChain(const ChainSpec& spec);
+
+// A chain of abstract layers straight from numbers (tests, random chains, benchmarks).
+Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::vector<LayerNumbers>& layers);
+
+}  // namespace remat

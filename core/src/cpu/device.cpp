@@ -1,0 +1,202 @@
+// CpuDevice: prepares a chain, converts data at the boundary and checks every buffer a call
+// passes against the memory model (present exactly when the model says the op reads or writes
+// it, with exactly the model's bytes) before dispatching to the kernels.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "device_impl.hpp"
+#include "remat/exec/counter_rng.hpp"
+#include "remat/exec/device_calls.hpp"
+
+namespace remat::cpu {
+
+using cpu::ByteSpan;
+using cpu::ConstByteSpan;
+
+Status CpuDevice::Impl::requirePrepared(std::size_t layer) const {
+  return requirePreparedLayer(allocator, chain, layer);
+}
+
+Result<std::byte*> CpuDevice::Impl::memory(DeviceBuffer buffer, const char* what) const {
+  return checkedMemory(allocator, buffer, buffer.bytes, "", what, false);
+}
+
+CpuDevice::CpuDevice(CpuDeviceOptions options) : impl_(std::make_unique<Impl>(options)) {}
+CpuDevice::~CpuDevice() = default;
+
+DeviceAllocator& CpuDevice::allocator() { return impl_->allocator; }
+
+Status CpuDevice::prepare(const Chain& chain) {
+  impl_->chain.reset();
+  impl_->layers.clear();
+  std::vector<cpu::PreparedLayer> prepared;
+  prepared.reserve(chain.size() + 1);
+  for (std::size_t l = 0; l <= chain.size(); ++l) REMAT_RETURN_IF_ERROR(cpu::prepareLayer(chain, l, prepared));
+  impl_->layers = std::move(prepared);
+  impl_->chain = chain;
+  return Status::ok();
+}
+
+Result<std::uint64_t> CpuDevice::requiredWorkspaceBytes(std::size_t layer, Pass pass) const {
+  REMAT_RETURN_IF_ERROR(impl_->requirePrepared(layer));
+  const cpu::PreparedLayer& prepared = impl_->layers[layer];
+  return pass == Pass::Forward ? prepared.requiredFwdWorkspace : prepared.requiredBwdWorkspace;
+}
+
+namespace {
+
+// How a copy of `role` between host and device converts between the canonical layout (device.hpp)
+// and the CPU's: by the layer's activation layout, by its parameter segments, or not at all.
+struct Conversion {
+  const cpu::PreparedLayer* prepared = nullptr;
+  bool activation = false;
+  bool params = false;
+
+  bool raw() const { return !activation && !params; }
+  void run(const float* from, float* to, bool toCanonical) const {
+    if (activation)
+      cpu::convertActivation(prepared->out, from, to, toCanonical);
+    else
+      cpu::convertParams(prepared->params, from, to, toCanonical);
+  }
+};
+
+Result<Conversion> conversionFor(const CpuDevice::Impl& d, TensorRole role, std::size_t layer, const char* what) {
+  Conversion conversion;
+  if (role != TensorRole::Activation && role != TensorRole::Parameters) return conversion;
+  if (!d.chain || layer > d.chain->size())
+    return Status::internal("cpu: " + std::string(what) + " for layer " + std::to_string(layer) +
+                            " of no prepared chain");
+  conversion.prepared = &d.layers[layer];
+  conversion.activation = role == TensorRole::Activation && conversion.prepared->real;
+  conversion.params = role == TensorRole::Parameters && !conversion.prepared->params.empty();
+  return conversion;
+}
+
+}  // namespace
+
+Status CpuDevice::upload(DeviceBuffer dst, TensorRole role, std::size_t layer, std::span<const std::byte> src) {
+  if (src.size() != dst.bytes)
+    return Status::internal("cpu: upload of " + std::to_string(src.size()) + " bytes into buffer #" +
+                            std::to_string(dst.id) + " of " + std::to_string(dst.bytes) + " bytes");
+  auto data = impl_->memory(dst, "upload");
+  if (!data) return data.status();
+  auto conversion = conversionFor(*impl_, role, layer, "upload");
+  if (!conversion) return conversion.status();
+  if (conversion->raw()) {
+    if (!src.empty()) std::memcpy(*data, src.data(), src.size());
+    return Status::ok();
+  }
+  // Host memory from new / malloc is float-aligned; only an odd span needs a staging copy.
+  std::vector<float> staging;
+  const float* canonical = reinterpret_cast<const float*>(src.data());
+  if (reinterpret_cast<std::uintptr_t>(src.data()) % alignof(float) != 0) {
+    staging.resize(src.size() / sizeof(float));
+    std::memcpy(staging.data(), src.data(), staging.size() * sizeof(float));
+    canonical = staging.data();
+  }
+  conversion->run(canonical, reinterpret_cast<float*>(*data), false);
+  return Status::ok();
+}
+
+Status CpuDevice::download(DeviceBuffer src, TensorRole role, std::size_t layer, std::span<std::byte> dst) {
+  if (dst.size() != src.bytes)
+    return Status::internal("cpu: download of buffer #" + std::to_string(src.id) + " (" + std::to_string(src.bytes) +
+                            " bytes) into " + std::to_string(dst.size()) + " bytes");
+  auto data = impl_->memory(src, "download");
+  if (!data) return data.status();
+  auto conversion = conversionFor(*impl_, role, layer, "download");
+  if (!conversion) return conversion.status();
+  if (conversion->raw()) {
+    if (!dst.empty()) std::memcpy(dst.data(), *data, dst.size());
+    return Status::ok();
+  }
+  const bool aligned = reinterpret_cast<std::uintptr_t>(dst.data()) % alignof(float) == 0;
+  std::vector<float> staging(aligned ? 0 : dst.size() / sizeof(float));
+  float* canonical = aligned ? reinterpret_cast<float*>(dst.data()) : staging.data();
+  conversion->run(reinterpret_cast<const float*>(*data), canonical, true);
+  if (!aligned) std::memcpy(dst.data(), staging.data(), staging.size() * sizeof(float));
+  return Status::ok();
+}
+
+Status CpuDevice::fill(DeviceBuffer dst, std::uint8_t value) {
+  auto data = impl_->memory(dst, "fill");
+  if (!data) return data.status();
+  if (dst.bytes > 0) std::memset(*data, value, dst.bytes);
+  return Status::ok();
+}
+
+Result<std::uint64_t> CpuDevice::checksum(DeviceBuffer buffer) {
+  auto data = impl_->memory(buffer, "checksum");
+  if (!data) return data.status();
+  return checksumBytes({*data, static_cast<std::size_t>(buffer.bytes)});
+}
+
+Status CpuDevice::forward(const ForwardCall& call) {
+  Impl& d = *impl_;
+  REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
+  const std::size_t l = call.layer;
+  const cpu::PreparedLayer& prepared = d.layers[l];
+  const LayerNumbers& m = d.chain->at(l);
+  auto memory = checkForwardCall(d.allocator, *d.chain, call, prepared.label, prepared.requiredFwdWorkspace);
+  if (!memory) return memory.status();
+  const ForwardMemory& b = *memory;
+  if (prepared.kind == LayerKind::Abstract) {
+    const bool wantsExtra = call.mode == ForwardMode::Keep && m.extraBytes > 0;
+    cpu::abstractForward(rng::streamKey(call.seed, rng::Purpose::Abstract, l), {b.x, call.input.bytes},
+                         {b.params, m.paramBytes}, {b.y, m.outBytes}, {b.extra, wantsExtra ? m.extraBytes : 0},
+                         {b.workspace, call.workspace.bytes});
+    return Status::ok();
+  }
+  return cpu::forwardLayer(prepared, l, call.mode, call.seed, b.floats());
+}
+
+Status CpuDevice::backward(const BackwardCall& call) {
+  Impl& d = *impl_;
+  REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
+  const std::size_t l = call.layer;
+  const cpu::PreparedLayer& prepared = d.layers[l];
+  const LayerNumbers& m = d.chain->at(l);
+  auto memory = checkBackwardCall(d.allocator, *d.chain, call, prepared.label, prepared.requiredBwdWorkspace);
+  if (!memory) return memory.status();
+  const BackwardMemory& b = *memory;
+  if (prepared.kind == LayerKind::Abstract) {
+    const bool dxIsFloat = l > 1 && d.layers[l - 1].real;
+    cpu::abstractBackward(rng::streamKey(call.seed, rng::Purpose::Abstract, l), {b.dy, m.outBytes},
+                          {b.x, call.input.bytes}, {b.y, call.output.bytes}, {b.extra, call.extra.bytes},
+                          {b.params, m.paramBytes}, {b.dx, call.gradInput.bytes}, dxIsFloat,
+                          {b.workspace, call.workspace.bytes}, {b.paramGrads, m.paramBytes});
+    return Status::ok();
+  }
+  return cpu::backwardLayer(prepared, b.floats());
+}
+
+Status CpuDevice::lossSeed(const SeedCall& call) {
+  Impl& d = *impl_;
+  auto memory = checkSeedCall(d.allocator, d.chain, call);
+  if (!memory) return memory.status();
+  const std::size_t n = d.chain->size();
+  const std::uint64_t bytes = d.chain->outBytes(n);
+  std::byte* logits = memory->logits;
+  std::byte* grad = memory->gradLogits;
+  const cpu::PreparedLayer& last = d.layers[n];
+  if (!last.real) {
+    cpu::abstractSeed(rng::streamKey(call.seed, rng::Purpose::Abstract, 0), {logits, bytes}, {grad, bytes});
+    return Status::ok();
+  }
+  const cpu::ActivationLayout& layout = last.out;
+  auto labels =
+      checkedMemory(d.allocator, call.labels, static_cast<std::uint64_t>(layout.batch) * 4, "SEED", "labels", false);
+  if (!labels) return labels.status();
+  const auto* values = reinterpret_cast<const std::int32_t*>(*labels);
+  for (cpu::Index i = 0; i < layout.batch; ++i)
+    if (values[i] < 0 || values[i] >= layout.perSample())
+      return Status::invalid("cpu: label " + std::to_string(values[i]) + " of sample " + std::to_string(i) +
+                             " is outside the " + std::to_string(layout.perSample()) + " classes of the last layer");
+  cpu::softmaxCrossEntropyBackward(layout, reinterpret_cast<const float*>(logits), values,
+                                   reinterpret_cast<float*>(grad));
+  return Status::ok();
+}
+
+}  // namespace remat::cpu

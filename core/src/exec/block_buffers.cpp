@@ -1,0 +1,52 @@
+#include "remat/exec/block_buffers.hpp"
+
+namespace remat {
+
+Status BlockForwardTensors::check(const std::string& where) const {
+  if ((graph_.fwdWorkspaceBytes > 0 && b_.workspace == nullptr) ||
+      (keep_ && graph_.extraBytes > 0 && b_.extra == nullptr))
+    return Status::internal(where + ": block forward without its workspace or extras");
+  return Status::ok();
+}
+
+float* BlockForwardTensors::tensor(std::size_t t) const {
+  if (t == 0) return const_cast<float*>(b_.x);
+  if (t == graph_.outputTensor()) return b_.y;
+  const BlockTensor& bt = graph_.tensors[t];
+  if (keep_ && bt.saved) return reinterpret_cast<float*>(b_.extra + bt.extrasOffset);
+  return reinterpret_cast<float*>(b_.workspace + bt.arenaOffset);
+}
+
+float* BlockForwardTensors::stats(const BlockOp& op) const {
+  return keep_ ? reinterpret_cast<float*>(b_.extra + op.statsOffset) : nullptr;
+}
+
+Status BlockBackwardTensors::check(const std::string& where) const {
+  if ((graph_.bwdWorkspaceBytes > 0 && b_.workspace == nullptr) || (graph_.extraBytes > 0 && b_.extra == nullptr))
+    return Status::internal(where + ": block backward without its workspace or extras");
+  return Status::ok();
+}
+
+Status BlockBackwardTensors::checkReads(const BlockOp& op, const std::string& where) const {
+  if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr))
+    return Status::internal(where + ": inner op '" + op.layer.name + "' lacks a saved tensor");
+  return Status::ok();
+}
+
+const float* BlockBackwardTensors::value(std::size_t t) const {
+  if (t == 0) return b_.x;
+  if (t == graph_.outputTensor()) return b_.y;
+  return reinterpret_cast<const float*>(b_.extra + graph_.tensors[t].extrasOffset);
+}
+
+float* BlockBackwardTensors::grad(std::size_t t) const {
+  if (t == 0) return b_.dx;  // null for layer 1
+  if (t == graph_.outputTensor()) return const_cast<float*>(b_.dy);
+  return reinterpret_cast<float*>(b_.workspace + graph_.tensors[t].gradOffset);
+}
+
+const float* BlockBackwardTensors::stats(const BlockOp& op) const {
+  return reinterpret_cast<const float*>(b_.extra + op.statsOffset);
+}
+
+}  // namespace remat

@@ -1,0 +1,41 @@
+// The parts of the device interface that every backend shares.
+#include "remat/exec/device.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "remat/exec/counter_rng.hpp"
+
+namespace remat {
+
+// Eight independent lanes of a bijective multiply-xorshift step, so it runs at memory speed; a
+// final mix folds the lanes and the length together.
+std::uint64_t checksumBytes(std::span<const std::byte> bytes) {
+  std::uint64_t lane[8];
+  for (int k = 0; k < 8; ++k) lane[k] = rng::mix64(0x243F6A8885A308D3ull + static_cast<std::uint64_t>(k));
+  std::size_t i = 0;
+  for (; i + 64 <= bytes.size(); i += 64) {
+    std::uint64_t words[8];
+    std::memcpy(words, bytes.data() + i, 64);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const std::uint64_t h = (lane[k] ^ words[k]) * 0x9E3779B97F4A7C15ull;
+      lane[k] = h ^ (h >> 29);
+    }
+  }
+  for (; i < bytes.size(); ++i) {
+    const std::uint64_t h = (lane[i % 8] ^ (static_cast<std::uint64_t>(bytes[i]) + 1)) * 0x9E3779B97F4A7C15ull;
+    lane[i % 8] = h ^ (h >> 29);
+  }
+  std::uint64_t h = rng::mix64(bytes.size());
+  for (std::uint64_t l : lane) h = rng::mix64(h ^ l);
+  return h;
+}
+
+Result<std::uint64_t> Device::checksum(DeviceBuffer buffer) {
+  std::vector<std::byte> bytes(buffer.bytes);
+  REMAT_RETURN_IF_ERROR(download(buffer, TensorRole::Raw, 0, bytes));
+  return checksumBytes(bytes);
+}
+
+}  // namespace remat

@@ -1,0 +1,139 @@
+// Deterministic initial values of the static tensors, from the counter generator: the same seed
+// gives the same input, parameters and labels on every device and platform.
+#include <cmath>
+#include <cstring>
+
+#include "remat/model/block.hpp"
+#include "remat/exec/counter_rng.hpp"
+#include "remat/exec/interpreter.hpp"
+
+namespace remat {
+namespace {
+
+void fillRandomBytes(std::byte* data, std::size_t bytes, std::uint64_t key) {
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::byte>(rng::at(key, i / 8) >> (8 * (i % 8)));
+}
+
+// Uniform in [-bound, bound), written float by float into byte storage.
+void fillUniform(std::byte* data, std::size_t count, float bound, std::uint64_t key) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const float value = (2.0f * rng::uniform01(rng::at(key, i)) - 1.0f) * bound;
+    std::memcpy(data + 4 * i, &value, 4);
+  }
+}
+
+void fillConstant(std::byte* data, std::size_t count, float value) {
+  for (std::size_t i = 0; i < count; ++i) std::memcpy(data + 4 * i, &value, 4);
+}
+
+std::uint64_t opKey(std::uint64_t seed, rng::Purpose purpose, std::size_t layer, std::size_t innerOp) {
+  return rng::mix64(rng::streamKey(seed, purpose, layer) ^ (0xA5A5A5A5ull * (innerOp + 1)));
+}
+
+// conv2d: weight [out][in/groups][k][k] then bias; linear: weight [out][in] then bias.
+void initWeighted(std::byte* data, std::uint64_t weights, std::uint64_t biases, std::uint64_t fanIn, std::uint64_t seed,
+                  std::size_t layer, std::size_t innerOp) {
+  const float fan = static_cast<float>(fanIn > 0 ? fanIn : 1);
+  fillUniform(data, weights, std::sqrt(6.0f / fan), opKey(seed, rng::Purpose::Weights, layer, innerOp));
+  fillUniform(data + 4 * weights, biases, 1.0f / std::sqrt(fan), opKey(seed, rng::Purpose::Bias, layer, innerOp));
+}
+
+void initBatchNorm(std::byte* data, std::uint64_t channels) {
+  fillConstant(data, channels, 1.0f);
+  fillConstant(data + 4 * channels, channels, 0.0f);
+}
+
+Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed, std::byte* data) {
+  const Shape& in = layer.inputShape;
+  switch (layer.kind) {
+    case LayerKind::Conv2d: {
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const std::uint64_t fanIn = static_cast<std::uint64_t>(in[1] / spec.groups * spec.kernel * spec.kernel);
+      const std::uint64_t weights = static_cast<std::uint64_t>(layer.outputShape[1]) * fanIn;
+      initWeighted(data, weights, layer.paramCount - weights, fanIn, seed, l, 0);
+      return Status::ok();
+    }
+    case LayerKind::Linear: {
+      const std::uint64_t fanIn = static_cast<std::uint64_t>(in[1]);
+      const std::uint64_t weights = static_cast<std::uint64_t>(layer.outputShape[1]) * fanIn;
+      initWeighted(data, weights, layer.paramCount - weights, fanIn, seed, l, 0);
+      return Status::ok();
+    }
+    case LayerKind::BatchNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();
+    case LayerKind::BasicBlock:
+    case LayerKind::Bottleneck:
+    case LayerKind::InvertedResidual: {
+      auto graph = buildBlockGraph(chain.spec.layers[layer.specIndex], in, chain.dtype);
+      if (!graph) return graph.status();
+      std::uint64_t offset = 0;
+      for (std::size_t i = 0; i < graph->ops.size(); ++i) {
+        const BlockOp& op = graph->ops[i];
+        const Shape& opIn = graph->tensors[op.inputs[0]].shape;
+        if (op.kind == BlockOpKind::Conv2d) {
+          const auto fanIn = static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernel);
+          initWeighted(data + 4 * offset, op.paramCount, 0, fanIn, seed, l, i);
+        } else if (op.kind == BlockOpKind::BatchNorm) {
+          initBatchNorm(data + 4 * offset, op.paramCount / 2);
+        }
+        offset += op.paramCount;
+      }
+      return Status::ok();
+    }
+    default: break;
+  }
+  return Status::internal("layer " + std::to_string(l) + " ('" + layer.name +
+                          "'): " + std::to_string(layer.paramCount) + " parameters of a kind that has none");
+}
+
+}  // namespace
+
+std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed) {
+  std::vector<std::byte> bytes(chain.inputBytes);
+  const std::uint64_t key = rng::streamKey(seed, rng::Purpose::Input, 0);
+  if (!chain.inputShape.empty() && chain.dtype == DType::Float32)
+    fillUniform(bytes.data(), bytes.size() / 4, 1.0f, key);
+  else
+    fillRandomBytes(bytes.data(), bytes.size(), key);
+  return bytes;
+}
+
+Status writeInitialParameters(const Chain& chain, std::size_t layer, std::uint64_t seed, std::span<std::byte> out) {
+  if (layer < 1 || layer > chain.size())
+    return Status::internal("initial parameters: layer " + std::to_string(layer) + " is outside 1.." +
+                            std::to_string(chain.size()));
+  const ChainLayer& cl = chain.layers[layer - 1];
+  if (out.size() != cl.numbers.paramBytes)
+    return Status::internal("initial parameters of layer " + std::to_string(layer) + ": " + std::to_string(out.size()) +
+                            " bytes given for " + std::to_string(cl.numbers.paramBytes));
+  if (out.empty()) return Status::ok();
+  const bool floats = cl.kind != LayerKind::Abstract && chain.dtype == DType::Float32 &&
+                      cl.numbers.paramBytes == cl.paramCount * 4 && cl.specIndex < chain.spec.layers.size();
+  if (!floats) {
+    fillRandomBytes(out.data(), out.size(), rng::streamKey(seed, rng::Purpose::Weights, layer));
+    return Status::ok();
+  }
+  return initLayer(chain, cl, layer, seed, out.data());
+}
+
+Result<std::vector<std::byte>> initialParameters(const Chain& chain, std::size_t layer, std::uint64_t seed) {
+  if (layer < 1 || layer > chain.size())
+    return Status::internal("initial parameters: layer " + std::to_string(layer) + " is outside 1.." +
+                            std::to_string(chain.size()));
+  std::vector<std::byte> bytes(chain.layers[layer - 1].numbers.paramBytes);
+  REMAT_RETURN_IF_ERROR(writeInitialParameters(chain, layer, seed, bytes));
+  return bytes;
+}
+
+std::vector<std::int32_t> initialLabels(const Chain& chain, std::uint64_t seed) {
+  if (chain.size() == 0) return {};
+  const ChainLayer& last = chain.layers.back();
+  if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return {};
+  const auto batch = static_cast<std::uint64_t>(last.outputShape[0]);
+  const std::uint64_t classes = elementCount(last.outputShape) / (batch > 0 ? batch : 1);
+  std::vector<std::int32_t> labels(batch);
+  const std::uint64_t key = rng::streamKey(seed, rng::Purpose::Labels, 0);
+  for (std::uint64_t i = 0; i < batch; ++i) labels[i] = static_cast<std::int32_t>(rng::at(key, i) % classes);
+  return labels;
+}
+
+}  // namespace remat

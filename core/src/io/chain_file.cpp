@@ -1,0 +1,460 @@
+#include "remat/io/chain_file.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of one JSON object and remembers which ones were used, so that unknown fields
+// can be reported. Every error names `where` and the field.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string where) : object_(object), where_(std::move(where)) {}
+
+  bool has(const char* field) const { return object_.contains(field); }
+
+  Status error(const std::string& field, const std::string& message) const {
+    return Status::invalid(where_ + ": field '" + field + "' " + message);
+  }
+
+  Status readString(const char* field, std::string& out, bool required) {
+    used_.insert(field);
+    if (!object_.contains(field)) return required ? error(field, "is missing") : Status::ok();
+    const json& v = object_.at(field);
+    if (!v.is_string()) return error(field, "must be a string, not " + std::string(v.type_name()));
+    out = v.get<std::string>();
+    return Status::ok();
+  }
+
+  Status readBool(const char* field, bool& out) {
+    used_.insert(field);
+    if (!object_.contains(field)) return Status::ok();
+    const json& v = object_.at(field);
+    if (!v.is_boolean()) return error(field, "must be true or false, not " + describe(v));
+    out = v.get<bool>();
+    return Status::ok();
+  }
+
+  // Non-negative integers that fit in 64 bits (sizes in bytes).
+  Status readBytes(const char* field, std::uint64_t& out, bool required, bool* present = nullptr) {
+    used_.insert(field);
+    if (present) *present = object_.contains(field);
+    if (!object_.contains(field)) return required ? error(field, "is missing") : Status::ok();
+    const json& v = object_.at(field);
+    if (v.is_number_unsigned()) {
+      out = v.get<std::uint64_t>();
+      return Status::ok();
+    }
+    if (v.is_number_integer()) return error(field, "must be a non-negative integer, not " + v.dump());
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (d >= 18446744073709551616.0) return error(field, "is " + v.dump() + ", which overflows 64 bits");
+      if (d < 0) return error(field, "must be a non-negative integer, not " + v.dump());
+      return error(field, "must be an integer, not " + v.dump());
+    }
+    return error(field, "must be a non-negative integer, not " + describe(v));
+  }
+
+  // Positive (or, with minimum 0, non-negative) integers that fit in int64 (dimensions).
+  Status readInt(const char* field, std::int64_t& out, bool required, std::int64_t minimum) {
+    used_.insert(field);
+    if (!object_.contains(field)) return required ? error(field, "is missing") : Status::ok();
+    const json& v = object_.at(field);
+    if (v.is_number_integer() || v.is_number_unsigned()) {
+      if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        return error(field, "is " + v.dump() + ", which overflows 64 bits");
+      const std::int64_t value = v.get<std::int64_t>();
+      if (value < minimum) return error(field, "must be at least " + std::to_string(minimum) + ", not " + v.dump());
+      out = value;
+      return Status::ok();
+    }
+    if (v.is_number_float()) {
+      if (std::fabs(v.get<double>()) >= 9223372036854775808.0)
+        return error(field, "is " + v.dump() + ", which overflows 64 bits");
+      return error(field, "must be an integer, not " + v.dump());
+    }
+    return error(field, "must be an integer, not " + describe(v));
+  }
+
+  Status readDouble(const char* field, double& out, double minimum, double maximum) {
+    used_.insert(field);
+    if (!object_.contains(field)) return Status::ok();
+    const json& v = object_.at(field);
+    if (!v.is_number()) return error(field, "must be a number, not " + describe(v));
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d < minimum || d > maximum)
+      return error(field,
+                   "must be between " + json(minimum).dump() + " and " + json(maximum).dump() + ", not " + v.dump());
+    out = d;
+    return Status::ok();
+  }
+
+  void markUsed(const char* field) { used_.insert(field); }
+
+  Status rejectUnknown(const std::string& context) const {
+    for (const auto& [key, value] : object_.items()) {
+      if (!used_.count(key)) {
+        std::string known;
+        for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+        return Status::invalid(where_ + ": field '" + key + "' is not a field of " + context + " (fields: " + known +
+                               ")");
+      }
+    }
+    return Status::ok();
+  }
+
+  static std::string describe(const json& v) {
+    std::string text = v.dump();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    return std::string(v.type_name()) + " " + text;
+  }
+
+ private:
+  const json& object_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+// Optional measured numbers on real kinds, written by `remat profile`.
+Status readMeasured(FieldReader& r, LayerSpec& layer) {
+  bool hasFwd = false, hasBwd = false, hasFwdCost = r.has("fwd_cost"), hasBwdCost = r.has("bwd_cost");
+  REMAT_RETURN_IF_ERROR(r.readBytes("fwd_workspace_bytes", layer.numbers.fwdWorkspaceBytes, false, &hasFwd));
+  REMAT_RETURN_IF_ERROR(r.readBytes("bwd_workspace_bytes", layer.numbers.bwdWorkspaceBytes, false, &hasBwd));
+  if (hasFwd != hasBwd)
+    return r.error(hasFwd ? "bwd_workspace_bytes" : "fwd_workspace_bytes",
+                   "is missing: measured workspaces come in pairs (fwd_workspace_bytes and bwd_workspace_bytes)");
+  layer.hasMeasuredWorkspace = hasFwd;
+  REMAT_RETURN_IF_ERROR(r.readDouble("fwd_cost", layer.numbers.fwdCost, 0.0, 1e300));
+  REMAT_RETURN_IF_ERROR(r.readDouble("bwd_cost", layer.numbers.bwdCost, 0.0, 1e300));
+  if (hasFwdCost != hasBwdCost)
+    return r.error(hasFwdCost ? "bwd_cost" : "fwd_cost",
+                   "is missing: measured costs come in pairs (fwd_cost and bwd_cost)");
+  layer.hasMeasuredCost = hasFwdCost;
+  return Status::ok();
+}
+
+Status readLayer(const json& object, std::size_t index, const std::string& source, LayerSpec& layer) {
+  std::string where = source + ": layer " + std::to_string(index);
+  if (!object.is_object()) return Status::invalid(where + ": must be an object, not " + FieldReader::describe(object));
+  if (object.contains("name") && object.at("name").is_string())
+    where += " ('" + object.at("name").get<std::string>() + "')";
+  FieldReader r(object, where);
+  layer.name = "layer" + std::to_string(index);
+  REMAT_RETURN_IF_ERROR(r.readString("name", layer.name, false));
+  std::string kind;
+  REMAT_RETURN_IF_ERROR(r.readString("kind", kind, true));
+  auto parsedKind = parseKind(kind);
+  if (!parsedKind) return r.error("kind", "is '" + kind + "': " + parsedKind.status().message());
+  layer.kind = *parsedKind;
+
+  switch (layer.kind) {
+    case LayerKind::Abstract: {
+      LayerNumbers& m = layer.numbers;
+      REMAT_RETURN_IF_ERROR(r.readBytes("out_bytes", m.outBytes, true));
+      REMAT_RETURN_IF_ERROR(r.readBool("needs_input", m.needsInput));
+      REMAT_RETURN_IF_ERROR(r.readBool("needs_output", m.needsOutput));
+      REMAT_RETURN_IF_ERROR(r.readBytes("extra_bytes", m.extraBytes, false));
+      REMAT_RETURN_IF_ERROR(r.readBytes("fwd_workspace_bytes", m.fwdWorkspaceBytes, false));
+      REMAT_RETURN_IF_ERROR(r.readBytes("bwd_workspace_bytes", m.bwdWorkspaceBytes, false));
+      REMAT_RETURN_IF_ERROR(r.readBytes("param_bytes", m.paramBytes, false));
+      REMAT_RETURN_IF_ERROR(r.readDouble("fwd_cost", m.fwdCost, 0.0, 1e300));
+      REMAT_RETURN_IF_ERROR(r.readDouble("bwd_cost", m.bwdCost, 0.0, 1e300));
+      break;
+    }
+    case LayerKind::Conv2d:
+      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
+      REMAT_RETURN_IF_ERROR(r.readInt("groups", layer.groups, false, 1));
+      REMAT_RETURN_IF_ERROR(r.readBool("bias", layer.bias));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+      REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
+      layer.stride = layer.kernel;  // PyTorch's default stride is the kernel size
+      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
+      REMAT_RETURN_IF_ERROR(r.readBool("ceil_mode", layer.ceilMode));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::AdaptiveAvgPool:
+      REMAT_RETURN_IF_ERROR(r.readInt("output_height", layer.outputHeight, false, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("output_width", layer.outputWidth, false, 1));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::Linear:
+      REMAT_RETURN_IF_ERROR(r.readInt("out_features", layer.outFeatures, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readBool("bias", layer.bias));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::Dropout:
+      REMAT_RETURN_IF_ERROR(r.readDouble("p", layer.dropoutP, 0.0, 1.0));
+      if (layer.dropoutP >= 1.0) return r.error("p", "must be below 1 (p = 1 drops everything)");
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::BasicBlock:
+      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::Bottleneck:
+      REMAT_RETURN_IF_ERROR(r.readInt("width", layer.width, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::InvertedResidual:
+      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+      REMAT_RETURN_IF_ERROR(r.readInt("expand_ratio", layer.expandRatio, false, 1));
+      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
+      break;
+    case LayerKind::Relu:
+    case LayerKind::Relu6:
+    case LayerKind::BatchNorm: REMAT_RETURN_IF_ERROR(readMeasured(r, layer)); break;
+    case LayerKind::Flatten: break;
+  }
+  return r.rejectUnknown(std::string(kindName(layer.kind)) + " layers");
+}
+
+Status readInput(const json& object, const std::string& source, InputSpec& input) {
+  const std::string where = source + ": input";
+  if (!object.is_object()) return Status::invalid(where + ": must be an object, not " + FieldReader::describe(object));
+  FieldReader r(object, where);
+  std::string dtype = "float32";
+  REMAT_RETURN_IF_ERROR(r.readString("dtype", dtype, false));
+  auto parsed = parseDType(dtype);
+  if (!parsed) return r.error("dtype", parsed.status().message());
+  input.dtype = *parsed;
+  bool hasBytes = false;
+  REMAT_RETURN_IF_ERROR(r.readBytes("bytes", input.bytes, false, &hasBytes));
+  r.markUsed("shape");
+  if (object.contains("shape")) {
+    const json& shape = object.at("shape");
+    if (!shape.is_array() || shape.empty())
+      return r.error("shape", "must be a non-empty array of positive integers, not " + FieldReader::describe(shape));
+    std::uint64_t bytes = dtypeBytes(input.dtype);
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const json& d = shape[i];
+      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0 ||
+          (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+        return r.error("shape", "element " + std::to_string(i) + " must be a positive integer, not " + d.dump());
+      input.shape.push_back(d.get<std::int64_t>());
+      if (__builtin_mul_overflow(bytes, d.get<std::uint64_t>(), &bytes))
+        return r.error("shape", "describes more than 2^64 bytes");
+    }
+    if (hasBytes && bytes != input.bytes)
+      return r.error("bytes",
+                     "is " + std::to_string(input.bytes) + " but the shape and dtype give " + std::to_string(bytes));
+    input.bytes = bytes;
+  } else if (!hasBytes) {
+    return Status::invalid(where + ": needs 'shape' (real layers) or 'bytes' (abstract chains)");
+  }
+  return r.rejectUnknown("input");
+}
+
+json layerToJson(const LayerSpec& layer) {
+  json j = json::object();
+  j["name"] = layer.name;
+  j["kind"] = std::string(kindName(layer.kind));
+  const LayerNumbers& m = layer.numbers;
+  switch (layer.kind) {
+    case LayerKind::Abstract:
+      j["out_bytes"] = m.outBytes;
+      j["needs_input"] = m.needsInput;
+      j["needs_output"] = m.needsOutput;
+      j["extra_bytes"] = m.extraBytes;
+      j["fwd_workspace_bytes"] = m.fwdWorkspaceBytes;
+      j["bwd_workspace_bytes"] = m.bwdWorkspaceBytes;
+      j["param_bytes"] = m.paramBytes;
+      j["fwd_cost"] = m.fwdCost;
+      j["bwd_cost"] = m.bwdCost;
+      return j;
+    case LayerKind::Conv2d:
+      j["out_channels"] = layer.outChannels;
+      j["kernel"] = layer.kernel;
+      j["stride"] = layer.stride;
+      j["padding"] = layer.padding;
+      if (layer.groups != 1) j["groups"] = layer.groups;
+      j["bias"] = layer.bias;
+      break;
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+      j["kernel"] = layer.kernel;
+      j["stride"] = layer.stride;
+      j["padding"] = layer.padding;
+      if (layer.ceilMode) j["ceil_mode"] = true;
+      break;
+    case LayerKind::AdaptiveAvgPool:
+      j["output_height"] = layer.outputHeight;
+      j["output_width"] = layer.outputWidth;
+      break;
+    case LayerKind::Linear:
+      j["out_features"] = layer.outFeatures;
+      j["bias"] = layer.bias;
+      break;
+    case LayerKind::Dropout: j["p"] = layer.dropoutP; break;
+    case LayerKind::BasicBlock:
+      j["out_channels"] = layer.outChannels;
+      j["stride"] = layer.stride;
+      break;
+    case LayerKind::Bottleneck:
+      j["width"] = layer.width;
+      j["out_channels"] = layer.outChannels;
+      j["stride"] = layer.stride;
+      break;
+    case LayerKind::InvertedResidual:
+      j["out_channels"] = layer.outChannels;
+      j["stride"] = layer.stride;
+      j["expand_ratio"] = layer.expandRatio;
+      break;
+    case LayerKind::Relu:
+    case LayerKind::Relu6:
+    case LayerKind::BatchNorm:
+    case LayerKind::Flatten: break;
+  }
+  if (layer.hasMeasuredWorkspace) {
+    j["fwd_workspace_bytes"] = m.fwdWorkspaceBytes;
+    j["bwd_workspace_bytes"] = m.bwdWorkspaceBytes;
+  }
+  if (layer.hasMeasuredCost) {
+    j["fwd_cost"] = m.fwdCost;
+    j["bwd_cost"] = m.bwdCost;
+  }
+  return j;
+}
+
+std::string fileStem(const std::string& source) { return std::filesystem::path(source).stem().string(); }
+
+}  // namespace
+
+Result<ChainSpec> chainSpecFromJson(const json& j, const std::string& source) {
+  if (!j.is_object())
+    return Status::invalid(source + ": the top level must be a JSON object, not " + FieldReader::describe(j));
+  FieldReader r(j, source);
+  std::string format;
+  REMAT_RETURN_IF_ERROR(r.readString("format", format, true));
+  if (format != kChainFormat)
+    return r.error("format", "is '" + format + "', expected '" + std::string(kChainFormat) + "'");
+  ChainSpec spec;
+  spec.name = fileStem(source);
+  REMAT_RETURN_IF_ERROR(r.readString("name", spec.name, false));
+  r.markUsed("input");
+  r.markUsed("layers");
+  REMAT_RETURN_IF_ERROR(r.rejectUnknown("a chain file"));
+  if (!j.contains("input")) return r.error("input", "is missing");
+  REMAT_RETURN_IF_ERROR(readInput(j.at("input"), source, spec.input));
+  if (!j.contains("layers")) return r.error("layers", "is missing");
+  const json& layers = j.at("layers");
+  if (!layers.is_array()) return r.error("layers", "must be an array, not " + FieldReader::describe(layers));
+  if (layers.empty()) return r.error("layers", "is empty: a chain needs at least one layer");
+  spec.layers.resize(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    REMAT_RETURN_IF_ERROR(readLayer(layers[i], i, source, spec.layers[i]));
+  return spec;
+}
+
+Result<ChainSpec> parseChainSpec(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Status::invalid(source + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
+  } catch (const std::exception& e) {
+    return Status::invalid(source + ": not valid JSON: " + e.what());
+  }
+  return chainSpecFromJson(j, source);
+}
+
+Result<Chain> parseChain(const std::string& text, const std::string& source) {
+  auto spec = parseChainSpec(text, source);
+  if (!spec) return spec.status();
+  auto chain = buildChain(*spec);
+  if (!chain) return chain.status().withContext(source);
+  return chain;
+}
+
+Result<Chain> loadChainFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::io(path + ": cannot open chain file for reading");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Status::io(path + ": read error");
+  return parseChain(buffer.str(), path);
+}
+
+json chainSpecToJson(const ChainSpec& spec) {
+  json j = json::object();
+  j["format"] = kChainFormat;
+  j["name"] = spec.name;
+  json input = json::object();
+  if (!spec.input.shape.empty()) {
+    input["shape"] = spec.input.shape;
+  } else {
+    input["bytes"] = spec.input.bytes;
+  }
+  input["dtype"] = std::string(dtypeName(spec.input.dtype));
+  j["input"] = input;
+  json layers = json::array();
+  for (const LayerSpec& layer : spec.layers) layers.push_back(layerToJson(layer));
+  j["layers"] = std::move(layers);
+  return j;
+}
+
+std::string chainSpecToText(const ChainSpec& spec) {
+  // One layer per line: diff-friendly and still small for long chains.
+  const json j = chainSpecToJson(spec);
+  std::string out = "{\n  \"format\": " + j["format"].dump() + ",\n  \"name\": " + j["name"].dump() +
+                    ",\n  \"input\": " + j["input"].dump() + ",\n  \"layers\": [\n";
+  const json& layers = j["layers"];
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    out += "    " + layers[i].dump() + (i + 1 < layers.size() ? ",\n" : "\n");
+  out += "  ]\n}\n";
+  return out;
+}
+
+Status writeFileAtomically(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string temp =
+      (folder / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) return Status::io(path + ": cannot create temporary file '" + temp + "' for writing");
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(temp, ignored);
+      return Status::io(path + ": write failed (disk full?)");
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, target, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    return Status::io(path + ": cannot rename temporary file into place: " + ec.message());
+  }
+  return Status::ok();
+}
+
+Status saveChainFile(const ChainSpec& spec, const std::string& path) {
+  return writeFileAtomically(path, chainSpecToText(spec));
+}
+
+}  // namespace remat

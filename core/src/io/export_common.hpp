@@ -1,0 +1,28 @@
+#pragma once
+// Helpers shared by the timeline exporters. Internal to core.
+#include <string>
+
+#include "remat/base/status.hpp"
+#include "remat/memory/timeline.hpp"
+
+namespace remat::detail {
+
+// Shortest text that reads back to the same double (std::to_chars), never locale-dependent.
+std::string formatDouble(double value);
+
+Result<OpKind> parseOpName(const std::string& name);
+
+// The op's layer name, or "" for SEED and layers without a name.
+std::string layerName(const Timeline& timeline, const Op& op);
+
+// The numbers each timeline reader takes from an entry's fields, in this order: time_us,
+// footprint_bytes, live_after_bytes. read(name, value) parses one field into value (a double or a
+// std::uint64_t) and names the field in its error.
+template <typename ReadField>
+Status readEntryNumbers(ReadField&& read, TimelineEntry& entry) {
+  REMAT_RETURN_IF_ERROR(read("time_us", entry.timeUs));
+  REMAT_RETURN_IF_ERROR(read("footprint_bytes", entry.footprintBytes));
+  return read("live_after_bytes", entry.liveAfterBytes);
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,68 @@
+#include "remat/memory/liveness.hpp"
+
+#include "remat/memory/simulator.hpp"
+#include "tensor_graph.hpp"
+
+namespace remat {
+
+LivenessTrace traceLiveness(const Chain& chain, const Plan& plan) {
+  LivenessTrace trace;
+  trace.ops = buildOpSequence(chain, plan);
+  const detail::TensorGraph graph = detail::buildTensorGraph(chain, trace.ops, detail::lastSegmentStart(plan),
+                                                             [&](TensorLife::Kind kind, std::size_t layer) {
+                                                               TensorLife& t = trace.tensors.emplace_back();
+                                                               t.kind = kind;
+                                                               t.layer = layer;
+                                                             });
+  trace.scratchBytes.reserve(trace.ops.size());
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const detail::OpTraffic& t = graph.traffic[i];
+    trace.scratchBytes.push_back(t.scratchBytes);
+    for (std::uint32_t id : t.writes)
+      if (id != detail::kNoTensor) trace.tensors[id].writer = i;
+  }
+  for (std::size_t id = 0; id < trace.tensors.size(); ++id) {
+    trace.tensors[id].bytes = graph.tensorBytes[id];
+    if (graph.lastReader[id] != detail::kNoReader) trace.tensors[id].lastReader = graph.lastReader[id];
+  }
+  return trace;
+}
+
+std::vector<std::size_t> LivenessTrace::aliveDuring(std::size_t op) const {
+  std::vector<std::size_t> alive;
+  for (std::size_t t = 0; t < tensors.size(); ++t)
+    if (tensors[t].writer <= op && tensors[t].freedAfter() >= op) alive.push_back(t);
+  return alive;
+}
+
+std::uint64_t LivenessTrace::footprint(std::size_t op) const {
+  std::uint64_t bytes = op < scratchBytes.size() ? scratchBytes[op] : 0;
+  for (std::size_t t : aliveDuring(op)) bytes += tensors[t].bytes;
+  return bytes;
+}
+
+std::string tensorName(const TensorLife& tensor) {
+  const std::string layer = std::to_string(tensor.layer);
+  switch (tensor.kind) {
+    case TensorLife::Kind::Activation: return "x" + layer;
+    case TensorLife::Kind::Gradient: return "dx" + layer;
+    case TensorLife::Kind::Extra: return "E" + layer;
+  }
+  return "?";
+}
+
+std::vector<CheckpointLife> checkpointLives(const LivenessTrace& trace, const Plan& plan) {
+  std::vector<CheckpointLife> lives;
+  for (std::size_t c : plan.checkpoints) {
+    // A checkpoint's output is written once, by F(c): recomputation never rewrites a segment's end.
+    for (const TensorLife& t : trace.tensors) {
+      if (t.kind == TensorLife::Kind::Activation && t.layer == c) {
+        lives.push_back({c, t.writer, t.freedAfter()});
+        break;
+      }
+    }
+  }
+  return lives;
+}
+
+}  // namespace remat

@@ -1,0 +1,228 @@
+// The inner graphs of the composite blocks, op for op as torchvision builds them:
+// torchvision.models.resnet.BasicBlock / Bottleneck (v1.5, stride on the 3x3) and
+// torchvision.models.mobilenetv2.InvertedResidual.
+#include "remat/model/block.hpp"
+
+#include "layers_common.hpp"
+
+namespace remat {
+
+std::string_view blockOpKindName(BlockOpKind kind) {
+  switch (kind) {
+    case BlockOpKind::Conv2d: return "conv2d";
+    case BlockOpKind::BatchNorm: return "batchnorm";
+    case BlockOpKind::Relu: return "relu";
+    case BlockOpKind::Relu6: return "relu6";
+    case BlockOpKind::Add: return "add";
+  }
+  return "?";
+}
+
+namespace {
+
+LayerSpec convSpec(std::string name, std::int64_t outChannels, std::int64_t kernel, std::int64_t stride,
+                   std::int64_t padding, std::int64_t groups = 1) {
+  LayerSpec spec;
+  spec.name = std::move(name);
+  spec.kind = LayerKind::Conv2d;
+  spec.outChannels = outChannels;
+  spec.kernel = kernel;
+  spec.stride = stride;
+  spec.padding = padding;
+  spec.groups = groups;
+  spec.bias = false;  // every conv in these blocks is followed by a batch norm
+  return spec;
+}
+
+LayerSpec simpleSpec(std::string name, LayerKind kind) {
+  LayerSpec spec;
+  spec.name = std::move(name);
+  spec.kind = kind;
+  return spec;
+}
+
+BlockOpKind opKindOf(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Conv2d: return BlockOpKind::Conv2d;
+    case LayerKind::BatchNorm: return BlockOpKind::BatchNorm;
+    case LayerKind::Relu: return BlockOpKind::Relu;
+    default: return BlockOpKind::Relu6;
+  }
+}
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const LayerSpec& spec, const Shape& input, DType dtype) {
+    graph_.kind = spec.kind;
+    graph_.name = spec.name;
+    graph_.dtype = dtype;
+    BlockTensor x;
+    x.name = "input";
+    x.shape = input;
+    x.bytes = elementCount(input) * dtypeBytes(dtype);  // buildChain checked the input's bytes
+    graph_.tensors.push_back(std::move(x));
+  }
+
+  // Appends a primitive op reading tensor `in`; `layer.name` is relative to the block.
+  Result<std::size_t> layer(LayerSpec layer, std::size_t in) {
+    layer.name = graph_.name + "." + layer.name;
+    ChainLayer inferred;
+    Status status = detail::inferPrimitiveLayer(layer, graph_.tensors[in].shape, graph_.dtype, inferred);
+    if (!status) return status.withContext("inner op '" + layer.name + "'");
+    BlockOp op;
+    op.kind = opKindOf(layer.kind);
+    op.inputs = {in};
+    op.readsInput = inferred.numbers.needsInput;
+    op.readsOutput = inferred.numbers.needsOutput;
+    op.statsBytes = inferred.numbers.extraBytes;  // batch norm's statistics; 0 for the others
+    op.paramCount = inferred.paramCount;
+    op.fwdCost = inferred.numbers.fwdCost;
+    op.layer = std::move(layer);
+    return append(std::move(op), std::move(inferred.outputShape), inferred.numbers.outBytes);
+  }
+
+  Result<std::size_t> add(std::size_t main, std::size_t skip) {
+    const BlockTensor& a = graph_.tensors[main];
+    const BlockTensor& b = graph_.tensors[skip];
+    if (a.shape != b.shape)
+      return Status::internal("residual add of " + shapeToString(a.shape) + " and " + shapeToString(b.shape));
+    BlockOp op;
+    op.kind = BlockOpKind::Add;
+    op.layer.name = graph_.name + ".add";
+    op.layer.kind = LayerKind::Abstract;
+    op.inputs = {main, skip};
+    op.fwdCost = static_cast<double>(elementCount(a.shape)) / 1e9;  // one add per element
+    Shape shape = a.shape;
+    const std::uint64_t bytes = a.bytes;
+    return append(std::move(op), std::move(shape), bytes);
+  }
+
+  std::int64_t channels(std::size_t tensor) const { return graph_.tensors[tensor].shape[1]; }
+
+  Result<BlockGraph> finish() && {
+    REMAT_RETURN_IF_ERROR(detail::layoutBlockGraph(graph_));
+    return std::move(graph_);
+  }
+
+ private:
+  std::size_t append(BlockOp op, Shape shape, std::uint64_t bytes) {
+    BlockTensor t;
+    t.name = op.layer.name;
+    t.shape = std::move(shape);
+    t.bytes = bytes;
+    t.producer = graph_.ops.size();
+    op.output = graph_.tensors.size();
+    graph_.ops.push_back(std::move(op));
+    graph_.tensors.push_back(std::move(t));
+    return graph_.tensors.size() - 1;
+  }
+
+  BlockGraph graph_;
+};
+
+#define REMAT_ASSIGN_OR_RETURN(lhs, expr)              \
+  do {                                                 \
+    auto remat_result_ = (expr);                       \
+    if (!remat_result_) return remat_result_.status(); \
+    lhs = *remat_result_;                              \
+  } while (0)
+
+// conv -> bn; returns the last tensor.
+Result<std::size_t> convBn(GraphBuilder& b, std::size_t in, LayerSpec conv, std::string bnName) {
+  std::size_t t = 0;
+  REMAT_ASSIGN_OR_RETURN(t, b.layer(std::move(conv), in));
+  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec(std::move(bnName), LayerKind::BatchNorm), t));
+  return t;
+}
+
+// conv -> bn -> activation (relu, relu6); returns the last tensor.
+Result<std::size_t> convBnAct(GraphBuilder& b, std::size_t in, LayerSpec conv, std::string bnName,
+                              LayerSpec activation) {
+  std::size_t t = 0;
+  REMAT_ASSIGN_OR_RETURN(t, convBn(b, in, std::move(conv), std::move(bnName)));
+  return b.layer(std::move(activation), t);
+}
+
+LayerSpec relu() { return simpleSpec("relu", LayerKind::Relu); }
+
+// The end of both ResNet blocks: the main path t plus the skip path (identity, or downsample =
+// conv1x1(stride) + bn when the shape changes: torchvision's rule), then relu.
+Result<BlockGraph> addSkipAndRelu(GraphBuilder b, std::size_t t, const LayerSpec& spec) {
+  std::size_t skip = 0;
+  if (spec.stride != 1 || b.channels(0) != spec.outChannels)
+    REMAT_ASSIGN_OR_RETURN(skip,
+                           convBn(b, 0, convSpec("downsample.0", spec.outChannels, 1, spec.stride, 0), "downsample.1"));
+  REMAT_ASSIGN_OR_RETURN(t, b.add(t, skip));
+  REMAT_ASSIGN_OR_RETURN(t, b.layer(relu(), t));
+  return std::move(b).finish();
+}
+
+Result<BlockGraph> basicBlock(const LayerSpec& spec, GraphBuilder b) {
+  std::size_t t = 0;
+  REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, 0, convSpec("conv1", spec.outChannels, 3, spec.stride, 1), "bn1", relu()));
+  REMAT_ASSIGN_OR_RETURN(t, convBn(b, t, convSpec("conv2", spec.outChannels, 3, 1, 1), "bn2"));
+  return addSkipAndRelu(std::move(b), t, spec);
+}
+
+Result<BlockGraph> bottleneck(const LayerSpec& spec, GraphBuilder b) {
+  std::size_t t = 0;
+  REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, 0, convSpec("conv1", spec.width, 1, 1, 0), "bn1", relu()));
+  REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, t, convSpec("conv2", spec.width, 3, spec.stride, 1), "bn2", relu()));
+  REMAT_ASSIGN_OR_RETURN(t, convBn(b, t, convSpec("conv3", spec.outChannels, 1, 1, 0), "bn3"));
+  return addSkipAndRelu(std::move(b), t, spec);
+}
+
+Result<BlockGraph> invertedResidual(const LayerSpec& spec, GraphBuilder b) {
+  const std::int64_t in = b.channels(0);
+  std::int64_t hidden = 0;  // round(in * expand_ratio), exact for an integer ratio
+  if (__builtin_mul_overflow(in, spec.expandRatio, &hidden) || hidden > detail::kMaxFieldValue)
+    return Status::invalid("expand_ratio " + std::to_string(spec.expandRatio) + " times the " + std::to_string(in) +
+                           " input channels is too many hidden channels");
+  std::size_t t = 0;
+  int index = 0;  // torchvision numbers the Sequential's children
+  auto prefix = [&] { return "conv." + std::to_string(index); };
+  auto relu6 = [&] { return simpleSpec(prefix() + ".2", LayerKind::Relu6); };
+  if (spec.expandRatio != 1) {
+    REMAT_ASSIGN_OR_RETURN(t, convBnAct(b, t, convSpec(prefix() + ".0", hidden, 1, 1, 0), prefix() + ".1", relu6()));
+    ++index;
+  }
+  REMAT_ASSIGN_OR_RETURN(
+      t, convBnAct(b, t, convSpec(prefix() + ".0", hidden, 3, spec.stride, 1, hidden), prefix() + ".1", relu6()));
+  ++index;
+  REMAT_ASSIGN_OR_RETURN(t, b.layer(convSpec(prefix(), spec.outChannels, 1, 1, 0), t));
+  ++index;
+  REMAT_ASSIGN_OR_RETURN(t, b.layer(simpleSpec(prefix(), LayerKind::BatchNorm), t));
+  if (spec.stride == 1 && in == spec.outChannels) REMAT_ASSIGN_OR_RETURN(t, b.add(t, 0));
+  return std::move(b).finish();
+}
+
+#undef REMAT_ASSIGN_OR_RETURN
+
+}  // namespace
+
+Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype) {
+  const std::string kind(kindName(spec.kind));
+  if (!isComposite(spec.kind)) return Status::internal("'" + kind + "' is not a composite block kind");
+  if (input.size() != 4)
+    return Status::invalid(kind + " needs an NCHW input (4 dimensions), got " + shapeToString(input));
+  std::uint64_t inputBytes = dtypeBytes(dtype);
+  for (auto d : input) {
+    if (d <= 0) return Status::invalid(kind + " needs a positive input shape, got " + shapeToString(input));
+    if (!detail::checkedMul(inputBytes, static_cast<std::uint64_t>(d), inputBytes))
+      return Status::invalid(kind + " input " + shapeToString(input) + " overflows 64-bit bytes");
+  }
+  REMAT_RETURN_IF_ERROR(detail::checkPositiveField("out_channels", spec.outChannels));
+  REMAT_RETURN_IF_ERROR(detail::checkPositiveField("stride", spec.stride));
+  GraphBuilder builder(spec, input, dtype);
+  switch (spec.kind) {
+    case LayerKind::BasicBlock: return basicBlock(spec, std::move(builder));
+    case LayerKind::Bottleneck:
+      REMAT_RETURN_IF_ERROR(detail::checkPositiveField("width", spec.width));
+      return bottleneck(spec, std::move(builder));
+    default:
+      REMAT_RETURN_IF_ERROR(detail::checkPositiveField("expand_ratio", spec.expandRatio));
+      return invertedResidual(spec, std::move(builder));
+  }
+}
+
+}  // namespace remat

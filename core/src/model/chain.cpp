@@ -1,0 +1,190 @@
+#include "remat/model/chain.hpp"
+
+#include <array>
+#include <utility>
+
+#include "layer_inference.hpp"
+
+namespace remat {
+namespace {
+
+constexpr std::array<std::pair<LayerKind, std::string_view>, 14> kKindNames = {{
+    {LayerKind::Abstract, "abstract"},
+    {LayerKind::Conv2d, "conv2d"},
+    {LayerKind::Relu, "relu"},
+    {LayerKind::Relu6, "relu6"},
+    {LayerKind::MaxPool, "maxpool"},
+    {LayerKind::AvgPool, "avgpool"},
+    {LayerKind::AdaptiveAvgPool, "adaptive_avgpool"},
+    {LayerKind::BatchNorm, "batchnorm"},
+    {LayerKind::Linear, "linear"},
+    {LayerKind::Dropout, "dropout"},
+    {LayerKind::Flatten, "flatten"},
+    {LayerKind::BasicBlock, "basic_block"},
+    {LayerKind::Bottleneck, "bottleneck"},
+    {LayerKind::InvertedResidual, "inverted_residual"},
+}};
+
+bool addOverflows(std::uint64_t& total, std::uint64_t value) { return __builtin_add_overflow(total, value, &total); }
+
+}  // namespace
+
+std::string_view dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+Result<DType> parseDType(std::string_view name) {
+  if (name == "float32") return DType::Float32;
+  if (name == "float16") return DType::Float16;
+  if (name == "bfloat16") return DType::BFloat16;
+  return Status::invalid("unknown dtype '" + std::string(name) + "' (expected float32, float16 or bfloat16)");
+}
+
+std::uint64_t dtypeBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
+
+std::string_view kindName(LayerKind kind) {
+  for (const auto& [k, name] : kKindNames)
+    if (k == kind) return name;
+  return "?";
+}
+
+Result<LayerKind> parseKind(std::string_view name) {
+  for (const auto& [k, n] : kKindNames)
+    if (n == name) return k;
+  std::string known;
+  for (const auto& [k, n] : kKindNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  return Status::invalid("unknown kind '" + std::string(name) + "' (known kinds: " + known + ")");
+}
+
+bool isComposite(LayerKind kind) {
+  return kind == LayerKind::BasicBlock || kind == LayerKind::Bottleneck || kind == LayerKind::InvertedResidual;
+}
+
+std::string shapeToString(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::uint64_t elementCount(const Shape& shape) {
+  std::uint64_t count = 1;
+  for (auto d : shape) count *= static_cast<std::uint64_t>(d);
+  return count;
+}
+
+std::uint64_t Chain::paramBytes() const {
+  std::uint64_t total = 0;
+  for (const auto& layer : layers) total += layer.numbers.paramBytes;
+  return total;
+}
+
+std::uint64_t Chain::paramCount() const {
+  std::uint64_t total = 0;
+  for (const auto& layer : layers) total += layer.paramCount;
+  return total;
+}
+
+std::uint64_t Chain::staticBytes() const { return inputBytes + 2 * paramBytes(); }
+
+Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::vector<LayerNumbers>& layers) {
+  Chain chain;
+  chain.name = name;
+  chain.inputBytes = inputBytes;
+  chain.spec.name = std::move(name);
+  chain.spec.input.bytes = inputBytes;
+  chain.layers.reserve(layers.size());
+  chain.spec.layers.reserve(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    LayerSpec spec;
+    spec.name = "L" + std::to_string(i + 1);
+    spec.kind = LayerKind::Abstract;
+    spec.numbers = layers[i];
+    ChainLayer layer;
+    layer.name = spec.name;
+    layer.kind = LayerKind::Abstract;
+    layer.specIndex = i;
+    layer.numbers = layers[i];
+    chain.layers.push_back(std::move(layer));
+    chain.spec.layers.push_back(std::move(spec));
+  }
+  return chain;
+}
+
+Result<Chain> buildChain(const ChainSpec& spec) {
+  Chain chain;
+  chain.name = spec.name;
+  chain.dtype = spec.input.dtype;
+  chain.inputShape = spec.input.shape;
+  const std::string chainLabel = "chain '" + spec.name + "'";
+  if (spec.layers.empty()) return Status::invalid(chainLabel + " has no layers");
+  if (!spec.input.shape.empty()) {
+    for (std::size_t i = 0; i < spec.input.shape.size(); ++i) {
+      if (spec.input.shape[i] <= 0)
+        return Status::invalid(chainLabel + ": input.shape[" + std::to_string(i) + "] is " +
+                               std::to_string(spec.input.shape[i]) + ", must be positive");
+    }
+    std::uint64_t bytes = dtypeBytes(spec.input.dtype);
+    for (auto d : spec.input.shape) {
+      if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
+        return Status::invalid(chainLabel + ": input.shape " + shapeToString(spec.input.shape) +
+                               " overflows 64-bit bytes");
+    }
+    chain.inputBytes = bytes;
+  } else {
+    chain.inputBytes = spec.input.bytes;
+  }
+
+  Shape current = spec.input.shape;
+  std::uint64_t total = chain.inputBytes;  // guards the simulator's sums against overflow
+  chain.layers.reserve(spec.layers.size());
+  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& ls = spec.layers[i];
+    const std::string where =
+        chainLabel + ", layer " + std::to_string(i) + " ('" + ls.name + "', " + std::string(kindName(ls.kind)) + ")";
+    if (ls.kind == LayerKind::Flatten) {
+      if (current.size() < 2)
+        return Status::invalid(where + ": flatten needs an input shape with at least 2 dimensions");
+      current = {current[0], static_cast<std::int64_t>(elementCount(current) / static_cast<std::uint64_t>(current[0]))};
+      continue;
+    }
+    ChainLayer layer;
+    layer.name = ls.name;
+    layer.kind = ls.kind;
+    layer.specIndex = i;
+    layer.inputShape = current;
+    if (ls.kind == LayerKind::Abstract) {
+      layer.numbers = ls.numbers;
+      current.clear();  // shapes are unknown past an abstract layer
+    } else {
+      if (current.empty())
+        return Status::invalid(where + ": a " + std::string(kindName(ls.kind)) +
+                               " layer needs a known input shape (input.shape, and no abstract layer before it)");
+      REMAT_RETURN_IF_ERROR(detail::inferLayer(ls, current, spec.input.dtype, layer).withContext(where));
+      if (ls.hasMeasuredWorkspace) {
+        layer.numbers.fwdWorkspaceBytes = ls.numbers.fwdWorkspaceBytes;
+        layer.numbers.bwdWorkspaceBytes = ls.numbers.bwdWorkspaceBytes;
+      }
+      if (ls.hasMeasuredCost) {
+        layer.numbers.fwdCost = ls.numbers.fwdCost;
+        layer.numbers.bwdCost = ls.numbers.bwdCost;
+      }
+      current = layer.outputShape;
+    }
+    const LayerNumbers& m = layer.numbers;
+    if (addOverflows(total, m.outBytes) || addOverflows(total, m.outBytes) || addOverflows(total, m.extraBytes) ||
+        addOverflows(total, m.fwdWorkspaceBytes) || addOverflows(total, m.bwdWorkspaceBytes) ||
+        addOverflows(total, m.paramBytes) || addOverflows(total, m.paramBytes))
+      return Status::invalid(where + ": the chain's bytes add up to more than 2^64");
+    chain.layers.push_back(std::move(layer));
+  }
+  if (chain.layers.empty()) return Status::invalid(chainLabel + " has no layers once flatten views are folded");
+  chain.spec = spec;
+  return chain;
+}
+
+}  // namespace remat

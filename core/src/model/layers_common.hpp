@@ -1,0 +1,36 @@
+#pragma once
+// Helpers shared by the layer kinds' shape inference (layers_*.cpp, block*.cpp). Internal to core.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "remat/model/block.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
+
+namespace remat::detail {
+
+// Every integer field is at most this, so the shape arithmetic (dimension + 2 * padding, ...) can
+// never overflow int64 once buildChain has checked that the input's bytes fit in 64 bits.
+inline constexpr std::int64_t kMaxFieldValue = 2147483647;
+
+Status checkPositiveField(std::string_view field, std::int64_t value);
+Status checkNonNegativeField(std::string_view field, std::int64_t value);
+
+// a * b, or false when it does not fit in 64 bits.
+bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out);
+
+// Fills out.outputShape and the model numbers that every kind shares: a (checked against
+// overflow), p = paramCount * dtype bytes, the cost (fwd = forwardFlop / 1e9 GFLOP, bwd = 2 * fwd),
+// and wf = wb = 0.
+Status setCommonNumbers(ChainLayer& out, Shape outputShape, DType dtype, std::uint64_t paramCount, double forwardFlop);
+
+// The primitive kinds (everything but abstract, flatten and the composite blocks).
+Status inferPrimitiveLayer(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+
+// Fills in everything of a block graph that follows from its tensors and ops (tensors[].shape,
+// bytes, producer; ops[] with inputs, output and their backward reads): lifetimes, the saved set,
+// the in/out flags, the forward arena, E and the gradient arena (block_layout.cpp).
+Status layoutBlockGraph(BlockGraph& graph);
+
+}  // namespace remat::detail

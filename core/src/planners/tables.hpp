@@ -1,0 +1,107 @@
+#pragma once
+// Per-layer tables the exact planners share, and the incremental segment scanner behind the
+// decomposition of E (docs/planners.md, "The decomposition of E"). Internal to core.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "remat/model/chain.hpp"
+
+namespace remat::planning {
+
+// Arrays are indexed by layer 0..n+1; index 0 stands for x0, which is static and so weighs 0 bytes
+// in every dynamic term (that also makes "B(1) writes no d(0)" fall out of the formulas).
+struct LayerTables {
+  std::size_t n = 0;
+  std::vector<std::uint64_t> a, e, wf, wb;
+  std::vector<std::uint8_t> in, out;
+  std::vector<std::uint64_t> w;          // kept bytes w(l) (simulator's keptBytes)
+  std::vector<std::uint64_t> transient;  // a(l) when no backward reads x(l), else 0
+  std::vector<std::uint64_t> T;          // T(l) = w(1) + ... + w(l)
+  // Footprint terms that depend on one layer only; a segment's footprints subtract T(start).
+  std::vector<std::uint64_t> forwardPair;    // l >= 2: a(l-1) + a(l) + wf(l)   (discard-mode F(l))
+  std::vector<std::uint64_t> recomputeTerm;  // l >= 2: T(l-1) + transient(l-1) + a(l) + e(l) + wf(l)
+  std::vector<std::uint64_t> backwardTerm;   // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l)
+  std::vector<std::uint64_t> keepSuffixMax;  // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
+};
+
+LayerTables makeLayerTables(const Chain& chain);
+// Only n, a and T: all that objectives A and R need.
+LayerTables makePrefixTables(const Chain& chain);
+
+// The least possible largest segment cost s(c_j, c_(j+1)) over all plans (planner_linear.cpp).
+std::uint64_t minimalMaxSegmentCost(const LayerTables& tables);
+
+// seg(start, k) for k = start+1, start+2, ...: each extend() adds one layer in O(1).
+class SegmentScanner {
+ public:
+  SegmentScanner(const LayerTables& t, std::size_t start)
+      : t_(t), i_(start), k_(start), heldBackward_(start > 0 && (t.in[start + 1] || t.out[start]) ? t.a[start] : 0) {}
+
+  std::size_t end() const { return k_; }
+
+  // (start, k] becomes (start, k + 1].
+  void extend() {
+    const std::size_t k = ++k_;
+    const LayerTables& t = t_;
+    if (k >= i_ + 2) {
+      // R(k-1) joins the recompute, F(k) the discard-mode forward.
+      const std::size_t l = k - 1;
+      const std::uint64_t r =
+          l == i_ + 1 ? t.a[i_] + t.a[l] + t.e[l] + t.wf[l] : heldBackward_ + t.recomputeTerm[l] - t.T[i_];
+      recomputeMax_ = std::max(recomputeMax_, r);
+      forwardMax_ = std::max(forwardMax_, t.forwardPair[k]);
+    }
+    backwardMax_ = std::max(backwardMax_, t.backwardTerm[k]);
+  }
+
+  // seg(start, end): the largest footprint among the ops of the segment, not counting the
+  // checkpoints left of start.
+  std::uint64_t peak() const {
+    const LayerTables& t = t_;
+    const std::size_t i = i_, k = k_;
+    const std::uint64_t backward = heldBackward_ + backwardMax_ - t.T[i];
+    if (k == t.n) {
+      // The last segment: keep-mode forward, SEED, backward; never recomputed.
+      std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.e[i + 1] + t.wf[i + 1]);
+      if (t.n >= i + 2) peak = std::max(peak, heldBackward_ + t.keepSuffixMax[i + 2] - t.T[i]);
+      const std::uint64_t seed = heldBackward_ + t.T[t.n - 1] - t.T[i] + 2 * t.a[t.n] + t.e[t.n];
+      return std::max(peak, seed);
+    }
+    // Discard-mode forward; x(start) stays alive through it when R(start+1) will read it.
+    std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.wf[i + 1]);
+    // The gradient d(k) entering the segment, and the checkpoint x(k) when B(k) reads it.
+    const std::uint64_t base = t.a[k] * (t.out[k] ? 2 : 1);
+    if (k >= i + 2) peak = std::max({peak, t.a[i] + forwardMax_, base + recomputeMax_});
+    if (t.e[k] > 0) {
+      // RE(k) reads x(k-1) (or x(start)) and holds a transient copy of x(k).
+      const std::uint64_t before = k == i + 1 ? t.a[i] : heldBackward_ + t.T[k - 1] - t.T[i] + t.transient[k - 1];
+      peak = std::max(peak, base + before + t.e[k] + t.wf[k] + t.a[k]);
+    }
+    return peak;
+  }
+
+  // h(start, end): the bytes x(start) holds during every segment to the right.
+  std::uint64_t held() const {
+    if (i_ == 0) return 0;
+    const bool readInBackward = t_.in[i_ + 1] || t_.out[i_] || (k_ < t_.n && (k_ > i_ + 1 || t_.e[k_] > 0));
+    return readInBackward ? t_.a[i_] : 0;
+  }
+
+ private:
+  const LayerTables& t_;
+  std::size_t i_;
+  std::size_t k_;
+  std::uint64_t heldBackward_;  // x(start) during the backward ops, once R(start+1) / RE are done
+  std::uint64_t forwardMax_ = 0;
+  std::uint64_t recomputeMax_ = 0;
+  std::uint64_t backwardMax_ = 0;
+};
+
+// True when the flag says stop. Cheap enough to call once per outer iteration.
+inline bool cancelled(const std::atomic<bool>* flag) {
+  return flag != nullptr && flag->load(std::memory_order_relaxed);
+}
+
+}  // namespace remat::planning

@@ -1,0 +1,364 @@
+// Composite blocks: torchvision's inner structure, hand-computed e/wf/wb for tiny blocks, and an
+// independent check that the byte layout of every zoo block is valid (no two tensors alive at the
+// same time share bytes) by replaying the executor's protocol (block.hpp).
+#include "remat/model/block.hpp"
+
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "chain_helpers.hpp"
+#include "remat/model/zoo.hpp"
+
+namespace remat {
+namespace {
+
+using testing::blockSpec;
+
+BlockGraph mustBuild(const LayerSpec& spec, const Shape& input, DType dtype = DType::Float32) {
+  auto graph = buildBlockGraph(spec, input, dtype);
+  EXPECT_TRUE(graph.isOk()) << graph.status().message();
+  return graph.isOk() ? *graph : BlockGraph{};
+}
+
+std::vector<std::string> opNames(const BlockGraph& g) {
+  std::vector<std::string> names;
+  for (const auto& op : g.ops) names.push_back(op.layer.name);
+  return names;
+}
+
+struct Range {
+  std::uint64_t begin;
+  std::uint64_t end;
+  std::string what;
+};
+
+// Fails when two ranges share a byte or one leaves [0, size).
+void expectDisjoint(const std::vector<Range>& ranges, std::uint64_t size, const std::string& where) {
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    EXPECT_LE(ranges[i].end, size) << where << ": " << ranges[i].what << " past the end";
+    for (std::size_t j = i + 1; j < ranges.size(); ++j)
+      EXPECT_TRUE(ranges[i].end <= ranges[j].begin || ranges[j].end <= ranges[i].begin)
+          << where << ": " << ranges[i].what << " overlaps " << ranges[j].what;
+  }
+}
+
+// Replays a block's forward (discard and keep mode) and backward following block.hpp's protocol,
+// computing lifetimes and the saved set from the ops alone, and checks every layout.
+void checkLayout(const BlockGraph& g, const std::string& where) {
+  const std::size_t out = g.tensors.size() - 1;
+  const std::size_t m = g.ops.size();
+  ASSERT_GE(g.tensors.size(), 3u) << where;
+  // Readers of each tensor, and which tensors a backward reads.
+  std::map<std::size_t, std::size_t> lastReader;
+  std::set<std::size_t> backwardReads;
+  std::uint64_t statsTotal = 0;
+  for (std::size_t i = 0; i < m; ++i) {
+    const BlockOp& op = g.ops[i];
+    EXPECT_EQ(g.tensors[op.output].producer, i) << where;
+    for (std::size_t in : op.inputs) {
+      if (in != 0) {
+        EXPECT_LT(g.tensors[in].producer, i) << where;  // ops are in a valid forward order
+      }
+      lastReader[in] = i;
+    }
+    const bool conv = op.kind == BlockOpKind::Conv2d;
+    const bool bn = op.kind == BlockOpKind::BatchNorm;
+    const bool relu = op.kind == BlockOpKind::Relu || op.kind == BlockOpKind::Relu6;
+    EXPECT_EQ(op.readsInput, conv || bn) << where << " " << op.layer.name;
+    EXPECT_EQ(op.readsOutput, relu) << where << " " << op.layer.name;
+    if (conv || bn) backwardReads.insert(op.inputs[0]);
+    if (relu) backwardReads.insert(op.output);
+    EXPECT_EQ(op.statsBytes, bn ? 2 * static_cast<std::uint64_t>(g.tensors[op.output].shape[1]) * 4 : 0u) << where;
+    statsTotal += op.statsBytes;
+  }
+  EXPECT_EQ(g.needsInput, backwardReads.count(0) > 0) << where;
+  EXPECT_EQ(g.needsOutput, backwardReads.count(out) > 0) << where;
+
+  // Forward, discard mode: inner tensors in the workspace, alive from their producer to their
+  // last reader. Keep mode uses the same offsets for the unsaved ones, so it is covered.
+  for (std::size_t i = 0; i < m; ++i) {
+    std::vector<Range> live;
+    for (std::size_t t = 1; t < out; ++t) {
+      const BlockTensor& x = g.tensors[t];
+      if (x.producer <= i && i <= lastReader[t]) {
+        EXPECT_EQ(x.arenaOffset % kBlockTensorAlignBytes, 0u) << where;
+        live.push_back({x.arenaOffset, x.arenaOffset + x.bytes, x.name});
+      }
+    }
+    expectDisjoint(live, g.fwdWorkspaceBytes, where + " forward op " + std::to_string(i));
+  }
+  // E: the saved tensors and the statistics, all at once. e is exactly their total when every
+  // tensor is a multiple of the alignment (true of the zoo at batch 64).
+  std::vector<Range> extras;
+  std::uint64_t savedTotal = 0;
+  bool aligned = true;
+  for (std::size_t t = 1; t < out; ++t) {
+    const BlockTensor& x = g.tensors[t];
+    EXPECT_EQ(x.saved, backwardReads.count(t) > 0) << where << " " << x.name;
+    if (!x.saved) {
+      EXPECT_EQ(x.extrasOffset, kBlockNoOffset) << where;
+      continue;
+    }
+    extras.push_back({x.extrasOffset, x.extrasOffset + x.bytes, x.name});
+    savedTotal += x.bytes;
+    aligned = aligned && x.bytes % kBlockTensorAlignBytes == 0;
+  }
+  for (const auto& op : g.ops) {
+    if (op.statsBytes == 0) continue;
+    EXPECT_EQ(op.statsOffset % kBlockStatsAlignBytes, 0u) << where;
+    extras.push_back({op.statsOffset, op.statsOffset + op.statsBytes, op.layer.name + " stats"});
+    aligned = aligned && op.statsBytes % kBlockStatsAlignBytes == 0;
+  }
+  expectDisjoint(extras, g.extraBytes, where + " E");
+  if (aligned) {
+    EXPECT_EQ(g.extraBytes, savedTotal + statsTotal) << where;
+  }
+
+  // Backward in reverse op order: d(t) exists from its first write to its producer's backward.
+  std::set<std::size_t> liveGrads;
+  std::set<std::size_t> written;
+  for (std::size_t i = m; i-- > 0;) {
+    const BlockOp& op = g.ops[i];
+    ASSERT_EQ(op.gradAccumulate.size(), op.inputs.size()) << where;
+    if (op.output != out) {
+      EXPECT_TRUE(liveGrads.count(op.output)) << where << " d(" << op.layer.name << ") missing";
+    }
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const std::size_t in = op.inputs[j];
+      EXPECT_EQ(op.gradAccumulate[j], written.count(in) > 0) << where << " " << op.layer.name;
+      written.insert(in);
+      if (in != 0) liveGrads.insert(in);
+    }
+    std::vector<Range> live;
+    for (std::size_t t : liveGrads) {
+      const BlockTensor& x = g.tensors[t];
+      EXPECT_EQ(x.gradOffset % kBlockTensorAlignBytes, 0u) << where;
+      live.push_back({x.gradOffset, x.gradOffset + x.bytes, "d(" + x.name + ")"});
+    }
+    expectDisjoint(live, g.bwdWorkspaceBytes, where + " backward op " + std::to_string(i));
+    liveGrads.erase(op.output);
+  }
+  EXPECT_TRUE(liveGrads.empty()) << where;
+  // The layout is tight: the arenas are as small as the most bytes ever alive at once.
+  EXPECT_EQ(g.fwdWorkspaceBytes, g.fwdLiveLowerBoundBytes) << where;
+  EXPECT_EQ(g.bwdWorkspaceBytes, g.bwdLiveLowerBoundBytes) << where;
+}
+
+TEST(BasicBlock, IdentityHandComputed) {
+  // Every tensor is [2, 4, 4, 4] float32 = 512 bytes (two 256-byte slots).
+  const BlockGraph g = mustBuild(blockSpec(LayerKind::BasicBlock, 4, 1), {2, 4, 4, 4});
+  EXPECT_EQ(opNames(g),
+            (std::vector<std::string>{"b.conv1", "b.bn1", "b.relu", "b.conv2", "b.bn2", "b.add", "b.relu"}));
+  EXPECT_EQ(g.ops[5].inputs, (std::vector<std::size_t>{5, 0}));  // identity skip
+  EXPECT_EQ(g.tensors.back().shape, (Shape{2, 4, 4, 4}));
+  EXPECT_EQ(g.outBytes, 512u);
+  // Saved: conv1's output (bn1 reads it), relu's (relu and conv2 read it), conv2's (bn2);
+  // plus two batch norms' mean and inverse std: 2 * 4 * 4 bytes each.
+  EXPECT_EQ(g.extraBytes, 3u * 512 + 2 * 32);
+  // At most two inner tensors alive at once, forward and backward.
+  EXPECT_EQ(g.fwdWorkspaceBytes, 1024u);
+  EXPECT_EQ(g.bwdWorkspaceBytes, 1024u);
+  EXPECT_TRUE(g.needsInput);
+  EXPECT_TRUE(g.needsOutput);
+  EXPECT_EQ(g.paramCount, 2u * 4 * 4 * 9 + 2 * 8);
+  // conv: 2 * 128 outputs * 36 MACs each; bn 4 per element; relu and add 1.
+  EXPECT_DOUBLE_EQ(g.fwdCost, (2 * 2 * 128 * 36.0 + 2 * 4 * 128 + 2 * 128 + 128) / 1e9);
+  // The add's backward writes d(input) first, conv1's adds into it.
+  EXPECT_EQ(g.ops[5].gradAccumulate, (std::vector<bool>{false, false}));
+  EXPECT_EQ(g.ops[0].gradAccumulate, (std::vector<bool>{true}));
+  checkLayout(g, "tiny identity");
+}
+
+TEST(BasicBlock, DownsampleHandComputed) {
+  // [2, 4, 4, 4] -> [2, 8, 2, 2]: every inner tensor is 64 floats = 256 bytes.
+  const BlockGraph g = mustBuild(blockSpec(LayerKind::BasicBlock, 8, 2), {2, 4, 4, 4});
+  EXPECT_EQ(opNames(g), (std::vector<std::string>{"b.conv1", "b.bn1", "b.relu", "b.conv2", "b.bn2", "b.downsample.0",
+                                                  "b.downsample.1", "b.add", "b.relu"}));
+  EXPECT_EQ(g.ops[5].layer.kernel, 1);
+  EXPECT_EQ(g.ops[5].layer.stride, 2);
+  EXPECT_FALSE(g.ops[5].layer.bias);
+  EXPECT_EQ(g.ops[0].layer.stride, 2);
+  EXPECT_EQ(g.ops[3].layer.stride, 1);
+  EXPECT_EQ(g.tensors.back().shape, (Shape{2, 8, 2, 2}));
+  // Saved: conv1, relu, conv2, downsample.0 outputs; three batch norms of 8 channels.
+  EXPECT_EQ(g.extraBytes, 4u * 256 + 3 * 64);
+  // bn2's output waits for the add while downsample.0 and .1 run: three alive.
+  EXPECT_EQ(g.fwdWorkspaceBytes, 768u);
+  EXPECT_EQ(g.bwdWorkspaceBytes, 768u);
+  EXPECT_EQ(g.paramCount, 8u * 4 * 9 + 8u * 8 * 9 + 8u * 4 + 3 * 16);
+  checkLayout(g, "tiny downsample");
+
+  // Through buildChain the chain-level numbers are the graph's.
+  auto chain = testing::chainFromLayers({2, 4, 4, 4}, {blockSpec(LayerKind::BasicBlock, 8, 2)});
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  const LayerNumbers& m = chain->at(1);
+  EXPECT_EQ(m.outBytes, 256u);
+  EXPECT_EQ(m.extraBytes, g.extraBytes);
+  EXPECT_EQ(m.fwdWorkspaceBytes, 768u);
+  EXPECT_EQ(m.bwdWorkspaceBytes, 768u);
+  EXPECT_TRUE(m.needsInput);
+  EXPECT_TRUE(m.needsOutput);
+  EXPECT_EQ(m.paramBytes, g.paramCount * 4);
+  EXPECT_DOUBLE_EQ(m.fwdCost, g.fwdCost);
+  EXPECT_DOUBLE_EQ(m.bwdCost, 2 * g.fwdCost);
+  EXPECT_EQ(chain->layers[0].outputShape, (Shape{2, 8, 2, 2}));
+}
+
+TEST(BasicBlock, Float16HalvesTensorsNotStats) {
+  const BlockGraph f32 = mustBuild(blockSpec(LayerKind::BasicBlock, 64, 1), {4, 64, 8, 8});
+  const BlockGraph f16 = mustBuild(blockSpec(LayerKind::BasicBlock, 64, 1), {4, 64, 8, 8}, DType::Float16);
+  EXPECT_EQ(f16.outBytes * 2, f32.outBytes);
+  EXPECT_EQ(f16.fwdWorkspaceBytes * 2, f32.fwdWorkspaceBytes);
+  const std::uint64_t stats = 2 * (2 * 64 * 4);
+  EXPECT_EQ((f16.extraBytes - stats) * 2, f32.extraBytes - stats);
+  checkLayout(f16, "float16");
+}
+
+TEST(Bottleneck, TorchvisionStructure) {
+  // Identity: in = out = 8, width 2.
+  const BlockGraph g = mustBuild(blockSpec(LayerKind::Bottleneck, 8, 1, 2), {2, 8, 4, 4});
+  EXPECT_EQ(opNames(g), (std::vector<std::string>{"b.conv1", "b.bn1", "b.relu", "b.conv2", "b.bn2", "b.relu", "b.conv3",
+                                                  "b.bn3", "b.add", "b.relu"}));
+  EXPECT_EQ(g.paramCount, (8u * 2 + 4) + (2u * 2 * 9 + 4) + (2u * 8 + 16));
+  // Saved: conv1 and conv2 outputs, both relu outputs ([2, 2, 4, 4] = 256 bytes), conv3's output
+  // (1024 bytes); stats 2*2*4, 2*2*4, 2*8*4.
+  EXPECT_EQ(g.extraBytes, 4u * 256 + 1024 + 16 + 16 + 64);
+  checkLayout(g, "tiny bottleneck");
+  // v1.5: the stride sits on the 3x3 conv; the downsample is conv1x1(stride) + bn.
+  const BlockGraph d = mustBuild(blockSpec(LayerKind::Bottleneck, 16, 2, 4), {2, 8, 4, 4});
+  EXPECT_EQ(d.ops[0].layer.stride, 1);
+  EXPECT_EQ(d.ops[3].layer.stride, 2);
+  EXPECT_EQ(d.ops[3].layer.kernel, 3);
+  EXPECT_EQ(d.ops[8].layer.name, "b.downsample.0");
+  EXPECT_EQ(d.ops[8].layer.stride, 2);
+  EXPECT_EQ(d.tensors.back().shape, (Shape{2, 16, 2, 2}));
+  checkLayout(d, "tiny bottleneck downsample");
+}
+
+TEST(InvertedResidual, TorchvisionStructure) {
+  const BlockGraph g = mustBuild(blockSpec(LayerKind::InvertedResidual, 4, 1, 0, 6), {2, 4, 4, 4});
+  EXPECT_EQ(opNames(g), (std::vector<std::string>{"b.conv.0.0", "b.conv.0.1", "b.conv.0.2", "b.conv.1.0", "b.conv.1.1",
+                                                  "b.conv.1.2", "b.conv.2", "b.conv.3", "b.add"}));
+  EXPECT_EQ(g.ops[0].layer.outChannels, 24);
+  EXPECT_EQ(g.ops[3].layer.groups, 24);  // depthwise
+  EXPECT_EQ(g.ops[3].layer.padding, 1);
+  EXPECT_EQ(g.ops[2].kind, BlockOpKind::Relu6);
+  EXPECT_EQ(g.paramCount, (4u * 24 + 48) + (24u * 9 + 48) + (24u * 4 + 8));
+  EXPECT_TRUE(g.needsInput);
+  EXPECT_FALSE(g.needsOutput);  // ends in the add
+  checkLayout(g, "tiny inverted residual");
+  // expand_ratio 1: no expansion conv; no residual when the channels change.
+  const BlockGraph first = mustBuild(blockSpec(LayerKind::InvertedResidual, 16, 1, 0, 1), {2, 32, 4, 4});
+  EXPECT_EQ(opNames(first),
+            (std::vector<std::string>{"b.conv.0.0", "b.conv.0.1", "b.conv.0.2", "b.conv.1", "b.conv.2"}));
+  EXPECT_FALSE(first.needsOutput);  // ends in a batch norm
+  checkLayout(first, "tiny inverted residual, ratio 1");
+  // No residual with stride 2 even when the channels match.
+  const BlockGraph strided = mustBuild(blockSpec(LayerKind::InvertedResidual, 4, 2, 0, 6), {2, 4, 4, 4});
+  EXPECT_EQ(strided.ops.back().kind, BlockOpKind::BatchNorm);
+  EXPECT_EQ(strided.tensors.back().shape, (Shape{2, 4, 2, 2}));
+}
+
+// The checker itself notices broken layouts: run it with its failures intercepted.
+bool checkerReports(const BlockGraph& g, const std::string& fragment) {
+  ::testing::TestPartResultArray results;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    checkLayout(g, "broken");
+  }
+  for (int i = 0; i < results.size(); ++i)
+    if (std::string(results.GetTestPartResult(i).message()).find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Blocks, LayoutCheckerCatchesOverlaps) {
+  const BlockGraph good = mustBuild(blockSpec(LayerKind::BasicBlock, 4, 1), {2, 4, 4, 4});
+  EXPECT_FALSE(checkerReports(good, ""));
+  BlockGraph bad = good;  // conv1's and bn1's outputs are alive together during bn1
+  bad.tensors[2].arenaOffset = bad.tensors[1].arenaOffset;
+  EXPECT_TRUE(checkerReports(bad, "b.conv1 overlaps b.bn1"));
+  bad = good;
+  bad.tensors[3].gradOffset = bad.tensors[2].gradOffset;
+  EXPECT_TRUE(checkerReports(bad, "d(b.bn1) overlaps d(b.relu)"));
+  bad = good;
+  bad.ops[1].statsOffset = bad.tensors[1].extrasOffset;
+  EXPECT_TRUE(checkerReports(bad, "overlaps b.bn1 stats"));
+  bad = good;
+  bad.fwdWorkspaceBytes -= 256;
+  EXPECT_TRUE(checkerReports(bad, "past the end"));
+  bad = good;
+  bad.ops[0].gradAccumulate = {false};
+  EXPECT_TRUE(checkerReports(bad, "b.conv1"));
+}
+
+void expectBlockError(const LayerSpec& spec, const Shape& input, const std::string& fragment) {
+  auto graph = buildBlockGraph(spec, input, DType::Float32);
+  ASSERT_FALSE(graph.isOk()) << fragment;
+  EXPECT_EQ(graph.status().code(), ErrorCode::InvalidInput);
+  EXPECT_NE(graph.status().message().find(fragment), std::string::npos) << graph.status().message();
+}
+
+TEST(Blocks, Errors) {
+  expectBlockError(blockSpec(LayerKind::BasicBlock, 0, 1), {2, 4, 4, 4}, "out_channels");
+  expectBlockError(blockSpec(LayerKind::BasicBlock, 4, 0), {2, 4, 4, 4}, "stride");
+  expectBlockError(blockSpec(LayerKind::BasicBlock, 4, 1), {2, 4, 4}, "NCHW");
+  expectBlockError(blockSpec(LayerKind::BasicBlock, 4, 1), {2, 0, 4, 4}, "positive input shape");
+  expectBlockError(blockSpec(LayerKind::BasicBlock, 4, 1), {1 << 30, 1 << 30, 1 << 30, 4}, "overflows");
+  // The output grows past 2^64 bytes inside the block (64x the channels).
+  expectBlockError(blockSpec(LayerKind::BasicBlock, std::int64_t{1} << 30, 1), {1 << 20, 16, 1 << 10, 1 << 10},
+                   "overflows");
+  expectBlockError(blockSpec(LayerKind::Bottleneck, 16, 1, 0), {2, 4, 4, 4}, "width");
+  expectBlockError(blockSpec(LayerKind::InvertedResidual, 16, 1, 0, 0), {2, 4, 4, 4}, "expand_ratio");
+  expectBlockError(blockSpec(LayerKind::InvertedResidual, 16, 1, 0, std::int64_t{1} << 40), {2, 4, 4, 4},
+                   "expand_ratio");
+  // A batch norm inside that sees one value per channel names the inner op.
+  expectBlockError(blockSpec(LayerKind::BasicBlock, 4, 1), {1, 4, 1, 1}, "inner op 'b.bn1'");
+
+  auto chain = testing::chainFromLayers({2, 4, 4, 4}, {blockSpec(LayerKind::Bottleneck, 16, 1, -3)});
+  ASSERT_FALSE(chain.isOk());
+  EXPECT_NE(chain.status().message().find("layer 0 ('b', bottleneck): width"), std::string::npos)
+      << chain.status().message();
+}
+
+TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
+  struct Case {
+    ZooOptions options;
+    std::string label;
+  };
+  // Batch 64 at 224 (every size a multiple of 256), and odd sizes that exercise the alignment.
+  std::vector<Case> cases = {{ZooOptions{}, "batch 64, 224"},
+                             {ZooOptions{3, 67, DType::Float16, 10}, "batch 3, 67, f16"}};
+  std::size_t blocks = 0;
+  for (const auto& c : cases) {
+    for (const auto& entry : zooModels()) {
+      auto spec = zooChain(entry.name, c.options);
+      ASSERT_TRUE(spec.isOk()) << spec.status().message();
+      auto chain = buildChain(*spec);
+      ASSERT_TRUE(chain.isOk()) << chain.status().message();
+      for (const auto& layer : chain->layers) {
+        if (!isComposite(layer.kind)) continue;
+        const BlockGraph g = mustBuild(spec->layers[layer.specIndex], layer.inputShape, c.options.dtype);
+        const std::string where = entry.name + " " + layer.name + " (" + c.label + ")";
+        checkLayout(g, where);
+        EXPECT_EQ(g.tensors.back().shape, layer.outputShape) << where;
+        EXPECT_EQ(layer.numbers.outBytes, g.outBytes) << where;
+        EXPECT_EQ(layer.numbers.extraBytes, g.extraBytes) << where;
+        EXPECT_EQ(layer.numbers.fwdWorkspaceBytes, g.fwdWorkspaceBytes) << where;
+        EXPECT_EQ(layer.numbers.bwdWorkspaceBytes, g.bwdWorkspaceBytes) << where;
+        EXPECT_EQ(layer.numbers.needsOutput, g.needsOutput) << where;
+        EXPECT_EQ(layer.paramCount, g.paramCount) << where;
+        // ResNet blocks end in a ReLU (out = yes); MobileNetV2 blocks in a batch norm or add.
+        EXPECT_EQ(g.needsOutput, layer.kind != LayerKind::InvertedResidual) << where;
+        ++blocks;
+      }
+    }
+  }
+  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17));
+}
+
+}  // namespace
+}  // namespace remat
