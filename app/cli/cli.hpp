@@ -4,16 +4,13 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iosfwd>
-#include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "remat/model/chain.hpp"
-#include "remat/exec/device.hpp"
 #include "remat/base/status.hpp"
 #include "remat/base/units.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::cli {
 
@@ -35,7 +32,7 @@ void addSimulateCommand(CLI::App& app, Action& action);  // cli_simulate.cpp
 void addZooCommands(CLI::App& app, Action& action);      // cli_zoo.cpp
 void addPlanCommands(CLI::App& app, Action& action);     // cli_plan.cpp: plan, compare
 void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run
-void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: profile (GPU)
+void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: profile
 
 // Parses argv and runs the chosen subcommand. Never throws.
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
@@ -45,12 +42,5 @@ Result<Chain> loadChainArgument(const std::string& path);  // a chain file path,
 // Op tables (simulate, run) print this many rows unless --ops asks for all.
 constexpr std::size_t kDefaultOpRows = 200;
 int exitCodeFor(const Status& status);
-
-// device_factory.cpp: the device a --device option names ("cpu" or "gpu"). "gpu" is an error that
-// says why when this build has no CUDA backend or the machine has no usable GPU.
-Result<std::unique_ptr<Device>> makeDevice(std::string_view name);
-// Refuses, before running, a plan whose predicted peak (static bytes included) does not fit what
-// the device has free ("needs X, device has Y free"); always ok on the CPU.
-Status checkPlanFits(Device& device, std::uint64_t predictedPeakBytes);
 
 }  // namespace remat::cli

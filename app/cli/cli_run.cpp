@@ -7,10 +7,11 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
-#include "remat/planners/planners.hpp"
+#include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::cli {
 namespace {
@@ -146,9 +147,9 @@ Status runRun(const RunArgs& args, Io& io) {
   if (!sim) return sim.status();
   sim->timeline.planner = planner;
 
-  auto device = makeDevice(args.device);
+  auto device = openDevice(args.device);
   if (!device) return device.status().withContext("--device " + args.device);
-  REMAT_RETURN_IF_ERROR(checkPlanFits(**device, sim->peakBytes()));
+  REMAT_RETURN_IF_ERROR((*device)->checkFits(sim->peakBytes()));
   InterpreterOptions init;
   init.seed = args.seed;
   auto interpreter = Interpreter::create(*chain, **device, init);

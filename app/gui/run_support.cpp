@@ -1,58 +1,32 @@
 #include "run_support.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <memory>
 
-#include "remat/cpu/cpu_device.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
-#if REMAT_HAVE_GPU
-#include "remat/gpu/cuda_device.hpp"
-#endif
 
 namespace remat::gui {
 namespace {
 
-// The CPU reference allocates real memory: refuse a plan that would take more than three quarters
-// of this machine's RAM instead of letting the system swap or kill the explorer.
-std::uint64_t cpuCapacityBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long pageSize = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || pageSize <= 0) return 0;
-  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(pageSize) / 4 * 3;
-}
-
-Result<std::unique_ptr<Device>> openDevice(const std::string& name, std::uint64_t predictedPeakBytes) {
-  if (name == "cpu") {
-    cpu::CpuDeviceOptions options;
-    options.capacityBytes = cpuCapacityBytes();
-    if (options.capacityBytes > 0 && predictedPeakBytes > options.capacityBytes)
-      return Status::outOfMemory("the plan needs " + std::to_string(predictedPeakBytes >> 20) +
-                                 " MiB, more than the CPU reference may use here (" +
-                                 std::to_string(options.capacityBytes >> 20) + " MiB); try a smaller batch");
-    return std::unique_ptr<Device>(std::make_unique<cpu::CpuDevice>(options));
-  }
-#if REMAT_HAVE_GPU
-  if (name == "gpu") {
-    Result<std::unique_ptr<gpu::CudaDevice>> device = gpu::createCudaDevice();
-    if (!device) return device.status();
-    REMAT_RETURN_IF_ERROR((*device)->checkFits(predictedPeakBytes));
-    return std::unique_ptr<Device>(std::move(device).value());
-  }
-#endif
-  return Status::invalid("this build cannot run on device '" + name + "'");
+// The device with the plan checked against what it can hold, before anything is allocated: the
+// CPU reference may use three quarters of this machine's RAM (devices.hpp), so a plan too big for
+// it is refused instead of letting the system swap or kill the explorer.
+Result<std::unique_ptr<Device>> openDeviceFor(const std::string& name, std::uint64_t predictedPeakBytes) {
+  Result<std::unique_ptr<Device>> device = openDevice(name);
+  if (!device) return device.status();
+  REMAT_RETURN_IF_ERROR((*device)->checkFits(predictedPeakBytes));
+  return device;
 }
 
 }  // namespace
 
 QStringList measureDevices() {
-  QStringList devices{QStringLiteral("cpu")};
-#if REMAT_HAVE_GPU
-  if (gpu::cudaDeviceAvailable().isOk()) devices << QStringLiteral("gpu");
-#endif
+  QStringList devices;
+  for (std::string_view name : deviceNames())
+    if (deviceAvailable(name).isOk()) devices << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   return devices;
 }
 
@@ -67,7 +41,7 @@ Result<Timeline> measurePlan(const RunRequest& request, const std::atomic<bool>*
   if (!predicted) return predicted.status();
   const int steps = std::max(1, request.steps);
   report(0.0, QStringLiteral("Preparing %1").arg(QString::fromStdString(request.device)));
-  Result<std::unique_ptr<Device>> device = openDevice(request.device, predicted->peakBytes());
+  Result<std::unique_ptr<Device>> device = openDeviceFor(request.device, predicted->peakBytes());
   if (!device) return device.status();
   Result<std::unique_ptr<Interpreter>> interpreter = Interpreter::create(request.chain, **device);
   if (!interpreter) return interpreter.status();

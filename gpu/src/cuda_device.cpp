@@ -117,16 +117,21 @@ Result<std::string> CudaDevice::describeLayer(std::size_t layer) const {
   return text;
 }
 
-Status CudaDevice::checkFits(std::uint64_t predictedPeakBytes) const {
-  const std::uint64_t held = impl_->allocator->bytesHeld();
-  const std::uint64_t needed = predictedPeakBytes > held ? predictedPeakBytes - held : 0;
-  auto available = impl_->allocator->availableBytes();
-  if (!available) return available.status();
-  if (needed > *available)
-    return Status::outOfMemory("the plan needs " + std::to_string(needed) + " more bytes (predicted peak " +
-                               std::to_string(predictedPeakBytes) + ", " + std::to_string(held) +
-                               " already held), device has " + std::to_string(*available) + " free");
-  return Status::ok();
+Result<std::uint64_t> CudaDevice::availableBytes() const { return impl_->allocator->availableBytes(); }
+
+Result<double> CudaDevice::timeMs(const std::function<Status()>& body) {
+  auto start = createEvent();
+  if (!start) return start.status();
+  auto stop = createEvent();
+  if (!stop) return stop.status();
+  const cudaStream_t stream = impl_->stream.get();
+  REMAT_CUDA_CHECK(cudaEventRecord(start->get(), stream));
+  REMAT_RETURN_IF_ERROR(body());
+  REMAT_CUDA_CHECK(cudaEventRecord(stop->get(), stream));
+  REMAT_CUDA_CHECK(cudaEventSynchronize(stop->get()));
+  float ms = 0.0f;
+  REMAT_CUDA_CHECK(cudaEventElapsedTime(&ms, start->get(), stop->get()));
+  return static_cast<double>(ms);
 }
 
 Status CudaDevice::synchronize() {

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "remat/io/chain_file.hpp"
-#include "remat/gpu/cuda_device.hpp"
-#include "remat/gpu/profiler.hpp"
 #include "remat/exec/interpreter.hpp"
-#include "remat/planners/planners.hpp"
+#include "remat/exec/profiler.hpp"
+#include "remat/gpu/cuda_device.hpp"
+#include "remat/io/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/zoo.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace {
 
@@ -191,11 +191,19 @@ PlanRow runOne(const Chain& chain, gpu::CudaDevice& device, Interpreter& interpr
   std::vector<double> ms;
   for (std::size_t i = run->stepSeconds.size() > 1 ? 1 : 0; i < run->stepSeconds.size(); ++i)
     ms.push_back(1000.0 * run->stepSeconds[i]);
-  row.stepMs = gpu::medianOf(ms);
+  row.stepMs = medianOf(ms);
   return row;
 }
 
-Result<nlohmann::json> checkModel(const std::string& model, const Args& args) {
+struct ProfiledChain {
+  Chain chain;
+  std::string device;  // Device::describe() of the GPU that profiled it
+};
+
+// The zoo model profiled on a device opened for profiling (cuDNN's algorithms up to the cap),
+// saved under --chain-dir when given.
+Result<ProfiledChain> profileModel(const std::string& model, const Args& args,
+                                   const gpu::CudaDeviceOptions& deviceOptions) {
   ZooOptions zoo;
   zoo.batch = args.batch;
   zoo.resolution = args.resolution;
@@ -203,100 +211,135 @@ Result<nlohmann::json> checkModel(const std::string& model, const Args& args) {
   if (!spec) return spec.status();
   auto unprofiled = buildChain(*spec);
   if (!unprofiled) return unprofiled.status();
-
-  gpu::CudaDeviceOptions deviceOptions;
-  deviceOptions.deterministic = args.deterministic;
-  deviceOptions.allowTf32 = args.allowTf32;
-  std::string deviceText;
-  ChainSpec profiledSpec;
-  {
-    gpu::CudaDeviceOptions profileOptions = deviceOptions;
-    profileOptions.workspacePolicy = gpu::WorkspacePolicy::Profile;
-    auto device = gpu::createCudaDevice(profileOptions);
-    if (!device) return device.status();
-    gpu::ProfileOptions po;
-    po.repeats = args.repeats;
-    auto profile = gpu::profileChain(*unprofiled, **device, po);
-    if (!profile) return profile.status().withContext(model + ": profile");
-    profiledSpec = profile->spec;
-    deviceText = profile->device;
-  }
+  gpu::CudaDeviceOptions profileOptions = deviceOptions;
+  profileOptions.workspacePolicy = gpu::WorkspacePolicy::Profile;
+  auto device = gpu::createCudaDevice(profileOptions);
+  if (!device) return device.status();
+  ProfileOptions po;
+  po.repeats = args.repeats;
+  auto profile = profileChain(*unprofiled, **device, po);
+  if (!profile) return profile.status().withContext(model + ": profile");
   if (!args.chainDir.empty()) {
     const std::string path = args.chainDir + "/" + model + "-b" + std::to_string(args.batch) + "-profiled.json";
-    REMAT_RETURN_IF_ERROR(saveChainFile(profiledSpec, path));
+    REMAT_RETURN_IF_ERROR(saveChainFile(profile->spec, path));
   }
-  auto chain = buildChain(profiledSpec);
+  auto chain = buildChain(profile->spec);
   if (!chain) return chain.status();
+  return ProfiledChain{std::move(*chain), profile->device};
+}
 
+Result<std::vector<PlanReport>> planAll(const Chain& chain, const std::string& model) {
   std::vector<PlanReport> plans;
   for (const char* name : {"none", "uniform", "dp", "linear", "optimal"}) {
-    auto r = std::string(name) == "uniform" ? bestUniform(*chain) : runPlanner(*chain, name);
+    auto r = std::string(name) == "uniform" ? bestUniform(chain) : runPlanner(chain, name);
     if (!r) return r.status().withContext(model + ": planner " + name);
     plans.push_back(std::move(*r));
   }
+  return plans;
+}
+
+nlohmann::json modelJson(const std::string& model, const Args& args, const ProfiledChain& profiled) {
+  const Chain& chain = profiled.chain;
+  nlohmann::json out;
+  out["model"] = model;
+  out["batch"] = args.batch;
+  out["resolution"] = args.resolution;
+  out["device"] = profiled.device;
+  out["deterministic"] = args.deterministic;
+  out["tf32"] = args.allowTf32;
+  out["static_bytes"] = chain.staticBytes();
+  out["input_bytes"] = chain.inputBytes;
+  out["param_bytes"] = chain.paramBytes();
+  out["layers"] = chain.size();
+  return out;
+}
+
+void printModelHeader(const std::string& model, const Args& args, const std::string& device) {
+  std::printf("\n%s, batch %lld, %lldx%lld, float32 on %s\n", model.c_str(), static_cast<long long>(args.batch),
+              static_cast<long long>(args.resolution), static_cast<long long>(args.resolution), device.c_str());
+  std::printf("%-12s %-24s %10s %10s %6s %10s %10s %10s %8s %9s\n", "planner", "checkpoints", "predicted", "counted",
+              "exact", "pool used", "pool resv", "dev used", "error", "step");
+  std::printf("%-12s %-24s %10s %10s %6s %10s %10s %10s %8s %9s\n", "", "", "MiB", "MiB", "", "MiB", "MiB", "MiB", "%",
+              "ms");
+}
+
+void printRow(const PlanRow& row) {
+  std::string checkpoints = row.checkpoints.size() > 24 ? row.checkpoints.substr(0, 21) + "..." : row.checkpoints;
+  if (!row.error.empty()) {
+    std::printf("%-12s %-24s %10.1f  failed: %s\n", row.planner.c_str(), checkpoints.c_str(),
+                mib(row.predictedPeakBytes), row.error.c_str());
+    return;
+  }
+  std::printf("%-12s %-24s %10.1f %10.1f %6s %10.1f %10.1f %10.1f %+8.3f %9.2f\n", row.planner.c_str(),
+              checkpoints.c_str(), mib(row.predictedPeakBytes), mib(row.countedPeakBytes),
+              row.exactPerOp ? "yes" : "NO", mib(row.poolUsedHighBytes), mib(row.poolReservedHighBytes),
+              mib(row.deviceUsedBytes), row.errorPercent, row.stepMs);
+}
+
+nlohmann::json rowJson(const PlanRow& row) {
+  nlohmann::json j;
+  j["planner"] = row.planner;
+  j["checkpoints"] = row.checkpoints;
+  j["predicted_peak_bytes"] = row.predictedPeakBytes;
+  j["counted_peak_bytes"] = row.countedPeakBytes;
+  j["exact_per_op"] = row.exactPerOp;
+  j["pool_used_high_bytes"] = row.poolUsedHighBytes;
+  j["pool_reserved_high_bytes"] = row.poolReservedHighBytes;
+  j["label_bytes"] = row.labelBytes;
+  j["device_used_bytes"] = row.deviceUsedBytes;
+  j["error_percent"] = row.errorPercent;
+  j["step_ms"] = row.stepMs;
+  if (!row.error.empty()) j["error"] = row.error;
+  return j;
+}
+
+// The three checks over every plan of a model.
+struct Verdict {
+  bool allRan = true, allExact = true, allWithin = true;
+  void add(const PlanRow& row) {
+    allRan = allRan && row.error.empty();
+    allExact = allExact && row.error.empty() && row.exactPerOp;
+    allWithin = allWithin && row.error.empty() && std::fabs(row.errorPercent) <= 2.0;
+  }
+  bool passed() const { return allRan && allExact && allWithin; }
+  void print() const {
+    std::printf("  [%s] every plan ran\n", allRan ? "PASS" : "FAIL");
+    std::printf("  [%s] our allocator's count equals the model, op by op, every plan and step\n",
+                allExact ? "PASS" : "FAIL");
+    std::printf("  [%s] the pool's used high-water mark is within 2%% of the predicted peak, every plan\n",
+                allWithin ? "PASS" : "FAIL");
+  }
+};
+
+Result<nlohmann::json> checkModel(const std::string& model, const Args& args) {
+  gpu::CudaDeviceOptions deviceOptions;
+  deviceOptions.deterministic = args.deterministic;
+  deviceOptions.allowTf32 = args.allowTf32;
+  auto profiled = profileModel(model, args, deviceOptions);
+  if (!profiled) return profiled.status();
+  const Chain& chain = profiled->chain;
+  auto plans = planAll(chain, model);
+  if (!plans) return plans.status();
 
   auto device = gpu::createCudaDevice(deviceOptions);
   if (!device) return device.status();
   auto baseline = gpu::queryDeviceMemory();
   if (!baseline) return baseline.status();
   const std::uint64_t baselineUsed = baseline->totalBytes - baseline->freeBytes;
-  auto interpreter = Interpreter::create(*chain, **device);
+  auto interpreter = Interpreter::create(chain, **device);
   if (!interpreter) return interpreter.status().withContext(model);
 
-  nlohmann::json out;
-  out["model"] = model;
-  out["batch"] = args.batch;
-  out["resolution"] = args.resolution;
-  out["device"] = deviceText;
-  out["deterministic"] = args.deterministic;
-  out["tf32"] = args.allowTf32;
-  out["static_bytes"] = chain->staticBytes();
-  out["input_bytes"] = chain->inputBytes;
-  out["param_bytes"] = chain->paramBytes();
-  out["layers"] = chain->size();
-  std::printf("\n%s, batch %lld, %lldx%lld, float32 on %s\n", model.c_str(), static_cast<long long>(args.batch),
-              static_cast<long long>(args.resolution), static_cast<long long>(args.resolution), deviceText.c_str());
-  std::printf("%-12s %-24s %10s %10s %6s %10s %10s %10s %8s %9s\n", "planner", "checkpoints", "predicted", "counted",
-              "exact", "pool used", "pool resv", "dev used", "error", "step");
-  std::printf("%-12s %-24s %10s %10s %6s %10s %10s %10s %8s %9s\n", "", "", "MiB", "MiB", "", "MiB", "MiB", "MiB", "%",
-              "ms");
-  bool allExact = true, allWithin = true, allRan = true;
-  for (const PlanReport& planned : plans) {
-    PlanRow row = runOne(*chain, **device, **interpreter, planned, args.steps, baselineUsed);
-    std::string checkpoints = row.checkpoints.size() > 24 ? row.checkpoints.substr(0, 21) + "..." : row.checkpoints;
-    if (!row.error.empty()) {
-      std::printf("%-12s %-24s %10.1f  failed: %s\n", row.planner.c_str(), checkpoints.c_str(),
-                  mib(row.predictedPeakBytes), row.error.c_str());
-    } else {
-      std::printf("%-12s %-24s %10.1f %10.1f %6s %10.1f %10.1f %10.1f %+8.3f %9.2f\n", row.planner.c_str(),
-                  checkpoints.c_str(), mib(row.predictedPeakBytes), mib(row.countedPeakBytes),
-                  row.exactPerOp ? "yes" : "NO", mib(row.poolUsedHighBytes), mib(row.poolReservedHighBytes),
-                  mib(row.deviceUsedBytes), row.errorPercent, row.stepMs);
-    }
-    nlohmann::json j;
-    j["planner"] = row.planner;
-    j["checkpoints"] = row.checkpoints;
-    j["predicted_peak_bytes"] = row.predictedPeakBytes;
-    j["counted_peak_bytes"] = row.countedPeakBytes;
-    j["exact_per_op"] = row.exactPerOp;
-    j["pool_used_high_bytes"] = row.poolUsedHighBytes;
-    j["pool_reserved_high_bytes"] = row.poolReservedHighBytes;
-    j["label_bytes"] = row.labelBytes;
-    j["device_used_bytes"] = row.deviceUsedBytes;
-    j["error_percent"] = row.errorPercent;
-    j["step_ms"] = row.stepMs;
-    if (!row.error.empty()) j["error"] = row.error;
-    out["plans"].push_back(j);
-    allRan = allRan && row.error.empty();
-    allExact = allExact && row.error.empty() && row.exactPerOp;
-    allWithin = allWithin && row.error.empty() && std::fabs(row.errorPercent) <= 2.0;
+  nlohmann::json out = modelJson(model, args, *profiled);
+  printModelHeader(model, args, profiled->device);
+  Verdict verdict;
+  for (const PlanReport& planned : *plans) {
+    const PlanRow row = runOne(chain, **device, **interpreter, planned, args.steps, baselineUsed);
+    printRow(row);
+    out["plans"].push_back(rowJson(row));
+    verdict.add(row);
   }
-  std::printf("  [%s] every plan ran\n", allRan ? "PASS" : "FAIL");
-  std::printf("  [%s] our allocator's count equals the model, op by op, every plan and step\n",
-              allExact ? "PASS" : "FAIL");
-  std::printf("  [%s] the pool's used high-water mark is within 2%% of the predicted peak, every plan\n",
-              allWithin ? "PASS" : "FAIL");
-  out["passed"] = allRan && allExact && allWithin;
+  verdict.print();
+  out["passed"] = verdict.passed();
   std::fflush(stdout);
   return out;
 }

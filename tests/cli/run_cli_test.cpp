@@ -1,5 +1,5 @@
 // `remat run`, end to end through runCli: predicted and measured peaks side by side, the timeline
-// files, and the errors (no plan, two plans, a bad device, no CUDA backend).
+// files, and the errors (no plan, two plans, a bad device, no usable GPU).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "remat/devices/devices.hpp"
 #include "remat/io/exporters.hpp"
 
 namespace remat {
@@ -84,11 +85,11 @@ TEST_F(RunCli, ErrorsAreBadInput) {
   EXPECT_EQ(badTimeline.exitCode, 2);
   const auto badSteps = runRemat({"run", chain, "--device", "cpu", "--planner", "none", "--steps", "0"});
   EXPECT_EQ(badSteps.exitCode, 2);
-#ifndef REMAT_HAVE_GPU
-  const auto gpu = runRemat({"run", chain, "--device", "gpu", "--planner", "none"});
-  EXPECT_EQ(gpu.exitCode, 2);
-  EXPECT_NE(gpu.err.find("--device gpu: this build has no CUDA backend"), std::string::npos) << gpu.err;
-#endif
+  if (Status available = deviceAvailable("gpu"); !available.isOk()) {
+    const auto gpu = runRemat({"run", chain, "--device", "gpu", "--planner", "none"});
+    EXPECT_EQ(gpu.exitCode, 2);
+    EXPECT_NE(gpu.err.find("--device gpu: " + available.message()), std::string::npos) << gpu.err;
+  }
 }
 
 }  // namespace

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "executor_helpers.hpp"
-#include "remat/io/chain_file.hpp"
 #include "remat/cpu/cpu_device.hpp"
-#include "remat/gpu/profiler.hpp"
 #include "remat/exec/interpreter.hpp"
-#include "remat/model/random_chain.hpp"
+#include "remat/exec/profiler.hpp"
+#include "remat/io/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::gpu {

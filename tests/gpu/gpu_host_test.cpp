@@ -9,7 +9,6 @@
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cuda_resources.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
-#include "remat/gpu/profiler.hpp"
 
 namespace remat::gpu {
 namespace {
@@ -163,12 +162,6 @@ TEST(GpuAlgorithms, NamesOfTheAlgorithms) {
   EXPECT_EQ(backwardDataAlgorithmName(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1), "ALGO_1");
   EXPECT_EQ(backwardFilterAlgorithmName(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING), "FFT_TILING");
   EXPECT_EQ(forwardAlgorithmName(99), "?");
-}
-
-TEST(GpuProfiler, Median) {
-  EXPECT_EQ(medianOf({}), 0.0);
-  EXPECT_EQ(medianOf({3.0, 1.0, 2.0}), 2.0);
-  EXPECT_EQ(medianOf({4.0, 1.0, 3.0, 2.0}), 2.5);
 }
 
 // Without a GPU the factory fails with a message that says so; with one it opens the device.

@@ -1,11 +1,14 @@
 // CpuDevice: prepares a chain, converts data at the boundary and checks every buffer a call
 // passes against the memory model (present exactly when the model says the op reads or writes
 // it, with exactly the model's bytes) before dispatching to the kernels.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "device_impl.hpp"
+#include "remat/base/units.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/device_calls.hpp"
 
@@ -26,6 +29,26 @@ CpuDevice::CpuDevice(CpuDeviceOptions options) : impl_(std::make_unique<Impl>(op
 CpuDevice::~CpuDevice() = default;
 
 DeviceAllocator& CpuDevice::allocator() { return impl_->allocator; }
+
+std::uint64_t physicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || pageSize <= 0) return 0;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(pageSize);
+}
+
+Result<std::uint64_t> CpuDevice::availableBytes() const {
+  const std::uint64_t limit = impl_->options.capacityBytes > 0 ? impl_->options.capacityBytes : physicalMemoryBytes();
+  if (limit == 0) return Status::internal("cpu: the system does not report its physical memory (sysconf)");
+  const std::uint64_t held = impl_->allocator.bytesHeld();
+  return limit > held ? limit - held : 0;
+}
+
+std::string CpuDevice::describe() const {
+  const std::uint64_t capacity = impl_->options.capacityBytes;
+  return "cpu: float32 reference kernels, single-threaded, " +
+         (capacity > 0 ? "capacity " + formatBytes(capacity) : std::string("no capacity limit"));
+}
 
 Status CpuDevice::prepare(const Chain& chain) {
   impl_->chain.reset();

@@ -1,9 +1,11 @@
 // The parts of the device interface that every backend shares.
 #include "remat/exec/device.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
+#include "remat/base/units.hpp"
 #include "remat/exec/counter_rng.hpp"
 
 namespace remat {
@@ -36,6 +38,36 @@ Result<std::uint64_t> Device::checksum(DeviceBuffer buffer) {
   std::vector<std::byte> bytes(buffer.bytes);
   REMAT_RETURN_IF_ERROR(download(buffer, TensorRole::Raw, 0, bytes));
   return checksumBytes(bytes);
+}
+
+Status Device::checkFits(std::uint64_t predictedPeakBytes) {
+  auto available = availableBytes();
+  if (!available) return available.status();
+  const std::uint64_t held = allocator().bytesHeld();
+  const std::uint64_t needed = predictedPeakBytes > held ? predictedPeakBytes - held : 0;
+  if (needed <= *available) return Status::ok();
+  const std::string needs = held == 0
+                                ? formatBytes(needed)
+                                : formatBytes(needed) + " more (predicted peak " + formatBytes(predictedPeakBytes) +
+                                      ", " + formatBytes(held) + " already held)";
+  return Status::outOfMemory("the plan needs " + needs + " on " + name() + ", but the device has " +
+                             formatBytes(*available) + " available; try a smaller batch or a plan with a lower peak");
+}
+
+std::string Device::describe() const { return name(); }
+
+Result<std::string> Device::describeLayer(std::size_t layer) const {
+  (void)layer;
+  return std::string();
+}
+
+Result<double> Device::timeMs(const std::function<Status()>& body) {
+  REMAT_RETURN_IF_ERROR(synchronize());
+  const auto start = std::chrono::steady_clock::now();
+  REMAT_RETURN_IF_ERROR(body());
+  REMAT_RETURN_IF_ERROR(synchronize());
+  const auto stop = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(stop - start).count();
 }
 
 }  // namespace remat

@@ -74,11 +74,18 @@ class CpuDevice final : public Device {
   Status backward(const BackwardCall& call) override;
   Status lossSeed(const SeedCall& call) override;
   Status synchronize() override { return Status::ok(); }
+  // capacityBytes less what is held; without a capacity, this machine's physical memory less it.
+  Result<std::uint64_t> availableBytes() const override;
+  // "cpu: float32 reference kernels, single-threaded, capacity 24.0 GiB"
+  std::string describe() const override;
 
   struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// This machine's physical memory (sysconf); 0 when the system does not say.
+std::uint64_t physicalMemoryBytes();
 
 }  // namespace remat::cpu

@@ -24,11 +24,12 @@
 // So a CPU run and a GPU run of the same chain and seed can be compared value by value.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -143,6 +144,27 @@ class Device {
   // Waits until every kernel issued so far has finished (a no-op on the CPU); the interpreter calls
   // it before reading the clock at the end of an op.
   virtual Status synchronize() = 0;
+
+  // What callers ask of any device, so that none needs to know which backend it holds.
+
+  // Bytes this device could still allocate now: the CPU its capacity (or physical memory) less what
+  // it holds, the GPU its free memory plus what its pool has reserved but not handed out.
+  virtual Result<std::uint64_t> availableBytes() const = 0;
+  // Refuses a plan before it runs when what it still has to allocate (its predicted peak, static
+  // bytes included, minus what the allocator already holds) exceeds availableBytes(): OutOfMemory
+  // "the plan needs X more on <name> (...), but the device has Y available". An error of
+  // availableBytes() is returned as it is.
+  Status checkFits(std::uint64_t predictedPeakBytes);
+  // One line for reports and profiles ("NVIDIA H200 (device 0, sm_90, ...)"); the default is name().
+  virtual std::string describe() const;
+  // The prepared layer l's kernels in words (chosen algorithms, workspaces); the default is an
+  // empty text. A backend that describes layers refuses an unprepared one as requiredWorkspaceBytes().
+  virtual Result<std::string> describeLayer(std::size_t layer) const;
+  // Runs `body` once and returns how long the work it issued took to finish, in milliseconds; an
+  // error of body's is returned as it is. The default synchronizes, reads the host's steady clock
+  // around body and synchronizes again before the second reading; a backend with its own timers
+  // (CUDA events) measures the device's time instead. The profiler times kernels through it.
+  virtual Result<double> timeMs(const std::function<Status()>& body);
 };
 
 // The hash behind Device::checksum: any single changed 64-bit word changes it.

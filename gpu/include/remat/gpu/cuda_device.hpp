@@ -1,6 +1,6 @@
 #pragma once
-// The CUDA backend of the device interface (remat/device.hpp): a dedicated memory pool with exact
-// byte counts, cuDNN for convolution, pooling and batch normalisation, cuBLAS for linear layers
+// The CUDA backend of the device interface (remat/exec/device.hpp): a dedicated memory pool with
+// exact byte counts, cuDNN for convolution, pooling and batch normalisation, cuBLAS for linear layers
 // and own kernels for the rest, all float32 NCHW on one stream. Activations and parameters are
 // stored in the canonical layout, so upload and download are plain copies.
 #include <cstdint>
@@ -67,12 +67,14 @@ class CudaDevice final : public Device {
   const CudaDeviceOptions& options() const;
   cudaStream_t stream() const;
 
-  // Refuses a plan before it runs when what it still has to allocate (its predicted peak, static
-  // bytes included, minus what this device already holds) exceeds what the device can give:
-  // OutOfMemory "needs X, device has Y free".
-  Status checkFits(std::uint64_t predictedPeakBytes) const;
+  // The device's free memory plus what the pool has reserved but not handed out
+  // (CudaAllocator::availableBytes); Device::checkFits() compares a plan's peak with it.
+  Result<std::uint64_t> availableBytes() const override;
+  std::string describe() const override { return info().describe(); }
   // The prepared layer's kernels in words: the chosen convolution algorithms and workspaces.
-  Result<std::string> describeLayer(std::size_t layer) const;
+  Result<std::string> describeLayer(std::size_t layer) const override;
+  // Between two CUDA events on the device's stream: the GPU's time for what body issued.
+  Result<double> timeMs(const std::function<Status()>& body) override;
 
   struct Impl;
 

@@ -1,0 +1,51 @@
+#pragma once
+// `remat profile`: measures, on a device, what each layer of a chain really needs: the workspaces
+// the device's kernels ask for (requiredWorkspaceBytes(); on the GPU the cuDNN algorithms it
+// chooses, for blocks the arena plus the largest inner convolution's scratch) and the time of its
+// forward and backward (median of several runs, in milliseconds, through Device::timeMs). The
+// result is the chain spec with those numbers written in (fwd_workspace_bytes, bwd_workspace_bytes,
+// fwd_cost, bwd_cost), ready for saveChainFile and the planners.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "remat/base/status.hpp"
+#include "remat/exec/device.hpp"
+#include "remat/model/chain.hpp"
+
+namespace remat {
+
+struct ProfileOptions {
+  int repeats = 5;         // timed runs per pass, after one warm-up run
+  std::uint64_t seed = 0;  // the input and parameter values (interpreter.hpp's initial values)
+};
+
+struct LayerProfile {
+  std::size_t layer = 0;  // 1..n
+  std::string name;
+  bool measured = false;  // false for abstract layers: their stated numbers stand
+  std::uint64_t fwdWorkspaceBytes = 0;
+  std::uint64_t bwdWorkspaceBytes = 0;
+  double fwdMs = 0.0;
+  double bwdMs = 0.0;
+  std::string kernels;  // Device::describeLayer(): the chosen algorithms, in words
+};
+
+struct ProfileResult {
+  ChainSpec spec;  // the input chain's spec with the measured numbers written in
+  std::vector<LayerProfile> layers;
+  std::string device;  // Device::describe()
+};
+
+// Prepares the device for the chain and runs its layers one after the other on their real inputs
+// (x0 and the parameters as the interpreter initialises them), holding only one layer's tensors
+// at a time; every buffer is released on every exit path. The workspaces written are what the
+// device reports: open a GPU with DeviceOptions::profileWorkspaces (devices.hpp) so it chooses its
+// algorithms freely up to the cap rather than within the chain's current wf / wb. Errors name the
+// layer and the pass.
+Result<ProfileResult> profileChain(const Chain& chain, Device& device, const ProfileOptions& options = {});
+
+// The median of the values (the mean of the two middle ones for an even count); 0 when empty.
+double medianOf(std::vector<double> values);
+
+}  // namespace remat

@@ -1,0 +1,50 @@
+#include "remat/devices/devices.hpp"
+
+#include <array>
+#include <string>
+
+#include "gpu_module_loader.hpp"
+#include "remat/cpu/cpu_device.hpp"
+
+namespace remat {
+namespace {
+
+constexpr std::array<std::string_view, 2> kDeviceNames = {"cpu", "gpu"};
+
+Status unknownDevice(std::string_view name) {
+  std::string known;
+  for (std::string_view n : kDeviceNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  return Status::invalid("unknown device '" + std::string(name) + "' (expected one of: " + known + ")");
+}
+
+}  // namespace
+
+std::span<const std::string_view> deviceNames() { return kDeviceNames; }
+
+std::uint64_t defaultCpuCapacityBytes() { return cpu::physicalMemoryBytes() / 4 * 3; }
+
+Result<std::unique_ptr<Device>> openDevice(std::string_view name, const DeviceOptions& options) {
+  if (name == "cpu") {
+    cpu::CpuDeviceOptions cpuOptions;
+    cpuOptions.capacityBytes = options.cpuCapacityBytes.value_or(defaultCpuCapacityBytes());
+    return std::unique_ptr<Device>(std::make_unique<cpu::CpuDevice>(cpuOptions));
+  }
+  if (name == "gpu") {
+    auto module = loadGpuModule();
+    if (!module) return module.status();
+    return (*module)->open(options);
+  }
+  return unknownDevice(name);
+}
+
+Status deviceAvailable(std::string_view name, const DeviceOptions& options) {
+  if (name == "cpu") return Status::ok();
+  if (name == "gpu") {
+    auto module = loadGpuModule();
+    if (!module) return module.status();
+    return (*module)->available(options);
+  }
+  return unknownDevice(name);
+}
+
+}  // namespace remat

@@ -1,0 +1,195 @@
+// The profiler: one layer at a time, its forward and backward timed through Device::timeMs on
+// buffers that OwnedBuffers releases on every exit path.
+#include "remat/exec/profiler.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "remat/exec/interpreter.hpp"
+#include "remat/exec/owned_buffers.hpp"
+
+namespace remat {
+
+double medianOf(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+namespace {
+
+struct ProfileContext {
+  const Chain& chain;
+  Device& device;
+  const ProfileOptions& options;
+};
+
+// What a layer's forward writes and its backward reads again; all owned by the layer's scope.
+struct ForwardTensors {
+  DeviceBuffer output;  // x(l): becomes the next layer's input
+  DeviceBuffer extra;
+  DeviceBuffer workspace;
+  DeviceBuffer params;
+  DeviceBuffer paramGrads;
+};
+
+// Runs body once to warm up, then `repeats` times through the device's timer; the median in ms.
+Result<double> timeMedianMs(Device& device, int repeats, const std::function<Status()>& body) {
+  REMAT_RETURN_IF_ERROR(body());
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    auto ms = device.timeMs(body);
+    if (!ms) return ms.status();
+    times.push_back(*ms);
+  }
+  return medianOf(std::move(times));
+}
+
+// An empty handle for zero bytes, as the memory model passes no buffer then.
+Result<DeviceBuffer> allocateUnlessEmpty(OwnedBuffers& owned, std::uint64_t bytes, const std::string& what) {
+  if (bytes == 0) return DeviceBuffer{};
+  return owned.allocate(bytes, what);
+}
+
+Result<ForwardTensors> allocateForward(const ProfileContext& c, std::size_t l, std::uint64_t workspaceBytes,
+                                       const std::string& where, OwnedBuffers& owned) {
+  const LayerNumbers& m = c.chain.at(l);
+  ForwardTensors t;
+  auto output = owned.allocate(m.outBytes, where + ", x(l)");
+  if (!output) return output.status();
+  t.output = *output;
+  auto extra = allocateUnlessEmpty(owned, m.extraBytes, where + ", E(l)");
+  if (!extra) return extra.status();
+  t.extra = *extra;
+  auto workspace = allocateUnlessEmpty(owned, workspaceBytes, where + ", forward workspace");
+  if (!workspace) return workspace.status();
+  t.workspace = *workspace;
+  if (m.paramBytes == 0) return t;
+  auto values = initialParameters(c.chain, l, c.options.seed);
+  if (!values) return values.status();
+  auto params = owned.allocate(m.paramBytes, where + ", parameters");
+  if (!params) return params.status();
+  t.params = *params;
+  REMAT_RETURN_IF_ERROR(c.device.upload(t.params, TensorRole::Parameters, l, *values));
+  auto grads = owned.allocate(m.paramBytes, where + ", parameter gradients");
+  if (!grads) return grads.status();
+  t.paramGrads = *grads;
+  REMAT_RETURN_IF_ERROR(c.device.fill(t.paramGrads, 0));
+  return t;
+}
+
+Result<double> timeForward(const ProfileContext& c, std::size_t l, DeviceBuffer input, const ForwardTensors& t) {
+  ForwardCall call;
+  call.layer = l;
+  call.mode = ForwardMode::Keep;
+  call.input = input;
+  call.output = t.output;
+  call.extra = t.extra;
+  call.workspace = t.workspace;
+  call.params = t.params;
+  call.seed = c.options.seed;
+  return timeMedianMs(c.device, c.options.repeats, [&] { return c.device.forward(call); });
+}
+
+// The backward's own buffers (d(l), d(l-1), its workspace) are released before the next layer.
+Result<double> timeBackward(const ProfileContext& c, std::size_t l, DeviceBuffer input, const ForwardTensors& t,
+                            std::uint64_t workspaceBytes, const std::string& where) {
+  const LayerNumbers& m = c.chain.at(l);
+  OwnedBuffers owned(c.device.allocator());
+  BackwardCall call;
+  call.layer = l;
+  auto gradOutput = owned.allocate(m.outBytes, where + ", d(l)");
+  if (!gradOutput) return gradOutput.status();
+  call.gradOutput = *gradOutput;
+  REMAT_RETURN_IF_ERROR(c.device.fill(call.gradOutput, 0));
+  if (m.needsInput) call.input = input;
+  if (m.needsOutput) call.output = t.output;
+  call.extra = t.extra;
+  auto gradInput = allocateUnlessEmpty(owned, l > 1 ? c.chain.outBytes(l - 1) : 0, where + ", d(l-1)");
+  if (!gradInput) return gradInput.status();
+  call.gradInput = *gradInput;
+  auto workspace = allocateUnlessEmpty(owned, workspaceBytes, where + ", backward workspace");
+  if (!workspace) return workspace.status();
+  call.workspace = *workspace;
+  call.params = t.params;
+  call.paramGrads = t.paramGrads;
+  call.seed = c.options.seed;
+  return timeMedianMs(c.device, c.options.repeats, [&] { return c.device.backward(call); });
+}
+
+// Profiles layer l on `input` (x(l-1)); its x(l) stays in `owned` and is returned in `output`.
+Result<LayerProfile> profileLayer(const ProfileContext& c, std::size_t l, DeviceBuffer input, OwnedBuffers& owned,
+                                  DeviceBuffer& output) {
+  const ChainLayer& layer = c.chain.layers[l - 1];
+  const std::string where = "profiling layer " + std::to_string(l) + " ('" + layer.name + "')";
+  LayerProfile profile;
+  profile.layer = l;
+  profile.name = layer.name;
+  profile.measured = layer.kind != LayerKind::Abstract;
+  auto wf = c.device.requiredWorkspaceBytes(l, Pass::Forward);
+  if (!wf) return wf.status().withContext(where);
+  auto wb = c.device.requiredWorkspaceBytes(l, Pass::Backward);
+  if (!wb) return wb.status().withContext(where);
+  // Abstract layers keep their stated workspaces (the kernels fill whatever they are given).
+  profile.fwdWorkspaceBytes = profile.measured ? *wf : layer.numbers.fwdWorkspaceBytes;
+  profile.bwdWorkspaceBytes = profile.measured ? *wb : layer.numbers.bwdWorkspaceBytes;
+  auto tensors = allocateForward(c, l, profile.fwdWorkspaceBytes, where, owned);
+  if (!tensors) return tensors.status();
+  auto fwdMs = timeForward(c, l, input, *tensors);
+  if (!fwdMs) return fwdMs.status().withContext(where + ", forward");
+  auto bwdMs = timeBackward(c, l, input, *tensors, profile.bwdWorkspaceBytes, where);
+  if (!bwdMs) return bwdMs.status().withContext(where + ", backward");
+  profile.fwdMs = *fwdMs;
+  profile.bwdMs = *bwdMs;
+  auto kernels = c.device.describeLayer(l);
+  if (!kernels) return kernels.status().withContext(where);
+  profile.kernels = *kernels;
+  output = tensors->output;
+  return profile;
+}
+
+void writeMeasured(const ChainLayer& layer, const LayerProfile& profile, ChainSpec& spec) {
+  if (!profile.measured) return;
+  LayerSpec& written = spec.layers[layer.specIndex];
+  written.hasMeasuredWorkspace = true;
+  written.numbers.fwdWorkspaceBytes = profile.fwdWorkspaceBytes;
+  written.numbers.bwdWorkspaceBytes = profile.bwdWorkspaceBytes;
+  written.hasMeasuredCost = true;
+  written.numbers.fwdCost = profile.fwdMs;
+  written.numbers.bwdCost = profile.bwdMs;
+}
+
+}  // namespace
+
+Result<ProfileResult> profileChain(const Chain& chain, Device& device, const ProfileOptions& options) {
+  if (options.repeats < 1) return Status::invalid("repeats must be at least 1, got " + std::to_string(options.repeats));
+  REMAT_RETURN_IF_ERROR(device.prepare(chain));
+  const ProfileContext context{chain, device, options};
+  ProfileResult result;
+  result.spec = chain.spec;
+  result.device = device.describe();
+  OwnedBuffers current(device.allocator());  // x(l-1), the input of the layer being profiled
+  auto x0 = current.allocate(chain.inputBytes, "the input x0");
+  if (!x0) return x0.status();
+  REMAT_RETURN_IF_ERROR(device.upload(*x0, TensorRole::Activation, 0, initialInput(chain, options.seed)));
+  DeviceBuffer input = *x0;
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    OwnedBuffers layerBuffers(device.allocator());
+    DeviceBuffer output;
+    auto profile = profileLayer(context, l, input, layerBuffers, output);
+    if (!profile) return profile.status();
+    writeMeasured(chain.layers[l - 1], *profile, result.spec);
+    result.layers.push_back(std::move(*profile));
+    // x(l) becomes the next layer's input; x(l-1) goes.
+    auto next = layerBuffers.releaseToCaller(output);
+    if (!next) return next.status();
+    REMAT_RETURN_IF_ERROR(current.adopt(*next));
+    REMAT_RETURN_IF_ERROR(current.release(input));
+    input = *next;
+  }
+  REMAT_RETURN_IF_ERROR(device.synchronize());
+  return result;
+}
+
+}  // namespace remat
