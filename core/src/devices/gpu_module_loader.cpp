@@ -25,6 +25,7 @@ std::string lastLoaderError() {
   return text != nullptr ? text : "no reason given";
 }
 
+#ifdef REMAT_GPU_MODULE_BUILD_PATH
 // <directory of the executable>/../lib/remat/libremat_gpu.so; empty when /proc/self/exe is unreadable.
 std::string installedModulePath() {
   std::error_code error;
@@ -32,6 +33,7 @@ std::string installedModulePath() {
   if (error) return {};
   return (executable.parent_path() / ".." / "lib" / "remat" / kModuleFileName).lexically_normal().string();
 }
+#endif
 
 struct SearchPaths {
   std::vector<std::string> paths;
