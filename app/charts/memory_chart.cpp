@@ -18,12 +18,13 @@
 #include <cmath>
 
 #include "memory_chart_items.hpp"
+#include "palette.hpp"
+#include "qt_text.hpp"
 #include "units.hpp"
 
 namespace remat::charts {
 namespace {
 
-const std::array<const char*, 3> kPhaseNames = {"forward", "recompute", "backward"};
 constexpr double kMarkerHitPx = 8.0;
 
 // 1, 2 or 5 times a power of ten, at least value: readable tick steps.
@@ -126,25 +127,27 @@ MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_un
 
   p.staticLegend = new QAreaSeries(new QLineSeries(p.chart));
   p.staticLegend->setName(tr("static"));
-  p.staticLegend->setColor(staticColor());
-  p.staticLegend->setBorderColor(staticColor().darker(120));
-  for (std::size_t i = 0; i < 3; ++i) {
-    p.phaseLegend[i] = new QAreaSeries(new QLineSeries(p.chart));
-    p.phaseLegend[i]->setName(tr(kPhaseNames[i]));
-    p.phaseLegend[i]->setColor(phaseColor(static_cast<int>(i), 170));
-    p.phaseLegend[i]->setBorderColor(phaseColor(static_cast<int>(i)));
+  p.staticLegend->setColor(paletteColor(PaletteRole::Static));
+  p.staticLegend->setBorderColor(paletteColor(PaletteRole::Static).darker(120));
+  for (Phase phase : {Phase::Forward, Phase::Recompute, Phase::Backward}) {
+    QAreaSeries*& legend = p.phaseLegend[static_cast<std::size_t>(phase)];
+    legend = new QAreaSeries(new QLineSeries(p.chart));
+    legend->setName(toQString(phaseName(phase)));
+    legend->setColor(phaseColor(phase, 170));
+    legend->setBorderColor(phaseColor(phase));
   }
   // The footprint series holds no points: it maps axis units for the paint items.
-  p.footprint = makeLine(p.chart, outlineColor(), 1.2);
+  p.footprint = makeLine(p.chart, paletteColor(PaletteRole::Outline), 1.2);
   p.footprint->setName(tr("footprint"));
-  p.measuredLine = makeLine(p.chart, measuredColor(), 1.8);
-  p.capacity = makeLine(p.chart, peakColor(), 1.5, Qt::DashLine);
-  p.recomputeLegend =
-      legendEntry(p.chart, tr("recompute op"), QScatterSeries::MarkerShapeRectangle, phaseColor(1).darker(125));
-  p.storedLegend = legendEntry(p.chart, tr("checkpoint stored"), QScatterSeries::MarkerShapeTriangle, storedColor());
-  p.freedLegend =
-      legendEntry(p.chart, tr("checkpoint freed"), QScatterSeries::MarkerShapeRotatedRectangle, freedColor());
-  p.peakLegend = legendEntry(p.chart, tr("peak"), QScatterSeries::MarkerShapeCircle, peakColor());
+  p.measuredLine = makeLine(p.chart, paletteColor(PaletteRole::Measured), 1.8);
+  p.capacity = makeLine(p.chart, paletteColor(PaletteRole::Peak), 1.5, Qt::DashLine);
+  p.recomputeLegend = legendEntry(p.chart, tr("recompute op"), QScatterSeries::MarkerShapeRectangle,
+                                  paletteColor(PaletteRole::RecomputeMark));
+  p.storedLegend = legendEntry(p.chart, tr("checkpoint stored"), QScatterSeries::MarkerShapeTriangle,
+                               paletteColor(PaletteRole::Checkpoint));
+  p.freedLegend = legendEntry(p.chart, tr("checkpoint freed"), QScatterSeries::MarkerShapeRotatedRectangle,
+                              paletteColor(PaletteRole::CheckpointFreed));
+  p.peakLegend = legendEntry(p.chart, tr("peak"), QScatterSeries::MarkerShapeCircle, paletteColor(PaletteRole::Peak));
   for (QAbstractSeries* series : p.all()) {
     p.chart->addSeries(series);
     series->attachAxis(p.axisX);
@@ -339,11 +342,10 @@ QString MemoryChart::tooltipAt(double x) const {
   if (!op || p.data.predicted.entries.empty()) return {};
   const Timeline& t = p.data.predicted;
   const TimelineEntry& e = t.entries[*op];
-  const auto phase = phaseName(e.op.phase());
   QString text = tr("op %1: %2 (%3)\nfootprint %4, alive after %5")
                      .arg(*op)
-                     .arg(opLabel(t, *op), QString::fromUtf8(phase.data(), static_cast<qsizetype>(phase.size())),
-                          formatBytes(e.footprintBytes), formatBytes(e.liveAfterBytes));
+                     .arg(opLabel(t, *op), toQString(phaseName(e.op.phase())), formatBytes(e.footprintBytes),
+                          formatBytes(e.liveAfterBytes));
   if (p.data.measured && *op < p.data.measured->entries.size()) {
     const TimelineEntry& m = p.data.measured->entries[*op];
     text += tr("\nmeasured: footprint %1, %2 us").arg(formatBytes(m.footprintBytes)).arg(m.timeUs, 0, 'f', 1);

@@ -9,18 +9,15 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "charts/memory_chart.hpp"
+#include "charts/units.hpp"
 #include "compare_model.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
-#include "charts/memory_chart.hpp"
 #include "plan_insight.hpp"
 #include "planner_picker.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
-namespace {
-const QString kChannel = QStringLiteral("compare");
-}
 
 CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     : QWidget(parent), document_(document), jobs_(jobs), model_(new CompareTableModel(this)) {
@@ -74,8 +71,8 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     connect(apply_[side], &QPushButton::clicked, this, [this, side]() {
       const auto& entry = model_->entries()[side];
       if (entry.planned)
-        emit applyRequested(entry.planned->result.plan, QString::fromStdString(entry.planned->result.planner),
-                            entry.planned->result.planSeconds);
+        emit applyRequested(entry.planned->report.plan, QString::fromStdString(entry.planned->report.planner),
+                            entry.planned->report.planSeconds);
     });
   }
   layout->addWidget(splitter, 1);
@@ -87,7 +84,7 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
   // answer) and reruns when the tab is shown.
   connect(document_, &Document::chainChanged, this, [this]() {
     stale_ = true;
-    jobs_->cancel(kChannel);
+    jobs_->cancel(JobChannel::Compare);
     model_->clear();
     for (std::size_t side = 0; side < 2; ++side) {
       charts_[side]->setData({});
@@ -103,7 +100,7 @@ QString CompareView::statusText() const { return status_->text(); }
 
 void CompareView::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
-  if (stale_ && document_->hasChain() && !jobs_->isRunning(kChannel)) compare();
+  if (stale_ && document_->hasChain() && !jobs_->isRunning(JobChannel::Compare)) compare();
 }
 
 void CompareView::compare() {
@@ -118,13 +115,14 @@ void CompareView::compare() {
   status_->setText(tr("Planning %1 and %2...").arg(QString::fromStdString(names[0]), QString::fromStdString(names[1])));
   using Entries = std::array<CompareTableModel::Entry, 2>;
   jobs_->start<Entries>(
-      kChannel, tr("Comparing %1 and %2").arg(QString::fromStdString(names[0]), QString::fromStdString(names[1])),
+      JobChannel::Compare,
+      tr("Comparing %1 and %2").arg(QString::fromStdString(names[0]), QString::fromStdString(names[1])),
       [chain, names](const JobRunner::Control& control) {
         Entries entries;
         for (std::size_t side = 0; side < 2; ++side) {
           control.progress(0.5 * static_cast<double>(side), QString::fromStdString("planning " + names[side]));
           entries[side].planner = QString::fromStdString(names[side]);
-          Result<PlanJobResult> planned = planAndSimulate(chain, names[side], control.cancelFlag());
+          Result<SimulatedPlan> planned = planAndSimulate(chain, names[side], control.cancelFlag());
           if (planned) {
             entries[side].planned = std::move(planned).value();
           } else {

@@ -1,7 +1,7 @@
 #pragma once
 // The compare tab: two planners (DP and linear by default) side by side on the same axes, a table
 // of their numbers, and "apply" buttons that copy a plan into the editor. Planning runs in the
-// background (channel "compare"); a chain edit makes the comparison stale and reruns it when shown.
+// background (JobChannel::Compare); a chain edit makes the comparison stale and reruns it when shown.
 #include <QWidget>
 #include <array>
 

@@ -12,9 +12,10 @@
 
 #include "chain_edits.hpp"
 #include "chain_table_model.hpp"
-#include "document.hpp"
-#include "qt_text.hpp"
+#include "charts/palette.hpp"
+#include "charts/qt_text.hpp"
 #include "charts/units.hpp"
+#include "document.hpp"
 
 namespace remat::gui {
 namespace {
@@ -30,7 +31,7 @@ class KindDelegate : public QStyledItemDelegate {
          {LayerKind::Abstract, LayerKind::Conv2d, LayerKind::Relu, LayerKind::Relu6, LayerKind::MaxPool,
           LayerKind::AvgPool, LayerKind::AdaptiveAvgPool, LayerKind::BatchNorm, LayerKind::Linear, LayerKind::Dropout,
           LayerKind::Flatten, LayerKind::BasicBlock, LayerKind::Bottleneck, LayerKind::InvertedResidual})
-      combo->addItem(toQString(kindName(kind)));
+      combo->addItem(charts::toQString(kindName(kind)));
     return combo;
   }
   void setEditorData(QWidget* editor, const QModelIndex& index) const override {
@@ -128,10 +129,11 @@ LayerPanel::LayerPanel(Document* document, QWidget* parent)
     const Chain& chain = document_->chain();
     const QString input = chain.inputShape.empty() ? charts::formatBytes(chain.inputBytes)
                                                    : QString::fromStdString(shapeToString(chain.inputShape));
-    summary_->setText(tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
-                          .arg(QString::fromStdString(chain.name).toHtmlEscaped())
-                          .arg(chain.size())
-                          .arg(input, toQString(dtypeName(chain.dtype)), charts::formatBytes(chain.paramBytes())));
+    summary_->setText(
+        tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
+            .arg(QString::fromStdString(chain.name).toHtmlEscaped())
+            .arg(chain.size())
+            .arg(input, charts::toQString(dtypeName(chain.dtype)), charts::formatBytes(chain.paramBytes())));
     updateButtons();
   };
   connect(document_, &Document::chainChanged, this, refreshSummary);
@@ -147,9 +149,13 @@ void LayerPanel::showMessage(const QString& text, bool error) {
     return;
   }
   message_->setText(text);
-  message_->setStyleSheet(error ? QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid "
-                                                 "#f5c2c0; border-radius: 3px; padding: 4px; }")
-                                : QString());
+  using charts::PaletteRole;
+  message_->setStyleSheet(
+      error ? QStringLiteral(
+                  "QLabel { background: %1; color: %2; border: 1px solid %3; border-radius: 3px; padding: 4px; }")
+                  .arg(charts::paletteName(PaletteRole::ErrorBackground), charts::paletteName(PaletteRole::ErrorText),
+                       charts::paletteName(PaletteRole::ErrorBorder))
+            : QString());
   message_->show();
   if (error) emit statusMessage(tr("Edit refused: %1").arg(text));
 }

@@ -73,8 +73,8 @@ MainWindow::MainWindow(QWidget* parent)
   buildStatusBar();
 
   connect(document_, &Document::chainChanged, this, [this]() {
-    jobs_->cancel(QStringLiteral("plan"));  // a plan for the old chain means nothing for the new one
-    jobs_->cancel(QStringLiteral("run"));
+    jobs_->cancel(JobChannel::Plan);  // a plan for the old chain means nothing for the new one
+    jobs_->cancel(JobChannel::Run);
     updateTitle();
     updateActions();
   });
@@ -256,12 +256,12 @@ void MainWindow::buildStatusBar() {
   statusBar()->addWidget(statusText_, 1);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(cancelButton_);
-  connect(jobs_, &JobRunner::started, this, [this](const QString&, const QString& label) {
+  connect(jobs_, &JobRunner::started, this, [this](JobChannel, const QString& label) {
     lastProgressText_ = label + QStringLiteral("...");
     statusText_->setText(lastProgressText_);
     progress_->setRange(0, 0);  // busy until the job reports a fraction
   });
-  connect(jobs_, &JobRunner::progress, this, [this](const QString&, double fraction, const QString& text) {
+  connect(jobs_, &JobRunner::progress, this, [this](JobChannel, double fraction, const QString& text) {
     if (fraction < 0.0) {
       progress_->setRange(0, 0);
     } else {
@@ -273,9 +273,10 @@ void MainWindow::buildStatusBar() {
     lastProgressText_ = text;
   });
   // A job's own result message replaces its progress text; one without shows that it is done.
-  connect(jobs_, &JobRunner::finished, this, [this](const QString& channel, bool delivered) {
+  connect(jobs_, &JobRunner::finished, this, [this](JobChannel channel, bool delivered) {
     if (!lastProgressText_.isEmpty() && statusText_->text() == lastProgressText_)
-      statusText_->setText(delivered ? tr("%1: done").arg(jobs_->label(channel)) : tr("Cancelled"));
+      statusText_->setText(delivered ? tr("%1: done").arg(jobs_->label(channel))
+                                     : tr("Cancelled the %1 job").arg(jobChannelName(channel)));
     lastProgressText_.clear();
   });
   connect(jobs_, &JobRunner::busyChanged, this, [this](bool busy) {

@@ -9,18 +9,20 @@
 #include <QSignalBlocker>
 #include <QVBoxLayout>
 
+#include "charts/memory_chart.hpp"
+#include "charts/palette.hpp"
+#include "charts/units.hpp"
 #include "checkpoint_strip.hpp"
 #include "document.hpp"
-#include "charts/memory_chart.hpp"
 #include "plan_insight.hpp"
-#include "strip_colors.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
 
-QString swatch(StripRole role, const QString& text) {
-  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(stripColor(role).name(), text);
+using charts::PaletteRole;
+
+QString swatch(PaletteRole role, const QString& text) {
+  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(charts::paletteName(role), text);
 }
 
 }  // namespace
@@ -47,9 +49,9 @@ PlanView::PlanView(Document* document, QWidget* parent) : QWidget(parent), docum
   legend->setText(tr("%1 &nbsp; %2 &nbsp; %3 &nbsp; <span style='color:%4'>&#9633;</span>&nbsp;peak layer"
                      " &nbsp;&nbsp; <span style='color:gray'>Click a layer to toggle its checkpoint, drag a "
                      "handle to move it; keys: &larr; &rarr; Space, Shift+&larr;/&rarr;</span>")
-                      .arg(swatch(StripRole::Kept, tr("kept from forward")),
-                           swatch(StripRole::Recomputed, tr("recomputed")),
-                           swatch(StripRole::Checkpoint, tr("checkpoint")), stripColor(StripRole::Peak).name()));
+                      .arg(swatch(PaletteRole::KeptLayer, tr("kept from forward")),
+                           swatch(PaletteRole::RecomputedLayer, tr("recomputed")),
+                           swatch(PaletteRole::Checkpoint, tr("checkpoint")), charts::paletteName(PaletteRole::Peak)));
   layout->addWidget(legend);
   strip_ = new CheckpointStrip(this);
   layout->addWidget(strip_);
@@ -186,7 +188,8 @@ void PlanView::refreshChart() {
 void PlanView::updatePeakWarning() {
   const std::uint64_t capacity = capacityBytes_;
   const bool over = document_->hasChain() && capacity > 0 && document_->simulation().peakBytes() > capacity;
-  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: #c62828;") : QString());
+  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: %1;").arg(charts::paletteName(PaletteRole::OverCapacity))
+                                      : QString());
   values_["peak"]->setProperty("overCapacity", over);
   if (over)
     values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(charts::formatBytes(capacity)) +
