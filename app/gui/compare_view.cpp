@@ -23,6 +23,29 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     : QWidget(parent), document_(document), jobs_(jobs), model_(new CompareTableModel(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
+  layout->addLayout(buildPickers());
+  layout->addWidget(buildTable());
+  layout->addWidget(buildPanes(), 1);
+  for (PlannerPicker* picker : pickers_)
+    connect(picker, &PlannerPicker::plannerChanged, this, [this]() { stale_ = true; });
+  // A comparison belongs to the chain it was made on: a new chain drops it (and a running job's
+  // answer) and reruns when the tab is shown.
+  connect(document_, &Document::chainChanged, this, [this]() {
+    stale_ = true;
+    jobs_->cancel(JobChannel::Compare);
+    model_->clear();
+    for (std::size_t side = 0; side < 2; ++side) {
+      charts_[side]->setData({});
+      titles_[side]->clear();
+      apply_[side]->setEnabled(false);
+    }
+    status_->clear();
+    if (isVisible()) compare();
+  });
+}
+
+// The two pickers, the compare button and the status line.
+QHBoxLayout* CompareView::buildPickers() {
   auto* top = new QHBoxLayout();
   for (std::size_t side = 0; side < 2; ++side) {
     pickers_[side] = new PlannerPicker(this);
@@ -34,12 +57,16 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
   pickers_[1]->setPlannerName(QStringLiteral("linear"));
   auto* run = new QPushButton(QIcon(QStringLiteral(":/icons/compare.svg")), tr("Compare"), this);
   run->setToolTip(tr("Plan with both planners and compare (runs in the background)"));
+  connect(run, &QPushButton::clicked, this, &CompareView::compare);
   top->addWidget(run);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("compareStatus"));
   top->addWidget(status_, 1);
-  layout->addLayout(top);
+  return top;
+}
 
+// The numbers of both plans, two rows high.
+QTableView* CompareView::buildTable() {
   table_ = new QTableView(this);
   table_->setModel(model_);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
@@ -50,8 +77,11 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
   table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   table_->setFixedHeight(table_->horizontalHeader()->sizeHint().height() +
                          2 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth() + 2);
-  layout->addWidget(table_);
+  return table_;
+}
 
+// A pane per side: its title, its apply button and its chart.
+QSplitter* CompareView::buildPanes() {
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   for (std::size_t side = 0; side < 2; ++side) {
     auto* pane = new QWidget(splitter);
@@ -75,25 +105,7 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
                             entry.planned->report.planSeconds);
     });
   }
-  layout->addWidget(splitter, 1);
-
-  connect(run, &QPushButton::clicked, this, &CompareView::compare);
-  for (PlannerPicker* picker : pickers_)
-    connect(picker, &PlannerPicker::plannerChanged, this, [this]() { stale_ = true; });
-  // A comparison belongs to the chain it was made on: a new chain drops it (and a running job's
-  // answer) and reruns when the tab is shown.
-  connect(document_, &Document::chainChanged, this, [this]() {
-    stale_ = true;
-    jobs_->cancel(JobChannel::Compare);
-    model_->clear();
-    for (std::size_t side = 0; side < 2; ++side) {
-      charts_[side]->setData({});
-      titles_[side]->clear();
-      apply_[side]->setEnabled(false);
-    }
-    status_->clear();
-    if (isVisible()) compare();
-  });
+  return splitter;
 }
 
 QString CompareView::statusText() const { return status_->text(); }

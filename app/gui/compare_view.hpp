@@ -7,8 +7,10 @@
 
 #include "remat/memory/plan.hpp"
 
+class QHBoxLayout;
 class QLabel;
 class QPushButton;
+class QSplitter;
 class QTableView;
 
 namespace remat::charts {
@@ -46,6 +48,9 @@ class CompareView : public QWidget {
   void showEvent(QShowEvent* event) override;
 
  private:
+  QHBoxLayout* buildPickers();
+  QTableView* buildTable();
+  QSplitter* buildPanes();
   void showResults();
 
   Document* document_;

@@ -285,26 +285,32 @@ void MainWindow::openTimelineDialog() {
   if (!path.isEmpty()) (void)openMeasuredTimeline(path);
 }
 
-void MainWindow::exportDialog(const QString& what) {
+void MainWindow::exportDialog(ExportKind kind) {
   if (!document_->hasChain()) return;
+  // What the dialog asks for and which export writes the chosen file.
+  struct Target {
+    QString title;
+    QString suffix;
+    QString filter;
+    Status (MainWindow::*write)(const QString& path) = nullptr;
+  };
+  const Target target = [&]() -> Target {
+    switch (kind) {
+      case ExportKind::PredictedTimeline:
+        return {tr("Export predicted timeline"), ".csv", kTimelineExportFilter, &MainWindow::exportPredictedTimeline};
+      case ExportKind::MeasuredTimeline:
+        return {tr("Export measured timeline"), ".csv", kTimelineExportFilter, &MainWindow::exportMeasuredTimeline};
+      case ExportKind::PlanJson:
+        return {tr("Export plan"), "_plan.json", tr("JSON (*.json)"), &MainWindow::exportPlanJson};
+      case ExportKind::ChartPng: return {tr("Export chart"), ".png", tr("PNG (*.png)"), &MainWindow::exportChartPng};
+      case ExportKind::ChartSvg: return {tr("Export chart"), ".svg", tr("SVG (*.svg)"), &MainWindow::exportChartSvg};
+    }
+    return {};
+  }();
+  if (!target.write) return;
   const QString stem = QString::fromStdString(document_->chain().name) + QLatin1Char('_') + document_->planSource();
-  QString path;
-  if (what == QLatin1String("predicted") || what == QLatin1String("measured")) {
-    path = QFileDialog::getSaveFileName(this, tr("Export %1 timeline").arg(what), stem + QStringLiteral(".csv"),
-                                        kTimelineExportFilter);
-    if (path.isEmpty()) return;
-    (void)(what == QLatin1String("predicted") ? exportPredictedTimeline(path) : exportMeasuredTimeline(path));
-  } else if (what == QLatin1String("plan")) {
-    path =
-        QFileDialog::getSaveFileName(this, tr("Export plan"), stem + QStringLiteral("_plan.json"), tr("JSON (*.json)"));
-    if (!path.isEmpty()) (void)exportPlanJson(path);
-  } else if (what == QLatin1String("png")) {
-    path = QFileDialog::getSaveFileName(this, tr("Export chart"), stem + QStringLiteral(".png"), tr("PNG (*.png)"));
-    if (!path.isEmpty()) (void)exportChartPng(path);
-  } else if (what == QLatin1String("svg")) {
-    path = QFileDialog::getSaveFileName(this, tr("Export chart"), stem + QStringLiteral(".svg"), tr("SVG (*.svg)"));
-    if (!path.isEmpty()) (void)exportChartSvg(path);
-  }
+  const QString path = QFileDialog::getSaveFileName(this, target.title, stem + target.suffix, target.filter);
+  if (!path.isEmpty()) (void)(this->*target.write)(path);
 }
 
 }  // namespace remat::gui

@@ -34,8 +34,7 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   resolution_->setSuffix(tr(" px"));
   resolution_->setToolTip(tr("Input resolution (height = width)"));
   dtype_ = new QComboBox(this);
-  for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16})
-    dtype_->addItem(charts::toQString(dtypeName(dtype)));
+  for (DType dtype : dtypes()) dtype_->addItem(charts::toQString(dtypeName(dtype)));
   dtype_->setToolTip(tr("Element type of activations and parameters"));
   auto* load = new QPushButton(QIcon(QStringLiteral(":/icons/zoo.svg")), tr("Load"), this);
   load->setToolTip(tr("Load the model as a new chain"));
