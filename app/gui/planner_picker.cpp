@@ -3,11 +3,20 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QSpinBox>
+#include <algorithm>
 
 #include "charts/qt_text.hpp"
 #include "remat/planners/registry.hpp"
 
 namespace remat::gui {
+namespace {
+
+// The parameters this picker has an editor for: none, or a count (the spin box).
+bool hasEditor(const PlannerEntry& entry) {
+  return entry.parameter.kind == PlannerParameterKind::None || entry.parameter.kind == PlannerParameterKind::Count;
+}
+
+}  // namespace
 
 PlannerPicker::PlannerPicker(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);
@@ -39,12 +48,13 @@ const PlannerEntry& PlannerPicker::currentEntry() const {
 QString PlannerPicker::plannerName() const {
   const PlannerEntry& entry = currentEntry();
   const QString name = charts::toQString(entry.name);
-  return entry.hasParameter() ? QStringLiteral("%1:%2").arg(name).arg(count_->value()) : name;
+  return entry.parameter.kind == PlannerParameterKind::Count ? QStringLiteral("%1:%2").arg(name).arg(count_->value())
+                                                             : name;
 }
 
 bool PlannerPicker::setPlannerName(const QString& name) {
   Result<ParsedPlannerName> parsed = parsePlannerName(name.toStdString());
-  if (!parsed || parsed->entry->parameter.kind == PlannerParameterKind::ByteSize) return false;
+  if (!parsed || !hasEditor(*parsed->entry)) return false;
   const std::span<const PlannerEntry> registry = plannerRegistry();
   const int index = static_cast<int>(parsed->entry - registry.data());
   // Counts above the spin box's range show as its maximum (a count above the layer count acts as it).
