@@ -18,12 +18,13 @@
 #include <cmath>
 
 #include "memory_chart_items.hpp"
+#include "palette.hpp"
+#include "qt_text.hpp"
 #include "units.hpp"
 
 namespace remat::charts {
 namespace {
 
-const std::array<const char*, 3> kPhaseNames = {"forward", "recompute", "backward"};
 constexpr double kMarkerHitPx = 8.0;
 
 // 1, 2 or 5 times a power of ten, at least value: readable tick steps.
@@ -99,64 +100,76 @@ struct MemoryChart::Parts {
   ChartPaintItem* fills = nullptr;
   ChartPaintItem* markers = nullptr;
 
+  void createChart();   // the chart, its legend and its axes
+  void createSeries();  // the legend entries, the lines and the paint items, on both axes
+
   std::vector<QAbstractSeries*> all() const {
     return {staticLegend, phaseLegend[0],  phaseLegend[1], phaseLegend[2], footprint, measuredLine,
             capacity,     recomputeLegend, storedLegend,   freedLegend,    peakLegend};
   }
 };
 
-MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_unique<Parts>()) {
-  Parts& p = *parts_;
-  p.chart = new QChart();
-  p.chart->setTheme(QChart::ChartThemeLight);
-  p.chart->setMargins(QMargins(4, 4, 4, 4));
-  p.chart->setAnimationOptions(QChart::NoAnimation);
-  p.chart->legend()->setAlignment(Qt::AlignBottom);
-  QFont legendFont = p.chart->legend()->font();
+void MemoryChart::Parts::createChart() {
+  chart = new QChart();
+  chart->setTheme(QChart::ChartThemeLight);
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  QFont legendFont = chart->legend()->font();
   legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
-  p.chart->legend()->setFont(legendFont);
-  p.axisX = new QValueAxis(p.chart);
-  p.axisY = new QValueAxis(p.chart);
-  for (QValueAxis* axis : {p.axisX, p.axisY}) {
+  chart->legend()->setFont(legendFont);
+  axisX = new QValueAxis(chart);
+  axisY = new QValueAxis(chart);
+  for (QValueAxis* axis : {axisX, axisY}) {
     axis->setTickType(QValueAxis::TicksDynamic);
     axis->setTickInterval(1.0);
   }
-  p.chart->addAxis(p.axisX, Qt::AlignBottom);
-  p.chart->addAxis(p.axisY, Qt::AlignLeft);
+  chart->addAxis(axisX, Qt::AlignBottom);
+  chart->addAxis(axisY, Qt::AlignLeft);
+}
 
-  p.staticLegend = new QAreaSeries(new QLineSeries(p.chart));
-  p.staticLegend->setName(tr("static"));
-  p.staticLegend->setColor(staticColor());
-  p.staticLegend->setBorderColor(staticColor().darker(120));
-  for (std::size_t i = 0; i < 3; ++i) {
-    p.phaseLegend[i] = new QAreaSeries(new QLineSeries(p.chart));
-    p.phaseLegend[i]->setName(tr(kPhaseNames[i]));
-    p.phaseLegend[i]->setColor(phaseColor(static_cast<int>(i), 170));
-    p.phaseLegend[i]->setBorderColor(phaseColor(static_cast<int>(i)));
+void MemoryChart::Parts::createSeries() {
+  staticLegend = new QAreaSeries(new QLineSeries(chart));
+  staticLegend->setName(MemoryChart::tr("static"));
+  staticLegend->setColor(paletteColor(PaletteRole::Static));
+  staticLegend->setBorderColor(paletteColor(PaletteRole::Static).darker(120));
+  for (Phase phase : {Phase::Forward, Phase::Recompute, Phase::Backward}) {
+    QAreaSeries*& legend = phaseLegend[static_cast<std::size_t>(phase)];
+    legend = new QAreaSeries(new QLineSeries(chart));
+    legend->setName(toQString(phaseName(phase)));
+    legend->setColor(phaseColor(phase, 170));
+    legend->setBorderColor(phaseColor(phase));
   }
   // The footprint series holds no points: it maps axis units for the paint items.
-  p.footprint = makeLine(p.chart, outlineColor(), 1.2);
-  p.footprint->setName(tr("footprint"));
-  p.measuredLine = makeLine(p.chart, measuredColor(), 1.8);
-  p.capacity = makeLine(p.chart, peakColor(), 1.5, Qt::DashLine);
-  p.recomputeLegend =
-      legendEntry(p.chart, tr("recompute op"), QScatterSeries::MarkerShapeRectangle, phaseColor(1).darker(125));
-  p.storedLegend = legendEntry(p.chart, tr("checkpoint stored"), QScatterSeries::MarkerShapeTriangle, storedColor());
-  p.freedLegend =
-      legendEntry(p.chart, tr("checkpoint freed"), QScatterSeries::MarkerShapeRotatedRectangle, freedColor());
-  p.peakLegend = legendEntry(p.chart, tr("peak"), QScatterSeries::MarkerShapeCircle, peakColor());
-  for (QAbstractSeries* series : p.all()) {
-    p.chart->addSeries(series);
-    series->attachAxis(p.axisX);
-    series->attachAxis(p.axisY);
+  footprint = makeLine(chart, paletteColor(PaletteRole::Outline), 1.2);
+  footprint->setName(MemoryChart::tr("footprint"));
+  measuredLine = makeLine(chart, paletteColor(PaletteRole::Measured), 1.8);
+  capacity = makeLine(chart, paletteColor(PaletteRole::Peak), 1.5, Qt::DashLine);
+  recomputeLegend = legendEntry(chart, MemoryChart::tr("recompute op"), QScatterSeries::MarkerShapeRectangle,
+                                paletteColor(PaletteRole::RecomputeMark));
+  storedLegend = legendEntry(chart, MemoryChart::tr("checkpoint stored"), QScatterSeries::MarkerShapeTriangle,
+                             paletteColor(PaletteRole::Checkpoint));
+  freedLegend = legendEntry(chart, MemoryChart::tr("checkpoint freed"), QScatterSeries::MarkerShapeRotatedRectangle,
+                            paletteColor(PaletteRole::CheckpointFreed));
+  peakLegend =
+      legendEntry(chart, MemoryChart::tr("peak"), QScatterSeries::MarkerShapeCircle, paletteColor(PaletteRole::Peak));
+  for (QAbstractSeries* series : all()) {
+    chart->addSeries(series);
+    series->attachAxis(axisX);
+    series->attachAxis(axisY);
   }
-  p.fills = new ChartPaintItem(p.chart, p.footprint, &p.painted, ChartPaintItem::Layer::Fills);
-  p.markers = new ChartPaintItem(p.chart, p.footprint, &p.painted, ChartPaintItem::Layer::Markers);
+  fills = new ChartPaintItem(chart, footprint, &painted, ChartPaintItem::Layer::Fills);
+  markers = new ChartPaintItem(chart, footprint, &painted, ChartPaintItem::Layer::Markers);
+}
+
+MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_unique<Parts>()) {
+  Parts& p = *parts_;
+  p.createChart();
+  p.createSeries();
   connect(p.chart, &QChart::plotAreaChanged, this, [this]() {
     parts_->fills->refresh();
     parts_->markers->refresh();
   });
-
   p.view = new QChartView(p.chart, this);
   // Step lines and bars are axis-aligned: antialiasing would only blur them (the markers turn it on).
   p.view->setRenderHint(QPainter::Antialiasing, false);
@@ -339,11 +352,10 @@ QString MemoryChart::tooltipAt(double x) const {
   if (!op || p.data.predicted.entries.empty()) return {};
   const Timeline& t = p.data.predicted;
   const TimelineEntry& e = t.entries[*op];
-  const auto phase = phaseName(e.op.phase());
   QString text = tr("op %1: %2 (%3)\nfootprint %4, alive after %5")
                      .arg(*op)
-                     .arg(opLabel(t, *op), QString::fromUtf8(phase.data(), static_cast<qsizetype>(phase.size())),
-                          formatBytes(e.footprintBytes), formatBytes(e.liveAfterBytes));
+                     .arg(opLabel(t, *op), toQString(phaseName(e.op.phase())), formatBytes(e.footprintBytes),
+                          formatBytes(e.liveAfterBytes));
   if (p.data.measured && *op < p.data.measured->entries.size()) {
     const TimelineEntry& m = p.data.measured->entries[*op];
     text += tr("\nmeasured: footprint %1, %2 us").arg(formatBytes(m.footprintBytes)).arg(m.timeUs, 0, 'f', 1);

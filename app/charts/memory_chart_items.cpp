@@ -8,6 +8,8 @@
 #include <array>
 #include <cmath>
 
+#include "palette.hpp"
+
 namespace remat::charts {
 namespace {
 // Qt Charts stacks its series at z 4 (ChartPresenter::SeriesZValue), the grid at 2 and the legend
@@ -15,19 +17,6 @@ namespace {
 constexpr double kFillsZ = 3.5;
 constexpr double kMarkersZ = 4.5;
 }  // namespace
-
-QColor phaseColor(int phase, int alpha) {
-  static const std::array<QColor, 3> colors = {QColor(76, 120, 168), QColor(245, 133, 24), QColor(84, 162, 75)};
-  QColor color = colors[static_cast<std::size_t>(std::clamp(phase, 0, 2))];
-  color.setAlpha(alpha);
-  return color;
-}
-QColor staticColor() { return {205, 205, 205}; }
-QColor storedColor() { return {23, 150, 160}; }
-QColor freedColor() { return {110, 110, 110}; }
-QColor peakColor() { return {214, 39, 40}; }
-QColor outlineColor() { return {40, 40, 40}; }
-QColor measuredColor() { return {148, 52, 160}; }
 
 ChartPaintItem::ChartPaintItem(QChart* chart, QAbstractSeries* reference, const PaintedContent* content, Layer layer)
     : QGraphicsItem(chart), chart_(chart), reference_(reference), content_(content), layer_(layer) {
@@ -75,9 +64,10 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
   if (c.drawStatic && c.base > 0.0 && !c.bars.empty()) {
     const int left = px(c.bars.front().x0);
     const int right = px(c.bars.back().x1);
-    painter->fillRect(QRect(QPoint(left, baseY), QPoint(right - 1, py(0.0) - 1)), staticColor());
+    painter->fillRect(QRect(QPoint(left, baseY), QPoint(right - 1, py(0.0) - 1)), paletteColor(PaletteRole::Static));
   }
-  std::array<QColor, 3> fills = {phaseColor(0, 150), phaseColor(1, 170), phaseColor(2, 150)};
+  const std::array<QColor, 3> fills = {phaseColor(Phase::Forward, 150), phaseColor(Phase::Recompute, 170),
+                                       phaseColor(Phase::Backward, 150)};
   for (const PhaseBar& bar : c.bars) {
     // Integer edges from the same rounding: neighbouring bars abut without gaps or overlaps.
     const int left = px(bar.x0);
@@ -86,11 +76,11 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
     if (right <= left || top >= baseY) continue;
     painter->fillRect(QRect(left, top, right - left, baseY - top), fills[static_cast<std::size_t>(bar.phase)]);
   }
-  QPen outline(outlineColor(), 1.2);
+  QPen outline(paletteColor(PaletteRole::Outline), 1.2);
   outline.setCosmetic(true);
   paintLine(painter, c.outline, outline);
   // The rug: a short tick at the bottom of the plot wherever recompute ops run.
-  const QColor rug = phaseColor(1).darker(125);
+  const QColor rug = paletteColor(PaletteRole::RecomputeMark);
   const int rugBottom = static_cast<int>(plot.bottom()) - 1;
   for (double x : c.recomputeX) painter->fillRect(QRect(px(x) - 1, rugBottom - 6, 2, 6), rug);
 }
@@ -114,22 +104,22 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
     painter->save();
     painter->setClipRect(chart_->plotArea());
     painter->setRenderHint(QPainter::Antialiasing, false);
-    QPen pen(measuredColor(), 1.8);
+    QPen pen(paletteColor(PaletteRole::Measured), 1.8);
     pen.setCosmetic(true);
     paintLine(painter, c.measured, pen);
     painter->restore();
   }
   const QRectF plot = chart_->plotArea().adjusted(-1, -1, 1, 1);
-  painter->setPen(QPen(storedColor().darker(150), 1.0));
-  painter->setBrush(storedColor());
+  painter->setPen(QPen(paletteColor(PaletteRole::Checkpoint).darker(150), 1.0));
+  painter->setBrush(paletteColor(PaletteRole::Checkpoint));
   for (const QPointF& v : c.stored) {
     const QPointF p = toPosition(v);
     if (!plot.contains(p)) continue;
     const QPointF tri[3] = {p + QPointF(-5, -9), p + QPointF(5, -9), p};  // pointing down at the op
     painter->drawPolygon(tri, 3);
   }
-  painter->setPen(QPen(freedColor().darker(150), 1.0));
-  painter->setBrush(freedColor());
+  painter->setPen(QPen(paletteColor(PaletteRole::CheckpointFreed).darker(150), 1.0));
+  painter->setBrush(paletteColor(PaletteRole::CheckpointFreed));
   for (const QPointF& v : c.freed) {
     const QPointF p = toPosition(v);
     if (!plot.contains(p)) continue;
@@ -139,7 +129,7 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
   if (c.peak) {
     const QPointF p = toPosition(*c.peak);
     painter->setPen(QPen(Qt::white, 1.5));
-    painter->setBrush(peakColor());
+    painter->setBrush(paletteColor(PaletteRole::Peak));
     painter->drawEllipse(p, 6.0, 6.0);
     if (!c.peakLabel.isEmpty()) {
       QFont font = painter->font();
@@ -150,7 +140,7 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
       // Left of the marker when the right side has no room.
       const bool left = p.x() + 10 + width > chart_->plotArea().right();
       const QPointF at = left ? p + QPointF(-10 - width, -8) : p + QPointF(10, -8);
-      painter->setPen(peakColor().darker(130));
+      painter->setPen(paletteColor(PaletteRole::Peak).darker(130));
       painter->drawText(at, c.peakLabel);
     }
   }

@@ -4,7 +4,6 @@
 // made a 500-layer chain's redraw take 100+ ms), the recompute rug, the checkpoint markers and the
 // peak. Two items share one content: fills under the series' lines, markers above them. Qt Charts
 // series stay in the chart for the legend and the lines.
-#include <QColor>
 #include <QGraphicsItem>
 #include <QPointF>
 #include <QString>
@@ -31,15 +30,6 @@ struct PaintedContent {
   QList<QPointF> outline;   // the footprint's step line
   QList<QPointF> measured;  // the measured timeline's step line (empty when none)
 };
-
-// The colours of the phases (forward, recompute, backward) and of the other painted parts.
-QColor phaseColor(int phase, int alpha = 255);
-QColor staticColor();
-QColor storedColor();
-QColor freedColor();
-QColor peakColor();
-QColor outlineColor();
-QColor measuredColor();
 
 class ChartPaintItem : public QGraphicsItem {
  public:

@@ -1,26 +1,15 @@
 #include "units.hpp"
 
+#include "qt_text.hpp"
 #include "remat/base/units.hpp"
 
-#include <array>
-#include <cmath>
-
 namespace remat::charts {
-namespace {
-const std::array<const char*, 7> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-}
 
 QString formatBytes(std::uint64_t bytes) { return QString::fromStdString(remat::formatBytes(bytes)); }
 
 ByteUnit byteUnitFor(double maxBytes) {
-  ByteUnit unit;
-  std::size_t index = 0;
-  while (maxBytes / unit.divisor >= 1024.0 && index + 1 < kUnits.size()) {
-    unit.divisor *= 1024.0;
-    ++index;
-  }
-  unit.name = QLatin1String(kUnits[index]);
-  return unit;
+  const remat::ByteUnit unit = remat::byteUnitFor(maxBytes);
+  return {unit.divisor, toQString(unit.name)};
 }
 
 std::optional<std::uint64_t> parseBytes(const QString& text) {

@@ -6,10 +6,14 @@
 
 namespace remat::charts {
 
+// Bytes in a GiB: the unit of the capacity inputs (spin box, --capacity).
+inline constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
 // "12 B", "4.00 KiB", "1.50 GiB" (binary units, two decimals above bytes).
 QString formatBytes(std::uint64_t bytes);
 
-// The unit an axis uses for values up to maxBytes: divisor and its name ("MiB").
+// The unit an axis uses for values up to maxBytes, the one formatBytes would use for maxBytes:
+// divisor and its name ("MiB").
 struct ByteUnit {
   double divisor = 1.0;
   QString name = QStringLiteral("B");

@@ -4,8 +4,9 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/planners/planners.hpp"
 #include "remat/io/results_json.hpp"
+#include "remat/planners/planners.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat::cli {
 namespace {
@@ -146,7 +147,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   auto plan = std::make_shared<PlanOptions>();
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
   planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
-  planCmd->add_option("--planner", plan->planner, "none, sqrt, greedy, uniform:K, dp, linear or optimal")->required();
+  planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames())->required();
   planCmd->add_flag("--json", plan->json, "Print the plan object of docs/formats.md");
   planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
 
@@ -154,8 +155,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   CLI::App* compareCmd = app.add_subcommand("compare", "Run several planners on one chain and compare their plans");
   compareCmd->add_option("chain", compare->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
   compareCmd->add_option("--planners", compare->planners,
-                         "Comma-separated planner names (default: none,sqrt,greedy,uniform:K with "
-                         "K = ceil(sqrt n),dp,linear,optimal)");
+                         "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");
   compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");
   compareCmd->callback([compare, &action] { action = [compare](Io& io) { return runCompare(*compare, io); }; });
 }

@@ -7,48 +7,112 @@
 #include <QRegularExpression>
 #include <QTabWidget>
 
+#include "charts/units.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
-#include "remat/model/random_chain.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
 
 namespace remat::gui {
+
+namespace {
+
+// The explorer's options, as QCommandLineParser declares them.
+struct OptionSpecs {
+  const QCommandLineOption chain{QStringLiteral("chain"), QStringLiteral("Open a remat-chain/1 file."),
+                                 QStringLiteral("FILE")};
+  const QCommandLineOption zoo{QStringLiteral("zoo"), QStringLiteral("Load a zoo model (vgg16, resnet50, ...)."),
+                               QStringLiteral("NAME")};
+  const QCommandLineOption batch{QStringLiteral("batch"), QStringLiteral("Zoo batch size (64)."), QStringLiteral("B"),
+                                 QStringLiteral("64")};
+  const QCommandLineOption resolution{QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
+                                      QStringLiteral("R"), QStringLiteral("224")};
+  const QCommandLineOption dtype{QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
+                                 QStringLiteral("T"), QStringLiteral("float32")};
+  const QCommandLineOption planner{QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
+                                   QStringLiteral("NAME")};
+  const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
+                                    QStringLiteral("FILE")};
+  const QCommandLineOption tab{QStringLiteral("tab"), QStringLiteral("Show this tab: plan or compare."),
+                               QStringLiteral("NAME"), QStringLiteral("plan")};
+  const QCommandLineOption capacity{QStringLiteral("capacity"),
+                                    QStringLiteral("Draw a device capacity line at GIB GiB."), QStringLiteral("GIB")};
+  const QCommandLineOption screenshot{
+      QStringLiteral("screenshot"), QStringLiteral("Render the window to a PNG and exit."), QStringLiteral("OUT.png")};
+  const QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for --screenshot (1480x920)."),
+                                QStringLiteral("WxH"), QStringLiteral("1480x920")};
+  const QCommandLineOption measure{QStringLiteral("measure-update"),
+                                   QStringLiteral("Time a checkpoint toggle on an N-layer chain and exit."),
+                                   QStringLiteral("N")};
+
+  QList<QCommandLineOption> all() const {
+    return {chain, zoo, batch, resolution, dtype, planner, timeline, tab, capacity, screenshot, size, measure};
+  }
+};
+
+// What to load: a chain file or a zoo model with its batch, resolution and dtype.
+Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  options.chainPath = parser.value(specs.chain);
+  options.zooName = parser.value(specs.zoo);
+  if (!options.chainPath.isEmpty() && !options.zooName.isEmpty())
+    return Status::invalid("give either --chain or --zoo, not both");
+  bool ok = false;
+  options.zoo.batch = parser.value(specs.batch).toLongLong(&ok);
+  if (!ok || options.zoo.batch < 1) return Status::invalid("--batch must be a positive integer");
+  options.zoo.resolution = parser.value(specs.resolution).toLongLong(&ok);
+  if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
+  Result<DType> parsedDtype = parseDType(parser.value(specs.dtype).toStdString());
+  if (!parsedDtype) return Status::invalid("--dtype: " + parsedDtype.status().message());
+  options.zoo.dtype = *parsedDtype;
+  return Status::ok();
+}
+
+// What to show: the planner, an overlaid timeline, the tab and a capacity line.
+Status readView(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  options.planner = parser.value(specs.planner);
+  options.timelinePath = parser.value(specs.timeline);
+  options.tab = parser.value(specs.tab);
+  if (options.tab != QLatin1String("plan") && options.tab != QLatin1String("compare"))
+    return Status::invalid("--tab must be 'plan' or 'compare'");
+  if (parser.isSet(specs.capacity)) {
+    bool ok = false;
+    options.capacityGiB = parser.value(specs.capacity).toDouble(&ok);
+    if (!ok || options.capacityGiB < 0.0 || options.capacityGiB > 4096.0)
+      return Status::invalid("--capacity must be a number of GiB between 0 and 4096");
+  }
+  return Status::ok();
+}
+
+// The one-shot modes: a screenshot at a window size, or the update timing.
+Status readModes(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  options.screenshotPath = parser.value(specs.screenshot);
+  static const QRegularExpression sizePattern(QStringLiteral("^(\\d+)x(\\d+)$"));
+  const QRegularExpressionMatch match = sizePattern.match(parser.value(specs.size));
+  if (!match.hasMatch()) return Status::invalid("--size must look like 1480x920");
+  options.size = QSize(match.captured(1).toInt(), match.captured(2).toInt());
+  if (options.size.width() < 320 || options.size.height() < 240 || options.size.width() > 8192 ||
+      options.size.height() > 8192)
+    return Status::invalid("--size must be between 320x240 and 8192x8192");
+  if (parser.isSet(specs.measure)) {
+    bool ok = false;
+    options.measureUpdateLayers = parser.value(specs.measure).toInt(&ok);
+    if (!ok || options.measureUpdateLayers < 2) return Status::invalid("--measure-update needs a layer count >= 2");
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Result<AppOptions> parseAppOptions(const QStringList& args) {
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("Remat Explorer: plan and explore activation checkpointing"));
   parser.addHelpOption();
   parser.addVersionOption();
-  const QCommandLineOption chain(QStringLiteral("chain"), QStringLiteral("Open a remat-chain/1 file."),
-                                 QStringLiteral("FILE"));
-  const QCommandLineOption zoo(QStringLiteral("zoo"), QStringLiteral("Load a zoo model (vgg16, resnet50, ...)."),
-                               QStringLiteral("NAME"));
-  const QCommandLineOption batch(QStringLiteral("batch"), QStringLiteral("Zoo batch size (64)."), QStringLiteral("B"),
-                                 QStringLiteral("64"));
-  const QCommandLineOption resolution(QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
-                                      QStringLiteral("R"), QStringLiteral("224"));
-  const QCommandLineOption dtype(QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
-                                 QStringLiteral("T"), QStringLiteral("float32"));
-  const QCommandLineOption planner(QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
-                                   QStringLiteral("NAME"));
-  const QCommandLineOption timeline(QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
-                                    QStringLiteral("FILE"));
-  const QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("Show this tab: plan or compare."),
-                               QStringLiteral("NAME"), QStringLiteral("plan"));
-  const QCommandLineOption capacity(QStringLiteral("capacity"),
-                                    QStringLiteral("Draw a device capacity line at GIB GiB."), QStringLiteral("GIB"));
-  const QCommandLineOption screenshot(
-      QStringLiteral("screenshot"), QStringLiteral("Render the window to a PNG and exit."), QStringLiteral("OUT.png"));
-  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for --screenshot (1480x920)."),
-                                QStringLiteral("WxH"), QStringLiteral("1480x920"));
-  const QCommandLineOption measure(QStringLiteral("measure-update"),
-                                   QStringLiteral("Time a checkpoint toggle on an N-layer chain and exit."),
-                                   QStringLiteral("N"));
-  parser.addOptions(
-      {chain, zoo, batch, resolution, dtype, planner, timeline, tab, capacity, screenshot, size, measure});
+  const OptionSpecs specs;
+  parser.addOptions(specs.all());
   if (!parser.parse(args)) return Status::invalid(parser.errorText().toStdString());
   AppOptions options;
   if (parser.isSet(QStringLiteral("help"))) {
@@ -62,40 +126,9 @@ Result<AppOptions> parseAppOptions(const QStringList& args) {
   if (!parser.positionalArguments().isEmpty())
     return Status::invalid("unexpected argument '" + parser.positionalArguments().first().toStdString() +
                            "' (use --chain FILE)");
-  options.chainPath = parser.value(chain);
-  options.zooName = parser.value(zoo);
-  if (!options.chainPath.isEmpty() && !options.zooName.isEmpty())
-    return Status::invalid("give either --chain or --zoo, not both");
-  bool ok = false;
-  options.zoo.batch = parser.value(batch).toLongLong(&ok);
-  if (!ok || options.zoo.batch < 1) return Status::invalid("--batch must be a positive integer");
-  options.zoo.resolution = parser.value(resolution).toLongLong(&ok);
-  if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
-  Result<DType> parsedDtype = parseDType(parser.value(dtype).toStdString());
-  if (!parsedDtype) return Status::invalid("--dtype: " + parsedDtype.status().message());
-  options.zoo.dtype = *parsedDtype;
-  options.planner = parser.value(planner);
-  options.timelinePath = parser.value(timeline);
-  options.tab = parser.value(tab);
-  if (options.tab != QLatin1String("plan") && options.tab != QLatin1String("compare"))
-    return Status::invalid("--tab must be 'plan' or 'compare'");
-  if (parser.isSet(capacity)) {
-    options.capacityGiB = parser.value(capacity).toDouble(&ok);
-    if (!ok || options.capacityGiB < 0.0 || options.capacityGiB > 4096.0)
-      return Status::invalid("--capacity must be a number of GiB between 0 and 4096");
-  }
-  options.screenshotPath = parser.value(screenshot);
-  static const QRegularExpression sizePattern(QStringLiteral("^(\\d+)x(\\d+)$"));
-  const QRegularExpressionMatch match = sizePattern.match(parser.value(size));
-  if (!match.hasMatch()) return Status::invalid("--size must look like 1480x920");
-  options.size = QSize(match.captured(1).toInt(), match.captured(2).toInt());
-  if (options.size.width() < 320 || options.size.height() < 240 || options.size.width() > 8192 ||
-      options.size.height() > 8192)
-    return Status::invalid("--size must be between 320x240 and 8192x8192");
-  if (parser.isSet(measure)) {
-    options.measureUpdateLayers = parser.value(measure).toInt(&ok);
-    if (!ok || options.measureUpdateLayers < 2) return Status::invalid("--measure-update needs a layer count >= 2");
-  }
+  REMAT_RETURN_IF_ERROR(readSource(parser, specs, options));
+  REMAT_RETURN_IF_ERROR(readView(parser, specs, options));
+  REMAT_RETURN_IF_ERROR(readModes(parser, specs, options));
   return options;
 }
 
@@ -115,7 +148,7 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
     return Status::invalid("planner '" + picked.toStdString() + "' failed (see the message bar)");
   if (!options.timelinePath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openMeasuredTimeline(options.timelinePath));
   if (options.capacityGiB > 0.0)
-    window.planView()->setCapacityBytes(static_cast<std::uint64_t>(options.capacityGiB * 1024.0 * 1024.0 * 1024.0));
+    window.planView()->setCapacityBytes(static_cast<std::uint64_t>(options.capacityGiB * charts::kBytesPerGiB));
   // Showing the compare tab starts its comparison; wait for it like for the planner.
   window.tabs()->setCurrentIndex(options.tab == QLatin1String("compare") ? 1 : 0);
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the comparison did not finish within 2 minutes");

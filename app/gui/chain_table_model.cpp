@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <iterator>
 
-#include "qt_text.hpp"
-#include "strip_colors.hpp"
+#include "charts/palette.hpp"
+#include "charts/qt_text.hpp"
 #include "charts/units.hpp"
 
 namespace remat::gui {
@@ -106,9 +106,7 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
   if (role == kSpecIndexRole) return isInput ? -1 : static_cast<int>(row - 1);
   if (role == Qt::BackgroundRole) {
     if (layer && document_->isCheckpoint(cache.chainLayer)) {
-      QColor tint = stripColor(StripRole::Checkpoint);
-      tint.setAlpha(60);
-      return QBrush(tint);
+      return QBrush(charts::paletteColor(charts::PaletteRole::Checkpoint, 60));
     }
     return {};
   }
@@ -133,7 +131,7 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
   switch (column) {
     case Layer: return isInput ? QStringLiteral("x0") : layer ? QString::number(cache.chainLayer) : QStringLiteral("-");
     case Name: return isInput ? tr("input") : QString::fromStdString(spec->name);
-    case Kind: return isInput ? toQString(dtypeName(chain.dtype)) : toQString(kindName(spec->kind));
+    case Kind: return isInput ? charts::toQString(dtypeName(chain.dtype)) : charts::toQString(kindName(spec->kind));
     case Settings: return cache.settings;
     case OutputShape: return cache.outputShape;
     case OutputBytes: {

@@ -9,7 +9,7 @@
 #include <QToolTip>
 #include <algorithm>
 
-#include "strip_colors.hpp"
+#include "charts/palette.hpp"
 #include "charts/units.hpp"
 
 namespace remat::gui {
@@ -97,56 +97,73 @@ bool CheckpointStrip::isCheckpoint(std::size_t layer) const {
   return std::binary_search(plan_.checkpoints.begin(), plan_.checkpoints.end(), layer);
 }
 
+charts::PaletteRole CheckpointStrip::layerRole(std::size_t layer) const {
+  // Layers after the last checkpoint keep their outputs from the forward pass; the others are
+  // recomputed segment by segment in the backward pass.
+  const std::size_t lastStart = plan_.checkpoints.empty() ? 0 : plan_.checkpoints.back();
+  if (isCheckpoint(layer)) return charts::PaletteRole::Checkpoint;
+  return layer > lastStart ? charts::PaletteRole::KeptLayer : charts::PaletteRole::RecomputedLayer;
+}
+
+QRectF CheckpointStrip::cellRect(const StripGeometry& geometry, std::size_t layer) const {
+  const QRectF cells = cellsRect();
+  return {geometry.cellLeft(layer), cells.top(), geometry.cellRight(layer) - geometry.cellLeft(layer), cells.height()};
+}
+
 void CheckpointStrip::paintEvent(QPaintEvent*) {
   QPainter painter(this);
   painter.setRenderHint(QPainter::Antialiasing, false);
-  const QRectF cells = cellsRect();
   painter.fillRect(rect(), palette().window());
   if (names_.empty()) {
     painter.setPen(palette().color(QPalette::PlaceholderText));
-    painter.drawText(cells, Qt::AlignCenter, tr("No chain: open a chain file or pick a zoo model"));
+    painter.drawText(cellsRect(), Qt::AlignCenter, tr("No chain: open a chain file or pick a zoo model"));
     return;
   }
   const StripGeometry g = stripGeometry();
-  const std::size_t n = names_.size();
-  const std::size_t lastStart = plan_.checkpoints.empty() ? 0 : plan_.checkpoints.back();
-  for (std::size_t l = 1; l <= n; ++l) {
-    const QRectF cell(g.cellLeft(l), cells.top(), g.cellRight(l) - g.cellLeft(l), cells.height());
-    const StripRole role = isCheckpoint(l) ? StripRole::Checkpoint
-                           : l > lastStart ? StripRole::Kept
-                                           : StripRole::Recomputed;
-    painter.fillRect(cell, stripColor(role));
+  paintCells(painter, g);
+  painter.setRenderHint(QPainter::Antialiasing, true);
+  if (peakLayer_ && *peakLayer_ >= 1 && *peakLayer_ <= names_.size()) {
+    painter.setPen(QPen(charts::paletteColor(charts::PaletteRole::Peak), 2.0));
+    painter.setBrush(Qt::NoBrush);
+    painter.drawRect(cellRect(g, *peakLayer_).adjusted(-1, -1, 1, 1));
+  }
+  paintCursor(painter, g);
+  paintHandles(painter, g);
+  paintLayerNumbers(painter, g);
+}
+
+void CheckpointStrip::paintCells(QPainter& painter, const StripGeometry& g) const {
+  for (std::size_t l = 1; l <= names_.size(); ++l) {
+    const QRectF cell = cellRect(g, l);
+    painter.fillRect(cell, charts::paletteColor(layerRole(l)));
     if (cell.width() >= 4.0) {
       painter.setPen(QPen(palette().color(QPalette::Base), 1.0));
       painter.drawLine(QPointF(cell.right(), cell.top()), QPointF(cell.right(), cell.bottom()));
     }
   }
-  painter.setRenderHint(QPainter::Antialiasing, true);
-  if (peakLayer_ && *peakLayer_ >= 1 && *peakLayer_ <= n) {
-    const QRectF cell(g.cellLeft(*peakLayer_), cells.top(), g.cellRight(*peakLayer_) - g.cellLeft(*peakLayer_),
-                      cells.height());
-    painter.setPen(QPen(stripColor(StripRole::Peak), 2.0));
-    painter.setBrush(Qt::NoBrush);
-    painter.drawRect(cell.adjusted(-1, -1, 1, 1));
-  }
-  // The focus cursor: a dashed frame when focused, a small caret otherwise.
-  {
-    const QRectF cell(g.cellLeft(cursor_), cells.top(), g.cellRight(cursor_) - g.cellLeft(cursor_), cells.height());
-    QPen pen(palette().color(QPalette::Text), hasFocus() ? 1.5 : 1.0, hasFocus() ? Qt::DashLine : Qt::SolidLine);
-    painter.setPen(pen);
-    painter.setBrush(Qt::NoBrush);
-    if (hasFocus()) painter.drawRect(cell.adjusted(-2, -2, 2, 2));
-    QPainterPath caret;
-    const double cx = cell.center().x();
-    caret.moveTo(cx, cells.bottom() + 2);
-    caret.lineTo(cx - 4, cells.bottom() + 7);
-    caret.lineTo(cx + 4, cells.bottom() + 7);
-    caret.closeSubpath();
-    painter.fillPath(caret, palette().color(QPalette::Text));
-  }
+}
+
+// The focus cursor: a dashed frame when focused, a small caret otherwise.
+void CheckpointStrip::paintCursor(QPainter& painter, const StripGeometry& g) const {
+  const QRectF cell = cellRect(g, cursor_);
+  QPen pen(palette().color(QPalette::Text), hasFocus() ? 1.5 : 1.0, hasFocus() ? Qt::DashLine : Qt::SolidLine);
+  painter.setPen(pen);
+  painter.setBrush(Qt::NoBrush);
+  if (hasFocus()) painter.drawRect(cell.adjusted(-2, -2, 2, 2));
+  QPainterPath caret;
+  const double cx = cell.center().x();
+  caret.moveTo(cx, cell.bottom() + 2);
+  caret.lineTo(cx - 4, cell.bottom() + 7);
+  caret.lineTo(cx + 4, cell.bottom() + 7);
+  caret.closeSubpath();
+  painter.fillPath(caret, palette().color(QPalette::Text));
+}
+
+void CheckpointStrip::paintHandles(QPainter& painter, const StripGeometry& g) const {
+  const double bottom = cellsRect().bottom();
   auto drawHandle = [&](double x, const QColor& color, bool dashed) {
     painter.setPen(QPen(color, 2.0, dashed ? Qt::DashLine : Qt::SolidLine));
-    painter.drawLine(QPointF(x, kHandleTop + 6), QPointF(x, cells.bottom() + 2));
+    painter.drawLine(QPointF(x, kHandleTop + 6), QPointF(x, bottom + 2));
     QPainterPath head;
     head.moveTo(x - 5, kHandleTop);
     head.lineTo(x + 5, kHandleTop);
@@ -154,13 +171,19 @@ void CheckpointStrip::paintEvent(QPaintEvent*) {
     head.closeSubpath();
     painter.fillPath(head, color);
   };
+  const QColor handle = charts::paletteColor(charts::PaletteRole::CheckpointHandle);
   for (std::size_t c : plan_.checkpoints) {
-    QColor color = stripColor(StripRole::Handle);
+    QColor color = handle;
     if (dragging_ && pressHandle_ == c) color.setAlpha(90);
     drawHandle(g.boundaryX(c), color, false);
   }
-  if (dragging_ && dragTarget_) drawHandle(g.boundaryX(*dragTarget_), stripColor(StripRole::Handle).darker(130), true);
-  // Layer numbers under the strip: first, last and a few in between when they fit.
+  if (dragging_ && dragTarget_) drawHandle(g.boundaryX(*dragTarget_), handle.darker(130), true);
+}
+
+// Layer numbers under the strip: first, last and a few in between when they fit.
+void CheckpointStrip::paintLayerNumbers(QPainter& painter, const StripGeometry& g) const {
+  const QRectF cells = cellsRect();
+  const std::size_t n = names_.size();
   painter.setPen(palette().color(QPalette::WindowText));
   QFont font = painter.font();
   font.setPointSizeF(font.pointSizeF() * 0.85);
@@ -170,11 +193,10 @@ void CheckpointStrip::paintEvent(QPaintEvent*) {
   double lastRight = -1e9;
   for (std::size_t i = 0; i < labels; ++i) {
     const std::size_t l = 1 + (n - 1) * i / std::max<std::size_t>(1, labels - 1);
-    const QString text = QString::number(l);
     const double x = g.cellCenter(l);
     const QRectF box(x - 20, labelTop, 40, kLabelHeight);
     if (box.left() <= lastRight) continue;
-    painter.drawText(box, Qt::AlignHCenter | Qt::AlignTop, text);
+    painter.drawText(box, Qt::AlignHCenter | Qt::AlignTop, QString::number(l));
     lastRight = box.right();
   }
 }
@@ -280,10 +302,12 @@ bool CheckpointStrip::event(QEvent* event) {
 }
 
 QString CheckpointStrip::layerTooltip(std::size_t layer) const {
-  const std::size_t lastStart = plan_.checkpoints.empty() ? 0 : plan_.checkpoints.back();
-  const QString role = isCheckpoint(layer) ? tr("checkpoint: its output is kept")
-                       : layer > lastStart ? tr("kept from the forward pass (last segment)")
-                                           : tr("recomputed in the backward pass");
+  QString role;
+  switch (layerRole(layer)) {
+    case charts::PaletteRole::Checkpoint: role = tr("checkpoint: its output is kept"); break;
+    case charts::PaletteRole::KeptLayer: role = tr("kept from the forward pass (last segment)"); break;
+    default: role = tr("recomputed in the backward pass"); break;
+  }
   return tr("Layer %1: %2 (%3)\noutput %4\n%5")
       .arg(layer)
       .arg(QString::fromStdString(names_[layer - 1]), QString::fromStdString(kinds_[layer - 1]),

@@ -9,9 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "remat/model/chain.hpp"
+#include "charts/palette.hpp"
 #include "remat/memory/plan.hpp"
+#include "remat/model/chain.hpp"
 #include "strip_geometry.hpp"
+
+class QPainter;
 
 namespace remat::gui {
 
@@ -52,7 +55,14 @@ class CheckpointStrip : public QWidget {
 
  private:
   QRectF cellsRect() const;
+  QRectF cellRect(const StripGeometry& geometry, std::size_t layer) const;
   bool isCheckpoint(std::size_t layer) const;
+  // What the plan does with a layer's output: Checkpoint, KeptLayer or RecomputedLayer.
+  charts::PaletteRole layerRole(std::size_t layer) const;
+  void paintCells(QPainter& painter, const StripGeometry& geometry) const;
+  void paintCursor(QPainter& painter, const StripGeometry& geometry) const;
+  void paintHandles(QPainter& painter, const StripGeometry& geometry) const;
+  void paintLayerNumbers(QPainter& painter, const StripGeometry& geometry) const;
   QString layerTooltip(std::size_t layer) const;
   void requestMove(std::size_t from, std::size_t to);
 

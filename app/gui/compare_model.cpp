@@ -2,8 +2,8 @@
 
 #include <QFont>
 
-#include "remat/memory/plan.hpp"
 #include "charts/units.hpp"
+#include "remat/memory/plan.hpp"
 
 namespace remat::gui {
 
@@ -55,11 +55,11 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::ToolTipRole) return entry.error;
     return {};
   }
-  const PlanReport& r = entry.planned->result;
+  const PlanReport& r = entry.planned->report;
   const Simulation& sim = entry.planned->simulation;
   // The better of two numbers is bold (lower memory, cost and time).
   if (role == Qt::FontRole && other.planned && column >= Peak) {
-    const PlanReport& o = other.planned->result;
+    const PlanReport& o = other.planned->report;
     const Simulation& osim = other.planned->simulation;
     bool better = false;
     switch (column) {

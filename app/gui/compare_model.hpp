@@ -16,7 +16,7 @@ class CompareTableModel : public QAbstractTableModel {
   enum Column { Planner, Objective, Peak, Dynamic, A, R, Checkpoints, Recompute, PlanTime, ColumnCount };
   struct Entry {
     QString planner;
-    std::optional<PlanJobResult> planned;
+    std::optional<SimulatedPlan> planned;
     QString error;  // why there is no result
   };
 

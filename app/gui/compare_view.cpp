@@ -9,23 +9,43 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "charts/memory_chart.hpp"
+#include "charts/units.hpp"
 #include "compare_model.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
-#include "charts/memory_chart.hpp"
 #include "plan_insight.hpp"
 #include "planner_picker.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
-namespace {
-const QString kChannel = QStringLiteral("compare");
-}
 
 CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     : QWidget(parent), document_(document), jobs_(jobs), model_(new CompareTableModel(this)) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
+  layout->addLayout(buildPickers());
+  layout->addWidget(buildTable());
+  layout->addWidget(buildPanes(), 1);
+  for (PlannerPicker* picker : pickers_)
+    connect(picker, &PlannerPicker::plannerChanged, this, [this]() { stale_ = true; });
+  // A comparison belongs to the chain it was made on: a new chain drops it (and a running job's
+  // answer) and reruns when the tab is shown.
+  connect(document_, &Document::chainChanged, this, [this]() {
+    stale_ = true;
+    jobs_->cancel(JobChannel::Compare);
+    model_->clear();
+    for (std::size_t side = 0; side < 2; ++side) {
+      charts_[side]->setData({});
+      titles_[side]->clear();
+      apply_[side]->setEnabled(false);
+    }
+    status_->clear();
+    if (isVisible()) compare();
+  });
+}
+
+// The two pickers, the compare button and the status line.
+QHBoxLayout* CompareView::buildPickers() {
   auto* top = new QHBoxLayout();
   for (std::size_t side = 0; side < 2; ++side) {
     pickers_[side] = new PlannerPicker(this);
@@ -37,12 +57,16 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
   pickers_[1]->setPlannerName(QStringLiteral("linear"));
   auto* run = new QPushButton(QIcon(QStringLiteral(":/icons/compare.svg")), tr("Compare"), this);
   run->setToolTip(tr("Plan with both planners and compare (runs in the background)"));
+  connect(run, &QPushButton::clicked, this, &CompareView::compare);
   top->addWidget(run);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("compareStatus"));
   top->addWidget(status_, 1);
-  layout->addLayout(top);
+  return top;
+}
 
+// The numbers of both plans, two rows high.
+QTableView* CompareView::buildTable() {
   table_ = new QTableView(this);
   table_->setModel(model_);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
@@ -53,8 +77,11 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
   table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   table_->setFixedHeight(table_->horizontalHeader()->sizeHint().height() +
                          2 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth() + 2);
-  layout->addWidget(table_);
+  return table_;
+}
 
+// A pane per side: its title, its apply button and its chart.
+QSplitter* CompareView::buildPanes() {
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   for (std::size_t side = 0; side < 2; ++side) {
     auto* pane = new QWidget(splitter);
@@ -74,36 +101,18 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     connect(apply_[side], &QPushButton::clicked, this, [this, side]() {
       const auto& entry = model_->entries()[side];
       if (entry.planned)
-        emit applyRequested(entry.planned->result.plan, QString::fromStdString(entry.planned->result.planner),
-                            entry.planned->result.planSeconds);
+        emit applyRequested(entry.planned->report.plan, QString::fromStdString(entry.planned->report.planner),
+                            entry.planned->report.planSeconds);
     });
   }
-  layout->addWidget(splitter, 1);
-
-  connect(run, &QPushButton::clicked, this, &CompareView::compare);
-  for (PlannerPicker* picker : pickers_)
-    connect(picker, &PlannerPicker::plannerChanged, this, [this]() { stale_ = true; });
-  // A comparison belongs to the chain it was made on: a new chain drops it (and a running job's
-  // answer) and reruns when the tab is shown.
-  connect(document_, &Document::chainChanged, this, [this]() {
-    stale_ = true;
-    jobs_->cancel(kChannel);
-    model_->clear();
-    for (std::size_t side = 0; side < 2; ++side) {
-      charts_[side]->setData({});
-      titles_[side]->clear();
-      apply_[side]->setEnabled(false);
-    }
-    status_->clear();
-    if (isVisible()) compare();
-  });
+  return splitter;
 }
 
 QString CompareView::statusText() const { return status_->text(); }
 
 void CompareView::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
-  if (stale_ && document_->hasChain() && !jobs_->isRunning(kChannel)) compare();
+  if (stale_ && document_->hasChain() && !jobs_->isRunning(JobChannel::Compare)) compare();
 }
 
 void CompareView::compare() {
@@ -118,13 +127,14 @@ void CompareView::compare() {
   status_->setText(tr("Planning %1 and %2...").arg(QString::fromStdString(names[0]), QString::fromStdString(names[1])));
   using Entries = std::array<CompareTableModel::Entry, 2>;
   jobs_->start<Entries>(
-      kChannel, tr("Comparing %1 and %2").arg(QString::fromStdString(names[0]), QString::fromStdString(names[1])),
+      JobChannel::Compare,
+      tr("Comparing %1 and %2").arg(QString::fromStdString(names[0]), QString::fromStdString(names[1])),
       [chain, names](const JobRunner::Control& control) {
         Entries entries;
         for (std::size_t side = 0; side < 2; ++side) {
           control.progress(0.5 * static_cast<double>(side), QString::fromStdString("planning " + names[side]));
           entries[side].planner = QString::fromStdString(names[side]);
-          Result<PlanJobResult> planned = planAndSimulate(chain, names[side], control.cancelFlag());
+          Result<SimulatedPlan> planned = planAndSimulate(chain, names[side], control.cancelFlag());
           if (planned) {
             entries[side].planned = std::move(planned).value();
           } else {

@@ -1,14 +1,16 @@
 #pragma once
 // The compare tab: two planners (DP and linear by default) side by side on the same axes, a table
 // of their numbers, and "apply" buttons that copy a plan into the editor. Planning runs in the
-// background (channel "compare"); a chain edit makes the comparison stale and reruns it when shown.
+// background (JobChannel::Compare); a chain edit makes the comparison stale and reruns it when shown.
 #include <QWidget>
 #include <array>
 
 #include "remat/memory/plan.hpp"
 
+class QHBoxLayout;
 class QLabel;
 class QPushButton;
+class QSplitter;
 class QTableView;
 
 namespace remat::charts {
@@ -46,6 +48,9 @@ class CompareView : public QWidget {
   void showEvent(QShowEvent* event) override;
 
  private:
+  QHBoxLayout* buildPickers();
+  QTableView* buildTable();
+  QSplitter* buildPanes();
   void showResults();
 
   Document* document_;

@@ -7,6 +7,15 @@
 
 namespace remat::gui {
 
+QString jobChannelName(JobChannel channel) {
+  switch (channel) {
+    case JobChannel::Plan: return QStringLiteral("plan");
+    case JobChannel::Compare: return QStringLiteral("compare");
+    case JobChannel::Run: return QStringLiteral("run");
+  }
+  return QStringLiteral("?");
+}
+
 JobRunner::JobRunner(QObject* parent) : QObject(parent) {
   // Planners and runs are CPU-bound; leave a core to the GUI when there are few.
   pool_.setMaxThreadCount(std::max(1, QThread::idealThreadCount() - 1));
@@ -15,21 +24,21 @@ JobRunner::JobRunner(QObject* parent) : QObject(parent) {
 JobRunner::~JobRunner() { shutdown(); }
 
 void JobRunner::shutdown() {
-  for (Slot& slot : slots_)
-    if (slot.cancel) slot.cancel->store(true);
+  for (Slot& each : slots_)
+    if (each.cancel) each.cancel->store(true);
   pool_.waitForDone();
 }
 
-JobRunner::Control JobRunner::begin(const QString& channel, const QString& label, quint64& generation) {
-  Slot& slot = slots_[channel];
-  if (slot.running && slot.cancel) slot.cancel->store(true);  // the old job stops early; its result is dropped
-  slot.generation = ++nextGeneration_;
-  slot.cancel = std::make_shared<std::atomic<bool>>(false);
-  slot.running = true;
-  slot.label = label;
-  generation = slot.generation;
+JobRunner::Control JobRunner::begin(JobChannel channel, const QString& label, quint64& generation) {
+  Slot& current = slot(channel);
+  if (current.running && current.cancel) current.cancel->store(true);  // the old job stops early; its result is dropped
+  current.generation = ++nextGeneration_;
+  current.cancel = std::make_shared<std::atomic<bool>>(false);
+  current.running = true;
+  current.label = label;
+  generation = current.generation;
   Control control;
-  control.cancel_ = slot.cancel;
+  control.cancel_ = current.cancel;
   control.report_ = [this, channel, generation](double fraction, const QString& text) {
     QMetaObject::invokeMethod(
         this, [this, channel, generation, fraction, text]() { reportProgress(channel, generation, fraction, text); },
@@ -45,63 +54,51 @@ JobRunner::Control JobRunner::begin(const QString& channel, const QString& label
 
 void JobRunner::runOnPool(std::function<void()> task) { pool_.start(std::move(task)); }
 
-void JobRunner::complete(const QString& channel, quint64 generation, const std::function<void()>& apply) {
-  auto it = slots_.find(channel);
-  if (it == slots_.end() || it->generation != generation || !it->running) {
+void JobRunner::complete(JobChannel channel, quint64 generation, const std::function<void()>& apply) {
+  Slot& current = slot(channel);
+  if (current.generation != generation || !current.running) {
     ++dropped_;  // a stale or cancelled job: its answer is for a request nobody waits for any more
     return;
   }
-  it->running = false;
+  current.running = false;
   apply();
-  emit finished(channel, true);
+  finish(channel, true);
+}
+
+void JobRunner::finish(JobChannel channel, bool delivered) {
+  emit finished(channel, delivered);
   if (wasBusy_ && !isBusy()) {
     wasBusy_ = false;
     emit busyChanged(false);
   }
 }
 
-void JobRunner::reportProgress(const QString& channel, quint64 generation, double fraction, const QString& text) {
-  auto it = slots_.find(channel);
-  if (it != slots_.end() && it->generation == generation && it->running) emit progress(channel, fraction, text);
+void JobRunner::reportProgress(JobChannel channel, quint64 generation, double fraction, const QString& text) {
+  const Slot& current = slot(channel);
+  if (current.generation == generation && current.running) emit progress(channel, fraction, text);
 }
 
-void JobRunner::cancel(const QString& channel) {
-  auto it = slots_.find(channel);
-  if (it == slots_.end() || !it->running) return;
-  it->cancel->store(true);
-  it->running = false;
-  emit finished(channel, false);
-  if (wasBusy_ && !isBusy()) {
-    wasBusy_ = false;
-    emit busyChanged(false);
-  }
+void JobRunner::cancel(JobChannel channel) {
+  Slot& current = slot(channel);
+  if (!current.running) return;
+  current.cancel->store(true);
+  current.running = false;
+  finish(channel, false);
 }
 
 void JobRunner::cancelAll() {
-  const QList<QString> channels = slots_.keys();
-  for (const QString& channel : channels) cancel(channel);
+  for (JobChannel channel : kJobChannels) cancel(channel);
 }
 
-bool JobRunner::isRunning(const QString& channel) const {
-  auto it = slots_.find(channel);
-  return it != slots_.end() && it->running;
-}
+bool JobRunner::isRunning(JobChannel channel) const { return slot(channel).running; }
 
 bool JobRunner::isBusy() const {
-  for (const Slot& slot : slots_)
-    if (slot.running) return true;
-  return false;
+  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& each) { return each.running; });
 }
 
-QString JobRunner::label(const QString& channel) const {
-  auto it = slots_.find(channel);
-  return it == slots_.end() ? QString() : it->label;
-}
+QString JobRunner::label(JobChannel channel) const { return slot(channel).label; }
 
-quint64 JobRunner::generation(const QString& channel) const {
-  auto it = slots_.find(channel);
-  return it == slots_.end() ? 0 : it->generation;
-}
+quint64 JobRunner::generation(JobChannel channel) const { return slot(channel).generation; }
 
 bool JobRunner::waitForIdle(int timeoutMs) {
   if (!isBusy()) return true;

@@ -1,19 +1,25 @@
 #pragma once
 // Background jobs for the explorer (planners, comparisons, measured runs): the GUI thread never
-// runs them. Each job belongs to a channel ("plan", "compare", "run"); starting a job cancels the
-// channel's running one, and a result that arrives for an older request than the channel's latest
-// is dropped (a generation counter), so a slow stale answer never overwrites a newer one.
-// Work receives a Control with the cancel flag the planners poll and a progress callback; results
-// come back to the GUI thread as plain values.
-#include <QHash>
+// runs them. Each job belongs to a channel (JobChannel); starting a job cancels the channel's running one, and a result
+// that arrives for an older request than the channel's latest is dropped (a generation counter), so a slow stale answer
+// never overwrites a newer one. Work receives a Control with the cancel flag the planners poll and a progress callback;
+// results come back to the GUI thread as plain values.
 #include <QObject>
 #include <QString>
 #include <QThreadPool>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
 
 namespace remat::gui {
+
+// What a job computes: one job per channel runs at a time.
+enum class JobChannel { Plan, Compare, Run };
+inline constexpr std::array<JobChannel, 3> kJobChannels = {JobChannel::Plan, JobChannel::Compare, JobChannel::Run};
+
+// "plan", "compare", "run": the channel in messages.
+QString jobChannelName(JobChannel channel);
 
 class JobRunner : public QObject {
   Q_OBJECT
@@ -41,15 +47,15 @@ class JobRunner : public QObject {
   // Runs work on a pool thread; onDone runs later on this object's thread with the result, unless a
   // newer job was started on the channel or it was cancelled. Returns the job's generation.
   template <typename T>
-  quint64 start(const QString& channel, const QString& label, std::function<T(const Control&)> work,
+  quint64 start(JobChannel channel, const QString& label, std::function<T(const Control&)> work,
                 std::function<void(T)> onDone);
 
-  void cancel(const QString& channel);  // sets the job's cancel flag and drops its result
+  void cancel(JobChannel channel);  // sets the job's cancel flag and drops its result
   void cancelAll();
-  bool isRunning(const QString& channel) const;
+  bool isRunning(JobChannel channel) const;
   bool isBusy() const;
-  QString label(const QString& channel) const;
-  quint64 generation(const QString& channel) const;
+  QString label(JobChannel channel) const;
+  quint64 generation(JobChannel channel) const;
   int droppedResults() const { return dropped_; }
   // Runs the event loop until no job runs or timeoutMs passes; true when idle. For the
   // screenshot mode and tests.
@@ -58,9 +64,9 @@ class JobRunner : public QObject {
   void shutdown();
 
  signals:
-  void started(const QString& channel, const QString& label);
-  void progress(const QString& channel, double fraction, const QString& text);
-  void finished(const QString& channel, bool delivered);
+  void started(remat::gui::JobChannel channel, const QString& label);
+  void progress(remat::gui::JobChannel channel, double fraction, const QString& text);
+  void finished(remat::gui::JobChannel channel, bool delivered);
   void busyChanged(bool busy);
 
  private:
@@ -70,13 +76,16 @@ class JobRunner : public QObject {
     bool running = false;
     QString label;
   };
-  Control begin(const QString& channel, const QString& label, quint64& generation);
+  Slot& slot(JobChannel channel) { return slots_[static_cast<std::size_t>(channel)]; }
+  const Slot& slot(JobChannel channel) const { return slots_[static_cast<std::size_t>(channel)]; }
+  Control begin(JobChannel channel, const QString& label, quint64& generation);
   void runOnPool(std::function<void()> task);
   // On this object's thread: delivers (apply) when generation is still the channel's current job.
-  void complete(const QString& channel, quint64 generation, const std::function<void()>& apply);
-  void reportProgress(const QString& channel, quint64 generation, double fraction, const QString& text);
+  void complete(JobChannel channel, quint64 generation, const std::function<void()>& apply);
+  void reportProgress(JobChannel channel, quint64 generation, double fraction, const QString& text);
+  void finish(JobChannel channel, bool delivered);  // the job stopped running: tell, and update busy
 
-  QHash<QString, Slot> slots_;
+  std::array<Slot, kJobChannels.size()> slots_;
   quint64 nextGeneration_ = 0;
   int dropped_ = 0;
   bool wasBusy_ = false;
@@ -84,7 +93,7 @@ class JobRunner : public QObject {
 };
 
 template <typename T>
-quint64 JobRunner::start(const QString& channel, const QString& label, std::function<T(const Control&)> work,
+quint64 JobRunner::start(JobChannel channel, const QString& label, std::function<T(const Control&)> work,
                          std::function<void(T)> onDone) {
   quint64 generation = 0;
   Control control = begin(channel, label, generation);

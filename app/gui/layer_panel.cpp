@@ -12,9 +12,10 @@
 
 #include "chain_edits.hpp"
 #include "chain_table_model.hpp"
-#include "document.hpp"
-#include "qt_text.hpp"
+#include "charts/palette.hpp"
+#include "charts/qt_text.hpp"
 #include "charts/units.hpp"
+#include "document.hpp"
 
 namespace remat::gui {
 namespace {
@@ -26,11 +27,7 @@ class KindDelegate : public QStyledItemDelegate {
   QWidget* createEditor(QWidget* parent, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
     if (index.column() != ChainTableModel::Kind) return QStyledItemDelegate::createEditor(parent, option, index);
     auto* combo = new QComboBox(parent);
-    for (LayerKind kind :
-         {LayerKind::Abstract, LayerKind::Conv2d, LayerKind::Relu, LayerKind::Relu6, LayerKind::MaxPool,
-          LayerKind::AvgPool, LayerKind::AdaptiveAvgPool, LayerKind::BatchNorm, LayerKind::Linear, LayerKind::Dropout,
-          LayerKind::Flatten, LayerKind::BasicBlock, LayerKind::Bottleneck, LayerKind::InvertedResidual})
-      combo->addItem(toQString(kindName(kind)));
+    for (LayerKind kind : layerKinds()) combo->addItem(charts::toQString(kindName(kind)));
     return combo;
   }
   void setEditorData(QWidget* editor, const QModelIndex& index) const override {
@@ -70,7 +67,19 @@ LayerPanel::LayerPanel(Document* document, QWidget* parent)
   summary_->setObjectName(QStringLiteral("chainSummary"));
   summary_->setWordWrap(true);
   layout->addWidget(summary_);
+  layout->addLayout(buildButtons());
+  message_ = new QLabel(this);
+  message_->setObjectName(QStringLiteral("layerMessage"));
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  message_->hide();
+  layout->addWidget(message_);
+  layout->addWidget(buildTable(), 1);
+  connectControls();
+  refreshSummary();
+}
 
+QHBoxLayout* LayerPanel::buildButtons() {
   auto* buttons = new QHBoxLayout();
   add_ = makeButton(this, tr("Add"), tr("Insert a layer after the selected one (Ctrl+Shift+N)"), ":/icons/add.svg");
   remove_ = makeButton(this, tr("Remove"), tr("Remove the selected layer"), ":/icons/remove.svg");
@@ -78,15 +87,10 @@ LayerPanel::LayerPanel(Document* document, QWidget* parent)
   down_ = makeButton(this, tr("Down"), tr("Move the selected layer down"), ":/icons/down.svg");
   for (QToolButton* b : {add_, remove_, up_, down_}) buttons->addWidget(b);
   buttons->addStretch(1);
-  layout->addLayout(buttons);
+  return buttons;
+}
 
-  message_ = new QLabel(this);
-  message_->setObjectName(QStringLiteral("layerMessage"));
-  message_->setWordWrap(true);
-  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  message_->hide();
-  layout->addWidget(message_);
-
+QTableView* LayerPanel::buildTable() {
   view_ = new QTableView(this);
   view_->setModel(model_);
   view_->setItemDelegate(new KindDelegate(view_));
@@ -103,8 +107,10 @@ LayerPanel::LayerPanel(Document* document, QWidget* parent)
   view_->setAccessibleName(tr("Layer table"));
   const int widths[ChainTableModel::ColumnCount] = {34, 96, 78, 140, 78, 52, 64, 74, 260};
   for (int c = 0; c < ChainTableModel::ColumnCount; ++c) view_->setColumnWidth(c, widths[c]);
-  layout->addWidget(view_, 1);
+  return view_;
+}
 
+void LayerPanel::connectControls() {
   connect(add_, &QToolButton::clicked, this, &LayerPanel::addLayer);
   connect(remove_, &QToolButton::clicked, this, &LayerPanel::removeLayer);
   connect(up_, &QToolButton::clicked, this, [this]() { moveLayer(-1); });
@@ -120,22 +126,23 @@ LayerPanel::LayerPanel(Document* document, QWidget* parent)
     const std::size_t layer = model_->layerForRow(current.row());
     if (layer > 0) emit layerSelected(layer);
   });
-  auto refreshSummary = [this]() {
-    if (!document_->hasChain()) {
-      summary_->setText(tr("No chain loaded"));
-      return;
-    }
-    const Chain& chain = document_->chain();
-    const QString input = chain.inputShape.empty() ? charts::formatBytes(chain.inputBytes)
-                                                   : QString::fromStdString(shapeToString(chain.inputShape));
-    summary_->setText(tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
-                          .arg(QString::fromStdString(chain.name).toHtmlEscaped())
-                          .arg(chain.size())
-                          .arg(input, toQString(dtypeName(chain.dtype)), charts::formatBytes(chain.paramBytes())));
-    updateButtons();
-  };
-  connect(document_, &Document::chainChanged, this, refreshSummary);
-  refreshSummary();
+  connect(document_, &Document::chainChanged, this, &LayerPanel::refreshSummary);
+}
+
+void LayerPanel::refreshSummary() {
+  if (!document_->hasChain()) {
+    summary_->setText(tr("No chain loaded"));
+    return;
+  }
+  const Chain& chain = document_->chain();
+  const QString input = chain.inputShape.empty() ? charts::formatBytes(chain.inputBytes)
+                                                 : QString::fromStdString(shapeToString(chain.inputShape));
+  summary_->setText(
+      tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
+          .arg(QString::fromStdString(chain.name).toHtmlEscaped())
+          .arg(chain.size())
+          .arg(input, charts::toQString(dtypeName(chain.dtype)), charts::formatBytes(chain.paramBytes())));
+  updateButtons();
 }
 
 QString LayerPanel::message() const { return message_->isHidden() ? QString() : message_->text(); }
@@ -147,9 +154,13 @@ void LayerPanel::showMessage(const QString& text, bool error) {
     return;
   }
   message_->setText(text);
-  message_->setStyleSheet(error ? QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid "
-                                                 "#f5c2c0; border-radius: 3px; padding: 4px; }")
-                                : QString());
+  using charts::PaletteRole;
+  message_->setStyleSheet(
+      error ? QStringLiteral(
+                  "QLabel { background: %1; color: %2; border: 1px solid %3; border-radius: 3px; padding: 4px; }")
+                  .arg(charts::paletteName(PaletteRole::ErrorBackground), charts::paletteName(PaletteRole::ErrorText),
+                       charts::paletteName(PaletteRole::ErrorBorder))
+            : QString());
   message_->show();
   if (error) emit statusMessage(tr("Edit refused: %1").arg(text));
 }

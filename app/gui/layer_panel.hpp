@@ -3,6 +3,7 @@
 // says why an edit was refused (the chain keeps its last valid state).
 #include <QWidget>
 
+class QHBoxLayout;
 class QLabel;
 class QTableView;
 class QToolButton;
@@ -35,6 +36,10 @@ class LayerPanel : public QWidget {
   void moveLayer(int delta);
 
  private:
+  QHBoxLayout* buildButtons();
+  QTableView* buildTable();
+  void connectControls();
+  void refreshSummary();  // the chain's name, size, input and parameters over the table
   void showMessage(const QString& text, bool error);
   int currentSpecIndex() const;  // -1 when the input row or nothing is selected
   void updateButtons();

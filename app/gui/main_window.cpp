@@ -45,6 +45,21 @@ MainWindow::MainWindow(QWidget* parent)
   initRematResources();
   setWindowIcon(QIcon(QStringLiteral(":/icons/app.svg")));
   setAcceptDrops(true);
+  buildCentralWidget();
+  buildActions();
+  buildMenus();
+  buildToolBars();
+  buildStatusBar();
+  connectViews();
+  QSettings settings;
+  restoreGeometry(settings.value(QStringLiteral("geometry")).toByteArray());
+  rebuildRecentMenu();
+  updateTitle();
+  updateActions();
+}
+
+// The message bar over two tabs: the layer table beside the plan view, and the comparison.
+void MainWindow::buildCentralWidget() {
   auto* central = new QWidget(this);
   auto* layout = new QVBoxLayout(central);
   layout->setContentsMargins(4, 4, 4, 0);
@@ -66,15 +81,12 @@ MainWindow::MainWindow(QWidget* parent)
   tabs_->addTab(compareView_, QIcon(QStringLiteral(":/icons/compare.svg")), tr("Compare"));
   layout->addWidget(tabs_, 1);
   setCentralWidget(central);
+}
 
-  buildActions();
-  buildMenus();
-  buildToolBars();
-  buildStatusBar();
-
+void MainWindow::connectViews() {
   connect(document_, &Document::chainChanged, this, [this]() {
-    jobs_->cancel(QStringLiteral("plan"));  // a plan for the old chain means nothing for the new one
-    jobs_->cancel(QStringLiteral("run"));
+    jobs_->cancel(JobChannel::Plan);  // a plan for the old chain means nothing for the new one
+    jobs_->cancel(JobChannel::Run);
     updateTitle();
     updateActions();
   });
@@ -82,12 +94,13 @@ MainWindow::MainWindow(QWidget* parent)
   connect(document_, &Document::measuredChanged, this, &MainWindow::updateActions);
   connect(document_, &Document::filePathChanged, this, &MainWindow::updateTitle);
   connect(document_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
-  connect(planView_, &PlanView::statusMessage, this, [this](const QString& text) { statusText_->setText(text); });
+  const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
+  connect(planView_, &PlanView::statusMessage, this, showStatus);
   connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
   connect(layerPanel_, &LayerPanel::layerSelected, this,
           [this](std::size_t layer) { planView_->strip()->setCursor(layer); });
-  connect(layerPanel_, &LayerPanel::statusMessage, this, [this](const QString& text) { statusText_->setText(text); });
-  connect(compareView_, &CompareView::statusMessage, this, [this](const QString& text) { statusText_->setText(text); });
+  connect(layerPanel_, &LayerPanel::statusMessage, this, showStatus);
+  connect(compareView_, &CompareView::statusMessage, this, showStatus);
   connect(compareView_, &CompareView::applyRequested, this,
           [this](const Plan& plan, const QString& planner, double planSeconds) {
             if (!report(document_->applyPlan(plan, planner), tr("Applied the %1 plan").arg(planner))) return;
@@ -96,51 +109,57 @@ MainWindow::MainWindow(QWidget* parent)
           });
   connect(zooBar_, &ZooBar::loadRequested, this,
           [this](const QString& name, const ZooOptions& options) { (void)loadZoo(name, options); });
-
-  QSettings settings;
-  restoreGeometry(settings.value(QStringLiteral("geometry")).toByteArray());
-  rebuildRecentMenu();
-  updateTitle();
-  updateActions();
 }
 
 MainWindow::~MainWindow() { jobs_->shutdown(); }
 
+QAction* MainWindow::defineAction(const QString& key, const QString& text, const QString& icon,
+                                  const QKeySequence& shortcut, const QString& tip, std::function<void()> slot) {
+  auto* action = new QAction(icon.isEmpty() ? QIcon() : QIcon(icon), text, this);
+  if (!shortcut.isEmpty()) action->setShortcut(shortcut);
+  action->setStatusTip(tip);
+  action->setToolTip(tip);
+  connect(action, &QAction::triggered, this, std::move(slot));
+  actions_.insert(key, action);
+  return action;
+}
+
 void MainWindow::buildActions() {
-  auto add = [this](const QString& key, const QString& text, const QString& icon, const QKeySequence& shortcut,
-                    const QString& tip, auto slot) {
-    auto* action = new QAction(icon.isEmpty() ? QIcon() : QIcon(icon), text, this);
-    if (!shortcut.isEmpty()) action->setShortcut(shortcut);
-    action->setStatusTip(tip);
-    action->setToolTip(tip);
-    connect(action, &QAction::triggered, this, slot);
-    actions_.insert(key, action);
-    return action;
-  };
-  add("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
-      [this]() { (void)newChain(); });
-  add("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open, tr("Open a remat-chain/1 file"),
-      [this]() { openDialog(); });
-  add("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"), [this]() {
+  buildFileActions();
+  buildEditActions();
+  buildPlanActions();
+  buildRunActions();
+  buildHelpActions();
+}
+
+void MainWindow::buildFileActions() {
+  defineAction("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
+               [this]() { (void)newChain(); });
+  defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open, tr("Open a remat-chain/1 file"),
+               [this]() { openDialog(); });
+  defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"), [this]() {
     if (document_->filePath().isEmpty()) return saveAsDialog();
     (void)saveChain(document_->filePath());
   });
-  add("saveAs", tr("Save chain &as..."), "", QKeySequence::SaveAs, tr("Save the chain to a new file"),
-      [this]() { saveAsDialog(); });
-  add("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
-      tr("Overlay a timeline written by `remat run --timeline`"), [this]() { openTimelineDialog(); });
-  add("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
-      [this]() { exportDialog(QStringLiteral("predicted")); });
-  add("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
-      tr("Both timelines in one CSV, Chrome trace or JSON file"),
-      [this]() { exportDialog(QStringLiteral("measured")); });
-  add("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
-      [this]() { exportDialog(QStringLiteral("plan")); });
-  add("exportPng", tr("Chart as PNG..."), "", QKeySequence(), tr("The memory chart as an image"),
-      [this]() { exportDialog(QStringLiteral("png")); });
-  add("exportSvg", tr("Chart as SVG..."), "", QKeySequence(), tr("The memory chart as vector graphics"),
-      [this]() { exportDialog(QStringLiteral("svg")); });
-  add("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
+  defineAction("saveAs", tr("Save chain &as..."), "", QKeySequence::SaveAs, tr("Save the chain to a new file"),
+               [this]() { saveAsDialog(); });
+  defineAction("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
+               tr("Overlay a timeline written by `remat run --timeline`"), [this]() { openTimelineDialog(); });
+  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
+               [this]() { exportDialog(ExportKind::PredictedTimeline); });
+  defineAction("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
+               tr("Both timelines in one CSV, Chrome trace or JSON file"),
+               [this]() { exportDialog(ExportKind::MeasuredTimeline); });
+  defineAction("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
+               [this]() { exportDialog(ExportKind::PlanJson); });
+  defineAction("exportPng", tr("Chart as PNG..."), "", QKeySequence(), tr("The memory chart as an image"),
+               [this]() { exportDialog(ExportKind::ChartPng); });
+  defineAction("exportSvg", tr("Chart as SVG..."), "", QKeySequence(), tr("The memory chart as vector graphics"),
+               [this]() { exportDialog(ExportKind::ChartSvg); });
+  defineAction("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
+}
+
+void MainWindow::buildEditActions() {
   QAction* undo = document_->undoStack()->createUndoAction(this, tr("&Undo"));
   undo->setIcon(QIcon(QStringLiteral(":/icons/undo.svg")));
   undo->setShortcut(QKeySequence::Undo);
@@ -149,40 +168,50 @@ void MainWindow::buildActions() {
   redo->setIcon(QIcon(QStringLiteral(":/icons/redo.svg")));
   redo->setShortcut(QKeySequence::Redo);
   actions_.insert(QStringLiteral("redo"), redo);
-  add("addLayer", tr("&Add layer"), ":/icons/add.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N),
-      tr("Insert a layer after the selected one"), [this]() { layerPanel_->addLayer(); });
-  add("removeLayer", tr("&Remove layer"), ":/icons/remove.svg", QKeySequence(), tr("Remove the selected layer"),
-      [this]() { layerPanel_->removeLayer(); });
-  add("moveUp", tr("Move layer &up"), ":/icons/up.svg", QKeySequence(Qt::ALT | Qt::Key_Up),
-      tr("Move the selected layer up"), [this]() { layerPanel_->moveLayer(-1); });
-  add("moveDown", tr("Move layer &down"), ":/icons/down.svg", QKeySequence(Qt::ALT | Qt::Key_Down),
-      tr("Move the selected layer down"), [this]() { layerPanel_->moveLayer(1); });
-  add("clearCheckpoints", tr("&Clear checkpoints"), "", QKeySequence(), tr("Store every activation"),
-      [this]() { (void)report(document_->applyPlan(Plan{}, QStringLiteral("none"))); });
-  add("plan", tr("&Plan"), ":/icons/plan.svg", QKeySequence(Qt::CTRL | Qt::Key_P),
-      tr("Run the chosen planner in the background and apply its plan"),
-      [this]() { runPlanner(plannerPicker_->plannerName()); });
-  add("compare", tr("&Compare planners"), ":/icons/compare.svg", QKeySequence(Qt::CTRL | Qt::Key_K),
-      tr("Show two planners side by side"), [this]() { tabs_->setCurrentWidget(compareView_); });
-  add("clearMeasured", tr("Clear &measured overlay"), "", QKeySequence(), tr("Hide the measured timeline"),
-      [this]() { document_->setMeasured(std::nullopt); });
-  add("runCpu", tr("Measure on &CPU"), ":/icons/run.svg", QKeySequence(Qt::CTRL | Qt::Key_R),
-      tr("Run the plan on the CPU reference and overlay the measured memory"),
-      [this]() { measure(QStringLiteral("cpu")); });
-  add("runGpu", tr("Measure on &GPU"), ":/icons/gpu.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R),
-      tr("Run the plan on the GPU and overlay the measured memory"), [this]() { measure(QStringLiteral("gpu")); });
-  add("cancel", tr("Cancel &job"), ":/icons/stop.svg", QKeySequence(Qt::Key_Escape), tr("Cancel the running jobs"),
-      [this]() {
-        jobs_->cancelAll();
-        statusText_->setText(tr("Cancelled"));
-      });
-  add("about", tr("&About Remat Explorer"), ":/icons/app.svg", QKeySequence(), tr("About"), [this]() {
+  defineAction("addLayer", tr("&Add layer"), ":/icons/add.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N),
+               tr("Insert a layer after the selected one"), [this]() { layerPanel_->addLayer(); });
+  defineAction("removeLayer", tr("&Remove layer"), ":/icons/remove.svg", QKeySequence(),
+               tr("Remove the selected layer"), [this]() { layerPanel_->removeLayer(); });
+  defineAction("moveUp", tr("Move layer &up"), ":/icons/up.svg", QKeySequence(Qt::ALT | Qt::Key_Up),
+               tr("Move the selected layer up"), [this]() { layerPanel_->moveLayer(-1); });
+  defineAction("moveDown", tr("Move layer &down"), ":/icons/down.svg", QKeySequence(Qt::ALT | Qt::Key_Down),
+               tr("Move the selected layer down"), [this]() { layerPanel_->moveLayer(1); });
+  defineAction("clearCheckpoints", tr("&Clear checkpoints"), "", QKeySequence(), tr("Store every activation"),
+               [this]() { (void)report(document_->applyPlan(Plan{}, QStringLiteral("none"))); });
+}
+
+void MainWindow::buildPlanActions() {
+  defineAction("plan", tr("&Plan"), ":/icons/plan.svg", QKeySequence(Qt::CTRL | Qt::Key_P),
+               tr("Run the chosen planner in the background and apply its plan"),
+               [this]() { runPlanner(plannerPicker_->plannerName()); });
+  defineAction("compare", tr("&Compare planners"), ":/icons/compare.svg", QKeySequence(Qt::CTRL | Qt::Key_K),
+               tr("Show two planners side by side"), [this]() { tabs_->setCurrentWidget(compareView_); });
+  defineAction("clearMeasured", tr("Clear &measured overlay"), "", QKeySequence(), tr("Hide the measured timeline"),
+               [this]() { document_->setMeasured(std::nullopt); });
+}
+
+void MainWindow::buildHelpActions() {
+  defineAction("about", tr("&About Remat Explorer"), ":/icons/app.svg", QKeySequence(), tr("About"), [this]() {
     QMessageBox::about(this, tr("About Remat Explorer"),
                        tr("<h3>Remat Explorer</h3><p>Activation checkpointing planner and memory explorer, after "
                           "Hong et al., <i>GPU Memory Usage Optimization for Backward Propagation in Deep Network "
                           "Training</i> (2025).</p><p>Qt %1</p>")
                            .arg(QString::fromLatin1(qVersion())));
   });
+}
+
+void MainWindow::buildRunActions() {
+  defineAction("runCpu", tr("Measure on &CPU"), ":/icons/run.svg", QKeySequence(Qt::CTRL | Qt::Key_R),
+               tr("Run the plan on the CPU reference and overlay the measured memory"),
+               [this]() { measure(QStringLiteral("cpu")); });
+  defineAction("runGpu", tr("Measure on &GPU"), ":/icons/gpu.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R),
+               tr("Run the plan on the GPU and overlay the measured memory"),
+               [this]() { measure(QStringLiteral("gpu")); });
+  defineAction("cancel", tr("Cancel &job"), ":/icons/stop.svg", QKeySequence(Qt::Key_Escape),
+               tr("Cancel the running jobs"), [this]() {
+                 jobs_->cancelAll();
+                 statusText_->setText(tr("Cancelled"));
+               });
   actions_["runGpu"]->setVisible(measureDevices().contains(QStringLiteral("gpu")));
 }
 
@@ -256,12 +285,12 @@ void MainWindow::buildStatusBar() {
   statusBar()->addWidget(statusText_, 1);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(cancelButton_);
-  connect(jobs_, &JobRunner::started, this, [this](const QString&, const QString& label) {
+  connect(jobs_, &JobRunner::started, this, [this](JobChannel, const QString& label) {
     lastProgressText_ = label + QStringLiteral("...");
     statusText_->setText(lastProgressText_);
     progress_->setRange(0, 0);  // busy until the job reports a fraction
   });
-  connect(jobs_, &JobRunner::progress, this, [this](const QString&, double fraction, const QString& text) {
+  connect(jobs_, &JobRunner::progress, this, [this](JobChannel, double fraction, const QString& text) {
     if (fraction < 0.0) {
       progress_->setRange(0, 0);
     } else {
@@ -273,9 +302,10 @@ void MainWindow::buildStatusBar() {
     lastProgressText_ = text;
   });
   // A job's own result message replaces its progress text; one without shows that it is done.
-  connect(jobs_, &JobRunner::finished, this, [this](const QString& channel, bool delivered) {
+  connect(jobs_, &JobRunner::finished, this, [this](JobChannel channel, bool delivered) {
     if (!lastProgressText_.isEmpty() && statusText_->text() == lastProgressText_)
-      statusText_->setText(delivered ? tr("%1: done").arg(jobs_->label(channel)) : tr("Cancelled"));
+      statusText_->setText(delivered ? tr("%1: done").arg(jobs_->label(channel))
+                                     : tr("Cancelled the %1 job").arg(jobChannelName(channel)));
     lastProgressText_.clear();
   });
   connect(jobs_, &JobRunner::busyChanged, this, [this](bool busy) {

@@ -3,12 +3,14 @@
 // checkpoint strip and memory chart, a comparison of two planners, and measured runs. Long work
 // runs on the JobRunner; errors go to the message bar and the status bar, never a crash.
 #include <QMainWindow>
+#include <functional>
 #include <optional>
 
 #include "remat/base/status.hpp"
 #include "remat/model/zoo.hpp"
 
 class QAction;
+class QKeySequence;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -66,7 +68,17 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  void buildCentralWidget();
+  void connectViews();
+  // Actions by key (actions_), grouped by the menu they belong to.
+  QAction* defineAction(const QString& key, const QString& text, const QString& icon, const QKeySequence& shortcut,
+                        const QString& tip, std::function<void()> slot);
   void buildActions();
+  void buildFileActions();
+  void buildEditActions();
+  void buildPlanActions();
+  void buildRunActions();
+  void buildHelpActions();
   void buildMenus();
   void buildToolBars();
   void buildStatusBar();
@@ -85,7 +97,8 @@ class MainWindow : public QMainWindow {
   void openDialog();
   void saveAsDialog();
   void openTimelineDialog();
-  void exportDialog(const QString& what);
+  enum class ExportKind { PredictedTimeline, MeasuredTimeline, PlanJson, ChartPng, ChartSvg };
+  void exportDialog(ExportKind kind);
 
   Document* document_;
   JobRunner* jobs_;

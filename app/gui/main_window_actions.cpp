@@ -6,10 +6,11 @@
 #include <QTabWidget>
 #include <nlohmann/json.hpp>
 
+#include "charts/memory_chart.hpp"
+#include "charts/units.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
-#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
 #include "plan_jobs.hpp"
@@ -17,7 +18,6 @@
 #include "planner_picker.hpp"
 #include "remat/io/chain_file.hpp"
 #include "run_support.hpp"
-#include "charts/units.hpp"
 #include "zoo_bar.hpp"
 
 namespace remat::gui {
@@ -186,17 +186,17 @@ void MainWindow::startPlanJob(const QString& name, PlanApply apply) {
   if (!document_->hasChain()) return showError(tr("Open a chain or pick a zoo model first"));
   const Chain chain = document_->chain();
   const std::string planner = name.toStdString();
-  jobs_->start<Result<PlanJobResult>>(
-      QStringLiteral("plan"), tr("Planning with %1").arg(name),
+  jobs_->start<Result<SimulatedPlan>>(
+      JobChannel::Plan, tr("Planning with %1").arg(name),
       [chain, planner](const JobRunner::Control& control) {
         control.progress(-1.0);
         return planAndSimulate(chain, planner, control.cancelFlag());
       },
-      [this, name, apply](Result<PlanJobResult> planned) {
+      [this, name, apply](Result<SimulatedPlan> planned) {
         if (!planned) return (void)report(planned.status());
-        const PlanReport& r = planned->result;
-        const Status applied = apply == PlanApply::Opening ? document_->setOpeningPlan(r.plan, name)
-                                                           : document_->applyPlan(r.plan, name);
+        const PlanReport& r = planned->report;
+        const Status applied =
+            apply == PlanApply::Opening ? document_->setOpeningPlan(r.plan, name) : document_->applyPlan(r.plan, name);
         if (!report(applied)) return;
         lastPlanned_ = LastPlanned{name, r.plan.checkpoints, r.planSeconds};
         statusText_->setText(tr("Showing the %1 plan: %2 checkpoints, peak %3, planned in %4 ms")
@@ -214,7 +214,7 @@ void MainWindow::measure(const QString& device) {
                      1};
   const std::uint64_t predictedPeak = document_->simulation().dynamicPeakBytes;
   jobs_->start<Result<Timeline>>(
-      QStringLiteral("run"), tr("Measuring on %1").arg(device),
+      JobChannel::Run, tr("Measuring on %1").arg(device),
       [request](const JobRunner::Control& control) {
         return measurePlan(request, control.cancelFlag(),
                            [&control](double fraction, const QString& text) { control.progress(fraction, text); });
@@ -285,26 +285,32 @@ void MainWindow::openTimelineDialog() {
   if (!path.isEmpty()) (void)openMeasuredTimeline(path);
 }
 
-void MainWindow::exportDialog(const QString& what) {
+void MainWindow::exportDialog(ExportKind kind) {
   if (!document_->hasChain()) return;
+  // What the dialog asks for and which export writes the chosen file.
+  struct Target {
+    QString title;
+    QString suffix;
+    QString filter;
+    Status (MainWindow::*write)(const QString& path) = nullptr;
+  };
+  const Target target = [&]() -> Target {
+    switch (kind) {
+      case ExportKind::PredictedTimeline:
+        return {tr("Export predicted timeline"), ".csv", kTimelineExportFilter, &MainWindow::exportPredictedTimeline};
+      case ExportKind::MeasuredTimeline:
+        return {tr("Export measured timeline"), ".csv", kTimelineExportFilter, &MainWindow::exportMeasuredTimeline};
+      case ExportKind::PlanJson:
+        return {tr("Export plan"), "_plan.json", tr("JSON (*.json)"), &MainWindow::exportPlanJson};
+      case ExportKind::ChartPng: return {tr("Export chart"), ".png", tr("PNG (*.png)"), &MainWindow::exportChartPng};
+      case ExportKind::ChartSvg: return {tr("Export chart"), ".svg", tr("SVG (*.svg)"), &MainWindow::exportChartSvg};
+    }
+    return {};
+  }();
+  if (!target.write) return;
   const QString stem = QString::fromStdString(document_->chain().name) + QLatin1Char('_') + document_->planSource();
-  QString path;
-  if (what == QLatin1String("predicted") || what == QLatin1String("measured")) {
-    path = QFileDialog::getSaveFileName(this, tr("Export %1 timeline").arg(what), stem + QStringLiteral(".csv"),
-                                        kTimelineExportFilter);
-    if (path.isEmpty()) return;
-    (void)(what == QLatin1String("predicted") ? exportPredictedTimeline(path) : exportMeasuredTimeline(path));
-  } else if (what == QLatin1String("plan")) {
-    path =
-        QFileDialog::getSaveFileName(this, tr("Export plan"), stem + QStringLiteral("_plan.json"), tr("JSON (*.json)"));
-    if (!path.isEmpty()) (void)exportPlanJson(path);
-  } else if (what == QLatin1String("png")) {
-    path = QFileDialog::getSaveFileName(this, tr("Export chart"), stem + QStringLiteral(".png"), tr("PNG (*.png)"));
-    if (!path.isEmpty()) (void)exportChartPng(path);
-  } else if (what == QLatin1String("svg")) {
-    path = QFileDialog::getSaveFileName(this, tr("Export chart"), stem + QStringLiteral(".svg"), tr("SVG (*.svg)"));
-    if (!path.isEmpty()) (void)exportChartSvg(path);
-  }
+  const QString path = QFileDialog::getSaveFileName(this, target.title, stem + target.suffix, target.filter);
+  if (!path.isEmpty()) (void)(this->*target.write)(path);
 }
 
 }  // namespace remat::gui

@@ -4,6 +4,9 @@
 #include <QLabel>
 #include <QTimer>
 #include <QToolButton>
+#include <array>
+
+#include "charts/palette.hpp"
 
 namespace remat::gui {
 
@@ -36,11 +39,14 @@ QString MessageBar::text() const { return isHidden() ? QString() : label_->text(
 void MessageBar::present(const QString& text, bool error) {
   error_ = error;
   label_->setText(text);
+  using charts::PaletteRole;
+  const auto [background, border, foreground] =
+      error ? std::array{PaletteRole::ErrorBackground, PaletteRole::ErrorBorder, PaletteRole::ErrorText}
+            : std::array{PaletteRole::InfoBackground, PaletteRole::InfoBorder, PaletteRole::InfoText};
   setStyleSheet(
-      error ? QStringLiteral("#messageBar { background: #fdecea; border: 1px solid #f5c2c0; border-radius: 3px; }"
-                             " QLabel { color: #8a1c1c; }")
-            : QStringLiteral("#messageBar { background: #e8f1fb; border: 1px solid #b6d0ee; border-radius: 3px; }"
-                             " QLabel { color: #1b3d66; }"));
+      QStringLiteral("#messageBar { background: %1; border: 1px solid %2; border-radius: 3px; }"
+                     " QLabel { color: %3; }")
+          .arg(charts::paletteName(background), charts::paletteName(border), charts::paletteName(foreground)));
   show();
   if (error) {
     hideTimer_->stop();

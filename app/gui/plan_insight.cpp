@@ -2,8 +2,9 @@
 
 #include <algorithm>
 
-#include "remat/memory/liveness.hpp"
+#include "charts/qt_text.hpp"
 #include "charts/units.hpp"
+#include "remat/memory/liveness.hpp"
 
 namespace remat::gui {
 namespace {
@@ -19,12 +20,12 @@ QString tensorText(const Chain& chain, const TensorLife& tensor) {
   return text;
 }
 
-}  // namespace
-
-QString opText(const Chain& chain, const Op& op) {
-  if (op.kind == OpKind::Seed || op.layer < 1 || op.layer > chain.size()) return QString::fromStdString(opLabel(op));
-  return QString::fromStdString(opLabel(op) + " " + chain.layers[op.layer - 1].name);
+// "B(12) conv4_3" or "SEED": core's label with the layer names the simulation recorded.
+QString opText(const Simulation& simulation, const Op& op) {
+  return QString::fromStdString(opLabel(op, simulation.timeline.layerNames));
 }
+
+}  // namespace
 
 std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {
   const auto& entries = simulation.timeline.entries;
@@ -37,12 +38,11 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, std::s
   const auto& entries = simulation.timeline.entries;
   if (entries.empty() || simulation.peakOpIndex >= entries.size()) return {};
   const std::size_t op = simulation.peakOpIndex;
-  const auto phase = phaseName(entries[op].op.phase());
   QString text = QObject::tr("Peak %1 = static %2 + dynamic %3\nat op %4: %5 (%6)")
                      .arg(charts::formatBytes(simulation.peakBytes()), charts::formatBytes(simulation.staticBytes),
                           charts::formatBytes(simulation.dynamicPeakBytes))
                      .arg(op)
-                     .arg(opText(chain, entries[op].op), QString::fromLatin1(phase.data(), qsizetype(phase.size())));
+                     .arg(opText(simulation, entries[op].op), charts::toQString(phaseName(entries[op].op.phase())));
   const LivenessTrace trace = traceLiveness(chain, simulation.plan);
   std::vector<std::size_t> alive = trace.aliveDuring(op);
   std::stable_sort(alive.begin(), alive.end(),
@@ -85,11 +85,11 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
     data.checkpointStored.push_back({life.storedOp, QObject::tr("checkpoint %1\nstored by op %2: %3")
                                                         .arg(layer)
                                                         .arg(life.storedOp)
-                                                        .arg(opText(chain, trace.ops[life.storedOp]))});
+                                                        .arg(opText(simulation, trace.ops[life.storedOp]))});
     data.checkpointFreed.push_back({life.freedOp, QObject::tr("checkpoint %1\nfreed after op %2: %3")
                                                       .arg(layer)
                                                       .arg(life.freedOp)
-                                                      .arg(opText(chain, trace.ops[life.freedOp]))});
+                                                      .arg(opText(simulation, trace.ops[life.freedOp]))});
   }
   return data;
 }

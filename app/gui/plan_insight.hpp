@@ -6,14 +6,11 @@
 #include <optional>
 
 #include "charts/memory_chart_series.hpp"
-#include "remat/model/chain.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::gui {
-
-// "B(12) conv4_3" or "SEED".
-QString opText(const Chain& chain, const Op& op);
 
 // Multi-line: the peak op, static + dynamic, then the tensors alive during it (largest first, at
 // most maxTensors listed), and the op's workspace.

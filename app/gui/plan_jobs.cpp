@@ -2,7 +2,7 @@
 
 namespace remat::gui {
 
-Result<PlanJobResult> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel) {
+Result<SimulatedPlan> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel) {
   PlannerOptions options;
   options.cancelFlag = cancel;
   Result<PlanReport> planned = runPlanner(chain, planner, options);
@@ -11,7 +11,7 @@ Result<PlanJobResult> planAndSimulate(const Chain& chain, const std::string& pla
   Result<Simulation> simulation = simulate(chain, planned->plan);
   if (!simulation) return simulation.status().withContext("planner '" + planner + "'");
   simulation->timeline.planner = planner;
-  return PlanJobResult{std::move(planned).value(), std::move(simulation).value()};
+  return SimulatedPlan{std::move(planned).value(), std::move(simulation).value()};
 }
 
 }  // namespace remat::gui

@@ -4,18 +4,19 @@
 #include <atomic>
 #include <string>
 
+#include "remat/base/status.hpp"
+#include "remat/memory/simulator.hpp"
 #include "remat/model/chain.hpp"
 #include "remat/planners/planners.hpp"
-#include "remat/memory/simulator.hpp"
-#include "remat/base/status.hpp"
 
 namespace remat::gui {
 
-struct PlanJobResult {
-  PlanReport result;
+// A planner's report and the simulation of its plan (timeline, liveness) for the views.
+struct SimulatedPlan {
+  PlanReport report;
   Simulation simulation;
 };
 
-Result<PlanJobResult> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel);
+Result<SimulatedPlan> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel);
 
 }  // namespace remat::gui

@@ -9,18 +9,20 @@
 #include <QSignalBlocker>
 #include <QVBoxLayout>
 
+#include "charts/memory_chart.hpp"
+#include "charts/palette.hpp"
+#include "charts/units.hpp"
 #include "checkpoint_strip.hpp"
 #include "document.hpp"
-#include "charts/memory_chart.hpp"
 #include "plan_insight.hpp"
-#include "strip_colors.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
 
-QString swatch(StripRole role, const QString& text) {
-  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(stripColor(role).name(), text);
+using charts::PaletteRole;
+
+QString swatch(PaletteRole role, const QString& text) {
+  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(charts::paletteName(role), text);
 }
 
 }  // namespace
@@ -29,7 +31,19 @@ PlanView::PlanView(Document* document, QWidget* parent) : QWidget(parent), docum
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
   layout->setSpacing(6);
+  layout->addLayout(buildCards());
+  layout->addWidget(buildLegend());
+  strip_ = new CheckpointStrip(this);
+  layout->addWidget(strip_);
+  chart_ = new charts::MemoryChart(this);
+  layout->addWidget(chart_, 1);
+  layout->addLayout(buildChartOptions());
+  connectControls();
+  refreshChain();
+  refreshPlan();
+}
 
+QHBoxLayout* PlanView::buildCards() {
   auto* cards = new QHBoxLayout();
   cards->setSpacing(6);
   addCard(cards, "peak", tr("Peak memory"), tr("Static memory plus the dynamic peak E: what the device must hold"));
@@ -41,22 +55,22 @@ PlanView::PlanView(Document* document, QWidget* parent) : QWidget(parent), docum
   addCard(cards, "recompute", tr("Recompute"), tr("Forward cost of the recomputed ops, against one forward pass"));
   addCard(cards, "checkpoints", tr("Checkpoints"), tr("How many layers' outputs are kept"));
   addCard(cards, "plan", tr("Plan"), tr("Where the plan came from: a planner, or your edits"));
-  layout->addLayout(cards);
+  return cards;
+}
 
+// The strip's legend, in the strip's colours.
+QLabel* PlanView::buildLegend() {
   auto* legend = new QLabel(this);
   legend->setText(tr("%1 &nbsp; %2 &nbsp; %3 &nbsp; <span style='color:%4'>&#9633;</span>&nbsp;peak layer"
                      " &nbsp;&nbsp; <span style='color:gray'>Click a layer to toggle its checkpoint, drag a "
                      "handle to move it; keys: &larr; &rarr; Space, Shift+&larr;/&rarr;</span>")
-                      .arg(swatch(StripRole::Kept, tr("kept from forward")),
-                           swatch(StripRole::Recomputed, tr("recomputed")),
-                           swatch(StripRole::Checkpoint, tr("checkpoint")), stripColor(StripRole::Peak).name()));
-  layout->addWidget(legend);
-  strip_ = new CheckpointStrip(this);
-  layout->addWidget(strip_);
+                      .arg(swatch(PaletteRole::KeptLayer, tr("kept from forward")),
+                           swatch(PaletteRole::RecomputedLayer, tr("recomputed")),
+                           swatch(PaletteRole::Checkpoint, tr("checkpoint")), charts::paletteName(PaletteRole::Peak)));
+  return legend;
+}
 
-  chart_ = new charts::MemoryChart(this);
-  layout->addWidget(chart_, 1);
-
+QHBoxLayout* PlanView::buildChartOptions() {
   auto* options = new QHBoxLayout();
   showStatic_ = new QCheckBox(tr("Static memory"), this);
   showStatic_->setChecked(true);
@@ -82,29 +96,29 @@ PlanView::PlanView(Document* document, QWidget* parent) : QWidget(parent), docum
   options->addWidget(new QLabel(tr("Device capacity:"), this));
   options->addWidget(capacity_);
   options->addStretch(1);
-  layout->addLayout(options);
+  return options;
+}
 
-  connect(strip_, &CheckpointStrip::toggleRequested, this, [this](std::size_t layer) {
-    const Status status = document_->toggleCheckpoint(layer);
+void PlanView::connectControls() {
+  const auto reportRefusal = [this](const Status& status) {
     if (!status) emit statusMessage(QString::fromStdString(status.message()));
-  });
-  connect(strip_, &CheckpointStrip::moveRequested, this, [this](std::size_t from, std::size_t to) {
-    const Status status = document_->moveCheckpoint(from, to);
-    if (!status) emit statusMessage(QString::fromStdString(status.message()));
+  };
+  connect(strip_, &CheckpointStrip::toggleRequested, this,
+          [this, reportRefusal](std::size_t layer) { reportRefusal(document_->toggleCheckpoint(layer)); });
+  connect(strip_, &CheckpointStrip::moveRequested, this, [this, reportRefusal](std::size_t from, std::size_t to) {
+    reportRefusal(document_->moveCheckpoint(from, to));
   });
   connect(strip_, &CheckpointStrip::cursorChanged, this, &PlanView::layerFocused);
   connect(showStatic_, &QCheckBox::toggled, this, &PlanView::applyChartOptions);
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &PlanView::applyChartOptions);
   connect(capacity_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
-    capacityBytes_ = static_cast<std::uint64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+    capacityBytes_ = static_cast<std::uint64_t>(gib * charts::kBytesPerGiB);
     applyChartOptions();
   });
   connect(proportional_, &QCheckBox::toggled, strip_, &CheckpointStrip::setProportional);
   connect(document_, &Document::chainChanged, this, &PlanView::refreshChain);
   connect(document_, &Document::simulationChanged, this, &PlanView::refreshPlan);
   connect(document_, &Document::measuredChanged, this, &PlanView::refreshChart);
-  refreshChain();
-  refreshPlan();
 }
 
 QLabel* PlanView::addCard(QHBoxLayout* row, const QString& key, const QString& title, const QString& tip) {
@@ -142,7 +156,7 @@ void PlanView::setCapacityBytes(std::uint64_t bytes) {
   // The exact bytes are kept: the spin box shows them rounded to its decimals.
   {
     const QSignalBlocker blocker(capacity_);
-    capacity_->setValue(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+    capacity_->setValue(static_cast<double>(bytes) / charts::kBytesPerGiB);
   }
   capacityBytes_ = bytes;
   applyChartOptions();
@@ -186,7 +200,8 @@ void PlanView::refreshChart() {
 void PlanView::updatePeakWarning() {
   const std::uint64_t capacity = capacityBytes_;
   const bool over = document_->hasChain() && capacity > 0 && document_->simulation().peakBytes() > capacity;
-  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: #c62828;") : QString());
+  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: %1;").arg(charts::paletteName(PaletteRole::OverCapacity))
+                                      : QString());
   values_["peak"]->setProperty("overCapacity", over);
   if (over)
     values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(charts::formatBytes(capacity)) +

@@ -42,6 +42,10 @@ class PlanView : public QWidget {
   void refreshChart();
   void applyChartOptions();
   void updatePeakWarning();  // the peak turns red above the capacity line
+  QHBoxLayout* buildCards();
+  QLabel* buildLegend();
+  QHBoxLayout* buildChartOptions();
+  void connectControls();
   QLabel* addCard(QHBoxLayout* row, const QString& key, const QString& title, const QString& tip);
 
   Document* document_;

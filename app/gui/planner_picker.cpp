@@ -3,23 +3,19 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QSpinBox>
+#include <algorithm>
 
-#include "remat/planners/planners.hpp"
+#include "charts/qt_text.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat::gui {
 namespace {
-const QString kUniform = QStringLiteral("uniform:K");
 
-QString plannerTip(const QString& name) {
-  if (name == QLatin1String("none")) return QObject::tr("No checkpoints: store every activation");
-  if (name == QLatin1String("sqrt")) return QObject::tr("Chen et al.'s sqrt(n) rule");
-  if (name == QLatin1String("greedy")) return QObject::tr("A greedy rule on the activation sizes");
-  if (name == kUniform) return QObject::tr("PyTorch checkpoint_sequential with K segments");
-  if (name == QLatin1String("dp")) return QObject::tr("The paper's O(n^3) dynamic program, minimising A");
-  if (name == QLatin1String("linear")) return QObject::tr("The paper's linear-time planner, minimising R");
-  if (name == QLatin1String("optimal")) return QObject::tr("Exact minimum of the true peak E (slower)");
-  return {};
+// The parameters this picker has an editor for: none, or a count (the spin box).
+bool hasEditor(const PlannerEntry& entry) {
+  return entry.parameter.kind == PlannerParameterKind::None || entry.parameter.kind == PlannerParameterKind::Count;
 }
+
 }  // namespace
 
 PlannerPicker::PlannerPicker(QWidget* parent) : QWidget(parent) {
@@ -27,48 +23,53 @@ PlannerPicker::PlannerPicker(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(2);
   combo_ = new QComboBox(this);
-  for (const std::string& name : plannerNames()) {
-    const QString label = QString::fromStdString(name);
-    combo_->addItem(label);
-    combo_->setItemData(combo_->count() - 1, plannerTip(label), Qt::ToolTipRole);
+  for (const PlannerEntry& entry : plannerRegistry()) {
+    combo_->addItem(QString::fromStdString(entry.listedName()));
+    combo_->setItemData(combo_->count() - 1, charts::toQString(entry.description), Qt::ToolTipRole);
   }
   combo_->setToolTip(tr("Checkpoint planner"));
-  segments_ = new QSpinBox(this);
-  segments_->setRange(1, 4096);
-  segments_->setValue(4);
-  segments_->setPrefix(tr("K="));
-  segments_->setToolTip(tr("Segments of uniform:K"));
+  count_ = new QSpinBox(this);
+  count_->setRange(1, 4096);
+  count_->setValue(4);
   layout->addWidget(combo_);
-  layout->addWidget(segments_);
+  layout->addWidget(count_);
   connect(combo_, &QComboBox::currentIndexChanged, this, [this]() {
-    updateSegments();
+    updateParameter();
     emit plannerChanged(plannerName());
   });
-  connect(segments_, &QSpinBox::valueChanged, this, [this]() { emit plannerChanged(plannerName()); });
-  updateSegments();
+  connect(count_, &QSpinBox::valueChanged, this, [this]() { emit plannerChanged(plannerName()); });
+  updateParameter();
+}
+
+const PlannerEntry& PlannerPicker::currentEntry() const {
+  return plannerRegistry()[static_cast<std::size_t>(std::max(0, combo_->currentIndex()))];
 }
 
 QString PlannerPicker::plannerName() const {
-  const QString name = combo_->currentText();
-  return name == kUniform ? QStringLiteral("uniform:%1").arg(segments_->value()) : name;
+  const PlannerEntry& entry = currentEntry();
+  const QString name = charts::toQString(entry.name);
+  return entry.parameter.kind == PlannerParameterKind::Count ? QStringLiteral("%1:%2").arg(name).arg(count_->value())
+                                                             : name;
 }
 
 bool PlannerPicker::setPlannerName(const QString& name) {
-  if (name.startsWith(QLatin1String("uniform:"))) {
-    bool ok = false;
-    const int k = name.mid(8).toInt(&ok);
-    const int index = combo_->findText(kUniform);
-    if (!ok || k < 1 || index < 0) return false;
-    segments_->setValue(k);
-    combo_->setCurrentIndex(index);
-    return true;
-  }
-  const int index = combo_->findText(name);
-  if (index < 0) return false;
+  Result<ParsedPlannerName> parsed = parsePlannerName(name.toStdString());
+  if (!parsed || !hasEditor(*parsed->entry)) return false;
+  const std::span<const PlannerEntry> registry = plannerRegistry();
+  const int index = static_cast<int>(parsed->entry - registry.data());
+  // Counts above the spin box's range show as its maximum (a count above the layer count acts as it).
+  if (parsed->entry->hasParameter())
+    count_->setValue(static_cast<int>(std::min<std::uint64_t>(parsed->parameter, count_->maximum())));
   combo_->setCurrentIndex(index);
   return true;
 }
 
-void PlannerPicker::updateSegments() { segments_->setVisible(combo_->currentText() == kUniform); }
+void PlannerPicker::updateParameter() {
+  const PlannerEntry& entry = currentEntry();
+  count_->setVisible(entry.parameter.kind == PlannerParameterKind::Count);
+  count_->setPrefix(charts::toQString(entry.parameter.symbol) + QLatin1Char('='));
+  count_->setToolTip(QString::fromStdString(entry.listedName()) + QLatin1Char(' ') +
+                     charts::toQString(entry.parameter.explanation));
+}
 
 }  // namespace remat::gui

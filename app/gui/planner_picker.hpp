@@ -1,9 +1,16 @@
 #pragma once
-// A planner chooser: the names core offers, with a segment count for "uniform:K".
+// A planner chooser: one item per row of core's planner registry, its description as the item's
+// tooltip, and a spin box for the parameter of a planner that takes a count ("uniform:K"). A
+// planner whose parameter is of another kind needs its editor here first (the GUI tests list every
+// registry row through this picker).
 #include <QWidget>
 
 class QComboBox;
 class QSpinBox;
+
+namespace remat {
+struct PlannerEntry;
+}
 
 namespace remat::gui {
 
@@ -13,15 +20,17 @@ class PlannerPicker : public QWidget {
  public:
   explicit PlannerPicker(QWidget* parent = nullptr);
   QString plannerName() const;               // "dp", "uniform:4", ...
-  bool setPlannerName(const QString& name);  // false for a name core does not offer
+  bool setPlannerName(const QString& name);  // false for a name core does not accept
+  QComboBox* combo() const { return combo_; }
 
  signals:
   void plannerChanged(const QString& name);
 
  private:
-  void updateSegments();
+  const PlannerEntry& currentEntry() const;
+  void updateParameter();
   QComboBox* combo_;
-  QSpinBox* segments_;
+  QSpinBox* count_;  // the parameter of a Count-parametrised planner
 };
 
 }  // namespace remat::gui

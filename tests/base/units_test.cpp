@@ -15,6 +15,19 @@ TEST(Units, FormatsBinaryUnitsWithTwoDecimals) {
   EXPECT_EQ(formatBytes(UINT64_MAX), "16.00 EiB");
 }
 
+TEST(Units, TheUnitOfAnAxisIsTheUnitOfTheText) {
+  EXPECT_EQ(byteUnitFor(0.0).name, "B");
+  EXPECT_EQ(byteUnitFor(1023.0).name, "B");
+  EXPECT_EQ(byteUnitFor(1024.0).name, "KiB");
+  EXPECT_DOUBLE_EQ(byteUnitFor(1024.0).divisor, 1024.0);
+  EXPECT_EQ(byteUnitFor(1.5 * (1 << 30)).name, "GiB");
+  EXPECT_EQ(byteUnitFor(1e30).name, "EiB");
+  for (std::uint64_t bytes : {std::uint64_t{1024}, std::uint64_t{5} << 20, std::uint64_t{7} << 40, UINT64_MAX}) {
+    const std::string text = formatBytes(bytes);
+    EXPECT_EQ(text.substr(text.find(' ') + 1), byteUnitFor(static_cast<double>(bytes)).name) << text;
+  }
+}
+
 TEST(Units, ParsesSizesWithAndWithoutUnits) {
   EXPECT_EQ(*parseByteSize("4096"), 4096u);
   EXPECT_EQ(*parseByteSize(" 4 KiB "), 4096u);

@@ -8,11 +8,11 @@
 #include <QSignalSpy>
 
 #include "chain_edits.hpp"
+#include "charts/units.hpp"
 #include "compare_model.hpp"
 #include "document.hpp"
 #include "gui_test_env.hpp"
 #include "remat/memory/simulator.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
@@ -184,7 +184,7 @@ TEST(CompareModel, PassesQtsModelChecksAndShowsBothPlans) {
   std::array<CompareTableModel::Entry, 2> entries;
   for (std::size_t side = 0; side < 2; ++side) {
     entries[side].planner = side == 0 ? QStringLiteral("dp") : QStringLiteral("linear");
-    Result<PlanJobResult> planned = planAndSimulate(chain, entries[side].planner.toStdString(), nullptr);
+    Result<SimulatedPlan> planned = planAndSimulate(chain, entries[side].planner.toStdString(), nullptr);
     ASSERT_TRUE(planned.isOk()) << planned.status().message();
     entries[side].planned = *planned;
   }

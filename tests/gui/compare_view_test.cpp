@@ -8,16 +8,16 @@
 #include <QTabWidget>
 #include <QTest>
 
+#include "charts/memory_chart.hpp"
+#include "charts/units.hpp"
 #include "compare_model.hpp"
 #include "document.hpp"
 #include "gui_test_env.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
-#include "charts/memory_chart.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
 #include "remat/planners/planners.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
@@ -43,7 +43,7 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     const auto& entry = compare->model()->entries()[static_cast<std::size_t>(side)];
     ASSERT_TRUE(entry.planned.has_value()) << entry.error.toStdString();
-    EXPECT_EQ(entry.planned->result.plan, expected->plan);
+    EXPECT_EQ(entry.planned->report.plan, expected->plan);
     const QString peak = compare->model()->data(compare->model()->index(side, CompareTableModel::Peak)).toString();
     EXPECT_EQ(peak, charts::formatBytes(expected->peakBytes()));
     // Each chart draws its own plan's peak...
@@ -57,7 +57,7 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
   EXPECT_GE(compare->chart(0)->displayedRanges().yMaxBytes, compare->chart(1)->peakPoint().y());
 
   // Apply the right (linear) plan: the editor shows it, and undo takes it back.
-  const Plan linearPlan = compare->model()->entries()[1].planned->result.plan;
+  const Plan linearPlan = compare->model()->entries()[1].planned->report.plan;
   QTest::mouseClick(compare->applyButton(1), Qt::LeftButton);
   EXPECT_EQ(window.document()->plan(), linearPlan);
   EXPECT_EQ(window.document()->planSource(), QStringLiteral("linear"));

@@ -20,7 +20,7 @@ TEST(JobRunner, DeliversResultsOnTheGuiThread) {
   QThread* deliveredOn = nullptr;
   QThread* workedOn = nullptr;
   runner.start<int>(
-      QStringLiteral("a"), QStringLiteral("answer"),
+      JobChannel::Plan, QStringLiteral("answer"),
       [&workedOn](const JobRunner::Control&) {
         workedOn = QThread::currentThread();
         return 42;
@@ -29,7 +29,7 @@ TEST(JobRunner, DeliversResultsOnTheGuiThread) {
         delivered = value;
         deliveredOn = QThread::currentThread();
       });
-  EXPECT_TRUE(runner.isRunning(QStringLiteral("a")));
+  EXPECT_TRUE(runner.isRunning(JobChannel::Plan));
   ASSERT_TRUE(runner.waitForIdle(10000));
   EXPECT_EQ(delivered, 42);
   EXPECT_EQ(deliveredOn, QThread::currentThread());
@@ -46,22 +46,22 @@ TEST(JobRunner, AStaleResultIsDroppedWhenANewerRequestWasMade) {
   std::vector<QString> delivered;
   // The first job ignores nothing: it waits until released, then returns a result anyway.
   runner.start<QString>(
-      QStringLiteral("plan"), QStringLiteral("old"),
+      JobChannel::Plan, QStringLiteral("old"),
       [&](const JobRunner::Control& control) {
         while (!release.load()) QThread::msleep(1);
         firstSawCancel = control.cancelled();
         return QStringLiteral("old");
       },
       [&](QString value) { delivered.push_back(value); });
-  const quint64 firstGeneration = runner.generation(QStringLiteral("plan"));
+  const quint64 firstGeneration = runner.generation(JobChannel::Plan);
   runner.start<QString>(
-      QStringLiteral("plan"), QStringLiteral("new"),
+      JobChannel::Plan, QStringLiteral("new"),
       [&](const JobRunner::Control&) {
         release = true;
         return QStringLiteral("new");
       },
       [&](QString value) { delivered.push_back(value); });
-  EXPECT_GT(runner.generation(QStringLiteral("plan")), firstGeneration);
+  EXPECT_GT(runner.generation(JobChannel::Plan), firstGeneration);
   release = true;  // with one pool thread the second job would wait for the first
   ASSERT_TRUE(runner.waitForIdle(10000));
   // The old job may still be finishing: wait for the pool, then let its queued answer arrive.
@@ -78,7 +78,7 @@ TEST(JobRunner, CancelSetsTheFlagAndDropsTheResult) {
   std::atomic<bool> started{false};
   bool delivered = false;
   runner.start<int>(
-      QStringLiteral("run"), QStringLiteral("long"),
+      JobChannel::Run, QStringLiteral("long"),
       [&](const JobRunner::Control& control) {
         started = true;
         while (!control.cancelled()) QThread::msleep(1);  // like a planner polling cancelFlag
@@ -86,7 +86,7 @@ TEST(JobRunner, CancelSetsTheFlagAndDropsTheResult) {
       },
       [&](int) { delivered = true; });
   while (!started.load()) QThread::msleep(1);
-  runner.cancel(QStringLiteral("run"));
+  runner.cancel(JobChannel::Run);
   EXPECT_FALSE(runner.isBusy());
   ASSERT_EQ(finished.count(), 1);
   EXPECT_FALSE(finished.at(0).at(1).toBool());
@@ -100,7 +100,7 @@ TEST(JobRunner, ReportsProgressOfTheCurrentJob) {
   JobRunner runner;
   QSignalSpy progress(&runner, &JobRunner::progress);
   runner.start<int>(
-      QStringLiteral("p"), QStringLiteral("steps"),
+      JobChannel::Compare, QStringLiteral("steps"),
       [](const JobRunner::Control& control) {
         for (int i = 1; i <= 4; ++i) control.progress(i / 4.0, QStringLiteral("step %1").arg(i));
         return 0;

@@ -75,7 +75,7 @@ TEST_F(MainWindowTest, NewChainIsEditableAndThePlannerRunsInTheBackground) {
   ASSERT_TRUE(window_.newChain().isOk());
   EXPECT_GT(window_.document()->chain().size(), 3u);
   window_.runPlanner(QStringLiteral("optimal"));
-  EXPECT_TRUE(window_.jobs()->isRunning(QStringLiteral("plan")));
+  EXPECT_TRUE(window_.jobs()->isRunning(JobChannel::Plan));
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   EXPECT_EQ(window_.document()->planSource(), QStringLiteral("optimal"));
   EXPECT_EQ(window_.document()->undoStack()->count(), 1);

@@ -6,11 +6,11 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
+#include "charts/memory_chart.hpp"
 #include "document.hpp"
 #include "gui_test_env.hpp"
 #include "job_runner.hpp"
 #include "main_window.hpp"
-#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_view.hpp"
 #include "run_support.hpp"
@@ -35,7 +35,7 @@ TEST(Run, MeasuresThePlanOnTheCpuAndOverlaysIt) {
   window.document()->resetChain(tinyCnn(), QString());
   ASSERT_TRUE(window.document()->applyPlan(Plan{{3, 9}}, QStringLiteral("manual")).isOk());
   window.measure(QStringLiteral("cpu"));
-  EXPECT_TRUE(window.jobs()->isRunning(QStringLiteral("run")));
+  EXPECT_TRUE(window.jobs()->isRunning(JobChannel::Run));
   ASSERT_TRUE(window.jobs()->waitForIdle(120000));
   ASSERT_TRUE(window.document()->measured().has_value()) << window.messageBar()->text().toStdString();
   const Timeline& measured = *window.document()->measured();
@@ -69,7 +69,7 @@ TEST(Run, ACancelledRunLeavesNoMeasurement) {
   window.document()->resetChain(tinyCnn(), QString());
   QSignalSpy finished(window.jobs(), &JobRunner::finished);
   window.measure(QStringLiteral("cpu"));
-  window.jobs()->cancel(QStringLiteral("run"));
+  window.jobs()->cancel(JobChannel::Run);
   EXPECT_FALSE(window.jobs()->isBusy());
   window.jobs()->shutdown();  // let the worker finish its step; its answer is dropped
   QCoreApplication::processEvents();

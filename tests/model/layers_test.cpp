@@ -278,5 +278,24 @@ TEST(BuildChain, ShapesFlowThroughLayers) {
   EXPECT_NE(bad.status().message().find("layer 1 ('p', maxpool)"), std::string::npos) << bad.status().message();
 }
 
+TEST(Vocabulary, EveryKindAndDtypeIsListedAndReadsBack) {
+  EXPECT_EQ(layerKinds().size(), 14u);
+  std::string known;
+  for (LayerKind kind : layerKinds()) {
+    auto parsed = parseKind(kindName(kind));
+    ASSERT_TRUE(parsed.isOk()) << kindName(kind);
+    EXPECT_EQ(*parsed, kind);
+    known += (known.empty() ? "" : ", ") + std::string(kindName(kind));
+  }
+  EXPECT_NE(parseKind("nope").status().message().find("(known kinds: " + known + ")"), std::string::npos);
+  ASSERT_EQ(dtypes().size(), 3u);
+  for (DType dtype : dtypes()) {
+    auto parsed = parseDType(dtypeName(dtype));
+    ASSERT_TRUE(parsed.isOk()) << dtypeName(dtype);
+    EXPECT_EQ(*parsed, dtype);
+  }
+  EXPECT_EQ(parseDType("int8").status().message(), "unknown dtype 'int8' (expected float32, float16 or bfloat16)");
+}
+
 }  // namespace
 }  // namespace remat

@@ -2,7 +2,6 @@
 // monotone-u property of CNN chains and the zoo, cancellation, and on chains too long for brute
 // force, that each exact planner beats every other planner's plan on its own objective.
 #include "remat/planners/planners.hpp"
-#include "remat/io/results_json.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +9,11 @@
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "remat/model/random_chain.hpp"
+#include "remat/io/results_json.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat {
 namespace {
@@ -45,6 +46,71 @@ TEST(PlannerNames, ListAndErrors) {
   auto empty = runPlanner(makeAbstractChain("empty", 10, {}), "dp");
   ASSERT_FALSE(empty.isOk());
   EXPECT_EQ(empty.status().code(), ErrorCode::InvalidInput);
+}
+
+// A name that runs each registered planner: parametrised ones with a valid parameter value.
+std::string runnableName(const PlannerEntry& entry) {
+  switch (entry.parameter.kind) {
+    case PlannerParameterKind::None: return std::string(entry.name);
+    case PlannerParameterKind::Count: return std::string(entry.name) + ":3";
+    case PlannerParameterKind::ByteSize: return std::string(entry.name) + ":4KiB";
+  }
+  return {};
+}
+
+TEST(PlannerRegistry, EveryRegisteredPlannerRunsOnASmallChain) {
+  const Chain chain = makeRandomChain(mixedRandomChainOptions(9, 5));
+  std::vector<std::string> listed;
+  for (const PlannerEntry& entry : plannerRegistry()) {
+    SCOPED_TRACE(entry.listedName());
+    listed.push_back(entry.listedName());
+    EXPECT_FALSE(entry.description.empty());
+    EXPECT_NE(std::string("AER-").find(entry.objective), std::string::npos);
+    EXPECT_NE(validPlannerNames().find(entry.listedName()), std::string::npos);
+    EXPECT_EQ(entry.hasParameter(), !entry.parameter.symbol.empty());
+    EXPECT_EQ(entry.compare.parameter != nullptr, entry.compare.listed && entry.hasParameter());
+    const PlanReport report = mustRun(chain, runnableName(entry));
+    EXPECT_EQ(report.planner, runnableName(entry));
+    EXPECT_EQ(report.objective, std::string(1, entry.objective));
+    auto parsed = parsePlannerName(runnableName(entry));
+    ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+    EXPECT_EQ(parsed->entry, &entry);
+  }
+  EXPECT_EQ(plannerNames(), listed);
+  EXPECT_EQ(validPlannerNames(), "none, sqrt, greedy, uniform:K (K >= 1), dp, linear, optimal");
+  EXPECT_EQ(defaultComparePlannersText(), "none,sqrt,greedy,uniform:K with K = ceil(sqrt n),dp,linear,optimal");
+  EXPECT_EQ(defaultComparePlanners(10),
+            (std::vector<std::string>{"none", "sqrt", "greedy", "uniform:4", "dp", "linear", "optimal"}));
+}
+
+TEST(PlannerRegistry, ParametersAreReadAsTheirKindSays) {
+  auto parsedUniform = parsePlannerName("uniform:2");
+  ASSERT_TRUE(parsedUniform.isOk());
+  const PlannerEntry& uniform = *parsedUniform->entry;
+  EXPECT_EQ(*parsePlannerParameter(uniform, "uniform:12", "12"), 12u);
+  EXPECT_EQ(parsePlannerParameter(uniform, "uniform: 3", " 3").status().message(),
+            "planner 'uniform: 3': K must be a whole number >= 1 (uniform:K splits the chain into K segments)");
+  // A byte-size parameter (as a budget:SIZE planner would take) goes through parseByteSize.
+  const PlannerEntry budget{.name = "budget",
+                            .parameter = {PlannerParameterKind::ByteSize, "SIZE", "keeps at most SIZE bytes"},
+                            .objective = '-',
+                            .description = "a byte-size parameter",
+                            .compare = {},
+                            .plan = nullptr};
+  EXPECT_EQ(budget.listedName(), "budget:SIZE");
+  EXPECT_EQ(*parsePlannerParameter(budget, "budget:1.5KiB", "1.5KiB"), 1536u);
+  EXPECT_EQ(*parsePlannerParameter(budget, "budget:4096", "4096"), 4096u);
+  auto bad = parsePlannerParameter(budget, "budget:lots", "lots");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().code(), ErrorCode::InvalidInput);
+  EXPECT_EQ(bad.status().message().rfind("planner 'budget:lots': SIZE must be a byte size (budget:SIZE keeps at most "
+                                         "SIZE bytes): bad size 'lots'",
+                                         0),
+            0u)
+      << bad.status().message();
+  auto parsedNone = parsePlannerName("none");
+  ASSERT_TRUE(parsedNone.isOk());
+  EXPECT_FALSE(parsePlannerParameter(*parsedNone->entry, "none:1", "1").isOk());
 }
 
 TEST(FixedRules, Sqrt) {

@@ -38,29 +38,35 @@ int unitPower(std::string_view unit) {
 
 }  // namespace
 
+ByteUnit byteUnitFor(double bytes) {
+  ByteUnit unit;
+  std::size_t index = 0;
+  while (bytes / unit.divisor >= 1024.0 && index + 1 < kUnits.size()) {
+    unit.divisor *= 1024.0;  // a power of two: the division stays exact
+    ++index;
+  }
+  unit.name = kUnits[index];
+  return unit;
+}
+
 std::string formatBytes(std::uint64_t bytes) {
   if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < kUnits.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
+  const ByteUnit unit = byteUnitFor(static_cast<double>(bytes));
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f %s", value, kUnits[unit]);
+  std::snprintf(buffer, sizeof buffer, "%.2f %.*s", static_cast<double>(bytes) / unit.divisor,
+                static_cast<int>(unit.name.size()), unit.name.data());
   return buffer;
 }
 
 Result<std::uint64_t> parseByteSize(std::string_view text) {
   const std::string_view body = trim(text);
   std::size_t numberEnd = 0;
-  while (numberEnd < body.size() && (std::isdigit(static_cast<unsigned char>(body[numberEnd])) || body[numberEnd] == '.'))
+  while (numberEnd < body.size() &&
+         (std::isdigit(static_cast<unsigned char>(body[numberEnd])) || body[numberEnd] == '.'))
     ++numberEnd;
   const std::string_view number = body.substr(0, numberEnd);
   const int power = unitPower(trim(body.substr(numberEnd)));
-  const auto bad = [&](const std::string& why) {
-    return Status::invalid("bad size " + quoted(text) + ": " + why);
-  };
+  const auto bad = [&](const std::string& why) { return Status::invalid("bad size " + quoted(text) + ": " + why); };
   if (number.empty() || number.front() == '.' || number.back() == '.' || power < 0)
     return bad("expected a number of bytes, optionally with a unit (B, KiB, MiB, GiB, TiB), e.g. 3.5GiB");
   if (number.find('.') == std::string_view::npos) {

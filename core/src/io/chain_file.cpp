@@ -143,6 +143,90 @@ Status readMeasured(FieldReader& r, LayerSpec& layer) {
   return Status::ok();
 }
 
+// The fields of each kind, in the order their errors are reported.
+Status readAbstractFields(FieldReader& r, LayerNumbers& m) {
+  REMAT_RETURN_IF_ERROR(r.readBytes("out_bytes", m.outBytes, true));
+  REMAT_RETURN_IF_ERROR(r.readBool("needs_input", m.needsInput));
+  REMAT_RETURN_IF_ERROR(r.readBool("needs_output", m.needsOutput));
+  REMAT_RETURN_IF_ERROR(r.readBytes("extra_bytes", m.extraBytes, false));
+  REMAT_RETURN_IF_ERROR(r.readBytes("fwd_workspace_bytes", m.fwdWorkspaceBytes, false));
+  REMAT_RETURN_IF_ERROR(r.readBytes("bwd_workspace_bytes", m.bwdWorkspaceBytes, false));
+  REMAT_RETURN_IF_ERROR(r.readBytes("param_bytes", m.paramBytes, false));
+  REMAT_RETURN_IF_ERROR(r.readDouble("fwd_cost", m.fwdCost, 0.0, 1e300));
+  return r.readDouble("bwd_cost", m.bwdCost, 0.0, 1e300);
+}
+
+Status readConv2dFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
+  REMAT_RETURN_IF_ERROR(r.readInt("groups", layer.groups, false, 1));
+  return r.readBool("bias", layer.bias);
+}
+
+Status readPoolFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
+  layer.stride = layer.kernel;  // PyTorch's default stride is the kernel size
+  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
+  return r.readBool("ceil_mode", layer.ceilMode);
+}
+
+Status readAdaptiveAvgPoolFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("output_height", layer.outputHeight, false, 1));
+  return r.readInt("output_width", layer.outputWidth, false, 1);
+}
+
+Status readLinearFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("out_features", layer.outFeatures, true, 1));
+  return r.readBool("bias", layer.bias);
+}
+
+Status readDropoutFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readDouble("p", layer.dropoutP, 0.0, 1.0));
+  if (layer.dropoutP >= 1.0) return r.error("p", "must be below 1 (p = 1 drops everything)");
+  return Status::ok();
+}
+
+Status readBasicBlockFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+  return r.readInt("stride", layer.stride, false, 1);
+}
+
+Status readBottleneckFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("width", layer.width, true, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+  return r.readInt("stride", layer.stride, false, 1);
+}
+
+Status readInvertedResidualFields(FieldReader& r, LayerSpec& layer) {
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
+  return r.readInt("expand_ratio", layer.expandRatio, false, 1);
+}
+
+// The kind's own fields, then (real kinds that run kernels) the measured numbers of `remat profile`.
+Status readKindFields(FieldReader& r, LayerSpec& layer) {
+  switch (layer.kind) {
+    case LayerKind::Abstract: return readAbstractFields(r, layer.numbers);  // its numbers are given, not measured
+    case LayerKind::Conv2d: REMAT_RETURN_IF_ERROR(readConv2dFields(r, layer)); break;
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool: REMAT_RETURN_IF_ERROR(readPoolFields(r, layer)); break;
+    case LayerKind::AdaptiveAvgPool: REMAT_RETURN_IF_ERROR(readAdaptiveAvgPoolFields(r, layer)); break;
+    case LayerKind::Linear: REMAT_RETURN_IF_ERROR(readLinearFields(r, layer)); break;
+    case LayerKind::Dropout: REMAT_RETURN_IF_ERROR(readDropoutFields(r, layer)); break;
+    case LayerKind::BasicBlock: REMAT_RETURN_IF_ERROR(readBasicBlockFields(r, layer)); break;
+    case LayerKind::Bottleneck: REMAT_RETURN_IF_ERROR(readBottleneckFields(r, layer)); break;
+    case LayerKind::InvertedResidual: REMAT_RETURN_IF_ERROR(readInvertedResidualFields(r, layer)); break;
+    case LayerKind::Relu:
+    case LayerKind::Relu6:
+    case LayerKind::BatchNorm: break;
+    case LayerKind::Flatten: return Status::ok();  // a view: no kernel to measure
+  }
+  return readMeasured(r, layer);
+}
+
 Status readLayer(const json& object, std::size_t index, const std::string& source, LayerSpec& layer) {
   std::string where = source + ": layer " + std::to_string(index);
   if (!object.is_object()) return Status::invalid(where + ": must be an object, not " + FieldReader::describe(object));
@@ -156,76 +240,7 @@ Status readLayer(const json& object, std::size_t index, const std::string& sourc
   auto parsedKind = parseKind(kind);
   if (!parsedKind) return r.error("kind", "is '" + kind + "': " + parsedKind.status().message());
   layer.kind = *parsedKind;
-
-  switch (layer.kind) {
-    case LayerKind::Abstract: {
-      LayerNumbers& m = layer.numbers;
-      REMAT_RETURN_IF_ERROR(r.readBytes("out_bytes", m.outBytes, true));
-      REMAT_RETURN_IF_ERROR(r.readBool("needs_input", m.needsInput));
-      REMAT_RETURN_IF_ERROR(r.readBool("needs_output", m.needsOutput));
-      REMAT_RETURN_IF_ERROR(r.readBytes("extra_bytes", m.extraBytes, false));
-      REMAT_RETURN_IF_ERROR(r.readBytes("fwd_workspace_bytes", m.fwdWorkspaceBytes, false));
-      REMAT_RETURN_IF_ERROR(r.readBytes("bwd_workspace_bytes", m.bwdWorkspaceBytes, false));
-      REMAT_RETURN_IF_ERROR(r.readBytes("param_bytes", m.paramBytes, false));
-      REMAT_RETURN_IF_ERROR(r.readDouble("fwd_cost", m.fwdCost, 0.0, 1e300));
-      REMAT_RETURN_IF_ERROR(r.readDouble("bwd_cost", m.bwdCost, 0.0, 1e300));
-      break;
-    }
-    case LayerKind::Conv2d:
-      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
-      REMAT_RETURN_IF_ERROR(r.readInt("groups", layer.groups, false, 1));
-      REMAT_RETURN_IF_ERROR(r.readBool("bias", layer.bias));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::MaxPool:
-    case LayerKind::AvgPool:
-      REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
-      layer.stride = layer.kernel;  // PyTorch's default stride is the kernel size
-      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
-      REMAT_RETURN_IF_ERROR(r.readBool("ceil_mode", layer.ceilMode));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::AdaptiveAvgPool:
-      REMAT_RETURN_IF_ERROR(r.readInt("output_height", layer.outputHeight, false, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("output_width", layer.outputWidth, false, 1));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::Linear:
-      REMAT_RETURN_IF_ERROR(r.readInt("out_features", layer.outFeatures, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readBool("bias", layer.bias));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::Dropout:
-      REMAT_RETURN_IF_ERROR(r.readDouble("p", layer.dropoutP, 0.0, 1.0));
-      if (layer.dropoutP >= 1.0) return r.error("p", "must be below 1 (p = 1 drops everything)");
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::BasicBlock:
-      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::Bottleneck:
-      REMAT_RETURN_IF_ERROR(r.readInt("width", layer.width, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::InvertedResidual:
-      REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-      REMAT_RETURN_IF_ERROR(r.readInt("expand_ratio", layer.expandRatio, false, 1));
-      REMAT_RETURN_IF_ERROR(readMeasured(r, layer));
-      break;
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-    case LayerKind::BatchNorm: REMAT_RETURN_IF_ERROR(readMeasured(r, layer)); break;
-    case LayerKind::Flatten: break;
-  }
+  REMAT_RETURN_IF_ERROR(readKindFields(r, layer));
   return r.rejectUnknown(std::string(kindName(layer.kind)) + " layers");
 }
 
@@ -265,74 +280,96 @@ Status readInput(const json& object, const std::string& source, InputSpec& input
   return r.rejectUnknown("input");
 }
 
+// The fields of each kind, as readKindFields reads them (defaults written out, except groups = 1
+// and ceil_mode = false, which most layers have).
+void writeAbstractFields(const LayerNumbers& m, json& j) {
+  j["out_bytes"] = m.outBytes;
+  j["needs_input"] = m.needsInput;
+  j["needs_output"] = m.needsOutput;
+  j["extra_bytes"] = m.extraBytes;
+  j["fwd_workspace_bytes"] = m.fwdWorkspaceBytes;
+  j["bwd_workspace_bytes"] = m.bwdWorkspaceBytes;
+  j["param_bytes"] = m.paramBytes;
+  j["fwd_cost"] = m.fwdCost;
+  j["bwd_cost"] = m.bwdCost;
+}
+
+void writeConv2dFields(const LayerSpec& layer, json& j) {
+  j["out_channels"] = layer.outChannels;
+  j["kernel"] = layer.kernel;
+  j["stride"] = layer.stride;
+  j["padding"] = layer.padding;
+  if (layer.groups != 1) j["groups"] = layer.groups;
+  j["bias"] = layer.bias;
+}
+
+void writePoolFields(const LayerSpec& layer, json& j) {
+  j["kernel"] = layer.kernel;
+  j["stride"] = layer.stride;
+  j["padding"] = layer.padding;
+  if (layer.ceilMode) j["ceil_mode"] = true;
+}
+
+void writeAdaptiveAvgPoolFields(const LayerSpec& layer, json& j) {
+  j["output_height"] = layer.outputHeight;
+  j["output_width"] = layer.outputWidth;
+}
+
+void writeLinearFields(const LayerSpec& layer, json& j) {
+  j["out_features"] = layer.outFeatures;
+  j["bias"] = layer.bias;
+}
+
+void writeBasicBlockFields(const LayerSpec& layer, json& j) {
+  j["out_channels"] = layer.outChannels;
+  j["stride"] = layer.stride;
+}
+
+void writeBottleneckFields(const LayerSpec& layer, json& j) {
+  j["width"] = layer.width;
+  j["out_channels"] = layer.outChannels;
+  j["stride"] = layer.stride;
+}
+
+void writeInvertedResidualFields(const LayerSpec& layer, json& j) {
+  j["out_channels"] = layer.outChannels;
+  j["stride"] = layer.stride;
+  j["expand_ratio"] = layer.expandRatio;
+}
+
+// The measured numbers of `remat profile`, in pairs as readMeasured wants them.
+void writeMeasured(const LayerSpec& layer, json& j) {
+  if (layer.hasMeasuredWorkspace) {
+    j["fwd_workspace_bytes"] = layer.numbers.fwdWorkspaceBytes;
+    j["bwd_workspace_bytes"] = layer.numbers.bwdWorkspaceBytes;
+  }
+  if (layer.hasMeasuredCost) {
+    j["fwd_cost"] = layer.numbers.fwdCost;
+    j["bwd_cost"] = layer.numbers.bwdCost;
+  }
+}
+
 json layerToJson(const LayerSpec& layer) {
   json j = json::object();
   j["name"] = layer.name;
   j["kind"] = std::string(kindName(layer.kind));
-  const LayerNumbers& m = layer.numbers;
   switch (layer.kind) {
-    case LayerKind::Abstract:
-      j["out_bytes"] = m.outBytes;
-      j["needs_input"] = m.needsInput;
-      j["needs_output"] = m.needsOutput;
-      j["extra_bytes"] = m.extraBytes;
-      j["fwd_workspace_bytes"] = m.fwdWorkspaceBytes;
-      j["bwd_workspace_bytes"] = m.bwdWorkspaceBytes;
-      j["param_bytes"] = m.paramBytes;
-      j["fwd_cost"] = m.fwdCost;
-      j["bwd_cost"] = m.bwdCost;
-      return j;
-    case LayerKind::Conv2d:
-      j["out_channels"] = layer.outChannels;
-      j["kernel"] = layer.kernel;
-      j["stride"] = layer.stride;
-      j["padding"] = layer.padding;
-      if (layer.groups != 1) j["groups"] = layer.groups;
-      j["bias"] = layer.bias;
-      break;
+    case LayerKind::Abstract: writeAbstractFields(layer.numbers, j); return j;  // its numbers are all given
+    case LayerKind::Conv2d: writeConv2dFields(layer, j); break;
     case LayerKind::MaxPool:
-    case LayerKind::AvgPool:
-      j["kernel"] = layer.kernel;
-      j["stride"] = layer.stride;
-      j["padding"] = layer.padding;
-      if (layer.ceilMode) j["ceil_mode"] = true;
-      break;
-    case LayerKind::AdaptiveAvgPool:
-      j["output_height"] = layer.outputHeight;
-      j["output_width"] = layer.outputWidth;
-      break;
-    case LayerKind::Linear:
-      j["out_features"] = layer.outFeatures;
-      j["bias"] = layer.bias;
-      break;
+    case LayerKind::AvgPool: writePoolFields(layer, j); break;
+    case LayerKind::AdaptiveAvgPool: writeAdaptiveAvgPoolFields(layer, j); break;
+    case LayerKind::Linear: writeLinearFields(layer, j); break;
     case LayerKind::Dropout: j["p"] = layer.dropoutP; break;
-    case LayerKind::BasicBlock:
-      j["out_channels"] = layer.outChannels;
-      j["stride"] = layer.stride;
-      break;
-    case LayerKind::Bottleneck:
-      j["width"] = layer.width;
-      j["out_channels"] = layer.outChannels;
-      j["stride"] = layer.stride;
-      break;
-    case LayerKind::InvertedResidual:
-      j["out_channels"] = layer.outChannels;
-      j["stride"] = layer.stride;
-      j["expand_ratio"] = layer.expandRatio;
-      break;
+    case LayerKind::BasicBlock: writeBasicBlockFields(layer, j); break;
+    case LayerKind::Bottleneck: writeBottleneckFields(layer, j); break;
+    case LayerKind::InvertedResidual: writeInvertedResidualFields(layer, j); break;
     case LayerKind::Relu:
     case LayerKind::Relu6:
     case LayerKind::BatchNorm:
     case LayerKind::Flatten: break;
   }
-  if (layer.hasMeasuredWorkspace) {
-    j["fwd_workspace_bytes"] = m.fwdWorkspaceBytes;
-    j["bwd_workspace_bytes"] = m.bwdWorkspaceBytes;
-  }
-  if (layer.hasMeasuredCost) {
-    j["fwd_cost"] = m.fwdCost;
-    j["bwd_cost"] = m.bwdCost;
-  }
+  writeMeasured(layer, j);
   return j;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the timeline exporters. Internal to core.
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "remat/base/status.hpp"
@@ -14,6 +15,10 @@ Result<OpKind> parseOpName(const std::string& name);
 
 // The op's layer name, or "" for SEED and layers without a name.
 std::string layerName(const Timeline& timeline, const Op& op);
+
+// What identifies and sums up a timeline in the JSON exports: planner, source, run, static_bytes,
+// dynamic_peak_bytes.
+nlohmann::json timelineSummaryJson(const Timeline& timeline);
 
 // The numbers each timeline reader takes from an entry's fields, in this order: time_us,
 // footprint_bytes, live_after_bytes. read(name, value) parses one field into value (a double or a

@@ -63,6 +63,104 @@ Result<T> parseNumber(const std::string& text, const std::string& where) {
   return value;
 }
 
+// The header's columns by name, and the optional ones it has.
+struct CsvHeader {
+  std::map<std::string, std::size_t> column;
+  std::size_t fieldCount = 0;
+  bool hasSource = false;
+  bool hasStatic = false;
+};
+
+Result<CsvHeader> readHeader(const std::string& text, std::size_t& pos, const std::string& source) {
+  auto fields = readRecord(text, pos, 1);
+  if (!fields) return fields.status().withContext(source);
+  CsvHeader header;
+  header.fieldCount = fields->size();
+  for (std::size_t i = 0; i < fields->size(); ++i) header.column[(*fields)[i]] = i;
+  static const char* required[] = {
+      "planner",         "run", "op_index", "op", "layer", "layer_name", "phase", "time_us", "footprint_bytes",
+      "live_after_bytes"};
+  for (const char* name : required)
+    if (!header.column.count(name)) return Status::invalid(source + ": the header has no column '" + name + "'");
+  header.hasSource = header.column.count("source") > 0;
+  header.hasStatic = header.column.count("static_bytes") > 0;
+  return header;
+}
+
+// One data row: its fields by column name and where it stands, for messages ("file: line 7").
+struct CsvRow {
+  const CsvHeader& header;
+  const std::vector<std::string>& fields;
+  std::string where;
+  const std::string& field(const char* name) const { return fields[header.column.at(name)]; }
+};
+
+// Rows group into timelines by (planner, source, run), in order of first appearance. The timeline
+// timelineOf returns stays valid until its next call.
+class TimelineGroups {
+ public:
+  Result<Timeline*> timelineOf(const CsvRow& row) {
+    auto run = parseNumber<int>(row.field("run"), row.where + ", run");
+    if (!run) return run.status();
+    const std::string source = row.header.hasSource ? row.field("source") : std::string("measured");
+    const auto key = std::make_tuple(row.field("planner"), source, *run);
+    auto it = index_.find(key);
+    if (it != index_.end()) return &timelines_[it->second];
+    Timeline t;
+    t.planner = row.field("planner");
+    t.source = source;
+    t.run = *run;
+    if (row.header.hasStatic) {
+      auto bytes = parseNumber<std::uint64_t>(row.field("static_bytes"), row.where + ", static_bytes");
+      if (!bytes) return bytes.status();
+      t.staticBytes = *bytes;
+    }
+    index_.emplace(key, timelines_.size());
+    timelines_.push_back(std::move(t));
+    return &timelines_.back();
+  }
+
+  std::vector<Timeline> take() { return std::move(timelines_); }
+
+ private:
+  std::vector<Timeline> timelines_;
+  std::map<std::tuple<std::string, std::string, int>, std::size_t> index_;
+};
+
+// Appends the row's op to its timeline, which must be at the row's op_index.
+Status appendEntry(const CsvRow& row, Timeline& t) {
+  const std::string& where = row.where;
+  auto opIndex = parseNumber<std::size_t>(row.field("op_index"), where + ", op_index");
+  if (!opIndex) return opIndex.status();
+  if (*opIndex != t.entries.size())
+    return Status::invalid(where + ", op_index: " + std::to_string(*opIndex) + " where " +
+                           std::to_string(t.entries.size()) + " was expected (rows must be in op order)");
+  TimelineEntry e;
+  auto kind = detail::parseOpName(row.field("op"));
+  if (!kind) return kind.status().withContext(where + ", op");
+  e.op.kind = *kind;
+  if (e.op.kind != OpKind::Seed) {
+    auto layer = parseNumber<std::size_t>(row.field("layer"), where + ", layer");
+    if (!layer) return layer.status();
+    if (*layer == 0) return Status::invalid(where + ", layer: layers are numbered from 1");
+    e.op.layer = *layer;
+    if (t.layerNames.size() < *layer) t.layerNames.resize(*layer);
+    if (!row.field("layer_name").empty()) t.layerNames[*layer - 1] = row.field("layer_name");
+  }
+  if (row.field("phase") != phaseName(e.op.phase()))
+    return Status::invalid(where + ", phase: '" + row.field("phase") + "' does not match op " + row.field("op"));
+  REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
+      [&](const char* name, auto& value) -> Status {
+        auto number = parseNumber<std::decay_t<decltype(value)>>(row.field(name), where + ", " + name);
+        if (!number) return number.status();
+        value = *number;
+        return Status::ok();
+      },
+      e));
+  t.entries.push_back(e);
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string timelinesToCsv(const std::vector<Timeline>& timelines) {
@@ -87,78 +185,23 @@ std::string timelinesToCsv(const std::vector<Timeline>& timelines) {
 Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const std::string& source) {
   std::size_t pos = 0;
   std::size_t line = 1;
-  auto header = readRecord(text, pos, line);
-  if (!header) return header.status().withContext(source);
-  std::map<std::string, std::size_t> column;
-  for (std::size_t i = 0; i < header->size(); ++i) column[(*header)[i]] = i;
-  static const char* required[] = {
-      "planner",         "run", "op_index", "op", "layer", "layer_name", "phase", "time_us", "footprint_bytes",
-      "live_after_bytes"};
-  for (const char* name : required)
-    if (!column.count(name)) return Status::invalid(source + ": the header has no column '" + name + "'");
-  const bool hasSource = column.count("source") > 0, hasStatic = column.count("static_bytes") > 0;
-
-  std::vector<Timeline> timelines;
-  std::map<std::tuple<std::string, std::string, int>, std::size_t> index;
+  auto header = readHeader(text, pos, source);
+  if (!header) return header.status();
+  TimelineGroups groups;
   while (pos < text.size()) {
     ++line;
     auto record = readRecord(text, pos, line);
     if (!record) return record.status().withContext(source);
     if (record->size() == 1 && (*record)[0].empty()) continue;  // blank line
-    if (record->size() != header->size())
+    if (record->size() != header->fieldCount)
       return Status::invalid(source + ": line " + std::to_string(line) + " has " + std::to_string(record->size()) +
-                             " fields, the header " + std::to_string(header->size()));
-    const auto& r = *record;
-    const std::string where = source + ": line " + std::to_string(line);
-    auto field = [&](const char* name) -> const std::string& { return r[column.at(name)]; };
-    auto run = parseNumber<int>(field("run"), where + ", run");
-    if (!run) return run.status();
-    const std::string timelineSource = hasSource ? r[column.at("source")] : std::string("measured");
-    const auto key = std::make_tuple(field("planner"), timelineSource, *run);
-    auto it = index.find(key);
-    if (it == index.end()) {
-      Timeline t;
-      t.planner = field("planner");
-      t.source = timelineSource;
-      t.run = *run;
-      if (hasStatic) {
-        auto bytes = parseNumber<std::uint64_t>(r[column.at("static_bytes")], where + ", static_bytes");
-        if (!bytes) return bytes.status();
-        t.staticBytes = *bytes;
-      }
-      it = index.emplace(key, timelines.size()).first;
-      timelines.push_back(std::move(t));
-    }
-    Timeline& t = timelines[it->second];
-    auto opIndex = parseNumber<std::size_t>(field("op_index"), where + ", op_index");
-    if (!opIndex) return opIndex.status();
-    if (*opIndex != t.entries.size())
-      return Status::invalid(where + ", op_index: " + std::to_string(*opIndex) + " where " +
-                             std::to_string(t.entries.size()) + " was expected (rows must be in op order)");
-    TimelineEntry e;
-    auto kind = detail::parseOpName(field("op"));
-    if (!kind) return kind.status().withContext(where + ", op");
-    e.op.kind = *kind;
-    if (e.op.kind != OpKind::Seed) {
-      auto layer = parseNumber<std::size_t>(field("layer"), where + ", layer");
-      if (!layer) return layer.status();
-      if (*layer == 0) return Status::invalid(where + ", layer: layers are numbered from 1");
-      e.op.layer = *layer;
-      if (t.layerNames.size() < *layer) t.layerNames.resize(*layer);
-      if (!field("layer_name").empty()) t.layerNames[*layer - 1] = field("layer_name");
-    }
-    if (field("phase") != phaseName(e.op.phase()))
-      return Status::invalid(where + ", phase: '" + field("phase") + "' does not match op " + field("op"));
-    REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
-        [&](const char* name, auto& value) -> Status {
-          auto number = parseNumber<std::decay_t<decltype(value)>>(field(name), where + ", " + name);
-          if (!number) return number.status();
-          value = *number;
-          return Status::ok();
-        },
-        e));
-    t.entries.push_back(e);
+                             " fields, the header " + std::to_string(header->fieldCount));
+    const CsvRow row{*header, *record, source + ": line " + std::to_string(line)};
+    auto timeline = groups.timelineOf(row);
+    if (!timeline) return timeline.status();
+    REMAT_RETURN_IF_ERROR(appendEntry(row, **timeline));
   }
+  std::vector<Timeline> timelines = groups.take();
   if (timelines.empty()) return Status::invalid(source + ": no timeline rows");
   return timelines;
 }

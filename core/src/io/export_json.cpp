@@ -33,6 +33,14 @@ std::string layerName(const Timeline& timeline, const Op& op) {
   return timeline.layerNames[op.layer - 1];
 }
 
+nlohmann::json timelineSummaryJson(const Timeline& timeline) {
+  return {{"planner", timeline.planner},
+          {"source", timeline.source},
+          {"run", timeline.run},
+          {"static_bytes", timeline.staticBytes},
+          {"dynamic_peak_bytes", timeline.dynamicPeakBytes()}};
+}
+
 }  // namespace detail
 
 using nlohmann::json;
@@ -49,13 +57,10 @@ std::string timelinesToJson(const std::vector<Timeline>& timelines) {
                          {"footprint_bytes", e.footprintBytes},
                          {"live_after_bytes", e.liveAfterBytes}});
     }
-    list.push_back({{"planner", t.planner},
-                    {"source", t.source},
-                    {"run", t.run},
-                    {"static_bytes", t.staticBytes},
-                    {"dynamic_peak_bytes", t.dynamicPeakBytes()},
-                    {"layer_names", t.layerNames},
-                    {"entries", std::move(entries)}});
+    json timeline = detail::timelineSummaryJson(t);
+    timeline["layer_names"] = t.layerNames;
+    timeline["entries"] = std::move(entries);
+    list.push_back(std::move(timeline));
   }
   return json{{"format", kTimelineFormat}, {"timelines", std::move(list)}}.dump(1) + "\n";
 }
@@ -78,6 +83,67 @@ Result<T> get(const json& object, const char* field, const std::string& where) {
   return value.get<T>();
 }
 
+Result<TimelineEntry> readEntry(const json& je, const std::string& at, std::size_t layerCount) {
+  auto op = get<std::string>(je, "op", at);
+  if (!op) return op.status();
+  auto kind = detail::parseOpName(*op);
+  if (!kind) return kind.status().withContext(at);
+  TimelineEntry e;
+  e.op.kind = *kind;
+  if (*kind != OpKind::Seed) {
+    auto layer = get<std::size_t>(je, "layer", at);
+    if (!layer) return layer.status();
+    if (*layer == 0 || *layer > layerCount)
+      return Status::invalid(at + ", layer: " + std::to_string(*layer) + " is outside 1.." +
+                             std::to_string(layerCount));
+    e.op.layer = *layer;
+  }
+  REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
+      [&](const char* name, auto& value) -> Status {
+        auto number = get<std::decay_t<decltype(value)>>(je, name, at);
+        if (!number) return number.status();
+        value = *number;
+        return Status::ok();
+      },
+      e));
+  return e;
+}
+
+// The fields of one timeline before its entries: planner, source, run, static bytes, layer names.
+Status readTimelineHeader(const json& jt, const std::string& where, Timeline& t) {
+  auto planner = get<std::string>(jt, "planner", where);
+  auto src = get<std::string>(jt, "source", where);
+  auto run = get<int>(jt, "run", where);
+  auto staticBytes = get<std::uint64_t>(jt, "static_bytes", where);
+  if (!planner) return planner.status();
+  if (!src) return src.status();
+  if (!run) return run.status();
+  if (!staticBytes) return staticBytes.status();
+  t.planner = *planner;
+  t.source = *src;
+  t.run = *run;
+  t.staticBytes = *staticBytes;
+  if (!jt.contains("layer_names") || !jt["layer_names"].is_array())
+    return Status::invalid(where + ": missing array 'layer_names'");
+  for (const json& name : jt["layer_names"]) {
+    if (!name.is_string()) return Status::invalid(where + ", layer_names: expected strings");
+    t.layerNames.push_back(name.get<std::string>());
+  }
+  return Status::ok();
+}
+
+Result<Timeline> readTimeline(const json& jt, const std::string& where) {
+  Timeline t;
+  REMAT_RETURN_IF_ERROR(readTimelineHeader(jt, where, t));
+  if (!jt.contains("entries") || !jt["entries"].is_array()) return Status::invalid(where + ": missing array 'entries'");
+  for (std::size_t k = 0; k < jt["entries"].size(); ++k) {
+    auto entry = readEntry(jt["entries"][k], where + ", entries[" + std::to_string(k) + "]", t.layerNames.size());
+    if (!entry) return entry.status();
+    t.entries.push_back(*entry);
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const std::string& source) {
@@ -95,57 +161,9 @@ Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const 
     return Status::invalid(source + ": missing array 'timelines'");
   std::vector<Timeline> out;
   for (std::size_t i = 0; i < root["timelines"].size(); ++i) {
-    const json& jt = root["timelines"][i];
-    const std::string where = source + ": timelines[" + std::to_string(i) + "]";
-    Timeline t;
-    auto planner = get<std::string>(jt, "planner", where);
-    auto src = get<std::string>(jt, "source", where);
-    auto run = get<int>(jt, "run", where);
-    auto staticBytes = get<std::uint64_t>(jt, "static_bytes", where);
-    if (!planner) return planner.status();
-    if (!src) return src.status();
-    if (!run) return run.status();
-    if (!staticBytes) return staticBytes.status();
-    t.planner = *planner;
-    t.source = *src;
-    t.run = *run;
-    t.staticBytes = *staticBytes;
-    if (!jt.contains("layer_names") || !jt["layer_names"].is_array())
-      return Status::invalid(where + ": missing array 'layer_names'");
-    for (const json& name : jt["layer_names"]) {
-      if (!name.is_string()) return Status::invalid(where + ", layer_names: expected strings");
-      t.layerNames.push_back(name.get<std::string>());
-    }
-    if (!jt.contains("entries") || !jt["entries"].is_array())
-      return Status::invalid(where + ": missing array 'entries'");
-    for (std::size_t k = 0; k < jt["entries"].size(); ++k) {
-      const json& je = jt["entries"][k];
-      const std::string at = where + ", entries[" + std::to_string(k) + "]";
-      auto op = get<std::string>(je, "op", at);
-      if (!op) return op.status();
-      auto kind = detail::parseOpName(*op);
-      if (!kind) return kind.status().withContext(at);
-      TimelineEntry e;
-      e.op.kind = *kind;
-      if (*kind != OpKind::Seed) {
-        auto layer = get<std::size_t>(je, "layer", at);
-        if (!layer) return layer.status();
-        if (*layer == 0 || *layer > t.layerNames.size())
-          return Status::invalid(at + ", layer: " + std::to_string(*layer) + " is outside 1.." +
-                                 std::to_string(t.layerNames.size()));
-        e.op.layer = *layer;
-      }
-      REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
-          [&](const char* name, auto& value) -> Status {
-            auto number = get<std::decay_t<decltype(value)>>(je, name, at);
-            if (!number) return number.status();
-            value = *number;
-            return Status::ok();
-          },
-          e));
-      t.entries.push_back(e);
-    }
-    out.push_back(std::move(t));
+    auto timeline = readTimeline(root["timelines"][i], source + ": timelines[" + std::to_string(i) + "]");
+    if (!timeline) return timeline.status();
+    out.push_back(std::move(timeline).value());
   }
   return out;
 }

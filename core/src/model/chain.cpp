@@ -25,6 +25,12 @@ constexpr std::array<std::pair<LayerKind, std::string_view>, 14> kKindNames = {{
     {LayerKind::InvertedResidual, "inverted_residual"},
 }};
 
+constexpr auto kKinds = [] {
+  std::array<LayerKind, kKindNames.size()> kinds{};
+  for (std::size_t i = 0; i < kinds.size(); ++i) kinds[i] = kKindNames[i].first;
+  return kinds;
+}();
+
 bool addOverflows(std::uint64_t& total, std::uint64_t value) { return __builtin_add_overflow(total, value, &total); }
 
 }  // namespace
@@ -38,10 +44,14 @@ std::string_view dtypeName(DType dtype) {
   return "?";
 }
 
+std::span<const DType> dtypes() {
+  static constexpr std::array<DType, 3> kDTypes = {DType::Float32, DType::Float16, DType::BFloat16};
+  return kDTypes;
+}
+
 Result<DType> parseDType(std::string_view name) {
-  if (name == "float32") return DType::Float32;
-  if (name == "float16") return DType::Float16;
-  if (name == "bfloat16") return DType::BFloat16;
+  for (DType dtype : dtypes())
+    if (dtypeName(dtype) == name) return dtype;
   return Status::invalid("unknown dtype '" + std::string(name) + "' (expected float32, float16 or bfloat16)");
 }
 
@@ -60,6 +70,8 @@ Result<LayerKind> parseKind(std::string_view name) {
   for (const auto& [k, n] : kKindNames) known += (known.empty() ? "" : ", ") + std::string(n);
   return Status::invalid("unknown kind '" + std::string(name) + "' (known kinds: " + known + ")");
 }
+
+std::span<const LayerKind> layerKinds() { return kKinds; }
 
 bool isComposite(LayerKind kind) {
   return kind == LayerKind::BasicBlock || kind == LayerKind::Bottleneck || kind == LayerKind::InvertedResidual;

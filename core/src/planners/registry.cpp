@@ -1,17 +1,64 @@
-// runPlanner: name parsing, timing, and the simulation of the chosen plan.
-#include "remat/planners/planners.hpp"
+// The planner table and what reads it: name parsing, the listed names, runPlanner (timing and
+// the simulation of the chosen plan) and planReportOf.
+#include "remat/planners/registry.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <initializer_list>
 
+#include "remat/base/units.hpp"
 #include "remat/memory/simulator.hpp"
 
 namespace remat {
 namespace {
 
-constexpr const char* kValidNames = "none, sqrt, greedy, uniform:K (K >= 1), dp, linear, optimal";
+// K = ceil(sqrt n): as many segments as a segment has layers.
+std::uint64_t sqrtSegments(std::size_t layerCount) {
+  const double n = static_cast<double>(std::max<std::size_t>(1, layerCount));
+  return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(std::sqrt(n))));
+}
+
+// The planners in the registry's signature; only uniform reads the parameter.
+Result<PlannerOutput> storeEverything(const Chain&, std::uint64_t, const PlannerOptions&) { return PlannerOutput{}; }
+Result<PlannerOutput> sqrtRule(const Chain& chain, std::uint64_t, const PlannerOptions&) {
+  return PlannerOutput{planSqrt(chain.size()), 0, 0};
+}
+Result<PlannerOutput> uniformRule(const Chain& chain, std::uint64_t segments, const PlannerOptions&) {
+  return PlannerOutput{planUniform(chain.size(), static_cast<std::size_t>(segments)), 0, 0};
+}
+Result<PlannerOutput> greedy(const Chain& chain, std::uint64_t, const PlannerOptions& options) {
+  return planGreedy(chain, options);
+}
+Result<PlannerOutput> dp(const Chain& chain, std::uint64_t, const PlannerOptions& options) {
+  return planDp(chain, options);
+}
+Result<PlannerOutput> linear(const Chain& chain, std::uint64_t, const PlannerOptions& options) {
+  return planLinear(chain, options);
+}
+Result<PlannerOutput> optimal(const Chain& chain, std::uint64_t, const PlannerOptions& options) {
+  return planOptimal(chain, options);
+}
+
+constexpr PlannerParameter kNoParameter{};
+constexpr CompareDefault kInCompare{true, nullptr, {}};
+
+// The registry. Order is the listing order (plannerNames, the picker, compare's defaults).
+constexpr PlannerEntry kPlanners[] = {
+    {"none", kNoParameter, '-', "No checkpoints: store every activation", kInCompare, storeEverything},
+    {"sqrt", kNoParameter, '-', "Chen et al.'s sqrt(n) rule", kInCompare, sqrtRule},
+    {"greedy", kNoParameter, '-', "A greedy rule on the activation sizes", kInCompare, greedy},
+    {"uniform",
+     {PlannerParameterKind::Count, "K", "splits the chain into K segments"},
+     '-',
+     "PyTorch checkpoint_sequential with K segments",
+     {true, sqrtSegments, "ceil(sqrt n)"},
+     uniformRule},
+    {"dp", kNoParameter, 'A', "The paper's O(n^3) dynamic program, minimising A", kInCompare, dp},
+    {"linear", kNoParameter, 'R', "The paper's linear-time planner, minimising R", kInCompare, linear},
+    {"optimal", kNoParameter, 'E', "Exact minimum of the true peak E (slower)", kInCompare, optimal},
+};
 
 // Joins message parts. (GCC 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::string.)
 std::string join(std::initializer_list<std::string_view> parts) {
@@ -20,39 +67,32 @@ std::string join(std::initializer_list<std::string_view> parts) {
   return text;
 }
 
-enum class Kind { None, Sqrt, Greedy, Uniform, Dp, Linear, Optimal };
-
-struct ParsedName {
-  Kind kind = Kind::None;
-  std::size_t segments = 0;  // uniform:K
-};
-
-Result<ParsedName> parseName(std::string_view name) {
-  static const std::pair<std::string_view, Kind> fixed[] = {{"none", Kind::None},     {"sqrt", Kind::Sqrt},
-                                                            {"greedy", Kind::Greedy}, {"dp", Kind::Dp},
-                                                            {"linear", Kind::Linear}, {"optimal", Kind::Optimal}};
-  for (const auto& [text, kind] : fixed)
-    if (name == text) return ParsedName{kind, 0};
-  constexpr std::string_view kUniform = "uniform:";
-  if (name.substr(0, kUniform.size()) == kUniform) {
-    const std::string_view digits = name.substr(kUniform.size());
-    std::size_t k = 0;
-    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
-    if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() || k == 0)
-      return Status::invalid(
-          join({"planner '", name, "': K must be a whole number >= 1 (uniform:K splits the chain into K segments)"}));
-    return ParsedName{Kind::Uniform, k};
+// What the valid-names message says after a parametrised name: "(K >= 1)".
+std::string parameterRule(const PlannerParameter& parameter) {
+  switch (parameter.kind) {
+    case PlannerParameterKind::None: return "";
+    case PlannerParameterKind::Count: return join({" (", parameter.symbol, " >= 1)"});
+    case PlannerParameterKind::ByteSize: return join({" (", parameter.symbol, " a byte size such as 4GiB)"});
   }
-  return Status::invalid(join({"unknown planner '", name, "'; valid names: ", kValidNames}));
+  return "";
 }
 
-char objectiveOf(Kind kind) {
-  switch (kind) {
-    case Kind::Dp: return 'A';
-    case Kind::Linear: return 'R';
-    case Kind::Optimal: return 'E';
-    default: return '-';
-  }
+Result<std::uint64_t> parseCount(const PlannerEntry& entry, std::string_view name, std::string_view text) {
+  std::uint64_t count = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || count == 0)
+    return Status::invalid(join({"planner '", name, "': ", entry.parameter.symbol, " must be a whole number >= 1 (",
+                                 entry.listedName(), " ", entry.parameter.explanation, ")"}));
+  return count;
+}
+
+Result<std::uint64_t> parseSize(const PlannerEntry& entry, std::string_view name, std::string_view text) {
+  Result<std::uint64_t> bytes = parseByteSize(text);
+  if (!bytes)
+    return Status::invalid(
+        join({"planner '", name, "': ", entry.parameter.symbol, " must be a byte size (", entry.listedName(), " ",
+              entry.parameter.explanation, "): ", bytes.status().message()}));
+  return bytes;
 }
 
 // The value of the result's objective for its plan (E for the fixed rules).
@@ -62,53 +102,97 @@ std::uint64_t objectiveScore(const PlanReport& result) {
   return result.dynamicPeakBytes;
 }
 
-Result<PlannerOutput> plan(const Chain& chain, const ParsedName& parsed, const PlannerOptions& options) {
-  switch (parsed.kind) {
-    case Kind::None: return PlannerOutput{};
-    case Kind::Sqrt: return PlannerOutput{planSqrt(chain.size()), 0, 0};
-    case Kind::Uniform: return PlannerOutput{planUniform(chain.size(), parsed.segments), 0, 0};
-    case Kind::Greedy: return planGreedy(chain, options);
-    case Kind::Dp: return planDp(chain, options);
-    case Kind::Linear: return planLinear(chain, options);
-    case Kind::Optimal: return planOptimal(chain, options);
-  }
-  return Status::internal("unhandled planner kind");
-}
-
-}  // namespace
-
-Status checkPlannerName(std::string_view name) { return parseName(name).status(); }
-
-std::vector<std::string> plannerNames() { return {"none", "sqrt", "greedy", "uniform:K", "dp", "linear", "optimal"}; }
-
-std::vector<std::string> defaultComparePlanners(std::size_t layerCount) {
-  std::size_t k =
-      static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(std::max<std::size_t>(1, layerCount)))));
-  k = std::max<std::size_t>(1, k);
-  return {"none", "sqrt", "greedy", join({"uniform:", std::to_string(k)}), "dp", "linear", "optimal"};
-}
-
-Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const PlannerOptions& options) {
-  auto parsed = parseName(name);
-  if (!parsed) return parsed.status();
-  if (chain.size() == 0) return Status::invalid(join({"chain '", chain.name, "' has no layers: nothing to plan"}));
-  const auto start = std::chrono::steady_clock::now();
-  auto planned = plan(chain, *parsed, options);
-  const auto stop = std::chrono::steady_clock::now();
-  if (!planned) return planned.status();
-  PlanReport result;
-  result.planner = std::string(name);
-  result.objective = std::string(1, objectiveOf(parsed->kind));
-  result.plan = std::move(planned->plan);
-  result.planSeconds = std::chrono::duration<double>(stop - start).count();
-  const Status valid = validatePlan(result.plan, chain.size());
-  if (!valid)
-    return Status::internal(join({"planner ", result.planner, " returned an invalid plan: ", valid.message()}));
+// Fills the fields of the simulated plan (E, static, A, R, recompute cost).
+void scorePlan(const Chain& chain, PlanReport& result) {
   result.dynamicPeakBytes = dynamicPeak(chain, result.plan);
   result.staticBytes = chain.staticBytes();
   result.aBytes = objectiveA(chain, result.plan);
   result.rBytes = objectiveR(chain, result.plan);
   result.recomputeCost = recomputeCost(chain, result.plan);
+}
+
+}  // namespace
+
+std::string PlannerEntry::listedName() const {
+  return hasParameter() ? join({name, ":", parameter.symbol}) : std::string(name);
+}
+
+std::span<const PlannerEntry> plannerRegistry() { return kPlanners; }
+
+Result<std::uint64_t> parsePlannerParameter(const PlannerEntry& entry, std::string_view name, std::string_view text) {
+  switch (entry.parameter.kind) {
+    case PlannerParameterKind::None: break;
+    case PlannerParameterKind::Count: return parseCount(entry, name, text);
+    case PlannerParameterKind::ByteSize: return parseSize(entry, name, text);
+  }
+  return Status::invalid(join({"planner '", name, "' takes no parameter"}));
+}
+
+Result<ParsedPlannerName> parsePlannerName(std::string_view name) {
+  const std::size_t colon = name.find(':');
+  const std::string_view base = name.substr(0, colon);
+  for (const PlannerEntry& entry : kPlanners) {
+    if (entry.name != base || entry.hasParameter() != (colon != std::string_view::npos)) continue;
+    if (!entry.hasParameter()) return ParsedPlannerName{&entry, 0};
+    auto parameter = parsePlannerParameter(entry, name, name.substr(colon + 1));
+    if (!parameter) return parameter.status();
+    return ParsedPlannerName{&entry, *parameter};
+  }
+  return Status::invalid(join({"unknown planner '", name, "'; valid names: ", validPlannerNames()}));
+}
+
+std::string validPlannerNames() {
+  std::string text;
+  for (const PlannerEntry& entry : kPlanners)
+    text += join({text.empty() ? "" : ", ", entry.listedName(), parameterRule(entry.parameter)});
+  return text;
+}
+
+std::string defaultComparePlannersText() {
+  std::string text;
+  for (const PlannerEntry& entry : kPlanners) {
+    if (!entry.compare.listed) continue;
+    text += join({text.empty() ? "" : ",", entry.listedName()});
+    if (entry.hasParameter()) text += join({" with ", entry.parameter.symbol, " = ", entry.compare.parameterRule});
+  }
+  return text;
+}
+
+Status checkPlannerName(std::string_view name) { return parsePlannerName(name).status(); }
+
+std::vector<std::string> plannerNames() {
+  std::vector<std::string> names;
+  for (const PlannerEntry& entry : kPlanners) names.push_back(entry.listedName());
+  return names;
+}
+
+std::vector<std::string> defaultComparePlanners(std::size_t layerCount) {
+  std::vector<std::string> names;
+  for (const PlannerEntry& entry : kPlanners) {
+    if (!entry.compare.listed) continue;
+    names.push_back(entry.hasParameter() ? join({entry.name, ":", std::to_string(entry.compare.parameter(layerCount))})
+                                         : std::string(entry.name));
+  }
+  return names;
+}
+
+Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const PlannerOptions& options) {
+  auto parsed = parsePlannerName(name);
+  if (!parsed) return parsed.status();
+  if (chain.size() == 0) return Status::invalid(join({"chain '", chain.name, "' has no layers: nothing to plan"}));
+  const auto start = std::chrono::steady_clock::now();
+  auto planned = parsed->entry->plan(chain, parsed->parameter, options);
+  const auto stop = std::chrono::steady_clock::now();
+  if (!planned) return planned.status();
+  PlanReport result;
+  result.planner = std::string(name);
+  result.objective = std::string(1, parsed->entry->objective);
+  result.plan = std::move(planned->plan);
+  result.planSeconds = std::chrono::duration<double>(stop - start).count();
+  const Status valid = validatePlan(result.plan, chain.size());
+  if (!valid)
+    return Status::internal(join({"planner ", result.planner, " returned an invalid plan: ", valid.message()}));
+  scorePlan(chain, result);
   // The exact planners report the value they computed; it must be what their plan scores.
   const std::uint64_t recomputed = objectiveScore(result);
   result.objectiveBytes = result.objective == "-" ? result.dynamicPeakBytes : planned->objectiveBytes;
@@ -122,8 +206,8 @@ Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const P
 PlanReport planReportOf(const Simulation& simulation, std::string_view planner, double planSeconds) {
   PlanReport result;
   result.planner = std::string(planner);
-  auto parsed = parseName(planner);
-  result.objective = std::string(1, parsed ? objectiveOf(parsed->kind) : '-');
+  auto parsed = parsePlannerName(planner);
+  result.objective = std::string(1, parsed ? parsed->entry->objective : '-');
   result.plan = simulation.plan;
   result.dynamicPeakBytes = simulation.dynamicPeakBytes;
   result.staticBytes = simulation.staticBytes;

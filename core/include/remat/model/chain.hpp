@@ -2,6 +2,7 @@
 // A layer chain: what a chain file says (ChainSpec) and what the memory model sees after shape
 // inference (Chain). See docs/memory-model.md section 1.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@ namespace remat {
 enum class DType { Float32, Float16, BFloat16 };
 std::string_view dtypeName(DType dtype);
 Result<DType> parseDType(std::string_view name);
+std::span<const DType> dtypes();  // every dtype, in the order parseDType's message lists them
 std::uint64_t dtypeBytes(DType dtype);
 
 enum class LayerKind {
@@ -33,6 +35,7 @@ enum class LayerKind {
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
+std::span<const LayerKind> layerKinds();  // every kind, in the order parseKind's message lists them
 bool isComposite(LayerKind kind);
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are

@@ -1,16 +1,17 @@
 #pragma once
 // Checkpoint planners (docs/formats.md names): none, sqrt, greedy, uniform:K, dp, linear,
-// optimal. Every planner is deterministic and reports its plan, the objective it minimises, E,
-// the recompute cost and its own planning time. docs/planners.md has the algorithms and proofs.
+// optimal, each a row of the registry (registry.hpp) that the by-name functions below read. Every
+// planner is deterministic and reports its plan, the objective it minimises, E, the recompute cost
+// and its own planning time. docs/planners.md has the algorithms and proofs.
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "remat/model/chain.hpp"
-#include "remat/memory/plan.hpp"
 #include "remat/base/status.hpp"
+#include "remat/memory/plan.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -35,7 +36,7 @@ struct PlanReport {
   std::uint64_t peakBytes() const { return staticBytes + dynamicPeakBytes; }
 };
 
-// The planner names a user can pass ("uniform:K" is listed as "uniform:K").
+// The registry's names in its order, parametrised ones with their symbol: "uniform:K".
 std::vector<std::string> plannerNames();
 
 // Ok when runPlanner would accept the name; else the error runPlanner would give.
@@ -51,8 +52,8 @@ Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const P
 // simulation.
 PlanReport planReportOf(const Simulation& simulation, std::string_view planner, double planSeconds);
 
-// The planners' default list for `remat compare`: none, sqrt, greedy, uniform:K (K = ceil(sqrt n)),
-// dp, linear, optimal.
+// The planners' default list for `remat compare`, the registry's rows marked for it with their
+// parameters for n layers: none, sqrt, greedy, uniform:K (K = ceil(sqrt n)), dp, linear, optimal.
 std::vector<std::string> defaultComparePlanners(std::size_t layerCount);
 
 // ---- The planners themselves, without the simulation runPlanner adds (benchmarks, GUI) ----------
@@ -72,7 +73,7 @@ Result<PlannerOutput> planDp(const Chain& chain, const PlannerOptions& options =
 // nondecreasing is InvalidInput.
 enum class LinearMethod { Automatic, MonotoneDeque, Heap };
 Result<PlannerOutput> planLinear(const Chain& chain, const PlannerOptions& options = {},
-                                      LinearMethod method = LinearMethod::Automatic);
+                                 LinearMethod method = LinearMethod::Automatic);
 // Whether u(k) = T(k-1) + a(k) is nondecreasing in k (the O(n) case of linear).
 bool segmentEndCostsNondecreasing(const Chain& chain);
 
