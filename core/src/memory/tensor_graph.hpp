@@ -50,6 +50,9 @@ class TensorGraphBuilder {
         extra_(chain.size() + 1, kNoTensor),
         grad_(chain.size() + 1, kNoTensor) {}
 
+  // The number of tensors the ops added so far write.
+  std::size_t tensorCount() const { return tensorCount_; }
+
   void add(const Op& op, OpTraffic& traffic) {
     traffic_ = &traffic;
     reads_ = 0;
@@ -70,10 +73,12 @@ class TensorGraphBuilder {
     if (id != kNoTensor) traffic_->reads[reads_++] = id;
   }
 
+  // Into tensorBytes sized for the most an op sequence can write (two tensors per op), so that
+  // this stays small enough to inline: dynamicPeak() builds graphs in the planners' inner loops.
   std::uint32_t write(Kind kind, std::size_t layer, std::uint64_t bytes) {
     onTensor_(kind, layer);
-    graph_.tensorBytes.push_back(bytes);
-    const auto id = static_cast<std::uint32_t>(graph_.tensorBytes.size() - 1);
+    const auto id = static_cast<std::uint32_t>(tensorCount_++);
+    graph_.tensorBytes[id] = bytes;
     traffic_->writes[writes_++] = id;
     return id;
   }
@@ -119,7 +124,8 @@ class TensorGraphBuilder {
   OnTensor& onTensor_;
   TensorGraph& graph_;
   std::vector<std::uint32_t> x_, extra_, grad_;  // newest versions; index 0 of x is the static input
-  OpTraffic* traffic_ = nullptr;                 // of the op being added
+  std::size_t tensorCount_ = 0;
+  OpTraffic* traffic_ = nullptr;  // of the op being added
   int reads_ = 0;
   int writes_ = 0;
 };
@@ -132,9 +138,10 @@ TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std
                              OnTensor&& onTensor) {
   TensorGraph graph;
   graph.traffic.resize(ops.size());
-  graph.tensorBytes.reserve(ops.size() + chain.size());
+  graph.tensorBytes.resize(2 * ops.size());
   TensorGraphBuilder<std::remove_reference_t<OnTensor>> builder(chain, lastSegmentStart, onTensor, graph);
   for (std::size_t i = 0; i < ops.size(); ++i) builder.add(ops[i], graph.traffic[i]);
+  graph.tensorBytes.resize(builder.tensorCount());
   graph.lastReader.assign(graph.tensorBytes.size(), kNoReader);
   for (std::size_t i = 0; i < ops.size(); ++i)
     for (std::uint32_t id : graph.traffic[i].reads)
