@@ -1,7 +1,7 @@
 // Per-layer preparation of the CUDA backend: cuDNN descriptors and algorithm choices from the
-// inferred shapes, parameter offsets, and the workspace each kernel needs. Checks that the chain's
-// model numbers say what the GPU kernels actually read and save, so a measured run can match the
-// simulator.
+// inferred shapes, parameter offsets, and the workspace each kernel needs. The checks that the
+// chain's model numbers say what the kernels actually read and save are layer_checks.hpp's, shared
+// with the CPU.
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
@@ -100,109 +100,99 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
   return Status::ok();
 }
 
-Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
-                const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
-  const ChainLayer& layer = chain.layers[l - 1];
+Status prepareConv(const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
+                   const CudaDeviceOptions& options, const LayerChecks& check, const PrimitiveParameters& params,
+                   LayerState& state) {
+  auto g = convGeometry(spec, layer.inputShape);
+  if (!g) return check.fail(g.status().message());
   const LayerNumbers& m = layer.numbers;
+  state.bias = params.biases > 0;
+  state.biasOffset = static_cast<Index>(params.weights);
+  auto conv = ConvOp::create(context.cudnn, *g, state.bias,
+                             convPolicy(options, m.fwdWorkspaceBytes, 0, m.bwdWorkspaceBytes, 0), layer.name);
+  if (!conv) return conv.status().withContext("gpu: " + state.label);
+  state.requiredFwdWorkspace = conv->forwardWorkspaceBytes();
+  state.requiredBwdWorkspace = conv->backwardWorkspaceBytes();
+  state.algorithms = conv->describe();
+  state.conv = std::move(*conv);
+  return Status::ok();
+}
+
+// cuDNN must pool to the shape that PyTorch's rule gave the chain; it has no ceil mode.
+Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state) {
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
-  const auto expectedParams = [&](std::uint64_t count) { return check.expectParams(layer.paramCount, count); };
-  switch (layer.kind) {
-    case LayerKind::Conv2d: {
-      auto g = convGeometry(spec, in);
-      if (!g) return check.fail(g.status().message());
-      const std::uint64_t weights = convWeightCount(*g);
-      state.bias = layer.paramCount == weights + static_cast<std::uint64_t>(g->outChannels);
-      state.biasOffset = static_cast<Index>(weights);
-      REMAT_RETURN_IF_ERROR(expectedParams(weights + (state.bias ? static_cast<std::uint64_t>(g->outChannels) : 0)));
-      REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
-      auto conv = ConvOp::create(context.cudnn, *g, state.bias,
-                                 convPolicy(options, m.fwdWorkspaceBytes, 0, m.bwdWorkspaceBytes, 0), layer.name);
-      if (!conv) return conv.status().withContext("gpu: " + state.label);
-      state.requiredFwdWorkspace = conv->forwardWorkspaceBytes();
-      state.requiredBwdWorkspace = conv->backwardWorkspaceBytes();
-      state.algorithms = conv->describe();
-      state.conv = std::move(*conv);
-      return Status::ok();
-    }
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return check.expectFlag(m.needsOutput, true, "needs_output");
-    case LayerKind::MaxPool:
-    case LayerKind::AvgPool: {
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      auto dims = toDims4(in);
-      if (!dims || in.size() != 4) return check.fail("pooling needs an NCHW input, got " + shapeToString(in));
-      PoolGeometry g;
-      g.input = *dims;
-      g.kernel = static_cast<int>(spec.kernel);
-      g.stride = static_cast<int>(spec.stride);
-      g.padding = static_cast<int>(spec.padding);
-      g.mode = layer.kind == LayerKind::MaxPool ? PoolMode::Max : PoolMode::AverageIncludePadding;
-      auto pool = PoolOp::create(g);
-      if (!pool) return pool.status().withContext("gpu: " + state.label);
-      const Dims4 o = pool->outputDims();
-      if (out.size() != 4 || o.h != out[2] || o.w != out[3])
-        return check.fail("cuDNN pools to " + std::to_string(o.h) + "x" + std::to_string(o.w) + ", the chain says " +
-                          shapeToString(out) + (spec.ceilMode ? " (ceil_mode is not supported on the GPU)" : ""));
-      state.pool = std::move(*pool);
-      if (layer.kind == LayerKind::MaxPool) {
-        REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
-        return check.expectFlag(m.needsOutput, true, "needs_output");
-      }
-      return Status::ok();
-    }
-    case LayerKind::AdaptiveAvgPool:
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      if (in.size() != 4 || out.size() != 4)
-        return check.fail("adaptive average pooling needs NCHW tensors, got " + shapeToString(in));
-      state.adaptive = {in[0], in[1], in[2], in[3], out[2], out[3]};
-      return Status::ok();
-    case LayerKind::BatchNorm: {
-      auto dims = toDims4(in);
-      if (!dims) return check.fail(dims.status().message());
-      REMAT_RETURN_IF_ERROR(expectedParams(2 * static_cast<std::uint64_t>(dims->c)));
-      REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
-      REMAT_RETURN_IF_ERROR(check.expectExtra(m.extraBytes, 2 * static_cast<std::uint64_t>(dims->c) * 4));
-      auto bn = BatchNormOp::create(*dims);
-      if (!bn) return bn.status().withContext("gpu: " + state.label);
-      state.bn = std::move(*bn);
-      if (l == 1) {
-        state.dxInWorkspace = true;
-        state.requiredBwdWorkspace = chain.inputBytes;
-      }
-      return Status::ok();
-    }
-    case LayerKind::Linear: {
-      if (in.size() != 2 || out.size() != 2) return check.fail("linear needs [N, features] tensors");
-      state.rows = in[0];
-      state.inFeatures = in[1];
-      state.outFeatures = out[1];
-      const auto weights = static_cast<std::uint64_t>(state.inFeatures * state.outFeatures);
-      state.bias = layer.paramCount == weights + static_cast<std::uint64_t>(state.outFeatures);
-      state.biasOffset = static_cast<Index>(weights);
-      if (state.rows > 0x7fffffff || state.inFeatures > 0x7fffffff || state.outFeatures > 0x7fffffff)
-        return check.fail("a dimension exceeds cuBLAS's int");
-      REMAT_RETURN_IF_ERROR(expectedParams(weights + (state.bias ? static_cast<std::uint64_t>(state.outFeatures) : 0)));
-      return check.expectFlag(m.needsInput, true, "needs_input");
-    }
-    case LayerKind::Dropout:
-      state.dropoutP = spec.dropoutP;
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return check.expectExtra(m.extraBytes, elementCount(out));
-    case LayerKind::BasicBlock:
-    case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, context, options, check, state);
-    default: break;
+  auto dims = toDims4(in);
+  if (!dims) return check.fail(dims.status().message());
+  PoolGeometry g;
+  g.input = *dims;
+  g.kernel = static_cast<int>(spec.kernel);
+  g.stride = static_cast<int>(spec.stride);
+  g.padding = static_cast<int>(spec.padding);
+  g.mode = layer.kind == LayerKind::MaxPool ? PoolMode::Max : PoolMode::AverageIncludePadding;
+  auto pool = PoolOp::create(g);
+  if (!pool) return pool.status().withContext("gpu: " + state.label);
+  const Dims4 o = pool->outputDims();
+  if (o.h != out[2] || o.w != out[3])
+    return check.fail("cuDNN pools to " + std::to_string(o.h) + "x" + std::to_string(o.w) + ", the chain says " +
+                      shapeToString(out) + (spec.ceilMode ? " (ceil_mode is not supported on the GPU)" : ""));
+  state.pool = std::move(*pool);
+  return Status::ok();
+}
+
+// Layer 1's input needs no gradient, but cuDNN's batch-norm backward always writes dx: it goes to
+// the workspace, which the chain must then hold.
+Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& check, LayerState& state) {
+  auto dims = toDims4(chain.layers[l - 1].inputShape);
+  if (!dims) return check.fail(dims.status().message());
+  auto bn = BatchNormOp::create(*dims);
+  if (!bn) return bn.status().withContext("gpu: " + state.label);
+  state.bn = std::move(*bn);
+  if (l == 1) {
+    state.dxInWorkspace = true;
+    state.requiredBwdWorkspace = chain.inputBytes;
   }
-  return check.fail("the GPU backend has no kernel for this kind");
+  return Status::ok();
+}
+
+Status prepareLinear(const ChainLayer& layer, const LayerChecks& check, const PrimitiveParameters& params,
+                     LayerState& state) {
+  state.rows = layer.inputShape[0];
+  state.inFeatures = layer.inputShape[1];
+  state.outFeatures = layer.outputShape[1];
+  state.bias = params.biases > 0;
+  state.biasOffset = static_cast<Index>(params.weights);
+  if (state.rows > 0x7fffffff || state.inFeatures > 0x7fffffff || state.outFeatures > 0x7fffffff)
+    return check.fail("a dimension exceeds cuBLAS's int");
+  return Status::ok();
+}
+
+Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
+                   const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
+  const ChainLayer& layer = chain.layers[l - 1];
+  if (isComposite(layer.kind)) return planBlock(chain, layer, spec, context, options, check, state);
+  auto params = check.primitiveLayer(layer, spec);
+  if (!params) return params.status();
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
+  switch (layer.kind) {
+    case LayerKind::Conv2d: return prepareConv(layer, spec, context, options, check, *params, state);
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool: return preparePool(layer, spec, check, state);
+    case LayerKind::AdaptiveAvgPool: state.adaptive = {in[0], in[1], in[2], in[3], out[2], out[3]}; return Status::ok();
+    case LayerKind::BatchNorm: return prepareBatchNorm(chain, l, check, state);
+    case LayerKind::Linear: return prepareLinear(layer, check, *params, state);
+    case LayerKind::Dropout: state.dropoutP = spec.dropoutP; return Status::ok();
+    case LayerKind::Relu:
+    case LayerKind::Relu6: return Status::ok();
+    default: return check.noKernel();
+  }
 }
 
 }  // namespace
 
 Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
-                 std::vector<LayerState>& layers) {
+                    std::vector<LayerState>& layers) {
   LayerState state;
   state.label = layerLabel(chain, l);
   if (l == 0) {

@@ -126,77 +126,78 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
   auto output = convolutionOutputDims(geometry, policy.allowTf32);
   if (!output) return output.status();
   op.output_ = *output;
-  {
-    auto x = createTensorDescriptor(geometry.input);
-    if (!x) return x.status();
-    op.xDesc_ = std::move(*x);
-    auto y = createTensorDescriptor(op.output_);
-    if (!y) return y.status();
-    op.yDesc_ = std::move(*y);
-    auto w = createFilterDescriptor(geometry);
-    if (!w) return w.status();
-    op.wDesc_ = std::move(*w);
-    if (bias) {
-      auto b = createChannelDescriptor(geometry.outChannels);
-      if (!b) return b.status();
-      op.biasDesc_ = std::move(*b);
-    }
-  }
+  REMAT_RETURN_IF_ERROR(op.createTensorDescriptors());
   // One descriptor for the queries; each pass then gets its own with the chosen math type.
   auto query = createConvolutionDescriptor(geometry, policy.allowTf32);
   if (!query) return query.status();
-  cudnnConvolutionDescriptor_t q = query->get();
   const std::string what(name);
-
-  // Forward.
-  {
-    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
-    int count = 0;
-    REMAT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, op.xDesc_.get(), op.wDesc_.get(), q,
-                                                             op.yDesc_.get(), static_cast<int>(perf.size()), &count,
-                                                             perf.data()));
-    auto candidates = candidatesFrom(perf.data(), count, q, policy.allowTf32,
-                                     [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
-                                       return cudnnGetConvolutionForwardWorkspaceSize(
-                                           handle, op.xDesc_.get(), op.wDesc_.get(), q, op.yDesc_.get(), algo, bytes);
-                                     });
-    if (!candidates) return candidates.status();
-    REMAT_RETURN_IF_ERROR(settlePass(*candidates, policy.forwardLimitBytes, geometry, policy, what + " forward",
-                                     op.forward_, op.convForward_));
-  }
-  // Backward data.
-  {
-    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
-    int count = 0;
-    REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, op.wDesc_.get(), op.yDesc_.get(), q,
-                                                                  op.xDesc_.get(), static_cast<int>(perf.size()),
-                                                                  &count, perf.data()));
-    auto candidates = candidatesFrom(perf.data(), count, q, policy.allowTf32,
-                                     [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
-                                       return cudnnGetConvolutionBackwardDataWorkspaceSize(
-                                           handle, op.wDesc_.get(), op.yDesc_.get(), q, op.xDesc_.get(), algo, bytes);
-                                     });
-    if (!candidates) return candidates.status();
-    REMAT_RETURN_IF_ERROR(settlePass(*candidates, policy.backwardLimitBytes, geometry, policy, what + " backward data",
-                                     op.data_, op.convData_));
-  }
-  // Backward filter.
-  {
-    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
-    int count = 0;
-    REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, op.xDesc_.get(), op.yDesc_.get(), q,
-                                                                    op.wDesc_.get(), static_cast<int>(perf.size()),
-                                                                    &count, perf.data()));
-    auto candidates = candidatesFrom(perf.data(), count, q, policy.allowTf32,
-                                     [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
-                                       return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                                           handle, op.xDesc_.get(), op.yDesc_.get(), q, op.wDesc_.get(), algo, bytes);
-                                     });
-    if (!candidates) return candidates.status();
-    REMAT_RETURN_IF_ERROR(settlePass(*candidates, policy.backwardLimitBytes, geometry, policy,
-                                     what + " backward filter", op.filter_, op.convFilter_));
-  }
+  REMAT_RETURN_IF_ERROR(op.chooseForward(handle, query->get(), policy, what + " forward"));
+  REMAT_RETURN_IF_ERROR(op.chooseBackwardData(handle, query->get(), policy, what + " backward data"));
+  REMAT_RETURN_IF_ERROR(op.chooseBackwardFilter(handle, query->get(), policy, what + " backward filter"));
   return op;
+}
+
+Status ConvOp::createTensorDescriptors() {
+  auto x = createTensorDescriptor(geometry_.input);
+  if (!x) return x.status();
+  xDesc_ = std::move(*x);
+  auto y = createTensorDescriptor(output_);
+  if (!y) return y.status();
+  yDesc_ = std::move(*y);
+  auto w = createFilterDescriptor(geometry_);
+  if (!w) return w.status();
+  wDesc_ = std::move(*w);
+  if (bias_) {
+    auto b = createChannelDescriptor(geometry_.outChannels);
+    if (!b) return b.status();
+    biasDesc_ = std::move(*b);
+  }
+  return Status::ok();
+}
+
+Status ConvOp::chooseForward(cudnnHandle_t handle, cudnnConvolutionDescriptor_t query, const AlgorithmPolicy& policy,
+                             const std::string& what) {
+  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+  int count = 0;
+  REMAT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, xDesc_.get(), wDesc_.get(), query, yDesc_.get(),
+                                                           static_cast<int>(perf.size()), &count, perf.data()));
+  auto candidates = candidatesFrom(perf.data(), count, query, policy.allowTf32,
+                                   [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+                                     return cudnnGetConvolutionForwardWorkspaceSize(handle, xDesc_.get(), wDesc_.get(),
+                                                                                    query, yDesc_.get(), algo, bytes);
+                                   });
+  if (!candidates) return candidates.status();
+  return settlePass(*candidates, policy.forwardLimitBytes, geometry_, policy, what, forward_, convForward_);
+}
+
+Status ConvOp::chooseBackwardData(cudnnHandle_t handle, cudnnConvolutionDescriptor_t query,
+                                  const AlgorithmPolicy& policy, const std::string& what) {
+  std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+  int count = 0;
+  REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, wDesc_.get(), yDesc_.get(), query, xDesc_.get(),
+                                                                static_cast<int>(perf.size()), &count, perf.data()));
+  auto candidates = candidatesFrom(perf.data(), count, query, policy.allowTf32,
+                                   [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+                                     return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                         handle, wDesc_.get(), yDesc_.get(), query, xDesc_.get(), algo, bytes);
+                                   });
+  if (!candidates) return candidates.status();
+  return settlePass(*candidates, policy.backwardLimitBytes, geometry_, policy, what, data_, convData_);
+}
+
+Status ConvOp::chooseBackwardFilter(cudnnHandle_t handle, cudnnConvolutionDescriptor_t query,
+                                    const AlgorithmPolicy& policy, const std::string& what) {
+  std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+  int count = 0;
+  REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      handle, xDesc_.get(), yDesc_.get(), query, wDesc_.get(), static_cast<int>(perf.size()), &count, perf.data()));
+  auto candidates = candidatesFrom(perf.data(), count, query, policy.allowTf32,
+                                   [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+                                     return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                         handle, xDesc_.get(), yDesc_.get(), query, wDesc_.get(), algo, bytes);
+                                   });
+  if (!candidates) return candidates.status();
+  return settlePass(*candidates, policy.backwardLimitBytes, geometry_, policy, what, filter_, convFilter_);
 }
 
 std::uint64_t ConvOp::backwardWorkspaceBytes() const { return std::max(data_.workspaceBytes, filter_.workspaceBytes); }

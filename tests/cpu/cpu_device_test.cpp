@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cpu_harness.hpp"
+#include "remat/exec/layer_checks.hpp"
 
 namespace remat {
 namespace {
@@ -151,6 +152,62 @@ TEST(CpuDevice, ChecksCallsAgainstTheModel) {
   EXPECT_TRUE(d.backward(b).isOk());
   EXPECT_EQ(d.upload(x, TensorRole::Raw, 0, std::vector<std::byte>(3)).code(), ErrorCode::Internal);
   EXPECT_EQ(*d.requiredWorkspaceBytes(2, Pass::Forward), 0u);
+}
+
+// The kernels' needs (layer_checks.hpp) agree with every primitive kind's numbers, and a chain
+// whose numbers say less than the kernels read or save is refused, naming the layer and the field.
+TEST(CpuDevice, RefusesNumbersItsKernelsContradict) {
+  auto parsed = parseChain(R"({"format": "remat-chain/1", "name": "kinds", "input": {"shape": [2, 3, 8, 8]},
+    "layers": [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+               {"name": "bn", "kind": "batchnorm"}, {"name": "relu", "kind": "relu6"},
+               {"name": "pool", "kind": "maxpool", "kernel": 2, "stride": 2},
+               {"name": "avg", "kind": "avgpool", "kernel": 2, "stride": 2},
+               {"name": "drop", "kind": "dropout", "p": 0.5},
+               {"name": "gap", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+               {"name": "flat", "kind": "flatten"}, {"name": "fc", "kind": "linear", "out_features": 5, "bias": false},
+               {"name": "bn1d", "kind": "batchnorm"}]})",
+                           "kinds");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  const Chain& chain = *parsed;
+  cpu::CpuDevice device;
+  ASSERT_TRUE(device.prepare(chain).isOk());
+
+  struct Contradiction {
+    std::size_t layer;
+    void (*edit)(ChainLayer&);
+    std::string message;
+  };
+  const std::vector<Contradiction> contradictions = {
+      {1, [](ChainLayer& c) { c.numbers.needsInput = false; },
+       "backward reads that tensor, but the chain says needs_input = false"},
+      {1, [](ChainLayer& c) { c.numbers.extraBytes = 4; }, "saves 0 extra bytes, the chain says e = 4"},
+      {1, [](ChainLayer& c) { c.paramCount -= 1; }, "expected 108 parameters, the chain says 111"},
+      {2, [](ChainLayer& c) { c.numbers.extraBytes -= 1; }, "saves 32 extra bytes, the chain says e = 31"},
+      {3, [](ChainLayer& c) { c.numbers.needsOutput = false; }, "needs_output = false"},
+      {4, [](ChainLayer& c) { c.numbers.needsInput = false; }, "needs_input = false"},
+      {4, [](ChainLayer& c) { c.numbers.needsOutput = false; }, "needs_output = false"},
+      {6, [](ChainLayer& c) { c.numbers.extraBytes = 0; }, "saves 32 extra bytes, the chain says e = 0"},
+      {7,
+       [](ChainLayer& c) {
+         c.inputShape = Shape{2, 16};
+       },
+       "do not take a [2, 16] -> [2, 4, 1, 1] layer"},
+      {8, [](ChainLayer& c) { c.numbers.needsInput = false; }, "needs_input = false"},
+      {8, [](ChainLayer& c) { c.paramCount = 21; }, "expected 20 parameters, the chain says 21"},
+      {9, [](ChainLayer& c) { c.numbers.extraBytes = 0; }, "saves 40 extra bytes"},
+  };
+  for (const Contradiction& c : contradictions) {
+    Chain edited = chain;
+    c.edit(edited.layers[c.layer - 1]);
+    const Status status = device.prepare(edited);
+    EXPECT_EQ(status.code(), ErrorCode::InvalidInput) << "layer " << c.layer << ": " << c.message;
+    EXPECT_NE(status.message().find(layerLabel(chain, c.layer) + ": "), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find(c.message), std::string::npos) << status.message();
+  }
+  // A chain may say a backward reads more than it does: the tensor is merely kept longer.
+  Chain cautious = chain;
+  cautious.layers[4].numbers.needsInput = true;
+  EXPECT_TRUE(device.prepare(cautious).isOk());
 }
 
 TEST(CpuDevice, BlockWorkspaceIsItsArena) {

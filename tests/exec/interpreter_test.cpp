@@ -7,8 +7,8 @@
 #include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
 #include "golden.hpp"
-#include "remat/io/chain_file.hpp"
 #include "remat/cpu/cpu_device.hpp"
+#include "remat/io/chain_file.hpp"
 #include "remat/model/random_chain.hpp"
 
 namespace remat {
@@ -141,6 +141,20 @@ TEST(Interpreter, RejectsBadPlansAndTooSmallWorkspaces) {
   auto f16 = Interpreter::create(*half, other);
   ASSERT_FALSE(f16.isOk());
   EXPECT_NE(f16.status().message().find("float32"), std::string::npos);
+}
+
+// Running out of memory while the static tensors are uploaded gives back what was allocated.
+TEST(Interpreter, AFailedCreateLeavesTheDeviceEmpty) {
+  const Chain chain = smallRealChain();
+  for (std::uint64_t capacity : {std::uint64_t{1}, chain.inputBytes, chain.staticBytes() - 1, chain.staticBytes()}) {
+    cpu::CpuDevice device({.capacityBytes = capacity});
+    auto interp = Interpreter::create(chain, device);
+    ASSERT_FALSE(interp.isOk()) << "capacity " << capacity << " (the labels need 8 more bytes)";
+    EXPECT_EQ(interp.status().code(), ErrorCode::OutOfMemory) << interp.status().message();
+    EXPECT_NE(interp.status().message().find("static tensors"), std::string::npos) << interp.status().message();
+    EXPECT_EQ(device.allocator().bytesHeld(), 0u) << "capacity " << capacity;
+    EXPECT_EQ(device.allocator().buffersHeld(), 0u) << "capacity " << capacity;
+  }
 }
 
 // With a device capacity between two plans' peaks, the store-all plan runs out of memory and a

@@ -1,6 +1,6 @@
 // Per-layer preparation of the CPU backend: which layout each activation has, the kernel geometry
-// from the inferred shapes, and where the parameters sit. Checks that the chain's model numbers
-// say what the CPU kernels actually read and save, so a measured run can match the simulator.
+// from the inferred shapes, and where the parameters sit. The checks that the chain's model
+// numbers say what the kernels actually read and save are layer_checks.hpp's, shared with the GPU.
 #include <cstring>
 
 #include "device_impl.hpp"
@@ -100,88 +100,75 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
   return Status::ok();
 }
 
+void prepareConv(const ChainLayer& layer, const LayerSpec& spec, const PrimitiveParameters& params,
+                 PreparedLayer& prepared) {
+  prepared.conv = convGeometry(spec, layer.inputShape, layer.outputShape);
+  prepared.bias = params.biases > 0;
+  ParamSegment w;
+  w.type = ParamSegment::Type::ConvWeight;
+  w.count = static_cast<Index>(params.weights);
+  w.conv = prepared.conv;
+  prepared.params.push_back(w);
+  if (prepared.bias)
+    prepared.params.push_back({ParamSegment::Type::Plain, w.count, prepared.conv.outChannels, {}, 0, {}});
+}
+
+void prepareBatchNorm(const Shape& in, PreparedLayer& prepared) {
+  if (in.size() == 4) {
+    prepared.bnRows = in[0] * in[2] * in[3];
+    prepared.bnChannels = in[1];
+  } else {
+    prepared.bnRows = prepared.in.batch;
+    prepared.bnChannels = prepared.in.perSample();
+  }
+  // Over a flattened channels-last input the features sit in (h, w, c) order.
+  const auto type =
+      in.size() == 2 && prepared.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
+  prepared.params.push_back({type, 0, prepared.bnChannels, {}, 0, prepared.in});
+  prepared.params.push_back({type, prepared.bnChannels, prepared.bnChannels, {}, 0, prepared.in});
+}
+
+void prepareLinear(const Shape& out, const PrimitiveParameters& params, PreparedLayer& prepared) {
+  prepared.inFeatures = prepared.in.perSample();
+  prepared.outFeatures = out[1];
+  prepared.bias = params.biases > 0;
+  ParamSegment w;
+  // A weight row is indexed like one sample of the input, so it follows the input's layout.
+  w.type = prepared.in.channelsLast ? ParamSegment::Type::LinearWeight : ParamSegment::Type::Plain;
+  w.count = static_cast<Index>(params.weights);
+  w.outFeatures = prepared.outFeatures;
+  w.layout = prepared.in;
+  prepared.params.push_back(w);
+  if (prepared.bias) prepared.params.push_back({ParamSegment::Type::Plain, w.count, prepared.outFeatures, {}, 0, {}});
+}
+
+// Elementwise kinds write their output in their input's layout: a 2-D tensor from a flatten keeps
+// its channels-last order.
+bool keepsInputLayout(LayerKind kind) {
+  return kind == LayerKind::Relu || kind == LayerKind::Relu6 || kind == LayerKind::Dropout ||
+         kind == LayerKind::BatchNorm;
+}
+
 Status prepareReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
-                PreparedLayer& prepared) {
-  const LayerNumbers& m = layer.numbers;
-  const Shape& in = layer.inputShape;
-  const Shape& out = layer.outputShape;
-  prepared.out = layoutOf(out);
-  const bool elementwise = layer.kind == LayerKind::Relu || layer.kind == LayerKind::Relu6 ||
-                           layer.kind == LayerKind::Dropout || layer.kind == LayerKind::BatchNorm;
-  if (elementwise) prepared.out = prepared.in;  // a 2-D tensor from a flatten keeps its channels-last order
-  const auto expectedParams = [&](Index count) {
-    return check.expectParams(layer.paramCount, static_cast<std::uint64_t>(count));
-  };
+                   PreparedLayer& prepared) {
+  prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
+  if (isComposite(layer.kind)) return planBlock(chain, layer, spec, check, prepared);
+  auto params = check.primitiveLayer(layer, spec);
+  if (!params) return params.status();
   switch (layer.kind) {
-    case LayerKind::Conv2d: {
-      prepared.conv = convGeometry(spec, in, out);
-      const Index weights = convWeightCount(prepared.conv);
-      prepared.bias = layer.paramCount == static_cast<std::uint64_t>(weights + prepared.conv.outChannels);
-      REMAT_RETURN_IF_ERROR(expectedParams(weights + (prepared.bias ? prepared.conv.outChannels : 0)));
-      ParamSegment w;
-      w.type = ParamSegment::Type::ConvWeight;
-      w.count = weights;
-      w.conv = prepared.conv;
-      prepared.params.push_back(w);
-      if (prepared.bias) prepared.params.push_back({ParamSegment::Type::Plain, weights, prepared.conv.outChannels, {}, 0, {}});
-      return check.expectFlag(m.needsInput, true, "needs_input");
-    }
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return check.expectFlag(m.needsOutput, true, "needs_output");
+    case LayerKind::Conv2d: prepareConv(layer, spec, *params, prepared); return Status::ok();
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool:
-      prepared.pool = poolGeometry(spec, in, out);
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      if (layer.kind == LayerKind::MaxPool) {
-        REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
-        return check.expectFlag(m.needsOutput, true, "needs_output");
-      }
+      prepared.pool = poolGeometry(spec, layer.inputShape, layer.outputShape);
       return Status::ok();
-    case LayerKind::BatchNorm: {
-      if (in.size() == 4) {
-        prepared.bnRows = in[0] * in[2] * in[3];
-        prepared.bnChannels = in[1];
-      } else {
-        prepared.bnRows = prepared.in.batch;
-        prepared.bnChannels = prepared.in.perSample();
-      }
-      REMAT_RETURN_IF_ERROR(expectedParams(2 * prepared.bnChannels));
-      // Over a flattened channels-last input the features sit in (h, w, c) order.
-      const auto type =
-          in.size() == 2 && prepared.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
-      prepared.params.push_back({type, 0, prepared.bnChannels, {}, 0, prepared.in});
-      prepared.params.push_back({type, prepared.bnChannels, prepared.bnChannels, {}, 0, prepared.in});
-      REMAT_RETURN_IF_ERROR(check.expectFlag(m.needsInput, true, "needs_input"));
-      return check.expectExtra(m.extraBytes, static_cast<std::uint64_t>(2 * prepared.bnChannels * 4));
-    }
-    case LayerKind::Linear: {
-      prepared.inFeatures = prepared.in.perSample();
-      prepared.outFeatures = out[1];
-      const Index weights = prepared.inFeatures * prepared.outFeatures;
-      prepared.bias = layer.paramCount == static_cast<std::uint64_t>(weights + prepared.outFeatures);
-      REMAT_RETURN_IF_ERROR(expectedParams(weights + (prepared.bias ? prepared.outFeatures : 0)));
-      ParamSegment w;
-      w.type = prepared.in.channelsLast ? ParamSegment::Type::LinearWeight : ParamSegment::Type::Plain;
-      w.count = weights;
-      w.outFeatures = prepared.outFeatures;
-      w.layout = prepared.in;
-      prepared.params.push_back(w);
-      if (prepared.bias) prepared.params.push_back({ParamSegment::Type::Plain, weights, prepared.outFeatures, {}, 0, {}});
-      return check.expectFlag(m.needsInput, true, "needs_input");
-    }
-    case LayerKind::Dropout:
-      prepared.dropoutP = spec.dropoutP;
-      REMAT_RETURN_IF_ERROR(expectedParams(0));
-      return check.expectExtra(m.extraBytes, elementCount(out));
-    case LayerKind::BasicBlock:
-    case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return planBlock(chain, layer, spec, check, prepared);
-    default: break;
+    case LayerKind::BatchNorm: prepareBatchNorm(layer.inputShape, prepared); return Status::ok();
+    case LayerKind::Linear: prepareLinear(layer.outputShape, *params, prepared); return Status::ok();
+    case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
+    case LayerKind::Relu:
+    case LayerKind::Relu6: return Status::ok();
+    default: return check.noKernel();
   }
-  return check.fail("the CPU backend has no kernel for this kind");
 }
 
 }  // namespace

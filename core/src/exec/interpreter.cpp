@@ -12,6 +12,7 @@
 #include <span>
 
 #include "remat/exec/counter_rng.hpp"
+#include "remat/exec/owned_buffers.hpp"
 #include "remat/memory/simulator.hpp"
 
 namespace remat {
@@ -39,6 +40,7 @@ struct OpProgram {
   std::uint64_t transientBytes = 0;  // RE's copy of x(c)
 
   std::array<std::uint32_t, 5> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn}; }
+  std::array<std::uint32_t, 2> writes() const { return {output, extraOut}; }
 };
 
 struct Program {
@@ -48,72 +50,101 @@ struct Program {
 
 bool isTensor(std::uint32_t id) { return id != kNone && id != kInput; }
 
-// The op sequence as a tensor program: each op reads the newest version written before it.
-Result<Program> compile(const Chain& chain, const Plan& plan) {
-  const std::size_t n = chain.size();
-  const std::size_t lastSegmentStart = plan.checkpoints.empty() ? 0 : plan.checkpoints.back();
-  Program program;
-  std::vector<std::uint32_t> x(n + 1, kNone), extra(n + 1, kNone), grad(n + 1, kNone);
-  x[0] = kInput;
-  auto tensor = [&](std::uint64_t bytes, char kind, std::size_t layer) {
-    program.tensors.push_back({bytes, kind, layer, 0});
-    return static_cast<std::uint32_t>(program.tensors.size() - 1);
-  };
-  for (const Op& op : buildOpSequence(chain, plan)) {
+// Compiles the op sequence one op at a time: each op reads the newest version of x(l), E(l) and
+// d(l) written before it.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Chain& chain, const Plan& plan)
+      : chain_(chain),
+        lastSegmentStart_(plan.checkpoints.empty() ? 0 : plan.checkpoints.back()),
+        x_(chain.size() + 1, kNone),
+        extra_(chain.size() + 1, kNone),
+        grad_(chain.size() + 1, kNone) {
+    x_[0] = kInput;
+  }
+
+  // Internal error when the op reads a tensor no earlier op wrote (a bug in buildOpSequence).
+  Status add(const Op& op) {
     OpProgram p;
     p.op = op;
-    const std::size_t l = op.layer;
     switch (op.kind) {
       case OpKind::F:
-      case OpKind::R: {
-        const LayerNumbers& m = chain.at(l);
-        const bool keep = op.kind == OpKind::R || l > lastSegmentStart;
-        p.mode = keep ? ForwardMode::Keep : ForwardMode::Discard;
-        p.input = x[l - 1];
-        p.output = x[l] = tensor(m.outBytes, 'x', l);
-        if (keep && m.extraBytes > 0) p.extraOut = extra[l] = tensor(m.extraBytes, 'E', l);
-        p.workspaceBytes = m.fwdWorkspaceBytes;
-        break;
-      }
-      case OpKind::RE: {
-        const LayerNumbers& m = chain.at(l);
-        p.mode = ForwardMode::Keep;
-        p.input = x[l - 1];
-        p.extraOut = extra[l] = tensor(m.extraBytes, 'E', l);
-        p.workspaceBytes = m.fwdWorkspaceBytes;
-        p.transientBytes = m.outBytes;
-        break;
-      }
-      case OpKind::Seed:
-        p.input = x[n];
-        p.output = grad[n] = tensor(chain.at(n).outBytes, 'd', n);
-        break;
-      case OpKind::B: {
-        const LayerNumbers& m = chain.at(l);
-        p.gradOutput = grad[l];
-        if (m.needsInput) p.bwdInput = x[l - 1];
-        if (m.needsOutput) p.bwdOutput = x[l];
-        if (m.extraBytes > 0) p.extraIn = extra[l];
-        if (l > 1) p.output = grad[l - 1] = tensor(chain.at(l - 1).outBytes, 'd', l - 1);
-        p.workspaceBytes = m.bwdWorkspaceBytes;
-        if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
-            (m.extraBytes > 0 && p.extraIn == kNone))
-          return Status::internal("B(" + std::to_string(l) + ") reads a tensor no earlier op wrote");
-        break;
-      }
+      case OpKind::R: forward(p); break;
+      case OpKind::RE: recomputeExtras(p); break;
+      case OpKind::Seed: seed(p); break;
+      case OpKind::B: REMAT_RETURN_IF_ERROR(backward(p)); break;
     }
-    if (op.kind != OpKind::B && p.input == kNone)
-      return Status::internal(opLabel(op) + " reads an unwritten x");
+    if (op.kind != OpKind::B && p.input == kNone) return Status::internal(opLabel(op) + " reads an unwritten x");
     for (std::uint32_t id : p.reads())
-      if (isTensor(id)) ++program.tensors[id].readers;
-    program.ops.push_back(p);
+      if (isTensor(id)) ++program_.tensors[id].readers;
+    program_.ops.push_back(p);
+    return Status::ok();
   }
-  return program;
+
+  Program take() && { return std::move(program_); }
+
+ private:
+  std::uint32_t tensor(std::uint64_t bytes, char kind, std::size_t layer) {
+    program_.tensors.push_back({bytes, kind, layer, 0});
+    return static_cast<std::uint32_t>(program_.tensors.size() - 1);
+  }
+
+  // F and R write x(l); in keep mode (R, and F in the last segment) also E(l).
+  void forward(OpProgram& p) {
+    const std::size_t l = p.op.layer;
+    const LayerNumbers& m = chain_.at(l);
+    const bool keep = p.op.kind == OpKind::R || l > lastSegmentStart_;
+    p.mode = keep ? ForwardMode::Keep : ForwardMode::Discard;
+    p.input = x_[l - 1];
+    p.output = x_[l] = tensor(m.outBytes, 'x', l);
+    if (keep && m.extraBytes > 0) p.extraOut = extra_[l] = tensor(m.extraBytes, 'E', l);
+    p.workspaceBytes = m.fwdWorkspaceBytes;
+  }
+
+  // RE writes only E(l); its x(l) goes to a transient buffer.
+  void recomputeExtras(OpProgram& p) {
+    const std::size_t l = p.op.layer;
+    const LayerNumbers& m = chain_.at(l);
+    p.mode = ForwardMode::Keep;
+    p.input = x_[l - 1];
+    p.extraOut = extra_[l] = tensor(m.extraBytes, 'E', l);
+    p.workspaceBytes = m.fwdWorkspaceBytes;
+    p.transientBytes = m.outBytes;
+  }
+
+  void seed(OpProgram& p) {
+    const std::size_t n = chain_.size();
+    p.input = x_[n];
+    p.output = grad_[n] = tensor(chain_.at(n).outBytes, 'd', n);
+  }
+
+  // B reads d(l) and what the layer's numbers say its backward needs; writes d(l-1) (none for l = 1).
+  Status backward(OpProgram& p) {
+    const std::size_t l = p.op.layer;
+    const LayerNumbers& m = chain_.at(l);
+    p.gradOutput = grad_[l];
+    if (m.needsInput) p.bwdInput = x_[l - 1];
+    if (m.needsOutput) p.bwdOutput = x_[l];
+    if (m.extraBytes > 0) p.extraIn = extra_[l];
+    if (l > 1) p.output = grad_[l - 1] = tensor(chain_.at(l - 1).outBytes, 'd', l - 1);
+    p.workspaceBytes = m.bwdWorkspaceBytes;
+    if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
+        (m.extraBytes > 0 && p.extraIn == kNone))
+      return Status::internal("B(" + std::to_string(l) + ") reads a tensor no earlier op wrote");
+    return Status::ok();
+  }
+
+  const Chain& chain_;
+  const std::size_t lastSegmentStart_;
+  std::vector<std::uint32_t> x_, extra_, grad_;
+  Program program_;
+};
+
+Result<Program> compile(const Chain& chain, const Plan& plan) {
+  ProgramBuilder builder(chain, plan);
+  for (const Op& op : buildOpSequence(chain, plan)) REMAT_RETURN_IF_ERROR(builder.add(op));
+  return std::move(builder).take();
 }
-
-using Clock = std::chrono::steady_clock;
-
-double microseconds(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 }  // namespace
 
@@ -121,63 +152,304 @@ struct Interpreter::State {
   Chain chain;
   Device* device = nullptr;
   InterpreterOptions options;
-  DeviceBuffer input;
-  DeviceBuffer labels;
-  std::vector<DeviceBuffer> params;  // index l; invalid when p = 0
-  std::vector<DeviceBuffer> grads;
+  OwnedBuffer input;
+  OwnedBuffer labels;
+  std::vector<OwnedBuffer> params;  // index l; holds nothing when p = 0
+  std::vector<OwnedBuffer> grads;
   std::uint64_t staticBytes = 0;
   std::uint64_t labelBytes = 0;
   // Host copy for digests, kept between runs so large downloads do not fault in fresh pages.
   std::vector<std::byte> host;
-
-  ~State() {
-    if (device == nullptr) return;
-    DeviceAllocator& a = device->allocator();
-    auto drop = [&](DeviceBuffer& b) {
-      if (b.valid()) (void)a.release(b);
-      b = {};
-    };
-    drop(input);
-    drop(labels);
-    for (auto& b : params) drop(b);
-    for (auto& b : grads) drop(b);
-  }
 
   std::span<std::byte> hostSpan(std::uint64_t bytes) {
     if (host.size() < bytes) host.resize(bytes);
     return {host.data(), static_cast<std::size_t>(bytes)};
   }
 
-  Result<DeviceBuffer> allocateStatic(std::uint64_t bytes, TensorRole role, std::size_t layer,
-                                      std::span<const std::byte> data) {
-    auto buffer = device->allocator().allocate(bytes);
-    if (!buffer) return buffer.status().withContext("allocating the static tensors");
+  // A buffer that is uploaded (zeroed for Raw) before it is handed out, so a failure leaves
+  // nothing half-initialised.
+  Result<OwnedBuffer> allocateStatic(std::uint64_t bytes, TensorRole role, std::size_t layer,
+                                     std::span<const std::byte> data) {
+    auto buffer = OwnedBuffer::allocate(device->allocator(), bytes, "allocating the static tensors");
+    if (!buffer) return buffer.status();
     if (role == TensorRole::Raw) {
-      REMAT_RETURN_IF_ERROR(device->fill(*buffer, 0));
+      REMAT_RETURN_IF_ERROR(device->fill(buffer->get(), 0));
     } else {
-      // Upload before handing the buffer out, so a failure leaves nothing half-initialised.
-      Status status = device->upload(*buffer, role, layer, data);
-      if (!status) {
-        (void)device->allocator().release(*buffer);
-        return status;
-      }
+      REMAT_RETURN_IF_ERROR(device->upload(buffer->get(), role, layer, data));
     }
     return buffer;
   }
+
+  // x0, and each layer's parameters (initialised) and parameter gradients; sets staticBytes.
+  Status uploadModel() {
+    const std::uint64_t before = device->allocator().bytesHeld();
+    auto x0 = allocateStatic(chain.inputBytes, TensorRole::Activation, 0, initialInput(chain, options.seed));
+    if (!x0) return x0.status();
+    input = std::move(*x0);
+    params.resize(chain.size() + 1);
+    grads.resize(chain.size() + 1);
+    for (std::size_t l = 1; l <= chain.size(); ++l) {
+      const std::uint64_t p = chain.at(l).paramBytes;
+      if (p == 0) continue;
+      std::span<std::byte> values = hostSpan(p);
+      REMAT_RETURN_IF_ERROR(writeInitialParameters(chain, l, options.seed, values));
+      auto layerParams = allocateStatic(p, TensorRole::Parameters, l, values);
+      if (!layerParams) return layerParams.status();
+      params[l] = std::move(*layerParams);
+      auto layerGrads = allocateStatic(p, TensorRole::Raw, l, {});
+      if (!layerGrads) return layerGrads.status();
+      grads[l] = std::move(*layerGrads);
+    }
+    staticBytes = device->allocator().bytesHeld() - before;
+    return Status::ok();
+  }
+
+  // The int32 labels of a real chain (none for an abstract last layer); sets labelBytes.
+  Status uploadLabels() {
+    const std::vector<std::int32_t> values =
+        options.labels.empty() ? initialLabels(chain, options.seed) : options.labels;
+    const ChainLayer& last = chain.layers.back();
+    if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return Status::ok();
+    if (values.size() != static_cast<std::size_t>(last.outputShape[0]))
+      return Status::invalid(std::to_string(values.size()) + " labels given for a batch of " +
+                             std::to_string(last.outputShape[0]));
+    std::vector<std::byte> bytes(values.size() * sizeof(std::int32_t));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    const std::uint64_t before = device->allocator().bytesHeld();
+    auto buffer = allocateStatic(bytes.size(), TensorRole::Labels, 0, bytes);
+    if (!buffer) return buffer.status();
+    labels = std::move(*buffer);
+    labelBytes = device->allocator().bytesHeld() - before;
+    return Status::ok();
+  }
 };
 
-Interpreter::Interpreter(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Interpreter::~Interpreter() = default;
+namespace {
 
-const Chain& Interpreter::chain() const { return state_->chain; }
-std::uint64_t Interpreter::staticBytes() const { return state_->staticBytes; }
+using Clock = std::chrono::steady_clock;
 
-Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Device& device,
-                                                         const InterpreterOptions& options) {
-  if (chain.size() == 0) return Status::invalid("chain '" + chain.name + "' has no layers");
-  REMAT_RETURN_IF_ERROR(device.prepare(chain));
-  const std::size_t n = chain.size();
-  for (std::size_t l = 1; l <= n; ++l) {
+double microseconds(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// One training step of a compiled program. It owns the buffers of the step's dynamic tensors,
+// each from the op that writes it until its last reader has run, so whichever way the step ends
+// the device is left holding only the static tensors.
+class StepRun {
+ public:
+  StepRun(Interpreter::State& state, const Program& program, std::uint64_t stepSeed)
+      : state_(state),
+        device_(*state.device),
+        allocator_(device_.allocator()),
+        program_(program),
+        stepSeed_(stepSeed),
+        baselineBytes_(allocator_.bytesHeld()),
+        buffers_(program.tensors.size()),
+        readers_(program.tensors.size()) {
+    for (std::size_t t = 0; t < readers_.size(); ++t) readers_[t] = program.tensors[t].readers;
+  }
+
+  // The op loop: appends one entry per op to `timeline` and, when `digests` is given, the digest
+  // of every tensor each op writes. Internal error when the step leaves dynamic bytes behind.
+  Status runOps(Timeline& timeline, std::vector<TensorDigest>* digests) {
+    timeline.entries.reserve(program_.ops.size());
+    for (std::size_t i = 0; i < program_.ops.size(); ++i) {
+      auto entry = runOp(i, digests);
+      if (!entry) return entry.status();
+      timeline.entries.push_back(*entry);
+    }
+    if (allocator_.bytesHeld() != baselineBytes_)
+      return Status::internal("the step ended with " + std::to_string(allocator_.bytesHeld() - baselineBytes_) +
+                              " dynamic bytes still held");
+    return Status::ok();
+  }
+
+ private:
+  // Op i from its first allocation to its last release: the allocator's high-water mark over that
+  // window is its footprint; its time leaves out the digests.
+  Result<TimelineEntry> runOp(std::size_t i, std::vector<TensorDigest>* digests) {
+    const OpProgram& p = program_.ops[i];
+    allocator_.resetPeak();
+    const auto start = Clock::now();
+    REMAT_RETURN_IF_ERROR(allocate(p));
+    Status status = dispatch(p);
+    if (status) status = device_.synchronize();
+    if (!status) return status.withContext(opLabel(p.op));
+    const auto kernelEnd = Clock::now();
+    if (digests != nullptr) {
+      Status digested = digestWrites(i, p, *digests);
+      if (!digested) return digested.withContext(opLabel(p.op) + " digest");
+    }
+    const auto freeStart = Clock::now();
+    Status freed = releaseFinished(p);
+    if (!freed) return freed.withContext(opLabel(p.op));
+    const auto end = Clock::now();
+
+    TimelineEntry entry;
+    entry.op = p.op;
+    entry.footprintBytes = allocator_.peakBytes() - baselineBytes_;
+    entry.liveAfterBytes = allocator_.bytesHeld() - baselineBytes_;
+    entry.timeUs = microseconds(kernelEnd - start) + microseconds(end - freeStart);
+    return entry;
+  }
+
+  // The op's writes, its workspace and (RE) the transient x(l), in that order.
+  Status allocate(const OpProgram& p) {
+    for (std::uint32_t id : p.writes())
+      if (isTensor(id)) REMAT_RETURN_IF_ERROR(allocateInto(buffers_[id], program_.tensors[id].bytes, p, ""));
+    if (p.workspaceBytes > 0) REMAT_RETURN_IF_ERROR(allocateInto(workspace_, p.workspaceBytes, p, " workspace"));
+    if (p.transientBytes > 0 || p.op.kind == OpKind::RE)
+      REMAT_RETURN_IF_ERROR(allocateInto(transient_, p.transientBytes, p, " transient x"));
+    return Status::ok();
+  }
+
+  // The error names the op and `part` only when it fails, keeping string work out of the timing.
+  Status allocateInto(OwnedBuffer& slot, std::uint64_t bytes, const OpProgram& p, const char* part) {
+    auto buffer = OwnedBuffer::allocate(allocator_, bytes);
+    if (!buffer) return buffer.status().withContext(opLabel(p.op) + part);
+    slot = std::move(*buffer);
+    return Status::ok();
+  }
+
+  Status dispatch(const OpProgram& p) {
+    switch (p.op.kind) {
+      case OpKind::F:
+      case OpKind::R:
+      case OpKind::RE: return device_.forward(forwardCall(p));
+      case OpKind::Seed: return device_.lossSeed(seedCall(p));
+      case OpKind::B: return device_.backward(backwardCall(p));
+    }
+    return Status::internal(opLabel(p.op) + ": unknown op kind");
+  }
+
+  ForwardCall forwardCall(const OpProgram& p) const {
+    ForwardCall call;
+    call.layer = p.op.layer;
+    call.mode = p.mode;
+    call.input = buffer(p.input);
+    call.output = p.op.kind == OpKind::RE ? transient_.get() : buffer(p.output);
+    call.extra = buffer(p.extraOut);
+    call.workspace = workspace_.get();
+    call.params = state_.params[p.op.layer].get();
+    call.seed = stepSeed_;
+    return call;
+  }
+
+  SeedCall seedCall(const OpProgram& p) const {
+    SeedCall call;
+    call.logits = buffer(p.input);
+    call.labels = state_.labels.get();
+    call.gradLogits = buffer(p.output);
+    call.seed = stepSeed_;
+    return call;
+  }
+
+  BackwardCall backwardCall(const OpProgram& p) const {
+    BackwardCall call;
+    call.layer = p.op.layer;
+    call.gradOutput = buffer(p.gradOutput);
+    call.input = buffer(p.bwdInput);
+    call.output = buffer(p.bwdOutput);
+    call.extra = buffer(p.extraIn);
+    call.gradInput = buffer(p.output);
+    call.workspace = workspace_.get();
+    call.params = state_.params[p.op.layer].get();
+    call.paramGrads = state_.grads[p.op.layer].get();
+    call.seed = stepSeed_;
+    return call;
+  }
+
+  // Downloaded in canonical layout into the state's host copy, then hashed.
+  Status digestWrites(std::size_t i, const OpProgram& p, std::vector<TensorDigest>& digests) {
+    for (std::uint32_t id : p.writes()) {
+      if (!isTensor(id)) continue;
+      const TensorMeta& meta = program_.tensors[id];
+      const TensorRole role = meta.kind == 'E' ? TensorRole::Extra : TensorRole::Activation;
+      std::span<std::byte> bytes = state_.hostSpan(meta.bytes);
+      REMAT_RETURN_IF_ERROR(device_.download(buffers_[id].get(), role, meta.layer, bytes));
+      digests.push_back({i, p.op, meta.kind, meta.layer, checksumBytes(bytes)});
+    }
+    return Status::ok();
+  }
+
+  // The scratch, every read whose last reader this op was, and every write nobody reads.
+  Status releaseFinished(const OpProgram& p) {
+    REMAT_RETURN_IF_ERROR(workspace_.release());
+    REMAT_RETURN_IF_ERROR(transient_.release());
+    for (std::uint32_t id : p.reads())
+      if (isTensor(id) && --readers_[id] == 0) REMAT_RETURN_IF_ERROR(buffers_[id].release());
+    for (std::uint32_t id : p.writes())
+      if (isTensor(id) && program_.tensors[id].readers == 0) REMAT_RETURN_IF_ERROR(buffers_[id].release());
+    return Status::ok();
+  }
+
+  DeviceBuffer buffer(std::uint32_t id) const {
+    if (id == kInput) return state_.input.get();
+    return isTensor(id) ? buffers_[id].get() : DeviceBuffer{};
+  }
+
+  Interpreter::State& state_;
+  Device& device_;
+  DeviceAllocator& allocator_;
+  const Program& program_;
+  const std::uint64_t stepSeed_;
+  const std::uint64_t baselineBytes_;   // the static tensors
+  std::vector<OwnedBuffer> buffers_;    // by tensor id; held from the writing op to the last reader
+  std::vector<std::uint32_t> readers_;  // by tensor id: the readers still to run
+  OwnedBuffer workspace_;
+  OwnedBuffer transient_;
+};
+
+// Step `step` with zeroed parameter gradients: appends its timeline and time to `result` (and,
+// when asked, the digests). Errors name the step.
+Status runStep(Interpreter::State& s, const Program& program, const RunOptions& options, int step,
+               const std::vector<std::string>& layerNames, RunResult& result) {
+  const bool lastStep = step + 1 == options.steps;
+  std::vector<TensorDigest>* digests = options.captureDigests && lastStep ? &result.digests : nullptr;
+  const std::uint64_t stepSeed = rng::streamKey(s.options.seed, rng::Purpose::Step, static_cast<std::uint64_t>(step));
+  const auto stepStart = Clock::now();
+  for (const OwnedBuffer& g : s.grads)
+    if (g.valid()) REMAT_RETURN_IF_ERROR(s.device->fill(g.get(), 0));
+
+  Timeline timeline;
+  timeline.planner = options.planner;
+  timeline.source = s.device->name();
+  timeline.run = step;
+  timeline.layerNames = layerNames;
+  timeline.staticBytes = s.staticBytes;
+  Status status = StepRun(s, program, stepSeed).runOps(timeline, digests);
+  if (!status) return status.withContext("step " + std::to_string(step));
+  result.stepSeconds.push_back(std::chrono::duration<double>(Clock::now() - stepStart).count());
+  result.timelines.push_back(std::move(timeline));
+  return Status::ok();
+}
+
+// Each layer's parameter gradients after the last step: digests and / or canonical bytes.
+Status collectGradients(Interpreter::State& s, const RunOptions& options, RunResult& result) {
+  const std::size_t n = s.chain.size();
+  if (options.digestGradients) {
+    result.parameterGradientDigests.assign(n, 0);
+    for (std::size_t l = 1; l <= n; ++l) {
+      if (!s.grads[l].valid()) continue;
+      auto digest = s.device->checksum(s.grads[l].get());
+      if (!digest) return digest.status();
+      result.parameterGradientDigests[l - 1] = *digest;
+    }
+  }
+  if (options.captureGradients) {
+    result.parameterGradients.resize(n);
+    for (std::size_t l = 1; l <= n; ++l) {
+      if (!s.grads[l].valid()) continue;
+      std::vector<std::byte>& bytes = result.parameterGradients[l - 1];
+      bytes.resize(s.grads[l].get().bytes);
+      REMAT_RETURN_IF_ERROR(s.device->download(s.grads[l].get(), TensorRole::Parameters, l, bytes));
+    }
+  }
+  return Status::ok();
+}
+
+// The chain's wf and wb must cover the scratch the device's kernels need, or a measured run would
+// hold bytes the model does not count.
+Status checkWorkspaces(const Chain& chain, const Device& device) {
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
     const LayerNumbers& m = chain.at(l);
     for (Pass pass : {Pass::Forward, Pass::Backward}) {
       auto needed = device.requiredWorkspaceBytes(l, pass);
@@ -191,231 +463,46 @@ Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Dev
                                " (profile the chain on this device)");
     }
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Interpreter::Interpreter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Interpreter::~Interpreter() = default;
+
+const Chain& Interpreter::chain() const { return state_->chain; }
+std::uint64_t Interpreter::staticBytes() const { return state_->staticBytes; }
+
+Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Device& device,
+                                                         const InterpreterOptions& options) {
+  if (chain.size() == 0) return Status::invalid("chain '" + chain.name + "' has no layers");
+  REMAT_RETURN_IF_ERROR(device.prepare(chain));
+  REMAT_RETURN_IF_ERROR(checkWorkspaces(chain, device));
   auto state = std::make_unique<State>();
   state->chain = chain;
   state->device = &device;
   state->options = options;
-  state->params.resize(n + 1);
-  state->grads.resize(n + 1);
-  DeviceAllocator& allocator = device.allocator();
-  const std::uint64_t before = allocator.bytesHeld();
-
-  auto input = state->allocateStatic(chain.inputBytes, TensorRole::Activation, 0, initialInput(chain, options.seed));
-  if (!input) return input.status();
-  state->input = *input;
-  for (std::size_t l = 1; l <= n; ++l) {
-    const std::uint64_t p = chain.at(l).paramBytes;
-    if (p == 0) continue;
-    std::span<std::byte> values = state->hostSpan(p);
-    REMAT_RETURN_IF_ERROR(writeInitialParameters(chain, l, options.seed, values));
-    auto params = state->allocateStatic(p, TensorRole::Parameters, l, values);
-    if (!params) return params.status();
-    state->params[l] = *params;
-    auto grads = state->allocateStatic(p, TensorRole::Raw, l, {});
-    if (!grads) return grads.status();
-    state->grads[l] = *grads;
-  }
-  state->staticBytes = allocator.bytesHeld() - before;
-
-  std::vector<std::int32_t> labels = options.labels.empty() ? initialLabels(chain, options.seed) : options.labels;
-  const ChainLayer& last = chain.layers.back();
-  if (last.kind != LayerKind::Abstract && !last.outputShape.empty()) {
-    if (labels.size() != static_cast<std::size_t>(last.outputShape[0]))
-      return Status::invalid(std::to_string(labels.size()) + " labels given for a batch of " +
-                             std::to_string(last.outputShape[0]));
-    std::vector<std::byte> bytes(labels.size() * sizeof(std::int32_t));
-    std::memcpy(bytes.data(), labels.data(), bytes.size());
-    const std::uint64_t beforeLabels = allocator.bytesHeld();
-    auto buffer = state->allocateStatic(bytes.size(), TensorRole::Labels, 0, bytes);
-    if (!buffer) return buffer.status();
-    state->labels = *buffer;
-    state->labelBytes = allocator.bytesHeld() - beforeLabels;
-  }
+  REMAT_RETURN_IF_ERROR(state->uploadModel());
+  REMAT_RETURN_IF_ERROR(state->uploadLabels());
   return std::unique_ptr<Interpreter>(new Interpreter(std::move(state)));
 }
 
 Result<RunResult> Interpreter::run(const Plan& plan, const RunOptions& options) {
   State& s = *state_;
-  const Chain& chain = s.chain;
-  Device& device = *s.device;
-  DeviceAllocator& allocator = device.allocator();
-  REMAT_RETURN_IF_ERROR(validatePlan(plan, chain.size()));
+  REMAT_RETURN_IF_ERROR(validatePlan(plan, s.chain.size()));
   if (options.steps < 1) return Status::invalid("steps must be at least 1, got " + std::to_string(options.steps));
-  auto program = compile(chain, plan);
+  auto program = compile(s.chain, plan);
   if (!program) return program.status();
-  const std::vector<OpProgram>& ops = program->ops;
 
   RunResult result;
   result.staticBytes = s.staticBytes;
   result.labelBytes = s.labelBytes;
   std::vector<std::string> layerNames;
-  for (const ChainLayer& layer : chain.layers) layerNames.push_back(layer.name);
-
-  for (int step = 0; step < options.steps; ++step) {
-    const bool lastStep = step + 1 == options.steps;
-    const bool digests = options.captureDigests && lastStep;
-    const std::uint64_t stepSeed = rng::streamKey(s.options.seed, rng::Purpose::Step, static_cast<std::uint64_t>(step));
-    const auto stepStart = Clock::now();
-    for (const DeviceBuffer& g : s.grads)
-      if (g.valid()) REMAT_RETURN_IF_ERROR(device.fill(g, 0));
-    const std::uint64_t baseline = allocator.bytesHeld();
-
-    Timeline timeline;
-    timeline.planner = options.planner;
-    timeline.source = device.name();
-    timeline.run = step;
-    timeline.layerNames = layerNames;
-    timeline.staticBytes = s.staticBytes;
-    timeline.entries.reserve(ops.size());
-
-    std::vector<DeviceBuffer> buffers(program->tensors.size());
-    std::vector<std::uint32_t> readers(program->tensors.size());
-    for (std::size_t t = 0; t < readers.size(); ++t) readers[t] = program->tensors[t].readers;
-    DeviceBuffer workspace, transient;
-    // Frees whatever is still held after a failure, so the device is left as it was found.
-    auto abandon = [&](Status status) -> Status {
-      for (DeviceBuffer& b : buffers)
-        if (b.valid()) (void)allocator.release(b);
-      if (workspace.valid()) (void)allocator.release(workspace);
-      if (transient.valid()) (void)allocator.release(transient);
-      return status.withContext("step " + std::to_string(step));
-    };
-    auto buffer = [&](std::uint32_t id) -> DeviceBuffer {
-      if (id == kInput) return s.input;
-      return isTensor(id) ? buffers[id] : DeviceBuffer{};
-    };
-    auto allocate = [&](std::uint64_t bytes, DeviceBuffer& out) -> Status {
-      auto b = allocator.allocate(bytes);
-      if (!b) return b.status();
-      out = *b;
-      return Status::ok();
-    };
-
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const OpProgram& p = ops[i];
-      const std::size_t l = p.op.layer;
-      allocator.resetPeak();
-      const auto start = Clock::now();
-      for (std::uint32_t id : {p.output, p.extraOut})
-        if (isTensor(id)) {
-          Status st = allocate(program->tensors[id].bytes, buffers[id]);
-          if (!st) return abandon(st.withContext(opLabel(p.op)));
-        }
-      if (p.workspaceBytes > 0) {
-        Status st = allocate(p.workspaceBytes, workspace);
-        if (!st) return abandon(st.withContext(opLabel(p.op) + " workspace"));
-      }
-      if (p.transientBytes > 0 || p.op.kind == OpKind::RE) {
-        Status st = allocate(p.transientBytes, transient);
-        if (!st) return abandon(st.withContext(opLabel(p.op) + " transient x"));
-      }
-
-      Status status;
-      switch (p.op.kind) {
-        case OpKind::F:
-        case OpKind::R:
-        case OpKind::RE: {
-          ForwardCall call;
-          call.layer = l;
-          call.mode = p.mode;
-          call.input = buffer(p.input);
-          call.output = p.op.kind == OpKind::RE ? transient : buffer(p.output);
-          call.extra = buffer(p.extraOut);
-          call.workspace = workspace;
-          call.params = s.params[l];
-          call.seed = stepSeed;
-          status = device.forward(call);
-          break;
-        }
-        case OpKind::Seed: {
-          SeedCall call;
-          call.logits = buffer(p.input);
-          call.labels = s.labels;
-          call.gradLogits = buffer(p.output);
-          call.seed = stepSeed;
-          status = device.lossSeed(call);
-          break;
-        }
-        case OpKind::B: {
-          BackwardCall call;
-          call.layer = l;
-          call.gradOutput = buffer(p.gradOutput);
-          call.input = buffer(p.bwdInput);
-          call.output = buffer(p.bwdOutput);
-          call.extra = buffer(p.extraIn);
-          call.gradInput = buffer(p.output);
-          call.workspace = workspace;
-          call.params = s.params[l];
-          call.paramGrads = s.grads[l];
-          call.seed = stepSeed;
-          status = device.backward(call);
-          break;
-        }
-      }
-      if (status) status = device.synchronize();
-      if (!status) return abandon(status.withContext(opLabel(p.op)));
-      const auto kernelEnd = Clock::now();
-
-      if (digests) {
-        for (std::uint32_t id : {p.output, p.extraOut}) {
-          if (!isTensor(id)) continue;
-          const TensorMeta& meta = program->tensors[id];
-          const TensorRole role = meta.kind == 'E' ? TensorRole::Extra : TensorRole::Activation;
-          std::span<std::byte> bytes = s.hostSpan(meta.bytes);
-          Status st = device.download(buffers[id], role, meta.layer, bytes);
-          if (!st) return abandon(st.withContext(opLabel(p.op) + " digest"));
-          result.digests.push_back({i, p.op, meta.kind, meta.layer, checksumBytes(bytes)});
-        }
-      }
-
-      const auto freeStart = Clock::now();
-      auto release = [&](DeviceBuffer& b) -> Status {
-        Status st = allocator.release(b);
-        b = {};
-        return st;
-      };
-      Status freed;
-      if (workspace.valid() && freed) freed = release(workspace);
-      if (transient.valid() && freed) freed = release(transient);
-      for (std::uint32_t id : p.reads())
-        if (freed && isTensor(id) && --readers[id] == 0) freed = release(buffers[id]);
-      for (std::uint32_t id : {p.output, p.extraOut})
-        if (freed && isTensor(id) && program->tensors[id].readers == 0) freed = release(buffers[id]);
-      if (!freed) return abandon(freed.withContext(opLabel(p.op)));
-      const auto end = Clock::now();
-
-      TimelineEntry entry;
-      entry.op = p.op;
-      entry.footprintBytes = allocator.peakBytes() - baseline;
-      entry.liveAfterBytes = allocator.bytesHeld() - baseline;
-      entry.timeUs = microseconds(kernelEnd - start) + microseconds(end - freeStart);
-      timeline.entries.push_back(entry);
-    }
-    if (allocator.bytesHeld() != baseline)
-      return abandon(Status::internal("the step ended with " + std::to_string(allocator.bytesHeld() - baseline) +
-                                      " dynamic bytes still held"));
-    result.stepSeconds.push_back(std::chrono::duration<double>(Clock::now() - stepStart).count());
-    result.timelines.push_back(std::move(timeline));
-  }
-
-  if (options.digestGradients) {
-    result.parameterGradientDigests.assign(chain.size(), 0);
-    for (std::size_t l = 1; l <= chain.size(); ++l) {
-      if (!s.grads[l].valid()) continue;
-      auto digest = device.checksum(s.grads[l]);
-      if (!digest) return digest.status();
-      result.parameterGradientDigests[l - 1] = *digest;
-    }
-  }
-  if (options.captureGradients) {
-    result.parameterGradients.resize(chain.size());
-    for (std::size_t l = 1; l <= chain.size(); ++l) {
-      if (!s.grads[l].valid()) continue;
-      std::vector<std::byte>& bytes = result.parameterGradients[l - 1];
-      bytes.resize(s.grads[l].bytes);
-      REMAT_RETURN_IF_ERROR(device.download(s.grads[l], TensorRole::Parameters, l, bytes));
-    }
-  }
+  for (const ChainLayer& layer : s.chain.layers) layerNames.push_back(layer.name);
+  for (int step = 0; step < options.steps; ++step)
+    REMAT_RETURN_IF_ERROR(runStep(s, *program, options, step, layerNames, result));
+  REMAT_RETURN_IF_ERROR(collectGradients(s, options, result));
   return result;
 }
 

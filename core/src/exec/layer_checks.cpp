@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 namespace remat {
 
@@ -16,6 +17,69 @@ std::string upper(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
   return text;
 }
+
+// What a primitive kind's kernels read and save, the same on the CPU and the GPU.
+struct KernelNeeds {
+  bool readsInput = false;       // the backward reads x(l-1)
+  bool readsOutput = false;      // the backward reads x(l)
+  std::uint64_t extraBytes = 0;  // what the keep-mode forward saves in E(l)
+  PrimitiveParameters params;
+};
+
+// The tensor ranks each kind's kernels index into (shape inference gives nothing else).
+bool ranksFit(LayerKind kind, const Shape& in, const Shape& out) {
+  switch (kind) {
+    case LayerKind::Conv2d:
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool: return in.size() == 4 && out.size() == 4;
+    case LayerKind::BatchNorm: return in.size() == 2 || in.size() == 4;
+    case LayerKind::Linear: return in.size() == 2 && out.size() == 2;
+    default: return true;
+  }
+}
+
+// conv2d and linear: the weights, then a bias when the layer's parameter count has room for one.
+PrimitiveParameters weightsAndBias(std::uint64_t weights, std::int64_t outputs, std::uint64_t paramCount) {
+  const auto biases = static_cast<std::uint64_t>(outputs);
+  return {weights, paramCount == weights + biases ? biases : 0};
+}
+
+std::uint64_t u64(std::int64_t value) { return static_cast<std::uint64_t>(value); }
+
+// The kinds' kernels as both backends implement them; nothing for a kind without primitive kernels.
+std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec& spec) {
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
+  KernelNeeds needs;
+  switch (layer.kind) {
+    case LayerKind::Conv2d: {
+      const std::uint64_t weights = u64(out[1]) * u64(in[1] / spec.groups) * u64(spec.kernel) * u64(spec.kernel);
+      needs.params = weightsAndBias(weights, out[1], layer.paramCount);
+      needs.readsInput = true;  // dW correlates x with dy
+      return needs;
+    }
+    case LayerKind::Relu:
+    case LayerKind::Relu6: needs.readsOutput = true; return needs;  // dy passes where 0 < y (< 6)
+    case LayerKind::MaxPool:
+      needs.readsInput = needs.readsOutput = true;  // dy goes to the input that equals the window's y
+      return needs;
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool: return needs;
+    case LayerKind::BatchNorm:
+      needs.params = {2 * u64(in[1]), 0};
+      needs.readsInput = true;
+      needs.extraBytes = 2 * u64(in[1]) * 4;  // float32 mean and inverse std
+      return needs;
+    case LayerKind::Linear:
+      needs.params = weightsAndBias(u64(in[1]) * u64(out[1]), out[1], layer.paramCount);
+      needs.readsInput = true;
+      return needs;
+    case LayerKind::Dropout: needs.extraBytes = elementCount(out); return needs;  // the mask, a byte each
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Status LayerChecks::fail(const std::string& message) const {
@@ -56,6 +120,22 @@ Status LayerChecks::realLayer(const Chain& chain, std::size_t l, bool inputReal,
                 shapeToString(layer.outputShape));
   return Status::ok();
 }
+
+Result<PrimitiveParameters> LayerChecks::primitiveLayer(const ChainLayer& layer, const LayerSpec& spec) const {
+  if (!ranksFit(layer.kind, layer.inputShape, layer.outputShape))
+    return fail("its kernels do not take a " + shapeToString(layer.inputShape) + " -> " +
+                shapeToString(layer.outputShape) + " layer");
+  const std::optional<KernelNeeds> needs = kernelNeeds(layer, spec);
+  if (!needs) return noKernel();
+  const LayerNumbers& m = layer.numbers;
+  REMAT_RETURN_IF_ERROR(expectParams(layer.paramCount, needs->params.weights + needs->params.biases));
+  REMAT_RETURN_IF_ERROR(expectFlag(m.needsInput, needs->readsInput, "needs_input"));
+  REMAT_RETURN_IF_ERROR(expectFlag(m.needsOutput, needs->readsOutput, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectExtra(m.extraBytes, needs->extraBytes));
+  return needs->params;
+}
+
+Status LayerChecks::noKernel() const { return fail("the " + upper(device) + " backend has no kernel for this kind"); }
 
 Status LayerChecks::blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const {
   const LayerNumbers& m = layer.numbers;

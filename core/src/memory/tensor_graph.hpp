@@ -5,12 +5,13 @@
 // what is alive lives here once. Internal to core.
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
-#include "remat/model/chain.hpp"
 #include "remat/memory/liveness.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::detail {
 
@@ -35,67 +36,112 @@ struct TensorGraph {
 // The start of the last segment (c_k; 0 without checkpoints): forward ops after it run in keep mode.
 inline std::size_t lastSegmentStart(const Plan& plan) { return plan.checkpoints.empty() ? 0 : plan.checkpoints.back(); }
 
+// Fills in the graph op by op, each op reading the newest versions of x(l), E(l) and d(l) written
+// before it.
+template <typename OnTensor>
+class TensorGraphBuilder {
+ public:
+  TensorGraphBuilder(const Chain& chain, std::size_t lastSegmentStart, OnTensor& onTensor, TensorGraph& graph)
+      : chain_(chain),
+        lastSegmentStart_(lastSegmentStart),
+        onTensor_(onTensor),
+        graph_(graph),
+        x_(chain.size() + 1, kNoTensor),
+        extra_(chain.size() + 1, kNoTensor),
+        grad_(chain.size() + 1, kNoTensor) {}
+
+  // The number of tensors the ops added so far write.
+  std::size_t tensorCount() const { return tensorCount_; }
+
+  void add(const Op& op, OpTraffic& traffic) {
+    traffic_ = &traffic;
+    reads_ = 0;
+    writes_ = 0;
+    switch (op.kind) {
+      case OpKind::F:
+      case OpKind::R: forward(op); break;
+      case OpKind::RE: recomputeExtras(op.layer); break;
+      case OpKind::Seed: seed(); break;
+      case OpKind::B: backward(op.layer); break;
+    }
+  }
+
+ private:
+  using Kind = TensorLife::Kind;
+
+  void read(std::uint32_t id) {
+    if (id != kNoTensor) traffic_->reads[reads_++] = id;
+  }
+
+  // Into tensorBytes sized for the most an op sequence can write (two tensors per op), so that
+  // this stays small enough to inline: dynamicPeak() builds graphs in the planners' inner loops.
+  std::uint32_t write(Kind kind, std::size_t layer, std::uint64_t bytes) {
+    onTensor_(kind, layer);
+    const auto id = static_cast<std::uint32_t>(tensorCount_++);
+    graph_.tensorBytes[id] = bytes;
+    traffic_->writes[writes_++] = id;
+    return id;
+  }
+
+  // F and R write x(l); in keep mode (R, and F in the last segment) also E(l).
+  void forward(const Op& op) {
+    const std::size_t l = op.layer;
+    const LayerNumbers& m = chain_.at(l);
+    read(x_[l - 1]);
+    x_[l] = write(Kind::Activation, l, m.outBytes);
+    const bool keep = op.kind == OpKind::R || l > lastSegmentStart_;
+    if (keep && m.extraBytes > 0) extra_[l] = write(Kind::Extra, l, m.extraBytes);
+    traffic_->scratchBytes = m.fwdWorkspaceBytes;
+  }
+
+  // RE writes only E(l); its x(l) is scratch, like the workspace.
+  void recomputeExtras(std::size_t l) {
+    const LayerNumbers& m = chain_.at(l);
+    read(x_[l - 1]);
+    extra_[l] = write(Kind::Extra, l, m.extraBytes);
+    traffic_->scratchBytes = m.fwdWorkspaceBytes + m.outBytes;
+  }
+
+  void seed() {
+    const std::size_t n = chain_.size();
+    read(x_[n]);
+    grad_[n] = write(Kind::Gradient, n, chain_.at(n).outBytes);
+  }
+
+  // B reads d(l) and what the layer's flags say; writes d(l-1), except for layer 1.
+  void backward(std::size_t l) {
+    const LayerNumbers& m = chain_.at(l);
+    read(grad_[l]);
+    if (m.needsInput) read(x_[l - 1]);
+    if (m.needsOutput) read(x_[l]);
+    if (m.extraBytes > 0) read(extra_[l]);
+    if (l > 1) grad_[l - 1] = write(Kind::Gradient, l - 1, chain_.at(l - 1).outBytes);
+    traffic_->scratchBytes = m.bwdWorkspaceBytes;
+  }
+
+  const Chain& chain_;
+  const std::size_t lastSegmentStart_;
+  OnTensor& onTensor_;
+  TensorGraph& graph_;
+  std::vector<std::uint32_t> x_, extra_, grad_;  // newest versions; index 0 of x is the static input
+  std::size_t tensorCount_ = 0;
+  OpTraffic* traffic_ = nullptr;  // of the op being added
+  int reads_ = 0;
+  int writes_ = 0;
+};
+
 // Builds the graph of `ops` (buildOpSequence of a valid plan). onTensor(kind, layer) is called
 // once per new tensor, in id order, for callers that name tensors; the simulator passes a no-op,
 // which the compiler removes.
 template <typename OnTensor>
 TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std::size_t lastSegmentStart,
                              OnTensor&& onTensor) {
-  using Kind = TensorLife::Kind;
-  const std::size_t n = chain.size();
   TensorGraph graph;
   graph.traffic.resize(ops.size());
-  graph.tensorBytes.reserve(ops.size() + n);
-  // Newest version of x(l), E(l), d(l); index 0 of x is the static input.
-  std::vector<std::uint32_t> x(n + 1, kNoTensor), extra(n + 1, kNoTensor), grad(n + 1, kNoTensor);
-  auto newTensor = [&](Kind kind, std::size_t layer, std::uint64_t bytes) {
-    onTensor(kind, layer);
-    graph.tensorBytes.push_back(bytes);
-    return static_cast<std::uint32_t>(graph.tensorBytes.size() - 1);
-  };
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    OpTraffic& t = graph.traffic[i];
-    int r = 0;
-    int w = 0;
-    auto read = [&](std::uint32_t id) {
-      if (id != kNoTensor) t.reads[r++] = id;
-    };
-    const std::size_t l = op.layer;
-    switch (op.kind) {
-      case OpKind::F:
-      case OpKind::R: {
-        const LayerNumbers& m = chain.at(l);
-        read(x[l - 1]);
-        x[l] = t.writes[w++] = newTensor(Kind::Activation, l, m.outBytes);
-        const bool keep = op.kind == OpKind::R || l > lastSegmentStart;
-        if (keep && m.extraBytes > 0) extra[l] = t.writes[w++] = newTensor(Kind::Extra, l, m.extraBytes);
-        t.scratchBytes = m.fwdWorkspaceBytes;
-        break;
-      }
-      case OpKind::RE: {
-        const LayerNumbers& m = chain.at(l);
-        read(x[l - 1]);
-        extra[l] = t.writes[w++] = newTensor(Kind::Extra, l, m.extraBytes);
-        t.scratchBytes = m.fwdWorkspaceBytes + m.outBytes;
-        break;
-      }
-      case OpKind::Seed:
-        read(x[n]);
-        grad[n] = t.writes[w++] = newTensor(Kind::Gradient, n, chain.at(n).outBytes);
-        break;
-      case OpKind::B: {
-        const LayerNumbers& m = chain.at(l);
-        read(grad[l]);
-        if (m.needsInput) read(x[l - 1]);
-        if (m.needsOutput) read(x[l]);
-        if (m.extraBytes > 0) read(extra[l]);
-        if (l > 1) grad[l - 1] = t.writes[w++] = newTensor(Kind::Gradient, l - 1, chain.at(l - 1).outBytes);
-        t.scratchBytes = m.bwdWorkspaceBytes;
-        break;
-      }
-    }
-  }
+  graph.tensorBytes.resize(2 * ops.size());
+  TensorGraphBuilder<std::remove_reference_t<OnTensor>> builder(chain, lastSegmentStart, onTensor, graph);
+  for (std::size_t i = 0; i < ops.size(); ++i) builder.add(ops[i], graph.traffic[i]);
+  graph.tensorBytes.resize(builder.tensorCount());
   graph.lastReader.assign(graph.tensorBytes.size(), kNoReader);
   for (std::size_t i = 0; i < ops.size(); ++i)
     for (std::uint32_t id : graph.traffic[i].reads)

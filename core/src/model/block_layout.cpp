@@ -72,22 +72,21 @@ std::uint64_t liveLowerBound(const std::vector<Slot>& slots, std::size_t opCount
   return best;
 }
 
-}  // namespace
-
-Status layoutBlockGraph(BlockGraph& graph) {
-  auto& tensors = graph.tensors;
-  auto& ops = graph.ops;
-  if (tensors.size() < 2 || ops.empty()) return Status::internal("block '" + graph.name + "' has no inner ops");
-  const std::size_t output = graph.outputTensor();
-
-  // Every offset is at most the sum of all slots, so checking that sum once rules out overflow.
+// Every offset is at most the sum of all slots, so checking that sum once rules out overflow.
+Status checkSlotTotal(const BlockGraph& graph) {
   unsigned __int128 totalSlots = 0;
-  for (const auto& t : tensors) totalSlots += alignUp(t.bytes, kBlockTensorAlignBytes);
-  for (const auto& op : ops) totalSlots += alignUp(op.statsBytes, kBlockStatsAlignBytes);
+  for (const auto& t : graph.tensors) totalSlots += alignUp(t.bytes, kBlockTensorAlignBytes);
+  for (const auto& op : graph.ops) totalSlots += alignUp(op.statsBytes, kBlockStatsAlignBytes);
   if (totalSlots > std::numeric_limits<std::uint64_t>::max() / 2)
     return Status::invalid("block '" + graph.name + "': its inner tensors overflow 64-bit bytes");
+  return Status::ok();
+}
 
-  // Lifetimes, the saved set and the flags.
+// Each tensor's last forward reader, which inner tensors E saves, and the block's own flags, a, p
+// and forward cost.
+Status setLifetimesAndNumbers(BlockGraph& graph) {
+  auto& tensors = graph.tensors;
+  auto& ops = graph.ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     for (std::size_t in : ops[i].inputs) tensors[in].lastForwardReader = i;
     if (ops[i].readsInput) {
@@ -97,6 +96,7 @@ Status layoutBlockGraph(BlockGraph& graph) {
     }
     if (ops[i].readsOutput && graph.isInner(ops[i].output)) tensors[ops[i].output].saved = true;
   }
+  const std::size_t output = graph.outputTensor();
   if (tensors[output].producer != ops.size() - 1) return Status::internal("block output is not the last op's");
   graph.needsOutput = ops.back().readsOutput;
   graph.outBytes = tensors[output].bytes;
@@ -106,53 +106,75 @@ Status layoutBlockGraph(BlockGraph& graph) {
     graph.paramCount += op.paramCount;
     graph.fwdCost += op.fwdCost;
   }
+  return Status::ok();
+}
 
-  // Forward arena: inner tensor t is alive over ops [producer, lastForwardReader] in discard mode.
+// Forward arena: inner tensor t is alive over ops [producer, lastForwardReader] in discard mode.
+// Gradient arena: d(t) is written by the backward of t's last reader and read by the backward of
+// its producer: alive over the same op indices, so the same intervals (laid out on their own).
+Status layoutArenas(BlockGraph& graph) {
+  auto& tensors = graph.tensors;
   std::vector<Slot> slots;
   std::vector<std::size_t> slotTensor;
-  for (std::size_t t = 1; t < output; ++t) {
+  for (std::size_t t = 1; t < graph.outputTensor(); ++t) {
     if (tensors[t].lastForwardReader == kBlockNoOp) return Status::internal("inner tensor nobody reads");
     slots.push_back(
         {tensors[t].producer, tensors[t].lastForwardReader, alignUp(tensors[t].bytes, kBlockTensorAlignBytes), 0});
     slotTensor.push_back(t);
   }
   graph.fwdWorkspaceBytes = packSlots(slots);
-  graph.fwdLiveLowerBoundBytes = liveLowerBound(slots, ops.size());
-  for (std::size_t s = 0; s < slots.size(); ++s) tensors[slotTensor[s]].arenaOffset = slots[s].offset;
-
-  // Gradient arena: d(t) is written by the backward of t's last reader and read by the backward of
-  // its producer: alive over the same op indices, so the same intervals (laid out on their own).
+  graph.fwdLiveLowerBoundBytes = liveLowerBound(slots, graph.ops.size());
   std::vector<Slot> gradSlots = slots;
   graph.bwdWorkspaceBytes = packSlots(gradSlots);
-  graph.bwdLiveLowerBoundBytes = liveLowerBound(gradSlots, ops.size());
-  for (std::size_t s = 0; s < gradSlots.size(); ++s) tensors[slotTensor[s]].gradOffset = gradSlots[s].offset;
-
-  // E: saved tensors in tensor order, then the batch-norm statistics in op order.
-  std::uint64_t cursor = 0;
-  for (std::size_t t = 1; t < output; ++t) {
-    if (!tensors[t].saved) continue;
-    cursor = alignUp(cursor, kBlockTensorAlignBytes);
-    tensors[t].extrasOffset = cursor;
-    cursor += tensors[t].bytes;
+  graph.bwdLiveLowerBoundBytes = liveLowerBound(gradSlots, graph.ops.size());
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    tensors[slotTensor[s]].arenaOffset = slots[s].offset;
+    tensors[slotTensor[s]].gradOffset = gradSlots[s].offset;
   }
-  for (auto& op : ops) {
+  return Status::ok();
+}
+
+// E: saved tensors in tensor order, then the batch-norm statistics in op order.
+void layoutExtras(BlockGraph& graph) {
+  std::uint64_t cursor = 0;
+  for (std::size_t t = 1; t < graph.outputTensor(); ++t) {
+    if (!graph.tensors[t].saved) continue;
+    cursor = alignUp(cursor, kBlockTensorAlignBytes);
+    graph.tensors[t].extrasOffset = cursor;
+    cursor += graph.tensors[t].bytes;
+  }
+  for (auto& op : graph.ops) {
     if (op.statsBytes == 0) continue;
     cursor = alignUp(cursor, kBlockStatsAlignBytes);
     op.statsOffset = cursor;
     cursor += op.statsBytes;
   }
   graph.extraBytes = cursor;
+}
 
-  // Backward in reverse op order: the first op to reach d(t) writes it, later ones add into it.
-  std::vector<bool> reached(tensors.size(), false);
-  for (std::size_t i = ops.size(); i-- > 0;) {
-    ops[i].gradAccumulate.assign(ops[i].inputs.size(), false);
-    for (std::size_t j = 0; j < ops[i].inputs.size(); ++j) {
-      const std::size_t in = ops[i].inputs[j];
-      ops[i].gradAccumulate[j] = reached[in];
-      reached[in] = true;
+// Backward in reverse op order: the first op to reach d(t) writes it, later ones add into it.
+void markGradientAccumulation(BlockGraph& graph) {
+  std::vector<bool> reached(graph.tensors.size(), false);
+  for (std::size_t i = graph.ops.size(); i-- > 0;) {
+    BlockOp& op = graph.ops[i];
+    op.gradAccumulate.assign(op.inputs.size(), false);
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      op.gradAccumulate[j] = reached[op.inputs[j]];
+      reached[op.inputs[j]] = true;
     }
   }
+}
+
+}  // namespace
+
+Status layoutBlockGraph(BlockGraph& graph) {
+  if (graph.tensors.size() < 2 || graph.ops.empty())
+    return Status::internal("block '" + graph.name + "' has no inner ops");
+  REMAT_RETURN_IF_ERROR(checkSlotTotal(graph));
+  REMAT_RETURN_IF_ERROR(setLifetimesAndNumbers(graph));
+  REMAT_RETURN_IF_ERROR(layoutArenas(graph));
+  layoutExtras(graph);
+  markGradientAccumulation(graph);
   return Status::ok();
 }
 

@@ -127,6 +127,66 @@ Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::v
   return chain;
 }
 
+namespace {
+
+// From the shape when there is one (every dimension positive, the bytes within 64 bits), else as
+// stated.
+Result<std::uint64_t> inputBytesOf(const InputSpec& input, const std::string& chainLabel) {
+  if (input.shape.empty()) return input.bytes;
+  for (std::size_t i = 0; i < input.shape.size(); ++i) {
+    if (input.shape[i] <= 0)
+      return Status::invalid(chainLabel + ": input.shape[" + std::to_string(i) + "] is " +
+                             std::to_string(input.shape[i]) + ", must be positive");
+  }
+  std::uint64_t bytes = dtypeBytes(input.dtype);
+  for (auto d : input.shape) {
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
+      return Status::invalid(chainLabel + ": input.shape " + shapeToString(input.shape) + " overflows 64-bit bytes");
+  }
+  return bytes;
+}
+
+// Layer `index` of the spec over an input of shape `current` (empty: unknown), which becomes the
+// layer's output shape. A real layer's numbers are inferred, then its measured workspaces and costs
+// applied; an abstract layer's are as stated, and no shape is known past it.
+Result<ChainLayer> inferChainLayer(const LayerSpec& ls, std::size_t index, DType dtype, const std::string& where,
+                                   Shape& current) {
+  ChainLayer layer;
+  layer.name = ls.name;
+  layer.kind = ls.kind;
+  layer.specIndex = index;
+  layer.inputShape = current;
+  if (ls.kind == LayerKind::Abstract) {
+    layer.numbers = ls.numbers;
+    current.clear();
+    return layer;
+  }
+  if (current.empty())
+    return Status::invalid(where + ": a " + std::string(kindName(ls.kind)) +
+                           " layer needs a known input shape (input.shape, and no abstract layer before it)");
+  REMAT_RETURN_IF_ERROR(detail::inferLayer(ls, current, dtype, layer).withContext(where));
+  if (ls.hasMeasuredWorkspace) {
+    layer.numbers.fwdWorkspaceBytes = ls.numbers.fwdWorkspaceBytes;
+    layer.numbers.bwdWorkspaceBytes = ls.numbers.bwdWorkspaceBytes;
+  }
+  if (ls.hasMeasuredCost) {
+    layer.numbers.fwdCost = ls.numbers.fwdCost;
+    layer.numbers.bwdCost = ls.numbers.bwdCost;
+  }
+  current = layer.outputShape;
+  return layer;
+}
+
+// Adds every byte count of the layer that the simulator may sum (a twice: x and d; p twice:
+// parameters and their gradients) to `total`; true when that overflows 64 bits.
+bool bytesOverflow(std::uint64_t& total, const LayerNumbers& m) {
+  return addOverflows(total, m.outBytes) || addOverflows(total, m.outBytes) || addOverflows(total, m.extraBytes) ||
+         addOverflows(total, m.fwdWorkspaceBytes) || addOverflows(total, m.bwdWorkspaceBytes) ||
+         addOverflows(total, m.paramBytes) || addOverflows(total, m.paramBytes);
+}
+
+}  // namespace
+
 Result<Chain> buildChain(const ChainSpec& spec) {
   Chain chain;
   chain.name = spec.name;
@@ -134,22 +194,9 @@ Result<Chain> buildChain(const ChainSpec& spec) {
   chain.inputShape = spec.input.shape;
   const std::string chainLabel = "chain '" + spec.name + "'";
   if (spec.layers.empty()) return Status::invalid(chainLabel + " has no layers");
-  if (!spec.input.shape.empty()) {
-    for (std::size_t i = 0; i < spec.input.shape.size(); ++i) {
-      if (spec.input.shape[i] <= 0)
-        return Status::invalid(chainLabel + ": input.shape[" + std::to_string(i) + "] is " +
-                               std::to_string(spec.input.shape[i]) + ", must be positive");
-    }
-    std::uint64_t bytes = dtypeBytes(spec.input.dtype);
-    for (auto d : spec.input.shape) {
-      if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
-        return Status::invalid(chainLabel + ": input.shape " + shapeToString(spec.input.shape) +
-                               " overflows 64-bit bytes");
-    }
-    chain.inputBytes = bytes;
-  } else {
-    chain.inputBytes = spec.input.bytes;
-  }
+  auto inputBytes = inputBytesOf(spec.input, chainLabel);
+  if (!inputBytes) return inputBytes.status();
+  chain.inputBytes = *inputBytes;
 
   Shape current = spec.input.shape;
   std::uint64_t total = chain.inputBytes;  // guards the simulator's sums against overflow
@@ -164,35 +211,11 @@ Result<Chain> buildChain(const ChainSpec& spec) {
       current = {current[0], static_cast<std::int64_t>(elementCount(current) / static_cast<std::uint64_t>(current[0]))};
       continue;
     }
-    ChainLayer layer;
-    layer.name = ls.name;
-    layer.kind = ls.kind;
-    layer.specIndex = i;
-    layer.inputShape = current;
-    if (ls.kind == LayerKind::Abstract) {
-      layer.numbers = ls.numbers;
-      current.clear();  // shapes are unknown past an abstract layer
-    } else {
-      if (current.empty())
-        return Status::invalid(where + ": a " + std::string(kindName(ls.kind)) +
-                               " layer needs a known input shape (input.shape, and no abstract layer before it)");
-      REMAT_RETURN_IF_ERROR(detail::inferLayer(ls, current, spec.input.dtype, layer).withContext(where));
-      if (ls.hasMeasuredWorkspace) {
-        layer.numbers.fwdWorkspaceBytes = ls.numbers.fwdWorkspaceBytes;
-        layer.numbers.bwdWorkspaceBytes = ls.numbers.bwdWorkspaceBytes;
-      }
-      if (ls.hasMeasuredCost) {
-        layer.numbers.fwdCost = ls.numbers.fwdCost;
-        layer.numbers.bwdCost = ls.numbers.bwdCost;
-      }
-      current = layer.outputShape;
-    }
-    const LayerNumbers& m = layer.numbers;
-    if (addOverflows(total, m.outBytes) || addOverflows(total, m.outBytes) || addOverflows(total, m.extraBytes) ||
-        addOverflows(total, m.fwdWorkspaceBytes) || addOverflows(total, m.bwdWorkspaceBytes) ||
-        addOverflows(total, m.paramBytes) || addOverflows(total, m.paramBytes))
+    auto layer = inferChainLayer(ls, i, spec.input.dtype, where, current);
+    if (!layer) return layer.status();
+    if (bytesOverflow(total, layer->numbers))
       return Status::invalid(where + ": the chain's bytes add up to more than 2^64");
-    chain.layers.push_back(std::move(layer));
+    chain.layers.push_back(std::move(layer).value());
   }
   if (chain.layers.empty()) return Status::invalid(chainLabel + " has no layers once flatten views are folded");
   chain.spec = spec;

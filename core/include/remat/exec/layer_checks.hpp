@@ -2,18 +2,27 @@
 // What the CPU and CUDA backends check alike when they prepare a layer (Device::prepare): that a
 // real layer is float32 with shapes that agree with its input, and that the chain's model numbers
 // say what the backend's kernels really read and save, so a measured run can match the simulator.
+// The numbers checked here are the ones core/src/model/layers_primitive.cpp gives each kind; both
+// backends' kernels read and save the same tensors, so the check is one for both.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "remat/base/status.hpp"
 #include "remat/model/block.hpp"
 #include "remat/model/chain.hpp"
-#include "remat/base/status.hpp"
 
 namespace remat {
 
 // How messages name layer l: "layer 3 ('conv1', conv2d)"; "the input x0" for l = 0.
 std::string layerLabel(const Chain& chain, std::size_t l);
+
+// A primitive layer's parameters as both backends lay them out: `weights` values (the conv2d or
+// linear weights; batch norm's gamma then beta), then `biases` values (0: the layer has no bias).
+struct PrimitiveParameters {
+  std::uint64_t weights = 0;
+  std::uint64_t biases = 0;
+};
 
 // The Invalid errors of one layer's preparation on one backend: "<device>: <label>: <message>".
 struct LayerChecks {
@@ -28,6 +37,12 @@ struct LayerChecks {
   // A non-abstract layer l: float32, with a layer spec, reading a float32 activation of
   // inputElements elements that matches its input shape, and a = 4 bytes per output element.
   Status realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements) const;
+  // A primitive layer that passed realLayer: its tensors have the ranks its kind's kernels take,
+  // and its numbers say what the kernels read and save: its parameter count, needs_input and
+  // needs_output where the backward reads x(l-1) or x(l), and e exactly. Returns how its parameters
+  // are laid out. "no kernel for this kind" for a kind without primitive kernels.
+  Result<PrimitiveParameters> primitiveLayer(const ChainLayer& layer, const LayerSpec& spec) const;
+  Status noKernel() const;  // "the <DEVICE> backend has no kernel for this kind"
   // A residual block: the chain's numbers must be the inner graph's.
   Status blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const;
   // Inner ops of a block: a conv without bias, a batch norm over `channels`, nothing else with

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "remat/gpu/cuda_resources.hpp"
 #include "remat/base/status.hpp"
+#include "remat/gpu/cuda_resources.hpp"
 
 namespace remat::gpu {
 
@@ -73,6 +73,16 @@ class ConvOp {
 
  private:
   ConvOp() = default;
+  Status createTensorDescriptors();  // x, y, w and (with a bias) the bias
+  // Each pass's algorithm from cuDNN's heuristic list, asked with `query`, and the pass's own
+  // descriptor with the chosen entry's math type. `what` names the pass in errors.
+  Status chooseForward(cudnnHandle_t handle, cudnnConvolutionDescriptor_t query, const AlgorithmPolicy& policy,
+                       const std::string& what);
+  Status chooseBackwardData(cudnnHandle_t handle, cudnnConvolutionDescriptor_t query, const AlgorithmPolicy& policy,
+                            const std::string& what);
+  Status chooseBackwardFilter(cudnnHandle_t handle, cudnnConvolutionDescriptor_t query, const AlgorithmPolicy& policy,
+                              const std::string& what);
+
   ConvGeometry geometry_;
   Dims4 output_;
   bool bias_ = false;
