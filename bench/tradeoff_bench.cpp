@@ -5,32 +5,16 @@
 // docs/benchmarks.md.
 #include <benchmark/benchmark.h>
 
-#include <map>
-#include <utility>
-
+#include "bench_chains.hpp"
 #include "remat/memory/simulator.hpp"
-#include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/tradeoff.hpp"
 
 namespace {
 
-// The chains of planners_bench.cpp: "cnn" (CNN-like) and "mixed" (random flags, extras, workspaces).
-enum class Kind { Cnn, Mixed };
+using remat::bench::Kind;
 
-const remat::Chain& randomChain(std::size_t n, Kind kind) {
-  static std::map<std::pair<std::size_t, Kind>, remat::Chain> cache;
-  auto it = cache.find({n, kind});
-  if (it == cache.end()) {
-    remat::RandomChainOptions o;
-    o.layers = n;
-    o.seed = 2025;
-    o.cnnLike = kind == Kind::Cnn;
-    o.maxUnits = 64;
-    it = cache.emplace(std::make_pair(n, kind), remat::makeRandomChain(o)).first;
-  }
-  return it->second;
-}
+const remat::Chain& randomChain(std::size_t n, Kind kind) { return remat::bench::chainOf(n, kind); }
 
 // A budget `percent` of the way from the least E (optimal's) to store-all's E.
 std::uint64_t budgetBetween(const remat::Chain& chain, std::uint64_t percent) {

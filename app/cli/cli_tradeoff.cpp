@@ -33,7 +33,7 @@ std::string shortCheckpoints(const Plan& plan, std::size_t width) {
 
 void printFront(const Chain& chain, const TradeoffFront& front, double seconds, std::ostream& out) {
   char line[320];
-  std::snprintf(line, sizeof line, "%zu plans on the Pareto front of E against the recompute cost (exact, %.1f ms)\n\n",
+  std::snprintf(line, sizeof line, "%zu plans on the Pareto front of E against the recompute cost (exact, %.3f ms)\n\n",
                 front.points.size(), 1e3 * seconds);
   out << line;
   std::snprintf(line, sizeof line, "%5s  %12s  %12s  %22s  %8s  %s\n", "point", "peak (E)", "total peak", "recompute",

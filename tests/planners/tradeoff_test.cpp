@@ -113,6 +113,7 @@ void expectFrontShape(const Chain& chain, const TradeoffFront& front) {
     EXPECT_GT(p.dynamicPeakBytes, front.points[i - 1].dynamicPeakBytes) << "point " << i;
     EXPECT_LT(p.recomputeCost, front.points[i - 1].recomputeCost + tolerance) << "point " << i;
   }
+  EXPECT_EQ(front.statistics.positions, chain.size());
   EXPECT_GE(front.statistics.labels, front.points.size());
   EXPECT_GE(front.statistics.largestLabelSet, front.points.size());
 }

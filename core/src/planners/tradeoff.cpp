@@ -76,7 +76,8 @@ class FrontSolver {
   void solvePosition(std::size_t i);
   // Every first segment (i, k] in turn, its labels into pending_.
   void extendSegments(std::size_t i);
-  // Merges into current_ the labels a first segment (i, k] gives, from the labels at k.
+  // The labels a first segment (i, k] gives from the labels at k, into pending_ (merged into
+  // current_ when enough have gathered).
   void extendThrough(std::size_t k, std::uint64_t seg, std::uint64_t held, std::uint64_t segmentCost);
   // A first segment (i, k] in front of the labels of k: held = h(i, k), cost = its recompute cost.
   struct Segment {
@@ -120,6 +121,7 @@ Status FrontSolver::solve(const PlannerOptions& options) {
     sets_[i].assign(current_.begin(), current_.end());  // exactly as large as it needs
     statistics_.labels += current_.size();
     statistics_.largestLabelSet = std::max<std::uint64_t>(statistics_.largestLabelSet, current_.size());
+    ++statistics_.positions;
     // Position i extends over n - i segment ends: the work done grows as the square of n - i.
     const double done = static_cast<double>(n - i) / static_cast<double>(n);
     if (options.progress && (done * done >= reported + 0.01 || i == 0)) {
@@ -145,7 +147,7 @@ void FrontSolver::extendSegments(std::size_t i) {
   if (storeAll <= limit_) {
     pending_.push_back(Label{storeAll, 0, 0, static_cast<std::uint32_t>(n), 0});
     ++statistics_.transitions;
-    bound_ = storeAll - 1;
+    bound_ = storeAll > 0 ? storeAll - 1 : 0;
   }
   planning::SegmentScanner scanner(tables_, i);
   for (std::size_t k = i + 1; k < n; ++k) {
@@ -267,10 +269,12 @@ Result<FrontSolver> solveFront(const Chain& chain, std::uint64_t limit, const Pl
   } catch (const std::bad_alloc&) {
     // The label sets of a long chain with many distinct sizes can outgrow the memory (docs/planners.md
     // has the sizes measured): say how far it got instead of letting the exception out.
-    const std::uint64_t labels = solver.statistics().labels;
+    const FrontStatistics& done = solver.statistics();
     return Status::outOfMemory("planner budget: out of memory on chain '" + chain.name + "' (" +
-                               std::to_string(chain.size()) + " layers) after keeping " + std::to_string(labels) +
-                               " Pareto labels (" + formatBytes(labels * sizeof(Label)) + ")");
+                               std::to_string(chain.size()) + " layers) after solving " +
+                               std::to_string(done.positions) + " of its " + std::to_string(chain.size()) +
+                               " checkpoint positions (from the right) and keeping " + std::to_string(done.labels) +
+                               " Pareto labels (" + formatBytes(done.labels * sizeof(Label)) + ")");
   }
   return solver;
 }

@@ -32,6 +32,7 @@ struct FrontStatistics {
   std::uint64_t labels = 0;           // Pareto labels kept, over all checkpoint positions
   std::uint64_t largestLabelSet = 0;  // the most labels kept at one position
   std::uint64_t transitions = 0;      // labels extended by one segment
+  std::uint64_t positions = 0;        // checkpoint positions solved (n when done)
 };
 
 // The front, sorted by rising E and strictly falling recompute cost; point 0 has the least E of
