@@ -3,6 +3,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QVBoxLayout>
 #include <chrono>
 
@@ -115,6 +116,12 @@ TradeoffView::TradeoffView(Document* document, JobRunner* jobs, QWidget* parent)
     if (isVisible()) compute();
   });
   connect(document_, &Document::simulationChanged, this, &TradeoffView::updateCurrent);
+  // A cancelled computation (Esc) leaves the front to compute again.
+  connect(jobs_, &JobRunner::finished, this, [this](JobChannel channel, bool delivered) {
+    if (channel != JobChannel::Tradeoff || delivered || jobs_->isRunning(channel)) return;
+    stale_ = true;
+    status_->setText(tr("The front was not computed (cancelled): press Compute, or come back to this tab"));
+  });
 }
 
 QWidget* TradeoffView::buildControls() {
@@ -133,6 +140,11 @@ QWidget* TradeoffView::buildControls() {
          "applied (you can also drag the capacity line)"));
   fit_ = new QLabel(row);
   fit_->setObjectName(QStringLiteral("tradeoffFit"));
+  auto* run = new QPushButton(tr("Compute"), row);
+  run->setObjectName(QStringLiteral("tradeoffCompute"));
+  run->setToolTip(tr("Compute the exact front of peak against recompute (in the background; Esc cancels)"));
+  connect(run, &QPushButton::clicked, this, &TradeoffView::compute);
+  layout->addWidget(run);
   layout->addWidget(status_, 1);
   layout->addWidget(new QLabel(tr("Fit in:"), row));
   layout->addWidget(capacity_);

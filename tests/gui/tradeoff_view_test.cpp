@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <QLineEdit>
+#include <QPushButton>
 #include <QTabWidget>
 #include <QTest>
 
@@ -186,6 +187,25 @@ TEST_F(TradeoffViewTest, ANewChainRecomputesTheFront) {
   auto expected = paretoFront(chain());
   ASSERT_TRUE(expected.isOk());
   EXPECT_EQ(view->result()->front.points.size(), expected->points.size());
+}
+
+TEST_F(TradeoffViewTest, ACancelledFrontIsComputedAgainOnRequest) {
+  ASSERT_TRUE(window_.loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  TradeoffView* view = window_.tradeoffView();
+  window_.tabs()->setCurrentWidget(view);  // starts the computation
+  ASSERT_TRUE(window_.jobs()->isRunning(JobChannel::Tradeoff));
+  window_.jobs()->cancel(JobChannel::Tradeoff);
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(view->result(), nullptr);
+  EXPECT_TRUE(view->isStale());
+  EXPECT_TRUE(view->statusText().contains(QStringLiteral("cancelled"))) << view->statusText().toStdString();
+  auto* compute = view->findChild<QPushButton*>(QStringLiteral("tradeoffCompute"));
+  ASSERT_NE(compute, nullptr);
+  QTest::mouseClick(compute, Qt::LeftButton);
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  ASSERT_NE(view->result(), nullptr);
+  EXPECT_FALSE(view->isStale());
 }
 
 }  // namespace
