@@ -124,33 +124,37 @@ TradeoffView::TradeoffView(Document* document, JobRunner* jobs, QWidget* parent)
   });
 }
 
+// The status line above the controls: Compute, the capacity field and what fits in it.
 QWidget* TradeoffView::buildControls() {
-  auto* row = new QWidget(this);
-  auto* layout = new QHBoxLayout(row);
-  layout->setContentsMargins(0, 0, 0, 0);
-  status_ = new QLabel(row);
+  auto* box = new QWidget(this);
+  auto* lines = new QVBoxLayout(box);
+  lines->setContentsMargins(0, 0, 0, 0);
+  status_ = new QLabel(box);
   status_->setObjectName(QStringLiteral("tradeoffStatus"));
   status_->setWordWrap(true);
-  capacity_ = new QLineEdit(row);
+  lines->addWidget(status_);
+  auto* row = new QHBoxLayout();
+  lines->addLayout(row);
+  auto* run = new QPushButton(tr("Compute"), box);
+  run->setObjectName(QStringLiteral("tradeoffCompute"));
+  run->setToolTip(tr("Compute the exact front of peak against recompute (in the background; Esc cancels)"));
+  connect(run, &QPushButton::clicked, this, &TradeoffView::compute);
+  capacity_ = new QLineEdit(box);
   capacity_->setObjectName(QStringLiteral("tradeoffCapacity"));
   capacity_->setPlaceholderText(tr("e.g. 40 GiB"));
   capacity_->setMaximumWidth(140);
   capacity_->setToolTip(
       tr("Device capacity, static memory included: the cheapest plan on the front that fits is "
          "applied (you can also drag the capacity line)"));
-  fit_ = new QLabel(row);
-  fit_->setObjectName(QStringLiteral("tradeoffFit"));
-  auto* run = new QPushButton(tr("Compute"), row);
-  run->setObjectName(QStringLiteral("tradeoffCompute"));
-  run->setToolTip(tr("Compute the exact front of peak against recompute (in the background; Esc cancels)"));
-  connect(run, &QPushButton::clicked, this, &TradeoffView::compute);
-  layout->addWidget(run);
-  layout->addWidget(status_, 1);
-  layout->addWidget(new QLabel(tr("Fit in:"), row));
-  layout->addWidget(capacity_);
-  layout->addWidget(fit_);
   connect(capacity_, &QLineEdit::returnPressed, this, &TradeoffView::readCapacityField);
-  return row;
+  fit_ = new QLabel(box);
+  fit_->setObjectName(QStringLiteral("tradeoffFit"));
+  row->addWidget(run);
+  row->addSpacing(12);
+  row->addWidget(new QLabel(tr("Fit in:"), box));
+  row->addWidget(capacity_);
+  row->addWidget(fit_, 1);
+  return box;
 }
 
 void TradeoffView::connectChart() {
