@@ -3,36 +3,13 @@
 // the quadratic and cubic planners time per n^2 or n^3 unit. Results: docs/benchmarks.md.
 #include <benchmark/benchmark.h>
 
-#include <map>
-#include <utility>
-
+#include "bench_chains.hpp"
 #include "remat/planners/planners.hpp"
-#include "remat/model/random_chain.hpp"
 
 namespace {
 
-// Chains: "cnn": CNN-like layers (u nondecreasing: linear's deque path). "mixed": random flags, extras
-// and workspaces (u not monotone: linear's heap path).
-// "equal": equal sizes, conv-like flags (every plan ties with its mirror images).
-enum class Kind { Cnn, Mixed, Equal };
-
-const remat::Chain& chainOf(std::size_t n, Kind kind) {
-  static std::map<std::pair<std::size_t, Kind>, remat::Chain> cache;
-  auto it = cache.find({n, kind});
-  if (it == cache.end()) {
-    remat::RandomChainOptions o;
-    o.layers = n;
-    o.seed = 2025;
-    o.cnnLike = kind == Kind::Cnn;
-    o.equalSizes = kind == Kind::Equal;
-    o.mixFlags = kind != Kind::Equal;
-    o.extras = kind != Kind::Equal;
-    o.workspaces = kind != Kind::Equal;
-    o.maxUnits = 64;
-    it = cache.emplace(std::make_pair(n, kind), remat::makeRandomChain(o)).first;
-  }
-  return it->second;
-}
+using remat::bench::chainOf;
+using remat::bench::Kind;
 
 template <typename Planner>
 void run(benchmark::State& state, Kind kind, Planner&& planner) {

@@ -30,6 +30,10 @@ enum class PaletteRole {
   InfoText,  // message boxes: information
   InfoBackground,
   InfoBorder,
+  FrontStep,    // the trade-off chart: the least recompute for each peak (a step line)
+  FrontPoint,   // the trade-off chart: a plan on the front (click to apply)
+  PlannerMark,  // the trade-off chart: a named planner's plan
+  CurrentPlan,  // the trade-off chart: the plan the explorer shows now
 };
 
 inline QColor paletteColor(PaletteRole role, int alpha = 255) {
@@ -55,6 +59,10 @@ inline QColor paletteColor(PaletteRole role, int alpha = 255) {
     case PaletteRole::InfoText: color = QColor(0x1b, 0x3d, 0x66); break;
     case PaletteRole::InfoBackground: color = QColor(0xe8, 0xf1, 0xfb); break;
     case PaletteRole::InfoBorder: color = QColor(0xb6, 0xd0, 0xee); break;
+    case PaletteRole::FrontStep: color = paletteColor(PaletteRole::Checkpoint).darker(130); break;
+    case PaletteRole::FrontPoint: color = paletteColor(PaletteRole::Checkpoint); break;
+    case PaletteRole::PlannerMark: color = paletteColor(PaletteRole::Recompute); break;
+    case PaletteRole::CurrentPlan: color = paletteColor(PaletteRole::Measured); break;
   }
   color.setAlpha(alpha);
   return color;

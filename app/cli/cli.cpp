@@ -41,6 +41,7 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     addZooCommands(app, action);
     addRunCommands(app, action);
     addProfileCommand(app, action);
+    addTradeoffCommand(app, action);
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     try {
       app.parse(reversed);

@@ -9,8 +9,10 @@
 
 #include "remat/base/status.hpp"
 #include "remat/base/units.hpp"
+#include "remat/exec/device.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::cli {
 
@@ -33,6 +35,7 @@ void addZooCommands(CLI::App& app, Action& action);      // cli_zoo.cpp
 void addPlanCommands(CLI::App& app, Action& action);     // cli_plan.cpp: plan, compare
 void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run
 void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: profile
+void addTradeoffCommand(CLI::App& app, Action& action);  // cli_tradeoff.cpp: tradeoff
 
 // Parses argv and runs the chosen subcommand. Never throws.
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
@@ -42,5 +45,30 @@ Result<Chain> loadChainArgument(const std::string& path);  // a chain file path,
 // Op tables (simulate, run) print this many rows unless --ops asks for all.
 constexpr std::size_t kDefaultOpRows = 200;
 int exitCodeFor(const Status& status);
+// --planners LIST: the names, each checked; empty text: compare's defaults for layerCount layers
+// (cli_plan.cpp).
+Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::size_t layerCount);
+
+// Recompute costs with their unit (cli_fit.cpp): "248.989 GFLOP", "20.1%" (of one forward pass),
+// "248.989 GFLOP (20.1% of one forward pass)", and the line that says what the unit is.
+std::string formatRecomputeCost(const Chain& chain, double cost);
+std::string formatRecomputeShare(const Chain& chain, double cost);
+std::string describeRecomputeCost(const Chain& chain, double cost);
+std::string describeCostUnit(const Chain& chain);
+
+// `--fit CAPACITY` (cli_fit.cpp): a byte size, or "device" for what the device deviceName has
+// available now. The budget for E is the capacity minus the chain's static memory; a capacity
+// below the static memory is InvalidInput.
+struct FitBudget {
+  std::uint64_t capacityBytes = 0;
+  std::uint64_t budgetBytes = 0;  // capacity - static
+  std::string planner;            // "budget:<budgetBytes>"
+  std::string capacityText;       // "80.00 GiB", "the 10.00 GiB cpu has available"
+};
+// `device` is the opened device for "device" (null: fitBudget opens deviceName itself).
+Result<FitBudget> fitBudget(const Chain& chain, const std::string& fit, const std::string& deviceName,
+                            Device* device = nullptr);
+// The budget planner's plan for it; its refusal says what the capacity and the static memory were.
+Result<PlanReport> planToFit(const Chain& chain, const FitBudget& budget);
 
 }  // namespace remat::cli

@@ -1,6 +1,7 @@
-// `remat plan CHAIN --planner NAME [--json]` and
+// `remat plan CHAIN (--planner NAME | --fit CAPACITY [--device NAME]) [--json]` and
 // `remat compare CHAIN [--planners LIST] [--json]`
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 
 #include "cli.hpp"
@@ -14,6 +15,8 @@ namespace {
 struct PlanOptions {
   std::string chainPath;
   std::string planner;
+  std::string fit;             // --fit CAPACITY: the budget planner for CAPACITY - static
+  std::string device = "gpu";  // whose available memory --fit device means
   bool json = false;
 };
 
@@ -35,16 +38,11 @@ std::string formatSeconds(double seconds) {
   return text;
 }
 
-std::string formatCost(double cost) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", cost);
-  return text;
-}
-
 const char* objectiveMeaning(const std::string& objective) {
   if (objective == "A") return "minimises objective A (all checkpoints alive at the peak)";
   if (objective == "R") return "minimises objective R (checkpoints up to the segment alive)";
   if (objective == "E") return "minimises E, the simulated dynamic peak";
+  if (objective == "C") return "the least recompute cost of the plans whose E fits the budget";
   return "a fixed rule or heuristic";
 }
 
@@ -61,56 +59,55 @@ void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
   out << "total peak   " << formatBytes(r.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(r.aBytes) << "\n";
   out << "objective R  " << formatBytes(r.rBytes) << "\n";
-  out << "recompute    " << formatCost(r.recomputeCost) << " (forward cost of R and RE ops)\n";
+  out << "recompute    " << describeRecomputeCost(chain, r.recomputeCost) << ": forward cost of the R and RE ops, "
+      << costUnitDescription(chain) << "\n";
   out << "plan time    " << formatSeconds(r.planSeconds) << "\n";
 }
 
 void printComparison(const Chain& chain, const std::vector<PlanReport>& results, std::ostream& out) {
   out << "chain " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << "), static "
-      << formatBytes(chain.staticBytes()) << " (input + parameters + parameter gradients)\n\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11s  %10s  %10s\n", "planner", "obj", "peak (E)",
-                "A", "R", "checkpoints", "recompute", "plan time");
+      << formatBytes(chain.staticBytes()) << " (input + parameters + parameter gradients)\n";
+  out << describeCostUnit(chain) << "\n\n";
+  char line[320];
+  std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11s  %22s  %8s  %10s\n", "planner", "obj",
+                "peak (E)", "A", "R", "checkpoints", "recompute", "share", "plan time");
   out << line;
   for (const PlanReport& r : results) {
-    std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11zu  %10s  %10s\n", r.planner.c_str(),
+    std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11zu  %22s  %8s  %10s\n", r.planner.c_str(),
                   r.objective.c_str(), formatBytes(r.dynamicPeakBytes).c_str(), formatBytes(r.aBytes).c_str(),
-                  formatBytes(r.rBytes).c_str(), r.plan.checkpoints.size(), formatCost(r.recomputeCost).c_str(),
-                  formatSeconds(r.planSeconds).c_str());
+                  formatBytes(r.rBytes).c_str(), r.plan.checkpoints.size(),
+                  formatRecomputeCost(chain, r.recomputeCost).c_str(),
+                  formatRecomputeShare(chain, r.recomputeCost).c_str(), formatSeconds(r.planSeconds).c_str());
     out << line;
   }
 }
 
-Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::size_t layerCount) {
-  if (text.empty()) return defaultComparePlanners(layerCount);
-  std::vector<std::string> names;
-  std::size_t pos = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (item.empty())
-      return Status::invalid("--planners '" + text + "': item " + std::to_string(names.size() + 1) + " is empty");
-    const Status valid = checkPlannerName(item);
-    if (!valid) return valid.withContext("--planners");
-    names.push_back(item);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return names;
-}
-
 Status runPlan(const PlanOptions& options, Io& io) {
+  if (options.planner.empty() == options.fit.empty())
+    return Status::invalid("give exactly one of --planner NAME and --fit CAPACITY");
   // Check the name first so a bad name is reported without loading a big chain.
-  REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
+  if (!options.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
   auto chain = loadChainArgument(options.chainPath);
   if (!chain) return chain.status();
-  auto result = runPlanner(*chain, options.planner);
+  std::optional<FitBudget> fit;
+  Result<PlanReport> result = Status::internal("no planner ran");
+  if (options.fit.empty()) {
+    result = runPlanner(*chain, options.planner);
+  } else {
+    auto budget = fitBudget(*chain, options.fit, options.device);
+    if (!budget) return budget.status();
+    fit = *budget;
+    result = planToFit(*chain, *fit);
+  }
   if (!result) return result.status();
   if (options.json) {
-    io.out << planReportToJson(*result).dump() << "\n";
+    nlohmann::json j = planReportToJson(*result);
+    if (fit) j["capacity_bytes"] = fit->capacityBytes;
+    io.out << j.dump() << "\n";
   } else {
+    if (fit)
+      io.out << "fit          " << fit->capacityText << ": " << formatBytes(fit->budgetBytes)
+             << " for the dynamic peak after " << formatBytes(chain->staticBytes()) << " static\n";
     printPlan(*chain, *result, io.out);
   }
   return Status::ok();
@@ -143,11 +140,36 @@ Status runCompare(const CompareOptions& options, Io& io) {
 
 }  // namespace
 
+Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::size_t layerCount) {
+  if (text.empty()) return defaultComparePlanners(layerCount);
+  std::vector<std::string> names;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty())
+      return Status::invalid("--planners '" + text + "': item " + std::to_string(names.size() + 1) + " is empty");
+    const Status valid = checkPlannerName(item);
+    if (!valid) return valid.withContext("--planners");
+    names.push_back(item);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return names;
+}
+
 void addPlanCommands(CLI::App& app, Action& action) {
   auto plan = std::make_shared<PlanOptions>();
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
   planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
-  planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames())->required();
+  planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames());
+  planCmd->add_option("--fit", plan->fit,
+                      "The least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
+                      "or 'device' for what --device has available");
+  planCmd->add_option("--device", plan->device, "The device whose available memory --fit device means: cpu or gpu")
+      ->capture_default_str();
   planCmd->add_flag("--json", plan->json, "Print the plan object of docs/formats.md");
   planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
 

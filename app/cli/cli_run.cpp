@@ -1,4 +1,4 @@
-// `remat run CHAIN (--planner NAME | --checkpoints LIST) --device cpu|gpu [--steps N]
+// `remat run CHAIN (--planner NAME | --checkpoints LIST | --fit CAPACITY) --device cpu|gpu [--steps N]
 //  [--timeline FILE] [--seed S] [--json] [--ops]`: executes training steps exactly as the plan says
 // and reports the memory the device really allocated, op by op, beside the simulator's prediction.
 #include <algorithm>
@@ -21,6 +21,7 @@ struct RunArgs {
   std::string planner;
   std::string checkpoints;
   bool checkpointsGiven = false;
+  std::string fit;
   std::string device;
   int steps = 1;
   std::string timeline;
@@ -122,37 +123,60 @@ nlohmann::json reportJson(const std::string& planner, const Plan& plan, const st
   return j;
 }
 
+// The plan to run: the planner's, the budget planner's for --fit, or the list given.
+Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device* device, std::string& planner) {
+  if (!args.planner.empty()) {
+    auto planned = runPlanner(chain, args.planner);
+    if (!planned) return planned.status();
+    planner = args.planner;
+    return planned->plan;
+  }
+  if (!args.fit.empty()) {
+    auto budget = fitBudget(chain, args.fit, args.device, device);
+    if (!budget) return budget.status();
+    auto planned = planToFit(chain, *budget);
+    if (!planned) return planned.status();
+    planner = budget->planner;
+    return planned->plan;
+  }
+  auto parsed = parseCheckpointList(args.checkpoints);
+  if (!parsed) return parsed.status();
+  REMAT_RETURN_IF_ERROR(validatePlan(*parsed, chain.size()).withContext("--checkpoints"));
+  planner = "checkpoints";
+  return parsed;
+}
+
 Status runRun(const RunArgs& args, Io& io) {
-  if (args.planner.empty() == !args.checkpointsGiven)
-    return Status::invalid("give exactly one of --planner NAME and --checkpoints LIST");
+  if (int{!args.planner.empty()} + int{args.checkpointsGiven} + int{!args.fit.empty()} != 1)
+    return Status::invalid("give exactly one of --planner NAME, --checkpoints LIST and --fit CAPACITY");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
   if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
   auto chain = loadChainArgument(args.chain);
   if (!chain) return chain.status();
 
-  Plan plan;
-  std::string planner = "checkpoints";
-  if (!args.planner.empty()) {
-    auto planned = runPlanner(*chain, args.planner);
-    if (!planned) return planned.status();
-    plan = planned->plan;
-    planner = args.planner;
-  } else {
-    auto parsed = parseCheckpointList(args.checkpoints);
-    if (!parsed) return parsed.status();
-    plan = *parsed;
-    REMAT_RETURN_IF_ERROR(validatePlan(plan, chain->size()).withContext("--checkpoints"));
-  }
+  // --fit device plans for what the device has: open it first; otherwise a bad plan is
+  // reported before a device is opened.
+  std::unique_ptr<Device> device;
+  const auto open = [&]() -> Status {
+    auto opened = openDevice(args.device);
+    if (!opened) return opened.status().withContext("--device " + args.device);
+    device = std::move(opened).value();
+    return Status::ok();
+  };
+  if (args.fit == "device") REMAT_RETURN_IF_ERROR(open());
+  std::string planner;
+  auto chosen = choosePlan(args, *chain, device.get(), planner);
+  if (!chosen) return chosen.status();
+  const Plan plan = std::move(chosen).value();
   auto sim = simulate(*chain, plan);
   if (!sim) return sim.status();
   sim->timeline.planner = planner;
+  if (!device) REMAT_RETURN_IF_ERROR(open());
 
-  auto device = openDevice(args.device);
-  if (!device) return device.status().withContext("--device " + args.device);
-  REMAT_RETURN_IF_ERROR((*device)->checkFits(sim->peakBytes()));
+  REMAT_RETURN_IF_ERROR(device->checkFits(sim->peakBytes()));
   InterpreterOptions init;
   init.seed = args.seed;
-  auto interpreter = Interpreter::create(*chain, **device, init);
+  auto interpreter = Interpreter::create(*chain, *device, init);
   if (!interpreter) return interpreter.status();
   RunOptions options;
   options.steps = args.steps;
@@ -166,9 +190,9 @@ Status runRun(const RunArgs& args, Io& io) {
     REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines));
   }
   if (args.json) {
-    io.out << reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline).dump(2) << "\n";
+    io.out << reportJson(planner, plan, device->name(), *sim, *run, args.timeline).dump(2) << "\n";
   } else {
-    printReport(*chain, planner, plan, (*device)->name(), *sim, *run, args.allOps, io.out);
+    printReport(*chain, planner, plan, device->name(), *sim, *run, args.allOps, io.out);
     if (!args.timeline.empty()) io.out << "wrote " << args.timeline << " (predicted + measured timelines)\n";
   }
   return Status::ok();
@@ -184,6 +208,9 @@ void addRunCommands(CLI::App& app, Action& action) {
   cmd->add_option("--planner", args->planner, "Planner whose plan to run (none, sqrt, greedy, uniform:K, dp, ...)");
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");
+  cmd->add_option("--fit", args->fit,
+                  "Run the least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
+                  "or 'device' for what the device has available");
   cmd->add_option("--device", args->device, "Device to run on: cpu or gpu")->required();
   cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")->capture_default_str();
   cmd->add_option("--timeline", args->timeline,

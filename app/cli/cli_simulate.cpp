@@ -3,9 +3,9 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/planners/planners.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::cli {
 namespace {
@@ -32,8 +32,8 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
   out << "total peak   " << formatBytes(sim.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(sim.aBytes) << "\n";
   out << "objective R  " << formatBytes(sim.rBytes) << "\n";
-  std::snprintf(line, sizeof line, "%.6g", sim.recomputeCost);
-  out << "recompute    " << line << " (forward cost of R and RE ops)\n\n";
+  out << "recompute    " << describeRecomputeCost(chain, sim.recomputeCost) << ": forward cost of the R and RE ops, "
+      << costUnitDescription(chain) << "\n\n";
   const std::size_t rows = allOps ? entries.size() : std::min(entries.size(), kDefaultOpRows);
   std::snprintf(line, sizeof line, "%8s  %-10s  %-24s  %-9s  %14s  %14s\n", "op_index", "op", "layer_name", "phase",
                 "footprint", "live_after");

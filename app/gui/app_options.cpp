@@ -15,10 +15,14 @@
 #include "planner_picker.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/random_chain.hpp"
+#include "tradeoff_view.hpp"
 
 namespace remat::gui {
 
 namespace {
+
+// The --tab names, in the order of the window's tabs.
+const QStringList kTabs = {QStringLiteral("plan"), QStringLiteral("compare"), QStringLiteral("tradeoff")};
 
 // The explorer's options, as QCommandLineParser declares them.
 struct OptionSpecs {
@@ -36,7 +40,7 @@ struct OptionSpecs {
                                    QStringLiteral("NAME")};
   const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
                                     QStringLiteral("FILE")};
-  const QCommandLineOption tab{QStringLiteral("tab"), QStringLiteral("Show this tab: plan or compare."),
+  const QCommandLineOption tab{QStringLiteral("tab"), QStringLiteral("Show this tab: plan, compare or tradeoff."),
                                QStringLiteral("NAME"), QStringLiteral("plan")};
   const QCommandLineOption capacity{QStringLiteral("capacity"),
                                     QStringLiteral("Draw a device capacity line at GIB GiB."), QStringLiteral("GIB")};
@@ -75,8 +79,7 @@ Status readView(const QCommandLineParser& parser, const OptionSpecs& specs, AppO
   options.planner = parser.value(specs.planner);
   options.timelinePath = parser.value(specs.timeline);
   options.tab = parser.value(specs.tab);
-  if (options.tab != QLatin1String("plan") && options.tab != QLatin1String("compare"))
-    return Status::invalid("--tab must be 'plan' or 'compare'");
+  if (!kTabs.contains(options.tab)) return Status::invalid("--tab must be 'plan', 'compare' or 'tradeoff'");
   if (parser.isSet(specs.capacity)) {
     bool ok = false;
     options.capacityGiB = parser.value(specs.capacity).toDouble(&ok);
@@ -147,10 +150,13 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
   if (window.document()->hasChain() && window.document()->planSource() != picked)
     return Status::invalid("planner '" + picked.toStdString() + "' failed (see the message bar)");
   if (!options.timelinePath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openMeasuredTimeline(options.timelinePath));
-  if (options.capacityGiB > 0.0)
-    window.planView()->setCapacityBytes(static_cast<std::uint64_t>(options.capacityGiB * charts::kBytesPerGiB));
-  // Showing the compare tab starts its comparison; wait for it like for the planner.
-  window.tabs()->setCurrentIndex(options.tab == QLatin1String("compare") ? 1 : 0);
+  if (options.capacityGiB > 0.0) {
+    const auto bytes = static_cast<std::uint64_t>(options.capacityGiB * charts::kBytesPerGiB);
+    window.planView()->setCapacityBytes(bytes);
+    window.tradeoffView()->setCapacityBytes(bytes);
+  }
+  // Showing the compare or trade-off tab starts its work; wait for it like for the planner.
+  window.tabs()->setCurrentIndex(static_cast<int>(kTabs.indexOf(options.tab)));
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the comparison did not finish within 2 minutes");
   return Status::ok();
 }

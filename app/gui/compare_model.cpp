@@ -3,6 +3,7 @@
 #include <QFont>
 
 #include "charts/units.hpp"
+#include "plan_insight.hpp"
 #include "remat/memory/plan.hpp"
 
 namespace remat::gui {
@@ -86,7 +87,7 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
     case A: return charts::formatBytes(sim.aBytes);
     case R: return charts::formatBytes(sim.rBytes);
     case Checkpoints: return QString::number(r.plan.checkpoints.size());
-    case Recompute: return QString::number(sim.recomputeCost, 'g', 5);
+    case Recompute: return recomputeCostWithShare(r.recomputeCostUnit, sim.recomputeCost, r.recomputeShare);
     case PlanTime:
       return r.planSeconds < 1e-3 ? tr("%1 us").arg(r.planSeconds * 1e6, 0, 'f', 0)
                                   : tr("%1 ms").arg(r.planSeconds * 1e3, 0, 'f', 2);

@@ -12,6 +12,7 @@ QString jobChannelName(JobChannel channel) {
     case JobChannel::Plan: return QStringLiteral("plan");
     case JobChannel::Compare: return QStringLiteral("compare");
     case JobChannel::Run: return QStringLiteral("run");
+    case JobChannel::Tradeoff: return QStringLiteral("trade-off");
   }
   return QStringLiteral("?");
 }

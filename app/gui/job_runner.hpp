@@ -15,10 +15,11 @@
 namespace remat::gui {
 
 // What a job computes: one job per channel runs at a time.
-enum class JobChannel { Plan, Compare, Run };
-inline constexpr std::array<JobChannel, 3> kJobChannels = {JobChannel::Plan, JobChannel::Compare, JobChannel::Run};
+enum class JobChannel { Plan, Compare, Run, Tradeoff };
+inline constexpr std::array<JobChannel, 4> kJobChannels = {JobChannel::Plan, JobChannel::Compare, JobChannel::Run,
+                                                           JobChannel::Tradeoff};
 
-// "plan", "compare", "run": the channel in messages.
+// "plan", "compare", "run", "trade-off": the channel in messages.
 QString jobChannelName(JobChannel channel);
 
 class JobRunner : public QObject {

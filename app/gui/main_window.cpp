@@ -28,6 +28,7 @@
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
 #include "run_support.hpp"
+#include "tradeoff_view.hpp"
 #include "zoo_bar.hpp"
 
 // The icons and examples live in a static library: register them explicitly (outside any namespace,
@@ -79,6 +80,8 @@ void MainWindow::buildCentralWidget() {
   tabs_->addTab(splitter, QIcon(QStringLiteral(":/icons/plan.svg")), tr("Plan"));
   compareView_ = new CompareView(document_, jobs_, tabs_);
   tabs_->addTab(compareView_, QIcon(QStringLiteral(":/icons/compare.svg")), tr("Compare"));
+  tradeoffView_ = new TradeoffView(document_, jobs_, tabs_);
+  tabs_->addTab(tradeoffView_, tr("Trade-off"));
   layout->addWidget(tabs_, 1);
   setCentralWidget(central);
 }
@@ -109,6 +112,7 @@ void MainWindow::connectViews() {
           });
   connect(zooBar_, &ZooBar::loadRequested, this,
           [this](const QString& name, const ZooOptions& options) { (void)loadZoo(name, options); });
+  connectTradeoff();
 }
 
 MainWindow::~MainWindow() { jobs_->shutdown(); }
@@ -186,6 +190,9 @@ void MainWindow::buildPlanActions() {
                [this]() { runPlanner(plannerPicker_->plannerName()); });
   defineAction("compare", tr("&Compare planners"), ":/icons/compare.svg", QKeySequence(Qt::CTRL | Qt::Key_K),
                tr("Show two planners side by side"), [this]() { tabs_->setCurrentWidget(compareView_); });
+  defineAction("tradeoff", tr("&Trade-off"), "", QKeySequence(Qt::CTRL | Qt::Key_T),
+               tr("The least recompute for every peak, and the planners against it"),
+               [this]() { tabs_->setCurrentWidget(tradeoffView_); });
   defineAction("clearMeasured", tr("Clear &measured overlay"), "", QKeySequence(), tr("Hide the measured timeline"),
                [this]() { document_->setMeasured(std::nullopt); });
 }
@@ -243,7 +250,7 @@ void MainWindow::buildMenus() {
   edit->addAction(actions_["clearCheckpoints"]);
 
   QMenu* plan = menuBar()->addMenu(tr("&Plan"));
-  for (const char* key : {"plan", "compare", "clearMeasured"}) plan->addAction(actions_[key]);
+  for (const char* key : {"plan", "compare", "tradeoff", "clearMeasured"}) plan->addAction(actions_[key]);
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   for (const char* key : {"runCpu", "runGpu", "cancel"}) run->addAction(actions_[key]);
   QMenu* help = menuBar()->addMenu(tr("&Help"));

@@ -26,6 +26,7 @@ class LayerPanel;
 class MessageBar;
 class PlannerPicker;
 class PlanView;
+class TradeoffView;
 class ZooBar;
 
 class MainWindow : public QMainWindow {
@@ -39,6 +40,7 @@ class MainWindow : public QMainWindow {
   JobRunner* jobs() const { return jobs_; }
   PlanView* planView() const { return planView_; }
   CompareView* compareView() const { return compareView_; }
+  TradeoffView* tradeoffView() const { return tradeoffView_; }
   LayerPanel* layerPanel() const { return layerPanel_; }
   MessageBar* messageBar() const { return messageBar_; }
   PlannerPicker* plannerPicker() const { return plannerPicker_; }
@@ -52,6 +54,9 @@ class MainWindow : public QMainWindow {
   Status openMeasuredTimeline(const QString& path);
   void runPlanner(const QString& name);  // background; the result is applied as an undoable edit
   void measure(const QString& device);   // background; the result overlays the prediction
+  // The cheapest plan whose total peak fits in capacityBytes (the budget planner, in the
+  // background, applied as an undoable edit); the plan view's capacity line follows.
+  void fitCapacity(std::uint64_t capacityBytes);
   Status exportPredictedTimeline(const QString& path);
   Status exportMeasuredTimeline(const QString& path);  // predicted and measured, in one file
   Status exportPlanJson(const QString& path);
@@ -70,6 +75,7 @@ class MainWindow : public QMainWindow {
  private:
   void buildCentralWidget();
   void connectViews();
+  void connectTradeoff();  // main_window_tradeoff.cpp
   // Actions by key (actions_), grouped by the menu they belong to.
   QAction* defineAction(const QString& key, const QString& text, const QString& icon, const QKeySequence& shortcut,
                         const QString& tip, std::function<void()> slot);
@@ -107,6 +113,7 @@ class MainWindow : public QMainWindow {
   LayerPanel* layerPanel_;
   PlanView* planView_;
   CompareView* compareView_;
+  TradeoffView* tradeoffView_;
   ZooBar* zooBar_;
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;

@@ -94,10 +94,23 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
   return data;
 }
 
-double forwardCost(const Chain& chain) {
-  double cost = 0.0;
-  for (const ChainLayer& layer : chain.layers) cost += layer.numbers.fwdCost;
-  return cost;
+QString recomputeCostText(CostUnit unit, double cost) {
+  return QStringLiteral("%1 %2").arg(cost, 0, 'g', 4).arg(charts::toQString(costUnitSymbol(unit)));
+}
+
+QString recomputeCostText(const Chain& chain, double cost) { return recomputeCostText(chainCostUnit(chain), cost); }
+
+QString recomputeCostWithShare(CostUnit unit, double cost, double share) {
+  return QStringLiteral("%1 (%2%)").arg(recomputeCostText(unit, cost)).arg(100.0 * share, 0, 'f', 1);
+}
+
+QString recomputeCostWithShare(const Chain& chain, double cost) {
+  return recomputeCostWithShare(chainCostUnit(chain), cost, recomputeShare(chain, cost));
+}
+
+QString recomputeUnitDescription(const Chain& chain) {
+  return QObject::tr("%1; one forward pass costs %2")
+      .arg(QString::fromStdString(costUnitDescription(chain)), recomputeCostText(chain, forwardCost(chain)));
 }
 
 }  // namespace remat::gui

@@ -9,6 +9,7 @@
 #include "remat/memory/simulator.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
+#include "remat/model/costs.hpp"
 
 namespace remat::gui {
 
@@ -23,7 +24,14 @@ std::size_t peakLayer(const Chain& chain, const Simulation& simulation);
 charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const std::optional<Timeline>& measured,
                             const QString& title);
 
-// The total forward cost of the chain, to put the recompute cost in proportion.
-double forwardCost(const Chain& chain);
+// A recompute cost with its unit: "130.4 GFLOP", "12 cost units" (core's costUnitSymbol).
+QString recomputeCostText(CostUnit unit, double cost);
+QString recomputeCostText(const Chain& chain, double cost);
+// The same with its share of one forward pass: "130.4 GFLOP (6.6%)".
+QString recomputeCostWithShare(CostUnit unit, double cost, double share);
+QString recomputeCostWithShare(const Chain& chain, double cost);
+// What the unit is and how big one forward pass is, for tooltips: "GFLOP (estimated from shapes);
+// one forward pass costs 1982 GFLOP".
+QString recomputeUnitDescription(const Chain& chain);
 
 }  // namespace remat::gui

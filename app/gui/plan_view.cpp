@@ -175,11 +175,10 @@ void PlanView::refreshPlan() {
   values_["static"]->setText(charts::formatBytes(sim.staticBytes));
   values_["A"]->setText(charts::formatBytes(sim.aBytes));
   values_["R"]->setText(charts::formatBytes(sim.rBytes));
-  const double forward = forwardCost(chain);
-  values_["recompute"]->setText(
-      forward > 0.0
-          ? tr("%1 (%2%)").arg(sim.recomputeCost, 0, 'g', 4).arg(100.0 * sim.recomputeCost / forward, 0, 'f', 1)
-          : QString::number(sim.recomputeCost, 'g', 4));
+  values_["recompute"]->setText(recomputeCostWithShare(chain, sim.recomputeCost));
+  values_["recompute"]->setToolTip(tr("Forward cost of the recomputed ops (R and RE), in %1; in brackets, its share of "
+                                      "one forward pass")
+                                       .arg(recomputeUnitDescription(chain)));
   values_["checkpoints"]->setText(QString::number(sim.plan.checkpoints.size()));
   values_["plan"]->setText(document_->planSource());
   values_["peak"]->setToolTip(peakDescription(chain, sim));

@@ -114,7 +114,7 @@ TEST_F(PlanCli, BadInputExitsWithTwo) {
   EXPECT_NE(result.err.find("optimal"), std::string::npos) << result.err;  // lists the valid names
   result = runRemat({"plan", path, "--planner", "uniform:0"});
   EXPECT_EQ(result.exitCode, 2);
-  result = runRemat({"plan", path});  // --planner is required
+  result = runRemat({"plan", path});  // --planner (or --fit) is required
   EXPECT_EQ(result.exitCode, 2);
   result = runRemat({"plan", (folder_ / "missing.json").string(), "--planner", "dp"});
   EXPECT_EQ(result.exitCode, 2);

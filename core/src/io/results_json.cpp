@@ -14,7 +14,9 @@ nlohmann::json scoresToJson(const Scored& s) {
           {"peak_bytes", s.peakBytes()},
           {"A_bytes", s.aBytes},
           {"R_bytes", s.rBytes},
-          {"recompute_cost", s.recomputeCost}};
+          {"recompute_cost", s.recomputeCost},
+          {"recompute_cost_unit", std::string(costUnitName(s.recomputeCostUnit))},
+          {"recompute_share", s.recomputeShare}};
 }
 
 }  // namespace
@@ -41,6 +43,36 @@ nlohmann::json simulationToJson(const Simulation& simulation) {
   j["peak_op_index"] = simulation.peakOpIndex;
   j["ops"] = std::move(ops);
   return j;
+}
+
+}  // namespace remat
+
+namespace remat {
+
+nlohmann::json tradeoffToJson(const Chain& chain, const TradeoffFront& front, const std::vector<PlanReport>& planners) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const FrontPoint& p : front.points)
+    points.push_back({{"dynamic_peak_bytes", p.dynamicPeakBytes},
+                      {"peak_bytes", chain.staticBytes() + p.dynamicPeakBytes},
+                      {"recompute_cost", p.recomputeCost},
+                      {"recompute_share", recomputeShare(chain, p.recomputeCost)},
+                      {"checkpoints", p.plan.checkpoints}});
+  nlohmann::json placed = nlohmann::json::array();
+  const double tolerance = recomputeCostTolerance(chain);
+  for (const PlanReport& r : planners) {
+    const FrontPlacement placement = placeAgainstFront(front, r.dynamicPeakBytes, r.recomputeCost, tolerance);
+    nlohmann::json j = planReportToJson(r);
+    j["on_front"] = placement.onFront;
+    j["extra_peak_bytes"] = placement.extraPeakBytes;
+    j["extra_recompute_cost"] = placement.extraRecomputeCost;
+    placed.push_back(std::move(j));
+  }
+  return {{"chain", chain.name},
+          {"static_bytes", chain.staticBytes()},
+          {"recompute_cost_unit", std::string(costUnitName(chainCostUnit(chain)))},
+          {"forward_cost", forwardCost(chain)},
+          {"front", std::move(points)},
+          {"planners", std::move(placed)}};
 }
 
 }  // namespace remat

@@ -136,6 +136,8 @@ Result<Simulation> simulate(const Chain& chain, const Plan& plan) {
     if (ops[i].kind == OpKind::R || ops[i].kind == OpKind::RE) sim.recomputeCost += chain.at(ops[i].layer).fwdCost;
   });
   sim.staticBytes = chain.staticBytes();
+  sim.recomputeCostUnit = chainCostUnit(chain);
+  sim.recomputeShare = recomputeShare(chain, sim.recomputeCost);
   sim.aBytes = objectiveA(chain, plan);
   sim.rBytes = objectiveR(chain, plan);
   return sim;

@@ -10,6 +10,7 @@
 
 #include "remat/base/units.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/tradeoff.hpp"
 
 namespace remat {
 namespace {
@@ -40,6 +41,9 @@ Result<PlannerOutput> linear(const Chain& chain, std::uint64_t, const PlannerOpt
 Result<PlannerOutput> optimal(const Chain& chain, std::uint64_t, const PlannerOptions& options) {
   return planOptimal(chain, options);
 }
+Result<PlannerOutput> budget(const Chain& chain, std::uint64_t budgetBytes, const PlannerOptions& options) {
+  return planBudget(chain, budgetBytes, options);
+}
 
 constexpr PlannerParameter kNoParameter{};
 constexpr CompareDefault kInCompare{true, nullptr, {}};
@@ -58,6 +62,12 @@ constexpr PlannerEntry kPlanners[] = {
     {"dp", kNoParameter, 'A', "The paper's O(n^3) dynamic program, minimising A", kInCompare, dp},
     {"linear", kNoParameter, 'R', "The paper's linear-time planner, minimising R", kInCompare, linear},
     {"optimal", kNoParameter, 'E', "Exact minimum of the true peak E (slower)", kInCompare, optimal},
+    {"budget",
+     {PlannerParameterKind::ByteSize, "SIZE", "keeps the dynamic peak E within SIZE"},
+     'C',
+     "The least recompute cost of any plan whose peak E fits in SIZE (exact)",
+     {},
+     budget},
 };
 
 // Joins message parts. (GCC 12 at -O3 warns falsely, -Wrestrict, on "literal" + std::string.)
@@ -95,7 +105,8 @@ Result<std::uint64_t> parseSize(const PlannerEntry& entry, std::string_view name
   return bytes;
 }
 
-// The value of the result's objective for its plan (E for the fixed rules).
+// The value of the result's objective for its plan (E for the fixed rules and for budget, whose
+// objective, the recompute cost, is not in bytes).
 std::uint64_t objectiveScore(const PlanReport& result) {
   if (result.objective == "A") return result.aBytes;
   if (result.objective == "R") return result.rBytes;
@@ -109,6 +120,8 @@ void scorePlan(const Chain& chain, PlanReport& result) {
   result.aBytes = objectiveA(chain, result.plan);
   result.rBytes = objectiveR(chain, result.plan);
   result.recomputeCost = recomputeCost(chain, result.plan);
+  result.recomputeCostUnit = chainCostUnit(chain);
+  result.recomputeShare = recomputeShare(chain, result.recomputeCost);
 }
 
 }  // namespace
@@ -214,6 +227,8 @@ PlanReport planReportOf(const Simulation& simulation, std::string_view planner, 
   result.aBytes = simulation.aBytes;
   result.rBytes = simulation.rBytes;
   result.recomputeCost = simulation.recomputeCost;
+  result.recomputeCostUnit = simulation.recomputeCostUnit;
+  result.recomputeShare = simulation.recomputeShare;
   result.planSeconds = planSeconds;
   result.objectiveBytes = objectiveScore(result);
   return result;

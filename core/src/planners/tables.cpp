@@ -10,7 +10,7 @@ LayerTables makeLayerTables(const Chain& chain) {
   t.n = n;
   const std::size_t size = n + 2;
   for (auto* v : {&t.a, &t.e, &t.wf, &t.wb, &t.w, &t.transient, &t.T, &t.forwardPair, &t.recomputeTerm, &t.backwardTerm,
-                  &t.keepSuffixMax})
+                  &t.keepSuffixMax, &t.backwardSuffixMax})
     v->assign(size, 0);
   t.in.assign(size, 0);
   t.out.assign(size, 0);
@@ -39,6 +39,7 @@ LayerTables makeLayerTables(const Chain& chain) {
     const std::uint64_t term = t.T[l - 2] + t.a[l - 1] + t.e[l - 1] + t.a[l] + t.e[l] + t.wf[l];
     t.keepSuffixMax[l] = std::max(term, t.keepSuffixMax[l + 1]);
   }
+  for (std::size_t l = n; l >= 1; --l) t.backwardSuffixMax[l] = std::max(t.backwardTerm[l], t.backwardSuffixMax[l + 1]);
   return t;
 }
 

@@ -20,10 +20,11 @@ struct LayerTables {
   std::vector<std::uint64_t> transient;  // a(l) when no backward reads x(l), else 0
   std::vector<std::uint64_t> T;          // T(l) = w(1) + ... + w(l)
   // Footprint terms that depend on one layer only; a segment's footprints subtract T(start).
-  std::vector<std::uint64_t> forwardPair;    // l >= 2: a(l-1) + a(l) + wf(l)   (discard-mode F(l))
-  std::vector<std::uint64_t> recomputeTerm;  // l >= 2: T(l-1) + transient(l-1) + a(l) + e(l) + wf(l)
-  std::vector<std::uint64_t> backwardTerm;   // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l)
-  std::vector<std::uint64_t> keepSuffixMax;  // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
+  std::vector<std::uint64_t> forwardPair;        // l >= 2: a(l-1) + a(l) + wf(l)   (discard-mode F(l))
+  std::vector<std::uint64_t> recomputeTerm;      // l >= 2: T(l-1) + transient(l-1) + a(l) + e(l) + wf(l)
+  std::vector<std::uint64_t> backwardTerm;       // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l)
+  std::vector<std::uint64_t> keepSuffixMax;      // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
+  std::vector<std::uint64_t> backwardSuffixMax;  // l >= 1: max over l' in [l, n] of backwardTerm(l')
 };
 
 LayerTables makeLayerTables(const Chain& chain);
@@ -33,11 +34,32 @@ LayerTables makePrefixTables(const Chain& chain);
 // The least possible largest segment cost s(c_j, c_(j+1)) over all plans (planner_linear.cpp).
 std::uint64_t minimalMaxSegmentCost(const LayerTables& tables);
 
+// What x(start) holds during the segment's backward ops, once R(start+1) / RE are done.
+inline std::uint64_t heldDuringBackward(const LayerTables& t, std::size_t start) {
+  return start > 0 && (t.in[start + 1] || t.out[start]) ? t.a[start] : 0;
+}
+
+// seg(start, n), the last segment (keep-mode forward, SEED, backward; never recomputed), given
+// heldDuringBackward and the largest footprint of its B ops.
+inline std::uint64_t lastSegmentPeak(const LayerTables& t, std::size_t i, std::uint64_t heldBackward,
+                                     std::uint64_t backward) {
+  std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.e[i + 1] + t.wf[i + 1]);
+  if (t.n >= i + 2) peak = std::max(peak, heldBackward + t.keepSuffixMax[i + 2] - t.T[i]);
+  const std::uint64_t seed = heldBackward + t.T[t.n - 1] - t.T[i] + 2 * t.a[t.n] + t.e[t.n];
+  return std::max(peak, seed);
+}
+
+// seg(start, n) in O(1), from the suffix maxima of the B terms.
+inline std::uint64_t lastSegmentPeak(const LayerTables& t, std::size_t start) {
+  const std::uint64_t held = heldDuringBackward(t, start);
+  return lastSegmentPeak(t, start, held, held + t.backwardSuffixMax[start + 1] - t.T[start]);
+}
+
 // seg(start, k) for k = start+1, start+2, ...: each extend() adds one layer in O(1).
 class SegmentScanner {
  public:
   SegmentScanner(const LayerTables& t, std::size_t start)
-      : t_(t), i_(start), k_(start), heldBackward_(start > 0 && (t.in[start + 1] || t.out[start]) ? t.a[start] : 0) {}
+      : t_(t), i_(start), k_(start), heldBackward_(heldDuringBackward(t, start)) {}
 
   std::size_t end() const { return k_; }
 
@@ -62,13 +84,7 @@ class SegmentScanner {
     const LayerTables& t = t_;
     const std::size_t i = i_, k = k_;
     const std::uint64_t backward = heldBackward_ + backwardMax_ - t.T[i];
-    if (k == t.n) {
-      // The last segment: keep-mode forward, SEED, backward; never recomputed.
-      std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.e[i + 1] + t.wf[i + 1]);
-      if (t.n >= i + 2) peak = std::max(peak, heldBackward_ + t.keepSuffixMax[i + 2] - t.T[i]);
-      const std::uint64_t seed = heldBackward_ + t.T[t.n - 1] - t.T[i] + 2 * t.a[t.n] + t.e[t.n];
-      return std::max(peak, seed);
-    }
+    if (k == t.n) return lastSegmentPeak(t, i, heldBackward_, backward);
     // Discard-mode forward; x(start) stays alive through it when R(start+1) will read it.
     std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.wf[i + 1]);
     // The gradient d(k) entering the segment, and the checkpoint x(k) when B(k) reads it.
@@ -81,6 +97,10 @@ class SegmentScanner {
     }
     return peak;
   }
+
+  // The largest footprint of the segment's B ops: a lower bound of peak() that never decreases
+  // as the segment grows, so a planner can stop extending once it is over a bound.
+  std::uint64_t backwardPeak() const { return heldBackward_ + backwardMax_ - t_.T[i_]; }
 
   // h(start, end): the bytes x(start) holds during every segment to the right.
   std::uint64_t held() const {

@@ -6,15 +6,24 @@
 
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/planners/tradeoff.hpp"
 
 namespace remat {
 
 // The plan object: planner, objective, objective_bytes, checkpoints, dynamic_peak_bytes,
-// static_bytes, peak_bytes, plan_seconds, A_bytes, R_bytes, recompute_cost.
+// static_bytes, peak_bytes, plan_seconds, A_bytes, R_bytes, recompute_cost, recompute_cost_unit
+// ("GFLOP", "ms", "units", "mixed": costUnitName) and recompute_share (of one forward pass).
 nlohmann::json planReportToJson(const PlanReport& report);
 
 // The simulation object: checkpoints, dynamic_peak_bytes, static_bytes, peak_bytes, A_bytes,
-// R_bytes, recompute_cost, peak_op_index and the ops with their footprints.
+// R_bytes, recompute_cost, recompute_cost_unit, recompute_share, peak_op_index and the ops with
+// their footprints.
 nlohmann::json simulationToJson(const Simulation& simulation);
+
+// The object of `remat tradeoff --json`: {"chain", "recompute_cost_unit", "forward_cost", "front":
+// [{"dynamic_peak_bytes", "peak_bytes", "recompute_cost", "recompute_share", "checkpoints"}, ...]
+// (rising peak), "planners": [plan object + "on_front", "extra_peak_bytes",
+// "extra_recompute_cost"]}.
+nlohmann::json tradeoffToJson(const Chain& chain, const TradeoffFront& front, const std::vector<PlanReport>& planners);
 
 }  // namespace remat

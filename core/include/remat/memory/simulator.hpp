@@ -4,10 +4,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "remat/model/chain.hpp"
-#include "remat/memory/plan.hpp"
 #include "remat/base/status.hpp"
+#include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
+#include "remat/model/costs.hpp"
 
 namespace remat {
 
@@ -23,7 +24,9 @@ struct Simulation {
   std::uint64_t staticBytes = 0;
   std::uint64_t aBytes = 0;    // objective A
   std::uint64_t rBytes = 0;    // objective R
-  double recomputeCost = 0.0;  // forward cost of the R and RE ops
+  double recomputeCost = 0.0;  // forward cost of the R and RE ops, in recomputeCostUnit
+  CostUnit recomputeCostUnit = CostUnit::Abstract;
+  double recomputeShare = 0.0;  // recomputeCost / the cost of one forward pass
   std::uint64_t peakBytes() const { return staticBytes + dynamicPeakBytes; }
 };
 

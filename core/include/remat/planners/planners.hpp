@@ -1,10 +1,11 @@
 #pragma once
 // Checkpoint planners (docs/formats.md names): none, sqrt, greedy, uniform:K, dp, linear,
-// optimal, each a row of the registry (registry.hpp) that the by-name functions below read. Every
+// optimal, budget:SIZE, each a row of the registry (registry.hpp) that the by-name functions below read. Every
 // planner is deterministic and reports its plan, the objective it minimises, E, the recompute cost
 // and its own planning time. docs/planners.md has the algorithms and proofs.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "remat/base/status.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/model/chain.hpp"
+#include "remat/model/costs.hpp"
 
 namespace remat {
 
@@ -20,19 +22,26 @@ struct Simulation;  // simulator.hpp
 struct PlannerOptions {
   // Polled by long-running planners; when it becomes true they return Status::cancelled().
   const std::atomic<bool>* cancelFlag = nullptr;
+  // Called by the planners whose time is hard to foresee (budget, the front) from the thread they
+  // run on, with the fraction of the work done, in [0, 1], at most about a hundred times a run.
+  std::function<void(double fraction)> progress;
 };
 
 struct PlanReport {
-  std::string planner;               // the name as given, e.g. "uniform:4"
-  std::string objective;             // "A" (dp), "R" (linear), "E" (optimal), "-" (fixed rules)
-  std::uint64_t objectiveBytes = 0;  // the objective's value for plan; E for fixed rules
+  std::string planner;  // the name as given, e.g. "uniform:4"
+  // "A" (dp), "R" (linear), "E" (optimal), "C" (budget: the recompute cost under a bound on E),
+  // "-" (fixed rules)
+  std::string objective;
+  std::uint64_t objectiveBytes = 0;  // the objective's value for plan; E for fixed rules and budget
   Plan plan;
   std::uint64_t dynamicPeakBytes = 0;  // E(plan)
   std::uint64_t staticBytes = 0;
   std::uint64_t aBytes = 0;
   std::uint64_t rBytes = 0;
-  double recomputeCost = 0.0;  // forward cost of the R and RE ops
-  double planSeconds = 0.0;    // wall time of the planning alone
+  double recomputeCost = 0.0;  // forward cost of the R and RE ops, in recomputeCostUnit
+  CostUnit recomputeCostUnit = CostUnit::Abstract;
+  double recomputeShare = 0.0;  // recomputeCost / the cost of one forward pass
+  double planSeconds = 0.0;     // wall time of the planning alone
   std::uint64_t peakBytes() const { return staticBytes + dynamicPeakBytes; }
 };
 
@@ -63,6 +72,7 @@ struct PlannerOutput {
   Plan plan;
   std::uint64_t objectiveBytes = 0;
   std::uint64_t boundsSolved = 0;  // dp only: how many segment-cost bounds M it solved (<= n(n+1)/2)
+  std::uint64_t labels = 0;        // budget only: Pareto labels its dynamic program kept
 };
 
 // dp: exact minimum of objective A. O(n^3 alpha(n)) time worst case, O(n) memory.
