@@ -133,9 +133,7 @@ void LayerPanel::connectControls() {
 
 void LayerPanel::refreshSummary() {
   if (!document_->hasChain()) {
-    summary_->setText(
-        tr("No chain loaded: open one (File), pick a zoo model (toolbar), or press Add to start "
-           "a new one"));
+    summary_->setText(tr("No chain: open one, load a zoo model, or press Add"));
     updateButtons();
     return;
   }

@@ -108,7 +108,6 @@ void MainWindow::connectViews() {
   connect(document_, &Document::chainReplaced, this, [this]() { shownUndoIndex_ = 0; });
   const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
   connect(planView_, &PlanView::statusMessage, this, showStatus);
-  connect(planView_, &PlanView::editRefused, messageBar_, &MessageBar::showInfo);
   connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() { (void)newChain(); });
   connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
   connect(layerPanel_, &LayerPanel::layerSelected, this,

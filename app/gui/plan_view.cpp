@@ -115,13 +115,13 @@ QHBoxLayout* PlanView::buildChartOptions() {
 }
 
 void PlanView::connectControls() {
-  // A refused click, drag or key says why where it happened (at the cell) and in the window's bars.
+  // A refused click, drag or key says why where it happened (a tooltip at the cell) and in the
+  // status bar; not in the message bar, whose appearing would move the strip under the pointer.
   const auto reportRefusal = [this](const Status& status, std::size_t layer) {
     if (status) return;
     const QString text = QString::fromStdString(status.message());
     strip_->showRefusal(layer, text);
     emit statusMessage(text);
-    emit editRefused(text);
   };
   connect(strip_, &CheckpointStrip::toggleRequested, this,
           [this, reportRefusal](std::size_t layer) { reportRefusal(document_->toggleCheckpoint(layer), layer); });

@@ -36,7 +36,6 @@ class PlanView : public QWidget {
 
  signals:
   void statusMessage(const QString& text);
-  void editRefused(const QString& text);  // a strip edit the Document refused, and why
   void layerFocused(std::size_t layer);
 
  private:

@@ -1,11 +1,12 @@
 // The main window as a new user meets it: every toolbar control visible at 1280x720 and staying
-// put while edits pile up on the undo stack, Add without a chain, the last layer's refusal said
-// where the user looks, About with the version and the docs, --help without a display, and a GPU
+// put while edits pile up on the undo stack, Add without a chain, the last layer's refusal said at
+// the cell, About with the version and the docs, --help without a display, and a GPU
 // action that loads nothing until it is used.
 #include <gtest/gtest.h>
 
 #include <QAction>
 #include <QFileInfo>
+#include <QLabel>
 #include <QMenu>
 #include <QProcess>
 #include <QRegularExpression>
@@ -113,18 +114,19 @@ TEST_F(WindowLayoutTest, AddWithoutAChainStartsOne) {
   EXPECT_EQ(window_.document()->chain().spec.layers.size(), layers + 1);
 }
 
-TEST_F(WindowLayoutTest, ClickingTheLastLayerSaysWhyAtTheStripAndInTheMessageBar) {
+TEST_F(WindowLayoutTest, ClickingTheLastLayerSaysWhyAtTheStripAndInTheStatusBar) {
   ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   CheckpointStrip* strip = window_.planView()->strip();
   const Plan before = window_.document()->plan();
   QTest::mouseClick(strip, Qt::LeftButton, Qt::NoModifier, strip->cellPoint(strip->layerCount()));
   EXPECT_EQ(window_.document()->plan(), before);
-  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("the last layer")))
-      << window_.messageBar()->text().toStdString();
-  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("fc2")));
-  ASSERT_TRUE(QToolTip::isVisible());
-  EXPECT_EQ(QToolTip::text(), window_.messageBar()->text());
+  ASSERT_TRUE(QToolTip::isVisible());  // at the cell the user clicked
+  EXPECT_TRUE(QToolTip::text().contains(QStringLiteral("the last layer"))) << QToolTip::text().toStdString();
+  EXPECT_TRUE(QToolTip::text().contains(QStringLiteral("fc2")));
+  auto* status = window_.findChild<QLabel*>(QStringLiteral("statusText"));
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(status->text(), QToolTip::text());
 }
 
 TEST(About, GivesTheVersionThePaperAndLinksToDocsThatExist) {
