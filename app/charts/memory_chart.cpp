@@ -1,31 +1,21 @@
 #include "memory_chart.hpp"
 
-#include <QAreaSeries>
-#include <QChart>
-#include <QChartView>
 #include <QFileInfo>
 #include <QLegendMarker>
-#include <QLineSeries>
-#include <QMouseEvent>
 #include <QPainter>
-#include <QScatterSeries>
 #include <QSvgGenerator>
-#include <QToolTip>
 #include <QVBoxLayout>
-#include <QValueAxis>
 #include <algorithm>
-#include <array>
 #include <cmath>
 
-#include "memory_chart_items.hpp"
+#include "memory_chart_parts.hpp"
 #include "palette.hpp"
 #include "qt_text.hpp"
-#include "units.hpp"
 
 namespace remat::charts {
 namespace {
 
-constexpr double kMarkerHitPx = 8.0;
+constexpr int kXTicks = 8;  // about this many labelled ticks across the x axis
 
 // 1, 2 or 5 times a power of ten, at least value: readable tick steps.
 double niceStep(double value) {
@@ -63,51 +53,7 @@ QScatterSeries* legendEntry(QObject* parent, const QString& name, QScatterSeries
   return series;
 }
 
-QString opLabel(const Timeline& timeline, std::size_t index) {
-  return QString::fromStdString(remat::opLabel(timeline.entries[index].op, timeline.layerNames));
-}
-
 }  // namespace
-
-struct MemoryChart::Parts {
-  ChartData data;
-  ChartOptions options;
-  std::optional<ChartRanges> shared;
-  std::vector<double> predictedEdges;
-  std::vector<double> measuredEdges;
-  TimelineSeries predicted;
-  TimelineSeries measured;
-  ChartRanges natural;
-  ChartRanges displayed;
-  ByteUnit unit;
-  std::vector<QPointF> storedPoints;  // data units (bytes), parallel to data.checkpointStored
-  std::vector<QPointF> freedPoints;
-  PaintedContent painted;  // axis units, what the paint items draw
-
-  QChartView* view = nullptr;
-  QChart* chart = nullptr;
-  QValueAxis* axisX = nullptr;
-  QValueAxis* axisY = nullptr;
-  QAreaSeries* staticLegend = nullptr;
-  std::array<QAreaSeries*, 3> phaseLegend{};
-  QLineSeries* footprint = nullptr;
-  QLineSeries* measuredLine = nullptr;
-  QLineSeries* capacity = nullptr;
-  QScatterSeries* recomputeLegend = nullptr;
-  QScatterSeries* storedLegend = nullptr;
-  QScatterSeries* freedLegend = nullptr;
-  QScatterSeries* peakLegend = nullptr;
-  ChartPaintItem* fills = nullptr;
-  ChartPaintItem* markers = nullptr;
-
-  void createChart();   // the chart, its legend and its axes
-  void createSeries();  // the legend entries, the lines and the paint items, on both axes
-
-  std::vector<QAbstractSeries*> all() const {
-    return {staticLegend, phaseLegend[0],  phaseLegend[1], phaseLegend[2], footprint, measuredLine,
-            capacity,     recomputeLegend, storedLegend,   freedLegend,    peakLegend};
-  }
-};
 
 void MemoryChart::Parts::createChart() {
   chart = new QChart();
@@ -192,7 +138,15 @@ void MemoryChart::setData(ChartData data) {
 const ChartData& MemoryChart::data() const { return parts_->data; }
 
 void MemoryChart::setOptions(const ChartOptions& options) {
+  // A zoom is in the old axis' units (ops or ms): another axis starts from the whole step.
+  const bool axisChanged = options.xAxis != parts_->options.xAxis;
   parts_->options = options;
+  if (axisChanged && parts_->zoom) {
+    parts_->zoom.reset();
+    rebuild();
+    emit zoomChanged(std::nullopt);
+    return;
+  }
   rebuild();
 }
 
@@ -207,15 +161,27 @@ void MemoryChart::setSharedRanges(std::optional<ChartRanges> ranges) {
 
 ChartRanges MemoryChart::displayedRanges() const { return parts_->displayed; }
 
+namespace {
+
+// Decimals enough to tell ticks `step` apart: 0 for whole steps, 1 for 0.5 or 0.2, 2 for 0.05, ...
+QString labelFormatFor(double step) {
+  const int decimals = step >= 1.0 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
+  return QStringLiteral("%.%1f").arg(decimals);
+}
+
+}  // namespace
+
 void MemoryChart::rebuild() {
   Parts& p = *parts_;
   const ChartData& d = p.data;
   const bool hasMeasured = d.measured.has_value() && !d.measured->entries.empty();
   p.measuredEdges = hasMeasured ? opEdges(*d.measured, p.options.xAxis) : std::vector<double>{};
-  // In time mode the prediction follows the measured clock when both have the same ops.
-  const bool sameOps = hasMeasured && d.measured->entries.size() == d.predicted.entries.size();
-  p.predictedEdges =
-      p.options.xAxis == XAxisMode::Time && sameOps ? p.measuredEdges : opEdges(d.predicted, p.options.xAxis);
+  // In time mode the prediction follows the measured clock when that measured the same plan;
+  // otherwise it keeps its modelled op durations.
+  const bool measuredClock =
+      hasMeasured && !d.measuredStale && d.measured->entries.size() == d.predicted.entries.size();
+  const bool timeMode = p.options.xAxis == XAxisMode::Time;
+  p.predictedEdges = timeMode && measuredClock ? p.measuredEdges : opEdges(d.predicted, p.options.xAxis);
   p.predicted = buildTimelineSeries(d.predicted, p.predictedEdges, p.options);
   p.measured = hasMeasured ? buildTimelineSeries(*d.measured, p.measuredEdges, p.options) : TimelineSeries{};
   p.storedPoints.clear();
@@ -224,24 +190,23 @@ void MemoryChart::rebuild() {
     p.storedPoints.push_back(opPoint(d.predicted, p.predictedEdges, m.opIndex, p.predicted.base));
   for (const ChartMarker& m : d.checkpointFreed)
     p.freedPoints.push_back(opPoint(d.predicted, p.predictedEdges, m.opIndex, p.predicted.base));
-  p.natural.xMax = std::max({p.predicted.xMax, p.measured.xMax, 1.0});
+  p.natural.xMax = std::max({p.predicted.xMax, p.measured.xMax, timeMode ? 0.0 : 1.0});
   p.natural.yMaxBytes = std::max(
       {p.predicted.yMax, p.measured.yMax, static_cast<double>(p.options.capacityBytes), p.predicted.base, 1.0});
 
-  p.chart->setTitle(d.title);
-  const bool timeMode = p.options.xAxis == XAxisMode::Time;
-  p.axisX->setTitleText(!timeMode     ? tr("op (forward, then backward)")
-                        : hasMeasured ? tr("time (ms)")
-                                      : tr("modelled cost (cumulative)"));
-  p.axisX->setLabelFormat(timeMode ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
-  if (hasMeasured) {
-    p.measuredLine->setName(tr("measured (%1, run %2): peak %3")
-                                .arg(QString::fromStdString(d.measured->source))
-                                .arg(d.measured->run)
-                                .arg(formatBytes(static_cast<std::uint64_t>(p.measured.yMax))));
-  }
-  p.capacity->setName(tr("capacity %1").arg(formatBytes(p.options.capacityBytes)));
   const bool hasPrediction = !d.predicted.entries.empty();
+  p.chart->setTitle(hasPrediction || !d.title.isEmpty() ? d.title : tr("No plan to show"));
+  if (!timeMode) {
+    p.axisX->setTitleText(tr("op (forward, then backward)"));
+  } else if (measuredClock) {
+    p.axisX->setTitleText(tr("time (ms, measured on %1)").arg(QString::fromStdString(d.measured->source)));
+  } else {
+    p.axisX->setTitleText(d.predictedClock.isEmpty() ? tr("modelled time (ms)")
+                                                     : tr("modelled time (ms; %1)").arg(d.predictedClock));
+  }
+  if (hasMeasured) p.measuredLine->setName(measuredLegend());
+  p.measuredLine->setColor(paletteColor(d.measuredStale ? PaletteRole::MeasuredStale : PaletteRole::Measured));
+  p.capacity->setName(tr("capacity %1").arg(formatBytes(p.options.capacityBytes)));
   p.staticLegend->setVisible(hasPrediction && p.predicted.base > 0.0);
   for (QAreaSeries* area : p.phaseLegend) area->setVisible(hasPrediction);
   p.footprint->setVisible(hasPrediction);
@@ -258,36 +223,58 @@ void MemoryChart::rebuild() {
       marker->setVisible(series->isVisible() && series != p.footprint);
 }
 
+// The measured line's legend: its device, run and plan, and whether it still belongs to this one.
+QString MemoryChart::measuredLegend() const {
+  const ChartData& d = parts_->data;
+  const QString plan = d.measuredPlan.isEmpty() ? QString::fromStdString(d.measured->planner) : d.measuredPlan;
+  const QString source = QString::fromStdString(d.measured->source);
+  // Short: the legend gives each entry one line.
+  if (d.measuredStale) return tr("measured (%1), plan %2: stale").arg(source, plan);
+  return tr("measured (%1), plan %2: peak %3")
+      .arg(source, plan, formatBytes(static_cast<std::uint64_t>(parts_->measured.yMax)));
+}
+
 void MemoryChart::applyRanges() {
   Parts& p = *parts_;
   p.displayed = p.shared ? *p.shared : p.natural;
-  p.displayed.xMax = std::max(p.displayed.xMax, 1.0);
+  if (!(p.displayed.xMax > 0.0)) p.displayed.xMax = 1.0;
+  p.zoom = p.clampZoom(p.zoom);
   p.unit = byteUnitFor(p.displayed.yMaxBytes);
   const double div = p.unit.divisor;
-  const double xMax = p.displayed.xMax;
+  const XRange visible = visibleXRange();
   // Axes first: every later replace() then lays out against the final ranges once. The tick
   // interval goes before the range: a wide range with the old fine interval would create
-  // thousands of tick items for a moment.
+  // thousands of tick items for a moment. Op numbers are whole: their ticks are too.
+  double xStep = niceStep((visible.to - visible.from) / kXTicks);
+  if (p.options.xAxis == XAxisMode::OpIndex) xStep = std::max(xStep, 1.0);
   const double yStep = niceStep(p.displayed.yMaxBytes * 1.05 / div / 6.0);
   p.axisX->setTickType(QValueAxis::TicksDynamic);
   p.axisX->setTickAnchor(0.0);
-  p.axisX->setTickInterval(niceStep(xMax / 8.0));
-  p.axisX->setRange(0.0, xMax);
+  p.axisX->setTickInterval(xStep);
+  p.axisX->setLabelFormat(labelFormatFor(xStep));
+  p.axisX->setRange(visible.from, visible.to);
   p.axisY->setTickType(QValueAxis::TicksDynamic);
   p.axisY->setTickAnchor(0.0);
   p.axisY->setTickInterval(yStep);
   p.axisY->setRange(0.0, std::ceil(p.displayed.yMaxBytes * 1.05 / div / yStep) * yStep);
-  p.axisY->setLabelFormat(yStep < 1.0 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
+  p.axisY->setLabelFormat(labelFormatFor(yStep));
   p.axisY->setTitleText(tr("memory (%1)").arg(p.unit.name));
 
   const double capacity = static_cast<double>(p.options.capacityBytes) / div;
-  p.capacity->replace(QList<QPointF>{{0.0, capacity}, {xMax, capacity}});
+  p.capacity->replace(QList<QPointF>{{0.0, capacity}, {p.displayed.xMax, capacity}});
+  updatePaintedContent();
+}
 
+// What the paint items draw, in axis units.
+void MemoryChart::updatePaintedContent() {
+  Parts& p = *parts_;
+  const double div = p.unit.divisor;
   PaintedContent& c = p.painted;
   c.base = p.predicted.base / div;
   c.drawStatic = p.options.includeStatic;
   c.outline = scaledY(p.predicted.footprint, div);
   c.measured = scaledY(p.measured.footprint, div);
+  c.measuredStale = p.data.measuredStale;
   c.bars = p.predicted.bars;
   for (PhaseBar& bar : c.bars) bar.y /= div;
   c.recomputeX.clear();
@@ -300,68 +287,36 @@ void MemoryChart::applyRanges() {
   c.peakLabel.clear();
   if (!p.data.predicted.entries.empty()) {
     c.peak = QPointF(p.predicted.peak.x(), p.predicted.peak.y() / div);
-    c.peakLabel = tr("peak %1").arg(formatBytes(static_cast<std::uint64_t>(p.predicted.peak.y())));
+    const auto drawn = static_cast<std::uint64_t>(p.predicted.peak.y());
+    // Without the static memory under it, the marker stands at the dynamic peak: say so, and the
+    // total the title and the cards show.
+    c.peakLabel = p.options.includeStatic
+                      ? tr("peak %1").arg(formatBytes(drawn))
+                      : tr("dynamic peak %1 (total %2)")
+                            .arg(formatBytes(drawn), formatBytes(drawn + p.data.predicted.staticBytes));
   }
   p.fills->refresh();
   p.markers->refresh();
 }
 
-bool MemoryChart::eventFilter(QObject* watched, QEvent* event) {
-  const Parts& p = *parts_;
-  if (watched == p.view->viewport() && event->type() == QEvent::MouseMove) {
-    auto* mouse = static_cast<QMouseEvent*>(event);
-    const QPointF position = p.chart->mapFromScene(p.view->mapToScene(mouse->position().toPoint()));
-    if (!p.chart->plotArea().adjusted(-8, -8, 8, 8).contains(position) || p.data.predicted.entries.empty()) {
-      QToolTip::hideText();
-      return false;
-    }
-    QString text = markerTooltipAt(position);
-    if (text.isEmpty()) {
-      const double x = p.chart->mapToValue(position, p.footprint).x();
-      if (const auto op = opAt(p.predictedEdges, x)) emit opHovered(*op);
-      text = tooltipAt(x);
-    }
-    if (text.isEmpty()) {
-      QToolTip::hideText();
-    } else {
-      QToolTip::showText(mouse->globalPosition().toPoint(), text, p.view);
-    }
-  } else if (watched == p.view->viewport() && event->type() == QEvent::Leave) {
-    QToolTip::hideText();
+QStringList MemoryChart::xAxisLabels() const {
+  const QValueAxis& axis = *parts_->axisX;
+  const double step = axis.tickInterval();
+  QStringList labels;
+  if (!(step > 0.0)) return labels;
+  const double anchor = axis.tickAnchor();
+  const QByteArray format = axis.labelFormat().toLatin1();
+  for (double k = std::ceil((axis.min() - anchor) / step - 1e-9);; k += 1.0) {
+    const double value = anchor + k * step;
+    if (value > axis.max() + step * 1e-9) break;
+    labels << QString::asprintf(format.constData(), value);
   }
-  return QWidget::eventFilter(watched, event);
+  return labels;
 }
 
-QString MemoryChart::markerTooltipAt(const QPointF& chartPosition) const {
-  const Parts& p = *parts_;
-  auto near = [&](const QPointF& value) {
-    const QPointF at = p.markers->toPosition(value);
-    return std::hypot(at.x() - chartPosition.x(), at.y() - chartPosition.y()) <= kMarkerHitPx;
-  };
-  if (p.painted.peak && near(*p.painted.peak)) return p.data.peakText;
-  for (std::size_t i = 0; i < p.painted.stored.size() && i < p.data.checkpointStored.size(); ++i)
-    if (near(p.painted.stored[i])) return p.data.checkpointStored[i].text;
-  for (std::size_t i = 0; i < p.painted.freed.size() && i < p.data.checkpointFreed.size(); ++i)
-    if (near(p.painted.freed[i])) return p.data.checkpointFreed[i].text;
-  return {};
-}
+QString MemoryChart::xAxisTitle() const { return parts_->axisX->titleText(); }
 
-QString MemoryChart::tooltipAt(double x) const {
-  const Parts& p = *parts_;
-  const auto op = opAt(p.predictedEdges, x);
-  if (!op || p.data.predicted.entries.empty()) return {};
-  const Timeline& t = p.data.predicted;
-  const TimelineEntry& e = t.entries[*op];
-  QString text = tr("op %1: %2 (%3)\nfootprint %4, alive after %5")
-                     .arg(*op)
-                     .arg(opLabel(t, *op), toQString(phaseName(e.op.phase())), formatBytes(e.footprintBytes),
-                          formatBytes(e.liveAfterBytes));
-  if (p.data.measured && *op < p.data.measured->entries.size()) {
-    const TimelineEntry& m = p.data.measured->entries[*op];
-    text += tr("\nmeasured: footprint %1, %2 us").arg(formatBytes(m.footprintBytes)).arg(m.timeUs, 0, 'f', 1);
-  }
-  return text;
-}
+QString MemoryChart::peakLabel() const { return parts_->painted.peakLabel; }
 
 QPoint MemoryChart::viewportPosition(const QPointF& value) const {
   const Parts& p = *parts_;

@@ -1,7 +1,8 @@
 #pragma once
-// The memory chart: a training step's footprint over its op sequence (or over time for measured
-// runs), forward / recompute / backward shaded, recompute ops and checkpoints marked, the peak
-// marked with a tooltip, an optional capacity line and a measured timeline on top. Qt Charts stays
+// The memory chart: a training step's footprint over its op sequence (or over time: measured, or
+// the prediction's modelled op durations), forward / recompute / backward shaded, recompute ops and
+// checkpoints marked, the peak marked with a tooltip, an optional capacity line and a measured
+// timeline on top (grey when it is stale). Zoom and pan along x with the mouse. Qt Charts stays
 // behind this header (pimpl), so only app/charts includes it.
 #include <QImage>
 #include <QStringList>
@@ -18,6 +19,13 @@ namespace remat::charts {
 struct ChartRanges {
   double xMax = 0.0;
   double yMaxBytes = 0.0;
+};
+
+// A stretch of the x axis in data units (ops or ms), from < to: what a zoomed chart shows.
+struct XRange {
+  double from = 0.0;
+  double to = 0.0;
+  bool operator==(const XRange&) const = default;
 };
 
 class MemoryChart : public QWidget {
@@ -37,6 +45,20 @@ class MemoryChart : public QWidget {
   void setSharedRanges(std::optional<ChartRanges> ranges);
   ChartRanges displayedRanges() const;
 
+  // Zoom along x (the y axis keeps the whole step, so heights stay comparable). The user drags
+  // across the plot to zoom into a stretch, turns the wheel to zoom around the pointer, pans with
+  // Shift+drag, the middle button or a horizontal wheel, and double-clicks to see everything;
+  // each of these emits zoomChanged. setZoom does the same from code and emits nothing (so two
+  // charts can follow each other). A range is clamped to the data; one covering it all is none.
+  std::optional<XRange> zoom() const;
+  void setZoom(std::optional<XRange> range);
+  XRange visibleXRange() const;  // the zoom, or the whole axis
+  static QString zoomHelp();     // the gestures, for tooltips
+  // The x axis' tick labels as drawn and its title, and the peak marker's label (for tests).
+  QStringList xAxisLabels() const;
+  QString xAxisTitle() const;
+  QString peakLabel() const;
+
   // Renders the chart at size (the widget's size when empty, 1200x600 when it has none).
   QImage renderImage(QSize size = {}) const;
   Status exportPng(const QString& path) const;
@@ -52,14 +74,27 @@ class MemoryChart : public QWidget {
   QPoint viewportPosition(const QPointF& value) const;
   QWidget* viewport() const;
 
+ public slots:
+  void resetZoom();  // the whole axis again (emits zoomChanged when it was zoomed)
+
  signals:
   void opHovered(std::size_t opIndex);
+  void zoomChanged(std::optional<remat::charts::XRange> range);
 
  private:
   struct Parts;
   void rebuild();
   void applyRanges();
+  void updatePaintedContent();
+  QString measuredLegend() const;
   bool eventFilter(QObject* watched, QEvent* event) override;
+  // The mouse on the plot (memory_chart_input.cpp): hover text, zoom and pan.
+  bool handleMouse(QEvent* event);
+  bool handleWheel(QEvent* event);
+  void showTooltipAt(const QPoint& viewportPosition, const QPoint& globalPosition);
+  void zoomByUser(std::optional<XRange> range);
+  double valueAtViewportX(double x) const;
+  QRectF plotInViewport() const;
   QString markerTooltipAt(const QPointF& chartPosition) const;
   std::unique_ptr<Parts> parts_;
 };

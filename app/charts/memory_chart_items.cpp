@@ -104,7 +104,8 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
     painter->save();
     painter->setClipRect(chart_->plotArea());
     painter->setRenderHint(QPainter::Antialiasing, false);
-    QPen pen(paletteColor(PaletteRole::Measured), 1.8);
+    QPen pen(paletteColor(c.measuredStale ? PaletteRole::MeasuredStale : PaletteRole::Measured), 1.8,
+             c.measuredStale ? Qt::DashLine : Qt::SolidLine);
     pen.setCosmetic(true);
     paintLine(painter, c.measured, pen);
     painter->restore();
@@ -126,7 +127,7 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
     const QPointF diamond[4] = {p + QPointF(0, -4), p + QPointF(4, 0), p + QPointF(0, 4), p + QPointF(-4, 0)};
     painter->drawPolygon(diamond, 4);
   }
-  if (c.peak) {
+  if (c.peak && plot.contains(toPosition(*c.peak))) {  // zoomed away: no marker at the plot's edge
     const QPointF p = toPosition(*c.peak);
     painter->setPen(QPen(Qt::white, 1.5));
     painter->setBrush(paletteColor(PaletteRole::Peak));

@@ -27,8 +27,9 @@ struct PaintedContent {
   std::vector<QPointF> freed;
   std::optional<QPointF> peak;
   QString peakLabel;
-  QList<QPointF> outline;   // the footprint's step line
-  QList<QPointF> measured;  // the measured timeline's step line (empty when none)
+  QList<QPointF> outline;      // the footprint's step line
+  QList<QPointF> measured;     // the measured timeline's step line (empty when none)
+  bool measuredStale = false;  // of another plan: grey and dashed
 };
 
 class ChartPaintItem : public QGraphicsItem {

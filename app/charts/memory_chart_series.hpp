@@ -24,6 +24,9 @@ struct ChartMarker {
 struct ChartData {
   Timeline predicted;
   std::optional<Timeline> measured;
+  bool measuredStale = false;  // measured is of another plan or chain than predicted: drawn grey, apart
+  QString measuredPlan;        // the plan measured measured, for its legend (empty: its planner field)
+  QString predictedClock;      // how predicted's op times are modelled, for the time axis ("GFLOP at ...")
   std::vector<ChartMarker> checkpointStored;
   std::vector<ChartMarker> checkpointFreed;
   QString peakText;  // tooltip of the peak marker: the op and what is alive

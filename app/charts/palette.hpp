@@ -23,6 +23,7 @@ enum class PaletteRole {
   Peak,              // the peak: the strip's frame, the chart's marker and capacity line
   Outline,           // the footprint's step line
   Measured,          // the measured timeline's step line
+  MeasuredStale,     // a measured timeline of another plan or chain than the one shown (grey)
   OverCapacity,      // the peak card's text above the device capacity
   ErrorText,         // message boxes: an error
   ErrorBackground,
@@ -52,6 +53,7 @@ inline QColor paletteColor(PaletteRole role, int alpha = 255) {
     case PaletteRole::Peak: color = QColor(214, 39, 40); break;
     case PaletteRole::Outline: color = QColor(40, 40, 40); break;
     case PaletteRole::Measured: color = QColor(148, 52, 160); break;
+    case PaletteRole::MeasuredStale: color = QColor(150, 150, 150); break;
     case PaletteRole::OverCapacity: color = QColor(0xc6, 0x28, 0x28); break;
     case PaletteRole::ErrorText: color = QColor(0x8a, 0x1c, 0x1c); break;
     case PaletteRole::ErrorBackground: color = QColor(0xfd, 0xec, 0xea); break;

@@ -1,9 +1,11 @@
-// `remat simulate CHAIN --checkpoints LIST [--json] [--ops]`
+// `remat simulate CHAIN --checkpoints LIST [--timeline FILE] [--json] [--ops]`
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "cli.hpp"
+#include "remat/io/exporters.hpp"
 #include "remat/io/results_json.hpp"
+#include "remat/memory/op_times.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
 
@@ -13,6 +15,7 @@ namespace {
 struct SimulateOptions {
   std::string chainPath;
   std::string checkpoints;
+  std::string timeline;
   bool json = false;
   bool allOps = false;
 };
@@ -58,20 +61,30 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   cmd->add_option("chain", options->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
   cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
       ->required();
+  cmd->add_option("--timeline", options->timeline,
+                  "Write the predicted timeline (modelled op times): .csv, .trace.json (Chrome/Perfetto) or .json");
   cmd->add_flag("--json", options->json, "Print JSON as in docs/formats.md");
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
   cmd->callback([options, &action] {
     action = [options](Io& io) -> Status {
+      if (!options->timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(options->timeline).status());
       auto chain = loadChainArgument(options->chainPath);
       if (!chain) return chain.status();
       auto plan = parseCheckpointList(options->checkpoints);
       if (!plan) return plan.status().withContext("--checkpoints");
       auto sim = simulate(*chain, *plan);
       if (!sim) return sim.status().withContext("--checkpoints");
+      if (!options->timeline.empty()) {
+        sim->timeline.planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
+        REMAT_RETURN_IF_ERROR(writeTimelines(options->timeline, {sim->timeline}));
+      }
       if (options->json) {
         io.out << simulationToJson(*sim).dump() << "\n";
       } else {
         printTable(*chain, *sim, options->allOps, io.out);
+        if (!options->timeline.empty())
+          io.out << "wrote " << options->timeline
+                 << " (the predicted timeline; op times modelled: " << describeOpTimeModel(*chain) << ")\n";
       }
       return Status::ok();
     };

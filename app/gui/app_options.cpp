@@ -46,7 +46,8 @@ struct OptionSpecs {
                                     QStringLiteral("Draw a device capacity line at GIB GiB."), QStringLiteral("GIB")};
   const QCommandLineOption screenshot{
       QStringLiteral("screenshot"), QStringLiteral("Render the window to a PNG and exit."), QStringLiteral("OUT.png")};
-  const QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for --screenshot (1480x920)."),
+  const QCommandLineOption size{QStringLiteral("size"),
+                                QStringLiteral("Window size (1480x920, at most the screen; --screenshot: exactly)."),
                                 QStringLiteral("WxH"), QStringLiteral("1480x920")};
   const QCommandLineOption measure{QStringLiteral("measure-update"),
                                    QStringLiteral("Time a checkpoint toggle on an N-layer chain and exit."),
@@ -96,6 +97,7 @@ Status readModes(const QCommandLineParser& parser, const OptionSpecs& specs, App
   const QRegularExpressionMatch match = sizePattern.match(parser.value(specs.size));
   if (!match.hasMatch()) return Status::invalid("--size must look like 1480x920");
   options.size = QSize(match.captured(1).toInt(), match.captured(2).toInt());
+  options.sizeGiven = parser.isSet(specs.size);
   if (options.size.width() < 320 || options.size.height() < 240 || options.size.width() > 8192 ||
       options.size.height() > 8192)
     return Status::invalid("--size must be between 320x240 and 8192x8192");
@@ -119,12 +121,13 @@ Result<AppOptions> parseAppOptions(const QStringList& args) {
   if (!parser.parse(args)) return Status::invalid(parser.errorText().toStdString());
   AppOptions options;
   if (parser.isSet(QStringLiteral("help"))) {
-    options.helpShown = true;
-    parser.showHelp(0);  // exits
+    options.printedText = parser.helpText();
+    return options;
   }
   if (parser.isSet(QStringLiteral("version"))) {
-    options.helpShown = true;
-    parser.showVersion();  // exits
+    options.printedText = QCoreApplication::applicationName() + QLatin1Char(' ') +
+                          QCoreApplication::applicationVersion() + QLatin1Char('\n');
+    return options;
   }
   if (!parser.positionalArguments().isEmpty())
     return Status::invalid("unexpected argument '" + parser.positionalArguments().first().toStdString() +

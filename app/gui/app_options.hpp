@@ -2,7 +2,7 @@
 // The explorer's command line:
 //   remat-explorer [--chain FILE | --zoo NAME [--batch B] [--resolution R] [--dtype T]]
 //                  [--planner NAME] [--timeline FILE] [--tab plan|compare] [--capacity GIB]
-//                  [--screenshot OUT.png [--size WxH]]
+//                  [--size WxH] [--screenshot OUT.png]
 //                  [--measure-update N]
 // --screenshot renders the main window offscreen, writes the PNG and exits (docs and tests);
 // --measure-update times the strip -> simulate -> chart update on an N-layer chain and exits.
@@ -27,11 +27,13 @@ struct AppOptions {
   double capacityGiB = 0.0;  // device capacity line on the chart (0: none)
   QString screenshotPath;
   QSize size{1480, 920};
+  bool sizeGiven = false;  // --size was given (else a window keeps the last session's size)
   int measureUpdateLayers = 0;
-  bool helpShown = false;  // --help / --version printed: exit 0
+  QString printedText;  // --help / --version: print this and exit 0 (no window, no display needed)
 };
 
 // args includes the program name (QCoreApplication::arguments()). Errors say which option is wrong.
+// Needs a QCoreApplication (a QApplication is not needed: main parses before it opens a display).
 Result<AppOptions> parseAppOptions(const QStringList& args);
 
 // Loads what the options ask for into the window, runs the planner (waiting for it) and, for

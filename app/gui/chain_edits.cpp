@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "remat/io/chain_file.hpp"
 #include "charts/units.hpp"
+#include "remat/io/chain_file.hpp"
 
 namespace remat::gui {
 namespace {
@@ -93,13 +93,19 @@ Result<nlohmann::json> parseSettings(const std::string& text) {
 // Every accepted edit must also survive a save and a load, so it passes through the loader.
 Result<ChainSpec> throughLoader(const nlohmann::json& json) { return chainSpecFromJson(json, kSource); }
 
+// A spec layer as the layer table shows it: by its number in the memory model (the table's # column
+// and the strip's, counting from 1), or as a view, which has none.
 std::string layerWhere(const ChainSpec& spec, std::size_t index) {
-  return "layer " + std::to_string(index) + " ('" + spec.layers[index].name + "')";
+  const std::string quoted = "'" + spec.layers[index].name + "'";
+  if (spec.layers[index].kind == LayerKind::Flatten) return "view " + quoted;
+  std::size_t number = 0;
+  for (std::size_t i = 0; i <= index; ++i) number += spec.layers[i].kind == LayerKind::Flatten ? 0 : 1;
+  return "layer " + std::to_string(number) + " (" + quoted + ")";
 }
 
 Status checkIndex(const ChainSpec& spec, std::size_t index) {
   if (index >= spec.layers.size())
-    return Status::invalid("layer " + std::to_string(index) + " does not exist (the chain has " +
+    return Status::invalid("table row " + std::to_string(index + 1) + " is not a layer (the chain has " +
                            std::to_string(spec.layers.size()) + " layers)");
   return Status::ok();
 }
@@ -163,8 +169,8 @@ Result<ChainEdit> editLayerName(const ChainSpec& spec, std::size_t index, const 
   if (trimmed.empty()) return Status::invalid(layerWhere(spec, index) + ": a layer needs a name");
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     if (i != index && spec.layers[i].name == trimmed)
-      return Status::invalid(layerWhere(spec, index) + ": the name '" + trimmed + "' is already used by layer " +
-                             std::to_string(i));
+      return Status::invalid(layerWhere(spec, index) + ": the name '" + trimmed + "' is already used by " +
+                             layerWhere(spec, i));
   }
   ChainSpec next = spec;
   next.layers[index].name = trimmed;
@@ -261,7 +267,8 @@ ChainEdit editInsertLayer(const Chain& chain, std::size_t index) {
   ChainSpec next = spec;
   next.layers.insert(next.layers.begin() + static_cast<std::ptrdiff_t>(index), layer);
   SpecRemap remap = [index](std::size_t s) -> std::optional<std::size_t> { return s < index ? s : s + 1; };
-  return ChainEdit{std::move(next), "Insert layer " + std::to_string(index) + " ('" + layer.name + "')", remap};
+  std::string description = "Insert " + layerWhere(next, index);
+  return ChainEdit{std::move(next), std::move(description), remap};
 }
 
 Result<ChainEdit> editRemoveLayer(const ChainSpec& spec, std::size_t index) {
@@ -292,7 +299,7 @@ Result<ChainEdit> editMoveLayer(const ChainSpec& spec, std::size_t index, int de
     if (to < index && s >= to && s < index) return s + 1;
     return s;
   };
-  return ChainEdit{std::move(next), "Move " + layerWhere(spec, index) + " to " + std::to_string(to), remap};
+  return ChainEdit{std::move(next), "Move " + layerWhere(spec, index) + (delta < 0 ? " up" : " down"), remap};
 }
 
 std::string flagsText(bool needsInput, bool needsOutput) {

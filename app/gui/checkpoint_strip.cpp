@@ -8,6 +8,7 @@
 #include <QPainterPath>
 #include <QToolTip>
 #include <algorithm>
+#include <cmath>
 
 #include "charts/palette.hpp"
 #include "charts/units.hpp"
@@ -21,6 +22,8 @@ constexpr double kCellHeight = 34.0;
 constexpr double kLabelHeight = 16.0;
 constexpr double kHandleTolerancePx = 5.0;
 constexpr double kMinCellPx = 2.0;
+constexpr int kRefusalShownMs = 6000;
+constexpr int kMinSeparatedCellPx = 4;  // narrower cells get no separator: it would hide them
 }  // namespace
 
 CheckpointStrip::CheckpointStrip(QWidget* parent) : QWidget(parent) {
@@ -132,14 +135,25 @@ void CheckpointStrip::paintEvent(QPaintEvent*) {
   paintLayerNumbers(painter, g);
 }
 
+// Cells on whole pixels, then a one-pixel separator at every boundary wide enough for one: drawn
+// after all fills, so no neighbour's fill covers it and every pair of layers stays apart.
 void CheckpointStrip::paintCells(QPainter& painter, const StripGeometry& g) const {
-  for (std::size_t l = 1; l <= names_.size(); ++l) {
-    const QRectF cell = cellRect(g, l);
+  const QRectF cells = cellsRect();
+  const int top = static_cast<int>(std::lround(cells.top()));
+  const int height = static_cast<int>(std::lround(cells.height()));
+  const auto edge = [&g](std::size_t boundary) { return static_cast<int>(std::lround(g.boundaryX(boundary))); };
+  const std::size_t n = names_.size();
+  for (std::size_t l = 1; l <= n; ++l) {
+    const QRect cell(edge(l - 1), top, std::max(1, edge(l) - edge(l - 1)), height);
     painter.fillRect(cell, charts::paletteColor(layerRole(l)));
-    if (cell.width() >= 4.0) {
-      painter.setPen(QPen(palette().color(QPalette::Base), 1.0));
-      painter.drawLine(QPointF(cell.right(), cell.top()), QPointF(cell.right(), cell.bottom()));
-    }
+    // The last layer's output is always kept: hatched, it cannot be a checkpoint.
+    if (l == n)
+      painter.fillRect(cell, QBrush(charts::paletteColor(charts::PaletteRole::Forward, 110), Qt::BDiagPattern));
+  }
+  const QColor separator = palette().color(QPalette::Base);
+  for (std::size_t b = 1; b < n; ++b) {
+    if (std::min(edge(b) - edge(b - 1), edge(b + 1) - edge(b)) >= kMinSeparatedCellPx)
+      painter.fillRect(QRect(edge(b), top, 1, height), separator);
   }
 }
 
@@ -245,6 +259,12 @@ void CheckpointStrip::mouseReleaseEvent(QMouseEvent* event) {
   }
 }
 
+void CheckpointStrip::showRefusal(std::size_t layer, const QString& text) {
+  if (names_.empty()) return;
+  layer = std::clamp<std::size_t>(layer, 1, names_.size());
+  QToolTip::showText(mapToGlobal(cellPoint(layer)), text, this, QRect(), kRefusalShownMs);
+}
+
 void CheckpointStrip::requestMove(std::size_t from, std::size_t to) {
   emit moveRequested(from, to);
   // The Document answers synchronously through setPlan; the cursor follows an accepted move.
@@ -308,6 +328,7 @@ QString CheckpointStrip::layerTooltip(std::size_t layer) const {
     case charts::PaletteRole::KeptLayer: role = tr("kept from the forward pass (last segment)"); break;
     default: role = tr("recomputed in the backward pass"); break;
   }
+  if (layer == names_.size()) role += tr("\nthe last layer: its output is always kept, it cannot be a checkpoint");
   return tr("Layer %1: %2 (%3)\noutput %4\n%5")
       .arg(layer)
       .arg(QString::fromStdString(names_[layer - 1]), QString::fromStdString(kinds_[layer - 1]),

@@ -31,6 +31,8 @@ class CheckpointStrip : public QWidget {
   std::size_t cursor() const { return cursor_; }
   void setCursor(std::size_t layer);
   std::size_t layerCount() const { return names_.size(); }
+  // Says at the layer's cell why a click or key there was refused (a tooltip for a few seconds).
+  void showRefusal(std::size_t layer, const QString& text);
 
   // Where things are, in widget pixels (for tests and accessibility).
   StripGeometry stripGeometry() const;

@@ -34,7 +34,9 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     stale_ = true;
     jobs_->cancel(JobChannel::Compare);
     model_->clear();
+    resetZoom_->setEnabled(false);
     for (std::size_t side = 0; side < 2; ++side) {
+      charts_[side]->setZoom(std::nullopt);
       charts_[side]->setData({});
       titles_[side]->clear();
       apply_[side]->setEnabled(false);
@@ -42,6 +44,15 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
     status_->clear();
     if (isVisible()) compare();
   });
+  // One zoom for both sides: the same stretch of the step, side by side.
+  for (std::size_t side = 0; side < 2; ++side) {
+    charts::MemoryChart* other = charts_[1 - side];
+    connect(charts_[side], &charts::MemoryChart::zoomChanged, this, [this, other](std::optional<charts::XRange> range) {
+      other->setZoom(range);
+      resetZoom_->setEnabled(range.has_value());
+    });
+  }
+  connect(resetZoom_, &QPushButton::clicked, charts_[0], &charts::MemoryChart::resetZoom);
 }
 
 // The two pickers, the compare button and the status line.
@@ -59,6 +70,11 @@ QHBoxLayout* CompareView::buildPickers() {
   run->setToolTip(tr("Plan with both planners and compare (runs in the background)"));
   connect(run, &QPushButton::clicked, this, &CompareView::compare);
   top->addWidget(run);
+  resetZoom_ = new QPushButton(tr("Reset zoom"), this);
+  resetZoom_->setObjectName(QStringLiteral("compareResetZoom"));
+  resetZoom_->setToolTip(charts::MemoryChart::zoomHelp() + tr(" (both charts follow)"));
+  resetZoom_->setEnabled(false);
+  top->addWidget(resetZoom_);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("compareStatus"));
   top->addWidget(status_, 1);

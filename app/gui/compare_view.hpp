@@ -62,6 +62,7 @@ class CompareView : public QWidget {
   CompareTableModel* model_;
   QTableView* table_;
   QLabel* status_;
+  QPushButton* resetZoom_;
   bool stale_ = true;
 };
 

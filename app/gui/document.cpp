@@ -28,30 +28,36 @@ class PlanCommand : public QUndoCommand {
 
 class ChainCommand : public QUndoCommand {
  public:
-  ChainCommand(Document* doc, Chain after, Plan afterPlan, QString afterSource, const QString& text)
+  ChainCommand(Document* doc, Chain after, Plan afterPlan, QString afterSource, std::uint64_t afterRevision,
+               const QString& text)
       : QUndoCommand(text),
         doc_(doc),
         before_(doc->chain()),
         beforePlan_(doc->plan()),
         beforeSource_(doc->planSource()),
+        beforeRevision_(doc->chainRevision()),
         after_(std::move(after)),
         afterPlan_(std::move(afterPlan)),
-        afterSource_(std::move(afterSource)) {}
-  void undo() override { doc_->restoreChain(before_, beforePlan_, beforeSource_); }
-  void redo() override { doc_->restoreChain(after_, afterPlan_, afterSource_); }
+        afterSource_(std::move(afterSource)),
+        afterRevision_(afterRevision) {}
+  void undo() override { doc_->restoreChain(before_, beforePlan_, beforeSource_, beforeRevision_); }
+  void redo() override { doc_->restoreChain(after_, afterPlan_, afterSource_, afterRevision_); }
 
  private:
   Document* doc_;
   Chain before_;
   Plan beforePlan_;
   QString beforeSource_;
+  std::uint64_t beforeRevision_;
   Chain after_;
   Plan afterPlan_;
   QString afterSource_;
+  std::uint64_t afterRevision_;
 };
 
+// "layer 22 (features.21)": the number the strip and the table's # column show, then the name.
 QString layerLabel(const Chain& chain, std::size_t layer) {
-  return QStringLiteral("%1 (%2)").arg(layer).arg(QString::fromStdString(chain.layers[layer - 1].name));
+  return QObject::tr("layer %1 (%2)").arg(layer).arg(QString::fromStdString(chain.layers[layer - 1].name));
 }
 
 }  // namespace
@@ -68,10 +74,13 @@ void Document::resetChain(Chain chain, const QString& filePath, const Plan& plan
   hasChain_ = true;
   plan_ = validatePlan(plan, chain_.size()).isOk() ? plan : Plan{};
   planSource_ = source;
+  chainRevision_ = ++lastRevision_;
   measured_.reset();
+  measuredOrigin_ = {};
   setFilePath(filePath);
   resimulate();
   emit chainChanged();
+  emit chainReplaced();
   emit measuredChanged();
   emit simulationChanged();
 }
@@ -79,9 +88,15 @@ void Document::resetChain(Chain chain, const QString& filePath, const Plan& plan
 Status Document::toggleCheckpoint(std::size_t layer) {
   if (!hasChain_) return Status::invalid("no chain is loaded");
   const std::size_t n = chain_.size();
-  if (layer < 1 || layer >= n) {
+  if (layer == n) {
+    return Status::invalid(layerLabel(chain_, layer).toStdString() +
+                           " cannot be a checkpoint: it is the last layer, whose output is always kept (the loss reads "
+                           "it); checkpoints are layers 1.." +
+                           std::to_string(n - 1));
+  }
+  if (layer < 1 || layer > n) {
     return Status::invalid("layer " + std::to_string(layer) + " cannot be a checkpoint: checkpoints are layers 1.." +
-                           std::to_string(n - 1) + " (the last layer's output is always kept)");
+                           std::to_string(n - 1));
   }
   Plan next = plan_;
   auto it = std::lower_bound(next.checkpoints.begin(), next.checkpoints.end(), layer);
@@ -91,7 +106,8 @@ Status Document::toggleCheckpoint(std::size_t layer) {
   } else {
     next.checkpoints.insert(it, layer);
   }
-  const QString text = (removing ? tr("Remove checkpoint %1") : tr("Add checkpoint %1")).arg(layerLabel(chain_, layer));
+  const QString text =
+      (removing ? tr("Remove the checkpoint at %1") : tr("Add a checkpoint at %1")).arg(layerLabel(chain_, layer));
   undoStack_.push(new PlanCommand(this, std::move(next), QStringLiteral("manual"), text));
   return Status::ok();
 }
@@ -107,7 +123,7 @@ Status Document::moveCheckpoint(std::size_t from, std::size_t to) {
   Plan next = plan_;
   std::replace(next.checkpoints.begin(), next.checkpoints.end(), from, to);
   std::sort(next.checkpoints.begin(), next.checkpoints.end());
-  const QString text = tr("Move checkpoint %1 to %2").arg(from).arg(layerLabel(chain_, to));
+  const QString text = tr("Move checkpoint from %1 to %2").arg(layerLabel(chain_, from), layerLabel(chain_, to));
   undoStack_.push(new PlanCommand(this, std::move(next), QStringLiteral("manual"), text));
   return Status::ok();
 }
@@ -134,7 +150,8 @@ Status Document::editChain(const ChainSpec& spec, const QString& description, co
   if (!built) return built.status();
   Plan plan = remapPlan(chain_, *built, plan_, remap);
   const QString source = plan == plan_ ? planSource_ : QStringLiteral("manual");
-  undoStack_.push(new ChainCommand(this, std::move(built).value(), std::move(plan), source, description));
+  undoStack_.push(
+      new ChainCommand(this, std::move(built).value(), std::move(plan), source, ++lastRevision_, description));
   return Status::ok();
 }
 
@@ -157,8 +174,20 @@ Plan Document::remapPlan(const Chain& before, const Chain& after, const Plan& pl
   return out;
 }
 
+bool Document::measuredIsCurrent() const {
+  return measured_ && measuredOrigin_.plan && *measuredOrigin_.plan == plan_ &&
+         measuredOrigin_.chainRevision == chainRevision_;
+}
+
 void Document::setMeasured(std::optional<Timeline> timeline) {
   measured_ = std::move(timeline);
+  measuredOrigin_ = measured_ ? currentOrigin() : MeasuredOrigin{};
+  emit measuredChanged();
+}
+
+void Document::setMeasured(Timeline timeline, const MeasuredOrigin& origin) {
+  measured_ = std::move(timeline);
+  measuredOrigin_ = origin;
   emit measuredChanged();
 }
 
@@ -175,10 +204,11 @@ void Document::restorePlan(const Plan& plan, const QString& source) {
   emit simulationChanged();
 }
 
-void Document::restoreChain(const Chain& chain, const Plan& plan, const QString& source) {
+void Document::restoreChain(const Chain& chain, const Plan& plan, const QString& source, std::uint64_t revision) {
   chain_ = chain;
   plan_ = plan;
   planSource_ = source;
+  chainRevision_ = revision;
   resimulate();
   emit chainChanged();
   emit simulationChanged();

@@ -127,11 +127,14 @@ void LayerPanel::connectControls() {
     if (layer > 0) emit layerSelected(layer);
   });
   connect(document_, &Document::chainChanged, this, &LayerPanel::refreshSummary);
+  // A refused edit's message is about the chain it was made on.
+  connect(document_, &Document::chainReplaced, this, [this]() { showMessage({}, false); });
 }
 
 void LayerPanel::refreshSummary() {
   if (!document_->hasChain()) {
-    summary_->setText(tr("No chain loaded"));
+    summary_->setText(tr("No chain: open one, load a zoo model, or press Add"));
+    updateButtons();
     return;
   }
   const Chain& chain = document_->chain();
@@ -174,7 +177,9 @@ int LayerPanel::currentSpecIndex() const {
 void LayerPanel::updateButtons() {
   const int spec = currentSpecIndex();
   const int count = document_->hasChain() ? static_cast<int>(document_->chain().spec.layers.size()) : 0;
-  add_->setEnabled(document_->hasChain());
+  add_->setEnabled(true);  // without a chain it starts one
+  add_->setToolTip(document_->hasChain() ? tr("Insert a layer after the selected one (Ctrl+Shift+N)")
+                                         : tr("Start a new chain to edit (File > New chain)"));
   remove_->setEnabled(spec >= 0 && count > 1);
   up_->setEnabled(spec > 0);
   down_->setEnabled(spec >= 0 && spec + 1 < count);
@@ -190,7 +195,10 @@ void LayerPanel::selectLayer(std::size_t layer) {
 }
 
 void LayerPanel::addLayer() {
-  if (!document_->hasChain()) return;
+  if (!document_->hasChain()) {
+    emit newChainRequested();
+    return;
+  }
   const int spec = currentSpecIndex();
   const std::size_t at = spec < 0 ? document_->chain().spec.layers.size() : static_cast<std::size_t>(spec) + 1;
   const ChainEdit edit = editInsertLayer(document_->chain(), at);

@@ -21,6 +21,7 @@ class LayerPanel : public QWidget {
 
   ChainTableModel* model() const { return model_; }
   QTableView* view() const { return view_; }
+  QToolButton* addButton() const { return add_; }
   QString message() const;  // the inline message shown now (empty when hidden)
 
   // Selects a model layer's row (from the strip's cursor) without emitting layerSelected.
@@ -29,6 +30,7 @@ class LayerPanel : public QWidget {
  signals:
   void layerSelected(std::size_t layer);  // a row of a model layer was selected
   void statusMessage(const QString& text);
+  void newChainRequested();  // Add without a chain: start one to add to
 
  public slots:
   void addLayer();

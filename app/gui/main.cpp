@@ -1,23 +1,45 @@
 // remat-explorer: the Qt desktop explorer. See app_options.hpp for the command line.
 #include <QApplication>
 #include <QIcon>
+#include <QScreen>
 #include <cstdio>
 
+#include "about.hpp"
 #include "app_options.hpp"
 #include "main_window.hpp"
 
-int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setOrganizationName(QStringLiteral("RematExplorer"));
-  QApplication::setApplicationName(QStringLiteral("remat-explorer"));
-  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/app.svg")));
+namespace {
 
-  remat::Result<remat::gui::AppOptions> options = remat::gui::parseAppOptions(QApplication::arguments());
+void setIdentity() {
+  QCoreApplication::setOrganizationName(QStringLiteral("RematExplorer"));
+  QCoreApplication::setApplicationName(QStringLiteral("remat-explorer"));
+  QCoreApplication::setApplicationVersion(remat::gui::explorerVersion());
+}
+
+// The command line is read before a QApplication connects to a display, so --help, --version and
+// a wrong option print their answer on a machine without one.
+remat::Result<remat::gui::AppOptions> readCommandLine(int& argc, char** argv) {
+  QCoreApplication core(argc, argv);
+  setIdentity();
+  return remat::gui::parseAppOptions(QCoreApplication::arguments());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  remat::Result<remat::gui::AppOptions> options = readCommandLine(argc, argv);
   if (!options) {
     std::fprintf(stderr, "remat-explorer: %s\n", options.status().message().c_str());
     return 2;
   }
+  if (!options->printedText.isEmpty()) {
+    std::fputs(options->printedText.toLocal8Bit().constData(), stdout);
+    return 0;
+  }
+  QApplication app(argc, argv);
+  setIdentity();
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/app.svg")));
+
   if (options->measureUpdateLayers > 0) {
     const remat::gui::UpdateTiming t = remat::gui::measureUpdateSeconds(options->measureUpdateLayers, 200);
     std::printf("checkpoint toggle, %d layers: simulate %.3f ms; edit and view updates %.3f ms; repaint %.3f ms\n",
@@ -25,13 +47,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   remat::gui::MainWindow window;
-  window.resize(options->size);
   if (!options->screenshotPath.isEmpty()) {
+    window.resize(options->size);
     window.setAttribute(Qt::WA_DontShowOnScreen, true);
-    window.show();
-  } else {
-    window.show();
+  } else if (options->sizeGiven || !window.geometryRestored()) {
+    // The last session's size wins unless --size says otherwise; never larger than the screen.
+    const QScreen* screen = window.screen();
+    window.resize(screen ? options->size.boundedTo(screen->availableSize()) : options->size);
   }
+  window.show();
   const remat::Status loaded = remat::gui::applyAppOptions(window, *options);
   if (!options->screenshotPath.isEmpty()) {
     if (!loaded) {

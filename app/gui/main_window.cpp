@@ -19,6 +19,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "about.hpp"
+#include "charts/units.hpp"
 #include "checkpoint_strip.hpp"
 #include "compare_view.hpp"
 #include "document.hpp"
@@ -53,7 +55,7 @@ MainWindow::MainWindow(QWidget* parent)
   buildStatusBar();
   connectViews();
   QSettings settings;
-  restoreGeometry(settings.value(QStringLiteral("geometry")).toByteArray());
+  geometryRestored_ = restoreGeometry(settings.value(QStringLiteral("geometry")).toByteArray());
   rebuildRecentMenu();
   updateTitle();
   updateActions();
@@ -97,8 +99,19 @@ void MainWindow::connectViews() {
   connect(document_, &Document::measuredChanged, this, &MainWindow::updateActions);
   connect(document_, &Document::filePathChanged, this, &MainWindow::updateTitle);
   connect(document_->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+  // Every edit, undo and redo says what it did and where the peak went, in place of the last message.
+  connect(document_->undoStack(), &QUndoStack::indexChanged, this, [this](int index) {
+    const QUndoStack* stack = document_->undoStack();
+    const bool undid = index < shownUndoIndex_;
+    shownUndoIndex_ = index;
+    const QString what = undid ? tr("Undid: %1").arg(stack->text(index)) : stack->text(index - 1);
+    if (what.isEmpty() || !document_->hasChain()) return;
+    statusText_->setText(tr("%1 (peak %2)").arg(what, charts::formatBytes(document_->simulation().peakBytes())));
+  });
+  connect(document_, &Document::chainReplaced, this, [this]() { shownUndoIndex_ = 0; });
   const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
   connect(planView_, &PlanView::statusMessage, this, showStatus);
+  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() { (void)newChain(); });
   connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
   connect(layerPanel_, &LayerPanel::layerSelected, this,
           [this](std::size_t layer) { planView_->strip()->setCursor(layer); });
@@ -198,13 +211,8 @@ void MainWindow::buildPlanActions() {
 }
 
 void MainWindow::buildHelpActions() {
-  defineAction("about", tr("&About Remat Explorer"), ":/icons/app.svg", QKeySequence(), tr("About"), [this]() {
-    QMessageBox::about(this, tr("About Remat Explorer"),
-                       tr("<h3>Remat Explorer</h3><p>Activation checkpointing planner and memory explorer, after "
-                          "Hong et al., <i>GPU Memory Usage Optimization for Backward Propagation in Deep Network "
-                          "Training</i> (2025).</p><p>Qt %1</p>")
-                           .arg(QString::fromLatin1(qVersion())));
-  });
+  defineAction("about", tr("&About Remat Explorer"), ":/icons/app.svg", QKeySequence(), tr("About"),
+               [this]() { QMessageBox::about(this, tr("About Remat Explorer"), aboutHtml()); });
 }
 
 void MainWindow::buildRunActions() {
@@ -219,6 +227,8 @@ void MainWindow::buildRunActions() {
                  jobs_->cancelAll();
                  statusText_->setText(tr("Cancelled"));
                });
+  // Shown when the GPU module file is there; whether a GPU answers is found out when it is used
+  // (opening the window loads no CUDA).
   actions_["runGpu"]->setVisible(measureDevices().contains(QStringLiteral("gpu")));
 }
 
@@ -255,27 +265,6 @@ void MainWindow::buildMenus() {
   for (const char* key : {"runCpu", "runGpu", "cancel"}) run->addAction(actions_[key]);
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(actions_["about"]);
-}
-
-void MainWindow::buildToolBars() {
-  QToolBar* main = addToolBar(tr("Main"));
-  main->setObjectName(QStringLiteral("mainToolBar"));
-  main->setIconSize(QSize(20, 20));
-  main->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-  for (const char* key : {"open", "save"}) main->addAction(actions_[key]);
-  main->addSeparator();
-  for (const char* key : {"undo", "redo"}) main->addAction(actions_[key]);
-  main->addSeparator();
-  plannerPicker_ = new PlannerPicker(main);
-  plannerPicker_->setPlannerName(QStringLiteral("linear"));
-  main->addWidget(plannerPicker_);
-  main->addAction(actions_["plan"]);
-  main->addSeparator();
-  for (const char* key : {"runCpu", "runGpu"}) main->addAction(actions_[key]);
-  QToolBar* zoo = addToolBar(tr("Zoo"));
-  zoo->setObjectName(QStringLiteral("zooToolBar"));
-  zooBar_ = new ZooBar(zoo);
-  zoo->addWidget(zooBar_);
 }
 
 void MainWindow::buildStatusBar() {
@@ -335,11 +324,12 @@ void MainWindow::updateTitle() {
 
 void MainWindow::updateActions() {
   const bool chain = document_->hasChain();
-  for (const char* key :
-       {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "addLayer", "removeLayer",
-        "moveUp", "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline"})
+  for (const char* key : {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "removeLayer",
+                          "moveUp", "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline"})
     actions_[key]->setEnabled(chain);
-  actions_["exportMeasured"]->setEnabled(chain && document_->measured().has_value());
+  actions_["addLayer"]->setEnabled(true);  // without a chain it starts one
+  // Only a measurement of the plan shown goes next to its prediction.
+  actions_["exportMeasured"]->setEnabled(chain && document_->measuredIsCurrent());
   actions_["clearMeasured"]->setEnabled(chain && document_->measured().has_value());
 }
 

@@ -15,6 +15,7 @@ class QLabel;
 class QMenu;
 class QProgressBar;
 class QTabWidget;
+class QToolBar;
 class QToolButton;
 
 namespace remat::gui {
@@ -45,6 +46,10 @@ class MainWindow : public QMainWindow {
   MessageBar* messageBar() const { return messageBar_; }
   PlannerPicker* plannerPicker() const { return plannerPicker_; }
   QTabWidget* tabs() const { return tabs_; }
+  QAction* action(const QString& key) const { return actions_.value(key); }
+  // The zoo bar sits on its own toolbar row when the window is too narrow for one row.
+  bool toolBarsOnTwoRows() const;
+  bool geometryRestored() const { return geometryRestored_; }  // the last session's size and place
 
   // What the menus do, callable directly (tests, the command line). Errors are also shown.
   Status openChainFile(const QString& path);
@@ -71,6 +76,8 @@ class MainWindow : public QMainWindow {
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void buildCentralWidget();
@@ -86,7 +93,8 @@ class MainWindow : public QMainWindow {
   void buildRunActions();
   void buildHelpActions();
   void buildMenus();
-  void buildToolBars();
+  void buildToolBars();  // main_window_toolbars.cpp
+  void fitToolBarRows();
   void buildStatusBar();
   void updateTitle();
   void updateActions();
@@ -115,6 +123,8 @@ class MainWindow : public QMainWindow {
   CompareView* compareView_;
   TradeoffView* tradeoffView_;
   ZooBar* zooBar_;
+  QToolBar* mainToolBar_ = nullptr;
+  QToolBar* zooToolBar_ = nullptr;
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;
   QProgressBar* progress_;
@@ -129,6 +139,8 @@ class MainWindow : public QMainWindow {
     double planSeconds = 0.0;
   };
   std::optional<LastPlanned> lastPlanned_;
+  bool geometryRestored_ = false;
+  int shownUndoIndex_ = 0;  // the undo stack's index the status text last spoke of
 };
 
 }  // namespace remat::gui

@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QTabWidget>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "charts/memory_chart.hpp"
@@ -16,6 +17,7 @@
 #include "plan_jobs.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
+#include "remat/devices/devices.hpp"
 #include "remat/io/chain_file.hpp"
 #include "run_support.hpp"
 #include "zoo_bar.hpp"
@@ -144,16 +146,25 @@ Status MainWindow::openMeasuredTimeline(const QString& path) {
   if (!document_->hasChain()) return report(Status::invalid("open a chain before its measured timeline"));
   Result<Timeline> timeline = readTimelineFile(path);
   if (!timeline) return report(timeline.status());
-  const std::size_t predictedOps = document_->simulation().timeline.entries.size();
+  // A file says which planner it ran but not the checkpoints: it belongs to the plan shown when it
+  // has that plan's ops, and is stale (another plan or chain) otherwise.
+  const auto& predicted = document_->simulation().timeline.entries;
+  const bool samePlan =
+      std::equal(predicted.begin(), predicted.end(), timeline->entries.begin(), timeline->entries.end(),
+                 [](const TimelineEntry& a, const TimelineEntry& b) { return a.op == b.op; });
   const std::size_t measuredOps = timeline->entries.size();
-  document_->setMeasured(std::move(timeline).value());
-  if (measuredOps != predictedOps) {
-    showInfo(tr("Opened %1: %2 ops, the current plan predicts %3 (a different plan or chain?)")
+  const QString planner = QString::fromStdString(timeline->planner);
+  if (samePlan) {
+    document_->setMeasured(std::move(timeline).value());
+    showInfo(tr("Opened the measured timeline %1").arg(QFileInfo(path).fileName()));
+  } else {
+    document_->setMeasured(std::move(timeline).value(),
+                           MeasuredOrigin{std::nullopt, planner, document_->chainRevision()});
+    showInfo(tr("Opened %1: its %2 ops are not the %3 ops of the plan shown (a different plan or chain?); "
+                "drawn grey as stale, and not exported with this plan")
                  .arg(QFileInfo(path).fileName())
                  .arg(measuredOps)
-                 .arg(predictedOps));
-  } else {
-    showInfo(tr("Opened the measured timeline %1").arg(QFileInfo(path).fileName()));
+                 .arg(predicted.size()));
   }
   return Status::ok();
 }
@@ -199,19 +210,28 @@ void MainWindow::startPlanJob(const QString& name, PlanApply apply) {
             apply == PlanApply::Opening ? document_->setOpeningPlan(r.plan, name) : document_->applyPlan(r.plan, name);
         if (!report(applied)) return;
         lastPlanned_ = LastPlanned{name, r.plan.checkpoints, r.planSeconds};
-        statusText_->setText(tr("Showing the %1 plan: %2 checkpoints, peak %3, planned in %4 ms")
+        // Fast planners take microseconds: say so rather than "0.00 ms".
+        const double planMs = r.planSeconds * 1e3;
+        const QString planTime =
+            planMs < 0.1 ? tr("%1 us").arg(planMs * 1e3, 0, 'f', 1) : tr("%1 ms").arg(planMs, 0, 'f', 2);
+        statusText_->setText(tr("Showing the %1 plan: %2 checkpoints, peak %3, planned in %4")
                                  .arg(name)
                                  .arg(r.plan.checkpoints.size())
-                                 .arg(charts::formatBytes(r.peakBytes()))
-                                 .arg(r.planSeconds * 1e3, 0, 'f', 2));
+                                 .arg(charts::formatBytes(r.peakBytes()), planTime));
       });
 }
 
 void MainWindow::measure(const QString& device) {
   if (!document_->hasChain()) return showError(tr("Open a chain or pick a zoo model first"));
-  if (!measureDevices().contains(device)) return showError(tr("This build cannot run on '%1'").arg(device));
+  if (!measureDevices().contains(device)) {
+    const Status missing = deviceInstalled(device.toStdString());
+    return showError(tr("This program cannot run on '%1': %2")
+                         .arg(device, QString::fromStdString(missing.isOk() ? "unknown device" : missing.message())));
+  }
   RunRequest request{document_->chain(), document_->plan(), document_->planSource().toStdString(), device.toStdString(),
                      1};
+  // The result belongs to this plan and chain, whatever is shown when it arrives.
+  const MeasuredOrigin origin = document_->currentOrigin();
   const std::uint64_t predictedPeak = document_->simulation().dynamicPeakBytes;
   jobs_->start<Result<Timeline>>(
       JobChannel::Run, tr("Measuring on %1").arg(device),
@@ -219,12 +239,15 @@ void MainWindow::measure(const QString& device) {
         return measurePlan(request, control.cancelFlag(),
                            [&control](double fraction, const QString& text) { control.progress(fraction, text); });
       },
-      [this, device, predictedPeak](Result<Timeline> timeline) {
+      [this, device, predictedPeak, origin](Result<Timeline> timeline) {
         if (!timeline) return (void)report(timeline.status());
         const std::uint64_t measuredPeak = timeline->dynamicPeakBytes();
-        document_->setMeasured(std::move(timeline).value());
-        showInfo(tr("Measured on %1: dynamic peak %2 (predicted %3)")
-                     .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(predictedPeak)));
+        document_->setMeasured(std::move(timeline).value(), origin);
+        QString text = tr("Measured on %1: dynamic peak %2 (predicted %3)")
+                           .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(predictedPeak));
+        if (!document_->measuredIsCurrent())
+          text += tr("; the plan changed while it ran, so it is shown grey as stale");
+        showInfo(text);
       });
 }
 
@@ -242,6 +265,12 @@ Status MainWindow::exportPredictedTimeline(const QString& path) {
 
 Status MainWindow::exportMeasuredTimeline(const QString& path) {
   if (!document_->measured()) return report(Status::invalid("no measured timeline: run the plan or open one first"));
+  // Never a prediction of one plan next to a measurement of another.
+  if (!document_->measuredIsCurrent())
+    return report(Status::invalid("the measured timeline is of plan '" +
+                                  document_->measuredOrigin().planSource.toStdString() + "', not of the plan shown ('" +
+                                  document_->planSource().toStdString() +
+                                  "'): measure this plan, or undo back to that one; nothing was written"));
   // With the prediction next to it, as `remat run --timeline` writes them. Readers group rows by
   // (planner, source, run): an overlay that is itself a prediction of the same plan gets its own source.
   const Timeline& predicted = document_->simulation().timeline;

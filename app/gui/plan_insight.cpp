@@ -5,6 +5,7 @@
 #include "charts/qt_text.hpp"
 #include "charts/units.hpp"
 #include "remat/memory/liveness.hpp"
+#include "remat/memory/op_times.hpp"
 
 namespace remat::gui {
 namespace {
@@ -76,6 +77,7 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
   data.measured = measured;
   data.title = title;
   data.peakText = peakDescription(chain, simulation);
+  data.predictedClock = QString::fromStdString(describeOpTimeModel(chain));
   if (chain.size() == 0 || simulation.timeline.entries.empty()) return data;
   const LivenessTrace trace = traceLiveness(chain, simulation.plan);
   for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {

@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include "charts/memory_chart.hpp"
@@ -15,6 +16,7 @@
 #include "checkpoint_strip.hpp"
 #include "document.hpp"
 #include "plan_insight.hpp"
+#include "remat/memory/op_times.hpp"
 
 namespace remat::gui {
 namespace {
@@ -73,15 +75,21 @@ QLabel* PlanView::buildLegend() {
 QHBoxLayout* PlanView::buildChartOptions() {
   auto* options = new QHBoxLayout();
   showStatic_ = new QCheckBox(tr("Static memory"), this);
+  showStatic_->setObjectName(QStringLiteral("showStatic"));
   showStatic_->setChecked(true);
   showStatic_->setToolTip(tr("Draw static memory (input, parameters, gradients) under the ops"));
   proportional_ = new QCheckBox(tr("Cell width by bytes"), this);
   proportional_->setToolTip(tr("Make each layer's cell as wide as its output is large"));
   xAxis_ = new QComboBox(this);
+  xAxis_->setObjectName(QStringLiteral("xAxis"));
   xAxis_->addItem(tr("Op sequence"));
   xAxis_->addItem(tr("Time"));
-  xAxis_->setToolTip(tr("Horizontal axis: ops in order, or time (measured runs; modelled cost otherwise)"));
+  xAxis_->setToolTip(
+      tr("Horizontal axis: ops in order, or time: a measured run's clock, else each op's modelled duration "
+         "(profiled milliseconds, or GFLOP at an assumed %1 GFLOP/s)")
+          .arg(kDefaultGflopPerSecond, 0, 'f', 0));
   capacity_ = new QDoubleSpinBox(this);
+  capacity_->setObjectName(QStringLiteral("capacity"));
   capacity_->setRange(0.0, 4096.0);
   capacity_->setDecimals(3);
   capacity_->setSuffix(tr(" GiB"));
@@ -95,19 +103,34 @@ QHBoxLayout* PlanView::buildChartOptions() {
   options->addSpacing(12);
   options->addWidget(new QLabel(tr("Device capacity:"), this));
   options->addWidget(capacity_);
+  options->addSpacing(12);
+  resetZoom_ = new QToolButton(this);
+  resetZoom_->setObjectName(QStringLiteral("resetZoom"));
+  resetZoom_->setText(tr("Reset zoom"));
+  resetZoom_->setToolTip(charts::MemoryChart::zoomHelp());
+  resetZoom_->setEnabled(false);
+  options->addWidget(resetZoom_);
   options->addStretch(1);
   return options;
 }
 
 void PlanView::connectControls() {
-  const auto reportRefusal = [this](const Status& status) {
-    if (!status) emit statusMessage(QString::fromStdString(status.message()));
+  // A refused click, drag or key says why where it happened (a tooltip at the cell) and in the
+  // status bar; not in the message bar, whose appearing would move the strip under the pointer.
+  const auto reportRefusal = [this](const Status& status, std::size_t layer) {
+    if (status) return;
+    const QString text = QString::fromStdString(status.message());
+    strip_->showRefusal(layer, text);
+    emit statusMessage(text);
   };
   connect(strip_, &CheckpointStrip::toggleRequested, this,
-          [this, reportRefusal](std::size_t layer) { reportRefusal(document_->toggleCheckpoint(layer)); });
+          [this, reportRefusal](std::size_t layer) { reportRefusal(document_->toggleCheckpoint(layer), layer); });
   connect(strip_, &CheckpointStrip::moveRequested, this, [this, reportRefusal](std::size_t from, std::size_t to) {
-    reportRefusal(document_->moveCheckpoint(from, to));
+    reportRefusal(document_->moveCheckpoint(from, to), to);
   });
+  connect(resetZoom_, &QToolButton::clicked, chart_, &charts::MemoryChart::resetZoom);
+  connect(chart_, &charts::MemoryChart::zoomChanged, this,
+          [this]() { resetZoom_->setEnabled(chart_->zoom().has_value()); });
   connect(strip_, &CheckpointStrip::cursorChanged, this, &PlanView::layerFocused);
   connect(showStatic_, &QCheckBox::toggled, this, &PlanView::applyChartOptions);
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &PlanView::applyChartOptions);
@@ -117,6 +140,12 @@ void PlanView::connectControls() {
   });
   connect(proportional_, &QCheckBox::toggled, strip_, &CheckpointStrip::setProportional);
   connect(document_, &Document::chainChanged, this, &PlanView::refreshChain);
+  // The capacity and the zoom are about one chain: a different one starts without them.
+  connect(document_, &Document::chainReplaced, this, [this]() {
+    setCapacityBytes(0);
+    chart_->setZoom(std::nullopt);
+    resetZoom_->setEnabled(false);
+  });
   connect(document_, &Document::simulationChanged, this, &PlanView::refreshPlan);
   connect(document_, &Document::measuredChanged, this, &PlanView::refreshChart);
 }
@@ -193,7 +222,12 @@ void PlanView::refreshChart() {
   const QString title = tr("%1, plan %2: peak %3")
                             .arg(QString::fromStdString(chain.name), document_->planSource(),
                                  charts::formatBytes(document_->simulation().peakBytes()));
-  chart_->setData(chartData(chain, document_->simulation(), document_->measured(), title));
+  charts::ChartData data = chartData(chain, document_->simulation(), document_->measured(), title);
+  if (data.measured) {
+    data.measuredStale = !document_->measuredIsCurrent();
+    data.measuredPlan = document_->measuredOrigin().planSource;
+  }
+  chart_->setData(std::move(data));
 }
 
 void PlanView::updatePeakWarning() {

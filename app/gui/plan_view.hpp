@@ -9,6 +9,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QHBoxLayout;
 class QLabel;
+class QToolButton;
 
 namespace remat::charts {
 class MemoryChart;
@@ -27,6 +28,7 @@ class PlanView : public QWidget {
 
   CheckpointStrip* strip() const { return strip_; }
   charts::MemoryChart* chart() const { return chart_; }
+  std::uint64_t capacityBytes() const { return capacityBytes_; }
   // The text a summary card shows now: "peak", "dynamic", "static", "A", "R", "recompute",
   // "checkpoints", "plan".
   QString summaryText(const QString& key) const;
@@ -56,6 +58,7 @@ class PlanView : public QWidget {
   QCheckBox* proportional_;
   QComboBox* xAxis_;
   QDoubleSpinBox* capacity_;
+  QToolButton* resetZoom_;
   std::uint64_t capacityBytes_ = 0;
 };
 

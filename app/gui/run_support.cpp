@@ -26,7 +26,7 @@ Result<std::unique_ptr<Device>> openDeviceFor(const std::string& name, std::uint
 QStringList measureDevices() {
   QStringList devices;
   for (std::string_view name : deviceNames())
-    if (deviceAvailable(name).isOk()) devices << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+    if (deviceInstalled(name).isOk()) devices << QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
   return devices;
 }
 

@@ -8,10 +8,10 @@
 #include <functional>
 #include <vector>
 
-#include "remat/model/chain.hpp"
-#include "remat/memory/plan.hpp"
 #include "remat/base/status.hpp"
+#include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::gui {
 
@@ -23,7 +23,8 @@ struct RunRequest {
   int steps = 1;
 };
 
-// The devices this build can run on: "cpu", and "gpu" when built with CUDA and a device answers.
+// The devices this program has the code for: "cpu", and "gpu" when the GPU module file is there
+// (deviceInstalled: nothing is loaded; whether a GPU answers is found out when a run opens it).
 QStringList measureDevices();
 
 // Runs the plan for request.steps steps and returns the last step's measured timeline.

@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/io/exporters.hpp"
+#include "remat/memory/op_times.hpp"
 
 namespace remat {
 namespace {
@@ -58,6 +61,31 @@ TEST_F(SimulateCli, BadInputExitsWithTwoAndSaysWhy) {
   EXPECT_EQ(result.exitCode, 2);
   result = runRemat({"frobnicate"});
   EXPECT_EQ(result.exitCode, 2);
+}
+
+TEST_F(SimulateCli, TheTimelineFileCarriesModelledOpTimes) {
+  const std::string chainPath = writeGoldenChain(0);  // plain6
+  const std::string csv = (folder_ / "plain6.csv").string();
+  auto result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--timeline", csv});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("op times modelled: stated costs as ms"), std::string::npos) << result.out;
+  Result<std::vector<Timeline>> timelines = readTimelines(csv);
+  ASSERT_TRUE(timelines.isOk()) << timelines.status().message();
+  ASSERT_EQ(timelines->size(), 1u);
+  const Timeline& t = timelines->front();
+  EXPECT_EQ(t.source, "predicted");
+  EXPECT_EQ(t.planner, "checkpoints");
+  Result<Chain> chain = loadChainFile(chainPath);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  double totalUs = 0.0;
+  for (const TimelineEntry& e : t.entries) {
+    EXPECT_DOUBLE_EQ(e.timeUs, opMicroseconds(*chain, e.op)) << opLabel(e.op);
+    totalUs += e.timeUs;
+  }
+  EXPECT_GT(totalUs, 0.0);
+  result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--timeline", (folder_ / "t.txt").string()});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("t.txt"), std::string::npos) << result.err;
 }
 
 TEST_F(SimulateCli, ZooListAndExportRoundTrip) {

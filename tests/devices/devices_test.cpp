@@ -128,6 +128,19 @@ TEST_F(GpuModuleOverride, ASharedObjectWithoutTheEntryPointIsNotAModule) {
   EXPECT_NE(why.find("remat_gpu_module"), std::string::npos) << why;
 }
 
+TEST_F(GpuModuleOverride, InstalledOnlyLooksForTheFileAndLoadsNothing) {
+  EXPECT_TRUE(deviceInstalled("cpu").isOk());
+  EXPECT_FALSE(deviceInstalled("tpu").isOk());
+  const std::string missing = path("nowhere/libremat_gpu.so");
+  setenv("REMAT_GPU_MODULE", missing.c_str(), 1);
+  EXPECT_EQ(deviceInstalled("gpu").message(), "REMAT_GPU_MODULE=" + missing + ": no such file");
+  // A file that is there counts as installed, though loading it would fail: the check is the search.
+  const std::string text = write("libremat_gpu.so", "not a shared object\n");
+  setenv("REMAT_GPU_MODULE", text.c_str(), 1);
+  EXPECT_TRUE(deviceInstalled("gpu").isOk());
+  EXPECT_FALSE(deviceAvailable("gpu").isOk());
+}
+
 TEST_F(GpuModuleOverride, AModuleOfAnotherAbiVersionIsRefused) {
   const std::string why = gpuFailure(REMAT_STALE_GPU_MODULE);
   const std::string expected = "has ABI version " + std::to_string(kGpuModuleAbiVersion + 1) + ", this program needs " +

@@ -207,5 +207,46 @@ TEST(CompareModel, PassesQtsModelChecksAndShowsBothPlans) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
+// Messages and undo labels name a layer by the number the table's # column (and the strip) shows,
+// counting from 1, and a view by its name: the small CNN's fc1 comes after the flatten view.
+TEST_F(TableTest, MessagesAndUndoLabelsUseTheTablesLayerNumbers) {
+  const ChainSpec& spec = document_.chain().spec;
+  int fc1Row = -1;
+  int flattenRow = -1;
+  for (int row = 1; row < model_->rowCount(); ++row) {
+    if (cell(row, Col::Name) == QStringLiteral("fc1")) fc1Row = row;
+    if (cell(row, Col::Kind) == QStringLiteral("flatten")) flattenRow = row;
+  }
+  ASSERT_GT(fc1Row, flattenRow);
+  ASSERT_GT(flattenRow, 0);
+  QSignalSpy accepted(model_.get(), &ChainTableModel::editAccepted);
+  ASSERT_TRUE(model_->setData(model_->index(fc1Row, Col::Name), QStringLiteral("classifier")));
+  ASSERT_EQ(accepted.count(), 1);
+  const QString number = cell(fc1Row, Col::Layer);
+  EXPECT_EQ(accepted.at(0).at(0).toString(), QStringLiteral("Rename layer %1 ('fc1') to 'classifier'").arg(number));
+  EXPECT_EQ(document_.undoStack()->undoText(), accepted.at(0).at(0).toString());
+
+  QSignalSpy refused(model_.get(), &ChainTableModel::editRefused);
+  EXPECT_FALSE(model_->setData(model_->index(2, Col::Name), spec.layers[0].name.c_str()));
+  ASSERT_EQ(refused.count(), 1);
+  EXPECT_TRUE(refused.at(0).at(0).toString().startsWith(
+      QStringLiteral("layer %1 ('%2')").arg(cell(2, Col::Layer), cell(2, Col::Name))))
+      << refused.at(0).at(0).toString().toStdString();
+  EXPECT_TRUE(refused.at(0).at(0).toString().contains(
+      QStringLiteral("layer %1 ('%2')").arg(cell(1, Col::Layer), cell(1, Col::Name))));
+  EXPECT_EQ(cell(1, Col::Layer), QStringLiteral("1"));
+  EXPECT_EQ(editRemoveLayer(document_.chain().spec, static_cast<std::size_t>(flattenRow - 1))->description,
+            "Remove view 'flatten'");
+
+  // The plan's edits too: the strip's layer 5 is the table's 5.
+  ASSERT_TRUE(document_.toggleCheckpoint(5).isOk());
+  EXPECT_EQ(document_.undoStack()->undoText(),
+            QStringLiteral("Add a checkpoint at layer 5 (%1)").arg(cell(5, Col::Name)));
+  ASSERT_TRUE(document_.moveCheckpoint(5, 6).isOk());
+  EXPECT_EQ(
+      document_.undoStack()->undoText(),
+      QStringLiteral("Move checkpoint from layer 5 (%1) to layer 6 (%2)").arg(cell(5, Col::Name), cell(6, Col::Name)));
+}
+
 }  // namespace
 }  // namespace remat::gui

@@ -7,13 +7,15 @@
 #include <QSignalSpy>
 #include <QTest>
 #include <QToolTip>
+#include <cmath>
 
+#include "charts/memory_chart.hpp"
+#include "charts/units.hpp"
 #include "document.hpp"
 #include "gui_test_env.hpp"
-#include "charts/memory_chart.hpp"
+#include "plan_insight.hpp"
 #include "plan_view.hpp"
 #include "remat/memory/simulator.hpp"
-#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {
@@ -184,6 +186,24 @@ TEST_F(StripTest, ProportionalCellsFollowBytesAndStillHitTheRightLayer) {
   const std::size_t layer = smallest < chain_.size() ? smallest : 1;
   QTest::mouseClick(strip(), Qt::LeftButton, Qt::NoModifier, strip()->cellPoint(layer));
   expectShows(Plan{{layer}});
+}
+
+// Every pair of neighbouring layers is kept apart by a separator line, at widths where the cells
+// fall between pixels.
+TEST_F(StripTest, EveryLayerBoundaryShowsASeparator) {
+  const QColor separator = strip()->palette().color(QPalette::Base);
+  const std::size_t peak = peakLayer(chain_, document_.simulation());  // framed in red
+  for (int width : {803, 917, 1061}) {
+    strip()->resize(width, strip()->height());
+    const QImage image = strip()->grab().toImage();
+    const StripGeometry g = strip()->stripGeometry();
+    const QPoint cell = strip()->cellPoint(1);
+    for (std::size_t b = 2; b + 1 < chain_.size(); ++b) {  // away from the cursor's and the peak's frames
+      if (b == strip()->cursor() || b + 1 == strip()->cursor() || b == peak || b + 1 == peak) continue;
+      const int x = static_cast<int>(std::lround(g.boundaryX(b)));
+      EXPECT_EQ(image.pixelColor(x, cell.y()), separator) << "width " << width << ", after layer " << b;
+    }
+  }
 }
 
 }  // namespace

@@ -93,5 +93,33 @@ TEST(CompareView, OtherPlannersCompareAndAChainEditMakesTheComparisonStale) {
   EXPECT_FALSE(compare->applyButton(0)->isEnabled());
 }
 
+// Zooming one side zooms the other to the same ops; resetting either resets both.
+TEST(CompareView, ZoomIsSharedByBothCharts) {
+  MainWindow window;
+  window.resize(1400, 900);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  ASSERT_TRUE(window.loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 4, .resolution = 64}).isOk());
+  CompareView* compare = window.compareView();
+  window.tabs()->setCurrentWidget(compare);
+  ASSERT_TRUE(window.jobs()->waitForIdle(60000));
+  QCoreApplication::processEvents();
+  charts::MemoryChart* left = compare->chart(0);
+  QWidget* viewport = left->viewport();
+  const double y = left->displayedRanges().yMaxBytes / 2;
+  QTest::mousePress(viewport, Qt::LeftButton, Qt::NoModifier, left->viewportPosition({5.0, y}));
+  QTest::mouseMove(viewport, left->viewportPosition({10.0, y}));
+  QTest::mouseMove(viewport, left->viewportPosition({15.0, y}));
+  QTest::mouseRelease(viewport, Qt::LeftButton, Qt::NoModifier, left->viewportPosition({15.0, y}));
+  ASSERT_TRUE(left->zoom().has_value());
+  EXPECT_NEAR(left->zoom()->from, 5.0, 0.5);
+  EXPECT_EQ(compare->chart(1)->zoom(), left->zoom());
+  EXPECT_EQ(compare->chart(1)->visibleXRange(), left->visibleXRange());
+  QTest::mouseDClick(compare->chart(1)->viewport(), Qt::LeftButton, Qt::NoModifier,
+                     compare->chart(1)->viewportPosition({10.0, y}));
+  EXPECT_FALSE(compare->chart(1)->zoom().has_value());
+  EXPECT_FALSE(left->zoom().has_value());
+}
+
 }  // namespace
 }  // namespace remat::gui

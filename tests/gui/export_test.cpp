@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "charts/memory_chart.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window_fixture.hpp"
-#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
 #include "plan_view.hpp"
@@ -90,6 +90,13 @@ TEST_F(ExportTest, TimelinesWriteAndReadBack) {
     EXPECT_EQ(read->front().source, "predicted");
     EXPECT_EQ(read->front().planner, "manual");
     expectSameOps(read->front(), predicted);
+    // Each op carries its modelled duration, so the file has a real time axis.
+    double totalUs = 0.0;
+    for (std::size_t i = 0; i < predicted.entries.size(); ++i) {
+      EXPECT_EQ(read->front().entries[i].timeUs, predicted.entries[i].timeUs) << name << " op " << i;
+      totalUs += read->front().entries[i].timeUs;
+    }
+    EXPECT_GT(totalUs, 0.0) << name;
   }
   const nlohmann::json trace = readJson(path("predicted.trace.json"));
   ASSERT_FALSE(trace.is_discarded());

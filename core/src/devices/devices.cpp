@@ -37,6 +37,12 @@ Result<std::unique_ptr<Device>> openDevice(std::string_view name, const DeviceOp
   return unknownDevice(name);
 }
 
+Status deviceInstalled(std::string_view name) {
+  if (name == "cpu") return Status::ok();
+  if (name == "gpu") return findGpuModule().status();
+  return unknownDevice(name);
+}
+
 Status deviceAvailable(std::string_view name, const DeviceOptions& options) {
   if (name == "cpu") return Status::ok();
   if (name == "gpu") {

@@ -77,18 +77,24 @@ Result<const GpuModule*> openModule(const std::string& path) {
 
 }  // namespace
 
-Result<const GpuModule*> loadGpuModule() {
+Result<std::string> findGpuModule() {
   auto search = searchPaths();
   if (!search) return search.status();
   std::string tried;
   for (const std::string& path : search->paths) {
     std::error_code error;
-    if (std::filesystem::exists(path, error)) return openModule(path);
+    if (std::filesystem::exists(path, error)) return path;
     tried += (tried.empty() ? "" : ", ") + path;
   }
   if (search->fromEnvironment) return Status::invalid("REMAT_GPU_MODULE=" + tried + ": no such file");
   return Status::invalid("the GPU module (" + std::string(kModuleFileName) + ") was not found; tried " + tried +
                          " (REMAT_GPU_MODULE may name it)");
+}
+
+Result<const GpuModule*> loadGpuModule() {
+  auto path = findGpuModule();
+  if (!path) return path.status();
+  return openModule(*path);
 }
 
 }  // namespace remat

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "remat/memory/op_times.hpp"
 #include "tensor_graph.hpp"
 
 namespace remat {
@@ -135,6 +136,8 @@ Result<Simulation> simulate(const Chain& chain, const Plan& plan) {
     }
     if (ops[i].kind == OpKind::R || ops[i].kind == OpKind::RE) sim.recomputeCost += chain.at(ops[i].layer).fwdCost;
   });
+  // The ops' modelled durations: a clock for drawing and exporting the prediction, not memory.
+  REMAT_RETURN_IF_ERROR(modelOpTimes(chain, sim.timeline));
   sim.staticBytes = chain.staticBytes();
   sim.recomputeCostUnit = chainCostUnit(chain);
   sim.recomputeShare = recomputeShare(chain, sim.recomputeCost);

@@ -61,6 +61,12 @@ std::span<const std::string_view> deviceNames();
 // valid ones; "gpu" fails as the top of this file says.
 Result<std::unique_ptr<Device>> openDevice(std::string_view name, const DeviceOptions& options = {});
 
+// Whether this program has the code of device `name`, without loading anything: "cpu" always;
+// "gpu" when the GPU module file is where openDevice() looks (the search of the top of this
+// file). Its errors are the search's: no GPU backend in this build, or the paths tried. Cheap, for
+// a program that shows a GPU action and checks the device only when it is used.
+Status deviceInstalled(std::string_view name);
+
 // Whether openDevice(name, options) can succeed here, and if not, why (the same messages); for
 // "gpu" this loads the GPU module and asks the CUDA runtime, but opens no device. Cheap after the
 // first call.

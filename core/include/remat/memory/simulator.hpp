@@ -18,7 +18,7 @@ std::vector<Op> buildOpSequence(const Chain& chain, const Plan& plan);
 
 struct Simulation {
   Plan plan;
-  Timeline timeline;                   // predicted (timeUs is 0: the model has no clock)
+  Timeline timeline;                   // predicted; timeUs modelled by op_times.hpp (an estimate)
   std::uint64_t dynamicPeakBytes = 0;  // E(C)
   std::size_t peakOpIndex = 0;
   std::uint64_t staticBytes = 0;

@@ -30,7 +30,7 @@ struct TimelineEntry {
   Op op;
   std::uint64_t footprintBytes = 0;  // bytes alive during the op (before + writes + workspace)
   std::uint64_t liveAfterBytes = 0;  // bytes alive right after the op
-  double timeUs = 0.0;               // wall time of the op (measured); 0 in predicted timelines
+  double timeUs = 0.0;               // wall time of the op (measured), or its modelled duration (predicted)
 };
 
 struct Timeline {

@@ -1,0 +1,73 @@
+#pragma once
+// MemoryChart's insides, shared by memory_chart.cpp (data, axes, export) and
+// memory_chart_input.cpp (hover, zoom, pan). Private to app/charts.
+#include <QAreaSeries>
+#include <QChart>
+#include <QChartView>
+#include <QLineSeries>
+#include <QRubberBand>
+#include <QScatterSeries>
+#include <QValueAxis>
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "memory_chart.hpp"
+#include "memory_chart_items.hpp"
+#include "units.hpp"
+
+namespace remat::charts {
+
+struct MemoryChart::Parts {
+  ChartData data;
+  ChartOptions options;
+  std::optional<ChartRanges> shared;
+  std::optional<XRange> zoom;  // clamped to displayed.xMax by applyRanges
+  std::vector<double> predictedEdges;
+  std::vector<double> measuredEdges;
+  TimelineSeries predicted;
+  TimelineSeries measured;
+  ChartRanges natural;
+  ChartRanges displayed;
+  ByteUnit unit;
+  std::vector<QPointF> storedPoints;  // data units (bytes), parallel to data.checkpointStored
+  std::vector<QPointF> freedPoints;
+  PaintedContent painted;  // axis units, what the paint items draw
+
+  // A mouse drag on the plot: a rubber band to zoom into, or a pan of the zoomed range.
+  enum class Drag { None, Zoom, Pan };
+  Drag drag = Drag::None;
+  double pressX = 0.0;  // viewport pixels
+  XRange pressRange;
+  QRubberBand* band = nullptr;
+
+  QChartView* view = nullptr;
+  QChart* chart = nullptr;
+  QValueAxis* axisX = nullptr;
+  QValueAxis* axisY = nullptr;
+  QAreaSeries* staticLegend = nullptr;
+  std::array<QAreaSeries*, 3> phaseLegend{};
+  QLineSeries* footprint = nullptr;
+  QLineSeries* measuredLine = nullptr;
+  QLineSeries* capacity = nullptr;
+  QScatterSeries* recomputeLegend = nullptr;
+  QScatterSeries* storedLegend = nullptr;
+  QScatterSeries* freedLegend = nullptr;
+  QScatterSeries* peakLegend = nullptr;
+  ChartPaintItem* fills = nullptr;
+  ChartPaintItem* markers = nullptr;
+
+  void createChart();   // the chart, its legend and its axes
+  void createSeries();  // the legend entries, the lines and the paint items, on both axes
+  // The smallest stretch a zoom shows: two ops, or a ten-thousandth of the time axis.
+  double minimumZoomWidth() const;
+  // range within [0, displayed.xMax] and at least minimumZoomWidth() wide; none when it covers all.
+  std::optional<XRange> clampZoom(std::optional<XRange> range) const;
+
+  std::vector<QAbstractSeries*> all() const {
+    return {staticLegend, phaseLegend[0],  phaseLegend[1], phaseLegend[2], footprint, measuredLine,
+            capacity,     recomputeLegend, storedLegend,   freedLegend,    peakLegend};
+  }
+};
+
+}  // namespace remat::charts
