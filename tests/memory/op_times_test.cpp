@@ -35,7 +35,7 @@ Chain realChain() {
 
 TEST(OpTimes, StatedCostsAreMillisecondsAndEachOpKindTakesItsCost) {
   const Chain chain = statedChain();
-  EXPECT_EQ(layerCostUnit(chain, 1), CostUnit::Milliseconds);
+  EXPECT_EQ(layerCostOrigin(chain, 1), CostOrigin::Stated);
   EXPECT_DOUBLE_EQ(opMicroseconds(chain, {OpKind::F, 1}), 1500.0);
   EXPECT_DOUBLE_EQ(opMicroseconds(chain, {OpKind::R, 1}), 1500.0);
   EXPECT_DOUBLE_EQ(opMicroseconds(chain, {OpKind::RE, 2}), 250.0);
@@ -47,7 +47,7 @@ TEST(OpTimes, StatedCostsAreMillisecondsAndEachOpKindTakesItsCost) {
 TEST(OpTimes, EstimatedGflopRunAtTheStatedSpeed) {
   const Chain chain = realChain();
   ASSERT_EQ(chain.size(), 2u);
-  ASSERT_EQ(layerCostUnit(chain, 1), CostUnit::Gflop);
+  ASSERT_EQ(layerCostOrigin(chain, 1), CostOrigin::Estimated);
   const double gflop = chain.at(1).fwdCost;
   ASSERT_GT(gflop, 0.0);
   EXPECT_DOUBLE_EQ(opMicroseconds(chain, {OpKind::F, 1}), gflop / kDefaultGflopPerSecond * 1e6);
@@ -63,7 +63,7 @@ TEST(OpTimes, ProfiledLayersAreMilliseconds) {
   spec.layers[0].numbers.bwdCost = 4.0;
   Result<Chain> chain = buildChain(spec);
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
-  EXPECT_EQ(layerCostUnit(*chain, 1), CostUnit::Milliseconds);
+  EXPECT_EQ(layerCostOrigin(*chain, 1), CostOrigin::Measured);
   EXPECT_DOUBLE_EQ(opMicroseconds(*chain, {OpKind::B, 1}), 4000.0);
   EXPECT_EQ(describeOpTimeModel(*chain), "GFLOP at 10 TFLOP/s + profiled ms");
 }

@@ -21,19 +21,12 @@ std::string speedText(double gflopPerSecond) {
 
 }  // namespace
 
-CostUnit layerCostUnit(const Chain& chain, std::size_t l) {
-  const ChainLayer& layer = chain.layers[l - 1];
-  if (layer.kind == LayerKind::Abstract) return CostUnit::Milliseconds;
-  const bool profiled =
-      layer.specIndex < chain.spec.layers.size() && chain.spec.layers[layer.specIndex].hasMeasuredCost;
-  return profiled ? CostUnit::Milliseconds : CostUnit::Gflop;
-}
-
 double opMicroseconds(const Chain& chain, const Op& op, const OpTimeModel& model) {
   if (op.kind == OpKind::Seed) return 0.0;
   const LayerNumbers& numbers = chain.at(op.layer);
   const double cost = op.kind == OpKind::B ? numbers.bwdCost : numbers.fwdCost;
-  if (layerCostUnit(chain, op.layer) == CostUnit::Milliseconds) return cost * kMicrosecondsPerMillisecond;
+  // Measured and stated costs are read as milliseconds; only estimated GFLOP need the speed.
+  if (layerCostOrigin(chain, op.layer) != CostOrigin::Estimated) return cost * kMicrosecondsPerMillisecond;
   return cost / model.gflopPerSecond * kMicrosecondsPerSecond;
 }
 
@@ -52,18 +45,10 @@ Status modelOpTimes(const Chain& chain, Timeline& timeline, const OpTimeModel& m
 }
 
 std::string describeOpTimeModel(const Chain& chain, const OpTimeModel& model) {
-  bool gflop = false;
-  bool profiled = false;
-  bool stated = false;
-  for (std::size_t l = 1; l <= chain.size(); ++l) {
-    if (layerCostUnit(chain, l) == CostUnit::Gflop) {
-      gflop = true;
-    } else if (chain.layers[l - 1].kind == LayerKind::Abstract) {
-      stated = true;
-    } else {
-      profiled = true;
-    }
-  }
+  const CostOrigins origins = costOrigins(chain);
+  const bool gflop = origins.estimated > 0;
+  const bool profiled = origins.measured > 0;
+  const bool stated = origins.stated > 0;
   std::string text;
   const auto add = [&text](const std::string& part) { text += (text.empty() ? "" : " + ") + part; };
   if (gflop) add("GFLOP at " + speedText(model.gflopPerSecond));

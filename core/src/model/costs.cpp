@@ -2,15 +2,21 @@
 
 namespace remat {
 
+CostOrigin layerCostOrigin(const Chain& chain, std::size_t l) {
+  const ChainLayer& layer = chain.layers[l - 1];
+  if (layer.kind == LayerKind::Abstract) return CostOrigin::Stated;
+  const bool profiled =
+      layer.specIndex < chain.spec.layers.size() && chain.spec.layers[layer.specIndex].hasMeasuredCost;
+  return profiled ? CostOrigin::Measured : CostOrigin::Estimated;
+}
+
 CostOrigins costOrigins(const Chain& chain) {
   CostOrigins origins;
-  for (const ChainLayer& layer : chain.layers) {
-    if (layer.kind == LayerKind::Abstract) {
-      ++origins.stated;
-    } else if (layer.specIndex < chain.spec.layers.size() && chain.spec.layers[layer.specIndex].hasMeasuredCost) {
-      ++origins.measured;
-    } else {
-      ++origins.estimated;
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    switch (layerCostOrigin(chain, l)) {
+      case CostOrigin::Stated: ++origins.stated; break;
+      case CostOrigin::Measured: ++origins.measured; break;
+      case CostOrigin::Estimated: ++origins.estimated; break;
     }
   }
   return origins;

@@ -4,7 +4,8 @@
 // model (docs/memory-model.md section 9): no byte count depends on it, and a measured timeline's
 // time_us is the executor's wall time instead.
 //
-// A layer's costs (LayerNumbers::fwdCost, bwdCost) are in one of two units (docs/formats.md):
+// A layer's costs (LayerNumbers::fwdCost, bwdCost) are read by their origin (layerCostOrigin in
+// remat/model/costs.hpp, docs/formats.md) as one of two units:
 //   - milliseconds: measured by `remat profile` (LayerSpec::hasMeasuredCost), or stated for an
 //     abstract layer (read as milliseconds);
 //   - GFLOP: estimated from shapes for the other real layers, turned into time at an assumed
@@ -16,6 +17,7 @@
 #include "remat/base/status.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
+#include "remat/model/costs.hpp"
 
 namespace remat {
 
@@ -26,11 +28,6 @@ inline constexpr double kDefaultGflopPerSecond = 10000.0;
 struct OpTimeModel {
   double gflopPerSecond = kDefaultGflopPerSecond;
 };
-
-enum class CostUnit { Milliseconds, Gflop };
-
-// The unit of layer l's costs (l in 1..n, not checked).
-CostUnit layerCostUnit(const Chain& chain, std::size_t l);
 
 // The modelled duration of op, in microseconds. The op's layer must be in 1..n (SEED: 0 us).
 double opMicroseconds(const Chain& chain, const Op& op, const OpTimeModel& model = {});

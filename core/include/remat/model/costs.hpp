@@ -25,6 +25,15 @@ enum class CostUnit {
   Mixed,         // layers of different origins
 };
 
+// Where one layer's fwd_cost / bwd_cost come from.
+enum class CostOrigin {
+  Estimated,  // a real kind, GFLOP from shapes
+  Measured,   // a real kind profiled by `remat profile`: milliseconds
+  Stated,     // an abstract layer: the chain's own units
+};
+// The origin of layer l's costs (l in 1..n, not checked).
+CostOrigin layerCostOrigin(const Chain& chain, std::size_t l);
+
 // How many of a chain's layers have each origin.
 struct CostOrigins {
   std::size_t estimated = 0;  // real kinds, GFLOP from shapes
