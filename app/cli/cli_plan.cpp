@@ -1,5 +1,5 @@
-// `remat plan CHAIN --planner NAME [--json]` and
-// `remat compare CHAIN [--planners LIST] [--json]`
+// `remat plan CHAIN --planner NAME [--batch N] [--json]` and
+// `remat compare CHAIN [--planners LIST] [--batch N] [--json]`
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -13,12 +13,14 @@ namespace {
 
 struct PlanOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string planner;
   bool json = false;
 };
 
 struct CompareOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string planners;  // empty: defaultComparePlanners
   bool json = false;
 };
@@ -104,12 +106,12 @@ Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::
 Status runPlan(const PlanOptions& options, Io& io) {
   // Check the name first so a bad name is reported without loading a big chain.
   REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
-  auto chain = loadChainArgument(options.chainPath);
+  auto chain = loadChainArgument(options.chainPath, options.batch);
   if (!chain) return chain.status();
   auto result = runPlanner(*chain, options.planner);
   if (!result) return result.status();
   if (options.json) {
-    io.out << planReportToJson(*result).dump() << "\n";
+    io.out << planReportToJson(*result, *chain).dump() << "\n";
   } else {
     printPlan(*chain, *result, io.out);
   }
@@ -121,7 +123,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
     auto names = parsePlannerList(options.planners, 1);
     if (!names) return names.status();
   }
-  auto chain = loadChainArgument(options.chainPath);
+  auto chain = loadChainArgument(options.chainPath, options.batch);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -133,7 +135,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
   }
   if (options.json) {
     nlohmann::json plans = nlohmann::json::array();
-    for (const PlanReport& r : results) plans.push_back(planReportToJson(r));
+    for (const PlanReport& r : results) plans.push_back(planReportToJson(r, *chain));
     io.out << nlohmann::json{{"chain", chain->name}, {"plans", std::move(plans)}}.dump() << "\n";
   } else {
     printComparison(*chain, results, io.out);
@@ -146,14 +148,14 @@ Status runCompare(const CompareOptions& options, Io& io) {
 void addPlanCommands(CLI::App& app, Action& action) {
   auto plan = std::make_shared<PlanOptions>();
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
-  planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(planCmd, plan->chainPath, plan->batch);
   planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames())->required();
   planCmd->add_flag("--json", plan->json, "Print the plan object of docs/formats.md");
   planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
 
   auto compare = std::make_shared<CompareOptions>();
   CLI::App* compareCmd = app.add_subcommand("compare", "Run several planners on one chain and compare their plans");
-  compareCmd->add_option("chain", compare->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(compareCmd, compare->chainPath, compare->batch);
   compareCmd->add_option("--planners", compare->planners,
                          "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");
   compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");

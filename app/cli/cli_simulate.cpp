@@ -1,17 +1,18 @@
-// `remat simulate CHAIN --checkpoints LIST [--json] [--ops]`
+// `remat simulate CHAIN --checkpoints LIST [--batch N] [--json] [--ops]`
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/planners/planners.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::cli {
 namespace {
 
 struct SimulateOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string checkpoints;
   bool json = false;
   bool allOps = false;
@@ -55,14 +56,14 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
 void addSimulateCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict the memory timeline of a checkpoint set");
-  cmd->add_option("chain", options->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(cmd, options->chainPath, options->batch);
   cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
       ->required();
   cmd->add_flag("--json", options->json, "Print JSON as in docs/formats.md");
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
   cmd->callback([options, &action] {
     action = [options](Io& io) -> Status {
-      auto chain = loadChainArgument(options->chainPath);
+      auto chain = loadChainArgument(options->chainPath, options->batch);
       if (!chain) return chain.status();
       auto plan = parseCheckpointList(options->checkpoints);
       if (!plan) return plan.status().withContext("--checkpoints");

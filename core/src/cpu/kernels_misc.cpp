@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "kernels.hpp"
-#include "simd.hpp"
 #include "remat/exec/counter_rng.hpp"
+#include "simd.hpp"
 
 namespace remat::cpu {
 
@@ -40,6 +40,11 @@ void copyOrAdd(Index count, const float* a, float* out, bool accumulate) {
 
 void add(Index count, const float* a, const float* b, float* out) {
   for (Index i = 0; i < count; ++i) out[i] = a[i] + b[i];
+}
+
+void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
+                   bool accumulate) {
+  for (Index r = 0; r < rows; ++r) copyOrAdd(width, from + r * fromStride, to + r * toStride, accumulate);
 }
 
 namespace {

@@ -28,6 +28,15 @@ nlohmann::json planReportToJson(const PlanReport& report) {
   return j;
 }
 
+nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
+  nlohmann::json j = planReportToJson(report);
+  nlohmann::json names = nlohmann::json::array();
+  for (std::size_t l : report.plan.checkpoints)
+    names.push_back(l >= 1 && l <= chain.size() ? nlohmann::json(chain.layers[l - 1].name) : nlohmann::json(nullptr));
+  j["checkpoint_names"] = std::move(names);
+  return j;
+}
+
 nlohmann::json simulationToJson(const Simulation& simulation) {
   nlohmann::json ops = nlohmann::json::array();
   for (const TimelineEntry& e : simulation.timeline.entries) {
