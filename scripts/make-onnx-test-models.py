@@ -140,7 +140,7 @@ def check_one(remat, name, path, mode, batch, expected_params):
     if name in ZOO_BOUND:
         ok = mine["optimal"] <= theirs["optimal"]
         return ok, f"optimal E {mine['optimal']} <= zoo {theirs['optimal']}" if ok else "optimal E above the zoo's"
-    sim = [remat_json(remat, "simulate", c, "--batch", str(run_batch), "--checkpoints", "") for c in (path, zoo)]
+    sim = [remat_json(remat, "simulate", c, "--batch", str(run_batch), "--checkpoints", "", "--json") for c in (path, zoo)]
     same_timeline = [o["footprint_bytes"] for o in sim[0]["ops"]] == [o["footprint_bytes"] for o in sim[1]["ops"]]
     same_static = sim[0]["static_bytes"] == sim[1]["static_bytes"]
     ok = mine == theirs and same_timeline and same_static

@@ -12,6 +12,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QSettings>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -135,8 +136,8 @@ void MainWindow::buildActions() {
 void MainWindow::buildFileActions() {
   defineAction("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
                [this]() { (void)newChain(); });
-  defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open, tr("Open a remat-chain/1 file"),
-               [this]() { openDialog(); });
+  defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open,
+               tr("Open a remat-chain/1 file or an ONNX model"), [this]() { openDialog(); });
   defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"), [this]() {
     if (document_->filePath().isEmpty()) return saveAsDialog();
     (void)saveChain(document_->filePath());
@@ -269,6 +270,28 @@ void MainWindow::buildToolBars() {
   zoo->setObjectName(QStringLiteral("zooToolBar"));
   zooBar_ = new ZooBar(zoo);
   zoo->addWidget(zooBar_);
+  buildOnnxBatchField(zoo);
+}
+
+void MainWindow::buildOnnxBatchField(QToolBar* bar) {
+  bar->addSeparator();
+  bar->addWidget(new QLabel(tr("ONNX batch:"), bar));
+  onnxBatch_ = new QSpinBox(bar);
+  onnxBatch_->setObjectName(QStringLiteral("onnxBatch"));
+  onnxBatch_->setRange(0, 65536);
+  onnxBatch_->setSpecialValueText(tr("as exported"));
+  onnxBatch_->setToolTip(
+      tr("Batch size of an opened ONNX model: sets a symbolic batch dimension and overrides a "
+         "fixed one ('as exported' keeps the model's own)"));
+  bar->addWidget(onnxBatch_);
+  connect(onnxBatch_, &QSpinBox::valueChanged, this, [this]() {
+    if (onnxPath_.isEmpty()) return;
+    if (!document_->undoStack()->isClean()) {
+      showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(onnxPath_));
+      return;
+    }
+    (void)openChainFile(onnxPath_);
+  });
 }
 
 void MainWindow::buildStatusBar() {

@@ -14,7 +14,9 @@ class QKeySequence;
 class QLabel;
 class QMenu;
 class QProgressBar;
+class QSpinBox;
 class QTabWidget;
+class QToolBar;
 class QToolButton;
 
 namespace remat::gui {
@@ -43,8 +45,11 @@ class MainWindow : public QMainWindow {
   MessageBar* messageBar() const { return messageBar_; }
   PlannerPicker* plannerPicker() const { return plannerPicker_; }
   QTabWidget* tabs() const { return tabs_; }
+  // The batch an opened ONNX model gets (0: as exported); changing it re-imports the model.
+  QSpinBox* onnxBatch() const { return onnxBatch_; }
 
   // What the menus do, callable directly (tests, the command line). Errors are also shown.
+  // openChainFile takes chain files and ONNX models (imported at the ONNX batch field's batch).
   Status openChainFile(const QString& path);
   Status loadZoo(const QString& name, const ZooOptions& options);
   Status newChain();
@@ -81,6 +86,7 @@ class MainWindow : public QMainWindow {
   void buildHelpActions();
   void buildMenus();
   void buildToolBars();
+  void buildOnnxBatchField(QToolBar* bar);
   void buildStatusBar();
   void updateTitle();
   void updateActions();
@@ -108,6 +114,8 @@ class MainWindow : public QMainWindow {
   PlanView* planView_;
   CompareView* compareView_;
   ZooBar* zooBar_;
+  QSpinBox* onnxBatch_;
+  QString onnxPath_;  // the ONNX model the document was imported from, while it is
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;
   QProgressBar* progress_;

@@ -261,7 +261,7 @@ Status checkBlockOpInputs(const BlockOpSpec& op, std::size_t index, std::size_t 
                        : op.kind == BlockOpKind::Concat ? count >= 1
                                                         : count == 1;
   if (!arityOk)
-    return Status::invalid(where + ": a " + std::string(blockOpKindName(op.kind)) + " op takes " +
+    return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " takes " +
                            (op.kind == BlockOpKind::Add      ? "two inputs"
                             : op.kind == BlockOpKind::Concat ? "one or more inputs"
                                                              : "one input") +

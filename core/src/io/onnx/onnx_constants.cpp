@@ -253,10 +253,12 @@ bool isPlumbing(const std::string& op) {
 Result<bool> Graph::evaluateConstantNode(std::size_t index) {
   const onnx::NodeProto& node = graph_.node(static_cast<int>(index));
   if (!isPlumbing(node.op_type()) || node.output_size() < 1) return false;
-  // Identity of a weight (eval-mode exports share equal weights this way): the same weight.
+  // Identity of a weight (eval-mode exports share equal weights this way): the same weight, and
+  // the same value when it has a small one.
   if (node.op_type() == "Identity")
-    if (const Weight* w = weight(node.input(0)); w != nullptr && constant(node.input(0)) == nullptr) {
+    if (const Weight* w = weight(node.input(0)); w != nullptr) {
       addWeightAlias(node.output(0), *w);
+      if (const Constant* c = constant(node.input(0))) addConstant(node.output(0), *c);
       countDropped(node.op_type());
       return true;
     }

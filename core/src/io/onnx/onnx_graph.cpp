@@ -120,7 +120,11 @@ std::optional<std::size_t> Graph::activation(const std::string& tensor) const {
 const Weight* Graph::weight(const std::string& tensor) const {
   if (tensor.empty()) return nullptr;
   auto it = weights_.find(tensor);
-  return it == weights_.end() ? nullptr : &it->second;
+  if (it != weights_.end()) return &it->second;
+  // A weight an exporter wrote as a Constant node (or computed in plumbing) has the value's shape.
+  auto c = constants_.find(tensor);
+  if (c == constants_.end()) return nullptr;
+  return &(weights_[tensor] = Weight{c->second.dims, nullptr});
 }
 
 std::size_t Graph::addActivation(const std::string& tensor, Shape shape, std::size_t producer) {

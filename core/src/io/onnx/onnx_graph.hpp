@@ -138,7 +138,7 @@ class Graph {
   std::string output_;
   std::map<std::string, std::size_t> activations_;
   std::vector<Activation> activationList_;
-  std::map<std::string, Weight> weights_;
+  mutable std::map<std::string, Weight> weights_;  // constants used as weights join when first asked for
   mutable std::map<std::string, Constant> constants_;  // initializers are decoded when first asked for
   std::map<std::string, std::size_t> folded_, dropped_;
   std::vector<DataOp> ops_;

@@ -95,6 +95,8 @@ Result<OnnxImport> importModel(const onnx::ModelProto& model, const std::string&
 }  // namespace
 }  // namespace onnx_import
 
+bool onnxImportAvailable() { return true; }
+
 Result<OnnxImport> importOnnxModel(const std::string& bytes, const std::string& source,
                                    const OnnxImportOptions& options) {
   if (bytes.empty()) return Status::invalid(source + ": the file is empty, not an ONNX model");

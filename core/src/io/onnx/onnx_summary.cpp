@@ -1,6 +1,7 @@
 // What the importer says about itself and about an import, with or without ONNX in the build.
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 
 #include "remat/io/onnx/onnx_import.hpp"
@@ -26,6 +27,8 @@ bool isOnnxPath(std::string_view path) {
 
 bool isOnnxFile(const std::string& path) {
   if (isOnnxPath(path)) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;  // a pipe must not lose its first byte
   std::ifstream in(path, std::ios::binary);
   char first = 0;
   return in.get(first) && first == '\x08';

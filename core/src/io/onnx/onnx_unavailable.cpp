@@ -13,6 +13,8 @@ Status unavailable(const std::string& source) {
 
 }  // namespace
 
+bool onnxImportAvailable() { return false; }
+
 Result<OnnxImport> importOnnxModel(const std::string&, const std::string& source, const OnnxImportOptions&) {
   return unavailable(source);
 }

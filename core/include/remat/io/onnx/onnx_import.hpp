@@ -55,10 +55,13 @@ Result<OnnxImport> importOnnxModel(const std::string& bytes, const std::string& 
 // Reads and imports a file.
 Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions& options = {});
 
+// Whether this build reads ONNX models (REMAT_WITH_ONNX); without, every import says what to install.
+bool onnxImportAvailable();
+
 // Whether a path names an ONNX model: it ends in ".onnx" (any case).
 bool isOnnxPath(std::string_view path);
-// Whether a file is an ONNX model: its path says so, or its first byte is a ModelProto's first
-// field (ir_version, tag 0x08), which no chain file (JSON text) starts with.
+// Whether a file is an ONNX model: its path says so, or it is a regular file whose first byte is a
+// ModelProto's first field (ir_version, tag 0x08), which no chain file (JSON text) starts with.
 bool isOnnxFile(const std::string& path);
 
 // The ONNX operators the importer takes, for messages and docs.
