@@ -31,6 +31,19 @@ void writeText(const QString& path, const QByteArray& text) {
   file.write(text);
 }
 
+// Drags a file onto the window and drops it; false when the window refuses the drag.
+bool dropOnto(MainWindow& window, const QString& path) {
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(path)});
+  // Qt delivers a drop only to the widget that accepted the drag's enter event.
+  QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(&window, &enter);
+  if (!enter.isAccepted()) return false;
+  QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(&window, &drop);
+  return true;
+}
+
 class MainWindowTest : public test::MainWindowFixture {};
 
 TEST_F(MainWindowTest, ABadChainFileShowsTheLoadersMessageAndKeepsTheChain) {
@@ -58,14 +71,7 @@ TEST_F(MainWindowTest, ABadChainFileShowsTheLoadersMessageAndKeepsTheChain) {
 TEST_F(MainWindowTest, DroppingAChainFileOpensIt) {
   const QString path = dir_.filePath(QStringLiteral("dropped.json"));
   ASSERT_TRUE(QFile::copy(QStringLiteral(":/examples/small_cnn.json"), path));
-  QMimeData mime;
-  mime.setUrls({QUrl::fromLocalFile(path)});
-  // Qt delivers a drop only to the widget that accepted the drag's enter event.
-  QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(&window_, &enter);
-  ASSERT_TRUE(enter.isAccepted());
-  QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(&window_, &drop);
+  ASSERT_TRUE(dropOnto(window_, path));
   ASSERT_TRUE(window_.document()->hasChain()) << window_.messageBar()->text().toStdString();
   EXPECT_EQ(window_.document()->chain().name, "small_cnn");
   EXPECT_EQ(window_.document()->filePath(), path);
@@ -188,13 +194,7 @@ TEST_F(MainWindowTest, OnnxModelsOpenAtTheBatchField) {
 TEST_F(MainWindowTest, DroppingAnOnnxModelImportsIt) {
   if (!onnxImportAvailable()) GTEST_SKIP() << "built without ONNX (REMAT_WITH_ONNX=OFF)";
   window_.onnxBatch()->setValue(3);
-  QMimeData mime;
-  mime.setUrls({QUrl::fromLocalFile(kOnnxModel)});
-  QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(&window_, &enter);
-  ASSERT_TRUE(enter.isAccepted());
-  QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(&window_, &drop);
+  ASSERT_TRUE(dropOnto(window_, kOnnxModel));
   ASSERT_TRUE(window_.document()->hasChain()) << window_.messageBar()->text().toStdString();
   EXPECT_EQ(window_.document()->chain().name, "resnet18_train_op17_dynamic");
   EXPECT_EQ(window_.document()->chain().inputShape.at(0), 3);

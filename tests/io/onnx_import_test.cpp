@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -386,11 +387,13 @@ TEST(OnnxImportErrors, OpsABlockCannotHold) {
                  {"('/m/pool/MaxPool', MaxPool)", "is inside a multi-branch piece", "a block holds Conv"});
 }
 
+// A middle node for withMiddle and a part of the error it must give.
+struct Case {
+  std::function<std::string(OnnxBuilder&, const std::string&)> middle;
+  const char* message;
+};
+
 TEST(OnnxImportErrors, AttributesALayerCannotTake) {
-  struct Case {
-    std::function<std::string(OnnxBuilder&, const std::string&)> middle;
-    const char* message;
-  };
   const Case cases[] = {
       {[](OnnxBuilder& b, const std::string& t) {
          return b.node("Conv", {t, b.weight("w", {4, 4, 3, 3})}, "c", {{"pads", Ints{0, 0, 2, 2}}});
@@ -423,6 +426,44 @@ TEST(OnnxImportErrors, AttributesALayerCannotTake) {
   };
   for (const Case& c : cases)
     expectContains(importError(withMiddle(c.middle)), {"bad.onnx: node ", "('/c/", c.message});
+}
+
+// Hostile values are errors that name the node, never a crash or a wrapped-around shape.
+TEST(OnnxImportErrors, HostileValues) {
+  const Case hostile[] = {
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("Conv", {t, b.weight("w", {4, 4, 1, 1})}, "c", {{"strides", Ints{0, 0}}});
+       },
+       "strides [0, 0] is not between 1 and 2147483647"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         const std::int64_t p = std::int64_t{1} << 40;
+         return b.node("Conv", {t, b.weight("w", {4, 4, 1, 1})}, "c", {{"pads", Ints{p, p, p, p}}});
+       },
+       "are out of range"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("Conv", {t, b.weight("w", {4, std::int64_t{1} << 62, 1, 1})}, "c", {{"group", std::int64_t{4}}});
+       },
+       "do not take the input"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("Reshape", {t, b.constantFloat(std::nanf(""))}, "c");
+       },
+       "its shape (input 1) holds nan, not an integer"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         const std::string shape = b.node("Shape", {t}, "");
+         const std::string n = b.node("Gather", {shape, b.constantInts({7}, true)}, "");
+         return b.node("Reshape",
+                       {t, b.node("Concat", {b.node("Unsqueeze", {n, b.constantInts({0})}, ""), b.constantInts({-1})},
+                                  "", {{"axis", std::int64_t{0}}})},
+                       "c");
+       },
+       "Gather index 7 is out of range"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         b.graph()->add_node()->set_op_type("Relu");  // no input, no output
+         return t;
+       },
+       "has no output"},
+  };
+  for (const Case& c : hostile) expectContains(importError(withMiddle(c.middle)), {"bad.onnx: node ", c.message});
 }
 
 TEST(OnnxImportErrors, InputsTheChainCannotTake) {

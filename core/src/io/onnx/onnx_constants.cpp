@@ -86,6 +86,17 @@ Result<Constant> decodeTensor(const onnx::TensorProto& tensor, std::size_t maxEl
   return c;
 }
 
+Result<std::vector<std::int64_t>> integersOf(const Constant& constant, const std::string& what) {
+  constexpr double kLimit = 9007199254740992.0;  // 2^53: every integer below it is a double
+  std::vector<std::int64_t> out;
+  for (double v : constant.values) {
+    if (!(std::fabs(v) <= kLimit) || std::trunc(v) != v)
+      return Status::invalid(what + " holds " + std::to_string(v) + ", not an integer");
+    out.push_back(static_cast<std::int64_t>(v));
+  }
+  return out;
+}
+
 const Constant* Graph::constant(const std::string& tensor) const {
   if (tensor.empty()) return nullptr;
   auto it = constants_.find(tensor);
@@ -140,13 +151,14 @@ Result<Constant> shapeNode(const Graph& graph, const onnx::NodeProto& node) {
 Result<Constant> gatherNode(const onnx::NodeProto& node, const Constant& data, const Constant& indices) {
   if (data.dims.size() != 1 || intAttribute(node, "axis", 0) != 0)
     return Status::invalid("Gather of constants is read along axis 0 of a 1-D tensor only");
+  auto positions = integersOf(indices, "its indices");
+  if (!positions) return positions.status();
   Constant out;
   out.dims = indices.dims;
   const auto size = static_cast<std::int64_t>(data.values.size());
-  for (double v : indices.values) {
-    const std::int64_t i = normalizeAxis(static_cast<std::int64_t>(v), size);
-    if (i < 0)
-      return Status::invalid("Gather index " + std::to_string(static_cast<std::int64_t>(v)) + " is out of range");
+  for (std::int64_t v : *positions) {
+    const std::int64_t i = normalizeAxis(v, size);
+    if (i < 0) return Status::invalid("Gather index " + std::to_string(v) + " is out of range");
     out.values.push_back(data.values[static_cast<std::size_t>(i)]);
   }
   return out;
@@ -158,7 +170,9 @@ Result<Constant> reshapeConstant(const Graph& graph, const onnx::NodeProto& node
   if (!axes && !nodeInput(node, 1).empty()) {
     const Constant* a = graph.constant(node.input(1));
     if (a == nullptr) return Status::invalid("its axes are not constant");
-    axes = std::vector<std::int64_t>(a->values.begin(), a->values.end());
+    auto values = integersOf(*a, "its axes");
+    if (!values) return values.status();
+    axes = std::move(values).value();
   }
   const bool squeeze = node.op_type() == "Squeeze";
   if (!squeeze && !axes) return Status::invalid("Unsqueeze without axes");
@@ -194,20 +208,20 @@ Result<Constant> concatNode(const std::vector<const Constant*>& inputs) {
 
 Result<Constant> sliceNode(const Graph& graph, const onnx::NodeProto& node, const Constant& data) {
   if (data.dims.size() != 1) return Status::invalid("Slice of constants is read for 1-D tensors only");
-  auto bound = [&](int input, const char* attribute, double fallback) -> double {
-    if (auto a = intsAttribute(node, attribute)) return a->empty() ? fallback : static_cast<double>(a->front());
+  const auto size = static_cast<std::int64_t>(data.values.size());
+  // The first value of an attribute (opset < 10) or a constant input; INT64_MAX ("to the end")
+  // and other huge bounds clamp to the size.
+  auto bound = [&](int input, const char* attribute, std::int64_t fallback) -> std::int64_t {
+    if (auto a = intsAttribute(node, attribute)) return a->empty() ? fallback : std::clamp(a->front(), -size - 1, size);
     const Constant* c = graph.constant(nodeInput(node, input));
-    return c != nullptr && !c->values.empty() ? c->values.front() : fallback;
+    if (c == nullptr || c->values.empty() || !(c->values.front() == c->values.front())) return fallback;
+    return static_cast<std::int64_t>(std::clamp(c->values.front(), -double(size) - 1, double(size)));
   };
-  const auto size = static_cast<double>(data.values.size());
-  double start = bound(1, "starts", 0), end = bound(2, "ends", size), step = bound(4, "steps", 1);
+  const std::int64_t start = bound(1, "starts", 0), end = bound(2, "ends", size), step = bound(4, "steps", 1);
   if (step != 1) return Status::invalid("Slice of constants is read with step 1 only");
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = std::clamp(start, 0.0, size);
-  end = std::clamp(end, start, size);
-  return vector1d(std::vector<double>(data.values.begin() + static_cast<std::ptrdiff_t>(start),
-                                      data.values.begin() + static_cast<std::ptrdiff_t>(end)));
+  const std::int64_t from = std::clamp<std::int64_t>(start < 0 ? start + size : start, 0, size);
+  const std::int64_t to = std::clamp<std::int64_t>(end < 0 ? end + size : end, from, size);
+  return vector1d(std::vector<double>(data.values.begin() + from, data.values.begin() + to));
 }
 
 Result<Constant> arithmeticNode(const std::string& op, const Constant& a, const Constant& b) {
@@ -226,6 +240,7 @@ Result<Constant> arithmeticNode(const std::string& op, const Constant& a, const 
 Result<Constant> evaluate(const Graph& graph, const onnx::NodeProto& node, const std::vector<const Constant*>& in) {
   const std::string& op = node.op_type();
   if (op == "Constant") return constantNode(node);
+  if (node.input_size() == 0 || node.input(0).empty()) return Status::invalid("it has no input");
   if (op == "Shape") return shapeNode(graph, node);
   // Slice, Squeeze and Unsqueeze read their optional inputs themselves.
   const bool optionalInputs = op == "Slice" || op == "Squeeze" || op == "Unsqueeze";

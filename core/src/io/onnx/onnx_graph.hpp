@@ -138,7 +138,7 @@ class Graph {
   std::string output_;
   std::map<std::string, std::size_t> activations_;
   std::vector<Activation> activationList_;
-  mutable std::map<std::string, Weight> weights_;  // constants used as weights join when first asked for
+  mutable std::map<std::string, Weight> weights_;      // constants used as weights join when first asked for
   mutable std::map<std::string, Constant> constants_;  // initializers are decoded when first asked for
   std::map<std::string, std::size_t> folded_, dropped_;
   std::vector<DataOp> ops_;
@@ -156,6 +156,10 @@ std::optional<std::vector<std::int64_t>> intsAttribute(const onnx::NodeProto& no
 
 // Input i of a node, or "" when the node has fewer (ONNX's way of omitting an optional input).
 const std::string& nodeInput(const onnx::NodeProto& node, int i);
+
+// A constant's values as integers; an error (naming `what`) when one is not a whole number of at
+// most 2^53 in magnitude, which no shape, axis or pad is.
+Result<std::vector<std::int64_t>> integersOf(const Constant& constant, const std::string& what);
 
 // The decoded values of a tensor, or an error naming it (too big, or an element type without
 // numbers).

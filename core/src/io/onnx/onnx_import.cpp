@@ -32,6 +32,7 @@ Status checkPendingPads(const Graph& g, std::size_t node) {
 Status convertNode(Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
   if (!n.domain().empty() && n.domain() != "ai.onnx") return unsupported(g, node);
+  if (n.output_size() == 0 || n.output(0).empty()) return g.fail(node, "has no output");
   bool readsData = false;
   for (const auto& input : n.input()) readsData = readsData || g.isActivation(input);
   if (!readsData || n.op_type() == "Shape") {

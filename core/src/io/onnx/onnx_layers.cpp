@@ -11,6 +11,10 @@
 namespace remat::onnx_import {
 namespace {
 
+// Kernel sizes, strides, dilations, pads and groups past this are no model's; keeping them below it
+// keeps the shape arithmetic far from overflow (the chain's own fields have the same limit).
+constexpr std::int64_t kMaxAttribute = 2147483647;
+
 std::string list(const std::vector<std::int64_t>& values) {
   std::string text = "[";
   for (std::size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
@@ -26,6 +30,9 @@ Result<std::int64_t> squareAttribute(const Graph& g, std::size_t index, const ch
   if ((*values)[0] != (*values)[1])
     return g.fail(index, std::string(name) + " " + list(*values) +
                              " differs between height and width; chain layers take one value for both");
+  if ((*values)[0] < 1 || (*values)[0] > kMaxAttribute)
+    return g.fail(index,
+                  std::string(name) + " " + list(*values) + " is not between 1 and " + std::to_string(kMaxAttribute));
   return (*values)[0];
 }
 
@@ -72,7 +79,9 @@ Status convertConv(Graph& g, std::size_t index) {
   if (w == nullptr) return g.fail(index, "its weights (input 1) are not weights of the model");
   g.noteWeight(*w);
   const std::int64_t group = intAttribute(node, "group", 1);
-  if (w->shape.size() != 4 || group <= 0 || w->shape[1] * group != x->shape[1])
+  std::int64_t channels = 0;
+  if (w->shape.size() != 4 || group <= 0 || group > x->shape[1] ||
+      __builtin_mul_overflow(w->shape[1], group, &channels) || channels != x->shape[1])
     return g.fail(index, "weights " + shapeToString(w->shape) + " in " + std::to_string(group) +
                              " groups do not take the input " + shapeToString(x->shape) + " (the shapes do not chain)");
   if (w->shape[2] != w->shape[3])
@@ -282,7 +291,10 @@ Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shap
   } else if (autoPad != "NOTSET") {
     return graph.fail(node, "auto_pad '" + autoPad + "' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
   }
-  for (auto& p : pads) p += folded;
+  for (auto& p : pads) {
+    if (p < 0 || p > kMaxAttribute) return graph.fail(node, "pads " + list(pads) + " are out of range");
+    p += folded;
+  }
   if (pads[0] != pads[1] || pads[0] != pads[2] || pads[0] != pads[3] || pads[0] < 0)
     return graph.fail(node, "pads " + list(pads) + (folded > 0 ? " (with the Pad before it)" : "") +
                                 " are not the same on every side; chain layers pad all sides alike");

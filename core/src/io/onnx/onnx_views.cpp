@@ -79,7 +79,8 @@ Status convertConcat(Graph& g, std::size_t index) {
     if (s.size() != 4 || s[0] != shape[0] || s[2] != shape[2] || s[3] != shape[3])
       return g.fail(index, "concatenates " + shapeToString(g.activations()[inputs.front()].shape) + " and " +
                                shapeToString(s) + ": only the channels may differ (the shapes do not chain)");
-    shape[1] += s[1];
+    if (__builtin_add_overflow(shape[1], s[1], &shape[1]))
+      return g.fail(index, "concatenates more channels than 64 bits count");
   }
   DataOp op = makeOp(g, index, LayerKind::Abstract, std::move(inputs));
   op.role = OpRole::Concat;
@@ -118,10 +119,12 @@ Status convertFlatten(Graph& g, std::size_t index) {
 Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, const Constant& target) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   const bool allowZero = intAttribute(node, "allowzero", 0) != 0;
+  auto dims = integersOf(target, "its shape (input 1)");
+  if (!dims) return g.fail(index, dims.status().message());
   Shape out;
   std::int64_t known = 1, inferred = -1;
-  for (std::size_t i = 0; i < target.values.size(); ++i) {
-    auto d = static_cast<std::int64_t>(target.values[i]);
+  for (std::size_t i = 0; i < dims->size(); ++i) {
+    std::int64_t d = (*dims)[i];
     if (d == 0 && !allowZero) {
       if (i >= in.size()) return g.fail(index, "copies dimension " + std::to_string(i) + ", which the input lacks");
       d = in[i];
@@ -131,8 +134,8 @@ Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, 
       inferred = static_cast<std::int64_t>(i);
     } else if (d <= 0) {
       return g.fail(index, "has dimension " + std::to_string(d) + " in its shape");
-    } else {
-      known *= d;
+    } else if (__builtin_mul_overflow(known, d, &known)) {
+      return g.fail(index, "has a shape of more than 2^63 values");
     }
     out.push_back(d);
   }
@@ -179,17 +182,25 @@ Result<std::vector<std::int64_t>> padAmounts(const Graph& g, std::size_t index, 
     const Constant* v = g.constant(nodeInput(node, 2));
     if (p == nullptr || (!nodeInput(node, 2).empty() && v == nullptr))
       return g.fail(index, "its pads and value are not constants the importer can evaluate");
-    pads.assign(p->values.begin(), p->values.end());
+    auto amounts = integersOf(*p, "its pads (input 1)");
+    if (!amounts) return g.fail(index, amounts.status().message());
+    pads = std::move(amounts).value();
     value = v != nullptr && !v->values.empty() ? v->values.front() : 0.0;
   }
   if (value != 0.0) return g.fail(index, "pads with " + std::to_string(value) + "; only zero padding is supported");
-  const Constant* axes = g.constant(nodeInput(node, 3));  // opset 18: the axes the pads are for
+  const Constant* axesInput = g.constant(nodeInput(node, 3));  // opset 18: the axes the pads are for
+  std::optional<std::vector<std::int64_t>> axes;
+  if (axesInput != nullptr) {
+    auto values = integersOf(*axesInput, "its axes (input 3)");
+    if (!values) return g.fail(index, values.status().message());
+    axes = std::move(values).value();
+  }
   std::vector<std::int64_t> full(2 * rank, 0);
-  const std::size_t listed = axes != nullptr ? axes->values.size() : rank;
+  const std::size_t listed = axes ? axes->size() : rank;
   if (pads.size() != 2 * listed)
     return g.fail(index, "has " + std::to_string(pads.size()) + " pads for " + std::to_string(listed) + " axes");
   for (std::size_t i = 0; i < listed; ++i) {
-    auto axis = axes != nullptr ? static_cast<std::int64_t>(axes->values[i]) : static_cast<std::int64_t>(i);
+    std::int64_t axis = axes ? (*axes)[i] : static_cast<std::int64_t>(i);
     if (axis < 0) axis += static_cast<std::int64_t>(rank);
     if (axis < 0 || axis >= static_cast<std::int64_t>(rank)) return g.fail(index, "pads an axis out of range");
     full[static_cast<std::size_t>(axis)] = pads[i];
@@ -225,8 +236,11 @@ Status convertReduceMean(Graph& g, std::size_t index) {
   const Shape in = g.activations()[*a].shape;
   std::vector<std::int64_t> axes = intsAttribute(node, "axes").value_or(std::vector<std::int64_t>{});
   if (g.opset() >= 18) {
-    const Constant* c = g.constant(nodeInput(node, 1));
-    if (c != nullptr) axes.assign(c->values.begin(), c->values.end());
+    if (const Constant* c = g.constant(nodeInput(node, 1))) {
+      auto values = integersOf(*c, "its axes (input 1)");
+      if (!values) return g.fail(index, values.status().message());
+      axes = std::move(values).value();
+    }
   }
   for (auto& axis : axes)
     if (axis < 0) axis += static_cast<std::int64_t>(in.size());
