@@ -3,6 +3,7 @@
 // arithmetic, evaluated on small 1-D (or scalar) tensors. Weights are never decoded beyond their
 // shapes; only small initializers that such a node reads are.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "onnx_graph.hpp"
@@ -86,12 +87,18 @@ Result<Constant> decodeTensor(const onnx::TensorProto& tensor, std::size_t maxEl
   return c;
 }
 
+std::string numberText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 Result<std::vector<std::int64_t>> integersOf(const Constant& constant, const std::string& what) {
   constexpr double kLimit = 9007199254740992.0;  // 2^53: every integer below it is a double
   std::vector<std::int64_t> out;
   for (double v : constant.values) {
     if (!(std::fabs(v) <= kLimit) || std::trunc(v) != v)
-      return Status::invalid(what + " holds " + std::to_string(v) + ", not an integer");
+      return Status::invalid(what + " holds " + numberText(v) + ", not an integer");
     out.push_back(static_cast<std::int64_t>(v));
   }
   return out;

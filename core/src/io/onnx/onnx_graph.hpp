@@ -157,6 +157,9 @@ std::optional<std::vector<std::int64_t>> intsAttribute(const onnx::NodeProto& no
 // Input i of a node, or "" when the node has fewer (ONNX's way of omitting an optional input).
 const std::string& nodeInput(const onnx::NodeProto& node, int i);
 
+// A number as messages write it: "6", "0.25", "inf".
+std::string numberText(double value);
+
 // A constant's values as integers; an error (naming `what`) when one is not a whole number of at
 // most 2^53 in magnitude, which no shape, axis or pad is.
 Result<std::vector<std::int64_t>> integersOf(const Constant& constant, const std::string& what);

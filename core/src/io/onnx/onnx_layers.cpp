@@ -229,7 +229,7 @@ Status convertActivation(Graph& g, std::size_t index) {
     if (!low || !high) return !low ? low.status() : high.status();
     const bool relu = *low == 0 && *high >= static_cast<double>(std::numeric_limits<float>::max());
     if (!(*low == 0 && *high == 6) && !relu)
-      return g.fail(index, "clips to [" + std::to_string(*low) + ", " + std::to_string(*high) +
+      return g.fail(index, "clips to [" + numberText(*low) + ", " + numberText(*high) +
                                "]; Clip is read as ReLU6 [0, 6] or ReLU [0, inf) only");
     kind = relu ? LayerKind::Relu : LayerKind::Relu6;
   }
@@ -259,7 +259,7 @@ Status convertDropout(Graph& g, std::size_t index) {
       return Status::ok();
     }
   }
-  if (!(ratio >= 0 && ratio < 1)) return g.fail(index, "ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  if (!(ratio >= 0 && ratio < 1)) return g.fail(index, "ratio " + numberText(ratio) + " is not in [0, 1)");
   DataOp op = makeOp(g, index, LayerKind::Dropout, {*a});
   op.layer.dropoutP = ratio;
   const Shape shape = g.activations()[*a].shape;

@@ -187,7 +187,7 @@ Result<std::vector<std::int64_t>> padAmounts(const Graph& g, std::size_t index, 
     pads = std::move(amounts).value();
     value = v != nullptr && !v->values.empty() ? v->values.front() : 0.0;
   }
-  if (value != 0.0) return g.fail(index, "pads with " + std::to_string(value) + "; only zero padding is supported");
+  if (value != 0.0) return g.fail(index, "pads with " + numberText(value) + "; only zero padding is supported");
   const Constant* axesInput = g.constant(nodeInput(node, 3));  // opset 18: the axes the pads are for
   std::optional<std::vector<std::int64_t>> axes;
   if (axesInput != nullptr) {
