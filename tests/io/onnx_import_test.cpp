@@ -280,6 +280,32 @@ TEST_P(EveryOpset, ResidualBlocksBecomeTheZoosKinds) {
   expectChain(*imported, expected);
 }
 
+// After a block, the activation of its module joins it (torchvision's blocks end in their ReLU);
+// a layer with parameters of the same module stays a layer, a place for a checkpoint.
+TEST(OnnxImport, OnlyTheModulesActivationJoinsTheBlockBeforeIt) {
+  OnnxBuilder b;
+  const std::string x = b.input("x", {2, 4, 4, 4});
+  std::string t = b.node("Conv", {x, b.weight("m.a.weight", {4, 4, 1, 1})}, "m.a");
+  t = b.node("Add", {x, t}, "m");
+  t = b.node("Relu", {t}, "m.relu");
+  b.output(b.node("Conv", {t, b.weight("m.proj.weight", {4, 4, 1, 1})}, "m.proj"));
+  auto imported = importOnnxModel(b.bytes(), "tail.onnx");
+  ASSERT_TRUE(imported.isOk()) << imported.status().message();
+  const json expected = {
+      {"format", "remat-chain/1"},
+      {"name", "tail"},
+      {"input", {{"shape", {2, 4, 4, 4}}}},
+      {"layers",
+       {{{"name", "m"},
+         {"kind", "block"},
+         {"ops",
+          {{{"name", "a"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 1}, {"bias", false}},
+           {{"name", "add"}, {"kind", "add"}, {"inputs", {0, 1}}},
+           {{"name", "relu"}, {"kind", "relu"}}}}},
+        {{"name", "m.proj"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 1}, {"bias", false}}}}};
+  expectChain(*imported, expected);
+}
+
 // The error of importing `bytes` (batch 0: as exported).
 std::string importError(const std::string& bytes, std::int64_t batch = 2) {
   auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{batch});

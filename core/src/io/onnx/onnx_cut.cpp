@@ -175,17 +175,19 @@ std::string pieceModule(const Graph& g, const std::vector<std::size_t>& order, s
   return commonModule(names);
 }
 
-// A block also takes the single ops right after it that belong to its module, as torchvision's
-// BasicBlock and Bottleneck end in the ReLU after their add: the chain keeps the model's modules
-// whole where the cut alone would split a module's tail off.
+// A block also takes the activations (ReLU, ReLU6) right after it that belong to its module, as
+// torchvision's BasicBlock and Bottleneck end in the ReLU after their add: the chain keeps those
+// modules whole where the cut alone would split their last op off. Only activations: a layer with
+// parameters after a block stays a place for a checkpoint.
 std::size_t extendOverModuleTail(const Graph& g, const std::vector<std::size_t>& order,
                                  const std::vector<std::size_t>& cuts, std::size_t c) {
   const std::string module = pieceModule(g, order, cuts[c], cuts[c + 1]);
   if (module.empty()) return c;
-  BlockOpKind kind;
   while (c + 2 < cuts.size() && cuts[c + 2] - cuts[c + 1] == 1) {
     const DataOp& next = g.ops()[order[cuts[c + 1]]];
-    if (!blockKindOf(next, kind) || next.name.rfind(module + ".", 0) != 0) break;
+    const bool activation =
+        next.role == OpRole::Layer && (next.layer.kind == LayerKind::Relu || next.layer.kind == LayerKind::Relu6);
+    if (!activation || next.name.rfind(module + ".", 0) != 0) break;
     ++c;
   }
   return c;
