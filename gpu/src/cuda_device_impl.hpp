@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "remat/model/block.hpp"
 #include "remat/exec/device_calls.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
-#include "remat/model/block.hpp"
 
 namespace remat::gpu {
 
@@ -64,7 +64,7 @@ struct LayerState {
 
 // Builds the state of layer l (layers[0] is the input x0) and appends it. Errors name the layer.
 Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
-                    std::vector<LayerState>& layers);
+                 std::vector<LayerState>& layers);
 
 // The real (non-abstract) kinds; the buffers were checked by CudaDevice (device_calls.hpp).
 Status forwardLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "remat/model/block.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/device_calls.hpp"
-#include "remat/model/block.hpp"
 
 namespace remat::cpu {
 

@@ -30,8 +30,8 @@
 #include <string_view>
 #include <vector>
 
-#include "remat/base/status.hpp"
 #include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
 
 namespace remat {
 
