@@ -68,6 +68,25 @@ if(REMAT_BUILD_CLI AND NOT CLI11_FOUND)
                       "or configure with -DREMAT_BUILD_CLI=OFF")
 endif()
 
+# --- ONNX + protobuf: the ONNX importer (remat::onnx, `remat import`, .onnx wherever a chain is) --
+# ONNX's own protobuf classes parse the model; Debian's libonnx-dev exports the targets onnx_proto
+# and onnx without a namespace, and onnx_proto links protobuf::libprotobuf, so protobuf comes first.
+find_package(Protobuf QUIET)
+if(Protobuf_FOUND)
+  find_package(ONNX QUIET)
+endif()
+if(Protobuf_FOUND AND ONNX_FOUND AND TARGET onnx_proto)
+  set(_remat_onnx_default ON)
+else()
+  set(_remat_onnx_default OFF)
+endif()
+set(REMAT_WITH_ONNX ${_remat_onnx_default} CACHE BOOL "Build the ONNX importer (default: on when ONNX and protobuf are found)")
+if(REMAT_WITH_ONNX AND NOT _remat_onnx_default)
+  message(FATAL_ERROR "REMAT_WITH_ONNX=ON but ONNX's protobuf classes or protobuf were not found: apt-get install "
+                      "libonnx-dev libprotobuf-dev protobuf-compiler, or configure with -DREMAT_WITH_ONNX=OFF (then "
+                      "the tools refuse .onnx files and say why)")
+endif()
+
 # --- CUDA + cuDNN + cuBLAS --------------------------------------------------------------------
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -104,10 +123,11 @@ function(_remat_part_line label built why_not)
     message(STATUS "  ${label}: no (${why_not})")
   endif()
 endfunction()
-message(STATUS "Remat Explorer ${PROJECT_VERSION}: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} CLI=${REMAT_BUILD_CLI} "
+message(STATUS "Remat Explorer ${PROJECT_VERSION}: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} ONNX=${REMAT_WITH_ONNX} CLI=${REMAT_BUILD_CLI} "
                "tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS}")
 message(STATUS "  core (model, simulator, planners, files, zoo, CPU executor): yes")
 _remat_part_line("remat command line" "${REMAT_BUILD_CLI}" "CLI11 not found or REMAT_BUILD_CLI=OFF")
 _remat_part_line("explorer (Qt 6 GUI)" "${REMAT_BUILD_GUI}" "REMAT_BUILD_GUI=OFF")
+_remat_part_line("ONNX importer" "${REMAT_WITH_ONNX}" "libonnx-dev or libprotobuf-dev not found, or REMAT_WITH_ONNX=OFF")
 _remat_part_line("GPU executor (CUDA + cuDNN)" "${REMAT_WITH_CUDA}"
                  "nvcc, the CUDA toolkit or cuDNN 9 not found under /usr/local/cuda, or REMAT_WITH_CUDA=OFF")

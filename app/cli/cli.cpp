@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "remat/io/chain_file.hpp"
+#include "remat/io/onnx/onnx_import.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::cli {
@@ -21,12 +22,32 @@ int exitCodeFor(const Status& status) {
   return kExitInternal;
 }
 
-Result<Chain> loadChainArgument(const std::string& path) {
+void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch) {
+  command->add_option("chain", path, "Chain file (remat-chain/1), ONNX model (.onnx) or zoo:NAME")->required();
+  command
+      ->add_option("--batch", batch,
+                   "Batch size of an ONNX model (sets a symbolic batch, overrides a fixed one) "
+                   "or of a zoo model (default 64)")
+      ->check(CLI::PositiveNumber);
+}
+
+Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch) {
   if (path.rfind("zoo:", 0) == 0) {
-    auto spec = zooChain(path.substr(4), ZooOptions{});
+    ZooOptions options;
+    if (batch > 0) options.batch = batch;
+    auto spec = zooChain(path.substr(4), options);
     if (!spec) return spec.status();
     return buildChain(*spec);
   }
+  if (isOnnxFile(path)) {
+    auto imported = importOnnxFile(path, OnnxImportOptions{batch});
+    if (!imported) return imported.status();
+    return buildChain(imported->spec);
+  }
+  if (batch > 0)
+    return Status::invalid(path +
+                           ": --batch applies to ONNX models and zoo:NAME; a chain file states its batch in "
+                           "input.shape");
   return loadChainFile(path);
 }
 
@@ -42,6 +63,7 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     addRunCommands(app, action);
     addProfileCommand(app, action);
     addTradeoffCommand(app, action);
+    addImportCommand(app, action);
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     try {
       app.parse(reversed);

@@ -40,8 +40,13 @@ void addTradeoffCommand(CLI::App& app, Action& action);  // cli_tradeoff.cpp: tr
 // Parses argv and runs the chosen subcommand. Never throws.
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+void addImportCommand(CLI::App& app, Action& action);  // cli_import.cpp: import
+
 // Shared helpers.
-Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"
+// The chain argument of simulate, plan, compare, run and profile: a chain file, an ONNX model or
+// zoo:NAME, and --batch (the batch of an ONNX model or a zoo model; 0: the model's own, the zoo's 64).
+void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch);
+Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch = 0);
 // Op tables (simulate, run) print this many rows unless --ops asks for all.
 constexpr std::size_t kDefaultOpRows = 200;
 int exitCodeFor(const Status& status);

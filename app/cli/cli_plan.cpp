@@ -1,5 +1,5 @@
-// `remat plan CHAIN (--planner NAME | --fit CAPACITY [--device NAME]) [--json]` and
-// `remat compare CHAIN [--planners LIST] [--json]`
+// `remat plan CHAIN (--planner NAME | --fit CAPACITY [--device NAME]) [--batch N] [--json]` and
+// `remat compare CHAIN [--planners LIST] [--batch N] [--json]`
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -14,6 +14,7 @@ namespace {
 
 struct PlanOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string planner;
   std::string fit;             // --fit CAPACITY: the budget planner for CAPACITY - static
   std::string device = "gpu";  // whose available memory --fit device means
@@ -22,6 +23,7 @@ struct PlanOptions {
 
 struct CompareOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string planners;  // empty: defaultComparePlanners
   bool json = false;
 };
@@ -87,7 +89,7 @@ Status runPlan(const PlanOptions& options, Io& io) {
     return Status::invalid("give exactly one of --planner NAME and --fit CAPACITY");
   // Check the name first so a bad name is reported without loading a big chain.
   if (!options.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
-  auto chain = loadChainArgument(options.chainPath);
+  auto chain = loadChainArgument(options.chainPath, options.batch);
   if (!chain) return chain.status();
   std::optional<FitBudget> fit;
   Result<PlanReport> result = Status::internal("no planner ran");
@@ -101,7 +103,7 @@ Status runPlan(const PlanOptions& options, Io& io) {
   }
   if (!result) return result.status();
   if (options.json) {
-    nlohmann::json j = planReportToJson(*result);
+    nlohmann::json j = planReportToJson(*result, *chain);
     if (fit) j["capacity_bytes"] = fit->capacityBytes;
     io.out << j.dump() << "\n";
   } else {
@@ -118,7 +120,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
     auto names = parsePlannerList(options.planners, 1);
     if (!names) return names.status();
   }
-  auto chain = loadChainArgument(options.chainPath);
+  auto chain = loadChainArgument(options.chainPath, options.batch);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -130,7 +132,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
   }
   if (options.json) {
     nlohmann::json plans = nlohmann::json::array();
-    for (const PlanReport& r : results) plans.push_back(planReportToJson(r));
+    for (const PlanReport& r : results) plans.push_back(planReportToJson(r, *chain));
     io.out << nlohmann::json{{"chain", chain->name}, {"plans", std::move(plans)}}.dump() << "\n";
   } else {
     printComparison(*chain, results, io.out);
@@ -163,7 +165,7 @@ Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::
 void addPlanCommands(CLI::App& app, Action& action) {
   auto plan = std::make_shared<PlanOptions>();
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
-  planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(planCmd, plan->chainPath, plan->batch);
   planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames());
   planCmd->add_option("--fit", plan->fit,
                       "The least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
@@ -175,7 +177,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
 
   auto compare = std::make_shared<CompareOptions>();
   CLI::App* compareCmd = app.add_subcommand("compare", "Run several planners on one chain and compare their plans");
-  compareCmd->add_option("chain", compare->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(compareCmd, compare->chainPath, compare->batch);
   compareCmd->add_option("--planners", compare->planners,
                          "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");
   compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");

@@ -15,6 +15,7 @@ namespace {
 
 struct ProfileArgs {
   std::string chain;
+  std::int64_t batch = 0;
   std::string device = "gpu";
   std::string output;
   int repeats = 5;
@@ -45,7 +46,7 @@ void printTable(std::ostream& out, const ProfileResult& result) {
 
 Status runProfile(const ProfileArgs& args, Io& io) {
   if (args.repeats < 1) return Status::invalid("--repeats must be at least 1, got " + std::to_string(args.repeats));
-  auto chain = loadChainArgument(args.chain);
+  auto chain = loadChainArgument(args.chain, args.batch);
   if (!chain) return chain.status();
   DeviceOptions options;
   options.deterministic = !args.nondeterministic;
@@ -76,7 +77,7 @@ void addProfileCommand(CLI::App& app, Action& action) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure each layer's workspaces and forward/backward times on a device; write them into the chain");
-  cmd->add_option("chain", args->chain, "Chain file (or zoo:NAME)")->required();
+  addChainArgument(cmd, args->chain, args->batch);
   cmd->add_option("--device", args->device, "Device to measure on: gpu or cpu")->capture_default_str();
   cmd->add_option("--output,-o", args->output, "Write the profiled chain file here (default: stdout)");
   cmd->add_option("--repeats", args->repeats, "Timed runs per pass, after one warm-up")->capture_default_str();

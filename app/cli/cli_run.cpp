@@ -18,6 +18,7 @@ namespace {
 
 struct RunArgs {
   std::string chain;
+  std::int64_t batch = 0;
   std::string planner;
   std::string checkpoints;
   bool checkpointsGiven = false;
@@ -151,7 +152,7 @@ Status runRun(const RunArgs& args, Io& io) {
     return Status::invalid("give exactly one of --planner NAME, --checkpoints LIST and --fit CAPACITY");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
   if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
-  auto chain = loadChainArgument(args.chain);
+  auto chain = loadChainArgument(args.chain, args.batch);
   if (!chain) return chain.status();
 
   // --fit device plans for what the device has: open it first; otherwise a bad plan is
@@ -204,7 +205,7 @@ void addRunCommands(CLI::App& app, Action& action) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
       "run", "Execute training steps of a plan on a device and measure the memory it really allocates, op by op");
-  cmd->add_option("chain", args->chain, "Chain file (or zoo:NAME)")->required();
+  addChainArgument(cmd, args->chain, args->batch);
   cmd->add_option("--planner", args->planner, "Planner whose plan to run (none, sqrt, greedy, uniform:K, dp, ...)");
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");

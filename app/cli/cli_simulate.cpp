@@ -1,4 +1,4 @@
-// `remat simulate CHAIN --checkpoints LIST [--timeline FILE] [--json] [--ops]`
+// `remat simulate CHAIN --checkpoints LIST [--batch N] [--timeline FILE] [--json] [--ops]`
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -14,6 +14,7 @@ namespace {
 
 struct SimulateOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string checkpoints;
   std::string timeline;
   bool json = false;
@@ -58,7 +59,7 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
 void addSimulateCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict the memory timeline of a checkpoint set");
-  cmd->add_option("chain", options->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(cmd, options->chainPath, options->batch);
   cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
       ->required();
   cmd->add_option("--timeline", options->timeline,
@@ -68,7 +69,7 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   cmd->callback([options, &action] {
     action = [options](Io& io) -> Status {
       if (!options->timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(options->timeline).status());
-      auto chain = loadChainArgument(options->chainPath);
+      auto chain = loadChainArgument(options->chainPath, options->batch);
       if (!chain) return chain.status();
       auto plan = parseCheckpointList(options->checkpoints);
       if (!plan) return plan.status().withContext("--checkpoints");

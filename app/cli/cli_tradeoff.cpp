@@ -1,4 +1,4 @@
-// `remat tradeoff CHAIN [--planners LIST] [--json]`: the exact Pareto front of the dynamic peak E
+// `remat tradeoff CHAIN [--planners LIST] [--batch N] [--json]`: the exact Pareto front of the dynamic peak E
 // against the recompute cost over all plans, and where the named planners fall against it.
 #include <algorithm>
 #include <chrono>
@@ -16,6 +16,7 @@ namespace {
 
 struct TradeoffOptions {
   std::string chainPath;
+  std::int64_t batch = 0;
   std::string planners;  // empty: compare's defaults
   bool json = false;
 };
@@ -81,7 +82,7 @@ void printPlanners(const Chain& chain, const TradeoffFront& front, const std::ve
 }
 
 Status runTradeoff(const TradeoffOptions& options, Io& io) {
-  auto chain = loadChainArgument(options.chainPath);
+  auto chain = loadChainArgument(options.chainPath, options.batch);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -113,7 +114,7 @@ void addTradeoffCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<TradeoffOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tradeoff", "The exact Pareto front of peak memory against recompute cost, and the planners placed on it");
-  cmd->add_option("chain", options->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
+  addChainArgument(cmd, options->chainPath, options->batch);
   cmd->add_option(
       "--planners", options->planners,
       "Comma-separated planners to place against the front (default: " + defaultComparePlannersText() + ")");

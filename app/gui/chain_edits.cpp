@@ -215,6 +215,9 @@ Result<ChainEdit> editLayerKind(const Chain& chain, std::size_t index, LayerKind
       layer.outChannels = channels;
       layer.expandRatio = 6;
       break;
+    case LayerKind::Block:  // the smallest block: one relu (imported models bring their own ops)
+      layer.ops = {BlockOpSpec{BlockOpKind::Relu, LayerSpec{.name = "relu", .numbers = {}}, {0}}};
+      break;
     default: break;  // relu, relu6, batchnorm, dropout, flatten, adaptive_avgpool: defaults
   }
   ChainSpec next = spec;

@@ -12,6 +12,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QSettings>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -152,8 +153,8 @@ void MainWindow::buildActions() {
 void MainWindow::buildFileActions() {
   defineAction("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
                [this]() { (void)newChain(); });
-  defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open, tr("Open a remat-chain/1 file"),
-               [this]() { openDialog(); });
+  defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open,
+               tr("Open a remat-chain/1 file or an ONNX model"), [this]() { openDialog(); });
   defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"), [this]() {
     if (document_->filePath().isEmpty()) return saveAsDialog();
     (void)saveChain(document_->filePath());

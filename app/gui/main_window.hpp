@@ -14,6 +14,7 @@ class QKeySequence;
 class QLabel;
 class QMenu;
 class QProgressBar;
+class QSpinBox;
 class QTabWidget;
 class QToolBar;
 class QToolButton;
@@ -50,8 +51,11 @@ class MainWindow : public QMainWindow {
   // The zoo bar sits on its own toolbar row when the window is too narrow for one row.
   bool toolBarsOnTwoRows() const;
   bool geometryRestored() const { return geometryRestored_; }  // the last session's size and place
+  // The batch an opened ONNX model gets (0: as exported); changing it re-imports the model.
+  QSpinBox* onnxBatch() const { return onnxBatch_; }
 
   // What the menus do, callable directly (tests, the command line). Errors are also shown.
+  // openChainFile takes chain files and ONNX models (imported at the ONNX batch field's batch).
   Status openChainFile(const QString& path);
   Status loadZoo(const QString& name, const ZooOptions& options);
   Status newChain();
@@ -95,6 +99,7 @@ class MainWindow : public QMainWindow {
   void buildMenus();
   void buildToolBars();  // main_window_toolbars.cpp
   void fitToolBarRows();
+  void buildOnnxBatchField(QToolBar* bar);
   void buildStatusBar();
   void updateTitle();
   void updateActions();
@@ -125,6 +130,8 @@ class MainWindow : public QMainWindow {
   ZooBar* zooBar_;
   QToolBar* mainToolBar_ = nullptr;
   QToolBar* zooToolBar_ = nullptr;
+  QSpinBox* onnxBatch_;
+  QString onnxPath_;  // the ONNX model the document was imported from, while it is
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;
   QProgressBar* progress_;

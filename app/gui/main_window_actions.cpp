@@ -3,6 +3,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLabel>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -19,17 +20,33 @@
 #include "planner_picker.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/io/chain_file.hpp"
+#include "remat/io/onnx/onnx_import.hpp"
 #include "run_support.hpp"
 #include "zoo_bar.hpp"
 
 namespace remat::gui {
 namespace {
 
-const QString kChainFilter = QObject::tr("Chain files (*.json);;All files (*)");
+const QString kChainFilter =
+    QObject::tr("Chains and ONNX models (*.json *.onnx);;Chain files (*.json);;ONNX models (*.onnx);;All files (*)");
+const QString kSaveChainFilter = QObject::tr("Chain files (*.json);;All files (*)");
 const QString kTimelineFilter =
     QObject::tr("Timelines (*.csv *.json);;CSV timeline (*.csv);;JSON timeline (*.json);;All files (*)");
 const QString kTimelineExportFilter =
     QObject::tr("CSV timeline (*.csv);;Chrome trace (*.trace.json);;JSON timeline (*.json)");
+
+bool isOnnxModel(const QString& path) { return !path.startsWith(QLatin1Char(':')) && isOnnxFile(path.toStdString()); }
+
+// An ONNX model at `batch` (0: as exported), through the importer the command line uses.
+Result<Chain> importOnnx(const QString& path, int batch) {
+  auto imported = importOnnxFile(path.toStdString(), OnnxImportOptions{batch});
+  if (!imported) {
+    if (batch > 0) return imported.status();
+    return Status(imported.status().code(),
+                  imported.status().message() + " (the 'ONNX batch' field in the tool bar sets the batch)");
+  }
+  return buildChain(imported->spec);
+}
 
 Result<Chain> loadChainFromPath(const QString& path) {
   if (!path.startsWith(QLatin1Char(':'))) return loadChainFile(path.toStdString());
@@ -93,13 +110,18 @@ Status MainWindow::report(const Status& status, const QString& success) {
 }
 
 Status MainWindow::openChainFile(const QString& path) {
-  Result<Chain> chain = loadChainFromPath(path);
+  const bool onnx = isOnnxModel(path);
+  Result<Chain> chain = onnx ? importOnnx(path, onnxBatch_->value()) : loadChainFromPath(path);
   if (!chain) return report(chain.status());
   const QString name = QString::fromStdString(chain->name);
-  document_->resetChain(std::move(chain).value(), path.startsWith(QLatin1Char(':')) ? QString() : path);
+  // An imported model has no chain file yet: Save asks where to write one.
+  document_->resetChain(std::move(chain).value(), onnx || path.startsWith(QLatin1Char(':')) ? QString() : path);
+  onnxPath_ = onnx ? path : QString();
   lastPlanned_.reset();
   addRecentFile(path);
-  showInfo(tr("Opened %1 (%2 layers)").arg(name).arg(document_->chain().size()));
+  const Chain& opened = document_->chain();
+  showInfo(onnx ? tr("Imported %1: %2 layers, batch %3").arg(name).arg(opened.size()).arg(opened.inputShape.at(0))
+                : tr("Opened %1 (%2 layers)").arg(name).arg(opened.size()));
   planOpenedChain();
   return Status::ok();
 }
@@ -110,6 +132,7 @@ Status MainWindow::loadZoo(const QString& name, const ZooOptions& options) {
   Result<Chain> chain = buildChain(*spec);
   if (!chain) return report(chain.status());
   document_->resetChain(std::move(chain).value(), QString());
+  onnxPath_.clear();
   lastPlanned_.reset();
   zooBar_->setModelName(name);
   zooBar_->setOptions(options);
@@ -126,6 +149,7 @@ Status MainWindow::newChain() {
   Result<Chain> chain = buildChain(starterSpec());
   if (!chain) return report(chain.status());
   document_->resetChain(std::move(chain).value(), QString());
+  onnxPath_.clear();
   lastPlanned_.reset();
   showInfo(tr("A new chain: edit it in the layer table (double-click a cell)"));
   planOpenedChain();
@@ -171,6 +195,10 @@ Status MainWindow::openMeasuredTimeline(const QString& path) {
 
 void MainWindow::openFileFromDrop(const QString& path) {
   const QString lower = path.toLower();
+  if (isOnnxModel(path)) {
+    (void)openChainFile(path);
+    return;
+  }
   if (lower.endsWith(QLatin1String(".csv"))) {
     (void)openMeasuredTimeline(path);
     return;
@@ -296,7 +324,7 @@ Status MainWindow::exportChartSvg(const QString& path) {
 }
 
 void MainWindow::openDialog() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open chain"), QString(), kChainFilter);
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open chain or ONNX model"), QString(), kChainFilter);
   if (!path.isEmpty()) (void)openChainFile(path);
 }
 
@@ -305,7 +333,7 @@ void MainWindow::saveAsDialog() {
   const QString suggested = document_->filePath().isEmpty()
                                 ? QString::fromStdString(document_->chain().name) + QStringLiteral(".json")
                                 : document_->filePath();
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save chain"), suggested, kChainFilter);
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save chain"), suggested, kSaveChainFilter);
   if (!path.isEmpty()) (void)saveChain(path);
 }
 

@@ -5,7 +5,9 @@
 // later (a budget field) takes part in the same fitting.
 #include <QAction>
 #include <QEvent>
+#include <QLabel>
 #include <QResizeEvent>
+#include <QSpinBox>
 #include <QTimer>
 #include <QToolBar>
 #include <QUndoStack>
@@ -73,6 +75,7 @@ void MainWindow::buildToolBars() {
   zooToolBar_->setObjectName(QStringLiteral("zooToolBar"));
   zooBar_ = new ZooBar(zooToolBar_);
   zooToolBar_->addWidget(zooBar_);
+  buildOnnxBatchField(zooToolBar_);
   // A toolbar whose contents change (an action shown, a wider widget) asks for a new layout.
   for (QToolBar* bar : {mainToolBar_, zooToolBar_}) bar->installEventFilter(this);
   fitToolBarRows();
@@ -101,6 +104,27 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
   if ((watched == mainToolBar_ || watched == zooToolBar_) && event->type() == QEvent::LayoutRequest)
     QTimer::singleShot(0, this, &MainWindow::fitToolBarRows);  // after the toolbar's own layout
   return QMainWindow::eventFilter(watched, event);
+}
+
+void MainWindow::buildOnnxBatchField(QToolBar* bar) {
+  bar->addSeparator();
+  bar->addWidget(new QLabel(tr("ONNX batch:"), bar));
+  onnxBatch_ = new QSpinBox(bar);
+  onnxBatch_->setObjectName(QStringLiteral("onnxBatch"));
+  onnxBatch_->setRange(0, 65536);
+  onnxBatch_->setSpecialValueText(tr("as exported"));
+  onnxBatch_->setToolTip(
+      tr("Batch size of an opened ONNX model: sets a symbolic batch dimension and overrides a "
+         "fixed one ('as exported' keeps the model's own)"));
+  bar->addWidget(onnxBatch_);
+  connect(onnxBatch_, &QSpinBox::valueChanged, this, [this]() {
+    if (onnxPath_.isEmpty()) return;
+    if (!document_->undoStack()->isClean()) {
+      showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(onnxPath_));
+      return;
+    }
+    (void)openChainFile(onnxPath_);
+  });
 }
 
 }  // namespace remat::gui

@@ -27,6 +27,9 @@ struct BlockOpState {
   std::optional<BatchNormOp> bn;
   Index count = 0;         // elements of the output (Relu, Relu6, Add)
   Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
+  Index biasOffset = 0;    // Conv2d with a bias: after its weights
+  Index batch = 0;         // Concat: N, and C * H * W of the output
+  Index outPerSample = 0;
 };
 
 struct BlockState {

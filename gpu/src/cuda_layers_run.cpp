@@ -33,6 +33,34 @@ Status linearBackward(const LayerState& s, const LayerContext& c, const Backward
   return Status::ok();
 }
 
+// NCHW concatenation: input j is the slice [offset_j, offset_j + C_j * H * W) of every sample of the
+// output; the backward copies (or adds) the slices back into d(input j).
+Status concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                     const BlockForwardTensors& tensors, float* out) {
+  Index offset = 0;
+  for (std::size_t in : op.inputs) {
+    const Index width = static_cast<Index>(elementCount(graph.tensors[in].shape)) / o.batch;
+    REMAT_RETURN_IF_ERROR(kernels::copyOrAddRows(c.stream, o.batch, width, tensors.tensor(in), width, out + offset,
+                                                 o.outPerSample, false));
+    offset += width;
+  }
+  return Status::ok();
+}
+
+Status concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                      const BlockBackwardTensors& tensors, const float* dOut) {
+  Index offset = 0;
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const Index width = static_cast<Index>(elementCount(graph.tensors[op.inputs[j]].shape)) / o.batch;
+    float* d = tensors.grad(op.inputs[j]);
+    if (d != nullptr)
+      REMAT_RETURN_IF_ERROR(kernels::copyOrAddRows(c.stream, o.batch, width, dOut + offset, o.outPerSample, d, width,
+                                                   op.gradAccumulate[j]));
+    offset += width;
+  }
+  return Status::ok();
+}
+
 // A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
 // saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena.
 Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
@@ -48,7 +76,10 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
     float* out = tensors.tensor(op.output);
     const float* w = p.params + o.weightOffset;
     switch (op.kind) {
-      case BlockOpKind::Conv2d: REMAT_RETURN_IF_ERROR(o.conv->forward(c.cudnn, in, w, nullptr, out, scratch)); break;
+      case BlockOpKind::Conv2d:
+        REMAT_RETURN_IF_ERROR(
+            o.conv->forward(c.cudnn, in, w, o.conv->hasBias() ? p.params + o.biasOffset : nullptr, out, scratch));
+        break;
       case BlockOpKind::BatchNorm:
         REMAT_RETURN_IF_ERROR(o.bn->forward(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op)));
         break;
@@ -57,6 +88,7 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
       case BlockOpKind::Add:
         REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensors.tensor(op.inputs[1]), out));
         break;
+      case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatForward(graph, op, o, c, tensors, out)); break;
     }
   }
   return Status::ok();
@@ -83,11 +115,16 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
     switch (op.kind) {
       case BlockOpKind::Conv2d:
         if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, accumulate));
-        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, tensors.value(op.inputs[0]), dOut, dw, nullptr, scratch));
+        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, tensors.value(op.inputs[0]), dOut, dw,
+                                                     o.conv->hasBias() ? p.paramGrads + o.biasOffset : nullptr,
+                                                     scratch));
         break;
       case BlockOpKind::BatchNorm:
-        // An inner batch norm always reads an inner tensor, so dIn is an arena slot, never null.
-        if (dIn == nullptr) return Status::internal(where + ": inner batch norm without an input gradient");
+        // cuDNN always writes dx; only a block at layer 1 whose batch norm reads x0 has nowhere for it.
+        if (dIn == nullptr)
+          return Status::invalid(where + ": inner batch norm '" + op.layer.name +
+                                 "' reads the chain's input x0, and cuDNN's backward must write its gradient; "
+                                 "put a layer before the block");
         REMAT_RETURN_IF_ERROR(o.bn->backward(c.cudnn, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
                                              dw + o.bn->channels(), accumulate));
         break;
@@ -107,6 +144,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
           if (d != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, o.count, dOut, d, op.gradAccumulate[j]));
         }
         break;
+      case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatBackward(graph, op, o, c, tensors, dOut)); break;
     }
   }
   return Status::ok();
@@ -134,7 +172,8 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
                                      p.x, p.y, keep ? reinterpret_cast<std::uint8_t*>(p.extra) : nullptr);
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return forwardBlock(s, mode, c, p);
+    case LayerKind::InvertedResidual:
+    case LayerKind::Block: return forwardBlock(s, mode, c, p);
     default: break;
   }
   return Status::internal("gpu: " + s.label + ": no forward kernel");
@@ -173,7 +212,8 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
       return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return backwardBlock(s, c, p);
+    case LayerKind::InvertedResidual:
+    case LayerKind::Block: return backwardBlock(s, c, p);
     default: break;
   }
   return Status::internal("gpu: " + s.label + ": no backward kernel");

@@ -71,7 +71,8 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
       auto g = convGeometry(op.layer, in);
       if (!g) return check.fail("inner conv '" + op.layer.name + "': " + g.status().message());
       REMAT_RETURN_IF_ERROR(check.innerConv(op, convWeightCount(*g)));
-      auto conv = ConvOp::create(context.cudnn, *g, false, policy, op.layer.name);
+      s.biasOffset = offset + static_cast<Index>(convWeightCount(*g));
+      auto conv = ConvOp::create(context.cudnn, *g, op.layer.bias, policy, op.layer.name);
       if (!conv) return conv.status().withContext("gpu: " + state.label);
       block.fwdScratchBytes = std::max(block.fwdScratchBytes, conv->forwardWorkspaceBytes());
       block.bwdScratchBytes = std::max(block.bwdScratchBytes, conv->backwardWorkspaceBytes());
@@ -86,6 +87,9 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
       if (!bn) return bn.status().withContext("gpu: " + state.label);
       s.bn = std::move(*bn);
     } else {
+      const Shape& out = graph->tensors[op.output].shape;
+      s.batch = out[0];
+      s.outPerSample = s.count / out[0];
       REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     }
     offset += static_cast<Index>(op.paramCount);

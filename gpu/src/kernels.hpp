@@ -1,6 +1,7 @@
 #pragma once
 // Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
-// elementwise activations with the CPU reference's exact rules, the residual add, dropout with the
+// elementwise activations with the CPU reference's exact rules, the residual add, the channel
+// concatenation's strided copies, dropout with the
 // counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
 // pooling, the softmax cross-entropy seed and the synthetic kernels of abstract layers. Every
 // launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
@@ -25,6 +26,11 @@ Status relu6Backward(cudaStream_t stream, Index count, const float* y, const flo
 Status add(cudaStream_t stream, Index count, const float* a, const float* b, float* out);
 // out (=|+=) a.
 Status copyOrAdd(cudaStream_t stream, Index count, const float* a, float* out, bool accumulate);
+// `rows` runs of `width` floats: to[r * toStride + i] (=|+=) from[r * fromStride + i]. A channel
+// concatenation of NCHW tensors copies each input ([N][C_in * H * W]) into its slice of each
+// sample of the output ([N][C_out * H * W]); its backward copies (or adds) the slices back.
+Status copyOrAddRows(cudaStream_t stream, Index rows, Index width, const float* from, Index fromStride, float* to,
+                     Index toStride, bool accumulate);
 
 // Element i (NCHW order) is kept when uniform01(at(key, i)) >= p, as on the CPU; kept elements are
 // scaled by 1 / (1 - p). mask (null in discard mode) gets 1 for kept, 0 for dropped.

@@ -1,4 +1,5 @@
-// Elementwise kernels: activations, residual add, dropout and the bias of linear layers. Grid-stride
+// Elementwise kernels: activations, residual add, strided row copies (concatenation), dropout and
+// the bias of linear layers. Grid-stride
 // loops over 64-bit indices; every element is computed the same way whatever the launch shape, so
 // results are bitwise reproducible.
 #include "kernels.hpp"
@@ -48,6 +49,15 @@ __global__ void addKernel(Index count, const float* a, const float* b, float* ou
 
 __global__ void addIntoKernel(Index count, const float* a, float* out) {
   for (Index i = firstIndex(); i < count; i += gridStride()) out[i] += a[i];
+}
+
+__global__ void addRowsIntoKernel(Index rows, Index width, const float* from, Index fromStride, float* to,
+                                  Index toStride) {
+  const Index count = rows * width;
+  for (Index i = firstIndex(); i < count; i += gridStride()) {
+    const Index r = i / width, c = i % width;
+    to[r * toStride + c] += from[r * fromStride + c];
+  }
 }
 
 __global__ void dropoutForwardKernel(Index count, float threshold, float scale, bool dropAll, std::uint64_t key,
@@ -123,6 +133,21 @@ Status copyOrAdd(cudaStream_t stream, Index count, const float* a, float* out, b
   }
   addIntoKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, a, out);
   REMAT_CUDA_CHECK_LAUNCH("addIntoKernel");
+  return Status::ok();
+}
+
+Status copyOrAddRows(cudaStream_t stream, Index rows, Index width, const float* from, Index fromStride, float* to,
+                     Index toStride, bool accumulate) {
+  if (rows * width == 0) return Status::ok();
+  if (!accumulate) {
+    constexpr std::size_t kFloat = sizeof(float);
+    REMAT_CUDA_CHECK(cudaMemcpy2DAsync(
+        to, static_cast<std::size_t>(toStride) * kFloat, from, static_cast<std::size_t>(fromStride) * kFloat,
+        static_cast<std::size_t>(width) * kFloat, static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream));
+    return Status::ok();
+  }
+  addRowsIntoKernel<<<blocksFor(rows * width), kThreads, 0, stream>>>(rows, width, from, fromStride, to, toStride);
+  REMAT_CUDA_CHECK_LAUNCH("addRowsIntoKernel");
   return Status::ok();
 }
 

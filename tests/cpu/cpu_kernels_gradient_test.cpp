@@ -145,6 +145,51 @@ TEST(CpuGradient, ResidualBlocks) {
   }
 }
 
+// Blocks with listed inner ops (imported models): concatenations (SqueezeNet's Fire, DenseNet's
+// dense layers, an input concatenated with itself), convs with a bias, an add that reads its
+// inputs the other way round. (No activation right after a batch norm: its outputs crowd the kink
+// at 0, where a finite difference is not the gradient.)
+TEST(CpuGradient, ListedBlocks) {
+  const json conv = {{"kind", "conv2d"}, {"out_channels", 3}, {"kernel", 3}, {"padding", 1}};
+  auto with = [](json op, std::string name, json inputs) {
+    op["name"] = std::move(name);
+    op["inputs"] = std::move(inputs);
+    return op;
+  };
+  const json blocks[] = {
+      {{"name", "fire"},
+       {"kind", "block"},
+       {"ops",
+        {with(conv, "e1", {0}),
+         {{"name", "r1"}, {"kind", "relu"}},
+         with(conv, "e3", {0}),
+         {{"name", "r3"}, {"kind", "relu"}},
+         {{"name", "cat"}, {"kind", "concat"}, {"inputs", {2, 4}}}}}},
+      {{"name", "dense"},
+       {"kind", "block"},
+       {"ops",
+        {{{"name", "n1"}, {"kind", "batchnorm"}},
+         with(conv, "c1", {1}),
+         {{"name", "cat"}, {"kind", "concat"}, {"inputs", {0, 2, 0}}},
+         {{"name", "n2"}, {"kind", "batchnorm"}},
+         {{"name", "cat2"}, {"kind", "concat"}, {"inputs", {4, 2}}}}}},
+      {{"name", "res"},
+       {"kind", "block"},
+       {"ops",
+        {with(conv, "c1", {0}),
+         {{"name", "r"}, {"kind", "relu"}},
+         with(conv, "c2", {2}),
+         {{"name", "add"}, {"kind", "add"}, {"inputs", {0, 3}}},
+         {{"name", "r2"}, {"kind", "relu"}}}}},
+  };
+  for (const json& block : blocks) {
+    SCOPED_TRACE(block.dump());
+    LayerHarness h({2, 3, 4, 4}, block);
+    ASSERT_EQ(h.error(), "");
+    checkGradients(h, randomFloats(h.inputCount(), 15), randomFloats(h.paramCount(), 16, 0.7f), 1e-3f);
+  }
+}
+
 // The SEED op: softmax cross-entropy's gradient against a double-precision host computation, for
 // 2-D logits and for 4-D (channels-last inside the device) logits with canonical class labels.
 TEST(CpuGradient, SoftmaxCrossEntropySeed) {

@@ -62,6 +62,36 @@ constexpr const char* kBlockChain = R"({"format": "remat-chain/1", "name": "gpu-
   {"name": "flatten", "kind": "flatten"},
   {"name": "fc", "kind": "linear", "out_features": 10}]})";
 
+// Blocks with listed inner ops, as the ONNX importer writes them: SqueezeNet's Fire (convs with a
+// bias, concat), DenseNet's dense layers (batch norm on a concat, the input concatenated twice)
+// and an eval-mode ResNet block (convs with a bias, an add reading the skip first).
+constexpr const char* kListedBlockChain = R"({"format": "remat-chain/1", "name": "gpu-listed-blocks",
+ "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
+ "layers": [
+  {"name": "conv1", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "relu", "kind": "relu"},
+  {"name": "fire", "kind": "block", "ops": [
+    {"name": "e1", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+    {"name": "r1", "kind": "relu"},
+    {"name": "e3", "kind": "conv2d", "inputs": [0], "out_channels": 8, "kernel": 3, "padding": 1},
+    {"name": "r3", "kind": "relu"},
+    {"name": "cat", "kind": "concat", "inputs": [2, 4]}]},
+  {"name": "dense", "kind": "block", "ops": [
+    {"name": "n1", "kind": "batchnorm"},
+    {"name": "c1", "kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1, "bias": false},
+    {"name": "cat", "kind": "concat", "inputs": [0, 2, 0]},
+    {"name": "n2", "kind": "batchnorm"},
+    {"name": "cat2", "kind": "concat", "inputs": [4, 2]}]},
+  {"name": "res", "kind": "block", "ops": [
+    {"name": "c1", "kind": "conv2d", "out_channels": 40, "kernel": 3, "padding": 1},
+    {"name": "r", "kind": "relu"},
+    {"name": "c2", "kind": "conv2d", "out_channels": 40, "kernel": 3, "padding": 1},
+    {"name": "add", "kind": "add", "inputs": [0, 3]},
+    {"name": "r2", "kind": "relu"}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
@@ -118,7 +148,7 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 }
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
-  for (const char* text : {kPrimitiveChain, kBlockChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -142,7 +172,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 }
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
-  for (const char* text : {kPrimitiveChain, kBlockChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};
@@ -270,7 +300,7 @@ TEST_F(CudaDeviceTest, ProfileWritesWorkspacesThatTheRunThenUsesExactly) {
 
 // Without measured workspaces the device either finds zero-workspace algorithms or says what to do.
 TEST_F(CudaDeviceTest, UnprofiledChainsRunOrAskForAProfile) {
-  for (const char* text : {kPrimitiveChain, kBlockChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain}) {
     const Chain chain = parse(text);
     auto device = open();
     ASSERT_NE(device, nullptr);

@@ -9,6 +9,7 @@
 #include <QImage>
 #include <QMimeData>
 #include <QSet>
+#include <QSpinBox>
 #include <QUrl>
 
 #include "app_options.hpp"
@@ -19,6 +20,7 @@
 #include "message_bar.hpp"
 #include "plan_view.hpp"
 #include "planner_picker.hpp"
+#include "remat/io/onnx/onnx_import.hpp"
 
 namespace remat::gui {
 namespace {
@@ -27,6 +29,19 @@ void writeText(const QString& path, const QByteArray& text) {
   QFile file(path);
   ASSERT_TRUE(file.open(QIODevice::WriteOnly));
   file.write(text);
+}
+
+// Drags a file onto the window and drops it; false when the window refuses the drag.
+bool dropOnto(MainWindow& window, const QString& path) {
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(path)});
+  // Qt delivers a drop only to the widget that accepted the drag's enter event.
+  QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(&window, &enter);
+  if (!enter.isAccepted()) return false;
+  QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(&window, &drop);
+  return true;
 }
 
 class MainWindowTest : public test::MainWindowFixture {};
@@ -56,14 +71,7 @@ TEST_F(MainWindowTest, ABadChainFileShowsTheLoadersMessageAndKeepsTheChain) {
 TEST_F(MainWindowTest, DroppingAChainFileOpensIt) {
   const QString path = dir_.filePath(QStringLiteral("dropped.json"));
   ASSERT_TRUE(QFile::copy(QStringLiteral(":/examples/small_cnn.json"), path));
-  QMimeData mime;
-  mime.setUrls({QUrl::fromLocalFile(path)});
-  // Qt delivers a drop only to the widget that accepted the drag's enter event.
-  QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(&window_, &enter);
-  ASSERT_TRUE(enter.isAccepted());
-  QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-  QCoreApplication::sendEvent(&window_, &drop);
+  ASSERT_TRUE(dropOnto(window_, path));
   ASSERT_TRUE(window_.document()->hasChain()) << window_.messageBar()->text().toStdString();
   EXPECT_EQ(window_.document()->chain().name, "small_cnn");
   EXPECT_EQ(window_.document()->filePath(), path);
@@ -151,6 +159,45 @@ TEST(AppOptions, AnUnknownPlannerIsAnError) {
   const Status status = applyAppOptions(window, *options);
   EXPECT_FALSE(status.isOk());
   EXPECT_TRUE(QString::fromStdString(status.message()).contains(QStringLiteral("magic")));
+}
+
+}  // namespace
+}  // namespace remat::gui
+
+namespace remat::gui {
+namespace {
+
+const QString kOnnxModel = QStringLiteral(REMAT_TEST_DATA_DIR "/onnx/resnet18_train_op17_dynamic.onnx");
+
+// File > Open, drops and recent files take ONNX models; the ONNX batch field sets the batch and
+// re-imports the open model when it changes.
+TEST_F(MainWindowTest, OnnxModelsOpenAtTheBatchField) {
+  if (!onnxImportAvailable()) GTEST_SKIP() << "built without ONNX (REMAT_WITH_ONNX=OFF)";
+  window_.onnxBatch()->setValue(0);
+  ASSERT_FALSE(window_.openChainFile(kOnnxModel).isOk());  // a symbolic batch, "as exported"
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("the batch dimension is symbolic ('batch')")));
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("'ONNX batch' field")));
+  window_.onnxBatch()->setValue(4);
+  ASSERT_TRUE(window_.openChainFile(kOnnxModel).isOk()) << window_.messageBar()->text().toStdString();
+  EXPECT_EQ(window_.document()->chain().size(), 14u);
+  EXPECT_EQ(window_.document()->chain().inputShape, (Shape{4, 3, 64, 64}));
+  EXPECT_EQ(window_.document()->chain().layers[4].name, "layer1.0");
+  EXPECT_TRUE(window_.document()->filePath().isEmpty());  // Save writes a chain file, never the model
+  EXPECT_TRUE(window_.recentFiles().contains(kOnnxModel));
+  window_.onnxBatch()->setValue(6);
+  EXPECT_EQ(window_.document()->chain().inputShape.at(0), 6);
+  ASSERT_TRUE(window_.newChain().isOk());
+  window_.onnxBatch()->setValue(2);  // no ONNX model open: nothing to re-import
+  EXPECT_EQ(window_.document()->chain().name, "new_chain");
+}
+
+TEST_F(MainWindowTest, DroppingAnOnnxModelImportsIt) {
+  if (!onnxImportAvailable()) GTEST_SKIP() << "built without ONNX (REMAT_WITH_ONNX=OFF)";
+  window_.onnxBatch()->setValue(3);
+  ASSERT_TRUE(dropOnto(window_, kOnnxModel));
+  ASSERT_TRUE(window_.document()->hasChain()) << window_.messageBar()->text().toStdString();
+  EXPECT_EQ(window_.document()->chain().name, "resnet18_train_op17_dynamic");
+  EXPECT_EQ(window_.document()->chain().inputShape.at(0), 3);
 }
 
 }  // namespace

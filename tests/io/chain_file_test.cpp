@@ -96,6 +96,63 @@ TEST(ChainFile, RealKindsRoundTrip) {
   EXPECT_EQ(chainSpecToJson(*again), chainSpecToJson(*spec));
 }
 
+json blockChain() {
+  return json::parse(R"({"format": "remat-chain/1", "name": "fire",
+    "input": {"shape": [2, 4, 6, 6]},
+    "layers": [{"name": "features.3", "kind": "block", "ops": [
+                 {"name": "expand1x1", "kind": "conv2d", "out_channels": 4, "kernel": 1},
+                 {"name": "expand1x1_activation", "kind": "relu"},
+                 {"name": "expand3x3", "kind": "conv2d", "inputs": [0], "out_channels": 4, "kernel": 3, "padding": 1},
+                 {"name": "expand3x3_activation", "kind": "relu"},
+                 {"name": "concat", "kind": "concat", "inputs": [2, 4]}]}]})");
+}
+
+// A block's inner ops: inputs default to the tensor just before, and are written only otherwise.
+TEST(ChainFile, BlockRoundTrip) {
+  auto spec = chainSpecFromJson(blockChain(), "fire.json");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  const LayerSpec& block = spec->layers[0];
+  ASSERT_EQ(block.ops.size(), 5u);
+  EXPECT_EQ(block.ops[1].inputs, (std::vector<std::size_t>{1}));
+  EXPECT_EQ(block.ops[2].inputs, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(block.ops[4].kind, BlockOpKind::Concat);
+  EXPECT_TRUE(block.ops[0].layer.bias);
+  const json written = chainSpecToJson(*spec);
+  EXPECT_FALSE(written["layers"][0]["ops"][1].contains("inputs"));
+  EXPECT_EQ(written["layers"][0]["ops"][4]["inputs"], json({2, 4}));
+  auto again = parseChainSpec(chainSpecToText(*spec), "again.json");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(chainSpecToJson(*again), written);
+  auto chain = buildChain(*again);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  EXPECT_EQ(chain->layers[0].outputShape, (Shape{2, 8, 6, 6}));
+}
+
+TEST(ChainFileErrors, BlockOps) {
+  json j = blockChain();
+  j["layers"][0].erase("ops");
+  expectRejected(j, {"layer 0 ('features.3')", "ops", "missing"});
+  j["layers"][0]["ops"] = json::array();
+  expectRejected(j, {"ops", "empty"});
+  j = blockChain();
+  j["layers"][0]["ops"][4]["inputs"] = {2, 5};
+  expectRejected(j, {"layer 0 ('features.3'), inner op 4 ('concat')", "inputs", "lists 5", "up to 4"});
+  j["layers"][0]["ops"][4]["inputs"] = {2, -1};
+  expectRejected(j, {"inner op 4", "lists -1"});
+  j["layers"][0]["ops"][4]["inputs"] = json::array();
+  expectRejected(j, {"inner op 4", "non-empty array"});
+  j = blockChain();
+  j["layers"][0]["ops"][1]["kind"] = "sigmoid";
+  expectRejected(j, {"inner op 1", "unknown inner op kind 'sigmoid'", "conv2d, batchnorm, relu, relu6, add, concat"});
+  j = blockChain();
+  j["layers"][0]["ops"][1]["kernel"] = 3;
+  expectRejected(j, {"inner op 1 ('expand1x1_activation')", "kernel", "not a field of relu inner ops"});
+  j = blockChain();
+  j["layers"][0]["ops"][4]["inputs"] = {3, 4};
+  expectRejected(j,
+                 {"features.3", "the output of inner op 1 ('features.3.expand1x1_activation') is read by no later op"});
+}
+
 TEST(ChainFileErrors, NotJson) { expectRejected(json("x"), {"bad.json"}); }
 
 TEST(ChainFileErrors, BrokenJsonText) {

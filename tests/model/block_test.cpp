@@ -362,3 +362,125 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+BlockOpSpec innerOp(BlockOpKind kind, std::string name, std::vector<std::size_t> inputs) {
+  BlockOpSpec op;
+  op.kind = kind;
+  op.layer.name = std::move(name);
+  op.inputs = std::move(inputs);
+  return op;
+}
+
+BlockOpSpec innerConv(std::string name, std::vector<std::size_t> inputs, std::int64_t out, std::int64_t kernel,
+                      std::int64_t stride, std::int64_t padding, bool bias) {
+  BlockOpSpec op = innerOp(BlockOpKind::Conv2d, std::move(name), std::move(inputs));
+  op.layer.outChannels = out;
+  op.layer.kernel = kernel;
+  op.layer.stride = stride;
+  op.layer.padding = padding;
+  op.layer.bias = bias;
+  return op;
+}
+
+LayerSpec listedBlock(std::vector<BlockOpSpec> ops) {
+  LayerSpec spec = testing::layerSpec("b", LayerKind::Block);
+  spec.ops = std::move(ops);
+  return spec;
+}
+
+// SqueezeNet's Fire expand: two convs with bias on the same input, each with its relu, concatenated.
+LayerSpec fireExpand() {
+  return listedBlock({innerConv("e1", {0}, 4, 1, 1, 0, true), innerOp(BlockOpKind::Relu, "r1", {1}),
+                      innerConv("e3", {0}, 4, 3, 1, 1, true), innerOp(BlockOpKind::Relu, "r3", {3}),
+                      innerOp(BlockOpKind::Concat, "cat", {2, 4})});
+}
+
+TEST(ListedBlock, FireExpandHandComputed) {
+  const BlockGraph g = mustBuild(fireExpand(), {2, 4, 4, 4});
+  checkLayout(g, "fire");
+  EXPECT_EQ(opNames(g), (std::vector<std::string>{"b.e1", "b.r1", "b.e3", "b.r3", "b.cat"}));
+  EXPECT_EQ(g.tensors.back().shape, (Shape{2, 8, 4, 4}));
+  EXPECT_EQ(g.outBytes, 1024u);
+  EXPECT_TRUE(g.needsInput);       // both convs read x(l-1)
+  EXPECT_FALSE(g.needsOutput);     // the concat's backward reads nothing
+  EXPECT_EQ(g.extraBytes, 1024u);  // the two relu outputs (512 B each)
+  // t1 [0,1], t2 [1,4], t3 [2,3], t4 [3,4], 512 B each: t1 at 0, t2 at 512, t3 back at 0, t4 at 1024.
+  EXPECT_EQ(g.fwdWorkspaceBytes, 1536u);
+  EXPECT_EQ(g.bwdWorkspaceBytes, 1536u);
+  EXPECT_EQ(g.fwdLiveLowerBoundBytes, 1536u);
+  EXPECT_EQ(g.paramCount, (16u + 4) + (144u + 4));
+  // 2 * MACs + bias adds per conv, one op per element for the relus and the concat's copy.
+  EXPECT_DOUBLE_EQ(g.fwdCost, (1024.0 + 128 + 128 + 9216 + 128 + 128 + 256) / 1e9);
+  // d(x) is written by the second conv's backward (it runs first), added into by the first's.
+  EXPECT_EQ(g.ops[2].gradAccumulate, (std::vector<bool>{false}));
+  EXPECT_EQ(g.ops[0].gradAccumulate, (std::vector<bool>{true}));
+  EXPECT_EQ(g.ops[4].gradAccumulate, (std::vector<bool>{false, false}));
+}
+
+// A block whose ops are a BasicBlock's has the basic_block's numbers, whichever way its add reads.
+TEST(ListedBlock, TheOpsOfABasicBlockHaveItsNumbers) {
+  const Shape input = {2, 4, 6, 6};
+  const BlockGraph basic = mustBuild(blockSpec(LayerKind::BasicBlock, 8, 2), input);
+  for (bool swapAdd : {false, true}) {
+    std::vector<BlockOpSpec> ops;
+    for (const BlockOp& op : basic.ops) {
+      BlockOpSpec spec = innerOp(op.kind, op.layer.name.substr(2), op.inputs);
+      if (op.kind == BlockOpKind::Conv2d)
+        spec = innerConv(spec.layer.name, op.inputs, op.layer.outChannels, op.layer.kernel, op.layer.stride,
+                         op.layer.padding, false);
+      if (op.kind == BlockOpKind::Add && swapAdd) std::swap(spec.inputs[0], spec.inputs[1]);
+      ops.push_back(spec);
+    }
+    const BlockGraph listed = mustBuild(listedBlock(ops), input);
+    checkLayout(listed, "listed basic block");
+    EXPECT_EQ(opNames(listed), opNames(basic));
+    EXPECT_EQ(listed.outBytes, basic.outBytes);
+    EXPECT_EQ(listed.extraBytes, basic.extraBytes);
+    EXPECT_EQ(listed.fwdWorkspaceBytes, basic.fwdWorkspaceBytes);
+    EXPECT_EQ(listed.bwdWorkspaceBytes, basic.bwdWorkspaceBytes);
+    EXPECT_EQ(listed.needsInput, basic.needsInput);
+    EXPECT_EQ(listed.needsOutput, basic.needsOutput);
+    EXPECT_EQ(listed.paramCount, basic.paramCount);
+  }
+}
+
+// DenseNet's dense layers: each reads the concatenation of the block input and every earlier
+// layer's output; the block ends in the concatenation of them all.
+TEST(ListedBlock, DenseLayersHaveAValidLayout) {
+  std::vector<BlockOpSpec> ops = {
+      innerOp(BlockOpKind::Concat, "l1.cat", {0}),    innerOp(BlockOpKind::BatchNorm, "l1.norm", {1}),
+      innerOp(BlockOpKind::Relu, "l1.relu", {2}),     innerConv("l1.conv", {3}, 2, 3, 1, 1, false),
+      innerOp(BlockOpKind::Concat, "l2.cat", {0, 4}), innerOp(BlockOpKind::BatchNorm, "l2.norm", {5}),
+      innerOp(BlockOpKind::Relu, "l2.relu", {6}),     innerConv("l2.conv", {7}, 2, 3, 1, 1, false),
+      innerOp(BlockOpKind::Concat, "cat", {0, 4, 8})};
+  const BlockGraph g = mustBuild(listedBlock(ops), {2, 3, 5, 5});
+  checkLayout(g, "dense");
+  EXPECT_EQ(g.tensors.back().shape, (Shape{2, 7, 5, 5}));
+  EXPECT_FALSE(g.needsInput);  // only concats read x(l-1), and their backward reads nothing
+  EXPECT_EQ(g.ops[8].gradAccumulate, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(g.ops[4].gradAccumulate, (std::vector<bool>{true, true}));
+  EXPECT_EQ(g.ops[0].gradAccumulate, (std::vector<bool>{true}));
+}
+
+TEST(ListedBlock, Errors) {
+  const Shape input = {2, 4, 4, 4};
+  expectBlockError(listedBlock({}), input, "field 'ops' is empty");
+  expectBlockError(listedBlock({innerOp(BlockOpKind::Relu, "r", {3})}), input,
+                   "inner op 0 ('r', relu): input 3 is not written before it");
+  expectBlockError(listedBlock({innerOp(BlockOpKind::Add, "a", {0})}), input, "add takes two inputs, it has 1");
+  expectBlockError(listedBlock({innerOp(BlockOpKind::Relu, "r", {0, 0})}), input, "relu takes one input");
+  expectBlockError(listedBlock({innerOp(BlockOpKind::Concat, "c", {})}), input, "concat takes one or more inputs");
+  expectBlockError(listedBlock({innerOp(BlockOpKind::Relu, "r", {0}), innerOp(BlockOpKind::Relu, "s", {0})}), input,
+                   "the output of inner op 0 ('b.r') is read by no later op");
+  expectBlockError(listedBlock({innerConv("c", {0}, 4, 3, 2, 1, true), innerOp(BlockOpKind::Concat, "cat", {0, 1})}),
+                   input, "inner op 'b.cat' concatenates [2, 4, 4, 4] and [2, 4, 2, 2]");
+  expectBlockError(listedBlock({innerConv("c", {0}, 8, 1, 1, 0, true), innerOp(BlockOpKind::Add, "add", {0, 1})}),
+                   input, "inner op 'b.add' adds [2, 4, 4, 4] and [2, 8, 4, 4]");
+  expectBlockError(listedBlock({innerConv("c", {0}, 4, 9, 1, 0, true)}), input, "inner op 0 ('c', conv2d)");
+}
+
+}  // namespace
+}  // namespace remat

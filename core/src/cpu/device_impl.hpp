@@ -26,13 +26,15 @@ struct ParamSegment {
   ActivationLayout layout;  // LinearWeight (its input) and FeatureVector
 };
 
-// One inner op of a residual block with its kernel geometry.
+// One inner op of a block with its kernel geometry.
 struct BlockOpPlan {
   ConvGeometry conv;       // Conv2d (channels-last, per the inner tensor shapes)
-  Index rows = 0;          // BatchNorm: N*H*W
-  Index channels = 0;      // BatchNorm
+  Index rows = 0;          // BatchNorm, Concat: N*H*W
+  Index channels = 0;      // BatchNorm; Concat: the output's
   Index count = 0;         // elements of the output (Relu, Relu6, Add)
   Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
+  bool bias = false;       // Conv2d: its bias follows the weights
+  Index biasOffset = 0;
 };
 
 struct PreparedLayer {

@@ -48,6 +48,11 @@ void relu6Backward(Index count, const float* y, const float* dy, float* dx, bool
 void copyOrAdd(Index count, const float* a, float* out, bool accumulate);
 // out = a + b, elementwise.
 void add(Index count, const float* a, const float* b, float* out);
+// `rows` runs of `width` floats: to[r * toStride + i] (=|+=) from[r * fromStride + i]. A channel
+// concatenation of channels-last tensors copies each input ([rows][C_in]) into its columns of the
+// output ([rows][C_out]); its backward copies (or adds) those columns back into d(input).
+void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
+                   bool accumulate);
 
 // Batch norm in training mode over rows x channels (channels innermost: [N*H*W][C] or [N][F]).
 // stats (may be null: discard mode) receives mean [C] then inverse std [C].

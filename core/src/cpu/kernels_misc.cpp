@@ -42,6 +42,11 @@ void add(Index count, const float* a, const float* b, float* out) {
   for (Index i = 0; i < count; ++i) out[i] = a[i] + b[i];
 }
 
+void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
+                   bool accumulate) {
+  for (Index r = 0; r < rows; ++r) copyOrAdd(width, from + r * fromStride, to + r * toStride, accumulate);
+}
+
 namespace {
 
 // B channels [c0, c0 + B) at once (channels are innermost, so a block reads contiguous runs of the

@@ -80,6 +80,13 @@ Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& s
       seg.count = weights;
       seg.conv = p.conv;
       prepared.params.push_back(seg);
+      p.bias = op.layer.bias;
+      p.biasOffset = offset + weights;
+      if (p.bias) prepared.params.push_back({ParamSegment::Type::Plain, p.biasOffset, p.conv.outChannels, {}, 0, {}});
+    } else if (op.kind == BlockOpKind::Concat) {
+      p.rows = out[0] * out[2] * out[3];
+      p.channels = out[1];
+      REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     } else if (op.kind == BlockOpKind::BatchNorm) {
       p.rows = in[0] * in[2] * in[3];
       p.channels = in[1];

@@ -9,6 +9,29 @@ namespace {
 
 Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
 
+// Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
+// of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j).
+void concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p, const BlockForwardTensors& tensors,
+                   float* out) {
+  Index offset = 0;
+  for (std::size_t in : op.inputs) {
+    const Index channels = graph.tensors[in].shape[1];
+    copyOrAddRows(p.rows, channels, tensors.tensor(in), channels, out + offset, p.channels, false);
+    offset += channels;
+  }
+}
+
+void concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p,
+                    const BlockBackwardTensors& tensors, const float* dOut) {
+  Index offset = 0;
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const Index channels = graph.tensors[op.inputs[j]].shape[1];
+    float* d = tensors.grad(op.inputs[j]);
+    if (d != nullptr) copyOrAddRows(p.rows, channels, dOut + offset, p.channels, d, channels, op.gradAccumulate[j]);
+    offset += channels;
+  }
+}
+
 }  // namespace
 
 Status forwardLayer(const PreparedLayer& prepared, std::size_t l, ForwardMode mode, std::uint64_t seed,
@@ -40,7 +63,8 @@ Status forwardLayer(const PreparedLayer& prepared, std::size_t l, ForwardMode mo
       return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return forwardBlock(prepared, mode, b);
+    case LayerKind::InvertedResidual:
+    case LayerKind::Block: return forwardBlock(prepared, mode, b);
     default: break;
   }
   return Status::internal("cpu: " + prepared.label + ": no forward kernel");
@@ -85,7 +109,8 @@ Status backwardLayer(const PreparedLayer& prepared, const BackwardBuffers& b) {
       return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: return backwardBlock(prepared, b);
+    case LayerKind::InvertedResidual:
+    case LayerKind::Block: return backwardBlock(prepared, b);
     default: break;
   }
   return Status::internal("cpu: " + prepared.label + ": no backward kernel");
@@ -104,13 +129,14 @@ Status forwardBlock(const PreparedLayer& prepared, ForwardMode mode, const Forwa
     float* out = tensors.tensor(op.output);
     const float* w = b.params + p.weightOffset;
     switch (op.kind) {
-      case BlockOpKind::Conv2d: conv2dForward(p.conv, in, w, nullptr, out); break;
+      case BlockOpKind::Conv2d: conv2dForward(p.conv, in, w, p.bias ? b.params + p.biasOffset : nullptr, out); break;
       case BlockOpKind::BatchNorm:
         batchNormForward(p.rows, p.channels, in, w, w + p.channels, out, tensors.stats(op));
         break;
       case BlockOpKind::Relu: reluForward(p.count, in, out); break;
       case BlockOpKind::Relu6: relu6Forward(p.count, in, out); break;
       case BlockOpKind::Add: add(p.count, in, tensors.tensor(op.inputs[1]), out); break;
+      case BlockOpKind::Concat: concatForward(graph, op, p, tensors, out); break;
     }
   }
   return Status::ok();
@@ -135,7 +161,8 @@ Status backwardBlock(const PreparedLayer& prepared, const BackwardBuffers& b) {
     switch (op.kind) {
       case BlockOpKind::Conv2d:
         if (dIn != nullptr) conv2dBackwardData(p.conv, dOut, w, dIn, accumulate);
-        conv2dBackwardParams(p.conv, tensors.value(op.inputs[0]), dOut, dw, nullptr);
+        conv2dBackwardParams(p.conv, tensors.value(op.inputs[0]), dOut, dw,
+                             p.bias ? b.paramGrads + p.biasOffset : nullptr);
         break;
       case BlockOpKind::BatchNorm:
         batchNormBackward(p.rows, p.channels, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
@@ -153,6 +180,7 @@ Status backwardBlock(const PreparedLayer& prepared, const BackwardBuffers& b) {
           if (d != nullptr) copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
         }
         break;
+      case BlockOpKind::Concat: concatBackward(graph, op, p, tensors, dOut); break;
     }
   }
   return Status::ok();

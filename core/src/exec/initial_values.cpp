@@ -62,7 +62,8 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
     case LayerKind::BatchNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
-    case LayerKind::InvertedResidual: {
+    case LayerKind::InvertedResidual:
+    case LayerKind::Block: {
       auto graph = buildBlockGraph(chain.spec.layers[layer.specIndex], in, chain.dtype);
       if (!graph) return graph.status();
       std::uint64_t offset = 0;
@@ -71,7 +72,8 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
         const Shape& opIn = graph->tensors[op.inputs[0]].shape;
         if (op.kind == BlockOpKind::Conv2d) {
           const auto fanIn = static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernel);
-          initWeighted(data + 4 * offset, op.paramCount, 0, fanIn, seed, l, i);
+          const std::uint64_t biases = op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0;
+          initWeighted(data + 4 * offset, op.paramCount - biases, biases, fanIn, seed, l, i);
         } else if (op.kind == BlockOpKind::BatchNorm) {
           initBatchNorm(data + 4 * offset, op.paramCount / 2);
         }

@@ -146,8 +146,9 @@ Status LayerChecks::blockNumbers(const BlockGraph& graph, const ChainLayer& laye
 }
 
 Status LayerChecks::innerConv(const BlockOp& op, std::uint64_t weightCount) const {
-  if (weightCount != op.paramCount)
-    return fail("inner conv '" + op.layer.name + "' has a bias or an unexpected parameter count");
+  const std::uint64_t biases = op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0;
+  if (weightCount + biases != op.paramCount)
+    return fail("inner conv '" + op.layer.name + "' has an unexpected parameter count");
   return Status::ok();
 }
 

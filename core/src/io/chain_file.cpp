@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "remat/model/block.hpp"
+
 namespace remat {
 namespace {
 
@@ -100,6 +102,7 @@ class FieldReader {
   }
 
   void markUsed(const char* field) { used_.insert(field); }
+  const std::string& where() const { return where_; }
 
   Status rejectUnknown(const std::string& context) const {
     for (const auto& [key, value] : object_.items()) {
@@ -206,8 +209,53 @@ Status readInvertedResidualFields(FieldReader& r, LayerSpec& layer) {
   return r.readInt("expand_ratio", layer.expandRatio, false, 1);
 }
 
+// One inner op of a block: name, kind, inputs (default: the tensor written just before it), and a
+// conv2d's fields.
+Status readBlockOp(const json& object, std::size_t index, const std::string& where, BlockOpSpec& op) {
+  std::string opWhere = where + ", inner op " + std::to_string(index);
+  if (!object.is_object())
+    return Status::invalid(opWhere + ": must be an object, not " + FieldReader::describe(object));
+  if (object.contains("name") && object.at("name").is_string())
+    opWhere += " ('" + object.at("name").get<std::string>() + "')";
+  FieldReader r(object, opWhere);
+  op.layer.name = "op" + std::to_string(index);
+  REMAT_RETURN_IF_ERROR(r.readString("name", op.layer.name, false));
+  std::string kind;
+  REMAT_RETURN_IF_ERROR(r.readString("kind", kind, true));
+  auto parsed = parseBlockOpKind(kind);
+  if (!parsed) return r.error("kind", "is '" + kind + "': " + parsed.status().message());
+  op.kind = *parsed;
+  r.markUsed("inputs");
+  op.inputs = {index};
+  if (object.contains("inputs")) {
+    const json& inputs = object.at("inputs");
+    if (!inputs.is_array() || inputs.empty())
+      return r.error("inputs", "must be a non-empty array of tensor numbers, not " + FieldReader::describe(inputs));
+    op.inputs.clear();
+    for (const json& t : inputs) {
+      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::uint64_t>() > index)
+        return r.error("inputs", "lists " + t.dump() + ": op " + std::to_string(index) +
+                                     " may read tensor 0 (the block's input) up to " + std::to_string(index));
+      op.inputs.push_back(t.get<std::size_t>());
+    }
+  }
+  if (op.kind == BlockOpKind::Conv2d) REMAT_RETURN_IF_ERROR(readConv2dFields(r, op.layer));
+  return r.rejectUnknown(std::string(blockOpKindName(op.kind)) + " inner ops");
+}
+
+Status readBlockFields(FieldReader& r, const json& object, LayerSpec& layer) {
+  r.markUsed("ops");
+  if (!object.contains("ops")) return r.error("ops", "is missing");
+  const json& ops = object.at("ops");
+  if (!ops.is_array()) return r.error("ops", "must be an array, not " + FieldReader::describe(ops));
+  if (ops.empty()) return r.error("ops", "is empty: a block needs at least one inner op");
+  layer.ops.resize(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) REMAT_RETURN_IF_ERROR(readBlockOp(ops[i], i, r.where(), layer.ops[i]));
+  return Status::ok();
+}
+
 // The kind's own fields, then (real kinds that run kernels) the measured numbers of `remat profile`.
-Status readKindFields(FieldReader& r, LayerSpec& layer) {
+Status readKindFields(FieldReader& r, const json& object, LayerSpec& layer) {
   switch (layer.kind) {
     case LayerKind::Abstract: return readAbstractFields(r, layer.numbers);  // its numbers are given, not measured
     case LayerKind::Conv2d: REMAT_RETURN_IF_ERROR(readConv2dFields(r, layer)); break;
@@ -219,6 +267,7 @@ Status readKindFields(FieldReader& r, LayerSpec& layer) {
     case LayerKind::BasicBlock: REMAT_RETURN_IF_ERROR(readBasicBlockFields(r, layer)); break;
     case LayerKind::Bottleneck: REMAT_RETURN_IF_ERROR(readBottleneckFields(r, layer)); break;
     case LayerKind::InvertedResidual: REMAT_RETURN_IF_ERROR(readInvertedResidualFields(r, layer)); break;
+    case LayerKind::Block: REMAT_RETURN_IF_ERROR(readBlockFields(r, object, layer)); break;
     case LayerKind::Relu:
     case LayerKind::Relu6:
     case LayerKind::BatchNorm: break;
@@ -240,7 +289,7 @@ Status readLayer(const json& object, std::size_t index, const std::string& sourc
   auto parsedKind = parseKind(kind);
   if (!parsedKind) return r.error("kind", "is '" + kind + "': " + parsedKind.status().message());
   layer.kind = *parsedKind;
-  REMAT_RETURN_IF_ERROR(readKindFields(r, layer));
+  REMAT_RETURN_IF_ERROR(readKindFields(r, object, layer));
   return r.rejectUnknown(std::string(kindName(layer.kind)) + " layers");
 }
 
@@ -337,6 +386,21 @@ void writeInvertedResidualFields(const LayerSpec& layer, json& j) {
   j["expand_ratio"] = layer.expandRatio;
 }
 
+// Inner ops as readBlockOp reads them: inputs only where they are not the tensor just before.
+void writeBlockOps(const LayerSpec& layer, json& j) {
+  json ops = json::array();
+  for (std::size_t i = 0; i < layer.ops.size(); ++i) {
+    const BlockOpSpec& op = layer.ops[i];
+    json o = json::object();
+    o["name"] = op.layer.name;
+    o["kind"] = std::string(blockOpKindName(op.kind));
+    if (op.inputs != std::vector<std::size_t>{i}) o["inputs"] = op.inputs;
+    if (op.kind == BlockOpKind::Conv2d) writeConv2dFields(op.layer, o);
+    ops.push_back(std::move(o));
+  }
+  j["ops"] = std::move(ops);
+}
+
 // The measured numbers of `remat profile`, in pairs as readMeasured wants them.
 void writeMeasured(const LayerSpec& layer, json& j) {
   if (layer.hasMeasuredWorkspace) {
@@ -364,6 +428,7 @@ json layerToJson(const LayerSpec& layer) {
     case LayerKind::BasicBlock: writeBasicBlockFields(layer, j); break;
     case LayerKind::Bottleneck: writeBottleneckFields(layer, j); break;
     case LayerKind::InvertedResidual: writeInvertedResidualFields(layer, j); break;
+    case LayerKind::Block: writeBlockOps(layer, j); break;
     case LayerKind::Relu:
     case LayerKind::Relu6:
     case LayerKind::BatchNorm:

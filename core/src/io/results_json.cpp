@@ -30,6 +30,15 @@ nlohmann::json planReportToJson(const PlanReport& report) {
   return j;
 }
 
+nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
+  nlohmann::json j = planReportToJson(report);
+  nlohmann::json names = nlohmann::json::array();
+  for (std::size_t l : report.plan.checkpoints)
+    names.push_back(l >= 1 && l <= chain.size() ? nlohmann::json(chain.layers[l - 1].name) : nlohmann::json(nullptr));
+  j["checkpoint_names"] = std::move(names);
+  return j;
+}
+
 nlohmann::json simulationToJson(const Simulation& simulation) {
   nlohmann::json ops = nlohmann::json::array();
   for (const TimelineEntry& e : simulation.timeline.entries) {
@@ -61,7 +70,7 @@ nlohmann::json tradeoffToJson(const Chain& chain, const TradeoffFront& front, co
   const double tolerance = recomputeCostTolerance(chain);
   for (const PlanReport& r : planners) {
     const FrontPlacement placement = placeAgainstFront(front, r.dynamicPeakBytes, r.recomputeCost, tolerance);
-    nlohmann::json j = planReportToJson(r);
+    nlohmann::json j = planReportToJson(r, chain);
     j["on_front"] = placement.onFront;
     j["extra_peak_bytes"] = placement.extraPeakBytes;
     j["extra_recompute_cost"] = placement.extraRecomputeCost;

@@ -1,11 +1,18 @@
 // The inner graphs of the composite blocks, op for op as torchvision builds them:
 // torchvision.models.resnet.BasicBlock / Bottleneck (v1.5, stride on the 3x3) and
-// torchvision.models.mobilenetv2.InvertedResidual.
+// torchvision.models.mobilenetv2.InvertedResidual; and the `block` kind, whose ops its spec lists.
 #include "remat/model/block.hpp"
 
 #include "layers_common.hpp"
 
 namespace remat {
+
+namespace {
+
+constexpr BlockOpKind kBlockOpKinds[] = {BlockOpKind::Conv2d, BlockOpKind::BatchNorm, BlockOpKind::Relu,
+                                         BlockOpKind::Relu6,  BlockOpKind::Add,       BlockOpKind::Concat};
+
+}  // namespace
 
 std::string_view blockOpKindName(BlockOpKind kind) {
   switch (kind) {
@@ -14,8 +21,18 @@ std::string_view blockOpKindName(BlockOpKind kind) {
     case BlockOpKind::Relu: return "relu";
     case BlockOpKind::Relu6: return "relu6";
     case BlockOpKind::Add: return "add";
+    case BlockOpKind::Concat: return "concat";
   }
   return "?";
+}
+
+Result<BlockOpKind> parseBlockOpKind(std::string_view name) {
+  std::string known;
+  for (BlockOpKind kind : kBlockOpKinds) {
+    if (blockOpKindName(kind) == name) return kind;
+    known += (known.empty() ? "" : ", ") + std::string(blockOpKindName(kind));
+  }
+  return Status::invalid("unknown inner op kind '" + std::string(name) + "' (known: " + known + ")");
 }
 
 namespace {
@@ -50,6 +67,16 @@ BlockOpKind opKindOf(LayerKind kind) {
   }
 }
 
+LayerKind layerKindOf(BlockOpKind kind) {
+  switch (kind) {
+    case BlockOpKind::Conv2d: return LayerKind::Conv2d;
+    case BlockOpKind::BatchNorm: return LayerKind::BatchNorm;
+    case BlockOpKind::Relu: return LayerKind::Relu;
+    case BlockOpKind::Relu6: return LayerKind::Relu6;
+    default: return LayerKind::Abstract;  // add, concat: no primitive layer
+  }
+}
+
 class GraphBuilder {
  public:
   GraphBuilder(const LayerSpec& spec, const Shape& input, DType dtype) {
@@ -81,14 +108,16 @@ class GraphBuilder {
     return append(std::move(op), std::move(inferred.outputShape), inferred.numbers.outBytes);
   }
 
-  Result<std::size_t> add(std::size_t main, std::size_t skip) {
+  Result<std::size_t> add(std::size_t main, std::size_t skip, std::string name = "add") {
     const BlockTensor& a = graph_.tensors[main];
     const BlockTensor& b = graph_.tensors[skip];
+    name = graph_.name + "." + name;
     if (a.shape != b.shape)
-      return Status::internal("residual add of " + shapeToString(a.shape) + " and " + shapeToString(b.shape));
+      return Status::invalid("inner op '" + name + "' adds " + shapeToString(a.shape) + " and " +
+                             shapeToString(b.shape) + ": the shapes differ");
     BlockOp op;
     op.kind = BlockOpKind::Add;
-    op.layer.name = graph_.name + ".add";
+    op.layer.name = std::move(name);
     op.layer.kind = LayerKind::Abstract;
     op.inputs = {main, skip};
     op.fwdCost = static_cast<double>(elementCount(a.shape)) / 1e9;  // one add per element
@@ -96,6 +125,35 @@ class GraphBuilder {
     const std::uint64_t bytes = a.bytes;
     return append(std::move(op), std::move(shape), bytes);
   }
+
+  // Concatenates NCHW tensors along the channels, in the order given.
+  Result<std::size_t> concat(const std::vector<std::size_t>& inputs, std::string name) {
+    name = graph_.name + "." + name;
+    Shape shape = graph_.tensors[inputs.front()].shape;
+    shape[1] = 0;
+    std::uint64_t bytes = 0;
+    for (std::size_t in : inputs) {
+      const Shape& s = graph_.tensors[in].shape;
+      if (s[0] != shape[0] || s[2] != shape[2] || s[3] != shape[3])
+        return Status::invalid("inner op '" + name + "' concatenates " +
+                               shapeToString(graph_.tensors[inputs[0]].shape) + " and " + shapeToString(s) +
+                               ": only the channels may differ");
+      if (__builtin_add_overflow(shape[1], s[1], &shape[1]) || shape[1] > detail::kMaxFieldValue ||
+          __builtin_add_overflow(bytes, graph_.tensors[in].bytes, &bytes))
+        return Status::invalid("inner op '" + name + "' concatenates too many channels");
+    }
+    BlockOp op;
+    op.kind = BlockOpKind::Concat;
+    op.layer.name = std::move(name);
+    op.layer.kind = LayerKind::Abstract;
+    op.inputs = inputs;
+    op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one copy per element
+    return append(std::move(op), std::move(shape), bytes);
+  }
+
+  std::size_t tensorCount() const { return graph_.tensors.size(); }
+  const std::vector<BlockTensor>& tensors() const { return graph_.tensors; }
+  const std::vector<BlockOp>& ops() const { return graph_.ops; }
 
   std::int64_t channels(std::size_t tensor) const { return graph_.tensors[tensor].shape[1]; }
 
@@ -196,6 +254,63 @@ Result<BlockGraph> invertedResidual(const LayerSpec& spec, GraphBuilder b) {
   return std::move(b).finish();
 }
 
+// Every inner op's inputs exist when it runs and have the count its kind takes.
+Status checkBlockOpInputs(const BlockOpSpec& op, std::size_t index, std::size_t tensorCount, const std::string& where) {
+  const std::size_t count = op.inputs.size();
+  const bool arityOk = op.kind == BlockOpKind::Add      ? count == 2
+                       : op.kind == BlockOpKind::Concat ? count >= 1
+                                                        : count == 1;
+  if (!arityOk)
+    return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " takes " +
+                           (op.kind == BlockOpKind::Add      ? "two inputs"
+                            : op.kind == BlockOpKind::Concat ? "one or more inputs"
+                                                             : "one input") +
+                           ", it has " + std::to_string(count));
+  for (std::size_t in : op.inputs)
+    if (in >= tensorCount)
+      return Status::invalid(where + ": input " + std::to_string(in) + " is not written before it (op " +
+                             std::to_string(index) + " may read tensor 0, the block's input, up to tensor " +
+                             std::to_string(index) + ")");
+  return Status::ok();
+}
+
+// A tensor nobody reads would be wasted memory that no executor frees; x(l-1) is the chain's, so
+// the block may leave it unread.
+Status checkEveryTensorRead(const GraphBuilder& b, const std::string& blockName) {
+  const auto& tensors = b.tensors();
+  std::vector<bool> read(tensors.size(), false);
+  for (const BlockOp& op : b.ops())
+    for (std::size_t in : op.inputs) read[in] = true;
+  for (std::size_t t = 1; t + 1 < tensors.size(); ++t)
+    if (!read[t])
+      return Status::invalid("block '" + blockName + "': the output of inner op " + std::to_string(t - 1) + " ('" +
+                             tensors[t].name + "') is read by no later op (only the last op writes the output)");
+  return Status::ok();
+}
+
+Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
+  if (spec.ops.empty()) return Status::invalid("field 'ops' is empty: a block needs at least one inner op");
+  for (std::size_t i = 0; i < spec.ops.size(); ++i) {
+    const BlockOpSpec& op = spec.ops[i];
+    const std::string where =
+        "inner op " + std::to_string(i) + " ('" + op.layer.name + "', " + std::string(blockOpKindName(op.kind)) + ")";
+    REMAT_RETURN_IF_ERROR(checkBlockOpInputs(op, i, b.tensorCount(), where));
+    Result<std::size_t> out = std::size_t{0};
+    if (op.kind == BlockOpKind::Add) {
+      out = b.add(op.inputs[0], op.inputs[1], op.layer.name);
+    } else if (op.kind == BlockOpKind::Concat) {
+      out = b.concat(op.inputs, op.layer.name);
+    } else {
+      LayerSpec layer = op.layer;
+      layer.kind = layerKindOf(op.kind);
+      out = b.layer(std::move(layer), op.inputs[0]);
+    }
+    if (!out) return out.status().withContext(where);
+  }
+  REMAT_RETURN_IF_ERROR(checkEveryTensorRead(b, spec.name));
+  return std::move(b).finish();
+}
+
 #undef REMAT_ASSIGN_OR_RETURN
 
 }  // namespace
@@ -211,9 +326,10 @@ Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DT
     if (!detail::checkedMul(inputBytes, static_cast<std::uint64_t>(d), inputBytes))
       return Status::invalid(kind + " input " + shapeToString(input) + " overflows 64-bit bytes");
   }
+  GraphBuilder builder(spec, input, dtype);
+  if (spec.kind == LayerKind::Block) return listedBlock(spec, std::move(builder));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("out_channels", spec.outChannels));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("stride", spec.stride));
-  GraphBuilder builder(spec, input, dtype);
   switch (spec.kind) {
     case LayerKind::BasicBlock: return basicBlock(spec, std::move(builder));
     case LayerKind::Bottleneck:

@@ -8,7 +8,7 @@
 namespace remat {
 namespace {
 
-constexpr std::array<std::pair<LayerKind, std::string_view>, 14> kKindNames = {{
+constexpr std::array<std::pair<LayerKind, std::string_view>, 15> kKindNames = {{
     {LayerKind::Abstract, "abstract"},
     {LayerKind::Conv2d, "conv2d"},
     {LayerKind::Relu, "relu"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<LayerKind, std::string_view>, 14> kKindNames = {{
     {LayerKind::BasicBlock, "basic_block"},
     {LayerKind::Bottleneck, "bottleneck"},
     {LayerKind::InvertedResidual, "inverted_residual"},
+    {LayerKind::Block, "block"},
 }};
 
 constexpr auto kKinds = [] {
@@ -74,7 +75,8 @@ Result<LayerKind> parseKind(std::string_view name) {
 std::span<const LayerKind> layerKinds() { return kKinds; }
 
 bool isComposite(LayerKind kind) {
-  return kind == LayerKind::BasicBlock || kind == LayerKind::Bottleneck || kind == LayerKind::InvertedResidual;
+  return kind == LayerKind::BasicBlock || kind == LayerKind::Bottleneck || kind == LayerKind::InvertedResidual ||
+         kind == LayerKind::Block;
 }
 
 std::string shapeToString(const Shape& shape) {

@@ -45,8 +45,8 @@ struct LayerChecks {
   Status noKernel() const;  // "the <DEVICE> backend has no kernel for this kind"
   // A residual block: the chain's numbers must be the inner graph's.
   Status blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const;
-  // Inner ops of a block: a conv without bias, a batch norm over `channels`, nothing else with
-  // parameters.
+  // Inner ops of a block: a conv of `weightCount` weights and, when its spec says bias, one bias
+  // per output channel; a batch norm over `channels`; nothing else with parameters.
   Status innerConv(const BlockOp& op, std::uint64_t weightCount) const;
   Status innerBatchNorm(const BlockOp& op, std::uint64_t channels) const;
   Status innerWithoutParams(const BlockOp& op) const;

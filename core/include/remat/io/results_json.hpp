@@ -14,6 +14,8 @@ namespace remat {
 // static_bytes, peak_bytes, plan_seconds, A_bytes, R_bytes, recompute_cost, recompute_cost_unit
 // ("GFLOP", "ms", "units", "mixed": costUnitName) and recompute_share (of one forward pass).
 nlohmann::json planReportToJson(const PlanReport& report);
+// The same, plus checkpoint_names: the chain's name of each checkpoint layer, beside checkpoints.
+nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain);
 
 // The simulation object: checkpoints, dynamic_peak_bytes, static_bytes, peak_bytes, A_bytes,
 // R_bytes, recompute_cost, recompute_cost_unit, recompute_share, peak_op_index and the ops with

@@ -1,6 +1,7 @@
 #pragma once
-// The composite residual blocks (basic_block, bottleneck, inverted_residual) as small graphs of
-// inner ops, exactly torchvision's structure, with the byte layout that makes a block's
+// The composite layers as small graphs of inner ops: the residual blocks (basic_block, bottleneck,
+// inverted_residual), exactly torchvision's structure, and `block`, whose inner ops the layer spec
+// lists (an imported model's multi-branch pieces), with the byte layout that makes a block's
 // chain-level numbers (a, e, wf, wb) exact. The executors run a block from this graph; see
 // docs/layers.md ("Composite blocks") for the protocol.
 //
@@ -19,7 +20,9 @@
 //   from x(l-1) or E when readsInput, its output from x(l) or E when readsOutput, its stats from
 //   E when statsBytes > 0, and writes d(inputs[j]) (d(l-1) for tensor 0, else workspace +
 //   gradOffset), overwriting when gradAccumulate[j] is false and adding when it is true. Add's
-//   backward copies (or adds) d(output) into both inputs' gradients.
+//   backward copies (or adds) d(output) into both inputs' gradients; Concat's copies (or adds) each
+//   input's channel slice of d(output) into that input's gradient. An inner conv2d may have a bias
+//   (its parameters: the weights, then the bias).
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -32,8 +35,10 @@
 
 namespace remat {
 
-enum class BlockOpKind { Conv2d, BatchNorm, Relu, Relu6, Add };
+// The chain-file spelling of an inner op kind ("conv2d", "batchnorm", "relu", "relu6", "add",
+// "concat") and back; the parse error lists them.
 std::string_view blockOpKindName(BlockOpKind kind);
+Result<BlockOpKind> parseBlockOpKind(std::string_view name);
 
 inline constexpr std::uint64_t kBlockNoOffset = std::numeric_limits<std::uint64_t>::max();
 inline constexpr std::size_t kBlockNoOp = std::numeric_limits<std::size_t>::max();
@@ -59,11 +64,12 @@ struct BlockTensor {
 struct BlockOp {
   BlockOpKind kind = BlockOpKind::Add;
   // The op as a primitive layer (kind conv2d, batchnorm, relu or relu6 with its fields; for Add
-  // kind is Abstract). name is torchvision's module path, e.g. "layer1.0.conv1",
+  // and Concat kind is Abstract). name is torchvision's module path, e.g. "layer1.0.conv1",
   // "layer1.0.downsample.0", "features.3.conv.1.0" ("<block>.add" for the residual add; ResNet
   // reuses one "relu" module, so that name repeats).
   LayerSpec layer;
-  std::vector<std::size_t> inputs;             // tensor ids; Add has two (main path first, then the skip)
+  std::vector<std::size_t> inputs;             // tensor ids; Add has two (main path first, then the skip);
+                                               // Concat one or more, in channel order
   std::size_t output = 0;                      // tensor id
   std::vector<bool> gradAccumulate;            // per input: the backward adds into d(input) instead of writing it
   bool readsInput = false;                     // its backward reads inputs[0] (conv2d, batchnorm)
@@ -98,8 +104,10 @@ struct BlockGraph {
   // over the same op indices [producer, lastForwardReader] as t itself in the forward.
 };
 
-// The inner graph of a composite layer (spec.kind basic_block, bottleneck or inverted_residual)
-// on an NCHW input, with all offsets laid out. Errors name the field or the inner op.
+// The inner graph of a composite layer (spec.kind basic_block, bottleneck, inverted_residual or
+// block) on an NCHW input, with all offsets laid out. Errors name the field or the inner op (a
+// block's: its index and name, and what is wrong: an input that is not written before it, a
+// tensor nobody reads, shapes that do not add or concatenate).
 Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype);
 
 }  // namespace remat

@@ -32,11 +32,16 @@ enum class LayerKind {
   BasicBlock,        // ResNet-18/34 residual block (composite)
   Bottleneck,        // ResNet-50/101/152 residual block (composite)
   InvertedResidual,  // MobileNetV2 block (composite)
+  Block,             // any multi-branch piece as a graph of inner ops (composite; e.g. imported from ONNX)
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
 std::span<const LayerKind> layerKinds();  // every kind, in the order parseKind's message lists them
 bool isComposite(LayerKind kind);
+
+// The kinds of a composite layer's inner ops: the primitive kinds a block may hold, the residual add
+// and the channel concatenation (block.hpp).
+enum class BlockOpKind { Conv2d, BatchNorm, Relu, Relu6, Add, Concat };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are
 // in arbitrary but consistent units (GFLOP for real kinds, as stated for abstract layers).
@@ -52,6 +57,8 @@ struct LayerNumbers {
   double bwdCost = 2.0;
   bool operator==(const LayerNumbers&) const = default;
 };
+
+struct BlockOpSpec;
 
 // One layer as written in a chain file. Only the fields of its kind are meaningful; the loader
 // rejects fields that do not belong to the kind.
@@ -82,6 +89,18 @@ struct LayerSpec {
   LayerNumbers numbers;
   bool hasMeasuredWorkspace = false;
   bool hasMeasuredCost = false;
+  // block: its inner ops in forward order; the last one writes the block's output.
+  std::vector<BlockOpSpec> ops = {};
+};
+
+// One inner op of a `block` layer. Tensors are numbered as in BlockGraph: 0 is the block's input
+// x(l-1) and i (1-based) the output of op i-1, so an op reads only tensors written before it.
+// `layer` holds the name (relative to the block; the graph prefixes "<block>.") and, for conv2d,
+// its fields (out_channels, kernel, stride, padding, groups, bias); its kind follows `kind`.
+struct BlockOpSpec {
+  BlockOpKind kind = BlockOpKind::Relu;
+  LayerSpec layer;
+  std::vector<std::size_t> inputs;  // add: exactly two; concat: one or more (along channels); else one
 };
 
 // Either a full NCHW / NC shape, or (for abstract chains) only a byte count.

@@ -1,0 +1,45 @@
+// `remat import MODEL.onnx [--batch N] [--output CHAIN.json]`: an ONNX model as a remat-chain/1
+// file (docs/import.md), with a summary of what became which layer.
+#include <ostream>
+
+#include "cli.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/io/onnx/onnx_import.hpp"
+
+namespace remat::cli {
+namespace {
+
+struct ImportOptions {
+  std::string model;
+  std::int64_t batch = 0;
+  std::string output;
+};
+
+Status importModel(const ImportOptions& options, Io& io) {
+  auto imported = importOnnxFile(options.model, OnnxImportOptions{options.batch});
+  if (!imported) return imported.status();
+  const std::string summary = formatOnnxSummary(imported->summary, options.model);
+  if (options.output.empty()) {
+    io.out << chainSpecToText(imported->spec);
+    io.err << summary;  // stdout is the chain file
+    return Status::ok();
+  }
+  REMAT_RETURN_IF_ERROR(saveChainFile(imported->spec, options.output));
+  io.out << summary << "wrote " << options.output << "\n";
+  return Status::ok();
+}
+
+}  // namespace
+
+void addImportCommand(CLI::App& app, Action& action) {
+  auto options = std::make_shared<ImportOptions>();
+  CLI::App* cmd = app.add_subcommand("import", "Write an ONNX model as a remat-chain/1 file (docs/import.md)");
+  cmd->add_option("model", options->model, "ONNX model, e.g. from torch.onnx.export")->required();
+  cmd->add_option("--batch", options->batch, "Batch size: sets a symbolic batch dimension, overrides a fixed one")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output,-o", options->output,
+                  "Output chain file (default: stdout; the summary then goes to stderr)");
+  cmd->callback([options, &action] { action = [options](Io& io) { return importModel(*options, io); }; });
+}
+
+}  // namespace remat::cli

@@ -1,0 +1,116 @@
+// `remat import` and ONNX models wherever the command line takes a chain, end to end through
+// runCli, on the committed torch exports (tests/data/onnx).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+#include "remat/io/chain_file.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+using testing::runRemat;
+
+const std::string kResnet = std::string(REMAT_TEST_DATA_DIR) + "/onnx/resnet18_train_op17_dynamic.onnx";
+const std::string kSqueezenet = std::string(REMAT_TEST_DATA_DIR) + "/onnx/squeezenet1_0_train_op12.onnx";
+
+class ImportCli : public testing::CliTest {};
+
+TEST_F(ImportCli, WritesTheChainToStdoutAndTheSummaryToStderr) {
+  const auto result = runRemat({"import", kResnet, "--batch", "8"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  auto spec = parseChainSpec(result.out, "stdout");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  EXPECT_EQ(spec->name, "resnet18_train_op17_dynamic");
+  EXPECT_EQ(spec->input.shape, (Shape{8, 3, 64, 64}));
+  EXPECT_NE(result.err.find("opset 17 (pytorch 1.13.0), 69 nodes -> 14 layers (8 blocks), 11689512 parameters"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("batch: 8 (--batch, for the symbolic dimension 'batch')"), std::string::npos);
+  EXPECT_NE(result.err.find("folded: 1 Flatten"), std::string::npos);
+}
+
+TEST_F(ImportCli, OutputFileGetsTheChainAndStdoutTheSummary) {
+  const std::string out = path("fire.json");
+  const auto result = runRemat({"import", kSqueezenet, "--output", out});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("33 layers (8 blocks), 1248424 parameters"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("wrote " + out), std::string::npos);
+  auto chain = loadChainFile(out);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  EXPECT_EQ(chain->paramCount(), 1248424u);
+  EXPECT_EQ(chain->layers[5].name, "features.3");
+  EXPECT_EQ(chain->layers[5].kind, LayerKind::Block);
+}
+
+TEST_F(ImportCli, BadModelsExitTwoAndWriteNothing) {
+  const std::string out = path("never.json");
+  const std::string notOnnx = write("chain.onnx", "{\"format\": \"remat-chain/1\"}");
+  const struct {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"import", kResnet, "-o", out}, "the batch dimension is symbolic ('batch'): give the batch size (--batch N)"},
+      {{"import", notOnnx, "-o", out}, "chain.onnx: not an ONNX model"},
+      {{"import", path("missing.onnx"), "-o", out}, "missing.onnx: cannot open"},
+  };
+  for (const auto& c : cases) {
+    const auto result = runRemat(c.args);
+    EXPECT_EQ(result.exitCode, 2) << c.message;
+    EXPECT_NE(result.err.find(c.message), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(folder_), {}), 1);  // only chain.onnx
+}
+
+TEST_F(ImportCli, EveryChainCommandTakesAnOnnxModel) {
+  const auto plan = runRemat({"plan", kSqueezenet, "--planner", "optimal", "--json"});
+  ASSERT_EQ(plan.exitCode, 0) << plan.err;
+  const json p = json::parse(plan.out);
+  ASSERT_EQ(p["checkpoint_names"].size(), p["checkpoints"].size());
+  ASSERT_FALSE(p["checkpoints"].empty());
+  auto chain = buildChain(*parseChainSpec(runRemat({"import", kSqueezenet}).out, "fire"));
+  ASSERT_TRUE(chain.isOk());
+  for (std::size_t i = 0; i < p["checkpoints"].size(); ++i)
+    EXPECT_EQ(p["checkpoint_names"][i], chain->layers[p["checkpoints"][i].get<std::size_t>() - 1].name);
+  const auto compare = runRemat({"compare", kResnet, "--batch", "4", "--json"});
+  ASSERT_EQ(compare.exitCode, 0) << compare.err;
+  EXPECT_TRUE(json::parse(compare.out)["plans"][0].contains("checkpoint_names"));
+  const auto simulate = runRemat({"simulate", kResnet, "--batch", "4", "--checkpoints", "5,9", "--json"});
+  ASSERT_EQ(simulate.exitCode, 0) << simulate.err;
+  const auto run = runRemat({"run", kSqueezenet, "--device", "cpu", "--planner", "sqrt", "--json"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const auto profile = runRemat({"profile", kSqueezenet, "--device", "cpu", "--output", path("profiled.json")});
+  ASSERT_EQ(profile.exitCode, 0) << profile.err;
+  EXPECT_TRUE(loadChainFile(path("profiled.json")).isOk());
+}
+
+// The batch of a zoo model or an ONNX model; a chain file states its own.
+TEST_F(ImportCli, BatchAppliesToOnnxAndZooModels) {
+  const auto onnx = json::parse(runRemat({"plan", kResnet, "--batch", "4", "--planner", "none", "--json"}).out);
+  const auto zoo = json::parse(runRemat({"plan", "zoo:resnet18", "--batch", "4", "--planner", "none", "--json"}).out);
+  EXPECT_EQ(zoo["static_bytes"],
+            json::parse(runRemat({"plan", "zoo:resnet18", "--planner", "none", "--json"}).out)["static_bytes"]
+                    .get<std::uint64_t>() -
+                (64 - 4) * 3 * 224 * 224 * 4);
+  EXPECT_GT(onnx["dynamic_peak_bytes"].get<std::uint64_t>(), 0u);
+  const std::string chainFile = writeGoldenChain(0);
+  const auto refused = runRemat({"plan", chainFile, "--batch", "4", "--planner", "none"});
+  EXPECT_EQ(refused.exitCode, 2);
+  EXPECT_NE(refused.err.find("--batch applies to ONNX models and zoo:NAME"), std::string::npos) << refused.err;
+  const auto zero = runRemat({"plan", kResnet, "--batch", "0", "--planner", "none"});
+  EXPECT_EQ(zero.exitCode, 2);
+}
+
+// An ONNX file is known by its first byte as well as by its name.
+TEST_F(ImportCli, AnOnnxModelUnderAnotherNameIsStillRead) {
+  std::filesystem::copy_file(kSqueezenet, path("model.bin"));
+  const auto result = runRemat({"plan", path("model.bin"), "--planner", "sqrt"});
+  EXPECT_EQ(result.exitCode, 0) << result.err;
+}
+
+}  // namespace
+}  // namespace remat
