@@ -12,6 +12,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   # core, the command line, tests and benchmarks
   nlohmann-json3-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # the CPU backend's kernels (convolution, pooling, batch norm, matmul, element-wise)
+  libdnnl-dev
   # the explorer: Qt 6 Widgets, Charts (which needs Qt6OpenGL), Svg, Test; XKB for Qt6Gui; a font
   # for the offscreen screenshot
   qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev

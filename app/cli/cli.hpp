@@ -22,6 +22,7 @@ constexpr int kExitBadInput = 2;
 struct Io {
   std::ostream& out;
   std::ostream& err;
+  bool errIsTerminal = false;  // progress lines go to err only then
 };
 
 // A subcommand's action: returns a Status; the dispatcher turns it into a message and an exit code.
@@ -34,8 +35,9 @@ void addPlanCommands(CLI::App& app, Action& action);     // cli_plan.cpp: plan, 
 void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run
 void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: profile
 
-// Parses argv and runs the chosen subcommand. Never throws.
-int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Parses argv and runs the chosen subcommand. Never throws. errIsTerminal: err is a terminal, so
+// long runs may show their progress there.
+int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool errIsTerminal = false);
 
 // Shared helpers.
 Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"

@@ -1,14 +1,18 @@
 // `remat run CHAIN (--planner NAME | --checkpoints LIST) --device cpu|gpu [--steps N]
-//  [--timeline FILE] [--seed S] [--json] [--ops]`: executes training steps exactly as the plan says
-// and reports the memory the device really allocated, op by op, beside the simulator's prediction.
+//  [--timeline FILE] [--seed S] [--threads N] [--json] [--ops]`: executes training steps exactly as
+// the plan says and reports the memory the device really allocated, op by op, beside the
+// simulator's prediction. A chain whose workspaces fall short of the device's kernels gets them on
+// the fly (fitWorkspacesToDevice) before it is planned and predicted, and the report says so.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_progress.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/exec/profiler.hpp"
 #include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
@@ -27,6 +31,7 @@ struct RunArgs {
   std::uint64_t seed = 0;
   bool json = false;
   bool allOps = false;
+  int threads = 0;
 };
 
 // The first op whose measured footprint or live-after differs from the prediction, or npos.
@@ -122,42 +127,60 @@ nlohmann::json reportJson(const std::string& planner, const Plan& plan, const st
   return j;
 }
 
+// The plan to run: a planner's (planned on the chain with the device's workspaces) or the list.
+Result<std::pair<std::string, Plan>> choosePlan(const RunArgs& args, const Chain& chain) {
+  if (!args.planner.empty()) {
+    auto planned = runPlanner(chain, args.planner);
+    if (!planned) return planned.status();
+    return std::make_pair(args.planner, planned->plan);
+  }
+  auto parsed = parseCheckpointList(args.checkpoints);
+  if (!parsed) return parsed.status();
+  REMAT_RETURN_IF_ERROR(validatePlan(*parsed, chain.size()).withContext("--checkpoints"));
+  return std::make_pair(std::string("checkpoints"), *parsed);
+}
+
+// Says which layers got the device's workspaces on the fly: the prediction includes them.
+void printFittedWorkspaces(const WorkspaceFit& fit, const std::string& device, std::ostream& out) {
+  if (fit.raisedLayers.empty()) return;
+  out << "workspaces   the " << device << " kernels' scratch written into the wf / wb of " << fit.raisedLayers.size()
+      << " layer" << (fit.raisedLayers.size() == 1 ? "" : "s") << " for this run (`remat profile --device " << device
+      << " -o FILE` saves them with measured times)\n";
+}
+
 Status runRun(const RunArgs& args, Io& io) {
   if (args.planner.empty() == !args.checkpointsGiven)
     return Status::invalid("give exactly one of --planner NAME and --checkpoints LIST");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
   if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
-  auto chain = loadChainArgument(args.chain);
-  if (!chain) return chain.status();
-
-  Plan plan;
-  std::string planner = "checkpoints";
-  if (!args.planner.empty()) {
-    auto planned = runPlanner(*chain, args.planner);
-    if (!planned) return planned.status();
-    plan = planned->plan;
-    planner = args.planner;
-  } else {
-    auto parsed = parseCheckpointList(args.checkpoints);
-    if (!parsed) return parsed.status();
-    plan = *parsed;
-    REMAT_RETURN_IF_ERROR(validatePlan(plan, chain->size()).withContext("--checkpoints"));
-  }
-  auto sim = simulate(*chain, plan);
+  auto loaded = loadChainArgument(args.chain);
+  if (!loaded) return loaded.status();
+  DeviceOptions deviceOptions;
+  deviceOptions.cpuThreads = args.threads;
+  auto device = openDevice(args.device, deviceOptions);
+  if (!device) return device.status().withContext("--device " + args.device);
+  // The prediction (and a planner's plan) must count the scratch the device's kernels take.
+  auto fit = fitWorkspacesToDevice(*loaded, **device);
+  if (!fit) return fit.status();
+  const Chain& chain = fit->chain;
+  auto chosen = choosePlan(args, chain);
+  if (!chosen) return chosen.status();
+  const auto& [planner, plan] = *chosen;
+  auto sim = simulate(chain, plan);
   if (!sim) return sim.status();
   sim->timeline.planner = planner;
-
-  auto device = openDevice(args.device);
-  if (!device) return device.status().withContext("--device " + args.device);
   REMAT_RETURN_IF_ERROR((*device)->checkFits(sim->peakBytes()));
   InterpreterOptions init;
   init.seed = args.seed;
-  auto interpreter = Interpreter::create(*chain, **device, init);
+  auto interpreter = Interpreter::create(chain, **device, init);
   if (!interpreter) return interpreter.status();
+  TerminalProgress progress(io.err, io.errIsTerminal && !args.json);
   RunOptions options;
   options.steps = args.steps;
   options.planner = planner;
+  options.progress = [&progress](const RunProgress& p) { progress.update(p); };
   auto run = (*interpreter)->run(plan, options);
+  progress.finish();
   if (!run) return run.status();
 
   if (!args.timeline.empty()) {
@@ -166,9 +189,12 @@ Status runRun(const RunArgs& args, Io& io) {
     REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines));
   }
   if (args.json) {
-    io.out << reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline).dump(2) << "\n";
+    nlohmann::json report = reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline);
+    report["fitted_workspace_layers"] = fit->raisedLayers;
+    io.out << report.dump(2) << "\n";
   } else {
-    printReport(*chain, planner, plan, (*device)->name(), *sim, *run, args.allOps, io.out);
+    printReport(chain, planner, plan, (*device)->describe(), *sim, *run, args.allOps, io.out);
+    printFittedWorkspaces(*fit, (*device)->name(), io.out);
     if (!args.timeline.empty()) io.out << "wrote " << args.timeline << " (predicted + measured timelines)\n";
   }
   return Status::ok();
@@ -190,6 +216,7 @@ void addRunCommands(CLI::App& app, Action& action) {
                   "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
   cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
       ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "CPU threads the kernels run on (0: every core)")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print a JSON summary instead of the table");
   cmd->add_flag("--ops", args->allOps, "Print every op (default: the first 200)");
   cmd->callback([args, checkpoints, &action] {

@@ -212,19 +212,30 @@ void MainWindow::measure(const QString& device) {
   if (!measureDevices().contains(device)) return showError(tr("This build cannot run on '%1'").arg(device));
   RunRequest request{document_->chain(), document_->plan(), document_->planSource().toStdString(), device.toStdString(),
                      1};
-  const std::uint64_t predictedPeak = document_->simulation().dynamicPeakBytes;
-  jobs_->start<Result<Timeline>>(
+  jobs_->start<Result<Measurement>>(
       JobChannel::Run, tr("Measuring on %1").arg(device),
       [request](const JobRunner::Control& control) {
         return measurePlan(request, control.cancelFlag(),
                            [&control](double fraction, const QString& text) { control.progress(fraction, text); });
       },
-      [this, device, predictedPeak](Result<Timeline> timeline) {
-        if (!timeline) return (void)report(timeline.status());
-        const std::uint64_t measuredPeak = timeline->dynamicPeakBytes();
-        document_->setMeasured(std::move(timeline).value());
-        showInfo(tr("Measured on %1: dynamic peak %2 (predicted %3)")
-                     .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(predictedPeak)));
+      [this, device](Result<Measurement> measured) {
+        if (!measured) return (void)report(measured.status());
+        // The prediction the run was measured against counts the device's workspaces: show it.
+        const std::size_t fitted = measured->fittedLayers.size();
+        if (fitted > 0 && !report(document_->editChain(
+                              measured->chain.spec,
+                              tr("%1 workspaces for %n layer(s)", "", static_cast<int>(fitted)).arg(device.toUpper()))))
+          return;
+        const std::uint64_t measuredPeak = measured->timeline.dynamicPeakBytes();
+        document_->setMeasured(std::move(measured->timeline));
+        QString message = tr("Measured on %1: dynamic peak %2 (predicted %3)")
+                              .arg(device, charts::formatBytes(measuredPeak),
+                                   charts::formatBytes(measured->predictedDynamicPeakBytes));
+        if (fitted > 0)
+          message += tr("; the %1 kernels' scratch is now in the wf / wb of %n layer(s) (undo to remove)", "",
+                        static_cast<int>(fitted))
+                         .arg(device);
+        showInfo(message);
       });
 }
 

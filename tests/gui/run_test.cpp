@@ -5,6 +5,7 @@
 
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <atomic>
 
 #include "charts/memory_chart.hpp"
 #include "document.hpp"
@@ -21,7 +22,7 @@ namespace {
 Chain tinyCnn() {
   Chain chain = test::smallCnn();
   ChainSpec spec = chain.spec;
-  spec.input.shape = {2, 3, 16, 16};  // small enough for the reference kernels to be quick
+  spec.input.shape = {2, 3, 16, 16};  // small enough for a step to be quick
   Result<Chain> built = buildChain(spec);
   EXPECT_TRUE(built.isOk()) << built.status().message();
   return built.isOk() ? *built : Chain{};
@@ -50,6 +51,8 @@ TEST(Run, MeasuresThePlanOnTheCpuAndOverlaysIt) {
   const QStringList series = window.planView()->chart()->visibleSeriesNames();
   EXPECT_TRUE(series.filter(QStringLiteral("measured (cpu")).size() == 1) << series.join(", ").toStdString();
   EXPECT_TRUE(window.messageBar()->text().contains(QStringLiteral("Measured on cpu")));
+  EXPECT_TRUE(window.document()->undoStack()->undoText().contains(QStringLiteral("CPU workspaces")))
+      << window.document()->undoStack()->undoText().toStdString();
 
   // What was measured exports with the prediction and opens again as the overlay.
   QTemporaryDir dir;
@@ -90,9 +93,71 @@ TEST(Run, AnUnknownDeviceIsAnError) {
 TEST(Run, MeasurePlanRefusesAnInvalidPlan) {
   const Chain chain = tinyCnn();
   RunRequest request{chain, Plan{{chain.size()}}, "manual", "cpu", 1};
-  Result<Timeline> result = measurePlan(request, nullptr, {});
+  Result<Measurement> result = measurePlan(request, nullptr, {});
   ASSERT_FALSE(result.isOk());
   EXPECT_EQ(result.status().code(), ErrorCode::InvalidInput);
+}
+
+// An unprofiled chain is measured against the prediction with the CPU's workspaces: they come back
+// written into the chain, and the progress names the op and the count as the run goes.
+TEST(Run, MeasurePlanFitsTheWorkspacesAndReportsEachOp) {
+  const Chain chain = tinyCnn();
+  RunRequest request{chain, Plan{{3}}, "manual", "cpu", 2};
+  QStringList texts;
+  std::vector<double> fractions;
+  Result<Measurement> measured = measurePlan(request, nullptr, [&](double fraction, const QString& text) {
+    fractions.push_back(fraction);
+    texts << text;
+  });
+  ASSERT_TRUE(measured.isOk()) << measured.status().message();
+  EXPECT_FALSE(measured->fittedLayers.empty()) << "the convolutions' oneDNN scratch";
+  for (std::size_t l : measured->fittedLayers)
+    EXPECT_GT(measured->chain.at(l).fwdWorkspaceBytes + measured->chain.at(l).bwdWorkspaceBytes,
+              chain.at(l).fwdWorkspaceBytes + chain.at(l).bwdWorkspaceBytes);
+  Result<Simulation> predicted = simulate(measured->chain, request.plan);
+  ASSERT_TRUE(predicted.isOk());
+  ASSERT_EQ(measured->timeline.entries.size(), predicted->timeline.entries.size());
+  for (std::size_t i = 0; i < predicted->timeline.entries.size(); ++i)
+    EXPECT_EQ(measured->timeline.entries[i].footprintBytes, predicted->timeline.entries[i].footprintBytes);
+  EXPECT_EQ(measured->predictedDynamicPeakBytes, predicted->dynamicPeakBytes);
+  ASSERT_FALSE(texts.isEmpty());
+  EXPECT_TRUE(texts.filter(QStringLiteral("Measuring on cpu: op 1 of ")).size() == 1) << texts.join("\n").toStdString();
+  EXPECT_EQ(texts.back(), QStringLiteral("Measured"));
+  EXPECT_EQ(fractions.back(), 1.0);
+}
+
+// A cancel raised while the run goes stops it before the next op.
+TEST(Run, MeasurePlanStopsWhenCancelled) {
+  const Chain chain = tinyCnn();
+  RunRequest request{chain, Plan{}, "manual", "cpu", 3};
+  std::atomic<bool> cancel{false};
+  int opsReported = 0;
+  Result<Measurement> measured = measurePlan(request, &cancel, [&](double, const QString& text) {
+    if (text.contains(QStringLiteral(": op "))) {
+      ++opsReported;
+      cancel = true;
+    }
+  });
+  ASSERT_FALSE(measured.isOk());
+  EXPECT_EQ(measured.status().code(), ErrorCode::Cancelled);
+  EXPECT_EQ(opsReported, 1);
+  EXPECT_NE(measured.status().message().find("before op 2 of"), std::string::npos) << measured.status().message();
+}
+
+// The progress text: op i of N with the op's label and, once something is done, the time left.
+TEST(Run, ProgressTextHasTheOpCountAndAnEstimate) {
+  RunProgress p;
+  p.opIndex = 36;
+  p.opCount = 98;
+  p.op = Op{OpKind::B, 12};
+  p.elapsedSeconds = 6.0;
+  p.costDone = 3.0;
+  p.costTotal = 4.0;
+  std::vector<std::string> names(12, "x");
+  names[11] = "conv4";
+  EXPECT_EQ(runProgressText(p, names), QStringLiteral("op 37 of 98: B(12) conv4, about 2.0 s left"));
+  p.costDone = 0.0;
+  EXPECT_EQ(runProgressText(p, names), QStringLiteral("op 37 of 98: B(12) conv4"));
 }
 
 }  // namespace

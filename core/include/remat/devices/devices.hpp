@@ -52,6 +52,8 @@ struct DeviceOptions {
   // CPU: allocations beyond this many bytes are refused and Device::checkFits() measures plans
   // against it. Unset: defaultCpuCapacityBytes(); 0: no limit but the machine's physical memory.
   std::optional<std::uint64_t> cpuCapacityBytes;
+  // CPU: the threads its kernels run on (0: every core). Results are deterministic at any one count.
+  int cpuThreads = 0;
 };
 
 // The names openDevice() knows: "cpu", "gpu".
