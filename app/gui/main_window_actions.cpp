@@ -222,9 +222,9 @@ void MainWindow::measure(const QString& device) {
         if (!measured) return (void)report(measured.status());
         // The prediction the run was measured against counts the device's workspaces: show it.
         const std::size_t fitted = measured->fittedLayers.size();
-        if (fitted > 0 && !report(document_->editChain(
-                              measured->chain.spec,
-                              tr("%1 workspaces for %n layer(s)", "", static_cast<int>(fitted)).arg(device.toUpper()))))
+        const QString layers = fitted == 1 ? tr("1 layer") : tr("%1 layers").arg(fitted);
+        if (fitted > 0 && !report(document_->editChain(measured->chain.spec,
+                                                       tr("%1 workspaces for %2").arg(device.toUpper(), layers))))
           return;
         const std::uint64_t measuredPeak = measured->timeline.dynamicPeakBytes();
         document_->setMeasured(std::move(measured->timeline));
@@ -232,9 +232,8 @@ void MainWindow::measure(const QString& device) {
                               .arg(device, charts::formatBytes(measuredPeak),
                                    charts::formatBytes(measured->predictedDynamicPeakBytes));
         if (fitted > 0)
-          message += tr("; the %1 kernels' scratch is now in the wf / wb of %n layer(s) (undo to remove)", "",
-                        static_cast<int>(fitted))
-                         .arg(device);
+          message +=
+              tr("; the %1 kernels' scratch is now in the wf / wb of %2 (undo to remove it)").arg(device, layers);
         showInfo(message);
       });
 }

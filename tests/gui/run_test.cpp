@@ -5,8 +5,10 @@
 
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <atomic>
 
+#include "app_options.hpp"
 #include "charts/memory_chart.hpp"
 #include "document.hpp"
 #include "gui_test_env.hpp"
@@ -14,6 +16,7 @@
 #include "main_window.hpp"
 #include "message_bar.hpp"
 #include "plan_view.hpp"
+#include "remat/io/chain_file.hpp"
 #include "run_support.hpp"
 
 namespace remat::gui {
@@ -79,6 +82,41 @@ TEST(Run, ACancelledRunLeavesNoMeasurement) {
   EXPECT_FALSE(window.document()->measured().has_value());
   ASSERT_EQ(finished.count(), 1);
   EXPECT_FALSE(finished.at(0).at(1).toBool());
+}
+
+// While a measurement runs the status bar says which op of how many, and the Cancel button is
+// labelled and explains itself.
+TEST(Run, TheStatusBarShowsTheOpCountAndALabelledCancel) {
+  MainWindow window;
+  window.document()->resetChain(tinyCnn(), QString());
+  QSignalSpy progress(window.jobs(), &JobRunner::progress);
+  window.measure(QStringLiteral("cpu"));
+  ASSERT_TRUE(window.jobs()->waitForIdle(120000));
+  QStringList texts;
+  for (const QList<QVariant>& args : progress) texts << args.at(2).toString();
+  EXPECT_EQ(texts.filter(QStringLiteral("Measuring on cpu: op 1 of ")).size(), 1) << texts.join("\n").toStdString();
+  auto* cancel = window.findChild<QToolButton*>(QStringLiteral("cancelJob"));
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_EQ(cancel->text(), QStringLiteral("Cancel"));
+  EXPECT_EQ(cancel->toolButtonStyle(), Qt::ToolButtonTextBesideIcon);
+  EXPECT_TRUE(cancel->toolTip().contains(QStringLiteral("frees its memory"))) << cancel->toolTip().toStdString();
+}
+
+// --measure cpu measures the opened chain's plan, as the Measure on CPU action does.
+TEST(Run, TheMeasureOptionMeasuresOnStart) {
+  QTemporaryDir dir;
+  const QString chainPath = dir.filePath(QStringLiteral("tiny.json"));
+  ASSERT_TRUE(saveChainFile(tinyCnn().spec, chainPath.toStdString()).isOk());
+  Result<AppOptions> options = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--chain"), chainPath,
+                                                QStringLiteral("--planner"), QStringLiteral("sqrt"),
+                                                QStringLiteral("--measure"), QStringLiteral("cpu")});
+  ASSERT_TRUE(options.isOk()) << options.status().message();
+  EXPECT_EQ(options->measureDevice, QStringLiteral("cpu"));
+  MainWindow window;
+  ASSERT_TRUE(applyAppOptions(window, *options).isOk());
+  ASSERT_TRUE(window.jobs()->waitForIdle(120000));
+  ASSERT_TRUE(window.document()->measured().has_value()) << window.messageBar()->text().toStdString();
+  EXPECT_EQ(window.document()->measured()->dynamicPeakBytes(), window.document()->simulation().dynamicPeakBytes);
 }
 
 TEST(Run, AnUnknownDeviceIsAnError) {
