@@ -1,5 +1,5 @@
 #pragma once
-// Measuring a plan on a device (the CPU reference; the GPU when built with CUDA and one is present)
+// Measuring a plan on a device (the CPU backend; the GPU when built with CUDA and one is present)
 // and reading / writing timelines in the formats of `remat run --timeline`. Runs on JobRunner
 // threads; plain values in and out.
 #include <QString>

@@ -1,6 +1,6 @@
 #pragma once
 // Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
-// elementwise activations with the CPU reference's exact rules, the residual add, dropout with the
+// elementwise activations with the CPU backend's exact rules, the residual add, dropout with the
 // counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
 // pooling, the softmax cross-entropy seed and the synthetic kernels of abstract layers. Every
 // launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.

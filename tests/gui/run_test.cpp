@@ -1,4 +1,4 @@
-// Measuring the current plan on the CPU reference in the background: the measured timeline comes
+// Measuring the current plan on the CPU in the background: the measured timeline comes
 // back, overlays the prediction (the same ops and, with exact kernels, the same bytes), and a
 // cancelled run leaves nothing behind.
 #include <gtest/gtest.h>
