@@ -2,11 +2,13 @@
 // back, overlays the prediction (the same ops and, with exact kernels, the same bytes), and a
 // cancelled run leaves nothing behind.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <atomic>
+#include <fstream>
 
 #include "app_options.hpp"
 #include "charts/memory_chart.hpp"
@@ -17,6 +19,7 @@
 #include "message_bar.hpp"
 #include "plan_view.hpp"
 #include "remat/io/chain_file.hpp"
+#include "remat/model/chain.hpp"
 #include "run_support.hpp"
 
 namespace remat::gui {
@@ -180,6 +183,40 @@ TEST(Run, MeasurePlanStopsWhenCancelled) {
   EXPECT_EQ(measured.status().code(), ErrorCode::Cancelled);
   EXPECT_EQ(opsReported, 1);
   EXPECT_NE(measured.status().message().find("before op 2 of"), std::string::npos) << measured.status().message();
+}
+
+// Resident bytes of this process (/proc/self/statm), 0 when it cannot be read.
+std::uint64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A measurement cancelled half way gives its memory back to the system, not only to the allocator:
+// the process is about as large after it as before (the kernels' code and caches stay).
+TEST(Run, ACancelledMeasurementGivesItsMemoryBack) {
+  Result<Chain> chain = parseChain(R"({"format": "remat-chain/1", "name": "wide", "input": {"shape": [16, 64, 64, 64]},
+    "layers": [{"name": "c1", "kind": "conv2d", "out_channels": 64, "kernel": 3, "padding": 1},
+               {"name": "r1", "kind": "relu"}, {"name": "c2", "kind": "conv2d", "out_channels": 64, "kernel": 3, "padding": 1},
+               {"name": "r2", "kind": "relu"}, {"name": "c3", "kind": "conv2d", "out_channels": 64, "kernel": 3, "padding": 1},
+               {"name": "r3", "kind": "relu"}, {"name": "c4", "kind": "conv2d", "out_channels": 64, "kernel": 3, "padding": 1},
+               {"name": "r4", "kind": "relu"}, {"name": "pool", "kind": "adaptive_avgpool"}, {"name": "flat", "kind": "flatten"},
+               {"name": "fc", "kind": "linear", "out_features": 10}]})",
+                                   "wide");
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  const std::uint64_t before = residentBytes();
+  ASSERT_GT(before, 0u);
+  RunRequest request{*chain, Plan{}, "none", "cpu", 1};
+  std::atomic<bool> cancel{false};
+  Result<Measurement> measured = measurePlan(request, &cancel, [&](double, const QString& text) {
+    // At the first reported backward op the forward's activations are all held.
+    if (text.contains(QStringLiteral(": B("))) cancel = true;
+  });
+  ASSERT_EQ(measured.status().code(), ErrorCode::Cancelled) << measured.status().message();
+  const std::uint64_t activations = 8 * chain->outBytes(1);  // what the forward held: 128 MiB
+  const std::uint64_t after = residentBytes();
+  EXPECT_LT(after, before + activations / 4) << "resident before " << before << ", after " << after;
 }
 
 // The progress text: op i of N with the op's label and, once something is done, the time left.
