@@ -4,7 +4,6 @@
 // bins). Work is split over (sample, block of channels); inside a block, window taps are visited in
 // (kh, kw) order and outputs in (oh, ow) order, so every sum has one order at any thread count.
 #include <algorithm>
-#include <limits>
 
 #include "kernels.hpp"
 
