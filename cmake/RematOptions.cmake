@@ -10,6 +10,46 @@ option(REMAT_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitize
 # --- Always needed ------------------------------------------------------------------------------
 find_package(nlohmann_json 3.10 REQUIRED)
 
+# --- oneDNN + OpenMP: the CPU backend's kernels (required) ------------------------------------
+# The CPU executor is a core feature, so there is no build without it. Debian's libdnnl-dev (2.6)
+# uses the OpenMP threading runtime, which GCC's libgomp provides. The library and headers are
+# looked up directly: Debian's dnnl-config.cmake also demands OpenCL's development files, which a
+# CPU build does not use. Elsewhere (the lent GPU machine) pass -DREMAT_DNNL_ROOT=<an unpacked
+# libdnnl-dev, libdnnl2> (docs/gpu.md).
+set(REMAT_DNNL_ROOT "" CACHE PATH "Prefix of oneDNN 2.6 (include/oneapi/dnnl, lib) when it is not in /usr")
+find_path(REMAT_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp HINTS "${REMAT_DNNL_ROOT}/usr/include" "${REMAT_DNNL_ROOT}/include")
+find_library(REMAT_DNNL_LIBRARY NAMES dnnl libdnnl.so.2
+             HINTS "${REMAT_DNNL_ROOT}/usr/lib/x86_64-linux-gnu" "${REMAT_DNNL_ROOT}/lib/x86_64-linux-gnu"
+                   "${REMAT_DNNL_ROOT}/lib")
+if(NOT REMAT_DNNL_INCLUDE_DIR OR NOT REMAT_DNNL_LIBRARY)
+  message(FATAL_ERROR "oneDNN 2.6 was not found (the CPU backend needs it): apt-get install libdnnl-dev, "
+                      "or pass -DREMAT_DNNL_ROOT=<prefix>  (header: '${REMAT_DNNL_INCLUDE_DIR}', "
+                      "library: '${REMAT_DNNL_LIBRARY}')")
+endif()
+file(STRINGS "${REMAT_DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h" _remat_dnnl_version_lines
+     REGEX "#define DNNL_VERSION_(MAJOR|MINOR|PATCH) ")
+string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*PATCH ([0-9]+).*" "\\1.\\2.\\3" REMAT_DNNL_VERSION
+       "${_remat_dnnl_version_lines}")
+if(REMAT_DNNL_VERSION VERSION_LESS 2.6 OR REMAT_DNNL_VERSION VERSION_GREATER_EQUAL 3.0)
+  message(FATAL_ERROR "oneDNN ${REMAT_DNNL_VERSION} at '${REMAT_DNNL_INCLUDE_DIR}': the CPU backend uses the 2.x API "
+                      "(2.6 or later): apt-get install libdnnl-dev (Debian 12 has 2.6.3)")
+endif()
+file(STRINGS "${REMAT_DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_config.h" _remat_dnnl_runtime
+     REGEX "#define DNNL_CPU_THREADING_RUNTIME ")
+if(NOT _remat_dnnl_runtime MATCHES "DNNL_RUNTIME_OMP")
+  message(FATAL_ERROR "oneDNN at '${REMAT_DNNL_INCLUDE_DIR}' is not built for OpenMP threads "
+                      "(${_remat_dnnl_runtime}); the CPU backend sets its thread count through OpenMP: "
+                      "install Debian's libdnnl-dev")
+endif()
+add_library(remat_dnnl INTERFACE)
+target_include_directories(remat_dnnl SYSTEM INTERFACE "${REMAT_DNNL_INCLUDE_DIR}")
+target_link_libraries(remat_dnnl INTERFACE "${REMAT_DNNL_LIBRARY}")
+find_package(OpenMP QUIET COMPONENTS CXX)
+if(NOT OpenMP_CXX_FOUND)
+  message(FATAL_ERROR "OpenMP for C++ was not found (the CPU backend's own kernels and oneDNN share its threads): "
+                      "apt-get install build-essential (GCC's libgomp)")
+endif()
+
 # --- GoogleTest: the test suite -----------------------------------------------------------------
 option(REMAT_BUILD_TESTS "Build the GoogleTest suite" ON)
 if(REMAT_BUILD_TESTS)
@@ -125,7 +165,7 @@ function(_remat_part_line label built why_not)
 endfunction()
 message(STATUS "Remat Explorer ${PROJECT_VERSION}: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} ONNX=${REMAT_WITH_ONNX} CLI=${REMAT_BUILD_CLI} "
                "tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS}")
-message(STATUS "  core (model, simulator, planners, files, zoo, CPU executor): yes")
+message(STATUS "  core (model, simulator, planners, files, zoo, CPU executor on oneDNN ${REMAT_DNNL_VERSION}): yes")
 _remat_part_line("remat command line" "${REMAT_BUILD_CLI}" "CLI11 not found or REMAT_BUILD_CLI=OFF")
 _remat_part_line("explorer (Qt 6 GUI)" "${REMAT_BUILD_GUI}" "REMAT_BUILD_GUI=OFF")
 _remat_part_line("ONNX importer" "${REMAT_WITH_ONNX}" "libonnx-dev or libprotobuf-dev not found, or REMAT_WITH_ONNX=OFF")

@@ -8,7 +8,9 @@
 #   4. where PyTorch and torchvision import, run the same models with PyTorch (store-all and
 #      checkpoint_sequential for every K) and print the comparison (scripts/torch_baseline.py).
 # Output goes to stdout and to $OUT/gpu-check.txt when OUT is set (else build/gpu-check/).
-# Environment: MODELS (vgg16,resnet50), BATCH (64), RESOLUTION (224), STEPS (5), BUILD_DIR.
+# Environment: MODELS (vgg16,resnet50), BATCH (64), RESOLUTION (224), STEPS (5), BUILD_DIR, and
+# DNNL_ROOT: where the machine has no libdnnl-dev (the CPU backend's oneDNN), a folder with
+# Debian's libdnnl-dev, libdnnl2 and ocl-icd-libopencl1 unpacked into it (docs/gpu.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -31,9 +33,15 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 echo "== configure $(elapsed)"
+dnnl=()
+if [ -n "${DNNL_ROOT:-}" ]; then
+  DNNL_ROOT="$(cd "$DNNL_ROOT" && pwd)"
+  dnnl=(-DREMAT_DNNL_ROOT="$DNNL_ROOT")
+  export LD_LIBRARY_PATH="$DNNL_ROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 configure() {
   cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DREMAT_BUILD_GUI=OFF \
-    -DREMAT_BUILD_BENCHMARKS=OFF -DREMAT_WITH_CUDA=ON "$@" >"$build/configure.log" 2>&1
+    -DREMAT_BUILD_BENCHMARKS=OFF -DREMAT_WITH_CUDA=ON "${dnnl[@]}" "$@" >"$build/configure.log" 2>&1
 }
 if ! configure -DREMAT_BUILD_TESTS=ON; then
   if grep -q "GTest" "$build/configure.log" && configure -DREMAT_BUILD_TESTS=OFF; then

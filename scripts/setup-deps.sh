@@ -14,6 +14,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   # the ONNX importer: ONNX's protobuf classes and protobuf itself (its CMake config wants protoc)
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # the CPU backend's kernels (convolution, pooling, batch norm, matmul, element-wise)
+  libdnnl-dev
   # the explorer: Qt 6 Widgets, Charts (which needs Qt6OpenGL), Svg, Test; XKB for Qt6Gui; a font
   # for the offscreen screenshot
   qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev

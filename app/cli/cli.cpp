@@ -51,7 +51,7 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch) {
   return loadChainFile(path);
 }
 
-int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool errIsTerminal) {
   try {
     CLI::App app{"remat: plan, simulate and run activation checkpointing for layer chains", "remat"};
     app.require_subcommand(1);
@@ -89,7 +89,7 @@ int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       err << "remat: missing subcommand arguments; see 'remat --help'\n";
       return kExitBadInput;
     }
-    Io io{out, err};
+    Io io{out, err, errIsTerminal};
     const Status status = action(io);
     if (!status.isOk()) {
       err << "remat: error: " << status.message() << "\n";

@@ -24,6 +24,7 @@ constexpr int kExitBadInput = 2;
 struct Io {
   std::ostream& out;
   std::ostream& err;
+  bool errIsTerminal = false;  // progress lines go to err only then
 };
 
 // A subcommand's action: returns a Status; the dispatcher turns it into a message and an exit code.
@@ -37,8 +38,9 @@ void addRunCommands(CLI::App& app, Action& action);      // cli_run.cpp: run
 void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: profile
 void addTradeoffCommand(CLI::App& app, Action& action);  // cli_tradeoff.cpp: tradeoff
 
-// Parses argv and runs the chosen subcommand. Never throws.
-int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Parses argv and runs the chosen subcommand. Never throws. errIsTerminal: err is a terminal, so
+// long runs may show their progress there.
+int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool errIsTerminal = false);
 
 void addImportCommand(CLI::App& app, Action& action);  // cli_import.cpp: import
 

@@ -1,7 +1,8 @@
 // `remat profile CHAIN [--device gpu|cpu] [--output FILE]`: measures each layer's workspaces and
 // costs on a device and writes them into the chain file (fwd_workspace_bytes, bwd_workspace_bytes,
 // fwd_cost, bwd_cost; costs in milliseconds). On the GPU the workspaces are those of the cuDNN
-// algorithms it chooses; on the CPU those its kernels require (0 but for residual blocks' arenas).
+// algorithms it chooses; on the CPU the scratch its oneDNN primitives take at the thread count
+// (--threads), plus residual blocks' arenas.
 #include <cstdio>
 #include <ostream>
 
@@ -23,6 +24,7 @@ struct ProfileArgs {
   std::uint64_t seed = 0;
   bool nondeterministic = false;
   bool tf32 = false;
+  int threads = 0;
 };
 
 void printTable(std::ostream& out, const ProfileResult& result) {
@@ -53,6 +55,7 @@ Status runProfile(const ProfileArgs& args, Io& io) {
   options.allowTf32 = args.tf32;
   options.profileWorkspaces = true;
   options.workspaceCapBytes = args.workspaceCapBytes;
+  options.cpuThreads = args.threads;
   auto device = openDevice(args.device, options);
   if (!device) return device.status().withContext("--device " + args.device);
   ProfileOptions profileOptions;
@@ -85,6 +88,9 @@ void addProfileCommand(CLI::App& app, Action& action) {
                   "Largest cuDNN workspace an algorithm may use (bytes; GPU only)")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of the input and parameter values")->capture_default_str();
+  cmd->add_option("--threads", args->threads,
+                  "CPU threads the kernels run on (0: every core; a CPU run must use the same count)")
+      ->capture_default_str();
   cmd->add_flag("--nondeterministic", args->nondeterministic,
                 "Allow cuDNN algorithms whose results depend on scheduling (atomics; GPU only)");
   cmd->add_flag("--tf32", args->tf32, "Allow TF32 tensor cores (PyTorch's cudnn.allow_tf32; GPU only)");

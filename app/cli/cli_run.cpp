@@ -1,14 +1,18 @@
 // `remat run CHAIN (--planner NAME | --checkpoints LIST | --fit CAPACITY) --device cpu|gpu [--steps N]
-//  [--timeline FILE] [--seed S] [--json] [--ops]`: executes training steps exactly as the plan says
-// and reports the memory the device really allocated, op by op, beside the simulator's prediction.
+//  [--timeline FILE] [--seed S] [--threads N] [--json] [--ops]`: executes training steps exactly as
+// the plan says and reports the memory the device really allocated, op by op, beside the
+// simulator's prediction. A chain whose workspaces fall short of the device's kernels gets them on
+// the fly (fitWorkspacesToDevice) before it is planned and predicted, and the report says so.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_progress.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/exec/profiler.hpp"
 #include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
@@ -29,6 +33,7 @@ struct RunArgs {
   std::uint64_t seed = 0;
   bool json = false;
   bool allOps = false;
+  int threads = 0;
 };
 
 // The first op whose measured footprint or live-after differs from the prediction, or npos.
@@ -124,8 +129,9 @@ nlohmann::json reportJson(const std::string& planner, const Plan& plan, const st
   return j;
 }
 
-// The plan to run: the planner's, the budget planner's for --fit, or the list given.
-Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device* device, std::string& planner) {
+// The plan to run: a planner's or the budget planner's for --fit (planned on the chain with the
+// device's workspaces), or the list given.
+Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device, std::string& planner) {
   if (!args.planner.empty()) {
     auto planned = runPlanner(chain, args.planner);
     if (!planned) return planned.status();
@@ -133,7 +139,7 @@ Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device* device,
     return planned->plan;
   }
   if (!args.fit.empty()) {
-    auto budget = fitBudget(chain, args.fit, args.device, device);
+    auto budget = fitBudget(chain, args.fit, args.device, &device);
     if (!budget) return budget.status();
     auto planned = planToFit(chain, *budget);
     if (!planned) return planned.status();
@@ -147,42 +153,48 @@ Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device* device,
   return parsed;
 }
 
+// Says which layers got the device's workspaces on the fly: the prediction includes them.
+void printFittedWorkspaces(const WorkspaceFit& fit, const std::string& device, std::ostream& out) {
+  if (fit.raisedLayers.empty()) return;
+  out << "workspaces   the " << device << " kernels' scratch written into the wf / wb of " << fit.raisedLayers.size()
+      << " layer" << (fit.raisedLayers.size() == 1 ? "" : "s") << " for this run (`remat profile --device " << device
+      << " -o FILE` saves them with measured times)\n";
+}
+
 Status runRun(const RunArgs& args, Io& io) {
   if (int{!args.planner.empty()} + int{args.checkpointsGiven} + int{!args.fit.empty()} != 1)
     return Status::invalid("give exactly one of --planner NAME, --checkpoints LIST and --fit CAPACITY");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
   if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
-  auto chain = loadChainArgument(args.chain, args.batch);
-  if (!chain) return chain.status();
-
-  // --fit device plans for what the device has: open it first; otherwise a bad plan is
-  // reported before a device is opened.
-  std::unique_ptr<Device> device;
-  const auto open = [&]() -> Status {
-    auto opened = openDevice(args.device);
-    if (!opened) return opened.status().withContext("--device " + args.device);
-    device = std::move(opened).value();
-    return Status::ok();
-  };
-  if (args.fit == "device") REMAT_RETURN_IF_ERROR(open());
+  auto loaded = loadChainArgument(args.chain, args.batch);
+  if (!loaded) return loaded.status();
+  DeviceOptions deviceOptions;
+  deviceOptions.cpuThreads = args.threads;
+  auto device = openDevice(args.device, deviceOptions);
+  if (!device) return device.status().withContext("--device " + args.device);
+  // The prediction (and a planner's plan) must count the scratch the device's kernels take.
+  auto fit = fitWorkspacesToDevice(*loaded, **device);
+  if (!fit) return fit.status();
+  const Chain& chain = fit->chain;
   std::string planner;
-  auto chosen = choosePlan(args, *chain, device.get(), planner);
+  auto chosen = choosePlan(args, chain, **device, planner);
   if (!chosen) return chosen.status();
   const Plan plan = std::move(chosen).value();
-  auto sim = simulate(*chain, plan);
+  auto sim = simulate(chain, plan);
   if (!sim) return sim.status();
   sim->timeline.planner = planner;
-  if (!device) REMAT_RETURN_IF_ERROR(open());
-
-  REMAT_RETURN_IF_ERROR(device->checkFits(sim->peakBytes()));
+  REMAT_RETURN_IF_ERROR((*device)->checkFits(sim->peakBytes()));
   InterpreterOptions init;
   init.seed = args.seed;
-  auto interpreter = Interpreter::create(*chain, *device, init);
+  auto interpreter = Interpreter::create(chain, **device, init);
   if (!interpreter) return interpreter.status();
+  TerminalProgress progress(io.err, io.errIsTerminal && !args.json);
   RunOptions options;
   options.steps = args.steps;
   options.planner = planner;
+  options.progress = [&progress](const RunProgress& p) { progress.update(p); };
   auto run = (*interpreter)->run(plan, options);
+  progress.finish();
   if (!run) return run.status();
 
   if (!args.timeline.empty()) {
@@ -191,9 +203,12 @@ Status runRun(const RunArgs& args, Io& io) {
     REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines));
   }
   if (args.json) {
-    io.out << reportJson(planner, plan, device->name(), *sim, *run, args.timeline).dump(2) << "\n";
+    nlohmann::json report = reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline);
+    report["fitted_workspace_layers"] = fit->raisedLayers;
+    io.out << report.dump(2) << "\n";
   } else {
-    printReport(*chain, planner, plan, device->name(), *sim, *run, args.allOps, io.out);
+    printReport(chain, planner, plan, (*device)->describe(), *sim, *run, args.allOps, io.out);
+    printFittedWorkspaces(*fit, (*device)->name(), io.out);
     if (!args.timeline.empty()) io.out << "wrote " << args.timeline << " (predicted + measured timelines)\n";
   }
   return Status::ok();
@@ -218,6 +233,7 @@ void addRunCommands(CLI::App& app, Action& action) {
                   "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
   cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
       ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "CPU threads the kernels run on (0: every core)")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print a JSON summary instead of the table");
   cmd->add_flag("--ops", args->allOps, "Print every op (default: the first 200)");
   cmd->callback([args, checkpoints, &action] {

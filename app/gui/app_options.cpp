@@ -49,12 +49,17 @@ struct OptionSpecs {
   const QCommandLineOption size{QStringLiteral("size"),
                                 QStringLiteral("Window size (1480x920, at most the screen; --screenshot: exactly)."),
                                 QStringLiteral("WxH"), QStringLiteral("1480x920")};
+  const QCommandLineOption measureOn{QStringLiteral("measure"),
+                                     QStringLiteral("Measure the plan on DEVICE (cpu, gpu) once it is planned, as "
+                                                    "Measure on CPU / GPU does; --screenshot waits for it."),
+                                     QStringLiteral("DEVICE")};
   const QCommandLineOption measure{QStringLiteral("measure-update"),
                                    QStringLiteral("Time a checkpoint toggle on an N-layer chain and exit."),
                                    QStringLiteral("N")};
 
   QList<QCommandLineOption> all() const {
-    return {chain, zoo, batch, resolution, dtype, planner, timeline, tab, capacity, screenshot, size, measure};
+    return {chain, zoo,      batch,      resolution, dtype,     planner, timeline,
+            tab,   capacity, screenshot, size,       measureOn, measure};
   }
 };
 
@@ -93,6 +98,7 @@ Status readView(const QCommandLineParser& parser, const OptionSpecs& specs, AppO
 // The one-shot modes: a screenshot at a window size, or the update timing.
 Status readModes(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
   options.screenshotPath = parser.value(specs.screenshot);
+  options.measureDevice = parser.value(specs.measureOn);
   static const QRegularExpression sizePattern(QStringLiteral("^(\\d+)x(\\d+)$"));
   const QRegularExpressionMatch match = sizePattern.match(parser.value(specs.size));
   if (!match.hasMatch()) return Status::invalid("--size must look like 1480x920");
@@ -161,11 +167,15 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
   // Showing the compare or trade-off tab starts its work; wait for it like for the planner.
   window.tabs()->setCurrentIndex(static_cast<int>(kTabs.indexOf(options.tab)));
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the comparison did not finish within 2 minutes");
+  if (!options.measureDevice.isEmpty()) {
+    if (!window.document()->hasChain()) return Status::invalid("--measure needs --chain or --zoo");
+    window.measure(options.measureDevice);
+  }
   return Status::ok();
 }
 
-Status writeScreenshot(MainWindow& window, const QString& path) {
-  window.jobs()->waitForIdle(60000);
+Status writeScreenshot(MainWindow& window, const QString& path, int waitMs) {
+  window.jobs()->waitForIdle(waitMs);
   QApplication::processEvents();
   const QImage image = window.grab().toImage();
   if (image.isNull()) return Status::internal("the window could not be rendered");

@@ -2,8 +2,9 @@
 // The explorer's command line:
 //   remat-explorer [--chain FILE | --zoo NAME [--batch B] [--resolution R] [--dtype T]]
 //                  [--planner NAME] [--timeline FILE] [--tab plan|compare] [--capacity GIB]
-//                  [--size WxH] [--screenshot OUT.png]
+//                  [--size WxH] [--measure cpu|gpu] [--screenshot OUT.png]
 //                  [--measure-update N]
+// --measure starts "Measure on CPU / GPU" once the chain is planned (a screenshot waits for it);
 // --screenshot renders the main window offscreen, writes the PNG and exits (docs and tests);
 // --measure-update times the strip -> simulate -> chart update on an N-layer chain and exits.
 #include <QSize>
@@ -28,6 +29,7 @@ struct AppOptions {
   QString screenshotPath;
   QSize size{1480, 920};
   bool sizeGiven = false;  // --size was given (else a window keeps the last session's size)
+  QString measureDevice;  // --measure: measure the plan on this device once it is planned
   int measureUpdateLayers = 0;
   QString printedText;  // --help / --version: print this and exit 0 (no window, no display needed)
 };
@@ -39,7 +41,8 @@ Result<AppOptions> parseAppOptions(const QStringList& args);
 // Loads what the options ask for into the window, runs the planner (waiting for it) and, for
 // --screenshot, renders and writes the image. Returns the process exit code (0, 2 bad input, 1).
 Status applyAppOptions(MainWindow& window, const AppOptions& options);
-Status writeScreenshot(MainWindow& window, const QString& path);
+// Waits up to waitMs for running jobs (a --measure run) before it renders.
+Status writeScreenshot(MainWindow& window, const QString& path, int waitMs = 60000);
 
 // Mean seconds of one checkpoint toggle on an abstract CNN-like chain of n layers, over `toggles`
 // toggles: the simulation alone, the edit with every view's update (document, simulate, strip,

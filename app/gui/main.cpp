@@ -62,7 +62,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "remat-explorer: %s\n", loaded.message().c_str());
       return loaded.code() == remat::ErrorCode::Internal ? 1 : 2;
     }
-    const remat::Status written = remat::gui::writeScreenshot(window, options->screenshotPath);
+    // A --measure run may take minutes (VGG-16 at batch 64 on a CPU): wait for it up to an hour.
+    const int waitMs = options->measureDevice.isEmpty() ? 60000 : 3600 * 1000;
+    const remat::Status written = remat::gui::writeScreenshot(window, options->screenshotPath, waitMs);
     if (!written) {
       std::fprintf(stderr, "remat-explorer: %s\n", written.message().c_str());
       return 2;

@@ -218,7 +218,7 @@ void MainWindow::buildHelpActions() {
 
 void MainWindow::buildRunActions() {
   defineAction("runCpu", tr("Measure on &CPU"), ":/icons/run.svg", QKeySequence(Qt::CTRL | Qt::Key_R),
-               tr("Run the plan on the CPU reference and overlay the measured memory"),
+               tr("Run the plan on the CPU (oneDNN, every core) and overlay the measured memory"),
                [this]() { measure(QStringLiteral("cpu")); });
   defineAction("runGpu", tr("Measure on &GPU"), ":/icons/gpu.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R),
                tr("Run the plan on the GPU and overlay the measured memory"),
@@ -272,11 +272,19 @@ void MainWindow::buildStatusBar() {
   statusText_ = new QLabel(this);
   statusText_->setObjectName(QStringLiteral("statusText"));
   progress_ = new QProgressBar(this);
+  progress_->setObjectName(QStringLiteral("jobProgress"));
   progress_->setMaximumWidth(180);
-  progress_->setTextVisible(false);
+  progress_->setFormat(QStringLiteral("%p%"));
   progress_->hide();
+  // A labelled button: a measured run stops after the op in flight and gives its memory back.
   cancelButton_ = new QToolButton(this);
-  cancelButton_->setDefaultAction(actions_["cancel"]);
+  cancelButton_->setObjectName(QStringLiteral("cancelJob"));
+  QAction* cancel = actions_["cancel"];
+  cancel->setIconText(tr("Cancel"));  // what the button shows beside its icon
+  cancel->setToolTip(
+      tr("Stop the running job (Esc). A measurement stops after the op in flight and frees its memory."));
+  cancelButton_->setDefaultAction(cancel);
+  cancelButton_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   cancelButton_->setAutoRaise(true);
   cancelButton_->hide();
   statusBar()->addWidget(statusText_, 1);
@@ -296,6 +304,7 @@ void MainWindow::buildStatusBar() {
     }
     if (text.isEmpty()) return;
     statusText_->setText(text);
+    progress_->setToolTip(text);
     lastProgressText_ = text;
   });
   // A job's own result message replaces its progress text; one without shows that it is done.

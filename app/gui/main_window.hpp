@@ -25,6 +25,8 @@ class CompareView;
 class Document;
 class JobRunner;
 class LayerPanel;
+struct Measurement;
+struct MeasuredOrigin;
 class MessageBar;
 class PlannerPicker;
 class PlanView;
@@ -63,6 +65,7 @@ class MainWindow : public QMainWindow {
   Status openMeasuredTimeline(const QString& path);
   void runPlanner(const QString& name);  // background; the result is applied as an undoable edit
   void measure(const QString& device);   // background; the result overlays the prediction
+  void showMeasurement(const QString& device, const MeasuredOrigin& origin, Measurement measured);
   // The cheapest plan whose total peak fits in capacityBytes (the budget planner, in the
   // background, applied as an undoable edit); the plan view's capacity line follows.
   void fitCapacity(std::uint64_t capacityBytes);

@@ -260,23 +260,39 @@ void MainWindow::measure(const QString& device) {
                      1};
   // The result belongs to this plan and chain, whatever is shown when it arrives.
   const MeasuredOrigin origin = document_->currentOrigin();
-  const std::uint64_t predictedPeak = document_->simulation().dynamicPeakBytes;
-  jobs_->start<Result<Timeline>>(
+  jobs_->start<Result<Measurement>>(
       JobChannel::Run, tr("Measuring on %1").arg(device),
       [request](const JobRunner::Control& control) {
         return measurePlan(request, control.cancelFlag(),
                            [&control](double fraction, const QString& text) { control.progress(fraction, text); });
       },
-      [this, device, predictedPeak, origin](Result<Timeline> timeline) {
-        if (!timeline) return (void)report(timeline.status());
-        const std::uint64_t measuredPeak = timeline->dynamicPeakBytes();
-        document_->setMeasured(std::move(timeline).value(), origin);
-        QString text = tr("Measured on %1: dynamic peak %2 (predicted %3)")
-                           .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(predictedPeak));
-        if (!document_->measuredIsCurrent())
-          text += tr("; the plan changed while it ran, so it is shown grey as stale");
-        showInfo(text);
+      [this, device, origin](Result<Measurement> measured) {
+        if (!measured) return (void)report(measured.status());
+        showMeasurement(device, origin, std::move(measured).value());
       });
+}
+
+void MainWindow::showMeasurement(const QString& device, const MeasuredOrigin& origin, Measurement measured) {
+  const std::uint64_t measuredPeak = measured.timeline.dynamicPeakBytes();
+  QString message = tr("Measured on %1: dynamic peak %2 (predicted %3)")
+                        .arg(device, charts::formatBytes(measuredPeak),
+                             charts::formatBytes(measured.predictedDynamicPeakBytes));
+  const bool unchanged = origin.plan && *origin.plan == document_->plan() &&
+                         origin.chainRevision == document_->chainRevision();
+  // The prediction the run was measured against counts the device's workspaces: write them into
+  // the chain (one undoable edit), unless the chain or plan changed while it ran.
+  const std::size_t fitted = measured.fittedLayers.size();
+  const QString layers = fitted == 1 ? tr("1 layer") : tr("%1 layers").arg(fitted);
+  if (unchanged && fitted > 0) {
+    if (!report(document_->editChain(measured.chain.spec, tr("%1 workspaces for %2").arg(device.toUpper(), layers))))
+      return;
+    document_->setMeasured(std::move(measured.timeline));
+    message += tr("; the %1 kernels' scratch is now in the wf / wb of %2 (undo to remove it)").arg(device, layers);
+  } else {
+    document_->setMeasured(std::move(measured.timeline), origin);
+  }
+  if (!document_->measuredIsCurrent()) message += tr("; the plan changed while it ran, so it is shown grey as stale");
+  showInfo(message);
 }
 
 double MainWindow::planSecondsForCurrentPlan() const {

@@ -5,23 +5,11 @@
 
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/exec/profiler.hpp"
 #include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
 
 namespace remat::gui {
-namespace {
-
-// The device with the plan checked against what it can hold, before anything is allocated: the
-// CPU reference may use three quarters of this machine's RAM (devices.hpp), so a plan too big for
-// it is refused instead of letting the system swap or kill the explorer.
-Result<std::unique_ptr<Device>> openDeviceFor(const std::string& name, std::uint64_t predictedPeakBytes) {
-  Result<std::unique_ptr<Device>> device = openDevice(name);
-  if (!device) return device.status();
-  REMAT_RETURN_IF_ERROR((*device)->checkFits(predictedPeakBytes));
-  return device;
-}
-
-}  // namespace
 
 QStringList measureDevices() {
   QStringList devices;
@@ -30,38 +18,85 @@ QStringList measureDevices() {
   return devices;
 }
 
-Result<Timeline> measurePlan(const RunRequest& request, const std::atomic<bool>* cancel,
-                             const std::function<void(double, const QString&)>& progress) {
-  auto cancelled = [cancel]() { return cancel && cancel->load(); };
-  auto report = [&progress](double fraction, const QString& text) {
-    if (progress) progress(fraction, text);
-  };
-  REMAT_RETURN_IF_ERROR(validatePlan(request.plan, request.chain.size()));
-  Result<Simulation> predicted = simulate(request.chain, request.plan);
-  if (!predicted) return predicted.status();
-  const int steps = std::max(1, request.steps);
-  report(0.0, QStringLiteral("Preparing %1").arg(QString::fromStdString(request.device)));
-  Result<std::unique_ptr<Device>> device = openDeviceFor(request.device, predicted->peakBytes());
-  if (!device) return device.status();
-  Result<std::unique_ptr<Interpreter>> interpreter = Interpreter::create(request.chain, **device);
-  if (!interpreter) return interpreter.status();
-  if (cancelled()) return Status::cancelled();
-  // Step by step, so a cancel lands between steps and progress moves.
-  RunOptions options;
-  options.steps = 1;
-  options.planner = request.planner;
-  Timeline last;
-  for (int step = 0; step < steps; ++step) {
-    report((step + 0.5) / steps, QStringLiteral("Running step %1 of %2").arg(step + 1).arg(steps));
-    Result<RunResult> result = (*interpreter)->run(request.plan, options);
-    if (!result) return result.status();
-    if (result->timelines.empty()) return Status::internal("the interpreter returned no timeline");
-    last = std::move(result->timelines.back());
-    last.run = step;
-    if (cancelled()) return Status::cancelled();
+QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames) {
+  QString text = QStringLiteral("op %1 of %2: %3")
+                     .arg(progress.opIndex + 1)
+                     .arg(progress.opCount)
+                     .arg(QString::fromStdString(opLabel(progress.op, layerNames)));
+  if (progress.steps > 1) text += QStringLiteral(", step %1 of %2").arg(progress.step + 1).arg(progress.steps);
+  const double left = progress.secondsLeft();
+  if (left >= 0.0) text += QStringLiteral(", about %1 s left").arg(left, 0, 'f', left < 10.0 ? 1 : 0);
+  return text;
+}
+
+namespace {
+
+// Calls `report` before an op at most every 50 ms: enough for a moving bar, without flooding the
+// GUI thread's queue on chains of thousands of tiny ops.
+class ThrottledProgress {
+ public:
+  ThrottledProgress(const std::function<void(double, const QString&)>& report, const QString& prefix,
+                    std::vector<std::string> layerNames)
+      : report_(report), prefix_(prefix), layerNames_(std::move(layerNames)) {}
+  void operator()(const RunProgress& progress) {
+    if (!report_ || (reported_ && progress.elapsedSeconds - lastSeconds_ < 0.05)) return;
+    report_(progress.fraction(), prefix_ + runProgressText(progress, layerNames_));
+    lastSeconds_ = progress.elapsedSeconds;
+    reported_ = true;
   }
-  report(1.0, QStringLiteral("Measured"));
-  return last;
+
+ private:
+  const std::function<void(double, const QString&)>& report_;
+  QString prefix_;
+  std::vector<std::string> layerNames_;
+  double lastSeconds_ = 0.0;
+  bool reported_ = false;
+};
+
+std::vector<std::string> layerNamesOf(const Chain& chain) {
+  std::vector<std::string> names;
+  for (const ChainLayer& layer : chain.layers) names.push_back(layer.name);
+  return names;
+}
+
+}  // namespace
+
+Result<Measurement> measurePlan(const RunRequest& request, const std::atomic<bool>* cancel,
+                                const std::function<void(double, const QString&)>& progress) {
+  REMAT_RETURN_IF_ERROR(validatePlan(request.plan, request.chain.size()));
+  const QString device = QString::fromStdString(request.device);
+  if (progress) progress(-1.0, QStringLiteral("Preparing the %1 kernels").arg(device));
+  Result<std::unique_ptr<Device>> opened = openDevice(request.device);
+  if (!opened) return opened.status();
+  Device& on = **opened;
+  // An unprofiled chain (every zoo model) gets the device's workspaces on the fly, so the
+  // prediction it is measured against counts the kernels' scratch.
+  Result<WorkspaceFit> fit = fitWorkspacesToDevice(request.chain, on);
+  if (!fit) return fit.status();
+  Measurement measurement;
+  measurement.chain = std::move(fit->chain);
+  measurement.fittedLayers = std::move(fit->raisedLayers);
+  Result<Simulation> predicted = simulate(measurement.chain, request.plan);
+  if (!predicted) return predicted.status();
+  measurement.predictedDynamicPeakBytes = predicted->dynamicPeakBytes;
+  // The CPU may use three quarters of this machine's RAM (devices.hpp): a plan too big for it is
+  // refused before anything is allocated instead of letting the system swap or kill the explorer.
+  REMAT_RETURN_IF_ERROR(on.checkFits(predicted->peakBytes()));
+  Result<std::unique_ptr<Interpreter>> interpreter = Interpreter::create(measurement.chain, on);
+  if (!interpreter) return interpreter.status();
+  ThrottledProgress throttled(progress, QStringLiteral("Measuring on %1: ").arg(device),
+                              layerNamesOf(measurement.chain));
+  RunOptions options;
+  options.steps = std::max(1, request.steps);
+  options.planner = request.planner;
+  options.cancel = cancel;
+  options.progress = [&throttled](const RunProgress& p) { throttled(p); };
+  Result<RunResult> result = (*interpreter)->run(request.plan, options);
+  if (!result) return result.status();
+  if (result->timelines.empty()) return Status::internal("the interpreter returned no timeline");
+  measurement.timeline = std::move(result->timelines.back());
+  if (progress) progress(1.0, QStringLiteral("Measured"));
+  return measurement;
 }
 
 Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path) {

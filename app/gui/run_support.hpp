@@ -1,5 +1,5 @@
 #pragma once
-// Measuring a plan on a device (the CPU reference; the GPU when built with CUDA and one is present)
+// Measuring a plan on a device (the CPU backend; the GPU when built with CUDA and one is present)
 // and reading / writing timelines in the formats of `remat run --timeline`. Runs on JobRunner
 // threads; plain values in and out.
 #include <QString>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "remat/base/status.hpp"
+#include "remat/exec/interpreter.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
@@ -23,14 +24,29 @@ struct RunRequest {
   int steps = 1;
 };
 
+// What a measurement gives back: the last step's timeline, and the chain it was predicted on, which
+// has the device's workspaces written in (fitWorkspacesToDevice) where the request's chain had
+// less: fittedLayers lists those layers (empty: the request's chain as it was).
+struct Measurement {
+  Timeline timeline;
+  Chain chain;
+  std::vector<std::size_t> fittedLayers;
+  std::uint64_t predictedDynamicPeakBytes = 0;  // of `chain` under the plan
+};
+
 // The devices this program has the code for: "cpu", and "gpu" when the GPU module file is there
 // (deviceInstalled: nothing is loaded; whether a GPU answers is found out when a run opens it).
 QStringList measureDevices();
 
-// Runs the plan for request.steps steps and returns the last step's measured timeline.
-// progress(fraction, text) is called from the calling thread; cancel is polled between ops.
-Result<Timeline> measurePlan(const RunRequest& request, const std::atomic<bool>* cancel,
-                             const std::function<void(double, const QString&)>& progress);
+// Fits the chain's workspaces to the device, then runs the plan for request.steps steps.
+// progress(fraction, text) is called from the calling thread at most every 50 ms with the op count
+// and an estimate of the time left ("op 37 of 98: B(12) conv4, about 8 s left"); cancel is checked
+// before every op, so a cancel stops the run after the op in flight, having freed every byte.
+Result<Measurement> measurePlan(const RunRequest& request, const std::atomic<bool>* cancel,
+                                const std::function<void(double, const QString&)>& progress);
+
+// The progress text of a run (what measurePlan reports).
+QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames);
 
 // Timeline files (core's exporters): ".csv" (long layout), ".trace.json" (Chrome trace, write
 // only) and ".json" (remat-timeline/1). A file may hold several timelines; reading picks the first

@@ -1,6 +1,6 @@
 #pragma once
 // Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
-// elementwise activations with the CPU reference's exact rules, the residual add, the channel
+// elementwise activations with the CPU backend's exact rules, the residual add, the channel
 // concatenation's strided copies, dropout with the
 // counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
 // pooling, the softmax cross-entropy seed and the synthetic kernels of abstract layers. Every

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "cli_progress.hpp"
 #include "cli_runner.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/io/exporters.hpp"
@@ -66,6 +68,60 @@ TEST_F(RunCli, PlannerRunWritesEveryTimelineFormat) {
   }
   const json trace = json::parse(std::ifstream(path("t.trace.json")));
   EXPECT_TRUE(trace["traceEvents"].is_array());
+}
+
+// An unprofiled real chain gets the CPU's workspaces on the fly: the report says which layers,
+// and the measurement equals the prediction made with them, at one thread and at two.
+TEST_F(RunCli, UnprofiledChainsGetTheCpuWorkspacesOnTheFly) {
+  const std::string chain = smallZooChain("resnet18", "8");
+  for (const char* threads : {"1", "2"}) {
+    const auto result =
+        runRemat({"run", chain, "--planner", "optimal", "--device", "cpu", "--threads", threads, "--json"});
+    ASSERT_EQ(result.exitCode, 0) << result.err;
+    EXPECT_EQ(result.err, "") << "no progress lines when stderr is not a terminal";
+    const json out = json::parse(result.out);
+    EXPECT_EQ(out["matches_prediction"], true);
+    EXPECT_FALSE(out["fitted_workspace_layers"].empty()) << "convolutions take oneDNN scratch";
+  }
+  const auto table = runRemat({"run", chain, "--planner", "none", "--device", "cpu"});
+  ASSERT_EQ(table.exitCode, 0) << table.err;
+  EXPECT_NE(table.out.find("kernels' scratch written into the wf / wb of"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("oneDNN"), std::string::npos) << table.out;
+  // A chain profiled on the CPU needs nothing more.
+  const auto profiled = runRemat({"profile", chain, "--device", "cpu", "--repeats", "1", "--output", path("p.json")});
+  ASSERT_EQ(profiled.exitCode, 0) << profiled.err;
+  const auto run = runRemat({"run", path("p.json"), "--planner", "none", "--device", "cpu", "--json"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_TRUE(json::parse(run.out)["fitted_workspace_layers"].empty()) << run.out;
+  const auto negative = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--threads", "-1"});
+  EXPECT_EQ(negative.exitCode, 2);
+  EXPECT_NE(negative.err.find("thread count"), std::string::npos) << negative.err;
+}
+
+// The progress line rewrites itself in place, says the op, the count and the estimate, and clears
+// itself at the end; nothing is written while disabled or before the delay.
+TEST(TerminalProgress, RewritesOneLineAndClearsIt) {
+  RunProgress p;
+  p.opIndex = 1;
+  p.opCount = 4;
+  p.op = Op{OpKind::F, 2};
+  p.elapsedSeconds = 2.0;
+  p.costDone = 1.0;
+  p.costTotal = 4.0;
+  EXPECT_EQ(cli::progressText(p), "step 1/1  op 2/4 F(2)      25%  2.0 s, about 6 s left");
+  std::ostringstream shown, quiet, early;
+  {
+    cli::TerminalProgress progress(shown, true, 1.0, 0.0);
+    progress.update(p);
+    EXPECT_EQ(shown.str(), "\r" + cli::progressText(p) + "\x1b[K");
+  }
+  EXPECT_EQ(shown.str().substr(shown.str().size() - 4), "\r\x1b[K") << "cleared when done";
+  cli::TerminalProgress disabled(quiet, false, 0.0, 0.0);
+  disabled.update(p);
+  cli::TerminalProgress delayed(early, true, 5.0, 0.0);
+  delayed.update(p);
+  EXPECT_EQ(quiet.str(), "");
+  EXPECT_EQ(early.str(), "") << "a run shorter than the delay shows no progress";
 }
 
 TEST_F(RunCli, ErrorsAreBadInput) {

@@ -132,6 +132,14 @@ TEST(CpuDevice, ChecksCallsAgainstTheModel) {
   f.layer = 3;
   EXPECT_EQ(d.forward(f).code(), ErrorCode::Internal);
   f.layer = 2;
+  // oneDNN's scratch (the reordered weights, its scratchpad) is the workspace: a smaller one is
+  // refused before any kernel runs, exactly the required one is enough.
+  const std::uint64_t wf = *d.requiredWorkspaceBytes(2, Pass::Forward);
+  ASSERT_GT(wf, 0u);
+  auto shortWorkspace = *a.allocate(wf - 1);
+  f.workspace = shortWorkspace;
+  EXPECT_EQ(d.forward(f).code(), ErrorCode::Internal) << "a workspace below the kernels' need";
+  f.workspace = *a.allocate(wf);
   EXPECT_TRUE(d.forward(f).isOk());
 
   auto grads = *a.allocate(h.numbers().paramBytes);
@@ -149,9 +157,10 @@ TEST(CpuDevice, ChecksCallsAgainstTheModel) {
   b.input = {};  // ... but it does read x(l-1)
   EXPECT_EQ(d.backward(b).code(), ErrorCode::Internal);
   b.input = x;
+  EXPECT_EQ(d.backward(b).code(), ErrorCode::Internal) << "no backward workspace";
+  b.workspace = *a.allocate(*d.requiredWorkspaceBytes(2, Pass::Backward));
   EXPECT_TRUE(d.backward(b).isOk());
   EXPECT_EQ(d.upload(x, TensorRole::Raw, 0, std::vector<std::byte>(3)).code(), ErrorCode::Internal);
-  EXPECT_EQ(*d.requiredWorkspaceBytes(2, Pass::Forward), 0u);
 }
 
 // The kernels' needs (layer_checks.hpp) agree with every primitive kind's numbers, and a chain
@@ -210,14 +219,19 @@ TEST(CpuDevice, RefusesNumbersItsKernelsContradict) {
   EXPECT_TRUE(device.prepare(cautious).isOk());
 }
 
-TEST(CpuDevice, BlockWorkspaceIsItsArena) {
+// A block's workspaces are its arena (the chain's inferred wf / wb) and, after it at a 256-byte
+// boundary, the largest scratch of its inner primitives.
+TEST(CpuDevice, BlockWorkspaceIsItsArenaPlusInnerScratch) {
   testing::LayerHarness h(
       {2, 4, 6, 6},
       nlohmann::json{{"name", "b"}, {"kind", "bottleneck"}, {"out_channels", 8}, {"width", 2}, {"stride", 2}});
   ASSERT_EQ(h.error(), "");
-  EXPECT_EQ(*h.device().requiredWorkspaceBytes(2, Pass::Forward), h.numbers().fwdWorkspaceBytes);
-  EXPECT_EQ(*h.device().requiredWorkspaceBytes(2, Pass::Backward), h.numbers().bwdWorkspaceBytes);
-  EXPECT_GT(h.numbers().bwdWorkspaceBytes, 0u);
+  for (Pass pass : {Pass::Forward, Pass::Backward}) {
+    const std::uint64_t arena = pass == Pass::Forward ? h.numbers().fwdWorkspaceBytes : h.numbers().bwdWorkspaceBytes;
+    const std::uint64_t required = *h.device().requiredWorkspaceBytes(2, pass);
+    EXPECT_GT(arena, 0u);
+    EXPECT_GT(required, (arena + 255) / 256 * 256) << "the inner convolutions' scratch comes after the arena";
+  }
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
 #include "golden.hpp"
@@ -48,7 +50,9 @@ Chain smallRealChain() {
                {"name": "fc", "kind": "linear", "out_features": 5}]})",
                           "small");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain.isOk() ? *chain : Chain{};
+  if (!chain) return Chain{};
+  cpu::CpuDevice device;
+  return testing::fittedTo(*chain, device);  // the CPU's workspaces written in
 }
 
 TEST(Interpreter, StepsRepeatTheSameMemoryAndStaticBytesAreTheModels) {
@@ -117,7 +121,8 @@ TEST(Interpreter, RejectsBadPlansAndTooSmallWorkspaces) {
   zeroSteps.steps = 0;
   EXPECT_EQ((*interp)->run(Plan{}, zeroSteps).status().code(), ErrorCode::InvalidInput);
 
-  // A residual block's arena is the CPU kernel's workspace: a chain claiming less cannot run.
+  // A residual block's arena (and its inner scratch) is the CPU kernel's workspace: a chain
+  // claiming less cannot run.
   auto spec = parseChainSpec(R"({"format": "remat-chain/1", "name": "block", "input": {"shape": [2, 4, 6, 6]},
     "layers": [{"name": "b", "kind": "basic_block", "out_channels": 4, "stride": 1}]})",
                              "block");
@@ -174,6 +179,88 @@ TEST(Interpreter, CapacityBetweenTwoPeaksSeparatesThePlans) {
   auto fits = (*interp)->run(checkpointed);
   ASSERT_TRUE(fits.isOk()) << fits.status().message();
   EXPECT_EQ(fits->timelines[0].dynamicPeakBytes(), low);
+}
+
+// The modelled cost RunProgress counts for one step of the plan: fwd_cost per F, R and RE op,
+// bwd_cost per B op.
+double stepCost(const Chain& chain, const Plan& plan) {
+  double cost = 0.0;
+  for (const Op& op : buildOpSequence(chain, plan))
+    if (op.kind != OpKind::Seed) cost += op.kind == OpKind::B ? chain.at(op.layer).bwdCost : chain.at(op.layer).fwdCost;
+  return cost;
+}
+
+// Progress comes before every op of every step, in order, with the op about to run and the
+// modelled cost done so far; the estimate is unknown before anything is done.
+TEST(Interpreter, ReportsProgressBeforeEveryOp) {
+  const Chain chain = smallRealChain();
+  const Plan plan{{2, 4}};
+  const std::size_t opCount = buildOpSequence(chain, plan).size();
+  cpu::CpuDevice device;
+  auto interp = Interpreter::create(chain, device);
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  std::vector<RunProgress> seen;
+  RunOptions options;
+  options.steps = 2;
+  options.progress = [&](const RunProgress& p) { seen.push_back(p); };
+  auto run = (*interp)->run(plan, options);
+  ASSERT_TRUE(run.isOk()) << run.status().message();
+  ASSERT_EQ(seen.size(), 2 * opCount);
+  const double total = 2 * stepCost(chain, plan);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const RunProgress& p = seen[i];
+    EXPECT_EQ(p.step, static_cast<int>(i / opCount));
+    EXPECT_EQ(p.steps, 2);
+    EXPECT_EQ(p.opIndex, i % opCount);
+    EXPECT_EQ(p.opCount, opCount);
+    EXPECT_EQ(p.op, run->timelines[p.step].entries[p.opIndex].op);
+    EXPECT_DOUBLE_EQ(p.costTotal, total);
+    if (i > 0) {
+      EXPECT_GE(p.costDone, seen[i - 1].costDone);
+    }
+    EXPECT_LT(p.fraction(), 1.0);
+  }
+  EXPECT_EQ(seen.front().costDone, 0.0);
+  EXPECT_LT(seen.front().secondsLeft(), 0.0) << "no estimate before the first op has run";
+  EXPECT_NEAR(seen[opCount].fraction(), 0.5, 1e-12) << "the second step starts half way";
+  EXPECT_GE(seen.back().secondsLeft(), 0.0);
+}
+
+// A cancel lands before the next op: the op in flight finishes, nothing after it runs, and the
+// step gives back every byte it held.
+TEST(Interpreter, CancelStopsBeforeTheNextOpAndFreesTheStep) {
+  const Chain chain = smallRealChain();
+  const Plan plan{{2, 4}};
+  const std::size_t opCount = buildOpSequence(chain, plan).size();
+  cpu::CpuDevice device({.poisonMemory = true});
+  auto interp = Interpreter::create(chain, device);
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  std::atomic<bool> cancel{false};
+  std::vector<std::size_t> started;
+  RunOptions options;
+  options.cancel = &cancel;
+  options.progress = [&](const RunProgress& p) {
+    started.push_back(p.opIndex);
+    if (p.opIndex == 5) cancel = true;  // while F(6) is about to run: it finishes, B never starts
+  };
+  auto run = (*interp)->run(plan, options);
+  ASSERT_FALSE(run.isOk());
+  EXPECT_EQ(run.status().code(), ErrorCode::Cancelled);
+  EXPECT_NE(run.status().message().find("before op 7 of " + std::to_string(opCount)), std::string::npos)
+      << run.status().message();
+  EXPECT_EQ(started.back(), 5u);
+  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes() + 8) << "only the static tensors and labels";
+
+  // Set before the run: no op runs at all; the interpreter stays usable.
+  started.clear();
+  auto before = (*interp)->run(plan, options);
+  EXPECT_EQ(before.status().code(), ErrorCode::Cancelled);
+  EXPECT_TRUE(started.empty());
+  cancel = false;
+  options.progress = {};
+  auto again = (*interp)->run(plan, options);
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  testing::expectMatchesSimulation(chain, plan, again->timelines[0]);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "chain_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
 
@@ -56,6 +58,43 @@ TEST(Profiler, AFailedLayerLeavesNothingAllocated) {
 TEST(Profiler, RefusesZeroRepeats) {
   cpu::CpuDevice device;
   EXPECT_EQ(profileChain(smallChain(), device, {.repeats = 0}).status().code(), ErrorCode::InvalidInput);
+}
+
+// Workspaces on the fly: an unprofiled chain (inferred wf = wb = 0, a block's bare arena) gets the
+// CPU's needs written in; layers that already cover them, and larger stated workspaces, stay.
+TEST(FitWorkspaces, RaisesWhatTheDeviceNeedsAndNothingElse) {
+  const Chain chain = smallChain();
+  cpu::CpuDevice device;
+  auto fit = fitWorkspacesToDevice(chain, device);
+  ASSERT_TRUE(fit.isOk()) << fit.status().message();
+  ASSERT_EQ(fit->chain.size(), chain.size());
+  EXPECT_FALSE(fit->raisedLayers.empty());
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    const std::uint64_t wf = *device.requiredWorkspaceBytes(l, Pass::Forward);
+    const std::uint64_t wb = *device.requiredWorkspaceBytes(l, Pass::Backward);
+    const LayerNumbers& fitted = fit->chain.at(l);
+    EXPECT_EQ(fitted.fwdWorkspaceBytes, std::max(wf, chain.at(l).fwdWorkspaceBytes)) << "layer " << l;
+    EXPECT_EQ(fitted.bwdWorkspaceBytes, std::max(wb, chain.at(l).bwdWorkspaceBytes)) << "layer " << l;
+    const bool raised = wf > chain.at(l).fwdWorkspaceBytes || wb > chain.at(l).bwdWorkspaceBytes;
+    EXPECT_EQ(raised, std::count(fit->raisedLayers.begin(), fit->raisedLayers.end(), l) == 1) << "layer " << l;
+    EXPECT_EQ(fitted.outBytes, chain.at(l).outBytes);
+  }
+  // Fitting a fitted chain changes nothing.
+  auto again = fitWorkspacesToDevice(fit->chain, device);
+  ASSERT_TRUE(again.isOk());
+  EXPECT_TRUE(again->raisedLayers.empty());
+  // A chain that states more (say, a GPU profile) keeps it.
+  ChainSpec generous = chain.spec;
+  generous.layers[0].hasMeasuredWorkspace = true;
+  generous.layers[0].numbers.fwdWorkspaceBytes = 1 << 24;
+  generous.layers[0].numbers.bwdWorkspaceBytes = 1 << 24;
+  auto stated = buildChain(generous);
+  ASSERT_TRUE(stated.isOk());
+  auto kept = fitWorkspacesToDevice(*stated, device);
+  ASSERT_TRUE(kept.isOk());
+  EXPECT_EQ(kept->chain.at(1).fwdWorkspaceBytes, 1u << 24);
+  EXPECT_EQ(std::count(kept->raisedLayers.begin(), kept->raisedLayers.end(), 1u), 0);
+  EXPECT_EQ(device.allocator().buffersHeld(), 0u) << "fitting allocates nothing";
 }
 
 TEST(Profiler, Median) {

@@ -177,7 +177,8 @@ TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};
     cpu::CpuDevice cpu;
-    auto cpuRun = runPlan(chain, Plan{}, cpu, testing::seeded(9), options);
+    // The CPU's oneDNN scratch may exceed the GPU profile's workspaces: the values do not depend on it.
+    auto cpuRun = runPlan(testing::fittedTo(chain, cpu), Plan{}, cpu, testing::seeded(9), options);
     ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
     auto device = open();
     ASSERT_NE(device, nullptr);

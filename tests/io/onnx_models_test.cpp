@@ -158,8 +158,8 @@ TEST_P(OnnxExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
   for (const json& m : models)
     if (fileOf(m) == GetParam()) model = &m;
   ASSERT_NE(model, nullptr);
-  const Chain chain = imported(*model, 2);
   cpu::CpuDevice device({.poisonMemory = true});
+  const Chain chain = testing::fittedTo(imported(*model, 2), device);  // the CPU's workspaces written in
   auto interp = Interpreter::create(chain, device, testing::seeded(5));
   ASSERT_TRUE(interp.isOk()) << interp.status().message();
   RunOptions options{.digestGradients = true, .captureDigests = true};

@@ -4,6 +4,7 @@
 // input gradient d(1)) can be driven through the Device interface with canonical host data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -11,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "remat/io/chain_file.hpp"
-#include "remat/exec/counter_rng.hpp"
 #include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/counter_rng.hpp"
+#include "remat/io/chain_file.hpp"
 
 namespace remat::testing {
 
@@ -96,7 +97,8 @@ class LayerHarness {
     yBuffer_ = allocate(m.outBytes);
     if (keep && m.extraBytes > 0) extraBuffer_ = allocate(m.extraBytes);
     DeviceBuffer workspace;
-    if (m.fwdWorkspaceBytes > 0) workspace = allocate(m.fwdWorkspaceBytes);
+    const std::uint64_t workspaceBytes = workspaceFor(Pass::Forward);
+    if (workspaceBytes > 0) workspace = allocate(workspaceBytes);
     Status st = device_.forward({.layer = 2,
                                  .mode = keep ? ForwardMode::Keep : ForwardMode::Discard,
                                  .input = xBuffer_,
@@ -125,7 +127,8 @@ class LayerHarness {
       EXPECT_TRUE(device_.fill(grads, 0).isOk());
     }
     DeviceBuffer workspace;
-    if (m.bwdWorkspaceBytes > 0) workspace = allocate(m.bwdWorkspaceBytes);
+    const std::uint64_t workspaceBytes = workspaceFor(Pass::Backward);
+    if (workspaceBytes > 0) workspace = allocate(workspaceBytes);
     // The buffers the model says the backward does not read stay empty.
     Status st = device_.backward({.layer = 2,
                                   .gradOutput = dyBuffer,
@@ -150,6 +153,14 @@ class LayerHarness {
   ~LayerHarness() { release(); }
 
  private:
+  // What the device's kernels for layer 2 need in the pass (its oneDNN scratch), or the chain's
+  // number when that is larger.
+  std::uint64_t workspaceFor(Pass pass) {
+    auto needed = device_.requiredWorkspaceBytes(2, pass);
+    EXPECT_TRUE(needed.isOk()) << needed.status().message();
+    const std::uint64_t stated = pass == Pass::Forward ? numbers().fwdWorkspaceBytes : numbers().bwdWorkspaceBytes;
+    return needed.isOk() ? std::max(*needed, stated) : stated;
+  }
   DeviceBuffer allocate(std::uint64_t bytes) {
     auto b = device_.allocator().allocate(bytes);
     EXPECT_TRUE(b.isOk());

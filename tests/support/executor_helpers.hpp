@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "remat/exec/interpreter.hpp"
-#include "remat/planners/planners.hpp"
+#include "remat/exec/profiler.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::testing {
 
@@ -20,6 +21,14 @@ inline InterpreterOptions seeded(std::uint64_t seed) {
   InterpreterOptions options;
   options.seed = seed;
   return options;
+}
+
+// The chain with the device's workspaces written in (fitWorkspacesToDevice): what a run on it is
+// measured against. On failure the test fails and the chain comes back unchanged.
+inline Chain fittedTo(const Chain& chain, Device& device) {
+  auto fit = fitWorkspacesToDevice(chain, device);
+  EXPECT_TRUE(fit.isOk()) << fit.status().message();
+  return fit.isOk() ? std::move(fit->chain) : chain;
 }
 
 // Every op's measured footprint and live-after equal the simulator's, byte for byte.

@@ -1,3 +1,5 @@
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +42,9 @@ void CpuAllocator::releaseCache() {
     for (std::byte* data : list) std::free(data);
   cache_.clear();
   cachedBytes_ = 0;
+  // glibc keeps freed blocks below its (adaptive) mmap threshold in its heap; give them back to the
+  // system, so a cancelled or finished measurement leaves the process as small as it found it.
+  malloc_trim(0);
 }
 
 Result<DeviceBuffer> CpuAllocator::allocate(std::uint64_t bytes) {

@@ -1,6 +1,7 @@
 // CpuDevice: prepares a chain, converts data at the boundary and checks every buffer a call
 // passes against the memory model (present exactly when the model says the op reads or writes
 // it, with exactly the model's bytes) before dispatching to the kernels.
+#include <oneapi/dnnl/dnnl.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -46,16 +47,26 @@ Result<std::uint64_t> CpuDevice::availableBytes() const {
 
 std::string CpuDevice::describe() const {
   const std::uint64_t capacity = impl_->options.capacityBytes;
-  return "cpu: float32 reference kernels, single-threaded, " +
+  const dnnl_version_t* version = dnnl_version();
+  return "cpu: oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." +
+         std::to_string(version->patch) + " kernels, " + std::to_string(impl_->threads) +
+         (impl_->threads == 1 ? " thread, " : " threads, ") +
          (capacity > 0 ? "capacity " + formatBytes(capacity) : std::string("no capacity limit"));
 }
+
+int CpuDevice::threads() const { return impl_->threads; }
 
 Status CpuDevice::prepare(const Chain& chain) {
   impl_->chain.reset();
   impl_->layers.clear();
+  // Primitives size their scratch for the thread count they are created with: the device's.
+  const cpu::ThreadScope threads(impl_->threads);
+  if (!impl_->dnnl)
+    REMAT_RETURN_IF_ERROR(cpu::dnnlTry("cpu: opening oneDNN's CPU engine", [&] { impl_->dnnl.emplace(); }));
   std::vector<cpu::PreparedLayer> prepared;
   prepared.reserve(chain.size() + 1);
-  for (std::size_t l = 0; l <= chain.size(); ++l) REMAT_RETURN_IF_ERROR(cpu::prepareLayer(chain, l, prepared));
+  for (std::size_t l = 0; l <= chain.size(); ++l)
+    REMAT_RETURN_IF_ERROR(cpu::prepareLayer(*impl_->dnnl, chain, l, prepared));
   impl_->layers = std::move(prepared);
   impl_->chain = chain;
   return Status::ok();
@@ -146,7 +157,8 @@ Status CpuDevice::download(DeviceBuffer src, TensorRole role, std::size_t layer,
 Status CpuDevice::fill(DeviceBuffer dst, std::uint8_t value) {
   auto data = impl_->memory(dst, "fill");
   if (!data) return data.status();
-  if (dst.bytes > 0) std::memset(*data, value, dst.bytes);
+  const cpu::ThreadScope threads(impl_->threads);
+  cpu::fillBytes(*data, dst.bytes, value);
   return Status::ok();
 }
 
@@ -165,6 +177,7 @@ Status CpuDevice::forward(const ForwardCall& call) {
   auto memory = checkForwardCall(d.allocator, *d.chain, call, prepared.label, prepared.requiredFwdWorkspace);
   if (!memory) return memory.status();
   const ForwardMemory& b = *memory;
+  const cpu::ThreadScope threads(d.threads);
   if (prepared.kind == LayerKind::Abstract) {
     const bool wantsExtra = call.mode == ForwardMode::Keep && m.extraBytes > 0;
     cpu::abstractForward(rng::streamKey(call.seed, rng::Purpose::Abstract, l), {b.x, call.input.bytes},
@@ -172,7 +185,7 @@ Status CpuDevice::forward(const ForwardCall& call) {
                          {b.workspace, call.workspace.bytes});
     return Status::ok();
   }
-  return cpu::forwardLayer(prepared, l, call.mode, call.seed, b.floats());
+  return cpu::forwardLayer(*d.dnnl, prepared, l, call.mode, call.seed, b.floats());
 }
 
 Status CpuDevice::backward(const BackwardCall& call) {
@@ -184,6 +197,7 @@ Status CpuDevice::backward(const BackwardCall& call) {
   auto memory = checkBackwardCall(d.allocator, *d.chain, call, prepared.label, prepared.requiredBwdWorkspace);
   if (!memory) return memory.status();
   const BackwardMemory& b = *memory;
+  const cpu::ThreadScope threads(d.threads);
   if (prepared.kind == LayerKind::Abstract) {
     const bool dxIsFloat = l > 1 && d.layers[l - 1].real;
     cpu::abstractBackward(rng::streamKey(call.seed, rng::Purpose::Abstract, l), {b.dy, m.outBytes},
@@ -192,7 +206,7 @@ Status CpuDevice::backward(const BackwardCall& call) {
                           {b.workspace, call.workspace.bytes}, {b.paramGrads, m.paramBytes});
     return Status::ok();
   }
-  return cpu::backwardLayer(prepared, b.floats());
+  return cpu::backwardLayer(*d.dnnl, prepared, b.floats());
 }
 
 Status CpuDevice::lossSeed(const SeedCall& call) {
@@ -217,6 +231,7 @@ Status CpuDevice::lossSeed(const SeedCall& call) {
     if (values[i] < 0 || values[i] >= layout.perSample())
       return Status::invalid("cpu: label " + std::to_string(values[i]) + " of sample " + std::to_string(i) +
                              " is outside the " + std::to_string(layout.perSample()) + " classes of the last layer");
+  const cpu::ThreadScope threads(d.threads);
   cpu::softmaxCrossEntropyBackward(layout, reinterpret_cast<const float*>(logits), values,
                                    reinterpret_cast<float*>(grad));
   return Status::ok();

@@ -1,40 +1,44 @@
 #pragma once
-// CpuDevice's state: the prepared chain, one PreparedLayer per layer (layouts, kernel geometry,
-// parameter segments) and the helpers the per-kind dispatch files share. Internal to core.
+// CpuDevice's state: the prepared chain, one PreparedLayer per layer (layouts, oneDNN primitives,
+// parameter segments) and the helpers the per-kind dispatch files share. Internal to core/src/cpu.
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
+#include "dnnl_layers.hpp"
 #include "kernels.hpp"
-#include "remat/model/block.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/device_calls.hpp"
+#include "remat/model/block.hpp"
 
 namespace remat::cpu {
 
 // A run of float32 parameters inside a layer's parameter buffer and how its canonical (PyTorch)
-// order maps onto the CPU's order.
+// order maps onto the CPU's order (convolution weights keep PyTorch's order: Plain).
 struct ParamSegment {
-  enum class Type { Plain, ConvWeight, LinearWeight, FeatureVector };
+  enum class Type { Plain, LinearWeight, FeatureVector };
   Type type = Type::Plain;
   Index offset = 0;  // in floats
   Index count = 0;
-  ConvGeometry conv;        // ConvWeight
   Index outFeatures = 0;    // LinearWeight
   ActivationLayout layout;  // LinearWeight (its input) and FeatureVector
 };
 
-// One inner op of a block with its kernel geometry.
+// The oneDNN primitives of a layer or of an inner op of a block; monostate for the kinds that run
+// own kernels only (dropout, adaptive average pooling, the residual add, abstract layers).
+using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormOp, EltwiseOp>;
+
+// One inner op of a block with its primitives.
 struct BlockOpPlan {
-  ConvGeometry conv;       // Conv2d (channels-last, per the inner tensor shapes)
-  Index rows = 0;          // BatchNorm, Concat: N*H*W
-  Index channels = 0;      // BatchNorm; Concat: the output's
-  Index count = 0;         // elements of the output (Relu, Relu6, Add)
+  KindOp op;
+  Index count = 0;         // elements of the output (Add)
+  Index rows = 0;          // Concat: N*H*W
+  Index channels = 0;      // Concat: the output's
   Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
-  bool bias = false;       // Conv2d: its bias follows the weights
-  Index biasOffset = 0;
+  Index biasOffset = -1;   // Conv2d: where its bias follows the weights; -1: none
 };
 
 struct PreparedLayer {
@@ -43,22 +47,26 @@ struct PreparedLayer {
   bool real = false;     // x(l) holds float32 activations laid out as `out`
   ActivationLayout in;   // x(l-1) as this layer reads it (real layers)
   ActivationLayout out;  // x(l)
-  ConvGeometry conv;
-  bool bias = false;  // conv2d, linear
-  PoolGeometry pool;
-  Index inFeatures = 0, outFeatures = 0;  // linear
-  Index bnRows = 0, bnChannels = 0;       // batchnorm
+  KindOp op;
+  Index biasOffset = -1;    // conv2d, linear: where the bias starts in the parameters (floats); -1: none
+  PoolGeometry pool;        // pools: the own kernels' geometry
+  bool ownAvgPool = false;  // avgpool whose ceil-mode windows reach past the padding (kernels.hpp)
   double dropoutP = 0.0;
   std::optional<BlockGraph> block;
   std::vector<BlockOpPlan> blockOps;
+  std::uint64_t blockFwdScratchOffset = 0;  // where the inner ops' scratch starts in a block's workspaces
+  std::uint64_t blockBwdScratchOffset = 0;
   std::vector<ParamSegment> params;
   std::uint64_t requiredFwdWorkspace = 0;
   std::uint64_t requiredBwdWorkspace = 0;
 };
 
+// The geometry of a conv2d layer (or inner op) from its fields and NCHW shapes.
+ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& out);
+
 // Builds the preparation of layer l of a chain whose layers 1..l-1 are already prepared (layers[0] is the
 // input). Errors name the layer.
-Status prepareLayer(const Chain& chain, std::size_t l, std::vector<PreparedLayer>& layers);
+Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t l, std::vector<PreparedLayer>& layers);
 
 // Parameter conversion between canonical and CPU order; `toCanonical` picks the direction.
 void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical);
@@ -66,11 +74,15 @@ void convertParams(const std::vector<ParamSegment>& segments, const float* from,
 void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical);
 
 // The kernels of each kind, given resolved pointers (device_calls.hpp); null pointers for absent buffers.
-Status forwardLayer(const PreparedLayer& prepared, std::size_t l, ForwardMode mode, std::uint64_t seed,
+Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
+                    std::uint64_t seed, const ForwardBuffers& b);
+Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// Blocks (run_blocks.cpp): the plan of their inner ops, and their forward and backward.
+Status planBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
+                    PreparedLayer& prepared);
+Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                     const ForwardBuffers& b);
-Status backwardLayer(const PreparedLayer& prepared, const BackwardBuffers& b);
-Status forwardBlock(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b);
-Status backwardBlock(const PreparedLayer& prepared, const BackwardBuffers& b);
+Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 
 // Abstract layers: synthetic kernels that read every input byte and write deterministic bytes
 // into every output, extra and workspace byte (cpu_device_abstract.cpp).
@@ -90,8 +102,11 @@ void abstractBackward(std::uint64_t key, ConstByteSpan dy, ConstByteSpan x, Cons
 void abstractSeed(std::uint64_t key, ConstByteSpan logits, ByteSpan grad);
 
 struct CpuDevice::Impl {
-  explicit Impl(CpuDeviceOptions o) : options(o), allocator(o) {}
+  explicit Impl(CpuDeviceOptions o)
+      : options(o), threads(o.threads > 0 ? o.threads : everyCoreThreads()), allocator(o) {}
   CpuDeviceOptions options;
+  int threads;                      // every primitive is created and run with this many
+  std::optional<DnnlContext> dnnl;  // made by the first prepare(), which can report its failure
   CpuAllocator allocator;
   std::optional<Chain> chain;
   std::vector<cpu::PreparedLayer> layers;  // [0] = the input x0

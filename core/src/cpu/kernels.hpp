@@ -1,15 +1,16 @@
 #pragma once
-// The CPU reference kernels on raw pointers. Internal to core: cpu_device.cpp dispatches to them
-// and the residual-block kernels compose them over arena offsets.
+// The CPU backend's kernel geometry and its own kernels: those where no oneDNN primitive fits
+// (dnnl_layers.hpp has the rest). Internal to core.
 //
 // Layouts (the CPU backend's own; upload/download convert from / to the canonical ones):
-//   4-D activations are channels-last, [N][H][W][C]; 2-D activations are [N][F] (after a flatten of
-//   a channels-last tensor, F runs over (h, w, c)); conv2d weights are [kh][kw][C/groups][K], then
-//   bias [K]; linear weights [out][in] with `in` in the activation's own order, then bias.
-// Every kernel is single-threaded, sums in a fixed order and allocates nothing: deterministic, so
-// a recomputed forward equals the original bit for bit. Backward kernels ADD parameter gradients
-// into dw / db; they WRITE the input gradient dx, or add into it when `accumulate` is set (inner
-// ops of residual blocks whose input feeds two ops).
+//   4-D activations are channels-last, [N][H][W][C] (oneDNN's nhwc: no padding, so a tensor has
+//   exactly the model's bytes); 2-D activations are [N][F] (after a flatten of a channels-last
+//   tensor, F runs over (h, w, c)); conv2d weights are PyTorch's [out][in/groups][kh][kw] then bias;
+//   linear weights [out][in] with `in` in the activation's own order, then bias.
+// Own kernels run on the calling thread's OpenMP team (the device's thread count). Each output
+// element is computed by one thread in a fixed order that does not depend on the thread count, so
+// they are bitwise reproducible; they allocate nothing. Backward kernels WRITE the input gradient,
+// or add into it when `accumulate` is set; parameter gradients are ADDED into.
 #include <cstdint>
 
 namespace remat::cpu {
@@ -21,46 +22,49 @@ struct ConvGeometry {
   Index outChannels = 0, outHeight = 0, outWidth = 0;
   Index kernel = 1, stride = 1, padding = 0, groups = 1;
 };
-void conv2dForward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y);
-void conv2dBackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx, bool accumulate = false);
-// dw: [kh][kw][C/groups][K]; db may be null (no bias).
-void conv2dBackwardParams(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db);
 
 struct PoolGeometry {
   Index batch = 0, channels = 0, inHeight = 0, inWidth = 0, outHeight = 0, outWidth = 0;
   Index kernel = 1, stride = 1, padding = 0;
+  // The padding past the bottom / right edge that the last window reaches (ceil mode can reach
+  // beyond `padding`); oneDNN's padding_r.
+  Index paddingBottom() const { return extraPadding(inHeight, outHeight); }
+  Index paddingRight() const { return extraPadding(inWidth, outWidth); }
+  // Every window lies inside the input plus `padding`: PyTorch's count_include_pad divisor is then
+  // kernel^2 everywhere, oneDNN's avg_include_padding.
+  bool windowsInsidePadding() const { return paddingBottom() <= padding && paddingRight() <= padding; }
+
+ private:
+  Index extraPadding(Index in, Index out) const {
+    const Index reach = (out - 1) * stride + kernel - in - padding;
+    return reach > padding ? reach : padding;
+  }
 };
-void maxPoolForward(const PoolGeometry& g, const float* x, float* y);
-// Routes each output's gradient to the first input position (in window scan order) equal to it.
+
+// Routes each output's gradient to the first input position (in window scan order) equal to it;
+// dx is written (zeroed first).
 void maxPoolBackward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx);
-// count_include_pad = true, PyTorch's divisor rule (padded window clipped at input + padding).
+// count_include_pad = true, PyTorch's divisor rule (padded window clipped at input + padding):
+// ceil-mode pools whose last window reaches past the padding, where oneDNN's divisor differs.
 void avgPoolForward(const PoolGeometry& g, const float* x, float* y);
 void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx);
 // PyTorch's adaptive bins: [floor(i*In/Out), ceil((i+1)*In/Out)). kernel/stride/padding unused.
 void adaptiveAvgPoolForward(const PoolGeometry& g, const float* x, float* y);
 void adaptiveAvgPoolBackward(const PoolGeometry& g, const float* dy, float* dx);
 
-void reluForward(Index count, const float* x, float* y);
-void reluBackward(Index count, const float* y, const float* dy, float* dx, bool accumulate = false);
-void relu6Forward(Index count, const float* x, float* y);
-void relu6Backward(Index count, const float* y, const float* dy, float* dx, bool accumulate = false);
 // out += a, or out = a when !accumulate (the residual add's backward), elementwise.
 void copyOrAdd(Index count, const float* a, float* out, bool accumulate);
-// out = a + b, elementwise.
-void add(Index count, const float* a, const float* b, float* out);
 // `rows` runs of `width` floats: to[r * toStride + i] (=|+=) from[r * fromStride + i]. A channel
 // concatenation of channels-last tensors copies each input ([rows][C_in]) into its columns of the
 // output ([rows][C_out]); its backward copies (or adds) those columns back into d(input).
 void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
                    bool accumulate);
-
-// Batch norm in training mode over rows x channels (channels innermost: [N*H*W][C] or [N][F]).
-// stats (may be null: discard mode) receives mean [C] then inverse std [C].
-inline constexpr float kBatchNormEpsilon = 1e-5f;
-void batchNormForward(Index rows, Index channels, const float* x, const float* gamma, const float* beta, float* y,
-                      float* stats);
-void batchNormBackward(Index rows, Index channels, const float* x, const float* dy, const float* gamma,
-                       const float* stats, float* dx, float* dgamma, float* dbeta, bool accumulate = false);
+// out = a + b, elementwise.
+void add(Index count, const float* a, const float* b, float* out);
+// db[o] += sum over n of dy[n][o], samples in order (a linear layer's bias gradient).
+void addBiasGradient(Index batch, Index outFeatures, const float* dy, float* db);
+// Sets `bytes` bytes to `value` on every thread (zeroing large parameter gradients).
+void fillBytes(void* data, std::uint64_t bytes, unsigned char value);
 
 // Where a tensor's elements sit: channels-last 4-D ([N][H][W][C]) or plain 2-D ([N][F]), possibly
 // a flattened channels-last tensor. canonicalIndex gives an element's index inside its sample in
@@ -89,13 +93,6 @@ struct ActivationLayout {
 void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const float* x, float* y,
                     std::uint8_t* mask);
 void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx);
-
-// y[n][o] = b[o] + sum_i w[o][i] x[n][i]; b may be null.
-void linearForward(Index batch, Index inFeatures, Index outFeatures, const float* x, const float* w, const float* b,
-                   float* y);
-// dx may be null (layer 1); db may be null.
-void linearBackward(Index batch, Index inFeatures, Index outFeatures, const float* x, const float* w, const float* dy,
-                    float* dx, float* dw, float* db);
 
 // Softmax cross-entropy, mean over the batch: d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N,
 // with labels as canonical class indices (checked by the caller to lie in 0..perSample-1).

@@ -1,13 +1,16 @@
-// Pooling on channels-last activations. Window taps are visited in (kh, kw) order; the backward
-// passes zero dx and then scatter each output's gradient in (n, oh, ow, c) order.
+// The pooling kernels oneDNN has no primitive for, on channels-last activations: max pooling's
+// backward (from x and y, since the memory model keeps no indices), average pooling whose ceil-mode
+// windows reach past the padding (PyTorch's divisor), and adaptive average pooling (PyTorch's
+// bins). Work is split over (sample, block of channels); inside a block, window taps are visited in
+// (kh, kw) order and outputs in (oh, ow) order, so every sum has one order at any thread count.
 #include <algorithm>
-#include <cstring>
-#include <limits>
 
 #include "kernels.hpp"
 
 namespace remat::cpu {
 namespace {
+
+constexpr Index kChannelBlock = 16;
 
 // The input rows (or columns) [lo, hi) that output row (or column) o reads, and the factor of an
 // average's divisor that this axis contributes.
@@ -48,19 +51,36 @@ struct AdaptiveSpans {
   }
 };
 
-// Calls visit(n, window, outOffset) for every output pixel in (n, oh, ow) order; outOffset is the
-// pixel's first channel in y / dy.
+// The channels [c0, c1) of sample n: what one thread owns.
+struct Block {
+  Index n = 0, c0 = 0, c1 = 0;
+};
+
+// Runs body(block) for every (sample, channel block) on the OpenMP team. A block's outputs, and the
+// input gradients its outputs scatter to, belong to it alone.
+template <typename Body>
+void forEachBlock(const PoolGeometry& g, Body&& body) {
+  const Index blocks = (g.channels + kChannelBlock - 1) / kChannelBlock;
+  const Index tasks = g.batch * blocks;
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < tasks; ++t) {
+    const Index c0 = (t % blocks) * kChannelBlock;
+    body(Block{t / blocks, c0, std::min(c0 + kChannelBlock, g.channels)});
+  }
+}
+
+// Calls visit(window, outOffset) for every output pixel of sample n in (oh, ow) order; outOffset is
+// the pixel's first channel in y / dy.
 template <typename SpanOf, typename Visit>
-void forEachOutput(const PoolGeometry& g, SpanOf spanOf, Visit&& visit) {
-  for (Index n = 0; n < g.batch; ++n)
-    for (Index oh = 0; oh < g.outHeight; ++oh) {
-      Window w;
-      w.rows = spanOf(oh, g.inHeight, g.outHeight);
-      for (Index ow = 0; ow < g.outWidth; ++ow) {
-        w.cols = spanOf(ow, g.inWidth, g.outWidth);
-        visit(n, w, ((n * g.outHeight + oh) * g.outWidth + ow) * g.channels);
-      }
+void forEachOutput(const PoolGeometry& g, Index n, SpanOf spanOf, Visit&& visit) {
+  for (Index oh = 0; oh < g.outHeight; ++oh) {
+    Window w;
+    w.rows = spanOf(oh, g.inHeight, g.outHeight);
+    for (Index ow = 0; ow < g.outWidth; ++ow) {
+      w.cols = spanOf(ow, g.inWidth, g.outWidth);
+      visit(w, ((n * g.outHeight + oh) * g.outWidth + ow) * g.channels);
     }
+  }
 }
 
 // The first channel of input pixel (n, ih, iw) in x / dx.
@@ -68,71 +88,65 @@ Index inputOffset(const PoolGeometry& g, Index n, Index ih, Index iw) {
   return ((n * g.inHeight + ih) * g.inWidth + iw) * g.channels;
 }
 
-void zero(float* p, Index count) { std::memset(p, 0, static_cast<std::size_t>(count) * sizeof(float)); }
+void zeroBlock(const PoolGeometry& g, const Block& b, float* dx) {
+  for (Index p = 0; p < g.inHeight * g.inWidth; ++p)
+    std::fill(dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c0,
+              dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c1, 0.0f);
+}
 
 template <typename SpanOf>
 void averageForward(const PoolGeometry& g, SpanOf spanOf, const float* x, float* y) {
-  const Index C = g.channels;
-  forEachOutput(g, spanOf, [&](Index n, const Window& w, Index o) {
-    const float divisor = w.divisor();
-    float* out = y + o;
-    for (Index c = 0; c < C; ++c) out[c] = 0.0f;
-    for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
-      for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-        const float* in = x + inputOffset(g, n, ih, iw);
-        for (Index c = 0; c < C; ++c) out[c] += in[c];
-      }
-    for (Index c = 0; c < C; ++c) out[c] /= divisor;
+  forEachBlock(g, [&](const Block& b) {
+    forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
+      const float divisor = w.divisor();
+      float* out = y + o;
+      for (Index c = b.c0; c < b.c1; ++c) out[c] = 0.0f;
+      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          const float* in = x + inputOffset(g, b.n, ih, iw);
+          for (Index c = b.c0; c < b.c1; ++c) out[c] += in[c];
+        }
+      for (Index c = b.c0; c < b.c1; ++c) out[c] /= divisor;
+    });
   });
 }
 
 template <typename SpanOf>
 void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, float* dx) {
-  const Index C = g.channels;
-  zero(dx, g.batch * g.inHeight * g.inWidth * C);
-  forEachOutput(g, spanOf, [&](Index n, const Window& w, Index o) {
-    const float divisor = w.divisor();
-    const float* grad = dy + o;
-    for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
-      for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-        float* in = dx + inputOffset(g, n, ih, iw);
-        for (Index c = 0; c < C; ++c) in[c] += grad[c] / divisor;
-      }
+  forEachBlock(g, [&](const Block& b) {
+    zeroBlock(g, b, dx);
+    forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
+      const float divisor = w.divisor();
+      const float* grad = dy + o;
+      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          float* in = dx + inputOffset(g, b.n, ih, iw);
+          for (Index c = b.c0; c < b.c1; ++c) in[c] += grad[c] / divisor;
+        }
+    });
   });
 }
 
 }  // namespace
 
-void maxPoolForward(const PoolGeometry& g, const float* x, float* y) {
-  const Index C = g.channels;
-  forEachOutput(g, KernelSpans{g}, [&](Index n, const Window& w, Index o) {
-    float* out = y + o;
-    for (Index c = 0; c < C; ++c) out[c] = -std::numeric_limits<float>::infinity();
-    for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
-      for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-        const float* in = x + inputOffset(g, n, ih, iw);
-        for (Index c = 0; c < C; ++c) out[c] = in[c] > out[c] ? in[c] : out[c];
-      }
-  });
-}
-
 void maxPoolBackward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx) {
-  const Index C = g.channels;
-  zero(dx, g.batch * g.inHeight * g.inWidth * C);
-  forEachOutput(g, KernelSpans{g}, [&](Index n, const Window& w, Index o) {
-    for (Index c = 0; c < C; ++c) {
-      const float best = y[o + c];
-      bool found = false;
-      for (Index ih = w.rows.lo; ih < w.rows.hi && !found; ++ih)
-        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-          const Index i = inputOffset(g, n, ih, iw) + c;
-          if (x[i] == best) {
-            dx[i] += dy[o + c];
-            found = true;
-            break;
+  forEachBlock(g, [&](const Block& b) {
+    zeroBlock(g, b, dx);
+    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window& w, Index o) {
+      for (Index c = b.c0; c < b.c1; ++c) {
+        const float best = y[o + c];
+        bool found = false;
+        for (Index ih = w.rows.lo; ih < w.rows.hi && !found; ++ih)
+          for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+            const Index i = inputOffset(g, b.n, ih, iw) + c;
+            if (x[i] == best) {
+              dx[i] += dy[o + c];
+              found = true;
+              break;
+            }
           }
-        }
-    }
+      }
+    });
   });
 }
 

@@ -1,5 +1,6 @@
 // Per-layer preparation of the CPU backend: which layout each activation has, the kernel geometry
-// from the inferred shapes, and where the parameters sit. The checks that the chain's model
+// from the inferred shapes, the oneDNN primitives of each layer (and what scratch they need: the
+// device's wf / wb) and where the parameters sit. The checks that the chain's model
 // numbers say what the kernels actually read and save are layer_checks.hpp's, shared with the GPU.
 #include <cstring>
 
@@ -7,6 +8,23 @@
 #include "remat/exec/layer_checks.hpp"
 
 namespace remat::cpu {
+
+ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
+  ConvGeometry g;
+  g.batch = in[0];
+  g.inChannels = in[1];
+  g.inHeight = in[2];
+  g.inWidth = in[3];
+  g.outChannels = out[1];
+  g.outHeight = out[2];
+  g.outWidth = out[3];
+  g.kernel = spec.kernel;
+  g.stride = spec.stride;
+  g.padding = spec.padding;
+  g.groups = spec.groups;
+  return g;
+}
+
 namespace {
 
 ActivationLayout layoutOf(const Shape& shape) {
@@ -26,24 +44,6 @@ ActivationLayout layoutOf(const Shape& shape) {
   return layout;
 }
 
-ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
-  ConvGeometry g;
-  g.batch = in[0];
-  g.inChannels = in[1];
-  g.inHeight = in[2];
-  g.inWidth = in[3];
-  g.outChannels = out[1];
-  g.outHeight = out[2];
-  g.outWidth = out[3];
-  g.kernel = spec.kernel;
-  g.stride = spec.stride;
-  g.padding = spec.padding;
-  g.groups = spec.groups;
-  return g;
-}
-
-Index convWeightCount(const ConvGeometry& g) { return g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel; }
-
 PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
   PoolGeometry g;
   g.batch = in[0];
@@ -58,95 +58,92 @@ PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& o
   return g;
 }
 
-Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
-                 PreparedLayer& prepared) {
+// A block: its inner graph (checked against the chain's numbers and each inner op's parameters),
+// whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
+Status planBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
+                 const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
-  Index offset = 0;
   for (const BlockOp& op : graph->ops) {
-    BlockOpPlan p;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     const Shape& out = graph->tensors[op.output].shape;
-    p.count = static_cast<Index>(elementCount(out));
-    p.weightOffset = offset;
     if (op.kind == BlockOpKind::Conv2d) {
-      p.conv = convGeometry(op.layer, in, out);
-      const Index weights = convWeightCount(p.conv);
-      REMAT_RETURN_IF_ERROR(check.innerConv(op, static_cast<std::uint64_t>(weights)));
-      ParamSegment seg;
-      seg.type = ParamSegment::Type::ConvWeight;
-      seg.offset = offset;
-      seg.count = weights;
-      seg.conv = p.conv;
-      prepared.params.push_back(seg);
-      p.bias = op.layer.bias;
-      p.biasOffset = offset + weights;
-      if (p.bias) prepared.params.push_back({ParamSegment::Type::Plain, p.biasOffset, p.conv.outChannels, {}, 0, {}});
-    } else if (op.kind == BlockOpKind::Concat) {
-      p.rows = out[0] * out[2] * out[3];
-      p.channels = out[1];
-      REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
+      const ConvGeometry g = convGeometry(op.layer, in, out);
+      REMAT_RETURN_IF_ERROR(check.innerConv(
+          op, static_cast<std::uint64_t>(g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel)));
     } else if (op.kind == BlockOpKind::BatchNorm) {
-      p.rows = in[0] * in[2] * in[3];
-      p.channels = in[1];
-      REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(p.channels)));
-      ParamSegment seg;
-      seg.offset = offset;
-      seg.count = 2 * p.channels;
-      prepared.params.push_back(seg);
+      REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(in[1])));
     } else {
       REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     }
-    offset += static_cast<Index>(op.paramCount);
-    prepared.blockOps.push_back(p);
   }
-  prepared.requiredFwdWorkspace = graph->fwdWorkspaceBytes;
-  prepared.requiredBwdWorkspace = graph->bwdWorkspaceBytes;
   prepared.block = std::move(graph).value();
+  return planBlockOps(context, *prepared.block, firstLayer, prepared.label, prepared);
+}
+
+Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
+
+// Stores a kind's primitives and the scratch they need as the layer's wf / wb.
+template <typename Op>
+Status setOp(Result<Op> op, PreparedLayer& prepared) {
+  if (!op) return op.status();
+  prepared.requiredFwdWorkspace = op->forwardScratchBytes();
+  prepared.requiredBwdWorkspace = op->backwardScratchBytes();
+  prepared.op = std::move(op).value();
   return Status::ok();
 }
 
-void prepareConv(const ChainLayer& layer, const LayerSpec& spec, const PrimitiveParameters& params,
-                 PreparedLayer& prepared) {
-  prepared.conv = convGeometry(spec, layer.inputShape, layer.outputShape);
-  prepared.bias = params.biases > 0;
-  ParamSegment w;
-  w.type = ParamSegment::Type::ConvWeight;
-  w.count = static_cast<Index>(params.weights);
-  w.conv = prepared.conv;
-  prepared.params.push_back(w);
-  if (prepared.bias)
-    prepared.params.push_back({ParamSegment::Type::Plain, w.count, prepared.conv.outChannels, {}, 0, {}});
+Status prepareConv(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                   const PrimitiveParameters& params, InputGrad grad, PreparedLayer& prepared) {
+  const ConvGeometry g = convGeometry(spec, layer.inputShape, layer.outputShape);
+  const bool bias = params.biases > 0;
+  if (bias) prepared.biasOffset = static_cast<Index>(params.weights);
+  // PyTorch's weight order is the one the parameter buffer keeps (dnnl_conv.cpp).
+  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(params.weights + params.biases), 0, {}});
+  return setOp(ConvOp::create(context, g, bias, grad, prepared.label), prepared);
 }
 
-void prepareBatchNorm(const Shape& in, PreparedLayer& prepared) {
-  if (in.size() == 4) {
-    prepared.bnRows = in[0] * in[2] * in[3];
-    prepared.bnChannels = in[1];
-  } else {
-    prepared.bnRows = prepared.in.batch;
-    prepared.bnChannels = prepared.in.perSample();
-  }
+Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad grad, PreparedLayer& prepared) {
+  const bool image = in.size() == 4;
+  const Index channels = image ? in[1] : prepared.in.perSample();
   // Over a flattened channels-last input the features sit in (h, w, c) order.
-  const auto type =
-      in.size() == 2 && prepared.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
-  prepared.params.push_back({type, 0, prepared.bnChannels, {}, 0, prepared.in});
-  prepared.params.push_back({type, prepared.bnChannels, prepared.bnChannels, {}, 0, prepared.in});
+  const auto type = !image && prepared.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
+  prepared.params.push_back({type, 0, channels, 0, prepared.in});
+  prepared.params.push_back({type, channels, channels, 0, prepared.in});
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::desc data =
+      image ? floatDesc({in[0], in[1], in[2], in[3]}, tag::nhwc) : floatDesc({prepared.in.batch, channels}, tag::nc);
+  return setOp(BatchNormOp::create(context, data, channels, grad, prepared.label), prepared);
 }
 
-void prepareLinear(const Shape& out, const PrimitiveParameters& params, PreparedLayer& prepared) {
-  prepared.inFeatures = prepared.in.perSample();
-  prepared.outFeatures = out[1];
-  prepared.bias = params.biases > 0;
+Status prepareLinear(const DnnlContext& context, const Shape& out, const PrimitiveParameters& params, InputGrad grad,
+                     PreparedLayer& prepared) {
+  const Index inFeatures = prepared.in.perSample(), outFeatures = out[1];
+  const bool bias = params.biases > 0;
   ParamSegment w;
   // A weight row is indexed like one sample of the input, so it follows the input's layout.
   w.type = prepared.in.channelsLast ? ParamSegment::Type::LinearWeight : ParamSegment::Type::Plain;
   w.count = static_cast<Index>(params.weights);
-  w.outFeatures = prepared.outFeatures;
+  w.outFeatures = outFeatures;
   w.layout = prepared.in;
   prepared.params.push_back(w);
-  if (prepared.bias) prepared.params.push_back({ParamSegment::Type::Plain, w.count, prepared.outFeatures, {}, 0, {}});
+  if (bias) {
+    prepared.biasOffset = w.count;
+    prepared.params.push_back({ParamSegment::Type::Plain, w.count, outFeatures, 0, {}});
+  }
+  return setOp(LinearOp::create(context, prepared.in.batch, inFeatures, outFeatures, bias, grad, prepared.label),
+               prepared);
+}
+
+Status preparePool(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                   PreparedLayer& prepared) {
+  prepared.pool = poolGeometry(spec, layer.inputShape, layer.outputShape);
+  if (layer.kind == LayerKind::AdaptiveAvgPool) return Status::ok();
+  const bool max = layer.kind == LayerKind::MaxPool;
+  prepared.ownAvgPool = !max && !prepared.pool.windowsInsidePadding();
+  if (prepared.ownAvgPool) return Status::ok();
+  return setOp(PoolOp::create(context, prepared.pool, max, prepared.label), prepared);
 }
 
 // Elementwise kinds write their output in their input's layout: a 2-D tensor from a flatten keeps
@@ -156,31 +153,40 @@ bool keepsInputLayout(LayerKind kind) {
          kind == LayerKind::BatchNorm;
 }
 
-Status prepareReal(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
+// Layer 1's backward writes no d(x0).
+struct LayerContext {
+  const DnnlContext& dnnl;
+  const Chain& chain;
+  std::size_t l = 0;
+  InputGrad grad() const { return l == 1 ? InputGrad::None : InputGrad::Write; }
+};
+
+Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
-  if (isComposite(layer.kind)) return planBlock(chain, layer, spec, check, prepared);
+  if (isComposite(layer.kind)) return planBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   switch (layer.kind) {
-    case LayerKind::Conv2d: prepareConv(layer, spec, *params, prepared); return Status::ok();
+    case LayerKind::Conv2d: return prepareConv(c.dnnl, layer, spec, *params, c.grad(), prepared);
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
-    case LayerKind::AdaptiveAvgPool:
-      prepared.pool = poolGeometry(spec, layer.inputShape, layer.outputShape);
-      return Status::ok();
-    case LayerKind::BatchNorm: prepareBatchNorm(layer.inputShape, prepared); return Status::ok();
-    case LayerKind::Linear: prepareLinear(layer.outputShape, *params, prepared); return Status::ok();
+    case LayerKind::AdaptiveAvgPool: return preparePool(c.dnnl, layer, spec, prepared);
+    case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), prepared);
+    case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
     case LayerKind::Relu:
-    case LayerKind::Relu6: return Status::ok();
+    case LayerKind::Relu6:
+      return setOp(
+          EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind == LayerKind::Relu6, c.grad(), prepared.label),
+          prepared);
     default: return check.noKernel();
   }
 }
 
 }  // namespace
 
-Status prepareLayer(const Chain& chain, std::size_t l, std::vector<PreparedLayer>& layers) {
+Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t l, std::vector<PreparedLayer>& layers) {
   PreparedLayer prepared;
   prepared.label = layerLabel(chain, l);
   if (l == 0) {
@@ -201,7 +207,7 @@ Status prepareLayer(const Chain& chain, std::size_t l, std::vector<PreparedLayer
       check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample())));
   prepared.in = prev.out;
   prepared.real = true;
-  REMAT_RETURN_IF_ERROR(prepareReal(chain, layer, chain.spec.layers[layer.specIndex], check, prepared));
+  REMAT_RETURN_IF_ERROR(prepareReal({context, chain, l}, layer, chain.spec.layers[layer.specIndex], check, prepared));
   layers.push_back(std::move(prepared));
   return Status::ok();
 }
@@ -232,26 +238,11 @@ void convertActivation(const ActivationLayout& layout, const float* from, float*
 }
 
 void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical) {
-  auto move = [&](Index canonical, Index internal) {
-    if (toCanonical)
-      to[canonical] = from[internal];
-    else
-      to[internal] = from[canonical];
-  };
   for (const ParamSegment& s : segments) {
     switch (s.type) {
       case ParamSegment::Type::Plain:
         std::memcpy(to + s.offset, from + s.offset, static_cast<std::size_t>(s.count) * sizeof(float));
         break;
-      case ParamSegment::Type::ConvWeight: {
-        const Index K = s.conv.outChannels, cig = s.conv.inChannels / s.conv.groups, k = s.conv.kernel;
-        for (Index co = 0; co < K; ++co)
-          for (Index ci = 0; ci < cig; ++ci)
-            for (Index kh = 0; kh < k; ++kh)
-              for (Index kw = 0; kw < k; ++kw)
-                move(s.offset + ((co * cig + ci) * k + kh) * k + kw, s.offset + ((kh * k + kw) * cig + ci) * K + co);
-        break;
-      }
       case ParamSegment::Type::LinearWeight: {
         // Each weight row is indexed like one sample of the (flattened channels-last) input.
         const Index in = s.count / s.outFeatures;

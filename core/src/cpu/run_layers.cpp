@@ -1,7 +1,7 @@
-// Dispatch of the primitive kinds and of the residual blocks to the CPU kernels. The buffers were
-// checked by CpuDevice (sizes, presence per the model's in / out / e flags) before these run.
+// Dispatch of the primitive kinds to their oneDNN primitives or own kernels. The buffers were
+// checked by CpuDevice (sizes, presence per the model's in / out / e flags) before these run; the
+// workspace holds at least the layer's required scratch.
 #include "device_impl.hpp"
-#include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
 
 namespace remat::cpu {
@@ -9,53 +9,78 @@ namespace {
 
 Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
 
-// Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
-// of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j).
-void concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p, const BlockForwardTensors& tensors,
-                   float* out) {
-  Index offset = 0;
-  for (std::size_t in : op.inputs) {
-    const Index channels = graph.tensors[in].shape[1];
-    copyOrAddRows(p.rows, channels, tensors.tensor(in), channels, out + offset, p.channels, false);
-    offset += channels;
-  }
+template <typename Op>
+Result<const Op*> opOf(const PreparedLayer& prepared) {
+  const Op* op = std::get_if<Op>(&prepared.op);
+  if (op == nullptr) return Status::internal("cpu: " + prepared.label + ": the layer lacks its primitives");
+  return op;
 }
 
-void concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p,
-                    const BlockBackwardTensors& tensors, const float* dOut) {
-  Index offset = 0;
-  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-    const Index channels = graph.tensors[op.inputs[j]].shape[1];
-    float* d = tensors.grad(op.inputs[j]);
-    if (d != nullptr) copyOrAddRows(p.rows, channels, dOut + offset, p.channels, d, channels, op.gradAccumulate[j]);
-    offset += channels;
+const float* biasOf(const PreparedLayer& prepared, const float* params) {
+  return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
+}
+float* biasOf(const PreparedLayer& prepared, float* params) {
+  return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
+}
+
+Status forwardPool(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b) {
+  if (prepared.kind == LayerKind::AdaptiveAvgPool) {
+    adaptiveAvgPoolForward(prepared.pool, b.x, b.y);
+    return Status::ok();
   }
+  if (prepared.ownAvgPool) {
+    avgPoolForward(prepared.pool, b.x, b.y);
+    return Status::ok();
+  }
+  auto pool = opOf<PoolOp>(prepared);
+  if (!pool) return pool.status();
+  return (*pool)->forward(context, b.x, b.y, b.workspace);
+}
+
+Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (b.dx == nullptr) return Status::ok();
+  switch (prepared.kind) {
+    case LayerKind::MaxPool: maxPoolBackward(prepared.pool, b.x, b.y, b.dy, b.dx); return Status::ok();
+    case LayerKind::AdaptiveAvgPool: adaptiveAvgPoolBackward(prepared.pool, b.dy, b.dx); return Status::ok();
+    default: break;
+  }
+  if (prepared.ownAvgPool) {
+    avgPoolBackward(prepared.pool, b.dy, b.dx);
+    return Status::ok();
+  }
+  auto pool = opOf<PoolOp>(prepared);
+  if (!pool) return pool.status();
+  return (*pool)->backward(context, b.dy, b.dx, b.workspace);
 }
 
 }  // namespace
 
-Status forwardLayer(const PreparedLayer& prepared, std::size_t l, ForwardMode mode, std::uint64_t seed,
-                    const ForwardBuffers& b) {
+Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
+                    std::uint64_t seed, const ForwardBuffers& b) {
   const bool keep = mode == ForwardMode::Keep;
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
-      const float* bias = prepared.bias ? b.params + prepared.params.back().offset : nullptr;
-      conv2dForward(prepared.conv, b.x, b.params, bias, b.y);
-      return Status::ok();
+      auto conv = opOf<ConvOp>(prepared);
+      return conv ? (*conv)->forward(context, b.x, b.params, biasOf(prepared, b.params), b.y, b.workspace)
+                  : conv.status();
     }
-    case LayerKind::Relu: reluForward(elements(prepared.out), b.x, b.y); return Status::ok();
-    case LayerKind::Relu6: relu6Forward(elements(prepared.out), b.x, b.y); return Status::ok();
-    case LayerKind::MaxPool: maxPoolForward(prepared.pool, b.x, b.y); return Status::ok();
-    case LayerKind::AvgPool: avgPoolForward(prepared.pool, b.x, b.y); return Status::ok();
-    case LayerKind::AdaptiveAvgPool: adaptiveAvgPoolForward(prepared.pool, b.x, b.y); return Status::ok();
-    case LayerKind::BatchNorm:
-      batchNormForward(prepared.bnRows, prepared.bnChannels, b.x, b.params, b.params + prepared.bnChannels, b.y,
-                       keep ? reinterpret_cast<float*>(b.extra) : nullptr);
-      return Status::ok();
     case LayerKind::Linear: {
-      const float* bias = prepared.bias ? b.params + prepared.inFeatures * prepared.outFeatures : nullptr;
-      linearForward(prepared.in.batch, prepared.inFeatures, prepared.outFeatures, b.x, b.params, bias, b.y);
-      return Status::ok();
+      auto linear = opOf<LinearOp>(prepared);
+      return linear ? (*linear)->forward(context, b.x, b.params, biasOf(prepared, b.params), b.y, b.workspace)
+                    : linear.status();
+    }
+    case LayerKind::Relu:
+    case LayerKind::Relu6: {
+      auto relu = opOf<EltwiseOp>(prepared);
+      return relu ? (*relu)->forward(context, b.x, b.y, b.workspace) : relu.status();
+    }
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, b);
+    case LayerKind::BatchNorm: {
+      auto norm = opOf<BatchNormOp>(prepared);
+      float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
+      return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
     }
     case LayerKind::Dropout:
       dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), b.x, b.y,
@@ -64,126 +89,52 @@ Status forwardLayer(const PreparedLayer& prepared, std::size_t l, ForwardMode mo
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
-    case LayerKind::Block: return forwardBlock(prepared, mode, b);
+    case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
     default: break;
   }
   return Status::internal("cpu: " + prepared.label + ": no forward kernel");
 }
 
-Status backwardLayer(const PreparedLayer& prepared, const BackwardBuffers& b) {
-  const Index count = elements(prepared.in);
+Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
-      if (b.dx != nullptr) conv2dBackwardData(prepared.conv, b.dy, b.params, b.dx);
-      float* db = prepared.bias ? b.paramGrads + prepared.params.back().offset : nullptr;
-      conv2dBackwardParams(prepared.conv, b.x, b.dy, b.paramGrads, db);
-      return Status::ok();
+      auto conv = opOf<ConvOp>(prepared);
+      return conv ? (*conv)->backward(context, b.x, b.dy, b.params, b.dx, b.paramGrads, biasOf(prepared, b.paramGrads),
+                                      b.workspace)
+                  : conv.status();
+    }
+    case LayerKind::Linear: {
+      auto linear = opOf<LinearOp>(prepared);
+      return linear ? (*linear)->backward(context, b.x, b.dy, b.params, b.dx, b.paramGrads,
+                                          biasOf(prepared, b.paramGrads), b.workspace)
+                    : linear.status();
     }
     case LayerKind::Relu:
-      if (b.dx != nullptr) reluBackward(count, b.y, b.dy, b.dx);
-      return Status::ok();
-    case LayerKind::Relu6:
-      if (b.dx != nullptr) relu6Backward(count, b.y, b.dy, b.dx);
-      return Status::ok();
+    case LayerKind::Relu6: {
+      auto relu = opOf<EltwiseOp>(prepared);
+      return relu ? (*relu)->backward(context, b.y, b.dy, b.dx, b.workspace) : relu.status();
+    }
     case LayerKind::MaxPool:
-      if (b.dx != nullptr) maxPoolBackward(prepared.pool, b.x, b.y, b.dy, b.dx);
-      return Status::ok();
     case LayerKind::AvgPool:
-      if (b.dx != nullptr) avgPoolBackward(prepared.pool, b.dy, b.dx);
-      return Status::ok();
-    case LayerKind::AdaptiveAvgPool:
-      if (b.dx != nullptr) adaptiveAvgPoolBackward(prepared.pool, b.dy, b.dx);
-      return Status::ok();
-    case LayerKind::BatchNorm:
-      batchNormBackward(prepared.bnRows, prepared.bnChannels, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra),
-                        b.dx, b.paramGrads, b.paramGrads + prepared.bnChannels);
-      return Status::ok();
-    case LayerKind::Linear: {
-      float* db = prepared.bias ? b.paramGrads + prepared.inFeatures * prepared.outFeatures : nullptr;
-      linearBackward(prepared.in.batch, prepared.inFeatures, prepared.outFeatures, b.x, b.params, b.dy, b.dx, b.paramGrads, db);
-      return Status::ok();
+    case LayerKind::AdaptiveAvgPool: return backwardPool(context, prepared, b);
+    case LayerKind::BatchNorm: {
+      auto norm = opOf<BatchNormOp>(prepared);
+      return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
+                                      b.paramGrads, b.workspace)
+                  : norm.status();
     }
     case LayerKind::Dropout:
       if (b.dx != nullptr)
-        dropoutBackward(count, prepared.dropoutP, reinterpret_cast<const std::uint8_t*>(b.extra), b.dy, b.dx);
+        dropoutBackward(elements(prepared.in), prepared.dropoutP, reinterpret_cast<const std::uint8_t*>(b.extra), b.dy,
+                        b.dx);
       return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
-    case LayerKind::Block: return backwardBlock(prepared, b);
+    case LayerKind::Block: return backwardBlock(context, prepared, b);
     default: break;
   }
   return Status::internal("cpu: " + prepared.label + ": no backward kernel");
-}
-
-// A block's forward: inner tensors live in the ONE workspace at their arena offsets, or, in keep
-// mode, saved ones in E at their extras offsets (block.hpp's protocol).
-Status forwardBlock(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b) {
-  const BlockGraph& graph = *prepared.block;
-  const BlockForwardTensors tensors(graph, mode, b);
-  REMAT_RETURN_IF_ERROR(tensors.check("cpu: " + prepared.label));
-  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
-    const BlockOp& op = graph.ops[i];
-    const BlockOpPlan& p = prepared.blockOps[i];
-    const float* in = tensors.tensor(op.inputs[0]);
-    float* out = tensors.tensor(op.output);
-    const float* w = b.params + p.weightOffset;
-    switch (op.kind) {
-      case BlockOpKind::Conv2d: conv2dForward(p.conv, in, w, p.bias ? b.params + p.biasOffset : nullptr, out); break;
-      case BlockOpKind::BatchNorm:
-        batchNormForward(p.rows, p.channels, in, w, w + p.channels, out, tensors.stats(op));
-        break;
-      case BlockOpKind::Relu: reluForward(p.count, in, out); break;
-      case BlockOpKind::Relu6: relu6Forward(p.count, in, out); break;
-      case BlockOpKind::Add: add(p.count, in, tensors.tensor(op.inputs[1]), out); break;
-      case BlockOpKind::Concat: concatForward(graph, op, p, tensors, out); break;
-    }
-  }
-  return Status::ok();
-}
-
-// A block's backward: ops in reverse; inner gradients in the ONE backward workspace at their
-// gradient offsets; saved tensors and statistics read from E (written in keep mode).
-Status backwardBlock(const PreparedLayer& prepared, const BackwardBuffers& b) {
-  const BlockGraph& graph = *prepared.block;
-  const BlockBackwardTensors tensors(graph, b);
-  const std::string where = "cpu: " + prepared.label;
-  REMAT_RETURN_IF_ERROR(tensors.check(where));
-  for (std::size_t i = graph.ops.size(); i-- > 0;) {
-    const BlockOp& op = graph.ops[i];
-    const BlockOpPlan& p = prepared.blockOps[i];
-    const float* dOut = tensors.grad(op.output);
-    float* dIn = tensors.grad(op.inputs[0]);
-    const bool accumulate = op.gradAccumulate[0];
-    const float* w = b.params + p.weightOffset;
-    float* dw = b.paramGrads + p.weightOffset;
-    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-    switch (op.kind) {
-      case BlockOpKind::Conv2d:
-        if (dIn != nullptr) conv2dBackwardData(p.conv, dOut, w, dIn, accumulate);
-        conv2dBackwardParams(p.conv, tensors.value(op.inputs[0]), dOut, dw,
-                             p.bias ? b.paramGrads + p.biasOffset : nullptr);
-        break;
-      case BlockOpKind::BatchNorm:
-        batchNormBackward(p.rows, p.channels, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
-                          dw + p.channels, accumulate);
-        break;
-      case BlockOpKind::Relu:
-        if (dIn != nullptr) reluBackward(p.count, tensors.value(op.output), dOut, dIn, accumulate);
-        break;
-      case BlockOpKind::Relu6:
-        if (dIn != nullptr) relu6Backward(p.count, tensors.value(op.output), dOut, dIn, accumulate);
-        break;
-      case BlockOpKind::Add:
-        for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-          float* d = tensors.grad(op.inputs[j]);
-          if (d != nullptr) copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
-        }
-        break;
-      case BlockOpKind::Concat: concatBackward(graph, op, p, tensors, dOut); break;
-    }
-  }
-  return Status::ok();
 }
 
 }  // namespace remat::cpu

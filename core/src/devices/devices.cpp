@@ -24,9 +24,13 @@ std::span<const std::string_view> deviceNames() { return kDeviceNames; }
 std::uint64_t defaultCpuCapacityBytes() { return cpu::physicalMemoryBytes() / 4 * 3; }
 
 Result<std::unique_ptr<Device>> openDevice(std::string_view name, const DeviceOptions& options) {
+  if (options.cpuThreads < 0)
+    return Status::invalid("the CPU thread count must be 0 (every core) or more, got " +
+                           std::to_string(options.cpuThreads));
   if (name == "cpu") {
     cpu::CpuDeviceOptions cpuOptions;
     cpuOptions.capacityBytes = options.cpuCapacityBytes.value_or(defaultCpuCapacityBytes());
+    cpuOptions.threads = options.cpuThreads;
     return std::unique_ptr<Device>(std::make_unique<cpu::CpuDevice>(cpuOptions));
   }
   if (name == "gpu") {

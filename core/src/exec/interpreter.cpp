@@ -5,6 +5,7 @@
 // allocator's high-water mark over that window is the op's measured footprint.
 #include "remat/exec/interpreter.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -46,6 +47,8 @@ struct OpProgram {
 struct Program {
   std::vector<OpProgram> ops;
   std::vector<TensorMeta> tensors;
+  std::vector<double> opCost;  // RunProgress's modelled cost of each op
+  double stepCost = 0.0;       // their sum
 };
 
 bool isTensor(std::uint32_t id) { return id != kNone && id != kInput; }
@@ -78,6 +81,11 @@ class ProgramBuilder {
     for (std::uint32_t id : p.reads())
       if (isTensor(id)) ++program_.tensors[id].readers;
     program_.ops.push_back(p);
+    const double cost = op.kind == OpKind::Seed ? 0.0
+                        : op.kind == OpKind::B  ? chain_.at(op.layer).bwdCost
+                                                : chain_.at(op.layer).fwdCost;
+    program_.opCost.push_back(cost);
+    program_.stepCost += cost;
     return Status::ok();
   }
 
@@ -230,13 +238,54 @@ using Clock = std::chrono::steady_clock;
 
 double microseconds(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// What a run obeys and reports across its steps: the cancel flag and the progress callback.
+class RunMonitor {
+ public:
+  RunMonitor(const RunOptions& options, const Program& program)
+      : options_(options), program_(program), start_(Clock::now()) {}
+
+  void beginStep(int step) { step_ = step; }
+  // Before op i of the current step: Cancelled once the flag is set, else reports progress.
+  Status beforeOp(std::size_t i) {
+    const std::size_t count = program_.ops.size();
+    if (options_.cancel != nullptr && options_.cancel->load())
+      return Status::cancelled("cancelled before op " + std::to_string(i + 1) + " of " + std::to_string(count) + " (" +
+                               opLabel(program_.ops[i].op) + ") of step " + std::to_string(step_ + 1) + " of " +
+                               std::to_string(options_.steps));
+    if (options_.progress) {
+      RunProgress progress;
+      progress.step = step_;
+      progress.steps = options_.steps;
+      progress.opIndex = i;
+      progress.opCount = count;
+      progress.op = program_.ops[i].op;
+      progress.elapsedSeconds = seconds(Clock::now() - start_);
+      progress.costDone = costDone_;
+      progress.costTotal = program_.stepCost * options_.steps;
+      options_.progress(progress);
+    }
+    return Status::ok();
+  }
+  void afterOp(std::size_t i) { costDone_ += program_.opCost[i]; }
+
+ private:
+  const RunOptions& options_;
+  const Program& program_;
+  const Clock::time_point start_;
+  int step_ = 0;
+  double costDone_ = 0.0;
+};
+
 // One training step of a compiled program. It owns the buffers of the step's dynamic tensors,
 // each from the op that writes it until its last reader has run, so whichever way the step ends
 // the device is left holding only the static tensors.
 class StepRun {
  public:
-  StepRun(Interpreter::State& state, const Program& program, std::uint64_t stepSeed)
+  StepRun(Interpreter::State& state, const Program& program, std::uint64_t stepSeed, RunMonitor& monitor)
       : state_(state),
+        monitor_(monitor),
         device_(*state.device),
         allocator_(device_.allocator()),
         program_(program),
@@ -252,9 +301,11 @@ class StepRun {
   Status runOps(Timeline& timeline, std::vector<TensorDigest>* digests) {
     timeline.entries.reserve(program_.ops.size());
     for (std::size_t i = 0; i < program_.ops.size(); ++i) {
+      REMAT_RETURN_IF_ERROR(monitor_.beforeOp(i));
       auto entry = runOp(i, digests);
       if (!entry) return entry.status();
       timeline.entries.push_back(*entry);
+      monitor_.afterOp(i);
     }
     if (allocator_.bytesHeld() != baselineBytes_)
       return Status::internal("the step ended with " + std::to_string(allocator_.bytesHeld() - baselineBytes_) +
@@ -387,6 +438,7 @@ class StepRun {
   }
 
   Interpreter::State& state_;
+  RunMonitor& monitor_;
   Device& device_;
   DeviceAllocator& allocator_;
   const Program& program_;
@@ -401,7 +453,7 @@ class StepRun {
 // Step `step` with zeroed parameter gradients: appends its timeline and time to `result` (and,
 // when asked, the digests). Errors name the step.
 Status runStep(Interpreter::State& s, const Program& program, const RunOptions& options, int step,
-               const std::vector<std::string>& layerNames, RunResult& result) {
+               const std::vector<std::string>& layerNames, RunMonitor& monitor, RunResult& result) {
   const bool lastStep = step + 1 == options.steps;
   std::vector<TensorDigest>* digests = options.captureDigests && lastStep ? &result.digests : nullptr;
   const std::uint64_t stepSeed = rng::streamKey(s.options.seed, rng::Purpose::Step, static_cast<std::uint64_t>(step));
@@ -415,9 +467,10 @@ Status runStep(Interpreter::State& s, const Program& program, const RunOptions& 
   timeline.run = step;
   timeline.layerNames = layerNames;
   timeline.staticBytes = s.staticBytes;
-  Status status = StepRun(s, program, stepSeed).runOps(timeline, digests);
+  monitor.beginStep(step);
+  Status status = StepRun(s, program, stepSeed, monitor).runOps(timeline, digests);
   if (!status) return status.withContext("step " + std::to_string(step));
-  result.stepSeconds.push_back(std::chrono::duration<double>(Clock::now() - stepStart).count());
+  result.stepSeconds.push_back(seconds(Clock::now() - stepStart));
   result.timelines.push_back(std::move(timeline));
   return Status::ok();
 }
@@ -460,13 +513,26 @@ Status checkWorkspaces(const Chain& chain, const Device& device) {
                                device.name() + " kernels need " + std::to_string(*needed) + " bytes of " +
                                (pass == Pass::Forward ? "forward" : "backward") + " workspace, the chain gives " +
                                (pass == Pass::Forward ? "wf" : "wb") + " = " + std::to_string(given) +
-                               " (profile the chain on this device)");
+                               " (profile the chain on this device, or fit its workspaces to it first)");
     }
   }
   return Status::ok();
 }
 
 }  // namespace
+
+double RunProgress::fraction() const {
+  if (costTotal > 0.0) return std::clamp(costDone / costTotal, 0.0, 1.0);
+  const double ops = static_cast<double>(opCount) * steps;
+  return ops > 0.0 ? (static_cast<double>(step) * static_cast<double>(opCount) + static_cast<double>(opIndex)) / ops
+                   : 0.0;
+}
+
+double RunProgress::secondsLeft() const {
+  const double done = fraction();
+  if (done <= 0.0) return -1.0;
+  return elapsedSeconds * (1.0 - done) / done;
+}
 
 Interpreter::Interpreter(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Interpreter::~Interpreter() = default;
@@ -500,8 +566,9 @@ Result<RunResult> Interpreter::run(const Plan& plan, const RunOptions& options) 
   result.labelBytes = s.labelBytes;
   std::vector<std::string> layerNames;
   for (const ChainLayer& layer : s.chain.layers) layerNames.push_back(layer.name);
+  RunMonitor monitor(options, *program);
   for (int step = 0; step < options.steps; ++step)
-    REMAT_RETURN_IF_ERROR(runStep(s, *program, options, step, layerNames, result));
+    REMAT_RETURN_IF_ERROR(runStep(s, *program, options, step, layerNames, monitor, result));
   REMAT_RETURN_IF_ERROR(collectGradients(s, options, result));
   return result;
 }

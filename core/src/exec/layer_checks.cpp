@@ -69,7 +69,7 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
     case LayerKind::BatchNorm:
       needs.params = {2 * u64(in[1]), 0};
       needs.readsInput = true;
-      needs.extraBytes = 2 * u64(in[1]) * 4;  // float32 mean and inverse std
+      needs.extraBytes = 2 * u64(in[1]) * 4;  // float32 mean and inverse std (GPU) or variance (CPU)
       return needs;
     case LayerKind::Linear:
       needs.params = weightsAndBias(u64(in[1]) * u64(out[1]), out[1], layer.paramCount);

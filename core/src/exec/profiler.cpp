@@ -162,6 +162,35 @@ void writeMeasured(const ChainLayer& layer, const LayerProfile& profile, ChainSp
 
 }  // namespace
 
+Result<WorkspaceFit> fitWorkspacesToDevice(const Chain& chain, Device& device) {
+  REMAT_RETURN_IF_ERROR(device.prepare(chain));
+  WorkspaceFit fit;
+  ChainSpec spec = chain.spec;
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    const ChainLayer& layer = chain.layers[l - 1];
+    if (layer.kind == LayerKind::Abstract) continue;
+    auto wf = device.requiredWorkspaceBytes(l, Pass::Forward);
+    if (!wf) return wf.status();
+    auto wb = device.requiredWorkspaceBytes(l, Pass::Backward);
+    if (!wb) return wb.status();
+    const LayerNumbers& m = layer.numbers;
+    if (*wf <= m.fwdWorkspaceBytes && *wb <= m.bwdWorkspaceBytes) continue;
+    LayerSpec& written = spec.layers[layer.specIndex];
+    written.hasMeasuredWorkspace = true;
+    written.numbers.fwdWorkspaceBytes = std::max(*wf, m.fwdWorkspaceBytes);
+    written.numbers.bwdWorkspaceBytes = std::max(*wb, m.bwdWorkspaceBytes);
+    fit.raisedLayers.push_back(l);
+  }
+  if (fit.raisedLayers.empty()) {
+    fit.chain = chain;
+    return fit;
+  }
+  auto rebuilt = buildChain(spec);
+  if (!rebuilt) return rebuilt.status().withContext("fitting the workspaces of chain '" + chain.name + "'");
+  fit.chain = std::move(rebuilt).value();
+  return fit;
+}
+
 Result<ProfileResult> profileChain(const Chain& chain, Device& device, const ProfileOptions& options) {
   if (options.repeats < 1) return Status::invalid("repeats must be at least 1, got " + std::to_string(options.repeats));
   REMAT_RETURN_IF_ERROR(device.prepare(chain));

@@ -1,9 +1,13 @@
 #pragma once
-// The CPU reference backend: an allocator over malloc with exact byte counting and float32
-// reference kernels (forward and backward) for every layer kind. Kernels are single-threaded and
-// deterministic, so a recomputed forward reproduces the original output bit for bit, and they use
-// no heap memory of their own: every byte they need comes from the buffers the interpreter
-// allocated through the allocator (see device.hpp).
+// The CPU backend: an allocator over malloc with exact byte counting and float32 kernels for every
+// layer kind, on oneDNN (convolution, pooling, batch norm, matmul, relu / relu6) and own kernels
+// where no oneDNN primitive fits (dropout, the residual add, max pooling's backward, adaptive
+// average pooling, the loss seed, abstract layers). Every kernel runs on the device's fixed number
+// of threads and is deterministic at that count, so a recomputed forward reproduces the original
+// bit for bit and every plan computes store-all's gradients. Kernels use no tensor memory of their
+// own: every scratch byte a primitive needs (oneDNN's user-managed scratchpad, reordered weights)
+// lies in the workspace the interpreter allocated, and requiredWorkspaceBytes() says how much
+// (see device.hpp). No oneDNN type appears here.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,6 +32,9 @@ struct CpuDeviceOptions {
   // Steps of one chain allocate the same sizes again and again, so this saves the page faults of
   // fresh memory. 0 disables the cache.
   std::uint64_t cacheBytes = std::uint64_t{1} << 30;
+  // The threads every kernel runs on (0: every core). Results, and the scratch some primitives
+  // need, depend on it, so it is fixed for the device's life.
+  int threads = 0;
 };
 
 // Exact byte counting over aligned malloc. Handles are checked on every use.
@@ -76,8 +83,9 @@ class CpuDevice final : public Device {
   Status synchronize() override { return Status::ok(); }
   // capacityBytes less what is held; without a capacity, this machine's physical memory less it.
   Result<std::uint64_t> availableBytes() const override;
-  // "cpu: float32 reference kernels, single-threaded, capacity 24.0 GiB"
+  // "cpu: oneDNN 2.6.3 kernels, 2 threads, capacity 24.0 GiB"
   std::string describe() const override;
+  int threads() const;
 
   struct Impl;
 

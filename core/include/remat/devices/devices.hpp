@@ -1,6 +1,6 @@
 #pragma once
 // Opening a device by name: the one factory behind `--device cpu|gpu`, the explorer's Measure
-// action and the tests. "cpu" is the CPU reference backend (cpu::CpuDevice), always there. "gpu"
+// action and the tests. "cpu" is the CPU backend (cpu::CpuDevice, oneDNN), always there. "gpu"
 // is the CUDA backend, which lives in a separate shared object, the GPU module (libremat_gpu.so,
 // gpu_module.hpp), loaded with dlopen() on the first "gpu" request only: a program that plans,
 // simulates or runs on the CPU never loads CUDA, cuDNN or cuBLAS, and starts on machines that
@@ -52,6 +52,8 @@ struct DeviceOptions {
   // CPU: allocations beyond this many bytes are refused and Device::checkFits() measures plans
   // against it. Unset: defaultCpuCapacityBytes(); 0: no limit but the machine's physical memory.
   std::optional<std::uint64_t> cpuCapacityBytes;
+  // CPU: the threads its kernels run on (0: every core). Results are deterministic at any one count.
+  int cpuThreads = 0;
 };
 
 // The names openDevice() knows: "cpu", "gpu".
@@ -72,7 +74,7 @@ Status deviceInstalled(std::string_view name);
 // first call.
 Status deviceAvailable(std::string_view name, const DeviceOptions& options = {});
 
-// Three quarters of this machine's physical memory: the CPU reference allocates real memory, so a
+// Three quarters of this machine's physical memory: the CPU backend allocates real memory, so a
 // plan that needs more is refused up front instead of letting the system swap or kill the program.
 // 0 (no limit) when the system does not report its memory.
 std::uint64_t defaultCpuCapacityBytes();

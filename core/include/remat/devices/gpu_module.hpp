@@ -18,7 +18,7 @@
 
 namespace remat {
 
-inline constexpr std::uint32_t kGpuModuleAbiVersion = 1;
+inline constexpr std::uint32_t kGpuModuleAbiVersion = 2;  // 2: DeviceOptions::cpuThreads
 inline constexpr const char kGpuModuleEntryPoint[] = "remat_gpu_module";
 
 struct GpuModule {

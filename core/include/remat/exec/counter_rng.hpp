@@ -2,7 +2,7 @@
 // A counter-based random generator: every value is a pure function of (seed, stream, index), so a
 // recomputed dropout mask equals the original bit for bit, on any device and in any order. The
 // functions are header-only and free of the standard library beyond <cstdint> so that a CUDA kernel
-// can include this file and draw the very same numbers as the CPU reference kernels.
+// can include this file and draw the very same numbers as the CPU kernels.
 #include <cstdint>
 
 #if defined(__CUDACC__)

@@ -1,7 +1,7 @@
 #pragma once
 // The device interface: the only seam between the interpreter and a device (architecture.md). A
 // device is an allocator that counts bytes exactly plus the forward and backward kernels of every
-// layer kind. The CPU reference backend (cpu_device.hpp) and the CUDA backend (gpu/) implement it.
+// layer kind. The CPU backend (cpu_device.hpp) and the CUDA backend (gpu/) implement it.
 //
 // Memory contract (docs/memory-model.md section 3): the interpreter allocates every tensor of an op
 // (outputs, extras, the wf / wb workspace, RE's transient copy) through allocator() before the

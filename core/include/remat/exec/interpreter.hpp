@@ -6,18 +6,20 @@
 // the allocator's high-water mark during the op (footprint), the bytes held after it (live-after)
 // and its wall time, as a Timeline of source device.name(). With exact kernels, the measured
 // timeline equals the simulator's prediction byte for byte.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
 #include "remat/exec/device.hpp"
 #include "remat/memory/plan.hpp"
-#include "remat/base/status.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -26,6 +28,26 @@ struct InterpreterOptions {
   std::uint64_t seed = 0;
   // Class labels, one per sample (canonical class index); empty: drawn from the seed.
   std::vector<std::int32_t> labels;
+};
+
+// Where a run stands, handed to RunOptions::progress before each op runs.
+struct RunProgress {
+  int step = 0;  // 0-based
+  int steps = 1;
+  std::size_t opIndex = 0;      // 0-based, within the step
+  std::size_t opCount = 0;      // ops per step
+  Op op;                        // the op about to run
+  double elapsedSeconds = 0.0;  // since run() started
+  // The modelled cost (fwd_cost of F, R and RE ops, bwd_cost of B ops; SEED none) of the ops run so
+  // far and of the whole run, all steps: their ratio is the fraction done by the chain's own
+  // measure of work (GFLOP, or milliseconds once profiled), steadier than the op count.
+  double costDone = 0.0;
+  double costTotal = 0.0;
+
+  // costDone / costTotal in [0, 1] (op counts when the chain has no costs).
+  double fraction() const;
+  // The time left by the rate so far, in seconds; negative while nothing is done to estimate from.
+  double secondsLeft() const;
 };
 
 struct RunOptions {
@@ -39,6 +61,11 @@ struct RunOptions {
   // Digest every tensor each op writes (downloaded in canonical layout, outside the op's timing):
   // lets tests check that a recompute reproduces the original bit for bit.
   bool captureDigests = false;
+  // Checked before every op (and before each step): once it is set, run() stops before the next op
+  // and returns Cancelled, after the step has given back every byte it held. Null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called on the running thread before every op; keep it cheap (it is outside the op's timing).
+  std::function<void(const RunProgress&)> progress = {};
 };
 
 struct TensorDigest {
@@ -65,7 +92,9 @@ struct RunResult {
 class Interpreter {
  public:
   // Prepares the device for the chain, checks that the chain's workspaces cover what the device's
-  // kernels need, and allocates and uploads the static tensors.
+  // kernels need (InvalidInput naming the layer and the pass otherwise: profile the chain on the
+  // device, or fit its workspaces first with fitWorkspacesToDevice, profiler.hpp), and allocates and
+  // uploads the static tensors.
   static Result<std::unique_ptr<Interpreter>> create(const Chain& chain, Device& device,
                                                      const InterpreterOptions& options = {});
   ~Interpreter();
@@ -74,6 +103,7 @@ class Interpreter {
 
   // Runs options.steps training steps of the plan. Parameter gradients are zeroed before each step
   // (no optimizer update: the weights stay as initialised, so every step computes the same).
+  // Cancelled (see RunOptions::cancel) leaves the device holding only the static tensors.
   Result<RunResult> run(const Plan& plan, const RunOptions& options = {});
 
   const Chain& chain() const;

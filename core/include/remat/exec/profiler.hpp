@@ -45,6 +45,20 @@ struct ProfileResult {
 // layer and the pass.
 Result<ProfileResult> profileChain(const Chain& chain, Device& device, const ProfileOptions& options = {});
 
+// A chain whose workspaces cover what a device's kernels need, and which layers had to change.
+struct WorkspaceFit {
+  Chain chain;
+  std::vector<std::size_t> raisedLayers;  // 1-based; empty when the chain already covered the device
+};
+
+// Workspaces on the fly, without timing anything: prepares the device for the chain and raises
+// each real layer's wf / wb to Device::requiredWorkspaceBytes() where the chain gives less (the
+// CPU's oneDNN scratch, a block's arena plus its inner scratch), writing them into the chain's spec
+// as measured workspaces, as `remat profile` does. Larger workspaces the chain states stay (the
+// interpreter allocates what the chain says, so measured still equals predicted). Simulate the
+// returned chain to get the prediction a run on this device is measured against.
+Result<WorkspaceFit> fitWorkspacesToDevice(const Chain& chain, Device& device);
+
 // The median of the values (the mean of the two middle ones for an even count); 0 when empty.
 double medianOf(std::vector<double> values);
 

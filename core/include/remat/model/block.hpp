@@ -11,9 +11,10 @@
 //     - tensor 0 is x(l-1) (the chain's buffer), the last tensor is x(l) (the chain's buffer);
 //     - an inner tensor goes to workspace + arenaOffset, except in keep mode when it is saved:
 //       then it goes to E + extrasOffset;
-//     - a batch norm in keep mode writes its saved mean and inverse std (float32, C values each,
-//       mean first) to E + statsOffset; in discard mode it keeps them nowhere (per-channel
-//       scalars on the CPU, NULL result pointers for cuDNN).
+//     - a batch norm in keep mode writes its saved statistics (float32, C values each, mean
+//       first, then the backend's second: inverse std on the GPU, variance on the CPU) to
+//       E + statsOffset; in discard mode it keeps them nowhere the model counts (the inner op's
+//       scratch after the arena on the CPU, NULL result pointers for cuDNN).
 // Backward of a block (B, keep-mode E present): the executor allocates d(l-1) and ONE workspace
 //   of bwdWorkspaceBytes and runs the ops in REVERSE order (ops.size()-1 down to 0). Op i reads
 //   d(output) (d(l) when the output is the last tensor, else workspace + gradOffset), its input
@@ -74,7 +75,7 @@ struct BlockOp {
   std::vector<bool> gradAccumulate;            // per input: the backward adds into d(input) instead of writing it
   bool readsInput = false;                     // its backward reads inputs[0] (conv2d, batchnorm)
   bool readsOutput = false;                    // its backward reads its output (relu, relu6)
-  std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, inverse std; float32)
+  std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, second statistic; float32)
   std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
   std::uint64_t paramCount = 0;
   double fwdCost = 0.0;  // GFLOP

@@ -1,0 +1,151 @@
+#pragma once
+// The layer kinds the CPU backend runs on oneDNN primitives, one class per kind: convolution,
+// linear (matmul), average and max pooling's forward, batch normalisation in training mode, and
+// relu / relu6. Each is created once per layer (or inner op of a block) by prepare, with the
+// device's thread count, and says how much scratch its forward and backward take: what the
+// interpreter must allocate as wf / wb. Internal to core/src/cpu.
+//
+// Contract of every forward / backward: the pointers are the op's buffers in the CPU layouts
+// (kernels.hpp); `scratch` holds at least forwardScratchBytes() / backwardScratchBytes() bytes and
+// is the only memory used besides them (oneDNN's scratchpads, reordered weights, statistics of a
+// discard-mode batch norm, temporaries). Parameter gradients are ADDED into; the input gradient is
+// handled as the InputGrad the op was created with says.
+#include <string>
+
+#include "dnnl_support.hpp"
+#include "kernels.hpp"
+
+namespace remat::cpu {
+
+// What a backward does with the input gradient d(l-1).
+enum class InputGrad {
+  None,   // layer 1: the input needs no gradient (dx is null)
+  Write,  // overwrite dx
+  Add,    // add into dx (an inner op of a block whose input feeds two ops)
+};
+
+class ConvOp {
+ public:
+  static Result<ConvOp> create(const DnnlContext& context, const ConvGeometry& g, bool bias, InputGrad grad,
+                               const std::string& label);
+  std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
+  std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
+  // w: PyTorch's [out][in/groups][kh][kw]; b null without bias.
+  Status forward(const DnnlContext& context, const float* x, const float* w, const float* b, float* y,
+                 std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const float* x, const float* dy, const float* w, float* dx, float* dw,
+                  float* db, std::byte* scratch) const;
+
+  // Weights in the layout a primitive chose, reordered from PyTorch's into the scratch (not
+  // needed when the primitive takes PyTorch's layout as it is).
+  struct Weights {
+    bool reordered = false;
+    dnnl::memory::desc desc;
+    std::uint64_t offset = 0;
+    Step reorder;
+  };
+
+ private:
+  Status backwardData(const DnnlContext& context, const float* dy, const float* w, float* dx, std::byte* scratch) const;
+  Status backwardWeights(const DnnlContext& context, const float* x, const float* dy, float* dw, float* db,
+                         std::byte* scratch) const;
+
+  InputGrad grad_ = InputGrad::Write;
+  bool bias_ = false;
+  Index outChannels_ = 0, inputCount_ = 0;
+  std::string label_;
+  dnnl::memory::desc x_, y_, weightsPlain_, biasDesc_;
+  Weights forwardWeights_, dataWeights_;
+  Step forward_, backwardData_, backwardWeights_, addWeightGradients_;
+  std::uint64_t dxOffset_ = 0;  // InputGrad::Add: d(input) before it is added
+  dnnl::memory::desc diffWeights_;
+  std::uint64_t diffWeightsOffset_ = 0, diffBiasOffset_ = 0;
+  std::uint64_t forwardBytes_ = 0, backwardBytes_ = 0;
+};
+
+// y[n][o] = b[o] + sum_i w[o][i] x[n][i] on oneDNN's matmul, whose weight gradient accumulates
+// into the parameter gradients (a sum post-op) and needs no copy of them.
+class LinearOp {
+ public:
+  static Result<LinearOp> create(const DnnlContext& context, Index batch, Index inFeatures, Index outFeatures,
+                                 bool bias, InputGrad grad, const std::string& label);
+  std::uint64_t forwardScratchBytes() const { return forward_.scratchpad.get_size(); }
+  std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
+  Status forward(const DnnlContext& context, const float* x, const float* w, const float* b, float* y,
+                 std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const float* x, const float* dy, const float* w, float* dx, float* dw,
+                  float* db, std::byte* scratch) const;
+
+ private:
+  Index batch_ = 0, outFeatures_ = 0;
+  bool bias_ = false;
+  InputGrad grad_ = InputGrad::Write;
+  std::string label_;
+  dnnl::memory::desc x_, y_, dy_, weightsT_, weights_, biasDesc_, dyT_, dx_;
+  Step forward_, backwardData_, backwardWeights_;
+  std::uint64_t backwardBytes_ = 0;
+};
+
+// oneDNN pooling forward (max: inference, no indices; average: count_include_pad when every window
+// lies inside the padding) and average pooling's backward. Max pooling's backward is kernels.hpp's.
+class PoolOp {
+ public:
+  static Result<PoolOp> create(const DnnlContext& context, const PoolGeometry& g, bool max, const std::string& label);
+  std::uint64_t forwardScratchBytes() const { return forward_.scratchpad.get_size(); }
+  std::uint64_t backwardScratchBytes() const { return max_ ? 0 : backward_.scratchpad.get_size(); }
+  Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
+  // Average pooling only; dx is written.
+  Status backward(const DnnlContext& context, const float* dy, float* dx, std::byte* scratch) const;
+
+ private:
+  bool max_ = false;
+  std::string label_;
+  dnnl::memory::desc x_, y_;
+  Step forward_, backward_;
+};
+
+// Batch norm in training mode over rows x channels (channels innermost): batch statistics, saved as
+// mean [C] then variance [C] (oneDNN's own), gamma and beta as one [2][C] buffer (PyTorch's
+// parameter order). A discard-mode forward keeps its statistics in the scratch.
+class BatchNormOp {
+ public:
+  static Result<BatchNormOp> create(const DnnlContext& context, const dnnl::memory::desc& data, Index channels,
+                                    InputGrad grad, const std::string& label);
+  std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
+  std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
+  // stats: E's 2*C floats in keep mode, null in discard mode.
+  Status forward(const DnnlContext& context, const float* x, const float* gammaBeta, float* y, float* stats,
+                 std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const float* x, const float* dy, const float* gammaBeta,
+                  const float* stats, float* dx, float* dGammaBeta, std::byte* scratch) const;
+
+ private:
+  Index channels_ = 0, count_ = 0;
+  InputGrad grad_ = InputGrad::Write;
+  std::string label_;
+  dnnl::memory::desc data_, statistic_, gammaBeta_;
+  Step forward_, backward_;
+  std::uint64_t forwardStatsOffset_ = 0, forwardBytes_ = 0;
+  std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
+};
+
+// relu (gradient where 0 < y) and relu6 (where 0 < y < 6), both read y in the backward.
+class EltwiseOp {
+ public:
+  static Result<EltwiseOp> create(const DnnlContext& context, Index count, bool relu6, InputGrad grad,
+                                  const std::string& label);
+  std::uint64_t forwardScratchBytes() const { return forward_.scratchpad.get_size(); }
+  std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
+  Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const float* y, const float* dy, float* dx, std::byte* scratch) const;
+
+ private:
+  Index count_ = 0;
+  InputGrad grad_ = InputGrad::Write;
+  std::string label_;
+  dnnl::memory::desc data_;
+  Step forward_, backward_;
+  std::uint64_t dxOffset_ = 0, backwardBytes_ = 0;
+};
+
+}  // namespace remat::cpu

@@ -1,0 +1,228 @@
+// Linear layers (oneDNN matmul), pooling, batch normalisation and relu / relu6 on oneDNN.
+//
+// Linear: y = x W^T + b, d(x) = d(y) W, d(W) += d(y)^T x. The weight gradient is a matmul with a
+// sum post-op straight into the parameter gradients, so the backward needs no copy of the weights
+// (oneDNN's inner product would overwrite them, and its gemm allocates packing buffers of its own,
+// which the model could not count); the bias gradient is an own reduction.
+#include <algorithm>
+
+#include "dnnl_layers.hpp"
+
+namespace remat::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+}  // namespace
+
+Result<LinearOp> LinearOp::create(const DnnlContext& context, Index batch, Index inFeatures, Index outFeatures,
+                                  bool bias, InputGrad grad, const std::string& label) {
+  LinearOp op;
+  op.batch_ = batch;
+  op.outFeatures_ = outFeatures;
+  op.bias_ = bias;
+  op.grad_ = grad;
+  op.label_ = label;
+  op.x_ = floatDesc({batch, inFeatures}, tag::ab);
+  op.y_ = floatDesc({batch, outFeatures}, tag::ab);
+  op.dy_ = op.y_;
+  op.dx_ = op.x_;
+  op.weights_ = floatDesc({outFeatures, inFeatures}, tag::ab);
+  op.weightsT_ = floatDesc({inFeatures, outFeatures}, tag::ba);  // W^T over W's memory
+  op.dyT_ = floatDesc({outFeatures, batch}, tag::ba);            // d(y)^T over d(y)'s memory
+  if (bias) op.biasDesc_ = floatDesc({1, outFeatures}, tag::ab);
+  Status made = dnnlTry(label + ", matmul", [&] {
+    using dnnl::matmul;
+    ScratchLayout f, data, weights;
+    const matmul::primitive_desc forward(
+        bias ? matmul::desc(op.x_, op.weightsT_, op.biasDesc_, op.y_) : matmul::desc(op.x_, op.weightsT_, op.y_),
+        primitiveAttributes(), context.engine);
+    op.forward_ = makeStep<matmul>(forward, f);
+    if (grad != InputGrad::None) {
+      const matmul::primitive_desc backward(matmul::desc(op.dy_, op.weights_, op.dx_),
+                                            primitiveAttributes(grad == InputGrad::Add), context.engine);
+      op.backwardData_ = makeStep<matmul>(backward, data);
+    }
+    const matmul::primitive_desc gradient(matmul::desc(op.dyT_, op.x_, op.weights_), primitiveAttributes(true),
+                                          context.engine);
+    op.backwardWeights_ = makeStep<matmul>(gradient, weights);
+    op.backwardBytes_ = std::max(data.bytes(), weights.bytes());
+  });
+  if (!made) return made;
+  return op;
+}
+
+Status LinearOp::forward(const DnnlContext& context, const float* x, const float* w, const float* b, float* y,
+                         std::byte* scratch) const {
+  if (bias_)
+    return execute(context, forward_,
+                   {{DNNL_ARG_SRC, &x_, x},
+                    {DNNL_ARG_WEIGHTS, &weightsT_, w},
+                    {DNNL_ARG_BIAS, &biasDesc_, b},
+                    {DNNL_ARG_DST, &y_, y}},
+                   scratch, label_);
+  return execute(context, forward_, {{DNNL_ARG_SRC, &x_, x}, {DNNL_ARG_WEIGHTS, &weightsT_, w}, {DNNL_ARG_DST, &y_, y}},
+                 scratch, label_);
+}
+
+Status LinearOp::backward(const DnnlContext& context, const float* x, const float* dy, const float* w, float* dx,
+                          float* dw, float* db, std::byte* scratch) const {
+  if (grad_ != InputGrad::None)
+    REMAT_RETURN_IF_ERROR(execute(
+        context, backwardData_, {{DNNL_ARG_SRC, &dy_, dy}, {DNNL_ARG_WEIGHTS, &weights_, w}, {DNNL_ARG_DST, &dx_, dx}},
+        scratch, label_));
+  REMAT_RETURN_IF_ERROR(execute(context, backwardWeights_,
+                                {{DNNL_ARG_SRC, &dyT_, dy}, {DNNL_ARG_WEIGHTS, &x_, x}, {DNNL_ARG_DST, &weights_, dw}},
+                                scratch, label_));
+  if (bias_) addBiasGradient(batch_, outFeatures_, dy, db);
+  return Status::ok();
+}
+
+Result<PoolOp> PoolOp::create(const DnnlContext& context, const PoolGeometry& g, bool max, const std::string& label) {
+  PoolOp op;
+  op.max_ = max;
+  op.label_ = label;
+  op.x_ = floatDesc({g.batch, g.channels, g.inHeight, g.inWidth}, tag::nhwc);
+  op.y_ = floatDesc({g.batch, g.channels, g.outHeight, g.outWidth}, tag::nhwc);
+  Status made = dnnlTry(label + ", pooling", [&] {
+    using namespace dnnl;
+    const memory::dims strides = {g.stride, g.stride}, kernel = {g.kernel, g.kernel};
+    const memory::dims left = {g.padding, g.padding}, right = {g.paddingBottom(), g.paddingRight()};
+    const algorithm kind = max ? algorithm::pooling_max : algorithm::pooling_avg_include_padding;
+    // Max pooling's forward keeps no indices (the memory model has none): inference.
+    const pooling_forward::primitive_desc forward(
+        pooling_forward::desc(max ? prop_kind::forward_inference : prop_kind::forward_training, kind, op.x_, op.y_,
+                              strides, kernel, left, right),
+        primitiveAttributes(), context.engine);
+    ScratchLayout f, b;
+    op.forward_ = makeStep<pooling_forward>(forward, f);
+    if (max) return;
+    const pooling_backward::primitive_desc backward(
+        pooling_backward::desc(kind, op.x_, op.y_, strides, kernel, left, right), primitiveAttributes(), context.engine,
+        forward);
+    op.backward_ = makeStep<pooling_backward>(backward, b);
+  });
+  if (!made) return made;
+  return op;
+}
+
+Status PoolOp::forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const {
+  return execute(context, forward_, {{DNNL_ARG_SRC, &x_, x}, {DNNL_ARG_DST, &y_, y}}, scratch, label_);
+}
+
+Status PoolOp::backward(const DnnlContext& context, const float* dy, float* dx, std::byte* scratch) const {
+  if (max_) return Status::internal(label_ + ": max pooling's backward is not a oneDNN primitive here");
+  return execute(context, backward_, {{DNNL_ARG_DIFF_DST, &y_, dy}, {DNNL_ARG_DIFF_SRC, &x_, dx}}, scratch, label_);
+}
+
+Result<BatchNormOp> BatchNormOp::create(const DnnlContext& context, const memory::desc& data, Index channels,
+                                        InputGrad grad, const std::string& label) {
+  BatchNormOp op;
+  op.channels_ = channels;
+  op.count_ = static_cast<Index>(data.get_size() / sizeof(float));
+  op.grad_ = grad;
+  op.label_ = label;
+  op.data_ = data;
+  op.statistic_ = floatDesc({channels}, tag::x);
+  op.gammaBeta_ = floatDesc({2, channels}, tag::nc);
+  Status made = dnnlTry(label + ", batch normalization", [&] {
+    using namespace dnnl;
+    constexpr float kEpsilon = 1e-5f;  // PyTorch's default
+    const auto flags = normalization_flags::use_scale_shift;
+    const batch_normalization_forward::primitive_desc forward(
+        batch_normalization_forward::desc(prop_kind::forward_training, data, kEpsilon, flags), primitiveAttributes(),
+        context.engine);
+    ScratchLayout f, b;
+    op.forwardStatsOffset_ = f.add(2 * op.statistic_.get_size());
+    op.forward_ = makeStep<batch_normalization_forward>(forward, f);
+    op.forwardBytes_ = f.bytes();
+    const batch_normalization_backward::primitive_desc backward(
+        batch_normalization_backward::desc(prop_kind::backward, data, data, kEpsilon, flags), primitiveAttributes(),
+        context.engine, forward);
+    op.gradParamsOffset_ = b.add(op.gammaBeta_.get_size());
+    // oneDNN always writes d(input): into the scratch when nobody wants it or it is added.
+    if (grad != InputGrad::Write) op.dxOffset_ = b.add(data.get_size());
+    op.backward_ = makeStep<batch_normalization_backward>(backward, b);
+    op.backwardBytes_ = b.bytes();
+  });
+  if (!made) return made;
+  return op;
+}
+
+Status BatchNormOp::forward(const DnnlContext& context, const float* x, const float* gammaBeta, float* y, float* stats,
+                            std::byte* scratch) const {
+  float* mean = stats != nullptr ? stats : reinterpret_cast<float*>(scratch + forwardStatsOffset_);
+  return execute(context, forward_,
+                 {{DNNL_ARG_SRC, &data_, x},
+                  {DNNL_ARG_SCALE_SHIFT, &gammaBeta_, gammaBeta},
+                  {DNNL_ARG_DST, &data_, y},
+                  {DNNL_ARG_MEAN, &statistic_, mean},
+                  {DNNL_ARG_VARIANCE, &statistic_, mean + channels_}},
+                 scratch, label_);
+}
+
+Status BatchNormOp::backward(const DnnlContext& context, const float* x, const float* dy, const float* gammaBeta,
+                             const float* stats, float* dx, float* dGammaBeta, std::byte* scratch) const {
+  auto* gradParams = reinterpret_cast<float*>(scratch + gradParamsOffset_);
+  float* target = grad_ == InputGrad::Write ? dx : reinterpret_cast<float*>(scratch + dxOffset_);
+  REMAT_RETURN_IF_ERROR(execute(context, backward_,
+                                {{DNNL_ARG_SRC, &data_, x},
+                                 {DNNL_ARG_DIFF_DST, &data_, dy},
+                                 {DNNL_ARG_SCALE_SHIFT, &gammaBeta_, gammaBeta},
+                                 {DNNL_ARG_MEAN, &statistic_, stats},
+                                 {DNNL_ARG_VARIANCE, &statistic_, stats + channels_},
+                                 {DNNL_ARG_DIFF_SRC, &data_, target},
+                                 {DNNL_ARG_DIFF_SCALE_SHIFT, &gammaBeta_, gradParams}},
+                                scratch, label_));
+  copyOrAdd(2 * channels_, gradParams, dGammaBeta, true);
+  if (grad_ == InputGrad::Add) copyOrAdd(count_, target, dx, true);
+  return Status::ok();
+}
+
+Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, bool relu6, InputGrad grad,
+                                    const std::string& label) {
+  EltwiseOp op;
+  op.count_ = count;
+  op.grad_ = grad;
+  op.label_ = label;
+  op.data_ = floatDesc({count}, tag::x);  // element-wise: the layout does not matter
+  Status made = dnnlTry(label + ", eltwise", [&] {
+    using namespace dnnl;
+    // The *_use_dst_for_bwd kinds compute the gradient from y, which is what the model keeps.
+    const algorithm kind = relu6 ? algorithm::eltwise_clip_v2_use_dst_for_bwd : algorithm::eltwise_relu_use_dst_for_bwd;
+    const float alpha = 0.0f, beta = relu6 ? 6.0f : 0.0f;
+    const eltwise_forward::primitive_desc forward(
+        eltwise_forward::desc(prop_kind::forward_training, kind, op.data_, alpha, beta), primitiveAttributes(),
+        context.engine);
+    ScratchLayout f, b;
+    op.forward_ = makeStep<eltwise_forward>(forward, f);
+    if (grad == InputGrad::Add) op.dxOffset_ = b.add(op.data_.get_size());
+    if (grad != InputGrad::None) {
+      const eltwise_backward::primitive_desc backward(eltwise_backward::desc(kind, op.data_, op.data_, alpha, beta),
+                                                      primitiveAttributes(), context.engine, forward);
+      op.backward_ = makeStep<eltwise_backward>(backward, b);
+    }
+    op.backwardBytes_ = b.bytes();
+  });
+  if (!made) return made;
+  return op;
+}
+
+Status EltwiseOp::forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const {
+  return execute(context, forward_, {{DNNL_ARG_SRC, &data_, x}, {DNNL_ARG_DST, &data_, y}}, scratch, label_);
+}
+
+Status EltwiseOp::backward(const DnnlContext& context, const float* y, const float* dy, float* dx,
+                           std::byte* scratch) const {
+  if (grad_ == InputGrad::None) return Status::ok();
+  float* target = grad_ == InputGrad::Add ? reinterpret_cast<float*>(scratch + dxOffset_) : dx;
+  REMAT_RETURN_IF_ERROR(
+      execute(context, backward_,
+              {{DNNL_ARG_DST, &data_, y}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
+              scratch, label_));
+  if (grad_ == InputGrad::Add) copyOrAdd(count_, target, dx, true);
+  return Status::ok();
+}
+
+}  // namespace remat::cpu

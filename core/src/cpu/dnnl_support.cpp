@@ -1,0 +1,55 @@
+#include "dnnl_support.hpp"
+
+#include <omp.h>
+
+#include <unordered_map>
+
+namespace remat::cpu {
+
+ThreadScope::ThreadScope(int threads) : previous_(omp_get_max_threads()) {
+  // A dynamic team size would let OpenMP run a primitive on fewer threads than it was created for.
+  omp_set_dynamic(0);
+  omp_set_num_threads(threads);
+}
+
+ThreadScope::~ThreadScope() { omp_set_num_threads(previous_); }
+
+int everyCoreThreads() { return omp_get_num_procs(); }
+
+dnnl::primitive_attr primitiveAttributes(bool accumulate) {
+  dnnl::primitive_attr attributes;
+  attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attributes.set_post_ops(ops);
+  }
+  return attributes;
+}
+
+std::uint64_t ScratchLayout::add(std::uint64_t bytes) {
+  constexpr std::uint64_t kAlign = 64;
+  const std::uint64_t offset = (end_ + kAlign - 1) / kAlign * kAlign;
+  end_ = offset + bytes;
+  return offset;
+}
+
+Status execute(const DnnlContext& context, const Step& step, std::initializer_list<Arg> args, std::byte* scratch,
+               std::string_view what) {
+  return dnnlTry(what, [&] {
+    std::unordered_map<int, dnnl::memory> memories;
+    for (const Arg& arg : args)
+      memories.emplace(arg.id, dnnl::memory(*arg.desc, context.engine, const_cast<void*>(arg.data)));
+    if (step.scratchpad.get_size() > 0)
+      memories.emplace(DNNL_ARG_SCRATCHPAD,
+                       dnnl::memory(step.scratchpad, context.engine, scratch + step.scratchpadOffset));
+    step.primitive.execute(context.stream, memories);
+    context.stream.wait();
+  });
+}
+
+dnnl::memory::desc floatDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+}  // namespace remat::cpu

@@ -1,0 +1,199 @@
+// Blocks on the CPU: block.hpp's protocol (inner tensors at their arena offsets in the ONE
+// forward workspace, saved ones and batch-norm statistics in E in keep mode; inner gradients in the
+// ONE backward workspace) with oneDNN primitives for the inner convolutions, batch norms and relus
+// and own kernels for the residual add and the channel concatenation (strided copies: a copy
+// needs no primitive, and its backward is the same copies the other way). Each workspace holds, after its arena at a 256-byte
+// boundary, the scratch of the inner op that needs the most (ops run one at a time), so a block's
+// wf / wb are the arena plus that scratch.
+#include <algorithm>
+
+#include "device_impl.hpp"
+#include "remat/exec/block_buffers.hpp"
+
+namespace remat::cpu {
+namespace {
+
+std::uint64_t scratchStart(std::uint64_t arenaBytes) {
+  return (arenaBytes + kBlockTensorAlignBytes - 1) / kBlockTensorAlignBytes * kBlockTensorAlignBytes;
+}
+
+// The primitives of one inner op; d(input) per its gradAccumulate flag (none for layer 1's x0).
+Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, const BlockOp& op, bool firstLayer,
+                       const std::string& label) {
+  const Shape& in = graph.tensors[op.inputs[0]].shape;
+  const Shape& out = graph.tensors[op.output].shape;
+  const InputGrad grad =
+      op.inputs[0] == 0 && firstLayer ? InputGrad::None : (op.gradAccumulate[0] ? InputGrad::Add : InputGrad::Write);
+  const std::string where = label + ", inner op '" + op.layer.name + "'";
+  auto wrap = [](auto made) -> Result<KindOp> {
+    if (!made) return made.status();
+    return KindOp(std::move(made).value());
+  };
+  switch (op.kind) {
+    case BlockOpKind::Conv2d:
+      return wrap(ConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, grad, where));
+    case BlockOpKind::BatchNorm:
+      return wrap(BatchNormOp::create(context, floatDesc({in[0], in[1], in[2], in[3]}, dnnl::memory::format_tag::nhwc),
+                                      in[1], grad, where));
+    case BlockOpKind::Relu:
+    case BlockOpKind::Relu6:
+      return wrap(EltwiseOp::create(context, static_cast<Index>(elementCount(out)), op.kind == BlockOpKind::Relu6, grad,
+                                    where));
+    case BlockOpKind::Add:
+    case BlockOpKind::Concat: return KindOp{};
+  }
+  return Status::internal(where + ": unknown inner op kind");
+}
+
+std::pair<std::uint64_t, std::uint64_t> scratchBytes(const KindOp& op) {
+  return std::visit(
+      [](const auto& o) -> std::pair<std::uint64_t, std::uint64_t> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, std::monostate>)
+          return {0, 0};
+        else
+          return {o.forwardScratchBytes(), o.backwardScratchBytes()};
+      },
+      op);
+}
+
+// Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
+// of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j).
+void concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p, const BlockForwardTensors& tensors,
+                   float* out) {
+  Index offset = 0;
+  for (std::size_t in : op.inputs) {
+    const Index channels = graph.tensors[in].shape[1];
+    copyOrAddRows(p.rows, channels, tensors.tensor(in), channels, out + offset, p.channels, false);
+    offset += channels;
+  }
+}
+
+void concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p,
+                    const BlockBackwardTensors& tensors, const float* dOut) {
+  Index offset = 0;
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const Index channels = graph.tensors[op.inputs[j]].shape[1];
+    float* d = tensors.grad(op.inputs[j]);
+    if (d != nullptr) copyOrAddRows(p.rows, channels, dOut + offset, p.channels, d, channels, op.gradAccumulate[j]);
+    offset += channels;
+  }
+}
+
+template <typename Op>
+Result<const Op*> opAs(const BlockOpPlan& plan, const std::string& label) {
+  const Op* op = std::get_if<Op>(&plan.op);
+  if (op == nullptr) return Status::internal(label + ": an inner op lacks its primitives");
+  return op;
+}
+
+}  // namespace
+
+Status planBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
+                    PreparedLayer& prepared) {
+  Index offset = 0;
+  std::uint64_t fwdScratch = 0, bwdScratch = 0;
+  for (const BlockOp& op : graph.ops) {
+    BlockOpPlan p;
+    const Shape& out = graph.tensors[op.output].shape;
+    p.count = static_cast<Index>(elementCount(out));
+    p.weightOffset = offset;
+    if (op.kind == BlockOpKind::Conv2d && op.layer.bias)
+      p.biasOffset = offset + static_cast<Index>(op.paramCount) - static_cast<Index>(op.layer.outChannels);
+    if (op.kind == BlockOpKind::Concat) {
+      p.rows = out[0] * out[2] * out[3];
+      p.channels = out[1];
+    }
+    auto made = innerOp(context, graph, op, firstLayer, label);
+    if (!made) return made.status();
+    p.op = std::move(made).value();
+    const auto [fwd, bwd] = scratchBytes(p.op);
+    fwdScratch = std::max(fwdScratch, fwd);
+    bwdScratch = std::max(bwdScratch, bwd);
+    offset += static_cast<Index>(op.paramCount);
+    prepared.blockOps.push_back(std::move(p));
+  }
+  prepared.blockFwdScratchOffset = scratchStart(graph.fwdWorkspaceBytes);
+  prepared.blockBwdScratchOffset = scratchStart(graph.bwdWorkspaceBytes);
+  prepared.requiredFwdWorkspace =
+      fwdScratch > 0 ? prepared.blockFwdScratchOffset + fwdScratch : graph.fwdWorkspaceBytes;
+  prepared.requiredBwdWorkspace =
+      bwdScratch > 0 ? prepared.blockBwdScratchOffset + bwdScratch : graph.bwdWorkspaceBytes;
+  return Status::ok();
+}
+
+Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                    const ForwardBuffers& b) {
+  const BlockGraph& graph = *prepared.block;
+  const BlockForwardTensors tensors(graph, mode, b);
+  REMAT_RETURN_IF_ERROR(tensors.check("cpu: " + prepared.label));
+  std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockFwdScratchOffset : nullptr;
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    const BlockOpPlan& p = prepared.blockOps[i];
+    const float* in = tensors.tensor(op.inputs[0]);
+    float* out = tensors.tensor(op.output);
+    const float* w = b.params + p.weightOffset;
+    Status status;
+    if (op.kind == BlockOpKind::Conv2d) {
+      auto conv = opAs<ConvOp>(p, prepared.label);
+      const float* bias = p.biasOffset >= 0 ? b.params + p.biasOffset : nullptr;
+      status = conv ? (*conv)->forward(context, in, w, bias, out, scratch) : conv.status();
+    } else if (op.kind == BlockOpKind::BatchNorm) {
+      auto norm = opAs<BatchNormOp>(p, prepared.label);
+      status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
+    } else if (op.kind == BlockOpKind::Add) {
+      add(p.count, in, tensors.tensor(op.inputs[1]), out);
+    } else if (op.kind == BlockOpKind::Concat) {
+      concatForward(graph, op, p, tensors, out);
+    } else {
+      auto relu = opAs<EltwiseOp>(p, prepared.label);
+      status = relu ? (*relu)->forward(context, in, out, scratch) : relu.status();
+    }
+    REMAT_RETURN_IF_ERROR(status);
+  }
+  return Status::ok();
+}
+
+// Ops in reverse; the inner gradients in the ONE backward workspace at their gradient offsets;
+// saved tensors and statistics read from E (written in keep mode).
+Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  const BlockGraph& graph = *prepared.block;
+  const BlockBackwardTensors tensors(graph, b);
+  const std::string where = "cpu: " + prepared.label;
+  REMAT_RETURN_IF_ERROR(tensors.check(where));
+  std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockBwdScratchOffset : nullptr;
+  for (std::size_t i = graph.ops.size(); i-- > 0;) {
+    const BlockOp& op = graph.ops[i];
+    const BlockOpPlan& p = prepared.blockOps[i];
+    const float* dOut = tensors.grad(op.output);
+    float* dIn = tensors.grad(op.inputs[0]);
+    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
+    Status status;
+    if (op.kind == BlockOpKind::Conv2d) {
+      auto conv = opAs<ConvOp>(p, prepared.label);
+      status = conv ? (*conv)->backward(context, tensors.value(op.inputs[0]), dOut, b.params + p.weightOffset, dIn,
+                                        b.paramGrads + p.weightOffset,
+                                        p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr, scratch)
+                    : conv.status();
+    } else if (op.kind == BlockOpKind::BatchNorm) {
+      auto norm = opAs<BatchNormOp>(p, prepared.label);
+      status = norm ? (*norm)->backward(context, tensors.value(op.inputs[0]), dOut, b.params + p.weightOffset,
+                                        tensors.stats(op), dIn, b.paramGrads + p.weightOffset, scratch)
+                    : norm.status();
+    } else if (op.kind == BlockOpKind::Add) {
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        float* d = tensors.grad(op.inputs[j]);
+        if (d != nullptr) copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
+      }
+    } else if (op.kind == BlockOpKind::Concat) {
+      concatBackward(graph, op, p, tensors, dOut);
+    } else {
+      auto relu = opAs<EltwiseOp>(p, prepared.label);
+      status = relu ? (*relu)->backward(context, tensors.value(op.output), dOut, dIn, scratch) : relu.status();
+    }
+    REMAT_RETURN_IF_ERROR(status);
+  }
+  return Status::ok();
+}
+
+}  // namespace remat::cpu
