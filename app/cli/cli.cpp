@@ -15,7 +15,7 @@ int exitCodeFor(const Status& status) {
     case ErrorCode::InvalidInput:
     case ErrorCode::IoError:
     case ErrorCode::OutOfMemory: return kExitBadInput;
-    case ErrorCode::Cancelled:
+    case ErrorCode::Cancelled: return kExitStopped;
     case ErrorCode::Internal: return kExitInternal;
   }
   return kExitInternal;

@@ -18,6 +18,7 @@ namespace remat::cli {
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitStopped = 3;  // stopped before it finished: --timeout
 
 struct Io {
   std::ostream& out;

@@ -4,6 +4,8 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
+#include "remat/base/text.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
@@ -15,12 +17,14 @@ struct PlanOptions {
   std::string chainPath;
   std::string planner;
   bool json = false;
+  PlanningArgs planning;
 };
 
 struct CompareOptions {
   std::string chainPath;
   std::string planners;  // empty: defaultComparePlanners
   bool json = false;
+  PlanningArgs planning;
 };
 
 std::string formatSeconds(double seconds) {
@@ -91,7 +95,8 @@ Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::
     while (!item.empty() && item.front() == ' ') item.erase(item.begin());
     while (!item.empty() && item.back() == ' ') item.pop_back();
     if (item.empty())
-      return Status::invalid("--planners '" + text + "': item " + std::to_string(names.size() + 1) + " is empty");
+      return Status::invalid("--planners " + quoteText(text) + ": item " + std::to_string(names.size() + 1) +
+                             " is empty");
     const Status valid = checkPlannerName(item);
     if (!valid) return valid.withContext("--planners");
     names.push_back(item);
@@ -106,7 +111,8 @@ Status runPlan(const PlanOptions& options, Io& io) {
   REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
   auto chain = loadChainArgument(options.chainPath);
   if (!chain) return chain.status();
-  auto result = runPlanner(*chain, options.planner);
+  PlanningMonitor monitor(options.planning, io.err);
+  auto result = monitor.plan(*chain, options.planner);
   if (!result) return result.status();
   if (options.json) {
     io.out << planReportToJson(*result).dump() << "\n";
@@ -126,8 +132,9 @@ Status runCompare(const CompareOptions& options, Io& io) {
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
   std::vector<PlanReport> results;
+  PlanningMonitor monitor(options.planning, io.err);
   for (const std::string& name : *names) {
-    auto result = runPlanner(*chain, name);
+    auto result = monitor.plan(*chain, name);
     if (!result) return result.status();
     results.push_back(std::move(*result));
   }
@@ -149,6 +156,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   planCmd->add_option("chain", plan->chainPath, "Chain file (remat-chain/1) or zoo:NAME")->required();
   planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames())->required();
   planCmd->add_flag("--json", plan->json, "Print the plan object of docs/formats.md");
+  addPlanningOptions(*planCmd, plan->planning);
   planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
 
   auto compare = std::make_shared<CompareOptions>();
@@ -157,6 +165,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   compareCmd->add_option("--planners", compare->planners,
                          "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");
   compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");
+  addPlanningOptions(*compareCmd, compare->planning);
   compareCmd->callback([compare, &action] { action = [compare](Io& io) { return runCompare(*compare, io); }; });
 }
 

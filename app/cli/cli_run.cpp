@@ -7,11 +7,14 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat::cli {
 namespace {
@@ -27,6 +30,7 @@ struct RunArgs {
   std::uint64_t seed = 0;
   bool json = false;
   bool allOps = false;
+  PlanningArgs planning;
 };
 
 // The first op whose measured footprint or live-after differs from the prediction, or npos.
@@ -126,20 +130,27 @@ Status runRun(const RunArgs& args, Io& io) {
   if (args.planner.empty() == !args.checkpointsGiven)
     return Status::invalid("give exactly one of --planner NAME and --checkpoints LIST");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
-  if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
+  if (!args.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(args.planner).withContext("--planner"));
+  // The timeline is written after the run: whatever would stop it is found before the run starts.
+  const WriteOptions timelineWrite{{args.chain}};
+  if (!args.timeline.empty()) {
+    REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status().withContext("--timeline"));
+    REMAT_RETURN_IF_ERROR(checkOutputFile(args.timeline, timelineWrite).withContext("--timeline"));
+  }
   auto chain = loadChainArgument(args.chain);
   if (!chain) return chain.status();
 
   Plan plan;
   std::string planner = "checkpoints";
   if (!args.planner.empty()) {
-    auto planned = runPlanner(*chain, args.planner);
+    PlanningMonitor monitor(args.planning, io.err);
+    auto planned = monitor.plan(*chain, args.planner);
     if (!planned) return planned.status();
     plan = planned->plan;
     planner = args.planner;
   } else {
     auto parsed = parseCheckpointList(args.checkpoints);
-    if (!parsed) return parsed.status();
+    if (!parsed) return parsed.status().withContext("--checkpoints");
     plan = *parsed;
     REMAT_RETURN_IF_ERROR(validatePlan(plan, chain->size()).withContext("--checkpoints"));
   }
@@ -163,7 +174,7 @@ Status runRun(const RunArgs& args, Io& io) {
   if (!args.timeline.empty()) {
     std::vector<Timeline> timelines = {sim->timeline};
     timelines.insert(timelines.end(), run->timelines.begin(), run->timelines.end());
-    REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines));
+    REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines, timelineWrite).withContext("--timeline"));
   }
   if (args.json) {
     io.out << reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline).dump(2) << "\n";
@@ -185,11 +196,15 @@ void addRunCommands(CLI::App& app, Action& action) {
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");
   cmd->add_option("--device", args->device, "Device to run on: cpu or gpu")->required();
-  cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")
+      ->capture_default_str()
+      ->check(wholeNumberIn(1, kMaxRunSteps));
   cmd->add_option("--timeline", args->timeline,
                   "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
   cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(wholeNumberIn(0, UINT64_MAX));
+  addPlanningOptions(*cmd, args->planning);
   cmd->add_flag("--json", args->json, "Print a JSON summary instead of the table");
   cmd->add_flag("--ops", args->allOps, "Print every op (default: the first 200)");
   cmd->callback([args, checkpoints, &action] {

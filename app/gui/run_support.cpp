@@ -64,8 +64,8 @@ Result<Timeline> measurePlan(const RunRequest& request, const std::atomic<bool>*
   return last;
 }
 
-Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path) {
-  return writeTimelines(path.toStdString(), timelines);
+Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path, const WriteOptions& options) {
+  return writeTimelines(path.toStdString(), timelines, options);
 }
 
 Result<Timeline> readTimelineFile(const QString& path) {

@@ -8,10 +8,11 @@
 #include <functional>
 #include <vector>
 
-#include "remat/model/chain.hpp"
-#include "remat/memory/plan.hpp"
 #include "remat/base/status.hpp"
+#include "remat/io/atomic_file.hpp"
+#include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::gui {
 
@@ -34,7 +35,7 @@ Result<Timeline> measurePlan(const RunRequest& request, const std::atomic<bool>*
 // Timeline files (core's exporters): ".csv" (long layout), ".trace.json" (Chrome trace, write
 // only) and ".json" (remat-timeline/1). A file may hold several timelines; reading picks the first
 // measured one (a `remat run --timeline` file holds the prediction too), else the first.
-Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path);
+Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path, const WriteOptions& options = {});
 Result<Timeline> readTimelineFile(const QString& path);
 
 }  // namespace remat::gui

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "tables.hpp"
 #include "remat/planners/planners.hpp"
+#include "tables.hpp"
 
 namespace remat {
 namespace {
@@ -85,8 +85,13 @@ Result<PlannerOutput> planDp(const Chain& chain, const PlannerOptions& options) 
   std::vector<std::uint64_t> f(n + 1, 0);
   std::vector<std::size_t> pred(n + 1, 0);
   WindowMinimum window(n + 1);
+  planning::WorkMeter meter(options, "dp");
+  const std::uint64_t firstLimit = limit;
   while (true) {
-    if (planning::cancelled(options.cancelFlag)) return Status::cancelled("planner dp cancelled");
+    // The bound falls from s(0, n) towards the least largest segment cost: how far is the estimate.
+    const double span = static_cast<double>(firstLimit) - static_cast<double>(leastLargestSegment);
+    REMAT_RETURN_IF_ERROR(
+        meter.at(span > 0 ? (static_cast<double>(firstLimit) - static_cast<double>(limit)) / span : 0.0));
     bool any = false;
     std::uint64_t bound = 0;
     for (std::size_t k = 1; k <= n; ++k) {
