@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,19 @@ void addProfileCommand(CLI::App& app, Action& action);   // cli_profile.cpp: pro
 
 // Parses argv and runs the chosen subcommand. Never throws.
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// runCli's two halves, for callers that look at the command before running it (the argument
+// fuzzer). Parsing prints help, the version or a syntax error itself and then sets exitCode;
+// otherwise `action` runs the subcommand named by `command` ("plan", "zoo export"). Parsing may
+// throw what CLI11 throws beyond its parse errors; runCli catches that.
+struct ParsedCommandLine {
+  std::optional<int> exitCode;
+  Action action;
+  std::string command;
+};
+ParsedCommandLine parseCommandLine(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Runs the action and prints its error; returns the exit code.
+int runAction(const Action& action, Io& io);
 
 // Shared helpers.
 Result<Chain> loadChainArgument(const std::string& path);  // a chain file path, or "zoo:NAME"

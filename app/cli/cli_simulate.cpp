@@ -3,9 +3,9 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/planners/planners.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::cli {
 namespace {

@@ -118,7 +118,11 @@ class JsonPlaceRecorder {
     if (!status_.isOk()) return false;
     if (doc_.text_.empty() || doc_.text_.find_first_not_of(" \t\r\n") == std::string::npos)
       return fail(0, "not valid JSON: the file is empty");
-    return fail(position > 0 ? position - 1 : 0, "not valid JSON: " + parseErrorReason(error, lastToken));
+    // Where the lexer stopped; a number out of range at its start (the lexer read past its end).
+    std::size_t offset = position > 0 ? position - 1 : 0;
+    const std::size_t number = error.id == 406 ? doc_.text_.rfind(lastToken, offset) : std::string::npos;
+    if (number != std::string::npos && number + lastToken.size() + 1 >= offset) offset = number;
+    return fail(offset, "not valid JSON: " + parseErrorReason(error, lastToken));
   }
 
   const Status& status() const { return status_; }

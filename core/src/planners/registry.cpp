@@ -192,6 +192,7 @@ Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const P
   auto planned = parsed->entry->plan(chain, parsed->parameter, options);
   const auto stop = std::chrono::steady_clock::now();
   if (!planned) return planned.status();
+  if (options.progress) options.progress(1.0);  // the rules and an early-stopping dp report nothing more
   PlanReport result;
   result.planner = std::string(name);
   result.objective = std::string(1, parsed->entry->objective);
