@@ -8,12 +8,12 @@
 #include <QTest>
 #include <QToolTip>
 
-#include "charts/memory_chart.hpp"
-#include "charts/units.hpp"
 #include "document.hpp"
 #include "gui_test_env.hpp"
+#include "charts/memory_chart.hpp"
 #include "plan_view.hpp"
 #include "remat/memory/simulator.hpp"
+#include "charts/units.hpp"
 
 namespace remat::gui {
 namespace {

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "charts/memory_chart.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window_fixture.hpp"
+#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
 #include "plan_view.hpp"

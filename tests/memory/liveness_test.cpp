@@ -6,8 +6,8 @@
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "remat/memory/simulator.hpp"
 #include "remat/model/random_chain.hpp"
+#include "remat/memory/simulator.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat {

@@ -7,9 +7,9 @@
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "remat/memory/simulator.hpp"
-#include "remat/model/random_chain.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/memory/simulator.hpp"
 
 namespace remat {
 namespace {

@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <limits>
 
-#include "remat/memory/simulator.hpp"
-#include "remat/model/random_chain.hpp"
-#include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat {
 namespace {

@@ -112,9 +112,9 @@ TEST(Repository, FilesTheDocumentsNameExist) {
     const std::string text = textOf(file);
     for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator(); ++it) {
       const std::string named = (*it)[1].str();
-      EXPECT_TRUE(fs::exists(kSourceDir / named))
-          << fs::relative(file, kSourceDir).string() << ":" << lineOf(text, it->position()) << " names '" << named
-          << "', which is not in the repository";
+      EXPECT_TRUE(fs::exists(kSourceDir / named)) << fs::relative(file, kSourceDir).string() << ":"
+                                                  << lineOf(text, it->position()) << " names '" << named
+                                                  << "', which is not in the repository";
       ++checked;
     }
   }

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "kernels.hpp"
-#include "remat/exec/counter_rng.hpp"
 #include "simd.hpp"
+#include "remat/exec/counter_rng.hpp"
 
 namespace remat::cpu {
 

@@ -71,14 +71,12 @@ Status backwardLayer(const PreparedLayer& prepared, const BackwardBuffers& b) {
       if (b.dx != nullptr) adaptiveAvgPoolBackward(prepared.pool, b.dy, b.dx);
       return Status::ok();
     case LayerKind::BatchNorm:
-      batchNormBackward(prepared.bnRows, prepared.bnChannels, b.x, b.dy, b.params,
-                        reinterpret_cast<const float*>(b.extra), b.dx, b.paramGrads,
-                        b.paramGrads + prepared.bnChannels);
+      batchNormBackward(prepared.bnRows, prepared.bnChannels, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra),
+                        b.dx, b.paramGrads, b.paramGrads + prepared.bnChannels);
       return Status::ok();
     case LayerKind::Linear: {
       float* db = prepared.bias ? b.paramGrads + prepared.inFeatures * prepared.outFeatures : nullptr;
-      linearBackward(prepared.in.batch, prepared.inFeatures, prepared.outFeatures, b.x, b.params, b.dy, b.dx,
-                     b.paramGrads, db);
+      linearBackward(prepared.in.batch, prepared.inFeatures, prepared.outFeatures, b.x, b.params, b.dy, b.dx, b.paramGrads, db);
       return Status::ok();
     }
     case LayerKind::Dropout:

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "remat/model/block.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/interpreter.hpp"
-#include "remat/model/block.hpp"
 
 namespace remat {
 namespace {
