@@ -3,6 +3,7 @@
 // that load are also simulated and planned, so shape inference's numbers meet the simulator.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "fuzz_checks.hpp"

@@ -14,6 +14,8 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(chain_reader timeline_reader cli_arguments)
 build="${REMAT_FUZZ_BUILD:-build/fuzz}"
+mkdir -p "$build"
+build="$(cd "$build" && pwd)"  # absolute: the CLI target works in a folder of its own
 jobs="${REMAT_FUZZ_JOBS:-1}"
 cxx="$(command -v clang++ || command -v clang++-14 || true)"
 if [ -z "$cxx" ]; then
@@ -22,7 +24,7 @@ if [ -z "$cxx" ]; then
 fi
 
 echo "== fuzz: building in $build with $cxx"
-cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S "$PWD" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DREMAT_BUILD_FUZZERS=ON -DREMAT_BUILD_TESTS=OFF -DREMAT_BUILD_GUI=OFF -DREMAT_WITH_CUDA=OFF \
   -DREMAT_BUILD_BENCHMARKS=OFF ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
@@ -35,7 +37,9 @@ mkdir -p "$seeds"/{chain_reader,timeline_reader,cli_arguments}
 remat="$build/app/cli/remat"
 export ASAN_OPTIONS="detect_leaks=0"  # the seed-making runs of remat; the fuzzers check leaks
 "$remat" zoo list | tail -n +2 | while read -r model _ _ resolution _; do
-  "$remat" zoo export "$model" --batch 1 --resolution "$resolution" --output "$seeds/chain_reader/zoo-$model.json" 2>/dev/null
+  # Batch 2, at least 32x32: batch norm needs more than one value per channel.
+  "$remat" zoo export "$model" --batch 2 --resolution $((resolution < 32 ? 32 : resolution)) \
+    --output "$seeds/chain_reader/zoo-$model.json"
 done
 python3 - "$seeds/chain_reader" <<'PY'
 import json, sys
@@ -62,7 +66,7 @@ for target in "${targets[@]}"; do
   artifacts="$build/artifacts/$target"
   mkdir -p "$corpus" "$artifacts"
   rm -f "$artifacts"/*
-  dict=fuzz/$target.dict
+  dict="$PWD/fuzz/$target.dict"
   max_len=65536
   [ "$target" = cli_arguments ] && max_len=1024
   echo "== fuzz: $target for ${seconds} s ($(ls "$seeds/$target" | wc -l) seeds, $(ls "$corpus" | wc -l) in the corpus)"

@@ -318,7 +318,14 @@ Result<Chain> buildPlacedChain(const JsonDocument& doc, const ChainSpec& spec) {
   const json& layers = root.at("layers");
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     const Status added = builder.addLayer(i);
-    if (!added) return added.withContext(doc.where(layers[i]) + ": " + layerLabel(spec.layers[i], i));
+    if (!added) {
+      // The name a file gave; a default one ("layer0") would only confuse the 1-based number.
+      const bool named = layers[i].contains("name");
+      return added.withContext(
+          doc.where(layers[i]) + ": " +
+          (named ? layerLabel(spec.layers[i], i)
+                 : "layer " + std::to_string(i + 1) + " (" + std::string(kindName(spec.layers[i].kind)) + ")"));
+    }
   }
   auto chain = builder.finish();
   if (!chain) return Status::invalid(doc.where(layers) + ": the chain " + chain.status().message());
