@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "charts/memory_chart.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
 #include "main_window_fixture.hpp"
-#include "charts/memory_chart.hpp"
 #include "message_bar.hpp"
 #include "plan_export.hpp"
 #include "plan_view.hpp"
@@ -147,6 +147,23 @@ TEST_F(ExportTest, SavedChainLoadsBackTheSame) {
   EXPECT_EQ(chainSpecToText(loaded->spec), chainSpecToText(window_.document()->chain().spec));
   EXPECT_EQ(loaded->staticBytes(), window_.document()->chain().staticBytes());
   EXPECT_TRUE(window_.recentFiles().contains(path("resnet18.json")));
+}
+
+TEST_F(ExportTest, ExportsNeverReplaceTheOpenChainFile) {
+  // Issue 15: every writer goes through writeFileAtomically, which refuses the command's inputs.
+  ASSERT_TRUE(window_.saveChain(path("open.json")).isOk());
+  const std::string before = chainSpecToText(window_.document()->chain().spec);
+  const QString open = path("open.json");
+  EXPECT_FALSE(window_.exportPredictedTimeline(open).isOk());
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("a file this command reads")))
+      << window_.messageBar()->text().toStdString();
+  EXPECT_FALSE(window_.exportPlanJson(open).isOk());
+  EXPECT_FALSE(window_.exportChartPng(open).isOk());
+  EXPECT_FALSE(window_.exportChartSvg(open).isOk());
+  Result<Chain> still = loadChainFile(open.toStdString());
+  ASSERT_TRUE(still.isOk()) << still.status().message();
+  EXPECT_EQ(chainSpecToText(still->spec), before);
+  EXPECT_TRUE(window_.saveChain(open).isOk());  // Save itself replaces it, as asked
 }
 
 }  // namespace

@@ -123,6 +123,14 @@ TEST_F(AtomicFile, AMissingFolderSaysWhyBeforeAnyWork) {
       << checked.message();
   EXPECT_FALSE(writeFileAtomically(target, "x").isOk());
   EXPECT_FALSE(checkOutputFile(folder_.string()).isOk());  // a folder is no file
+  // Nor is a pipe or a device: a rename would replace the node itself (as root, /dev/null).
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Status pipe = writeFileAtomically(fifo, "x");
+  ASSERT_FALSE(pipe.isOk());
+  EXPECT_NE(pipe.message().find("not a regular file"), std::string::npos) << pipe.message();
+  EXPECT_FALSE(checkOutputFile(fifo).isOk());
+  fs::remove(fifo);
   EXPECT_TRUE(checkOutputFile(path("fine.csv")).isOk());
   EXPECT_TRUE(names().empty()) << "the check left a file behind";
 }

@@ -58,6 +58,9 @@ Result<Target> inspectTarget(const std::string& path) {
 Status checkTarget(const std::string& path, const Target& target, const WriteOptions& options) {
   if (!target.exists) return Status::ok();
   if (S_ISDIR(target.info.st_mode)) return cannotWrite(path, "it is a folder");
+  // A rename would replace a device node or a pipe itself (as root, /dev/null would be gone).
+  if (!target.isLink && !S_ISREG(target.info.st_mode))
+    return cannotWrite(path, "it is not a regular file (a device, a pipe or a socket)");
   for (const std::string& input : options.inputs) {
     struct stat info {};
     if (::stat(input.c_str(), &info) == 0 && info.st_dev == target.info.st_dev && info.st_ino == target.info.st_ino)

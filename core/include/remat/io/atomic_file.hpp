@@ -7,8 +7,9 @@
 //     on every failure it can see: a full disk, a file-size limit (SIGXFSZ is held off while it
 //     writes, so the write fails with EFBIG instead of killing the program).
 //   - A target that exists keeps its permission bits; a new one gets 0666 less the umask.
-//   - Refused, before anything is written: a target that is a folder, a read-only file (no write
-//     bit: a 0444 file is not replaced), or one of the files the command reads (WriteOptions::
+//   - Refused, before anything is written: a target that is a folder, a device, a pipe or a
+//     socket (a rename would replace the node itself), a read-only file (no write bit: a 0444
+//     file is not replaced), or one of the files the command reads (WriteOptions::
 //     inputs, compared by device and inode, so another name or a link for it is refused too). A
 //     symbolic link at the target is replaced by the file, never written through.
 // Errors are IoError naming the file and the system's reason.
