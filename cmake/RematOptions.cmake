@@ -7,6 +7,30 @@ include(CheckLanguage)
 option(REMAT_WERROR "Treat warnings as errors" OFF)
 option(REMAT_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 
+# --- libFuzzer targets (fuzz/, docs/fuzzing.md) -------------------------------------------------
+# They need clang's libFuzzer (Debian 12: clang and libclang-rt-14-dev); the whole project is then
+# compiled with coverage and AddressSanitizer + UndefinedBehaviorSanitizer (CMakeLists.txt).
+option(REMAT_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/ (clang only; instruments the whole build)" OFF)
+if(REMAT_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "REMAT_BUILD_FUZZERS=ON needs clang (libFuzzer), not ${CMAKE_CXX_COMPILER_ID}: "
+                        "apt-get install clang libclang-rt-14-dev and configure with -DCMAKE_CXX_COMPILER=clang++ "
+                        "(scripts/fuzz.sh does), or configure with -DREMAT_BUILD_FUZZERS=OFF")
+  endif()
+  include(CheckCXXSourceCompiles)
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer,address,undefined")
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=fuzzer,address,undefined")
+  check_cxx_source_compiles(
+    "#include <cstddef>\n#include <cstdint>\nextern \"C\" int LLVMFuzzerTestOneInput(const std::uint8_t*, std::size_t) { return 0; }"
+    REMAT_LIBFUZZER_LINKS)
+  unset(CMAKE_REQUIRED_FLAGS)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+  if(NOT REMAT_LIBFUZZER_LINKS)
+    message(FATAL_ERROR "REMAT_BUILD_FUZZERS=ON but clang cannot link -fsanitize=fuzzer,address,undefined: "
+                        "apt-get install libclang-rt-14-dev, or configure with -DREMAT_BUILD_FUZZERS=OFF")
+  endif()
+endif()
+
 # --- Always needed ------------------------------------------------------------------------------
 find_package(nlohmann_json 3.10 REQUIRED)
 
@@ -164,7 +188,7 @@ function(_remat_part_line label built why_not)
   endif()
 endfunction()
 message(STATUS "Remat Explorer ${PROJECT_VERSION}: GUI=${REMAT_BUILD_GUI} CUDA=${REMAT_WITH_CUDA} ONNX=${REMAT_WITH_ONNX} CLI=${REMAT_BUILD_CLI} "
-               "tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS}")
+               "tests=${REMAT_BUILD_TESTS} benchmarks=${REMAT_BUILD_BENCHMARKS} fuzzers=${REMAT_BUILD_FUZZERS}")
 message(STATUS "  core (model, simulator, planners, files, zoo, CPU executor on oneDNN ${REMAT_DNNL_VERSION}): yes")
 _remat_part_line("remat command line" "${REMAT_BUILD_CLI}" "CLI11 not found or REMAT_BUILD_CLI=OFF")
 _remat_part_line("explorer (Qt 6 GUI)" "${REMAT_BUILD_GUI}" "REMAT_BUILD_GUI=OFF")

@@ -6,6 +6,8 @@
 # it on every landing (scripts/fresh-root-check.sh).
 # CUDA 13 and cuDNN 9 are not Debian packages: when they are under /usr/local/cuda the build picks
 # them up (REMAT_WITH_CUDA), otherwise it builds without them and says so.
+#   scripts/setup-deps.sh --fuzz   also what the fuzzers and the hostile campaign need
+#                                  (scripts/fuzz.sh, scripts/hostile-campaign.py; a stage of .ci/run)
 set -euo pipefail
 packages=(
   # compiler and build tools
@@ -21,6 +23,13 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev
   fonts-dejavu-core
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(
+    # clang's libFuzzer and sanitizers (REMAT_BUILD_FUZZERS), and python3 for the fuzzers' seeds
+    # and the hostile campaign
+    clang libclang-rt-14-dev python3
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

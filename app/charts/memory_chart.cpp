@@ -1,6 +1,6 @@
 #include "memory_chart.hpp"
 
-#include <QFileInfo>
+#include <QBuffer>
 #include <QLegendMarker>
 #include <QPainter>
 #include <QSvgGenerator>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "image_file.hpp"
 #include "memory_chart_parts.hpp"
 #include "palette.hpp"
 #include "qt_text.hpp"
@@ -344,28 +345,28 @@ QImage MemoryChart::renderImage(QSize size) const {
   return self->grab().toImage();
 }
 
-Status MemoryChart::exportPng(const QString& path) const {
-  const QImage image = renderImage();
-  if (image.isNull() || !image.save(path, "PNG"))
-    return Status::io("cannot write the chart image '" + path.toStdString() + "'");
-  return Status::ok();
+Status MemoryChart::exportPng(const QString& path, const WriteOptions& options) const {
+  return writePngFile(renderImage(), path, options);
 }
 
-Status MemoryChart::exportSvg(const QString& path) const {
+Status MemoryChart::exportSvg(const QString& path, const WriteOptions& options) const {
   auto* self = const_cast<MemoryChart*>(this);
   if (!isVisible() && (width() < 200 || height() < 150)) self->resize(1200, 600);
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  if (!buffer.open(QIODevice::WriteOnly)) return Status::internal("no memory for the chart SVG");
   QSvgGenerator generator;
-  generator.setFileName(path);
+  generator.setOutputDevice(&buffer);
   generator.setSize(size());
   generator.setViewBox(QRect(QPoint(0, 0), size()));
   generator.setTitle(parts_->data.title.isEmpty() ? tr("Memory over a training step") : parts_->data.title);
   generator.setDescription(tr("Remat Explorer memory chart"));
   QPainter painter;
-  if (!painter.begin(&generator)) return Status::io("cannot write the chart SVG '" + path.toStdString() + "'");
+  if (!painter.begin(&generator))
+    return Status::internal("the chart SVG for '" + path.toStdString() + "' could not be drawn");
   self->render(&painter);
   painter.end();
-  if (QFileInfo(path).size() <= 0) return Status::io("cannot write the chart SVG '" + path.toStdString() + "'");
-  return Status::ok();
+  return writeBytesFile(bytes, path, options);
 }
 
 }  // namespace remat::charts

@@ -12,6 +12,7 @@
 
 #include "memory_chart_series.hpp"
 #include "remat/base/status.hpp"
+#include "remat/io/atomic_file.hpp"
 
 namespace remat::charts {
 
@@ -61,8 +62,9 @@ class MemoryChart : public QWidget {
 
   // Renders the chart at size (the widget's size when empty, 1200x600 when it has none).
   QImage renderImage(QSize size = {}) const;
-  Status exportPng(const QString& path) const;
-  Status exportSvg(const QString& path) const;
+  // Written with writeFileAtomically (image_file.hpp).
+  Status exportPng(const QString& path, const WriteOptions& options = {}) const;
+  Status exportSvg(const QString& path, const WriteOptions& options = {}) const;
 
   // For tests and tooltips: the drawn footprint points (data units), the peak marker, legend names.
   QList<QPointF> footprintPoints() const;

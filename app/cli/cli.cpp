@@ -16,7 +16,7 @@ int exitCodeFor(const Status& status) {
     case ErrorCode::InvalidInput:
     case ErrorCode::IoError:
     case ErrorCode::OutOfMemory: return kExitBadInput;
-    case ErrorCode::Cancelled:
+    case ErrorCode::Cancelled: return kExitStopped;
     case ErrorCode::Internal: return kExitInternal;
   }
   return kExitInternal;
@@ -51,51 +51,72 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch) {
   return loadChainFile(path);
 }
 
+namespace {
+
+// "zoo export": the subcommands the parser chose, outermost first.
+std::string chosenCommand(const CLI::App& app) {
+  std::string name;
+  for (const CLI::App* level = &app;;) {
+    const auto chosen = level->get_subcommands();
+    if (chosen.empty()) return name;
+    level = chosen.front();
+    name += (name.empty() ? "" : " ") + level->get_name();
+  }
+}
+
+}  // namespace
+
+ParsedCommandLine parseCommandLine(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedCommandLine parsed;
+  CLI::App app{"remat: plan, simulate and run activation checkpointing for layer chains", "remat"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "remat 0.1.0");
+  addSimulateCommand(app, parsed.action);
+  addPlanCommands(app, parsed.action);
+  addZooCommands(app, parsed.action);
+  addRunCommands(app, parsed.action);
+  addProfileCommand(app, parsed.action);
+  addTradeoffCommand(app, parsed.action);
+  addImportCommand(app, parsed.action);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    parsed.exitCode = kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    parsed.exitCode = kExitOk;
+  } catch (const CLI::CallForVersion&) {
+    out << "remat 0.1.0\n";
+    parsed.exitCode = kExitOk;
+  } catch (const CLI::ParseError& e) {
+    const std::string command = chosenCommand(app);
+    err << "remat: " << e.what() << "\nusage: see 'remat " << (command.empty() ? "" : command + " ") << "--help'\n";
+    parsed.exitCode = kExitBadInput;
+  }
+  parsed.command = chosenCommand(app);
+  if (!parsed.exitCode && !parsed.action) {
+    err << "remat: missing subcommand arguments; see 'remat --help'\n";
+    parsed.exitCode = kExitBadInput;
+  }
+  if (parsed.exitCode) parsed.action = nullptr;
+  return parsed;
+}
+
+int runAction(const Action& action, Io& io) {
+  const Status status = action(io);
+  if (status.isOk()) return kExitOk;
+  io.err << "remat: error: " << status.message() << "\n";
+  return exitCodeFor(status);
+}
+
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool errIsTerminal) {
   try {
-    CLI::App app{"remat: plan, simulate and run activation checkpointing for layer chains", "remat"};
-    app.require_subcommand(1);
-    app.set_version_flag("--version", "remat 0.1.0");
-    Action action;
-    addSimulateCommand(app, action);
-    addPlanCommands(app, action);
-    addZooCommands(app, action);
-    addRunCommands(app, action);
-    addProfileCommand(app, action);
-    addTradeoffCommand(app, action);
-    addImportCommand(app, action);
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    try {
-      app.parse(reversed);
-    } catch (const CLI::CallForHelp&) {
-      out << app.help();
-      return kExitOk;
-    } catch (const CLI::CallForAllHelp&) {
-      out << app.help("", CLI::AppFormatMode::All);
-      return kExitOk;
-    } catch (const CLI::CallForVersion&) {
-      out << "remat 0.1.0\n";
-      return kExitOk;
-    } catch (const CLI::ParseError& e) {
-      err << "remat: " << e.what() << "\n";
-      for (const CLI::App* sub : app.get_subcommands()) {
-        err << "usage: see 'remat " << sub->get_name() << " --help'\n";
-        return kExitBadInput;
-      }
-      err << "usage: see 'remat --help'\n";
-      return kExitBadInput;
-    }
-    if (!action) {
-      err << "remat: missing subcommand arguments; see 'remat --help'\n";
-      return kExitBadInput;
-    }
+    ParsedCommandLine parsed = parseCommandLine(args, out, err);
+    if (parsed.exitCode) return *parsed.exitCode;
     Io io{out, err, errIsTerminal};
-    const Status status = action(io);
-    if (!status.isOk()) {
-      err << "remat: error: " << status.message() << "\n";
-      return exitCodeFor(status);
-    }
-    return kExitOk;
+    return runAction(parsed.action, io);
   } catch (const std::exception& e) {
     err << "remat: internal error: " << e.what() << "\n";
     return kExitInternal;

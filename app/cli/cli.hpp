@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace remat::cli {
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitStopped = 3;  // stopped before it finished: --timeout
 
 struct Io {
   std::ostream& out;
@@ -43,6 +45,19 @@ void addTradeoffCommand(CLI::App& app, Action& action);  // cli_tradeoff.cpp: tr
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool errIsTerminal = false);
 
 void addImportCommand(CLI::App& app, Action& action);  // cli_import.cpp: import
+
+// runCli's two halves, for callers that look at the command before running it (the argument
+// fuzzer). Parsing prints help, the version or a syntax error itself and then sets exitCode;
+// otherwise `action` runs the subcommand named by `command` ("plan", "zoo export"). Parsing may
+// throw what CLI11 throws beyond its parse errors; runCli catches that.
+struct ParsedCommandLine {
+  std::optional<int> exitCode;
+  Action action;
+  std::string command;
+};
+ParsedCommandLine parseCommandLine(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Runs the action and prints its error; returns the exit code.
+int runAction(const Action& action, Io& io);
 
 // Shared helpers.
 // The chain argument of simulate, plan, compare, run and profile: a chain file, an ONNX model or

@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/chain_file.hpp"
 #include "remat/io/onnx/onnx_import.hpp"
 
@@ -16,6 +17,9 @@ struct ImportOptions {
 };
 
 Status importModel(const ImportOptions& options, Io& io) {
+  // A big model takes a while to read: whatever would stop the write is found first.
+  const WriteOptions write{{options.model}};
+  if (!options.output.empty()) REMAT_RETURN_IF_ERROR(checkOutputFile(options.output, write).withContext("--output"));
   auto imported = importOnnxFile(options.model, OnnxImportOptions{options.batch});
   if (!imported) return imported.status();
   const std::string summary = formatOnnxSummary(imported->summary, options.model);
@@ -24,7 +28,7 @@ Status importModel(const ImportOptions& options, Io& io) {
     io.err << summary;  // stdout is the chain file
     return Status::ok();
   }
-  REMAT_RETURN_IF_ERROR(saveChainFile(imported->spec, options.output));
+  REMAT_RETURN_IF_ERROR(saveChainFile(imported->spec, options.output, write).withContext("--output"));
   io.out << summary << "wrote " << options.output << "\n";
   return Status::ok();
 }

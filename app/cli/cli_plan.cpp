@@ -5,6 +5,8 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
+#include "remat/base/text.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
@@ -19,6 +21,7 @@ struct PlanOptions {
   std::string fit;             // --fit CAPACITY: the budget planner for CAPACITY - static
   std::string device = "gpu";  // whose available memory --fit device means
   bool json = false;
+  PlanningArgs planning;
 };
 
 struct CompareOptions {
@@ -26,6 +29,7 @@ struct CompareOptions {
   std::int64_t batch = 0;
   std::string planners;  // empty: defaultComparePlanners
   bool json = false;
+  PlanningArgs planning;
 };
 
 std::string formatSeconds(double seconds) {
@@ -94,7 +98,8 @@ Status runPlan(const PlanOptions& options, Io& io) {
   std::optional<FitBudget> fit;
   Result<PlanReport> result = Status::internal("no planner ran");
   if (options.fit.empty()) {
-    result = runPlanner(*chain, options.planner);
+    PlanningMonitor monitor(options.planning, io.err);
+    result = monitor.plan(*chain, options.planner);
   } else {
     auto budget = fitBudget(*chain, options.fit, options.device);
     if (!budget) return budget.status();
@@ -125,8 +130,9 @@ Status runCompare(const CompareOptions& options, Io& io) {
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
   std::vector<PlanReport> results;
+  PlanningMonitor monitor(options.planning, io.err);
   for (const std::string& name : *names) {
-    auto result = runPlanner(*chain, name);
+    auto result = monitor.plan(*chain, name);
     if (!result) return result.status();
     results.push_back(std::move(*result));
   }
@@ -152,7 +158,8 @@ Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::
     while (!item.empty() && item.front() == ' ') item.erase(item.begin());
     while (!item.empty() && item.back() == ' ') item.pop_back();
     if (item.empty())
-      return Status::invalid("--planners '" + text + "': item " + std::to_string(names.size() + 1) + " is empty");
+      return Status::invalid("--planners " + quoteText(text) + ": item " + std::to_string(names.size() + 1) +
+                             " is empty");
     const Status valid = checkPlannerName(item);
     if (!valid) return valid.withContext("--planners");
     names.push_back(item);
@@ -173,6 +180,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   planCmd->add_option("--device", plan->device, "The device whose available memory --fit device means: cpu or gpu")
       ->capture_default_str();
   planCmd->add_flag("--json", plan->json, "Print the plan object of docs/formats.md");
+  addPlanningOptions(*planCmd, plan->planning);
   planCmd->callback([plan, &action] { action = [plan](Io& io) { return runPlan(*plan, io); }; });
 
   auto compare = std::make_shared<CompareOptions>();
@@ -181,6 +189,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   compareCmd->add_option("--planners", compare->planners,
                          "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");
   compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");
+  addPlanningOptions(*compareCmd, compare->planning);
   compareCmd->callback([compare, &action] { action = [compare](Io& io) { return runCompare(*compare, io); }; });
 }
 

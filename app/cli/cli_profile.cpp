@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/profiler.hpp"
 #include "remat/io/chain_file.hpp"
@@ -48,6 +49,9 @@ void printTable(std::ostream& out, const ProfileResult& result) {
 
 Status runProfile(const ProfileArgs& args, Io& io) {
   if (args.repeats < 1) return Status::invalid("--repeats must be at least 1, got " + std::to_string(args.repeats));
+  // Profiling takes long: whatever would stop the write is found first.
+  const WriteOptions write{{args.chain}};
+  if (!args.output.empty()) REMAT_RETURN_IF_ERROR(checkOutputFile(args.output, write).withContext("--output"));
   auto chain = loadChainArgument(args.chain, args.batch);
   if (!chain) return chain.status();
   DeviceOptions options;
@@ -68,7 +72,7 @@ Status runProfile(const ProfileArgs& args, Io& io) {
     printTable(io.err, *result);
     return Status::ok();
   }
-  REMAT_RETURN_IF_ERROR(saveChainFile(result->spec, args.output));
+  REMAT_RETURN_IF_ERROR(saveChainFile(result->spec, args.output, write).withContext("--output"));
   printTable(io.out, *result);
   io.out << "wrote " << args.output << "\n";
   return Status::ok();
@@ -83,14 +87,20 @@ void addProfileCommand(CLI::App& app, Action& action) {
   addChainArgument(cmd, args->chain, args->batch);
   cmd->add_option("--device", args->device, "Device to measure on: gpu or cpu")->capture_default_str();
   cmd->add_option("--output,-o", args->output, "Write the profiled chain file here (default: stdout)");
-  cmd->add_option("--repeats", args->repeats, "Timed runs per pass, after one warm-up")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "Timed runs per pass, after one warm-up")
+      ->capture_default_str()
+      ->check(wholeNumberIn(1, kMaxProfileRepeats));
   cmd->add_option("--workspace-cap", args->workspaceCapBytes,
                   "Largest cuDNN workspace an algorithm may use (bytes; GPU only)")
-      ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of the input and parameter values")->capture_default_str();
+      ->capture_default_str()
+      ->check(wholeNumberIn(0, UINT64_MAX));
+  cmd->add_option("--seed", args->seed, "Seed of the input and parameter values")
+      ->capture_default_str()
+      ->check(wholeNumberIn(0, UINT64_MAX));
   cmd->add_option("--threads", args->threads,
                   "CPU threads the kernels run on (0: every core; a CPU run must use the same count)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(wholeNumberIn(0, kMaxCpuThreads));
   cmd->add_flag("--nondeterministic", args->nondeterministic,
                 "Allow cuDNN algorithms whose results depend on scheduling (atomics; GPU only)");
   cmd->add_flag("--tf32", args->tf32, "Allow TF32 tensor cores (PyTorch's cudnn.allow_tf32; GPU only)");

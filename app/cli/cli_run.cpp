@@ -9,13 +9,16 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
 #include "cli_progress.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/exporters.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat::cli {
 namespace {
@@ -34,6 +37,7 @@ struct RunArgs {
   bool json = false;
   bool allOps = false;
   int threads = 0;
+  PlanningArgs planning;
 };
 
 // The first op whose measured footprint or live-after differs from the prediction, or npos.
@@ -131,9 +135,10 @@ nlohmann::json reportJson(const std::string& planner, const Plan& plan, const st
 
 // The plan to run: a planner's or the budget planner's for --fit (planned on the chain with the
 // device's workspaces), or the list given.
-Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device, std::string& planner) {
+Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device, std::string& planner, Io& io) {
   if (!args.planner.empty()) {
-    auto planned = runPlanner(chain, args.planner);
+    PlanningMonitor monitor(args.planning, io.err);
+    auto planned = monitor.plan(chain, args.planner);
     if (!planned) return planned.status();
     planner = args.planner;
     return planned->plan;
@@ -147,7 +152,7 @@ Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device,
     return planned->plan;
   }
   auto parsed = parseCheckpointList(args.checkpoints);
-  if (!parsed) return parsed.status();
+  if (!parsed) return parsed.status().withContext("--checkpoints");
   REMAT_RETURN_IF_ERROR(validatePlan(*parsed, chain.size()).withContext("--checkpoints"));
   planner = "checkpoints";
   return parsed;
@@ -165,7 +170,13 @@ Status runRun(const RunArgs& args, Io& io) {
   if (int{!args.planner.empty()} + int{args.checkpointsGiven} + int{!args.fit.empty()} != 1)
     return Status::invalid("give exactly one of --planner NAME, --checkpoints LIST and --fit CAPACITY");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
-  if (!args.timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status());
+  if (!args.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(args.planner).withContext("--planner"));
+  // The timeline is written after the run: whatever would stop it is found before the run starts.
+  const WriteOptions timelineWrite{{args.chain}};
+  if (!args.timeline.empty()) {
+    REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status().withContext("--timeline"));
+    REMAT_RETURN_IF_ERROR(checkOutputFile(args.timeline, timelineWrite).withContext("--timeline"));
+  }
   auto loaded = loadChainArgument(args.chain, args.batch);
   if (!loaded) return loaded.status();
   DeviceOptions deviceOptions;
@@ -177,7 +188,7 @@ Status runRun(const RunArgs& args, Io& io) {
   if (!fit) return fit.status();
   const Chain& chain = fit->chain;
   std::string planner;
-  auto chosen = choosePlan(args, chain, **device, planner);
+  auto chosen = choosePlan(args, chain, **device, planner, io);
   if (!chosen) return chosen.status();
   const Plan plan = std::move(chosen).value();
   auto sim = simulate(chain, plan);
@@ -200,7 +211,7 @@ Status runRun(const RunArgs& args, Io& io) {
   if (!args.timeline.empty()) {
     std::vector<Timeline> timelines = {sim->timeline};
     timelines.insert(timelines.end(), run->timelines.begin(), run->timelines.end());
-    REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines));
+    REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines, timelineWrite).withContext("--timeline"));
   }
   if (args.json) {
     nlohmann::json report = reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline);
@@ -228,12 +239,18 @@ void addRunCommands(CLI::App& app, Action& action) {
                   "Run the least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
                   "or 'device' for what the device has available");
   cmd->add_option("--device", args->device, "Device to run on: cpu or gpu")->required();
-  cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")
+      ->capture_default_str()
+      ->check(wholeNumberIn(1, kMaxRunSteps));
   cmd->add_option("--timeline", args->timeline,
                   "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
   cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
-      ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "CPU threads the kernels run on (0: every core)")->capture_default_str();
+      ->capture_default_str()
+      ->check(wholeNumberIn(0, UINT64_MAX));
+  cmd->add_option("--threads", args->threads, "CPU threads the kernels run on (0: every core)")
+      ->capture_default_str()
+      ->check(wholeNumberIn(0, kMaxCpuThreads));
+  addPlanningOptions(*cmd, args->planning);
   cmd->add_flag("--json", args->json, "Print a JSON summary instead of the table");
   cmd->add_flag("--ops", args->allOps, "Print every op (default: the first 200)");
   cmd->callback([args, checkpoints, &action] {

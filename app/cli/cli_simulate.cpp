@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/exporters.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/memory/op_times.hpp"
@@ -68,7 +69,12 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
   cmd->callback([options, &action] {
     action = [options](Io& io) -> Status {
-      if (!options->timeline.empty()) REMAT_RETURN_IF_ERROR(timelineFormatForPath(options->timeline).status());
+      // Refused before the chain is read: a bad format, an unwritable folder or the input itself.
+      const WriteOptions timelineWrite{{options->chainPath}};
+      if (!options->timeline.empty()) {
+        REMAT_RETURN_IF_ERROR(timelineFormatForPath(options->timeline).status().withContext("--timeline"));
+        REMAT_RETURN_IF_ERROR(checkOutputFile(options->timeline, timelineWrite).withContext("--timeline"));
+      }
       auto chain = loadChainArgument(options->chainPath, options->batch);
       if (!chain) return chain.status();
       auto plan = parseCheckpointList(options->checkpoints);
@@ -77,7 +83,8 @@ void addSimulateCommand(CLI::App& app, Action& action) {
       if (!sim) return sim.status().withContext("--checkpoints");
       if (!options->timeline.empty()) {
         sim->timeline.planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
-        REMAT_RETURN_IF_ERROR(writeTimelines(options->timeline, {sim->timeline}));
+        REMAT_RETURN_IF_ERROR(
+            writeTimelines(options->timeline, {sim->timeline}, timelineWrite).withContext("--timeline"));
       }
       if (options->json) {
         io.out << simulationToJson(*sim).dump() << "\n";

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
 #include "remat/io/chain_file.hpp"
 #include "remat/model/zoo.hpp"
 
@@ -48,7 +49,7 @@ Status exportModel(const ZooExportOptions& options, Io& io) {
     io.out << chainSpecToText(*spec);
     return Status::ok();
   }
-  REMAT_RETURN_IF_ERROR(saveChainFile(*spec, options.output));
+  REMAT_RETURN_IF_ERROR(saveChainFile(*spec, options.output).withContext("--output"));
   io.err << "wrote " << options.output << " (" << chain->size() << " layers)\n";
   return Status::ok();
 }
@@ -64,14 +65,16 @@ void addZooCommands(CLI::App& app, Action& action) {
   auto options = std::make_shared<ZooExportOptions>();
   CLI::App* exp = zoo->add_subcommand("export", "Write a zoo model as a remat-chain/1 file");
   exp->add_option("name", options->name, "Model name, e.g. vgg16, resnet50 (see 'remat zoo list')")->required();
-  exp->add_option("--batch", options->zoo.batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  exp->add_option("--batch", options->zoo.batch, "Batch size")
+      ->capture_default_str()
+      ->check(wholeNumberIn(1, kMaxIntegerField));
   exp->add_option("--resolution", options->zoo.resolution, "Input height and width")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(wholeNumberIn(1, kMaxIntegerField));
   exp->add_option("--dtype", options->dtype, "float32, float16 or bfloat16")->capture_default_str();
   exp->add_option("--classes", options->zoo.numClasses, "Number of classes")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(wholeNumberIn(1, kMaxIntegerField));
   exp->add_option("--output,-o", options->output, "Output file (default: stdout)");
   exp->callback([options, &action] { action = [options](Io& io) { return exportModel(*options, io); }; });
 }

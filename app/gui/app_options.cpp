@@ -7,6 +7,7 @@
 #include <QRegularExpression>
 #include <QTabWidget>
 
+#include "charts/image_file.hpp"
 #include "charts/units.hpp"
 #include "document.hpp"
 #include "job_runner.hpp"
@@ -179,8 +180,7 @@ Status writeScreenshot(MainWindow& window, const QString& path, int waitMs) {
   QApplication::processEvents();
   const QImage image = window.grab().toImage();
   if (image.isNull()) return Status::internal("the window could not be rendered");
-  if (!image.save(path, "PNG")) return Status::io("cannot write the screenshot '" + path.toStdString() + "'");
-  return Status::ok();
+  return charts::writePngFile(image, path);
 }
 
 UpdateTiming measureUpdateSeconds(int layers, int toggles) {

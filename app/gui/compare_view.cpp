@@ -150,7 +150,11 @@ void CompareView::compare() {
         for (std::size_t side = 0; side < 2; ++side) {
           control.progress(0.5 * static_cast<double>(side), QString::fromStdString("planning " + names[side]));
           entries[side].planner = QString::fromStdString(names[side]);
-          Result<SimulatedPlan> planned = planAndSimulate(chain, names[side], control.cancelFlag());
+          const QString text = QString::fromStdString("planning " + names[side]);
+          Result<SimulatedPlan> planned =
+              planAndSimulate(chain, names[side], control.cancelFlag(), [&control, &text, side](double fraction) {
+                control.progress(0.5 * (static_cast<double>(side) + fraction), text);
+              });
           if (planned) {
             entries[side].planned = std::move(planned).value();
           } else {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "remat/base/status.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/model/zoo.hpp"
 
 class QAction;
@@ -115,6 +116,8 @@ class MainWindow : public QMainWindow {
   enum class PlanApply { Undoable, Opening };
   void startPlanJob(const QString& name, PlanApply apply);
   double planSecondsForCurrentPlan() const;
+  // Exports never replace the chain file the document was read from.
+  WriteOptions exportWriteOptions() const;
   // File dialogs behind the menu entries.
   void openDialog();
   void saveAsDialog();

@@ -20,6 +20,8 @@
 #include "planner_picker.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/io/chain_file.hpp"
+#include "remat/io/input_file.hpp"
+#include "remat/io/json_document.hpp"
 #include "remat/io/onnx/onnx_import.hpp"
 #include "run_support.hpp"
 #include "zoo_bar.hpp"
@@ -204,11 +206,14 @@ void MainWindow::openFileFromDrop(const QString& path) {
     return;
   }
   // A JSON file is a chain when it says so; anything else is tried as a timeline.
-  QFile file(path);
+  // Read as strictly as the readers do: a hostile file must not get further here than there.
   bool chain = true;
-  if (file.open(QIODevice::ReadOnly)) {
-    const nlohmann::json json = nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
-    chain = json.is_discarded() || !json.is_object() || json.value("format", std::string()) == kChainFormat;
+  if (auto text = readInputFile(path.toStdString(), kMaxTimelineFileBytes, "file")) {
+    auto document = JsonDocument::parse(std::move(text).value(), path.toStdString(), 8);
+    if (document && document->root().is_object()) {
+      const auto format = document->root().find("format");
+      chain = format == document->root().end() || *format == kChainFormat;
+    }
   }
   if (chain) {
     (void)openChainFile(path);
@@ -229,7 +234,9 @@ void MainWindow::startPlanJob(const QString& name, PlanApply apply) {
       JobChannel::Plan, tr("Planning with %1").arg(name),
       [chain, planner](const JobRunner::Control& control) {
         control.progress(-1.0);
-        return planAndSimulate(chain, planner, control.cancelFlag());
+        const QString text = QStringLiteral("Planning with %1").arg(QString::fromStdString(planner));
+        return planAndSimulate(chain, planner, control.cancelFlag(),
+                               [&control, &text](double fraction) { control.progress(fraction, text); });
       },
       [this, name, apply](Result<SimulatedPlan> planned) {
         if (!planned) return (void)report(planned.status());
@@ -304,7 +311,8 @@ double MainWindow::planSecondsForCurrentPlan() const {
 
 Status MainWindow::exportPredictedTimeline(const QString& path) {
   if (!document_->hasChain()) return report(Status::invalid("no chain: nothing to export"));
-  return report(writeTimelineFile({document_->simulation().timeline}, path), tr("Exported %1").arg(path));
+  return report(writeTimelineFile({document_->simulation().timeline}, path, exportWriteOptions()),
+                tr("Exported %1").arg(path));
 }
 
 Status MainWindow::exportMeasuredTimeline(const QString& path) {
@@ -321,22 +329,29 @@ Status MainWindow::exportMeasuredTimeline(const QString& path) {
   Timeline overlay = *document_->measured();
   if (overlay.planner == predicted.planner && overlay.source == predicted.source && overlay.run == predicted.run)
     overlay.source = "overlay";
-  return report(writeTimelineFile({predicted, overlay}, path), tr("Exported %1").arg(path));
+  return report(writeTimelineFile({predicted, overlay}, path, exportWriteOptions()), tr("Exported %1").arg(path));
 }
 
 Status MainWindow::exportPlanJson(const QString& path) {
   if (!document_->hasChain()) return report(Status::invalid("no chain: nothing to export"));
   return report(writePlanJson(path, document_->simulation(), document_->planSource(), planSecondsForCurrentPlan(),
-                              document_->chain().name),
+                              document_->chain().name, exportWriteOptions()),
                 tr("Exported %1").arg(path));
 }
 
+WriteOptions MainWindow::exportWriteOptions() const {
+  WriteOptions options;
+  if (!document_->filePath().isEmpty() && !document_->filePath().startsWith(QLatin1Char(':')))
+    options.inputs.push_back(document_->filePath().toStdString());
+  return options;
+}
+
 Status MainWindow::exportChartPng(const QString& path) {
-  return report(planView_->chart()->exportPng(path), tr("Exported %1").arg(path));
+  return report(planView_->chart()->exportPng(path, exportWriteOptions()), tr("Exported %1").arg(path));
 }
 
 Status MainWindow::exportChartSvg(const QString& path) {
-  return report(planView_->chart()->exportSvg(path), tr("Exported %1").arg(path));
+  return report(planView_->chart()->exportSvg(path, exportWriteOptions()), tr("Exported %1").arg(path));
 }
 
 void MainWindow::openDialog() {

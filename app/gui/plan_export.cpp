@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "remat/io/chain_file.hpp"
-#include "remat/planners/planners.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/results_json.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::gui {
 
@@ -16,8 +16,9 @@ nlohmann::json planJson(const Simulation& simulation, const QString& planner, do
 }
 
 Status writePlanJson(const QString& path, const Simulation& simulation, const QString& planner, double planSeconds,
-                     const std::string& chainName) {
-  return writeFileAtomically(path.toStdString(), planJson(simulation, planner, planSeconds, chainName).dump(2) + "\n");
+                     const std::string& chainName, const WriteOptions& options) {
+  return writeFileAtomically(path.toStdString(), planJson(simulation, planner, planSeconds, chainName).dump(2) + "\n",
+                             options);
 }
 
 }  // namespace remat::gui

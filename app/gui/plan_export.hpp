@@ -4,8 +4,9 @@
 #include <QString>
 #include <nlohmann/json.hpp>
 
-#include "remat/memory/simulator.hpp"
 #include "remat/base/status.hpp"
+#include "remat/io/atomic_file.hpp"
+#include "remat/memory/simulator.hpp"
 
 namespace remat::gui {
 
@@ -14,6 +15,6 @@ namespace remat::gui {
 nlohmann::json planJson(const Simulation& simulation, const QString& planner, double planSeconds,
                         const std::string& chainName);
 Status writePlanJson(const QString& path, const Simulation& simulation, const QString& planner, double planSeconds,
-                     const std::string& chainName);
+                     const std::string& chainName, const WriteOptions& options = {});
 
 }  // namespace remat::gui

@@ -2,6 +2,7 @@
 // The work of planner jobs, run on a JobRunner thread: plan, then simulate the plan. Plain values
 // in, plain values out.
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "remat/base/status.hpp"
@@ -17,6 +18,8 @@ struct SimulatedPlan {
   Simulation simulation;
 };
 
-Result<SimulatedPlan> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel);
+// progress (may be empty) hears the planner's fraction done, at most once per percent.
+Result<SimulatedPlan> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel,
+                                      const std::function<void(double fraction)>& progress = {});
 
 }  // namespace remat::gui

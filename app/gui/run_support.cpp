@@ -99,8 +99,8 @@ Result<Measurement> measurePlan(const RunRequest& request, const std::atomic<boo
   return measurement;
 }
 
-Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path) {
-  return writeTimelines(path.toStdString(), timelines);
+Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path, const WriteOptions& options) {
+  return writeTimelines(path.toStdString(), timelines, options);
 }
 
 Result<Timeline> readTimelineFile(const QString& path) {

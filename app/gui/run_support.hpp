@@ -10,6 +10,7 @@
 
 #include "remat/base/status.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
@@ -51,7 +52,7 @@ QString runProgressText(const RunProgress& progress, const std::vector<std::stri
 // Timeline files (core's exporters): ".csv" (long layout), ".trace.json" (Chrome trace, write
 // only) and ".json" (remat-timeline/1). A file may hold several timelines; reading picks the first
 // measured one (a `remat run --timeline` file holds the prediction too), else the first.
-Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path);
+Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path, const WriteOptions& options = {});
 Result<Timeline> readTimelineFile(const QString& path);
 
 }  // namespace remat::gui

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -20,6 +19,7 @@
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
 #include "remat/gpu/cuda_device.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/zoo.hpp"
@@ -369,10 +369,9 @@ int main(int argc, char** argv) {
     report["models"].push_back(*result);
   }
   if (!args->jsonPath.empty()) {
-    std::ofstream file(args->jsonPath);
-    file << report.dump(2) << "\n";
-    if (!file) {
-      std::cerr << "remat_gpu_check: cannot write " << args->jsonPath << "\n";
+    const Status written = writeFileAtomically(args->jsonPath, report.dump(2) + "\n");
+    if (!written) {
+      std::cerr << "remat_gpu_check: " << written.message() << "\n";
       return 1;
     }
   }

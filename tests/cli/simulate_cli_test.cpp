@@ -55,7 +55,7 @@ TEST_F(SimulateCli, BadInputExitsWithTwoAndSaysWhy) {
       write("bad.json", R"({"format": "remat-chain/1", "input": {"bytes": 1}, "layers": [{"kind": "abstract"}]})");
   result = runRemat({"simulate", bad, "--checkpoints", ""});
   EXPECT_EQ(result.exitCode, 2);
-  EXPECT_NE(result.err.find("layer 0"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("layer 1"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("out_bytes"), std::string::npos) << result.err;
   result = runRemat({"simulate"});
   EXPECT_EQ(result.exitCode, 2);

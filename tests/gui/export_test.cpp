@@ -156,5 +156,22 @@ TEST_F(ExportTest, SavedChainLoadsBackTheSame) {
   EXPECT_TRUE(window_.recentFiles().contains(path("resnet18.json")));
 }
 
+TEST_F(ExportTest, ExportsNeverReplaceTheOpenChainFile) {
+  // Issue 15: every writer goes through writeFileAtomically, which refuses the command's inputs.
+  ASSERT_TRUE(window_.saveChain(path("open.json")).isOk());
+  const std::string before = chainSpecToText(window_.document()->chain().spec);
+  const QString open = path("open.json");
+  EXPECT_FALSE(window_.exportPredictedTimeline(open).isOk());
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("a file this command reads")))
+      << window_.messageBar()->text().toStdString();
+  EXPECT_FALSE(window_.exportPlanJson(open).isOk());
+  EXPECT_FALSE(window_.exportChartPng(open).isOk());
+  EXPECT_FALSE(window_.exportChartSvg(open).isOk());
+  Result<Chain> still = loadChainFile(open.toStdString());
+  ASSERT_TRUE(still.isOk()) << still.status().message();
+  EXPECT_EQ(chainSpecToText(still->spec), before);
+  EXPECT_TRUE(window_.saveChain(open).isOk());  // Save itself replaces it, as asked
+}
+
 }  // namespace
 }  // namespace remat::gui

@@ -79,6 +79,26 @@ TEST_F(MainWindowTest, DroppingAChainFileOpensIt) {
   EXPECT_TRUE(window_.windowTitle().contains(QStringLiteral("dropped.json")));
 }
 
+TEST_F(MainWindowTest, ADroppedHostileJsonFileIsRefusedNotThrown) {
+  // Issue 15: the drop sniffed the file with nlohmann-json's value("format", ...), which throws on
+  // a format that is not a string; deep nesting and huge files reached the parser unchecked.
+  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
+  for (const char* text : {R"({"format": 5})", R"({"format": "remat-chain/1", "layers": [[[[[[[[[[]]]]]]]]]]})",
+                           "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"}) {
+    const QString path = dir_.filePath(QStringLiteral("hostile.json"));
+    writeText(path, text);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(path)});
+    QDragEnterEvent enter(QPoint(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&window_, &enter);
+    QDropEvent drop(QPointF(200, 200), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&window_, &drop);
+    EXPECT_TRUE(window_.messageBar()->isError()) << text;
+    EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("hostile.json")))
+        << window_.messageBar()->text().toStdString();
+  }
+}
+
 TEST_F(MainWindowTest, NewChainIsEditableAndThePlannerRunsInTheBackground) {
   ASSERT_TRUE(window_.newChain().isOk());
   EXPECT_GT(window_.document()->chain().size(), 3u);

@@ -320,7 +320,7 @@ TEST(Blocks, Errors) {
 
   auto chain = testing::chainFromLayers({2, 4, 4, 4}, {blockSpec(LayerKind::Bottleneck, 16, 1, -3)});
   ASSERT_FALSE(chain.isOk());
-  EXPECT_NE(chain.status().message().find("layer 0 ('b', bottleneck): width"), std::string::npos)
+  EXPECT_NE(chain.status().message().find("layer 1 ('b', bottleneck): width"), std::string::npos)
       << chain.status().message();
 }
 

@@ -66,8 +66,8 @@ TEST(Conv2d, NonSquareInputAndStrideFloor) {
 }
 
 TEST(Conv2d, Errors) {
-  expectError({2, 3, 8}, {convSpec(4, 3)}, {"layer 0 ('c', conv2d)", "NCHW", "[2, 3, 8]"});
-  expectError({2, 3, 8, 8}, {convSpec(0, 3)}, {"layer 0 ('c', conv2d)", "out_channels"});
+  expectError({2, 3, 8}, {convSpec(4, 3)}, {"layer 1 ('c', conv2d)", "NCHW", "[2, 3, 8]"});
+  expectError({2, 3, 8, 8}, {convSpec(0, 3)}, {"layer 1 ('c', conv2d)", "out_channels"});
   expectError({2, 3, 8, 8}, {convSpec(4, 0)}, {"kernel"});
   expectError({2, 3, 8, 8}, {convSpec(4, 3, 0)}, {"stride"});
   expectError({2, 3, 8, 8}, {convSpec(4, 3, 1, -1)}, {"padding", "negative"});
@@ -275,7 +275,7 @@ TEST(BuildChain, ShapesFlowThroughLayers) {
   // A later layer's error names its own index.
   auto bad = chainFromLayers({2, 3, 8, 8}, {convSpec(4, 3, 1, 1), poolSpec(LayerKind::MaxPool, 16, 1, 0)});
   ASSERT_FALSE(bad.isOk());
-  EXPECT_NE(bad.status().message().find("layer 1 ('p', maxpool)"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("layer 2 ('p', maxpool)"), std::string::npos) << bad.status().message();
 }
 
 TEST(Vocabulary, EveryKindAndDtypeIsListedAndReadsBack) {

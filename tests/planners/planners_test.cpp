@@ -212,7 +212,12 @@ TEST(EdgeCases, OneLayer) {
     EXPECT_TRUE(r.plan.checkpoints.empty()) << name;
     EXPECT_EQ(r.dynamicPeakBytes, dynamicPeak(chain, Plan{})) << name;
   }
-  EXPECT_EQ(mustRun(chain, "uniform:9").plan.checkpoints, Checkpoints{});
+  // uniform:K with K > n is refused by name (issue 15), though planUniform itself clamps.
+  const auto tooMany = runPlanner(chain, "uniform:9");
+  ASSERT_FALSE(tooMany.isOk());
+  EXPECT_NE(tooMany.status().message().find("K = 9 segments, but the chain has 1 layers"), std::string::npos)
+      << tooMany.status().message();
+  EXPECT_EQ(planUniform(1, 9).checkpoints, Checkpoints{});
 }
 
 TEST(EdgeCases, TwoLayers) {

@@ -6,16 +6,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "remat/base/text.hpp"
+
 namespace remat {
 namespace {
 
 constexpr std::array<const char*, 7> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 
-std::string quoted(std::string_view text) {
-  constexpr std::size_t kMaxQuoted = 40;
-  if (text.size() <= kMaxQuoted) return "'" + std::string(text) + "'";
-  return "'" + std::string(text.substr(0, kMaxQuoted)) + "...'";
-}
+std::string quoted(std::string_view text) { return quoteText(text, 40); }
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);

@@ -1,132 +1,25 @@
 #include "remat/io/chain_file.hpp"
 
-#include <unistd.h>
-
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
+#include "json_fields.hpp"
+#include "remat/base/text.hpp"
+#include "remat/io/atomic_file.hpp"
+#include "remat/io/input_file.hpp"
+#include "remat/io/json_document.hpp"
 #include "remat/model/block.hpp"
 
 namespace remat {
 namespace {
 
+using io::FieldReader;
 using nlohmann::json;
 
-// Reads typed fields of one JSON object and remembers which ones were used, so that unknown fields
-// can be reported. Every error names `where` and the field.
-class FieldReader {
- public:
-  FieldReader(const json& object, std::string where) : object_(object), where_(std::move(where)) {}
-
-  bool has(const char* field) const { return object_.contains(field); }
-
-  Status error(const std::string& field, const std::string& message) const {
-    return Status::invalid(where_ + ": field '" + field + "' " + message);
-  }
-
-  Status readString(const char* field, std::string& out, bool required) {
-    used_.insert(field);
-    if (!object_.contains(field)) return required ? error(field, "is missing") : Status::ok();
-    const json& v = object_.at(field);
-    if (!v.is_string()) return error(field, "must be a string, not " + std::string(v.type_name()));
-    out = v.get<std::string>();
-    return Status::ok();
-  }
-
-  Status readBool(const char* field, bool& out) {
-    used_.insert(field);
-    if (!object_.contains(field)) return Status::ok();
-    const json& v = object_.at(field);
-    if (!v.is_boolean()) return error(field, "must be true or false, not " + describe(v));
-    out = v.get<bool>();
-    return Status::ok();
-  }
-
-  // Non-negative integers that fit in 64 bits (sizes in bytes).
-  Status readBytes(const char* field, std::uint64_t& out, bool required, bool* present = nullptr) {
-    used_.insert(field);
-    if (present) *present = object_.contains(field);
-    if (!object_.contains(field)) return required ? error(field, "is missing") : Status::ok();
-    const json& v = object_.at(field);
-    if (v.is_number_unsigned()) {
-      out = v.get<std::uint64_t>();
-      return Status::ok();
-    }
-    if (v.is_number_integer()) return error(field, "must be a non-negative integer, not " + v.dump());
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      if (d >= 18446744073709551616.0) return error(field, "is " + v.dump() + ", which overflows 64 bits");
-      if (d < 0) return error(field, "must be a non-negative integer, not " + v.dump());
-      return error(field, "must be an integer, not " + v.dump());
-    }
-    return error(field, "must be a non-negative integer, not " + describe(v));
-  }
-
-  // Positive (or, with minimum 0, non-negative) integers that fit in int64 (dimensions).
-  Status readInt(const char* field, std::int64_t& out, bool required, std::int64_t minimum) {
-    used_.insert(field);
-    if (!object_.contains(field)) return required ? error(field, "is missing") : Status::ok();
-    const json& v = object_.at(field);
-    if (v.is_number_integer() || v.is_number_unsigned()) {
-      if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-        return error(field, "is " + v.dump() + ", which overflows 64 bits");
-      const std::int64_t value = v.get<std::int64_t>();
-      if (value < minimum) return error(field, "must be at least " + std::to_string(minimum) + ", not " + v.dump());
-      out = value;
-      return Status::ok();
-    }
-    if (v.is_number_float()) {
-      if (std::fabs(v.get<double>()) >= 9223372036854775808.0)
-        return error(field, "is " + v.dump() + ", which overflows 64 bits");
-      return error(field, "must be an integer, not " + v.dump());
-    }
-    return error(field, "must be an integer, not " + describe(v));
-  }
-
-  Status readDouble(const char* field, double& out, double minimum, double maximum) {
-    used_.insert(field);
-    if (!object_.contains(field)) return Status::ok();
-    const json& v = object_.at(field);
-    if (!v.is_number()) return error(field, "must be a number, not " + describe(v));
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || d < minimum || d > maximum)
-      return error(field,
-                   "must be between " + json(minimum).dump() + " and " + json(maximum).dump() + ", not " + v.dump());
-    out = d;
-    return Status::ok();
-  }
-
-  void markUsed(const char* field) { used_.insert(field); }
-  const std::string& where() const { return where_; }
-
-  Status rejectUnknown(const std::string& context) const {
-    for (const auto& [key, value] : object_.items()) {
-      if (!used_.count(key)) {
-        std::string known;
-        for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-        return Status::invalid(where_ + ": field '" + key + "' is not a field of " + context + " (fields: " + known +
-                               ")");
-      }
-    }
-    return Status::ok();
-  }
-
-  static std::string describe(const json& v) {
-    std::string text = v.dump();
-    if (text.size() > 40) text = text.substr(0, 37) + "...";
-    return std::string(v.type_name()) + " " + text;
-  }
-
- private:
-  const json& object_;
-  std::string where_;
-  std::set<std::string> used_;
-};
+// The format nests six containers deep (the top level, the layers array, a layer, a block's ops,
+// an inner op, its inputs); a few levels more still get a message about the field rather than the
+// nesting.
+constexpr std::size_t kChainJsonDepth = 8;
 
 // Optional measured numbers on real kinds, written by `remat profile`.
 Status readMeasured(FieldReader& r, LayerSpec& layer) {
@@ -160,29 +53,29 @@ Status readAbstractFields(FieldReader& r, LayerNumbers& m) {
 }
 
 Status readConv2dFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
-  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
-  REMAT_RETURN_IF_ERROR(r.readInt("groups", layer.groups, false, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("groups", layer.groups, false, 1, kMaxIntegerField));
   return r.readBool("bias", layer.bias);
 }
 
 Status readPoolFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1, kMaxIntegerField));
   layer.stride = layer.kernel;  // PyTorch's default stride is the kernel size
-  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0));
+  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0, kMaxIntegerField));
   return r.readBool("ceil_mode", layer.ceilMode);
 }
 
 Status readAdaptiveAvgPoolFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("output_height", layer.outputHeight, false, 1));
-  return r.readInt("output_width", layer.outputWidth, false, 1);
+  REMAT_RETURN_IF_ERROR(r.readInt("output_height", layer.outputHeight, false, 1, kMaxIntegerField));
+  return r.readInt("output_width", layer.outputWidth, false, 1, kMaxIntegerField);
 }
 
 Status readLinearFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_features", layer.outFeatures, true, 1));
+  REMAT_RETURN_IF_ERROR(r.readInt("out_features", layer.outFeatures, true, 1, kMaxIntegerField));
   return r.readBool("bias", layer.bias);
 }
 
@@ -193,48 +86,48 @@ Status readDropoutFields(FieldReader& r, LayerSpec& layer) {
 }
 
 Status readBasicBlockFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-  return r.readInt("stride", layer.stride, false, 1);
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
+  return r.readInt("stride", layer.stride, false, 1, kMaxIntegerField);
 }
 
 Status readBottleneckFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("width", layer.width, true, 1));
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-  return r.readInt("stride", layer.stride, false, 1);
+  REMAT_RETURN_IF_ERROR(r.readInt("width", layer.width, true, 1, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
+  return r.readInt("stride", layer.stride, false, 1, kMaxIntegerField);
 }
 
 Status readInvertedResidualFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1));
-  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1));
-  return r.readInt("expand_ratio", layer.expandRatio, false, 1);
+  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
+  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1, kMaxIntegerField));
+  return r.readInt("expand_ratio", layer.expandRatio, false, 1, kMaxIntegerField);
 }
 
 // One inner op of a block: name, kind, inputs (default: the tensor written just before it), and a
 // conv2d's fields.
-Status readBlockOp(const json& object, std::size_t index, const std::string& where, BlockOpSpec& op) {
-  std::string opWhere = where + ", inner op " + std::to_string(index);
+Status readBlockOp(const JsonDocument& doc, const json& object, std::size_t index, const std::string& where,
+                   BlockOpSpec& op) {
+  std::string what = where + ", inner op " + std::to_string(index);
   if (!object.is_object())
-    return Status::invalid(opWhere + ": must be an object, not " + FieldReader::describe(object));
-  if (object.contains("name") && object.at("name").is_string())
-    opWhere += " ('" + object.at("name").get<std::string>() + "')";
-  FieldReader r(object, opWhere);
+    return Status::invalid(doc.where(object) + ": " + what + ": must be an object, not " + doc.describe(object));
+  if (const auto name = object.find("name"); name != object.end() && name->is_string())
+    what += " (" + quoteText(name->get_ref<const std::string&>(), 40) + ")";
+  FieldReader r(doc, object, what);
   op.layer.name = "op" + std::to_string(index);
   REMAT_RETURN_IF_ERROR(r.readString("name", op.layer.name, false));
   std::string kind;
   REMAT_RETURN_IF_ERROR(r.readString("kind", kind, true));
   auto parsed = parseBlockOpKind(kind);
-  if (!parsed) return r.error("kind", "is '" + kind + "': " + parsed.status().message());
+  if (!parsed) return r.error("kind", parsed.status().message());
   op.kind = *parsed;
-  r.markUsed("inputs");
   op.inputs = {index};
-  if (object.contains("inputs")) {
-    const json& inputs = object.at("inputs");
-    if (!inputs.is_array() || inputs.empty())
-      return r.error("inputs", "must be a non-empty array of tensor numbers, not " + FieldReader::describe(inputs));
+  if (const json* inputs = r.member("inputs")) {
+    if (!inputs->is_array() || inputs->empty())
+      return r.error("inputs", "must be a non-empty array of tensor numbers, not " + doc.describe(*inputs));
     op.inputs.clear();
-    for (const json& t : inputs) {
-      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::uint64_t>() > index)
-        return r.error("inputs", "lists " + t.dump() + ": op " + std::to_string(index) +
+    for (const json& t : *inputs) {
+      const bool negative = t.is_number_integer() && !t.is_number_unsigned() && t.get<std::int64_t>() < 0;
+      if (!t.is_number_integer() || negative || t.get<std::uint64_t>() > index)
+        return r.error("inputs", "lists " + doc.describe(t) + ": op " + std::to_string(index) +
                                      " may read tensor 0 (the block's input) up to " + std::to_string(index));
       op.inputs.push_back(t.get<std::size_t>());
     }
@@ -243,19 +136,20 @@ Status readBlockOp(const json& object, std::size_t index, const std::string& whe
   return r.rejectUnknown(std::string(blockOpKindName(op.kind)) + " inner ops");
 }
 
-Status readBlockFields(FieldReader& r, const json& object, LayerSpec& layer) {
-  r.markUsed("ops");
-  if (!object.contains("ops")) return r.error("ops", "is missing");
-  const json& ops = object.at("ops");
-  if (!ops.is_array()) return r.error("ops", "must be an array, not " + FieldReader::describe(ops));
-  if (ops.empty()) return r.error("ops", "is empty: a block needs at least one inner op");
-  layer.ops.resize(ops.size());
-  for (std::size_t i = 0; i < ops.size(); ++i) REMAT_RETURN_IF_ERROR(readBlockOp(ops[i], i, r.where(), layer.ops[i]));
+Status readBlockFields(FieldReader& r, const std::string& what, LayerSpec& layer) {
+  const JsonDocument& doc = r.document();
+  const json* ops = r.member("ops");
+  if (ops == nullptr) return r.error("ops", "is missing");
+  if (!ops->is_array()) return r.error("ops", "must be an array, not " + doc.describe(*ops));
+  if (ops->empty()) return r.error("ops", "is empty: a block needs at least one inner op");
+  layer.ops.resize(ops->size());
+  for (std::size_t i = 0; i < ops->size(); ++i)
+    REMAT_RETURN_IF_ERROR(readBlockOp(doc, (*ops)[i], i, what, layer.ops[i]));
   return Status::ok();
 }
 
 // The kind's own fields, then (real kinds that run kernels) the measured numbers of `remat profile`.
-Status readKindFields(FieldReader& r, const json& object, LayerSpec& layer) {
+Status readKindFields(FieldReader& r, const std::string& what, LayerSpec& layer) {
   switch (layer.kind) {
     case LayerKind::Abstract: return readAbstractFields(r, layer.numbers);  // its numbers are given, not measured
     case LayerKind::Conv2d: REMAT_RETURN_IF_ERROR(readConv2dFields(r, layer)); break;
@@ -267,7 +161,7 @@ Status readKindFields(FieldReader& r, const json& object, LayerSpec& layer) {
     case LayerKind::BasicBlock: REMAT_RETURN_IF_ERROR(readBasicBlockFields(r, layer)); break;
     case LayerKind::Bottleneck: REMAT_RETURN_IF_ERROR(readBottleneckFields(r, layer)); break;
     case LayerKind::InvertedResidual: REMAT_RETURN_IF_ERROR(readInvertedResidualFields(r, layer)); break;
-    case LayerKind::Block: REMAT_RETURN_IF_ERROR(readBlockFields(r, object, layer)); break;
+    case LayerKind::Block: REMAT_RETURN_IF_ERROR(readBlockFields(r, what, layer)); break;
     case LayerKind::Relu:
     case LayerKind::Relu6:
     case LayerKind::BatchNorm: break;
@@ -276,55 +170,68 @@ Status readKindFields(FieldReader& r, const json& object, LayerSpec& layer) {
   return readMeasured(r, layer);
 }
 
-Status readLayer(const json& object, std::size_t index, const std::string& source, LayerSpec& layer) {
-  std::string where = source + ": layer " + std::to_string(index);
-  if (!object.is_object()) return Status::invalid(where + ": must be an object, not " + FieldReader::describe(object));
-  if (object.contains("name") && object.at("name").is_string())
-    where += " ('" + object.at("name").get<std::string>() + "')";
-  FieldReader r(object, where);
+Status readLayer(const JsonDocument& doc, const json& object, std::size_t index, LayerSpec& layer) {
+  std::string what = "layer " + std::to_string(index + 1);
+  if (!object.is_object())
+    return Status::invalid(doc.where(object) + ": " + what + ": must be an object, not " + doc.describe(object));
+  if (const auto name = object.find("name"); name != object.end() && name->is_string())
+    what += " (" + quoteText(name->get_ref<const std::string&>(), 40) + ")";
+  FieldReader r(doc, object, what);
   layer.name = "layer" + std::to_string(index);
   REMAT_RETURN_IF_ERROR(r.readString("name", layer.name, false));
   std::string kind;
   REMAT_RETURN_IF_ERROR(r.readString("kind", kind, true));
   auto parsedKind = parseKind(kind);
-  if (!parsedKind) return r.error("kind", "is '" + kind + "': " + parsedKind.status().message());
+  if (!parsedKind) return r.error("kind", parsedKind.status().message());
   layer.kind = *parsedKind;
-  REMAT_RETURN_IF_ERROR(readKindFields(r, object, layer));
+  REMAT_RETURN_IF_ERROR(readKindFields(r, what, layer));
   return r.rejectUnknown(std::string(kindName(layer.kind)) + " layers");
 }
 
-Status readInput(const json& object, const std::string& source, InputSpec& input) {
-  const std::string where = source + ": input";
-  if (!object.is_object()) return Status::invalid(where + ": must be an object, not " + FieldReader::describe(object));
-  FieldReader r(object, where);
+// input.shape: positive dimensions, each at most kMaxIntegerField, whose bytes fit in 64 bits.
+Status readShape(FieldReader& r, InputSpec& input) {
+  const json* shape = r.member("shape");
+  if (!shape) return Status::ok();
+  const JsonDocument& doc = r.document();
+  if (!shape->is_array() || shape->empty())
+    return r.error("shape", "must be a non-empty array of positive integers, not " + doc.describe(*shape));
+  std::uint64_t bytes = dtypeBytes(input.dtype);
+  for (std::size_t i = 0; i < shape->size(); ++i) {
+    const json& d = (*shape)[i];
+    const bool isInteger =
+        d.is_number_integer() && !(d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t{INT64_MAX});
+    const std::int64_t dimension = isInteger ? d.get<std::int64_t>() : 0;
+    if (dimension < 1 || dimension > kMaxIntegerField)
+      return r.error("shape", "element " + std::to_string(i + 1) + " must be a positive integer of at most " +
+                                  std::to_string(kMaxIntegerField) + ", not " + doc.describe(d));
+    input.shape.push_back(dimension);
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(dimension), &bytes))
+      return r.error("shape", "describes more than 2^64 bytes");
+  }
+  input.bytes = bytes;
+  return Status::ok();
+}
+
+Status readInput(const JsonDocument& doc, const json& object, InputSpec& input) {
+  if (!object.is_object())
+    return Status::invalid(doc.where(object) + ": input: must be an object, not " + doc.describe(object));
+  FieldReader r(doc, object, "input");
   std::string dtype = "float32";
   REMAT_RETURN_IF_ERROR(r.readString("dtype", dtype, false));
   auto parsed = parseDType(dtype);
   if (!parsed) return r.error("dtype", parsed.status().message());
   input.dtype = *parsed;
   bool hasBytes = false;
-  REMAT_RETURN_IF_ERROR(r.readBytes("bytes", input.bytes, false, &hasBytes));
-  r.markUsed("shape");
-  if (object.contains("shape")) {
-    const json& shape = object.at("shape");
-    if (!shape.is_array() || shape.empty())
-      return r.error("shape", "must be a non-empty array of positive integers, not " + FieldReader::describe(shape));
-    std::uint64_t bytes = dtypeBytes(input.dtype);
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      const json& d = shape[i];
-      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0 ||
-          (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
-        return r.error("shape", "element " + std::to_string(i) + " must be a positive integer, not " + d.dump());
-      input.shape.push_back(d.get<std::int64_t>());
-      if (__builtin_mul_overflow(bytes, d.get<std::uint64_t>(), &bytes))
-        return r.error("shape", "describes more than 2^64 bytes");
-    }
-    if (hasBytes && bytes != input.bytes)
-      return r.error("bytes",
-                     "is " + std::to_string(input.bytes) + " but the shape and dtype give " + std::to_string(bytes));
-    input.bytes = bytes;
-  } else if (!hasBytes) {
-    return Status::invalid(where + ": needs 'shape' (real layers) or 'bytes' (abstract chains)");
+  std::uint64_t statedBytes = 0;
+  REMAT_RETURN_IF_ERROR(r.readBytes("bytes", statedBytes, false, &hasBytes));
+  REMAT_RETURN_IF_ERROR(readShape(r, input));
+  if (input.shape.empty()) {
+    if (!hasBytes)
+      return Status::invalid(doc.where(object) + ": input: needs 'shape' (real layers) or 'bytes' (abstract chains)");
+    input.bytes = statedBytes;
+  } else if (hasBytes && statedBytes != input.bytes) {
+    return r.error(
+        "bytes", "is " + std::to_string(statedBytes) + " but the shape and dtype give " + std::to_string(input.bytes));
   }
   return r.rejectUnknown("input");
 }
@@ -386,6 +293,18 @@ void writeInvertedResidualFields(const LayerSpec& layer, json& j) {
   j["expand_ratio"] = layer.expandRatio;
 }
 
+// The measured numbers of `remat profile`, in pairs as readMeasured wants them.
+void writeMeasured(const LayerSpec& layer, json& j) {
+  if (layer.hasMeasuredWorkspace) {
+    j["fwd_workspace_bytes"] = layer.numbers.fwdWorkspaceBytes;
+    j["bwd_workspace_bytes"] = layer.numbers.bwdWorkspaceBytes;
+  }
+  if (layer.hasMeasuredCost) {
+    j["fwd_cost"] = layer.numbers.fwdCost;
+    j["bwd_cost"] = layer.numbers.bwdCost;
+  }
+}
+
 // Inner ops as readBlockOp reads them: inputs only where they are not the tensor just before.
 void writeBlockOps(const LayerSpec& layer, json& j) {
   json ops = json::array();
@@ -399,18 +318,6 @@ void writeBlockOps(const LayerSpec& layer, json& j) {
     ops.push_back(std::move(o));
   }
   j["ops"] = std::move(ops);
-}
-
-// The measured numbers of `remat profile`, in pairs as readMeasured wants them.
-void writeMeasured(const LayerSpec& layer, json& j) {
-  if (layer.hasMeasuredWorkspace) {
-    j["fwd_workspace_bytes"] = layer.numbers.fwdWorkspaceBytes;
-    j["bwd_workspace_bytes"] = layer.numbers.bwdWorkspaceBytes;
-  }
-  if (layer.hasMeasuredCost) {
-    j["fwd_cost"] = layer.numbers.fwdCost;
-    j["bwd_cost"] = layer.numbers.bwdCost;
-  }
 }
 
 json layerToJson(const LayerSpec& layer) {
@@ -440,61 +347,84 @@ json layerToJson(const LayerSpec& layer) {
 
 std::string fileStem(const std::string& source) { return std::filesystem::path(source).stem().string(); }
 
-}  // namespace
-
-Result<ChainSpec> chainSpecFromJson(const json& j, const std::string& source) {
+Result<ChainSpec> chainSpecFromDocument(const JsonDocument& doc) {
+  const json& j = doc.root();
   if (!j.is_object())
-    return Status::invalid(source + ": the top level must be a JSON object, not " + FieldReader::describe(j));
-  FieldReader r(j, source);
+    return Status::invalid(doc.where(j) + ": the top level must be a JSON object, not " + doc.describe(j));
+  FieldReader r(doc, j, "");
   std::string format;
   REMAT_RETURN_IF_ERROR(r.readString("format", format, true));
   if (format != kChainFormat)
-    return r.error("format", "is '" + format + "', expected '" + std::string(kChainFormat) + "'");
+    return r.error("format", "is " + quoteText(format, 40) + ", expected '" + std::string(kChainFormat) + "'");
   ChainSpec spec;
-  spec.name = fileStem(source);
+  spec.name = fileStem(doc.source());
   REMAT_RETURN_IF_ERROR(r.readString("name", spec.name, false));
-  r.markUsed("input");
-  r.markUsed("layers");
+  const json* input = r.member("input");
+  const json* layers = r.member("layers");
   REMAT_RETURN_IF_ERROR(r.rejectUnknown("a chain file"));
-  if (!j.contains("input")) return r.error("input", "is missing");
-  REMAT_RETURN_IF_ERROR(readInput(j.at("input"), source, spec.input));
-  if (!j.contains("layers")) return r.error("layers", "is missing");
-  const json& layers = j.at("layers");
-  if (!layers.is_array()) return r.error("layers", "must be an array, not " + FieldReader::describe(layers));
-  if (layers.empty()) return r.error("layers", "is empty: a chain needs at least one layer");
-  spec.layers.resize(layers.size());
-  for (std::size_t i = 0; i < layers.size(); ++i)
-    REMAT_RETURN_IF_ERROR(readLayer(layers[i], i, source, spec.layers[i]));
+  if (!input) return r.error("input", "is missing");
+  REMAT_RETURN_IF_ERROR(readInput(doc, *input, spec.input));
+  if (!layers) return r.error("layers", "is missing");
+  if (!layers->is_array()) return r.error("layers", "must be an array, not " + doc.describe(*layers));
+  if (layers->empty()) return r.error("layers", "is empty: a chain needs at least one layer");
+  spec.layers.resize(layers->size());
+  for (std::size_t i = 0; i < layers->size(); ++i)
+    REMAT_RETURN_IF_ERROR(readLayer(doc, (*layers)[i], i, spec.layers[i]));
   return spec;
 }
 
-Result<ChainSpec> parseChainSpec(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return Status::invalid(source + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what());
-  } catch (const std::exception& e) {
-    return Status::invalid(source + ": not valid JSON: " + e.what());
+// Shape inference, each error placed at the layer (or the input) it is about.
+Result<Chain> buildPlacedChain(const JsonDocument& doc, const ChainSpec& spec) {
+  const json& root = doc.root();
+  ChainBuilder builder(spec);
+  // Places are found only for an error: finding one scans the text up to it.
+  if (const Status started = builder.start(); !started)
+    return started.withContext(doc.where(root.at("input")) + ": input");
+  const json& layers = root.at("layers");
+  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+    const Status added = builder.addLayer(i);
+    if (!added) {
+      // The name a file gave; a default one ("layer0") would only confuse the 1-based number.
+      const bool named = layers[i].contains("name");
+      return added.withContext(
+          doc.where(layers[i]) + ": " +
+          (named ? layerLabel(spec.layers[i], i)
+                 : "layer " + std::to_string(i + 1) + " (" + std::string(kindName(spec.layers[i].kind)) + ")"));
+    }
   }
-  return chainSpecFromJson(j, source);
-}
-
-Result<Chain> parseChain(const std::string& text, const std::string& source) {
-  auto spec = parseChainSpec(text, source);
-  if (!spec) return spec.status();
-  auto chain = buildChain(*spec);
-  if (!chain) return chain.status().withContext(source);
+  auto chain = builder.finish();
+  if (!chain) return Status::invalid(doc.where(layers) + ": the chain " + chain.status().message());
   return chain;
 }
 
+Result<JsonDocument> parseChainDocument(const std::string& text, const std::string& source) {
+  return JsonDocument::parse(text, source, kChainJsonDepth);
+}
+
+}  // namespace
+
+Result<ChainSpec> chainSpecFromJson(const json& j, const std::string& source) {
+  return chainSpecFromDocument(JsonDocument::unplaced(j, source));
+}
+
+Result<ChainSpec> parseChainSpec(const std::string& text, const std::string& source) {
+  auto doc = parseChainDocument(text, source);
+  if (!doc) return doc.status();
+  return chainSpecFromDocument(*doc);
+}
+
+Result<Chain> parseChain(const std::string& text, const std::string& source) {
+  auto doc = parseChainDocument(text, source);
+  if (!doc) return doc.status();
+  auto spec = chainSpecFromDocument(*doc);
+  if (!spec) return spec.status();
+  return buildPlacedChain(*doc, *spec);
+}
+
 Result<Chain> loadChainFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io(path + ": cannot open chain file for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::io(path + ": read error");
-  return parseChain(buffer.str(), path);
+  auto text = readInputFile(path, kMaxChainFileBytes, "chain file");
+  if (!text) return text.status();
+  return parseChain(*text, path);
 }
 
 json chainSpecToJson(const ChainSpec& spec) {
@@ -527,36 +457,8 @@ std::string chainSpecToText(const ChainSpec& spec) {
   return out;
 }
 
-Status writeFileAtomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string temp =
-      (folder / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::io(path + ": cannot create temporary file '" + temp + "' for writing");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      return Status::io(path + ": write failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temp, ignored);
-    return Status::io(path + ": cannot rename temporary file into place: " + ec.message());
-  }
-  return Status::ok();
-}
-
-Status saveChainFile(const ChainSpec& spec, const std::string& path) {
-  return writeFileAtomically(path, chainSpecToText(spec));
+Status saveChainFile(const ChainSpec& spec, const std::string& path, const WriteOptions& options) {
+  return writeFileAtomically(path, chainSpecToText(spec), options);
 }
 
 }  // namespace remat

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "export_common.hpp"
-#include "remat/io/chain_file.hpp"
+#include "json_fields.hpp"
+#include "remat/base/text.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/io/exporters.hpp"
+#include "remat/io/input_file.hpp"
+#include "remat/io/json_document.hpp"
 
 namespace remat {
 
@@ -25,7 +28,7 @@ std::string formatDouble(double value) {
 Result<OpKind> parseOpName(const std::string& name) {
   for (OpKind kind : {OpKind::F, OpKind::Seed, OpKind::R, OpKind::RE, OpKind::B})
     if (opName(kind) == name) return kind;
-  return Status::invalid("unknown op '" + name + "' (expected F, SEED, R, RE or B)");
+  return Status::invalid("unknown op " + quoteText(name, 40) + " (expected F, SEED, R, RE or B)");
 }
 
 std::string layerName(const Timeline& timeline, const Op& op) {
@@ -67,77 +70,70 @@ std::string timelinesToJson(const std::vector<Timeline>& timelines) {
 
 namespace {
 
-template <typename T>
-Result<T> get(const json& object, const char* field, const std::string& where) {
-  if (!object.is_object() || !object.contains(field)) return Status::invalid(where + ": missing field '" + field + "'");
-  const json& value = object.at(field);
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!value.is_string()) return Status::invalid(where + ", " + field + ": expected a string");
-  } else if constexpr (std::is_same_v<T, double>) {
-    if (!value.is_number()) return Status::invalid(where + ", " + field + ": expected a number");
-  } else if constexpr (std::is_signed_v<T>) {
-    if (!value.is_number_integer()) return Status::invalid(where + ", " + field + ": expected an integer");
-  } else {
-    if (!value.is_number_unsigned()) return Status::invalid(where + ", " + field + ": expected a non-negative integer");
-  }
-  return value.get<T>();
-}
+using io::FieldReader;
 
-Result<TimelineEntry> readEntry(const json& je, const std::string& at, std::size_t layerCount) {
-  auto op = get<std::string>(je, "op", at);
-  if (!op) return op.status();
-  auto kind = detail::parseOpName(*op);
-  if (!kind) return kind.status().withContext(at);
+// The format nests four containers deep (timelines, a timeline, its entries, an entry).
+constexpr std::size_t kTimelineJsonDepth = 7;
+
+Result<TimelineEntry> readEntry(const JsonDocument& doc, const json& je, const std::string& what,
+                                std::size_t layerCount) {
+  if (!je.is_object())
+    return Status::invalid(doc.where(je) + ": " + what + ": must be an object, not " + doc.describe(je));
+  FieldReader r(doc, je, what);
+  std::string op;
+  REMAT_RETURN_IF_ERROR(r.readString("op", op, true));
+  auto kind = detail::parseOpName(op);
+  if (!kind) return r.error("op", kind.status().message());
   TimelineEntry e;
   e.op.kind = *kind;
   if (*kind != OpKind::Seed) {
-    auto layer = get<std::size_t>(je, "layer", at);
-    if (!layer) return layer.status();
-    if (*layer == 0 || *layer > layerCount)
-      return Status::invalid(at + ", layer: " + std::to_string(*layer) + " is outside 1.." +
-                             std::to_string(layerCount));
-    e.op.layer = *layer;
+    std::uint64_t layer = 0;
+    REMAT_RETURN_IF_ERROR(r.readBytes("layer", layer, true));
+    if (layer == 0 || layer > layerCount)
+      return r.error("layer", "is " + std::to_string(layer) + ", outside 1.." + std::to_string(layerCount) +
+                                  " (the timeline's layer_names)");
+    e.op.layer = static_cast<std::size_t>(layer);
   }
-  REMAT_RETURN_IF_ERROR(detail::readEntryNumbers(
-      [&](const char* name, auto& value) -> Status {
-        auto number = get<std::decay_t<decltype(value)>>(je, name, at);
-        if (!number) return number.status();
-        value = *number;
-        return Status::ok();
-      },
-      e));
+  REMAT_RETURN_IF_ERROR(r.readDouble("time_us", e.timeUs, 0.0, 1e300, true));
+  REMAT_RETURN_IF_ERROR(r.readBytes("footprint_bytes", e.footprintBytes, true));
+  REMAT_RETURN_IF_ERROR(r.readBytes("live_after_bytes", e.liveAfterBytes, true));
   return e;
 }
 
 // The fields of one timeline before its entries: planner, source, run, static bytes, layer names.
-Status readTimelineHeader(const json& jt, const std::string& where, Timeline& t) {
-  auto planner = get<std::string>(jt, "planner", where);
-  auto src = get<std::string>(jt, "source", where);
-  auto run = get<int>(jt, "run", where);
-  auto staticBytes = get<std::uint64_t>(jt, "static_bytes", where);
-  if (!planner) return planner.status();
-  if (!src) return src.status();
-  if (!run) return run.status();
-  if (!staticBytes) return staticBytes.status();
-  t.planner = *planner;
-  t.source = *src;
-  t.run = *run;
-  t.staticBytes = *staticBytes;
-  if (!jt.contains("layer_names") || !jt["layer_names"].is_array())
-    return Status::invalid(where + ": missing array 'layer_names'");
-  for (const json& name : jt["layer_names"]) {
-    if (!name.is_string()) return Status::invalid(where + ", layer_names: expected strings");
+Status readTimelineHeader(FieldReader& r, Timeline& t) {
+  REMAT_RETURN_IF_ERROR(r.readString("planner", t.planner, true));
+  REMAT_RETURN_IF_ERROR(r.readString("source", t.source, true));
+  std::int64_t run = 0;
+  REMAT_RETURN_IF_ERROR(r.readInt("run", run, true, 0, std::numeric_limits<int>::max()));
+  t.run = static_cast<int>(run);
+  REMAT_RETURN_IF_ERROR(r.readBytes("static_bytes", t.staticBytes, true));
+  const json* names = r.member("layer_names");
+  if (!names) return r.error("layer_names", "is missing");
+  if (!names->is_array())
+    return r.error("layer_names", "must be an array of strings, not " + r.document().describe(*names));
+  for (std::size_t i = 0; i < names->size(); ++i) {
+    const json& name = (*names)[i];
+    if (!name.is_string())
+      return r.error("layer_names",
+                     "element " + std::to_string(i) + " must be a string, not " + r.document().describe(name));
     t.layerNames.push_back(name.get<std::string>());
   }
   return Status::ok();
 }
 
-Result<Timeline> readTimeline(const json& jt, const std::string& where) {
+Result<Timeline> readTimeline(const JsonDocument& doc, const json& jt, const std::string& what) {
+  if (!jt.is_object())
+    return Status::invalid(doc.where(jt) + ": " + what + ": must be an object, not " + doc.describe(jt));
+  FieldReader r(doc, jt, what);
   Timeline t;
-  REMAT_RETURN_IF_ERROR(readTimelineHeader(jt, where, t));
-  if (!jt.contains("entries") || !jt["entries"].is_array()) return Status::invalid(where + ": missing array 'entries'");
-  for (std::size_t k = 0; k < jt["entries"].size(); ++k) {
-    auto entry = readEntry(jt["entries"][k], where + ", entries[" + std::to_string(k) + "]", t.layerNames.size());
+  REMAT_RETURN_IF_ERROR(readTimelineHeader(r, t));
+  const json* entries = r.member("entries");
+  if (!entries) return r.error("entries", "is missing");
+  if (!entries->is_array()) return r.error("entries", "must be an array, not " + doc.describe(*entries));
+  t.entries.reserve(entries->size());
+  for (std::size_t k = 0; k < entries->size(); ++k) {
+    auto entry = readEntry(doc, (*entries)[k], what + ", entries[" + std::to_string(k) + "]", t.layerNames.size());
     if (!entry) return entry.status();
     t.entries.push_back(*entry);
   }
@@ -147,21 +143,22 @@ Result<Timeline> readTimeline(const json& jt, const std::string& where) {
 }  // namespace
 
 Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return Status::invalid(source + ": not valid JSON: " + e.what());
-  }
-  auto format = get<std::string>(root, "format", source);
-  if (!format) return format.status();
-  if (*format != kTimelineFormat)
-    return Status::invalid(source + ": format is '" + *format + "', expected '" + kTimelineFormat + "'");
-  if (!root.contains("timelines") || !root["timelines"].is_array())
-    return Status::invalid(source + ": missing array 'timelines'");
+  auto doc = JsonDocument::parse(text, source, kTimelineJsonDepth);
+  if (!doc) return doc.status();
+  const json& root = doc->root();
+  if (!root.is_object())
+    return Status::invalid(doc->where(root) + ": the top level must be a JSON object, not " + doc->describe(root));
+  FieldReader r(*doc, root, "");
+  std::string format;
+  REMAT_RETURN_IF_ERROR(r.readString("format", format, true));
+  if (format != kTimelineFormat)
+    return r.error("format", "is " + quoteText(format, 40) + ", expected '" + std::string(kTimelineFormat) + "'");
+  const json* timelines = r.member("timelines");
+  if (!timelines) return r.error("timelines", "is missing");
+  if (!timelines->is_array()) return r.error("timelines", "must be an array, not " + doc->describe(*timelines));
   std::vector<Timeline> out;
-  for (std::size_t i = 0; i < root["timelines"].size(); ++i) {
-    auto timeline = readTimeline(root["timelines"][i], source + ": timelines[" + std::to_string(i) + "]");
+  for (std::size_t i = 0; i < timelines->size(); ++i) {
+    auto timeline = readTimeline(*doc, (*timelines)[i], "timelines[" + std::to_string(i) + "]");
     if (!timeline) return timeline.status();
     out.push_back(std::move(timeline).value());
   }
@@ -180,13 +177,13 @@ Result<TimelineFileFormat> timelineFormatForPath(const std::string& path) {
   return Status::invalid(path + ": unknown timeline format; use a name ending in .csv, .trace.json or .json");
 }
 
-Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines) {
+Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines, const WriteOptions& options) {
   auto format = timelineFormatForPath(path);
   if (!format) return format.status();
   switch (*format) {
-    case TimelineFileFormat::Csv: return writeFileAtomically(path, timelinesToCsv(timelines));
-    case TimelineFileFormat::ChromeTrace: return writeFileAtomically(path, timelinesToChromeTrace(timelines));
-    case TimelineFileFormat::Json: return writeFileAtomically(path, timelinesToJson(timelines));
+    case TimelineFileFormat::Csv: return writeFileAtomically(path, timelinesToCsv(timelines), options);
+    case TimelineFileFormat::ChromeTrace: return writeFileAtomically(path, timelinesToChromeTrace(timelines), options);
+    case TimelineFileFormat::Json: return writeFileAtomically(path, timelinesToJson(timelines), options);
   }
   return Status::internal(path + ": unhandled timeline format");
 }
@@ -196,13 +193,9 @@ Result<std::vector<Timeline>> readTimelines(const std::string& path) {
   if (!format) return format.status();
   if (*format == TimelineFileFormat::ChromeTrace)
     return Status::invalid(path + ": Chrome traces are export-only; read the .csv or .json timeline instead");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io(path + ": cannot open for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::io(path + ": read failed");
-  return *format == TimelineFileFormat::Csv ? parseTimelinesCsv(text.str(), path)
-                                            : parseTimelinesJson(text.str(), path);
+  auto text = readInputFile(path, kMaxTimelineFileBytes, "timeline");
+  if (!text) return text.status();
+  return *format == TimelineFileFormat::Csv ? parseTimelinesCsv(*text, path) : parseTimelinesJson(*text, path);
 }
 
 }  // namespace remat

@@ -2,12 +2,14 @@
 
 #include <charconv>
 
+#include "remat/base/text.hpp"
+
 namespace remat {
 
 Status validatePlan(const Plan& plan, std::size_t layerCount) {
   const auto& c = plan.checkpoints;
   for (std::size_t i = 0; i < c.size(); ++i) {
-    if (c[i] < 1 || c[i] + 1 > layerCount) {
+    if (c[i] < 1 || c[i] >= layerCount) {  // (not c + 1 > n: that wraps at SIZE_MAX)
       return Status::invalid("checkpoint " + std::to_string(c[i]) + " (position " + std::to_string(i + 1) +
                              ") is out of range: checkpoints must lie in 1.." +
                              (layerCount >= 2 ? std::to_string(layerCount - 1) : std::string("0 (none allowed)")) +
@@ -34,8 +36,10 @@ Result<Plan> parseCheckpointList(const std::string& text) {
     std::size_t value = 0;
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
-      return Status::invalid("checkpoint list '" + text + "': item " + std::to_string(plan.checkpoints.size() + 1) +
-                             " ('" + item + "') is not a non-negative integer");
+      return Status::invalid(
+          "checkpoint list " + quoteText(text) + ": item " + std::to_string(plan.checkpoints.size() + 1) + " (" +
+          quoteText(item, 40) + ") is not " +
+          (ec == std::errc::result_out_of_range ? "a layer number (too large)" : "a non-negative integer"));
     }
     plan.checkpoints.push_back(value);
     if (comma == std::string::npos) break;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "layer_inference.hpp"
+#include "remat/base/text.hpp"
 
 namespace remat {
 namespace {
@@ -53,7 +54,7 @@ std::span<const DType> dtypes() {
 Result<DType> parseDType(std::string_view name) {
   for (DType dtype : dtypes())
     if (dtypeName(dtype) == name) return dtype;
-  return Status::invalid("unknown dtype '" + std::string(name) + "' (expected float32, float16 or bfloat16)");
+  return Status::invalid("unknown dtype " + quoteText(name, 40) + " (expected float32, float16 or bfloat16)");
 }
 
 std::uint64_t dtypeBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
@@ -69,7 +70,7 @@ Result<LayerKind> parseKind(std::string_view name) {
     if (n == name) return k;
   std::string known;
   for (const auto& [k, n] : kKindNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  return Status::invalid("unknown kind '" + std::string(name) + "' (known kinds: " + known + ")");
+  return Status::invalid("unknown kind " + quoteText(name, 40) + " (known kinds: " + known + ")");
 }
 
 std::span<const LayerKind> layerKinds() { return kKinds; }
@@ -133,17 +134,17 @@ namespace {
 
 // From the shape when there is one (every dimension positive, the bytes within 64 bits), else as
 // stated.
-Result<std::uint64_t> inputBytesOf(const InputSpec& input, const std::string& chainLabel) {
+Result<std::uint64_t> inputBytesOf(const InputSpec& input) {
   if (input.shape.empty()) return input.bytes;
   for (std::size_t i = 0; i < input.shape.size(); ++i) {
-    if (input.shape[i] <= 0)
-      return Status::invalid(chainLabel + ": input.shape[" + std::to_string(i) + "] is " +
-                             std::to_string(input.shape[i]) + ", must be positive");
+    if (input.shape[i] <= 0 || input.shape[i] > kMaxIntegerField)
+      return Status::invalid("input.shape[" + std::to_string(i) + "] is " + std::to_string(input.shape[i]) +
+                             ", must be in 1.." + std::to_string(kMaxIntegerField));
   }
   std::uint64_t bytes = dtypeBytes(input.dtype);
   for (auto d : input.shape) {
     if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
-      return Status::invalid(chainLabel + ": input.shape " + shapeToString(input.shape) + " overflows 64-bit bytes");
+      return Status::invalid("input.shape " + shapeToString(input.shape) + " overflows 64-bit bytes");
   }
   return bytes;
 }
@@ -151,8 +152,7 @@ Result<std::uint64_t> inputBytesOf(const InputSpec& input, const std::string& ch
 // Layer `index` of the spec over an input of shape `current` (empty: unknown), which becomes the
 // layer's output shape. A real layer's numbers are inferred, then its measured workspaces and costs
 // applied; an abstract layer's are as stated, and no shape is known past it.
-Result<ChainLayer> inferChainLayer(const LayerSpec& ls, std::size_t index, DType dtype, const std::string& where,
-                                   Shape& current) {
+Result<ChainLayer> inferChainLayer(const LayerSpec& ls, std::size_t index, DType dtype, Shape& current) {
   ChainLayer layer;
   layer.name = ls.name;
   layer.kind = ls.kind;
@@ -164,9 +164,9 @@ Result<ChainLayer> inferChainLayer(const LayerSpec& ls, std::size_t index, DType
     return layer;
   }
   if (current.empty())
-    return Status::invalid(where + ": a " + std::string(kindName(ls.kind)) +
+    return Status::invalid("a " + std::string(kindName(ls.kind)) +
                            " layer needs a known input shape (input.shape, and no abstract layer before it)");
-  REMAT_RETURN_IF_ERROR(detail::inferLayer(ls, current, dtype, layer).withContext(where));
+  REMAT_RETURN_IF_ERROR(detail::inferLayer(ls, current, dtype, layer));
   if (ls.hasMeasuredWorkspace) {
     layer.numbers.fwdWorkspaceBytes = ls.numbers.fwdWorkspaceBytes;
     layer.numbers.bwdWorkspaceBytes = ls.numbers.bwdWorkspaceBytes;
@@ -189,38 +189,61 @@ bool bytesOverflow(std::uint64_t& total, const LayerNumbers& m) {
 
 }  // namespace
 
-Result<Chain> buildChain(const ChainSpec& spec) {
-  Chain chain;
-  chain.name = spec.name;
-  chain.dtype = spec.input.dtype;
-  chain.inputShape = spec.input.shape;
-  const std::string chainLabel = "chain '" + spec.name + "'";
-  if (spec.layers.empty()) return Status::invalid(chainLabel + " has no layers");
-  auto inputBytes = inputBytesOf(spec.input, chainLabel);
-  if (!inputBytes) return inputBytes.status();
-  chain.inputBytes = *inputBytes;
+ChainBuilder::ChainBuilder(const ChainSpec& spec) : spec_(spec) {
+  chain_.name = spec.name;
+  chain_.dtype = spec.input.dtype;
+  chain_.inputShape = spec.input.shape;
+}
 
-  Shape current = spec.input.shape;
-  std::uint64_t total = chain.inputBytes;  // guards the simulator's sums against overflow
-  chain.layers.reserve(spec.layers.size());
-  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& ls = spec.layers[i];
-    const std::string where =
-        chainLabel + ", layer " + std::to_string(i) + " ('" + ls.name + "', " + std::string(kindName(ls.kind)) + ")";
-    if (ls.kind == LayerKind::Flatten) {
-      if (current.size() < 2)
-        return Status::invalid(where + ": flatten needs an input shape with at least 2 dimensions");
-      current = {current[0], static_cast<std::int64_t>(elementCount(current) / static_cast<std::uint64_t>(current[0]))};
-      continue;
-    }
-    auto layer = inferChainLayer(ls, i, spec.input.dtype, where, current);
-    if (!layer) return layer.status();
-    if (bytesOverflow(total, layer->numbers))
-      return Status::invalid(where + ": the chain's bytes add up to more than 2^64");
-    chain.layers.push_back(std::move(layer).value());
+Status ChainBuilder::start() {
+  if (spec_.layers.empty()) return Status::invalid("has no layers");
+  auto inputBytes = inputBytesOf(spec_.input);
+  if (!inputBytes) return inputBytes.status();
+  chain_.inputBytes = *inputBytes;
+  current_ = spec_.input.shape;
+  totalBytes_ = chain_.inputBytes;
+  chain_.layers.reserve(spec_.layers.size());
+  return Status::ok();
+}
+
+Status ChainBuilder::addLayer(std::size_t index) {
+  const LayerSpec& ls = spec_.layers[index];
+  if (ls.kind == LayerKind::Flatten) {
+    if (current_.size() < 2) return Status::invalid("flatten needs an input shape with at least 2 dimensions");
+    current_ = {current_[0],
+                static_cast<std::int64_t>(elementCount(current_) / static_cast<std::uint64_t>(current_[0]))};
+    return Status::ok();
   }
-  if (chain.layers.empty()) return Status::invalid(chainLabel + " has no layers once flatten views are folded");
-  chain.spec = spec;
+  auto layer = inferChainLayer(ls, index, spec_.input.dtype, current_);
+  if (!layer) return layer.status();
+  if (bytesOverflow(totalBytes_, layer->numbers))
+    return Status::invalid(
+        "the chain's byte counts up to this layer (the input, twice each out_bytes and param_bytes, extra_bytes and "
+        "the workspaces) add up to more than 2^64");
+  chain_.layers.push_back(std::move(layer).value());
+  return Status::ok();
+}
+
+Result<Chain> ChainBuilder::finish() {
+  if (chain_.layers.empty()) return Status::invalid("has no layers once flatten views are folded");
+  chain_.spec = spec_;
+  return std::move(chain_);
+}
+
+std::string layerLabel(const LayerSpec& layer, std::size_t index) {
+  return "layer " + std::to_string(index + 1) + " (" + quoteText(layer.name, 40) + ", " +
+         std::string(kindName(layer.kind)) + ")";
+}
+
+Result<Chain> buildChain(const ChainSpec& spec) {
+  const std::string chainLabel = "chain " + quoteText(spec.name, 40);
+  ChainBuilder builder(spec);
+  if (spec.layers.empty()) return Status::invalid(chainLabel + " has no layers");
+  REMAT_RETURN_IF_ERROR(builder.start().withContext(chainLabel));
+  for (std::size_t i = 0; i < spec.layers.size(); ++i)
+    REMAT_RETURN_IF_ERROR(builder.addLayer(i).withContext(chainLabel + ", " + layerLabel(spec.layers[i], i)));
+  auto chain = builder.finish();
+  if (!chain) return Status::invalid(chainLabel + " " + chain.status().message());
   return chain;
 }
 

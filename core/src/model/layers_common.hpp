@@ -4,15 +4,15 @@
 #include <string>
 #include <string_view>
 
+#include "remat/base/status.hpp"
 #include "remat/model/block.hpp"
 #include "remat/model/chain.hpp"
-#include "remat/base/status.hpp"
 
 namespace remat::detail {
 
 // Every integer field is at most this, so the shape arithmetic (dimension + 2 * padding, ...) can
 // never overflow int64 once buildChain has checked that the input's bytes fit in 64 bits.
-inline constexpr std::int64_t kMaxFieldValue = 2147483647;
+inline constexpr std::int64_t kMaxFieldValue = kMaxIntegerField;
 
 Status checkPositiveField(std::string_view field, std::int64_t value);
 Status checkNonNegativeField(std::string_view field, std::int64_t value);

@@ -186,8 +186,10 @@ const std::vector<ZooModel>& models() {
       for (int n : blocks) count += n;
       const std::string description = std::string("ResNet-") + depth + ": stem + " + std::to_string(count) + " " +
                                       std::string(kindName(kind)) + " layers + linear";
-      m.push_back({{std::string("resnet") + depth, description, 1},
-                   [kind, blocks](SpecBuilder& b, const ZooOptions& o) { resnet(b, o, kind, blocks); }});
+      // Captured by name: clang 14 (the fuzzers' compiler) cannot capture structured bindings.
+      m.push_back(
+          {{std::string("resnet") + depth, description, 1},
+           [kind = kind, blocks = blocks](SpecBuilder& b, const ZooOptions& o) { resnet(b, o, kind, blocks); }});
     }
     m.push_back(
         {{"mobilenet_v2", "MobileNetV2: 17 inverted_residual layers between 3x3 and 1x1 conv layers", 1}, mobilenetV2});

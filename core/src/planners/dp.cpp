@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "tables.hpp"
 #include "remat/planners/planners.hpp"
+#include "tables.hpp"
 
 namespace remat {
 namespace {
@@ -68,6 +68,15 @@ class WindowMinimum {
   std::vector<std::size_t> stack_;
 };
 
+// dp's progress estimate: its bound falls from s(0, n) towards the least largest segment cost.
+struct BoundProgress {
+  std::uint64_t first, least;
+  double operator()(std::uint64_t limit) const {
+    const double span = static_cast<double>(first) - static_cast<double>(least);
+    return span > 0 ? (static_cast<double>(first) - static_cast<double>(limit)) / span : 0.0;
+  }
+};
+
 }  // namespace
 
 Result<PlannerOutput> planDp(const Chain& chain, const PlannerOptions& options) {
@@ -85,8 +94,10 @@ Result<PlannerOutput> planDp(const Chain& chain, const PlannerOptions& options) 
   std::vector<std::uint64_t> f(n + 1, 0);
   std::vector<std::size_t> pred(n + 1, 0);
   WindowMinimum window(n + 1);
+  planning::WorkMeter meter(options, "dp");
+  const BoundProgress progress{limit, leastLargestSegment};
   while (true) {
-    if (planning::cancelled(options.cancelFlag)) return Status::cancelled("planner dp cancelled");
+    REMAT_RETURN_IF_ERROR(meter.at(progress(limit)));
     bool any = false;
     std::uint64_t bound = 0;
     for (std::size_t k = 1; k <= n; ++k) {

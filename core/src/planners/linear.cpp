@@ -10,8 +10,8 @@
 #include <limits>
 #include <queue>
 
-#include "tables.hpp"
 #include "remat/planners/planners.hpp"
+#include "tables.hpp"
 
 namespace remat {
 namespace planning {
@@ -34,7 +34,7 @@ inline std::uint64_t candidateValue(std::uint64_t u, std::uint64_t t, std::uint6
 // decreases. After that pruning every candidate but the last is in its flat regime, so the
 // minimum is one of the last two. Every index is pushed at the front once, so a plain array with
 // a head that only moves left serves as the deque.
-Status solveWithDeque(const LayerTables& t, const std::vector<std::uint64_t>& add, const std::atomic<bool>* cancelFlag,
+Status solveWithDeque(const LayerTables& t, const std::vector<std::uint64_t>& add, WorkMeter* meter,
                       BottleneckSolution& s) {
   const std::size_t n = t.n;
   struct Candidate {
@@ -44,7 +44,8 @@ Status solveWithDeque(const LayerTables& t, const std::vector<std::uint64_t>& ad
   std::vector<Candidate> buffer(n + 1);
   std::size_t head = n + 1, tail = n + 1;  // the deque is buffer[head, tail)
   for (std::size_t i = n; i-- > 0;) {
-    if ((i & 0xFFFF) == 0 && cancelled(cancelFlag)) return Status::cancelled("planner linear cancelled");
+    if ((i & 0xFFFF) == 0 && meter)
+      REMAT_RETURN_IF_ERROR(meter->at(static_cast<double>(n - i) / static_cast<double>(n)));
     const std::size_t k = i + 1;
     const std::uint64_t g = k < n ? add[k] + s.value[k] : 0;
     while (head < tail && buffer[head].g >= g) ++head;
@@ -70,7 +71,7 @@ Status solveWithDeque(const LayerTables& t, const std::vector<std::uint64_t>& ad
 // theta(k) = u(k) - G(k). T is sorted, so that moment is known when k arrives: a binary search
 // files k in the bucket of that iteration. Flat candidates sit in a min-heap on G with lazy
 // deletion; sloped ones only need their least u.
-Status solveWithHeaps(const LayerTables& t, const std::vector<std::uint64_t>& add, const std::atomic<bool>* cancelFlag,
+Status solveWithHeaps(const LayerTables& t, const std::vector<std::uint64_t>& add, WorkMeter* meter,
                       BottleneckSolution& s) {
   const std::size_t n = t.n;
   const std::vector<std::uint64_t>& T = t.T;
@@ -89,7 +90,8 @@ Status solveWithHeaps(const LayerTables& t, const std::vector<std::uint64_t>& ad
     if (slopedArg == 0 || u[k] < slopedU || (u[k] == slopedU && k > slopedArg)) slopedU = u[k], slopedArg = k;
   };
   for (std::size_t i = n; i-- > 0;) {
-    if ((i & 0xFFFF) == 0 && cancelled(cancelFlag)) return Status::cancelled("planner linear cancelled");
+    if ((i & 0xFFFF) == 0 && meter)
+      REMAT_RETURN_IF_ERROR(meter->at(static_cast<double>(n - i) / static_cast<double>(n)));
     const std::size_t k = i + 1;
     const std::uint64_t now = T[i];
     const std::uint64_t g = k < n ? add[k] + s.value[k] : 0;
@@ -142,8 +144,9 @@ Result<PlannerOutput> planLinear(const Chain& chain, const PlannerOptions& optio
                            chain.name + "' breaks it");
   planning::BottleneckSolution s{std::vector<std::uint64_t>(n, 0), std::vector<std::size_t>(n, n)};
   const bool useDeque = method == LinearMethod::MonotoneDeque || (method == LinearMethod::Automatic && monotone);
-  REMAT_RETURN_IF_ERROR(useDeque ? planning::solveWithDeque(tables, tables.a, options.cancelFlag, s)
-                                 : planning::solveWithHeaps(tables, tables.a, options.cancelFlag, s));
+  planning::WorkMeter meter(options, "linear");
+  REMAT_RETURN_IF_ERROR(useDeque ? planning::solveWithDeque(tables, tables.a, &meter, s)
+                                 : planning::solveWithHeaps(tables, tables.a, &meter, s));
   PlannerOutput result;
   result.objectiveBytes = s.value[0];
   for (std::size_t i = s.next[0]; i < n; i = s.next[i]) result.plan.checkpoints.push_back(i);
@@ -160,7 +163,7 @@ std::uint64_t minimalMaxSegmentCost(const LayerTables& tables) {
   BottleneckSolution s{std::vector<std::uint64_t>(n, 0), std::vector<std::size_t>(n, n)};
   const Status status =
       nondecreasing(tables) ? solveWithDeque(tables, zero, nullptr, s) : solveWithHeaps(tables, zero, nullptr, s);
-  (void)status;  // without a cancel flag it cannot fail
+  (void)status;  // without a meter it cannot fail
   return s.value[0];
 }
 

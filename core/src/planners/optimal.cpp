@@ -9,8 +9,8 @@
 // O(n) memory.
 #include <limits>
 
-#include "tables.hpp"
 #include "remat/planners/planners.hpp"
+#include "tables.hpp"
 
 namespace remat {
 
@@ -66,8 +66,10 @@ Result<PlannerOutput> planOptimal(const Chain& chain, const PlannerOptions& opti
   std::vector<std::uint64_t> best(n + 1, kInfinity);  // g(i)
   std::vector<double> bestCost(n + 1, 0.0);           // recompute cost of the chosen suffix
   std::vector<std::size_t> next(n + 1, n);
+  planning::WorkMeter meter(options, "optimal");
   for (std::size_t i = n; i-- > 0;) {
-    if (planning::cancelled(options.cancelFlag)) return Status::cancelled("planner optimal cancelled");
+    const double done = static_cast<double>(n - 1 - i) / static_cast<double>(n);  // row i scans n - i segments
+    REMAT_RETURN_IF_ERROR(meter.at(done * done));
     planning::SegmentScanner scanner(tables, i);
     std::uint64_t value = kInfinity;
     double cost = 0.0;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "remat/base/text.hpp"
 #include "remat/base/units.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/tradeoff.hpp"
@@ -27,6 +28,12 @@ Result<PlannerOutput> sqrtRule(const Chain& chain, std::uint64_t, const PlannerO
   return PlannerOutput{planSqrt(chain.size()), 0, 0};
 }
 Result<PlannerOutput> uniformRule(const Chain& chain, std::uint64_t segments, const PlannerOptions&) {
+  // planUniform clamps K to n; a name the user typed is refused instead, so no plan silently
+  // differs from what was asked.
+  if (segments > chain.size())
+    return Status::invalid("planner 'uniform:" + std::to_string(segments) + "': K = " + std::to_string(segments) +
+                           " segments, but the chain has " + std::to_string(chain.size()) +
+                           " layers (uniform:K needs 1 <= K <= n)");
   return PlannerOutput{planUniform(chain.size(), static_cast<std::size_t>(segments)), 0, 0};
 }
 Result<PlannerOutput> greedy(const Chain& chain, std::uint64_t, const PlannerOptions& options) {
@@ -91,8 +98,9 @@ Result<std::uint64_t> parseCount(const PlannerEntry& entry, std::string_view nam
   std::uint64_t count = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || count == 0)
-    return Status::invalid(join({"planner '", name, "': ", entry.parameter.symbol, " must be a whole number >= 1 (",
-                                 entry.listedName(), " ", entry.parameter.explanation, ")"}));
+    return Status::invalid(
+        join({"planner ", quoteText(name, 40), ": ", entry.parameter.symbol, " must be a whole number >= 1 (",
+              entry.listedName(), " ", entry.parameter.explanation, ")"}));
   return count;
 }
 
@@ -100,8 +108,8 @@ Result<std::uint64_t> parseSize(const PlannerEntry& entry, std::string_view name
   Result<std::uint64_t> bytes = parseByteSize(text);
   if (!bytes)
     return Status::invalid(
-        join({"planner '", name, "': ", entry.parameter.symbol, " must be a byte size (", entry.listedName(), " ",
-              entry.parameter.explanation, "): ", bytes.status().message()}));
+        join({"planner ", quoteText(name, 40), ": ", entry.parameter.symbol, " must be a byte size (",
+              entry.listedName(), " ", entry.parameter.explanation, "): ", bytes.status().message()}));
   return bytes;
 }
 
@@ -138,7 +146,7 @@ Result<std::uint64_t> parsePlannerParameter(const PlannerEntry& entry, std::stri
     case PlannerParameterKind::Count: return parseCount(entry, name, text);
     case PlannerParameterKind::ByteSize: return parseSize(entry, name, text);
   }
-  return Status::invalid(join({"planner '", name, "' takes no parameter"}));
+  return Status::invalid(join({"planner ", quoteText(name, 40), " takes no parameter"}));
 }
 
 Result<ParsedPlannerName> parsePlannerName(std::string_view name) {
@@ -151,7 +159,7 @@ Result<ParsedPlannerName> parsePlannerName(std::string_view name) {
     if (!parameter) return parameter.status();
     return ParsedPlannerName{&entry, *parameter};
   }
-  return Status::invalid(join({"unknown planner '", name, "'; valid names: ", validPlannerNames()}));
+  return Status::invalid(join({"unknown planner ", quoteText(name, 40), "; valid names: ", validPlannerNames()}));
 }
 
 std::string validPlannerNames() {
@@ -197,6 +205,7 @@ Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const P
   auto planned = parsed->entry->plan(chain, parsed->parameter, options);
   const auto stop = std::chrono::steady_clock::now();
   if (!planned) return planned.status();
+  if (options.progress) options.progress(1.0);  // the rules and an early-stopping dp report nothing more
   PlanReport result;
   result.planner = std::string(name);
   result.objective = std::string(1, parsed->entry->objective);

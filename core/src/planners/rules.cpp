@@ -2,9 +2,9 @@
 // search.
 #include <cmath>
 
-#include "tables.hpp"
-#include "remat/planners/planners.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/planners/planners.hpp"
+#include "tables.hpp"
 
 namespace remat {
 namespace {
@@ -87,8 +87,10 @@ Result<PlannerOutput> planGreedy(const Chain& chain, const PlannerOptions& optio
   }
   PlannerOutput best;
   bool found = false;
-  for (std::uint64_t b : budgets) {
-    if (planning::cancelled(options.cancelFlag)) return Status::cancelled("planner greedy cancelled");
+  planning::WorkMeter meter(options, "greedy");
+  for (std::size_t trial = 0; trial < budgets.size(); ++trial) {
+    REMAT_RETURN_IF_ERROR(meter.at(static_cast<double>(trial) / static_cast<double>(budgets.size())));
+    const std::uint64_t b = budgets[trial];
     Plan plan = planGreedyForBudget(chain, b);
     // decomposedPeak equals the simulator's E (decomposition_test) at O(n) without a timeline.
     const std::uint64_t peak = decomposedPeak(chain, plan);

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "remat/model/chain.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat::planning {
 
@@ -123,5 +125,23 @@ class SegmentScanner {
 inline bool cancelled(const std::atomic<bool>* flag) {
   return flag != nullptr && flag->load(std::memory_order_relaxed);
 }
+
+// A planner's progress: at(fraction) tells options.progress how far the planner has got, and
+// says whether it must stop, in words that name the planner and that fraction.
+class WorkMeter {
+ public:
+  WorkMeter(const PlannerOptions& options, const char* planner) : options_(options), planner_(planner) {}
+  Status at(double fraction) {
+    fraction = std::clamp(fraction, 0.0, 1.0);
+    if (options_.progress) options_.progress(fraction);
+    if (!cancelled(options_.cancelFlag)) return Status::ok();
+    return Status::cancelled("planner " + std::string(planner_) + " cancelled at " +
+                             std::to_string(static_cast<int>(fraction * 100.0)) + "% of its work");
+  }
+
+ private:
+  const PlannerOptions& options_;
+  const char* planner_;
+};
 
 }  // namespace remat::planning

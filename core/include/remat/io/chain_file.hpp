@@ -1,12 +1,15 @@
 #pragma once
-// Chain files, format "remat-chain/1" (docs/formats.md). Loading is all-or-nothing:
-// either a whole valid chain or an error naming the file, the layer (index and name) and the
-// field. Saving writes a temporary file and renames it.
+// Chain files, format "remat-chain/1" (docs/formats.md). Loading is all-or-nothing: either a whole
+// valid chain or one error "FILE:LINE:COLUMN: layer 3 ('c'): field 'kernel' ..." naming the place,
+// the layer (its 1-based position in "layers", and its name) and the field. The text is read as
+// JsonDocument reads it (no duplicated keys, nothing after the value, nesting at most 6 deep);
+// loadChainFile refuses a file over kMaxChainFileBytes (input_file.hpp) before reading it.
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/io/atomic_file.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -21,12 +24,8 @@ nlohmann::json chainSpecToJson(const ChainSpec& spec);
 Result<Chain> loadChainFile(const std::string& path);
 Result<Chain> parseChain(const std::string& text, const std::string& source);
 
-// Writes the chain's spec; abstract layers write every field.
-Status saveChainFile(const ChainSpec& spec, const std::string& path);
+// Writes the chain's spec (writeFileAtomically, atomic_file.hpp); abstract layers write every field.
+Status saveChainFile(const ChainSpec& spec, const std::string& path, const WriteOptions& options = {});
 std::string chainSpecToText(const ChainSpec& spec);
-
-// Writes text to path through a temporary file in the same folder and a rename, so a failed
-// write never leaves a half-written file behind.
-Status writeFileAtomically(const std::string& path, const std::string& text);
 
 }  // namespace remat

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "remat/base/status.hpp"
+#include "remat/io/atomic_file.hpp"
 #include "remat/memory/timeline.hpp"
 
 namespace remat {
@@ -33,16 +34,20 @@ std::string timelinesToCsv(const std::vector<Timeline>& timelines);
 std::string timelinesToChromeTrace(const std::vector<Timeline>& timelines);
 std::string timelinesToJson(const std::vector<Timeline>& timelines);
 
-// Writes in the format the extension names, atomically.
-Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines);
+// Writes in the format the extension names, with writeFileAtomically (atomic_file.hpp).
+Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines,
+                      const WriteOptions& options = {});
 
 // Readers (CSV and JSON timeline; `source` names the file in messages). The CSV reader needs the
 // ten required columns in any order and ignores unknown ones; rows group into timelines by
-// (planner, source, run) in order of first appearance. Errors name the file, the line or entry
-// and the field.
+// (planner, source, run) in order of first appearance. The JSON reader reads the text as
+// JsonDocument does (no duplicated keys, nothing after the value, nesting at most 7 deep). Errors
+// are placed ("FILE:LINE:COLUMN: ...") and name the line and column, or the timeline, the entry
+// and the field; no text holds a NUL byte.
 Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const std::string& source);
 Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const std::string& source);
-// Reads a .csv or .json timeline file (Chrome traces are export-only).
+// Reads a .csv or .json timeline file (Chrome traces are export-only) of at most
+// kMaxTimelineFileBytes (input_file.hpp), refused before reading when larger.
 Result<std::vector<Timeline>> readTimelines(const std::string& path);
 
 }  // namespace remat

@@ -151,9 +151,35 @@ struct Chain {
   std::uint64_t staticBytes() const;
 };
 
-// Shape inference: checks every layer and computes the model numbers. Errors name the layer
-// (index and name) and the field.
+// Every integer field of a layer, and every dimension of input.shape, is at most this
+// (docs/layers.md), so the shape arithmetic (dimension + 2 * padding, ...) never overflows.
+inline constexpr std::int64_t kMaxIntegerField = 2147483647;
+
+// Shape inference: checks every layer and computes the model numbers. Errors name the chain, the
+// layer (its 1-based position in spec.layers, its name and kind) and the field:
+// "chain 'r', layer 2 ('c', conv2d): kernel 9 is larger than ...".
 Result<Chain> buildChain(const ChainSpec& spec);
+
+// "layer 2 ('c', conv2d)": a layer of spec.layers at 0-based `index`, as messages name it.
+std::string layerLabel(const LayerSpec& layer, std::size_t index);
+
+// buildChain one step at a time, for a reader that says where each layer stands in its file:
+// start(), addLayer(0), addLayer(1), ..., finish(). Each error says what is wrong with the input
+// or that one layer, without naming the chain or the layer; the caller adds the place. `spec`
+// must outlive the builder.
+class ChainBuilder {
+ public:
+  explicit ChainBuilder(const ChainSpec& spec);
+  Status start();                      // the input (shape, bytes); a chain without layers
+  Status addLayer(std::size_t index);  // spec.layers[index], in order
+  Result<Chain> finish();              // a chain of flatten views alone is an error
+
+ private:
+  const ChainSpec& spec_;
+  Chain chain_;
+  Shape current_;
+  std::uint64_t totalBytes_ = 0;  // guards the simulator's sums against overflow
+};
 
 // A chain of abstract layers straight from numbers (tests, random chains, benchmarks).
 Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::vector<LayerNumbers>& layers);

@@ -20,10 +20,14 @@ namespace remat {
 struct Simulation;  // simulator.hpp
 
 struct PlannerOptions {
-  // Polled by long-running planners; when it becomes true they return Status::cancelled().
+  // Polled by long-running planners; when it becomes true they return Status::cancelled() saying
+  // which planner stopped and how far it had got ("planner dp cancelled at 37% of its work").
   const std::atomic<bool>* cancelFlag = nullptr;
-  // Called by the planners whose time is hard to foresee (budget, the front) from the thread they
-  // run on, with the fraction of the work done, in [0, 1], at most about a hundred times a run.
+  // Called now and then from the planning thread, where the planners poll cancelFlag, with the
+  // fraction of the work done in [0, 1]: exact for linear, greedy and optimal (whose work is
+  // quadratic, counted as such), an estimate for dp (how far its bound has fallen from the
+  // largest segment cost towards the least possible one); the budget planner and the front report
+  // theirs too, at most about a hundred times a run. May be called often: keep it cheap.
   std::function<void(double fraction)> progress;
 };
 
@@ -52,8 +56,8 @@ std::vector<std::string> plannerNames();
 Status checkPlannerName(std::string_view name);
 
 // Runs one planner by name. Unknown names and bad parameters (uniform:0, uniform:x) are
-// InvalidInput errors that list the valid names. uniform:K with K > n uses K = n (a checkpoint
-// after every layer). A chain without layers is InvalidInput.
+// InvalidInput errors that list the valid names; so is uniform:K with K > n (planUniform itself
+// clamps, the name a user typed does not). A chain without layers is InvalidInput.
 Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const PlannerOptions& options = {});
 
 // The plan result of a plan simulated without runPlanner (the explorer's edited plans): the

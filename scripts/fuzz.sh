@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, docs/fuzzing.md) with clang, seeds them from the zoo
+# exports, tests/data and fuzz/corpus, and runs each for SECONDS. Fails (exit 1) on any crash,
+# leak, input slower than 10 s, input over 2 GiB or sanitizer report, printing the reproducer.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default 40 s each: what .ci/run runs)
+#   scripts/fuzz.sh 3600                                 the long run: an hour per target
+#   REMAT_FUZZ_JOBS=N     fuzzing processes per target (default 1)
+#   REMAT_FUZZ_BUILD=DIR  build folder (default build/fuzz); its corpus/ grows from run to run
+# TARGET is chain_reader, timeline_reader or cli_arguments (default: all three).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-40}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(chain_reader timeline_reader cli_arguments)
+build="${REMAT_FUZZ_BUILD:-build/fuzz}"
+mkdir -p "$build"
+build="$(cd "$build" && pwd)"  # absolute: the CLI target works in a folder of its own
+jobs="${REMAT_FUZZ_JOBS:-1}"
+cxx="$(command -v clang++ || command -v clang++-14 || true)"
+if [ -z "$cxx" ]; then
+  echo "fuzz: clang++ not found: apt-get install clang libclang-rt-14-dev (scripts/setup-deps.sh does)" >&2
+  exit 1
+fi
+
+echo "== fuzz: building in $build with $cxx"
+cmake -S "$PWD" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DREMAT_BUILD_FUZZERS=ON -DREMAT_BUILD_TESTS=OFF -DREMAT_BUILD_GUI=OFF -DREMAT_WITH_CUDA=OFF \
+  -DREMAT_BUILD_BENCHMARKS=OFF ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} \
+  >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+cmake --build "$build" -j "${REMAT_JOBS:-$(nproc)}" --target remat $(printf 'fuzz_%s ' "${targets[@]}")
+
+# Seeds, made fresh each run from what the project writes and what its tests hold.
+seeds="$build/seeds"
+rm -rf "$seeds"
+mkdir -p "$seeds"/{chain_reader,timeline_reader,cli_arguments}
+remat="$build/app/cli/remat"
+export ASAN_OPTIONS="detect_leaks=0"  # the seed-making runs of remat; the fuzzers check leaks
+"$remat" zoo list | tail -n +2 | while read -r model _ _ resolution _; do
+  # Batch 2, at least 32x32: batch norm needs more than one value per channel.
+  "$remat" zoo export "$model" --batch 2 --resolution $((resolution < 32 ? 32 : resolution)) \
+    --output "$seeds/chain_reader/zoo-$model.json"
+done
+python3 - "$seeds/chain_reader" <<'PY'
+import json, sys
+for example in json.load(open("tests/data/golden.json"))["examples"]:
+    chain = example["chain"]
+    open(f"{sys.argv[1]}/golden-{chain['name']}.json", "w").write(json.dumps(chain))
+PY
+golden="$seeds/chain_reader/golden-plain6.json"
+small="$seeds/chain_reader/zoo-resnet18.json"
+for ext in csv json; do
+  "$remat" run "$golden" --planner optimal --device cpu --steps 2 --timeline "$seeds/timeline_reader/golden.$ext" >/dev/null
+  "$remat" run "$small" --planner sqrt --device cpu --timeline "$seeds/timeline_reader/resnet18.$ext" >/dev/null
+done
+for kind in chain timeline cli; do
+  target=$([ "$kind" = cli ] && echo cli_arguments || echo "${kind}_reader")
+  cp tests/data/regressions/"$kind"/* "$seeds/$target/" 2>/dev/null || true
+  cp fuzz/corpus/"$target"/* "$seeds/$target/" 2>/dev/null || true
+done
+unset ASAN_OPTIONS
+
+status=0
+for target in "${targets[@]}"; do
+  corpus="$build/corpus/$target"
+  artifacts="$build/artifacts/$target"
+  mkdir -p "$corpus" "$artifacts"
+  rm -f "$artifacts"/*
+  dict="$PWD/fuzz/$target.dict"
+  max_len=65536
+  [ "$target" = cli_arguments ] && max_len=1024
+  echo "== fuzz: $target for ${seconds} s ($(ls "$seeds/$target" | wc -l) seeds, $(ls "$corpus" | wc -l) in the corpus)"
+  log="$build/$target.log"
+  parallel=()
+  [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
+  if ! "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+      -dict="$dict" "${parallel[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
+      "$corpus" "$seeds/$target" >"$log" 2>&1; then
+    status=1
+  fi
+  # With -jobs the workers log to fuzz-N.log in the current folder.
+  for worker in fuzz-*.log; do [ -e "$worker" ] && cat "$worker" >>"$log" && rm -f "$worker"; done
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$log" | sed "s/^/   /" || true
+  for crash in "$artifacts"/*; do
+    [ -e "$crash" ] || continue
+    status=1
+    echo "fuzz: FAILED: $target: $(grep -m1 -E "ERROR|fuzz check failed|runtime error|deadly signal|timeout|out-of-memory" "$log" || echo "see $log")" >&2
+    echo "  reproducer: $crash ($(stat -c %s "$crash") bytes); rerun: $build/fuzz/fuzz_$target $crash" >&2
+    echo "  its bytes (base64, first 1 KiB): $(head -c 1024 "$crash" | base64 -w0)" >&2
+    echo "  make it a regression test: tests/data/regressions/README.md" >&2
+  done
+  if [ $status -ne 0 ] && ! ls "$artifacts"/* >/dev/null 2>&1; then tail -n 40 "$log" >&2; fi
+done
+[ $status -eq 0 ] && echo "== fuzz: no crash, leak, timeout or sanitizer report"
+exit $status

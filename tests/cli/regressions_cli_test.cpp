@@ -1,0 +1,79 @@
+// The argument lists of tests/data/regressions/cli (its README), each run in-process in a folder
+// holding the two chains they name: the exit status and the message expected.json gives, a
+// message that fits on a screen, and no file of the folder changed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_runner.hpp"
+
+namespace remat {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFolder = fs::path(REMAT_TEST_DATA_DIR) / "regressions";
+
+std::string readAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> argumentsOf(const fs::path& path) {
+  std::vector<std::string> args;
+  std::string text = readAll(path), line;
+  std::istringstream lines(text);
+  while (std::getline(lines, line)) args.push_back(line);
+  if (!text.empty() && text.back() == '\n') args.emplace_back();  // an empty last argument
+  return args;
+}
+
+// The CLI lists name their chains relative to the folder they run in.
+class RegressionsCli : public testing::TempFolderTest {
+ protected:
+  void SetUp() override {
+    TempFolderTest::SetUp();
+    for (const char* name : {"a.json", "r.json"}) fs::copy_file(kFolder / "chains" / name, folder_ / name);
+    previous_ = fs::current_path();
+    fs::current_path(folder_);
+  }
+  void TearDown() override {
+    fs::current_path(previous_);
+    TempFolderTest::TearDown();
+  }
+  std::map<std::string, std::string> snapshot() const {
+    std::map<std::string, std::string> files;
+    for (const auto& entry : fs::directory_iterator(folder_)) files[entry.path().filename().string()] = readAll(entry);
+    return files;
+  }
+  fs::path previous_;
+};
+
+TEST_F(RegressionsCli, EveryArgumentListFailsAsExpected) {
+  const nlohmann::json expected = nlohmann::json::parse(std::ifstream(kFolder / "expected.json"));
+  std::size_t lists = 0;
+  for (const auto& entry : fs::directory_iterator(kFolder / "cli")) {
+    const std::string key = "cli/" + entry.path().filename().string();
+    ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
+    SCOPED_TRACE(key);
+    const auto before = snapshot();
+    const auto result = testing::runRemat(argumentsOf(entry.path()));
+    EXPECT_EQ(result.exitCode, expected[key]["exit"].get<int>()) << result.err.substr(0, 300);
+    EXPECT_EQ(result.err.rfind("remat: ", 0), 0u) << result.err.substr(0, 300);
+    EXPECT_NE(result.err.find(expected[key]["message"].get<std::string>()), std::string::npos)
+        << result.err.substr(0, 300);
+    EXPECT_LE(result.err.size(), 1000u) << result.err.substr(0, 300);
+    EXPECT_EQ(snapshot(), before) << "the command changed a file of its folder";
+    ++lists;
+  }
+  EXPECT_GE(lists, 10u);
+}
+
+}  // namespace
+}  // namespace remat
