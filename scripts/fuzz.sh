@@ -6,13 +6,13 @@
 #   scripts/fuzz.sh 3600                                 the long run: an hour per target
 #   REMAT_FUZZ_JOBS=N     fuzzing processes per target (default 1)
 #   REMAT_FUZZ_BUILD=DIR  build folder (default build/fuzz); its corpus/ grows from run to run
-# TARGET is chain_reader, timeline_reader or cli_arguments (default: all three).
+# TARGET is chain_reader, timeline_reader, onnx_importer or cli_arguments (default: all four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-40}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(chain_reader timeline_reader cli_arguments)
+[ ${#targets[@]} -gt 0 ] || targets=(chain_reader timeline_reader onnx_importer cli_arguments)
 build="${REMAT_FUZZ_BUILD:-build/fuzz}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"  # absolute: the CLI target works in a folder of its own
@@ -25,7 +25,7 @@ fi
 
 echo "== fuzz: building in $build with $cxx"
 cmake -S "$PWD" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DREMAT_BUILD_FUZZERS=ON -DREMAT_BUILD_TESTS=OFF -DREMAT_BUILD_GUI=OFF -DREMAT_WITH_CUDA=OFF \
+  -DREMAT_BUILD_FUZZERS=ON -DREMAT_BUILD_TESTS=OFF -DREMAT_BUILD_GUI=OFF -DREMAT_WITH_CUDA=OFF -DREMAT_WITH_ONNX=ON \
   -DREMAT_BUILD_BENCHMARKS=OFF ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
 cmake --build "$build" -j "${REMAT_JOBS:-$(nproc)}" --target remat $(printf 'fuzz_%s ' "${targets[@]}")
@@ -33,7 +33,7 @@ cmake --build "$build" -j "${REMAT_JOBS:-$(nproc)}" --target remat $(printf 'fuz
 # Seeds, made fresh each run from what the project writes and what its tests hold.
 seeds="$build/seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{chain_reader,timeline_reader,cli_arguments}
+mkdir -p "$seeds"/{chain_reader,timeline_reader,onnx_importer,cli_arguments}
 remat="$build/app/cli/remat"
 export ASAN_OPTIONS="detect_leaks=0"  # the seed-making runs of remat; the fuzzers check leaks
 "$remat" zoo list | tail -n +2 | while read -r model _ _ resolution _; do
@@ -53,6 +53,7 @@ for ext in csv json; do
   "$remat" run "$golden" --planner optimal --device cpu --steps 2 --timeline "$seeds/timeline_reader/golden.$ext" >/dev/null
   "$remat" run "$small" --planner sqrt --device cpu --timeline "$seeds/timeline_reader/resnet18.$ext" >/dev/null
 done
+cp tests/data/onnx/*.onnx tests/data/regressions/onnx/* "$seeds/onnx_importer/"  # torch exports, past finds
 for kind in chain timeline cli; do
   target=$([ "$kind" = cli ] && echo cli_arguments || echo "${kind}_reader")
   cp tests/data/regressions/"$kind"/* "$seeds/$target/" 2>/dev/null || true
@@ -69,6 +70,7 @@ for target in "${targets[@]}"; do
   dict="$PWD/fuzz/$target.dict"
   max_len=65536
   [ "$target" = cli_arguments ] && max_len=1024
+  [ "$target" = onnx_importer ] && max_len=131072  # the committed exports are up to 84 KB
   echo "== fuzz: $target for ${seconds} s ($(ls "$seeds/$target" | wc -l) seeds, $(ls "$corpus" | wc -l) in the corpus)"
   log="$build/$target.log"
   parallel=()

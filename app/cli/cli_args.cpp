@@ -87,21 +87,37 @@ void PlanningMonitor::report(const std::string& planner, double fraction) {
   nextStep_ = std::floor(fraction * 10.0 + 1.0) / 10.0;
 }
 
-Result<PlanReport> PlanningMonitor::plan(const Chain& chain, const std::string& planner) {
+PlannerOptions PlanningMonitor::optionsFor(const std::string& planner) {
   PlannerOptions options;
   options.cancelFlag = &cancel_;
-  options.progress = [this, &planner](double fraction) { report(planner, fraction); };
+  options.progress = [this, planner](double fraction) { report(planner, fraction); };
   nextStep_ = 0.0;
   lastFraction_ = 0.0;
-  auto result = runPlanner(chain, planner, options);
-  if (result || result.status().code() != ErrorCode::Cancelled || !cancel_.load()) return result;
+  return options;
+}
+
+// A stop by the deadline says how far the work got; any other error passes through.
+Status PlanningMonitor::stopped(const Status& status, const Chain& chain, const std::string& what) const {
+  if (status.code() != ErrorCode::Cancelled || !cancel_.load()) return status;
   char timing[64];
-  std::snprintf(timing, sizeof timing, "--timeout %g: planner ", args_.timeoutSeconds);
+  std::snprintf(timing, sizeof timing, "--timeout %g: ", args_.timeoutSeconds);
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f", secondsSince(started_));
-  return Status::cancelled(timing + quoteText(planner, 40) + " stopped after " + seconds + " s, at " +
+  return Status::cancelled(timing + what + " stopped after " + seconds + " s, at " +
                            std::to_string(static_cast<int>(lastFraction_ * 100.0)) + "% of its work, on chain " +
                            quoteText(chain.name, 40) + " (" + std::to_string(chain.size()) + " layers)");
+}
+
+Result<PlanReport> PlanningMonitor::plan(const Chain& chain, const std::string& planner) {
+  auto result = runPlanner(chain, planner, optionsFor(planner));
+  if (result) return result;
+  return stopped(result.status(), chain, "planner " + quoteText(planner, 40));
+}
+
+Result<TradeoffFront> PlanningMonitor::front(const Chain& chain) {
+  auto result = paretoFront(chain, optionsFor("front"));
+  if (result) return result;
+  return stopped(result.status(), chain, "the Pareto front");
 }
 
 }  // namespace remat::cli

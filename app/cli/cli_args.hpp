@@ -14,6 +14,7 @@
 #include "remat/base/status.hpp"
 #include "remat/model/chain.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/planners/tradeoff.hpp"
 
 namespace remat::cli {
 
@@ -28,7 +29,7 @@ inline constexpr std::uint64_t kMaxProfileRepeats = 1000;
 inline constexpr std::uint64_t kMaxCpuThreads = 4096;  // --threads of run and profile
 inline constexpr double kMaxTimeoutSeconds = 31536000.0;  // a year
 
-// --timeout SECONDS and --progress, for the commands that plan.
+// --timeout SECONDS and --progress, for the commands that plan (and tradeoff's front).
 struct PlanningArgs {
   double timeoutSeconds = 0.0;  // 0: no limit
   bool progress = false;        // progress lines from the start, not only after 2 s
@@ -48,8 +49,12 @@ class PlanningMonitor {
   PlanningMonitor& operator=(const PlanningMonitor&) = delete;
 
   Result<PlanReport> plan(const Chain& chain, const std::string& planner);
+  // The exact front of `remat tradeoff`, under the same deadline and progress lines.
+  Result<TradeoffFront> front(const Chain& chain);
 
  private:
+  PlannerOptions optionsFor(const std::string& planner);
+  Status stopped(const Status& status, const Chain& chain, const std::string& what) const;
   void report(const std::string& planner, double fraction);
 
   PlanningArgs args_;

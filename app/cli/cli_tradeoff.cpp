@@ -1,5 +1,6 @@
-// `remat tradeoff CHAIN [--planners LIST] [--batch N] [--json]`: the exact Pareto front of the dynamic peak E
-// against the recompute cost over all plans, and where the named planners fall against it.
+// `remat tradeoff CHAIN [--planners LIST] [--batch N] [--json] [--timeout SECONDS] [--progress]`:
+// the exact Pareto front of the dynamic peak E against the recompute cost over all plans, and
+// where the named planners fall against it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
 #include "remat/io/results_json.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/planners/tradeoff.hpp"
@@ -19,6 +21,7 @@ struct TradeoffOptions {
   std::int64_t batch = 0;
   std::string planners;  // empty: compare's defaults
   bool json = false;
+  PlanningArgs planning;
 };
 
 // "3,7,12" cut to about `width` characters, with the count: "3,7,12,... (40)".
@@ -86,13 +89,14 @@ Status runTradeoff(const TradeoffOptions& options, Io& io) {
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
+  PlanningMonitor monitor(options.planning, io.err);
   const auto start = std::chrono::steady_clock::now();
-  auto front = paretoFront(*chain);
+  auto front = monitor.front(*chain);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!front) return front.status();
   std::vector<PlanReport> planners;
   for (const std::string& name : *names) {
-    auto result = runPlanner(*chain, name);
+    auto result = monitor.plan(*chain, name);
     if (!result) return result.status();
     planners.push_back(std::move(result).value());
   }
@@ -119,6 +123,7 @@ void addTradeoffCommand(CLI::App& app, Action& action) {
       "--planners", options->planners,
       "Comma-separated planners to place against the front (default: " + defaultComparePlannersText() + ")");
   cmd->add_flag("--json", options->json, "Print {\"front\": [...], \"planners\": [...]} (docs/formats.md)");
+  addPlanningOptions(*cmd, options->planning);
   cmd->callback([options, &action] { action = [options](Io& io) { return runTradeoff(*options, io); }; });
 }
 

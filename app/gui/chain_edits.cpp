@@ -216,7 +216,7 @@ Result<ChainEdit> editLayerKind(const Chain& chain, std::size_t index, LayerKind
       layer.expandRatio = 6;
       break;
     case LayerKind::Block:  // the smallest block: one relu (imported models bring their own ops)
-      layer.ops = {BlockOpSpec{BlockOpKind::Relu, LayerSpec{.name = "relu", .numbers = {}}, {0}}};
+      layer.ops = {BlockOpSpec{BlockOpKind::Relu, LayerSpec{.name = "relu", .numbers = {}, .ops = {}}, {0}}};
       break;
     default: break;  // relu, relu6, batchnorm, dropout, flatten, adaptive_avgpool: defaults
   }

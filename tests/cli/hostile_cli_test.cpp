@@ -80,6 +80,11 @@ TEST_F(HostileCli, LongPlanningStopsAtTheTimeoutAndSaysHowFarItGot) {
   EXPECT_NE(compare.err.find("planner 'optimal' stopped"), std::string::npos) << compare.err;
   const auto run = runRemat({"run", chain, "--planner", "optimal", "--device", "cpu", "--timeout", "0.05"});
   EXPECT_EQ(run.exitCode, 3) << run.err;
+  // tradeoff: its exact front, under the same deadline.
+  const auto tradeoff = runRemat({"tradeoff", chain, "--planners", "none", "--timeout", "0.05"});
+  EXPECT_EQ(tradeoff.exitCode, 3) << tradeoff.err;
+  EXPECT_NE(tradeoff.err.find("--timeout 0.05: the Pareto front stopped after"), std::string::npos) << tradeoff.err;
+  EXPECT_NE(tradeoff.err.find("(40000 layers)"), std::string::npos) << tradeoff.err;
 }
 
 TEST_F(HostileCli, ProgressLinesOnRequest) {

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -507,6 +510,39 @@ TEST(OnnxImport, FilesAreReadAndRecognised) {
   ASSERT_FALSE(missing.isOk());
   EXPECT_EQ(missing.status().code(), ErrorCode::IoError);
   EXPECT_NE(missing.status().message().find("/nonexistent/model.onnx: cannot open"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("No such file"), std::string::npos) << missing.status().message();
+}
+
+// Every model that ever broke the importer (tests/data/regressions/onnx, the fuzzer's finds) is
+// refused with expected.json's message, bounded and printable.
+TEST(OnnxImportRegressions, EveryModelIsRefusedWithItsMessage) {
+  const std::filesystem::path folder = std::filesystem::path(REMAT_TEST_DATA_DIR) / "regressions";
+  const json expected = json::parse(std::ifstream(folder / "expected.json"));
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder / "onnx")) {
+    const std::string key = "onnx/" + entry.path().filename().string();
+    ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
+    auto refused = importOnnxFile(entry.path().string(), OnnxImportOptions{2});
+    ASSERT_FALSE(refused.isOk()) << key << " was accepted";
+    const std::string& message = refused.status().message();
+    EXPECT_EQ(message.rfind(entry.path().string() + ": ", 0), 0u) << message;
+    EXPECT_NE(message.find(expected[key]["message"].get<std::string>()), std::string::npos) << message;
+    EXPECT_LE(message.size(), 1000u);
+    for (unsigned char c : message) EXPECT_GE(c, 0x20) << "a control character in " << message;
+    ++files;
+  }
+  EXPECT_GE(files, 1u);
+}
+
+// What is not a regular file is refused before a byte is read: /dev/zero would never end.
+TEST(OnnxImport, RefusesWhatIsNotAFile) {
+  for (const char* path : {"/dev/zero", "/tmp"}) {
+    auto refused = importOnnxFile(path);
+    ASSERT_FALSE(refused.isOk()) << path;
+    EXPECT_EQ(refused.status().code(), ErrorCode::IoError);
+    EXPECT_NE(refused.status().message().find(std::string(path) + ": not a regular file"), std::string::npos)
+        << refused.status().message();
+  }
 }
 
 }  // namespace

@@ -26,9 +26,10 @@ inline LayerNumbers numbers(std::uint64_t a, bool in = true, bool out = false, s
 }
 
 // A layer of `kind`, every field but the name at its default. (The real kinds ignore `numbers`;
-// it is listed because GCC's -Wextra flags an omitted member that has no default initializer.)
+// it is listed because GCC's -Wextra flags an omitted member that has no default initializer; so is
+// `ops`, which has none because clang needs BlockOpSpec complete for one.)
 inline LayerSpec layerSpec(std::string name, LayerKind kind) {
-  return {.name = std::move(name), .kind = kind, .numbers = {}};
+  return {.name = std::move(name), .kind = kind, .numbers = {}, .ops = {}};
 }
 
 // A conv2d layer named "c".
@@ -42,7 +43,7 @@ inline LayerSpec convSpec(std::int64_t out, std::int64_t kernel, std::int64_t st
           .padding = padding,
           .groups = groups,
           .bias = bias,
-          .numbers = {}};
+          .numbers = {}, .ops = {}};
 }
 
 // A max or average pool named "p".
@@ -54,7 +55,7 @@ inline LayerSpec poolSpec(LayerKind kind, std::int64_t kernel, std::int64_t stri
           .stride = stride,
           .padding = padding,
           .ceilMode = ceilMode,
-          .numbers = {}};
+          .numbers = {}, .ops = {}};
 }
 
 // A residual block named "b": width for bottlenecks, expandRatio for inverted residuals.
@@ -66,7 +67,7 @@ inline LayerSpec blockSpec(LayerKind kind, std::int64_t out, std::int64_t stride
           .stride = stride,
           .width = width,
           .expandRatio = expandRatio,
-          .numbers = {}};
+          .numbers = {}, .ops = {}};
 }
 
 // buildChain on a chain "t" of `layers` after an input of `input`.

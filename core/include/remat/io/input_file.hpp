@@ -14,6 +14,8 @@ namespace remat {
 // Input files larger than these are refused before they are read.
 inline constexpr std::uint64_t kMaxChainFileBytes = std::uint64_t{64} << 20;      // 64 MiB
 inline constexpr std::uint64_t kMaxTimelineFileBytes = std::uint64_t{128} << 20;  // 128 MiB
+// ONNX models carry their weights; protobuf parses no message of 2 GiB or more.
+inline constexpr std::uint64_t kMaxOnnxFileBytes = (std::uint64_t{2} << 30) - 1;
 
 // Reads the whole regular file `path` of at most maxBytes bytes. Refused before reading, as an
 // IoError naming the path and `what` ("chain file"): a path that cannot be opened (with the

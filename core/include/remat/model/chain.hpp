@@ -90,7 +90,7 @@ struct LayerSpec {
   bool hasMeasuredWorkspace = false;
   bool hasMeasuredCost = false;
   // block: its inner ops in forward order; the last one writes the block's output.
-  std::vector<BlockOpSpec> ops = {};
+  std::vector<BlockOpSpec> ops;  // no initializer: BlockOpSpec is complete only below (clang)
 };
 
 // One inner op of a `block` layer. Tensors are numbered as in BlockGraph: 0 is the block's input

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
 
 namespace remat::onnx_import {
 namespace {
@@ -72,7 +73,7 @@ std::int64_t normalizeAxis(std::int64_t axis, std::int64_t rank) {
 }  // namespace
 
 Result<Constant> decodeTensor(const onnx::TensorProto& tensor, std::size_t maxElements) {
-  const std::string what = "tensor '" + tensor.name() + "'";
+  const std::string what = "tensor " + quoteText(tensor.name());
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
     return Status::invalid(what + " is stored outside the model file, which the importer does not read");
   Constant c;
@@ -144,7 +145,7 @@ Result<Constant> shapeNode(const Graph& graph, const onnx::NodeProto& node) {
   } else if (const Constant* c = graph.constant(node.input(0))) {
     shape = c->dims;
   } else {
-    return Status::invalid("the shape of '" + node.input(0) + "' is not known");
+    return Status::invalid("the shape of " + quoteText(node.input(0)) + " is not known");
   }
   const auto rank = static_cast<std::int64_t>(shape.size());
   std::int64_t start = intAttribute(node, "start", 0), end = intAttribute(node, "end", rank);
@@ -253,7 +254,7 @@ Result<Constant> evaluate(const Graph& graph, const onnx::NodeProto& node, const
   const bool optionalInputs = op == "Slice" || op == "Squeeze" || op == "Unsqueeze";
   for (std::size_t i = 0; i < in.size(); ++i)
     if (in[i] == nullptr && !node.input(static_cast<int>(i)).empty() && (i == 0 || !optionalInputs))
-      return Status::invalid("input '" + node.input(static_cast<int>(i)) + "' is not constant");
+      return Status::invalid("input " + quoteText(node.input(static_cast<int>(i))) + " is not constant");
   if (in.empty()) return Status::invalid("it has no input");
   if (op == "Identity" || op == "Cast") return *in.front();
   if (op == "Gather" && in.size() == 2) return gatherNode(node, *in[0], *in[1]);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
 #include "remat/model/block.hpp"
 
 namespace remat::onnx_import {
@@ -149,9 +150,9 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
     BlockOpSpec inner;
     if (!blockKindOf(op, inner.kind))
       return g.fail(op.node, "is inside a multi-branch piece (nodes " + std::to_string(g.ops()[order[from]].node) +
-                                 " to " + std::to_string(g.ops()[order[to - 1]].node) + ", after tensor '" +
-                                 g.activations()[input].tensor +
-                                 "'); a block holds Conv, BatchNormalization, Relu, Clip (ReLU6), Add and Concat only");
+                                 " to " + std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
+                                 quoteText(g.activations()[input].tensor) +
+                                 "); a block holds Conv, BatchNormalization, Relu, Clip (ReLU6), Add and Concat only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);
     tensorOf[op.output] = k - from + 1;
@@ -198,7 +199,7 @@ std::size_t extendOverModuleTail(const Graph& g, const std::vector<std::size_t>&
 Result<CutLayers> cutIntoLayers(Graph& g) {
   const auto output = g.activation(g.outputTensor());
   if (!output)
-    return Status::invalid(g.source() + ": the output '" + g.outputTensor() + "' is not computed from the input");
+    return Status::invalid(g.source() + ": the output " + quoteText(g.outputTensor()) + " is not computed from the input");
   const std::vector<std::size_t> order = liveOps(g, *output);
   if (order.empty()) return Status::invalid(g.source() + ": the output is the input itself; there are no layers");
   const std::vector<std::size_t> cuts = findCuts(g, order, *output);
@@ -221,7 +222,7 @@ Result<CutLayers> cutIntoLayers(Graph& g) {
       if (!block) return block.status();
       const Shape& input = g.activations()[from == 0 ? 0 : g.ops()[order[from - 1]].output].shape;
       auto graph = buildBlockGraph(*block, input, g.dtype());
-      if (!graph) return g.fail(last.node, "the block '" + block->name + "' it ends: " + graph.status().message());
+      if (!graph) return g.fail(last.node, "the block " + quoteText(block->name) + " it ends: " + graph.status().message());
       result.layers.push_back(asResidualKind(*block, *graph, input).value_or(*block));
     }
     result.outputShapes.push_back(g.activations()[last.output].shape);

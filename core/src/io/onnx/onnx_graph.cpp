@@ -1,6 +1,7 @@
 // The model's interface: its opset, which graph input is the data (the others, and the
 // initializers, are weights), its one output, the batch; and the helpers every stage uses.
 #include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -22,7 +23,7 @@ std::string lower(std::string text) {
 
 std::string quotedList(const std::vector<std::string>& names) {
   std::string text;
-  for (const auto& name : names) text += (text.empty() ? "'" : ", '") + name + "'";
+  for (const auto& name : names) text += (text.empty() ? "" : ", ") + quoteText(name, 40);
   return text;
 }
 
@@ -74,7 +75,9 @@ Shape tensorDims(const onnx::TensorProto& tensor) { return Shape(tensor.dims().b
 // Torch scopes: "/features/features.1/conv/conv.0/conv.0.0/Conv". Each segment names a submodule
 // of the one before, either as a suffix ("conv") or as the parent's own name plus one ("conv.0"
 // under "conv"); the last segment is the op.
-std::string layerNameOf(const onnx::NodeProto& node, std::size_t index) {
+namespace {
+
+std::string scopedNameOf(const onnx::NodeProto& node, std::size_t index) {
   const std::string& name = node.name();
   if (name.empty()) return lower(node.op_type()) + "_" + std::to_string(index);
   if (name.front() != '/') return name;
@@ -101,9 +104,24 @@ std::string layerNameOf(const onnx::NodeProto& node, std::size_t index) {
   return merge ? path + "." + op : path;
 }
 
+}  // namespace
+
+// A name a hostile file gives lands in tables, timelines and every later message: printable and
+// at most kMaxLayerNameChars characters, like quoteText's quote without its quotes.
+std::string layerNameOf(const onnx::NodeProto& node, std::size_t index) {
+  const std::string quoted = quoteText(scopedNameOf(node, index), kMaxLayerNameChars);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+std::string opTypeText(const std::string& opType) {
+  const bool plain = !opType.empty() && opType.size() <= 40 &&
+                     std::all_of(opType.begin(), opType.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+  return plain ? opType : quoteText(opType, 40);
+}
+
 std::string Graph::where(std::size_t node) const {
   const onnx::NodeProto& n = graph_.node(static_cast<int>(node));
-  return source_ + ": node " + std::to_string(node) + " ('" + n.name() + "', " + n.op_type() + ")";
+  return source_ + ": node " + std::to_string(node) + " (" + quoteText(n.name()) + ", " + opTypeText(n.op_type()) + ")";
 }
 
 Status Graph::fail(std::size_t node, const std::string& message) const {
@@ -201,7 +219,7 @@ std::vector<std::string> Graph::dataInputCandidates() const {
 }
 
 Status Graph::readBatch(const onnx::ValueInfoProto& input, Shape& shape, OnnxImportSummary& summary) const {
-  const std::string what = source_ + ": input '" + input.name() + "'";
+  const std::string what = source_ + ": input " + quoteText(input.name());
   const auto& dims = input.type().tensor_type().shape().dim();
   for (int i = 0; i < dims.size(); ++i) {
     const auto& d = dims[i];
@@ -209,18 +227,18 @@ Status Graph::readBatch(const onnx::ValueInfoProto& input, Shape& shape, OnnxImp
     const std::string param = d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : "(unnamed)";
     if (i == 0) {
       if (!fixed && options_.batch <= 0)
-        return Status::invalid(what + ": the batch dimension is symbolic ('" + param +
-                               "'): give the batch size (--batch N)");
+        return Status::invalid(what + ": the batch dimension is symbolic (" + quoteText(param, 40) +
+                               "): give the batch size (--batch N)");
       shape.push_back(options_.batch > 0 ? options_.batch : d.dim_value());
       summary.batch =
           std::to_string(shape[0]) + (options_.batch <= 0 ? " (fixed in the model)"
                                       : fixed ? " (--batch; the model fixes " + std::to_string(d.dim_value()) + ")"
-                                              : " (--batch, for the symbolic dimension '" + param + "')");
+                                              : " (--batch, for the symbolic dimension " + quoteText(param, 40) + ")");
       continue;
     }
     if (!fixed)
-      return Status::invalid(what + ": dimension " + std::to_string(i) + " ('" + param +
-                             "') is symbolic; only the batch dimension may be (export with a fixed input size)");
+      return Status::invalid(what + ": dimension " + std::to_string(i) + " (" + quoteText(param, 40) +
+                             ") is symbolic; only the batch dimension may be (export with a fixed input size)");
     shape.push_back(d.dim_value());
   }
   return Status::ok();
@@ -235,7 +253,7 @@ Status Graph::readDataInput(const std::vector<std::string>& candidates, OnnxImpo
   const onnx::ValueInfoProto* input = nullptr;
   for (const auto& i : graph_.input())
     if (i.name() == candidates.front()) input = &i;
-  const std::string what = source_ + ": input '" + input->name() + "'";
+  const std::string what = source_ + ": input " + quoteText(input->name());
   if (!input->type().has_tensor_type() || !input->type().tensor_type().has_shape())
     return Status::invalid(what + " has no tensor shape");
   const auto dtype = dtypeOf(input->type().tensor_type().elem_type());

@@ -173,6 +173,9 @@ Shape tensorDims(const onnx::TensorProto& tensor);
 // "/features/features.0/Conv" -> "features.0"; Add and Concat get ".add"/".concat" after the module
 // that calls them), its own name when it is not a scope path, "<op type>_<index>" when it has none.
 std::string layerNameOf(const onnx::NodeProto& node, std::size_t index);
+inline constexpr std::size_t kMaxLayerNameChars = 120;
+// An op type for messages: as it is when it is a plain identifier, else quoted (quoteText).
+std::string opTypeText(const std::string& opType);
 
 // Converts one node with activation inputs into data ops or aliases (onnx_layers.cpp,
 // onnx_views.cpp). Every error names the node.

@@ -1,10 +1,14 @@
 // The importer's entry points: parse the ModelProto, read its interface, walk the nodes in order
 // (constant plumbing is evaluated, data ops converted), cut the result into a chain and check it
 // against the chain's own shape inference.
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
+#include "remat/io/input_file.hpp"
 
 namespace remat {
 namespace onnx_import {
@@ -12,8 +16,8 @@ namespace {
 
 Status unsupported(const Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
-  const std::string domain = n.domain().empty() || n.domain() == "ai.onnx" ? "" : " of domain '" + n.domain() + "'";
-  return g.fail(node, "the operator " + n.op_type() + domain + " is not supported; the importer takes " +
+  const std::string domain = n.domain().empty() || n.domain() == "ai.onnx" ? "" : " of domain " + quoteText(n.domain(), 40);
+  return g.fail(node, "the operator " + opTypeText(n.op_type()) + domain + " is not supported; the importer takes " +
                           onnxSupportedOperators());
 }
 
@@ -54,8 +58,8 @@ Status checkShapes(const Graph& g, const CutLayers& cut, const Chain& chain) {
     const Shape& expected = cut.outputShapes[layer.specIndex];
     if (layer.outputShape != expected)
       return g.fail(cut.lastNodes[layer.specIndex],
-                    "ONNX's rules give the output " + shapeToString(expected) + ", the chain's layer '" + layer.name +
-                        "' (" + std::string(kindName(layer.kind)) + ") gives " + shapeToString(layer.outputShape) +
+                    "ONNX's rules give the output " + shapeToString(expected) + ", the chain's layer " + quoteText(layer.name) +
+                        " (" + std::string(kindName(layer.kind)) + ") gives " + shapeToString(layer.outputShape) +
                         " (ceil-mode pooling where PyTorch's and ONNX's rules differ?)");
   }
   return Status::ok();
@@ -122,8 +126,18 @@ Result<OnnxImport> importOnnxModel(const std::string& bytes, const std::string& 
 
 // Parsed from the stream, so a model with its weights (VGG's: 0.5 GB) is in memory once.
 Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  // Refused before reading: a folder, a device (/dev/zero never ends), a pipe, a file too big.
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error) return Status::io(path + ": cannot open the ONNX model for reading: " + error.message());
+  if (!std::filesystem::is_regular_file(status))
+    return Status::io(path + ": not a regular file, so not an ONNX model file");
+  const std::uint64_t bytes = std::filesystem::file_size(path, error);
+  if (!error && bytes > kMaxOnnxFileBytes)
+    return Status::invalid(path + ": " + std::to_string(bytes) + " bytes, more than an ONNX model can have (" +
+                           std::to_string(kMaxOnnxFileBytes) + ", protobuf's limit)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io(path + ": cannot open the ONNX model for reading");
+  if (!in) return Status::io(path + ": cannot open the ONNX model for reading: " + std::strerror(errno));
   if (in.peek() == std::ifstream::traits_type::eof()) {
     if (in.bad()) return Status::io(path + ": read error");
     return Status::invalid(path + ": the file is empty, not an ONNX model");

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
 
 namespace remat::onnx_import {
 namespace {
@@ -63,7 +64,7 @@ Status checkUnusedOutputs(const Graph& g, std::size_t index, const char* what) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   for (int i = 1; i < node.output_size(); ++i)
     if (!node.output(i).empty() && g.isUsed(node.output(i)))
-      return g.fail(index, "its output " + std::to_string(i) + " ('" + node.output(i) + "', " + what +
+      return g.fail(index, "its output " + std::to_string(i) + " (" + quoteText(node.output(i)) + ", " + what +
                                ") is used; the importer follows output 0 only");
   return Status::ok();
 }
@@ -169,8 +170,8 @@ Status convertBatchNorm(Graph& g, std::size_t index) {
   for (int i = 1; i <= 4; ++i) {
     const Weight* w = g.weight(nodeInput(node, i));
     if (w == nullptr || w->shape != Shape{shape[1]})
-      return g.fail(index, "its input " + std::to_string(i) + " ('" + nodeInput(node, i) +
-                               "') is not a weight of shape [" + std::to_string(shape[1]) + "]");
+      return g.fail(index, "its input " + std::to_string(i) + " (" + quoteText(nodeInput(node, i)) +
+                               ") is not a weight of shape [" + std::to_string(shape[1]) + "]");
   }
   REMAT_RETURN_IF_ERROR(checkUnusedOutputs(g, index, "running or saved statistics"));
   appendOp(g, makeOp(g, index, LayerKind::BatchNorm, {*a}), shape);
@@ -289,7 +290,7 @@ Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shap
       pads[axis + 2] = total - pads[axis];
     }
   } else if (autoPad != "NOTSET") {
-    return graph.fail(node, "auto_pad '" + autoPad + "' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    return graph.fail(node, "auto_pad " + quoteText(autoPad, 40) + " is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
   }
   for (auto& p : pads) {
     if (p < 0 || p > kMaxAttribute) return graph.fail(node, "pads " + list(pads) + " are out of range");

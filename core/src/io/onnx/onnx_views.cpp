@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
 
 namespace remat::onnx_import {
 namespace {
@@ -64,7 +65,7 @@ Status convertConcat(Graph& g, std::size_t index) {
   std::vector<std::size_t> inputs;
   for (const auto& name : node.input()) {
     const auto a = g.activation(name);
-    if (!a) return g.fail(index, "concatenates '" + name + "', which is not computed from the model's input");
+    if (!a) return g.fail(index, "concatenates " + quoteText(name) + ", which is not computed from the model's input");
     inputs.push_back(*a);
   }
   Shape shape = g.activations()[inputs.front()].shape;
@@ -172,7 +173,7 @@ Status convertReshape(Graph& g, std::size_t index) {
 Result<std::vector<std::int64_t>> padAmounts(const Graph& g, std::size_t index, std::size_t rank) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   if (stringAttribute(node, "mode", "constant") != "constant")
-    return g.fail(index, "pads in mode '" + stringAttribute(node, "mode", "") + "'; only zero padding is supported");
+    return g.fail(index, "pads in mode " + quoteText(stringAttribute(node, "mode", ""), 40) + "; only zero padding is supported");
   std::vector<std::int64_t> pads;
   double value = floatAttribute(node, "value", 0.0);
   if (g.opset() < 11) {

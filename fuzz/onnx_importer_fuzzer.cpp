@@ -1,0 +1,42 @@
+// libFuzzer target: ONNX models (a serialized ModelProto). Any bytes either import, and then the
+// chain builds, writes to a chain file that loads to the same chain and simulates, or are refused
+// with a bounded message that names the model first. The batch is set (2), so exports with a
+// symbolic batch get past the interface and into the graph.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fuzz_checks.hpp"
+#include "remat/io/chain_file.hpp"
+#include "remat/io/onnx/onnx_import.hpp"
+#include "remat/memory/simulator.hpp"
+
+namespace {
+
+constexpr const char* kSource = "fuzz.onnx";
+
+void checkImported(const remat::OnnxImport& imported) {
+  auto chain = remat::buildChain(imported.spec);
+  if (!chain) remat::fuzz::fail("an imported chain does not build", chain.status().message());
+  const std::string text = remat::chainSpecToText(imported.spec);
+  auto again = remat::parseChain(text, "again.json");
+  if (!again) remat::fuzz::fail("an imported chain does not load once written", again.status().message());
+  if (remat::chainSpecToJson(again->spec) != remat::chainSpecToJson(imported.spec))
+    remat::fuzz::fail("an imported chain loads as another chain", text.substr(0, 2000));
+  auto simulation = remat::simulate(*chain, remat::Plan{});
+  if (!simulation) remat::fuzz::fail("an imported chain does not simulate", simulation.status().message());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  auto imported = remat::importOnnxModel(bytes, kSource, remat::OnnxImportOptions{2});
+  if (imported) {
+    checkImported(*imported);
+  } else {
+    remat::fuzz::checkMessage(imported.status().message(), kSource);
+  }
+  return 0;
+}
