@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Issue 15's hostile campaign, repeatable: mutated chain files and hostile arguments through
-`remat simulate`, `plan`, `compare` and `run --device cpu`, each under a wall-clock limit and a
-memory cap, every exit classified. docs/fuzzing.md has the command and the last results.
+`remat simulate`, `plan`, `compare`, `tradeoff` and `run --device cpu`, each under a wall-clock
+limit and a memory cap, every exit classified. docs/fuzzing.md has the command and the last results.
 
     scripts/hostile-campaign.py --remat build/dev/app/cli/remat --runs 20000 --jobs 2
 
 Bases: zoo exports (vgg11, vgg11_bn, resnet18, mobilenet_v2, alexnet; batch 2 at their smallest
-resolution) and an abstract chain. Mutations: truncations, bad UTF-8, deep nesting, huge and
+resolution), SqueezeNet imported from tests/data/onnx (block layers) and an abstract chain. Mutations: truncations, bad UTF-8, deep nesting, huge and
 special numbers, wrong types, missing and duplicated keys, unknown kinds, NUL and trailing bytes,
 1e4-1e5 layers, shapes that do not chain, and hostile checkpoint lists, planner names, steps,
-seeds and timeouts. Writers: timelines over the input chain, over read-only files, into missing
+seeds and timeouts. Writers (run and simulate --timeline): timelines over the input chain, over read-only files, into missing
 folders and under a file-size limit.
 
 A run is a finding when it crashes (a signal), runs past its limit, exits 1, accepts what is surely
@@ -68,6 +68,13 @@ def make_bases(remat, folder):
                         path], check=True, capture_output=True)
         bases[model] = open(path, "rb").read()
     bases["abstract"] = abstract_chain(12, random.Random(0)).encode("utf-8", "surrogateescape")
+    # Imported models bring `block` layers with listed inner ops (SqueezeNet's fire modules).
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "onnx",
+                         "squeezenet1_0_train_op12.onnx")
+    if os.path.exists(model):
+        path = os.path.join(folder, "base-squeezenet-import.json")
+        if subprocess.run([remat, "import", model, "--batch", "2", "--output", path], capture_output=True).returncode == 0:
+            bases["squeezenet-import"] = open(path, "rb").read()
     return bases
 
 
@@ -164,8 +171,11 @@ def command_for(chain, rng, big):
         return ["plan", chain, "--planner", planner] + timeout + (["--json"] if rng.random() < 0.3 else []), planner in HOSTILE_PLANNERS
     # Runs train on the CPU: a long chain's run takes minutes of real work, which --timeout (a
     # bound on planning) does not cover, so runs get the zoo-sized chains only.
-    if what < 0.97 or big:
+    if what < 0.85:
         return ["compare", chain] + timeout, False
+    # The exact front grows with the chain: always under a deadline.
+    if what < 0.97 or big:
+        return ["tradeoff", chain, "--planners", "none,linear", "--timeout", "10"], False
     extra = rng.choice(HOSTILE_ARGS) if rng.random() < 0.3 else []
     return ["run", chain, "--planner", rng.choice(["none", "sqrt", "linear"]), "--device", "cpu"] + timeout + extra, bool(extra)
 
@@ -218,7 +228,7 @@ def run_one(task):
     big = "many" in mutation
     args, hostile_args = command_for(chain, rng, big)
     writer = None
-    if args[0] == "run" and rng.random() < 0.5:
+    if args[0] in ("run", "simulate") and rng.random() < 0.5:
         writer = rng.choice(["input", "readonly", "missing", "fsize", "fine"])
         target = {"input": chain, "readonly": os.path.join(folder, "ro%06d.csv" % index),
                   "missing": os.path.join(folder, "missing", "t.csv"), "fsize": os.path.join(folder, "f%06d.csv" % index),
@@ -239,7 +249,7 @@ def run_one(task):
         code, err, timed_out = -9, (expired.stderr or b"").decode("utf-8", "replace"), True
     seconds = time.time() - started
     verdict = judge(args, code, err, surely_invalid or hostile_args, chain, timed_out)
-    if writer in ("input", "readonly") or (args[0] == "run" and digest(chain) != before):
+    if writer in ("input", "readonly") or (args[0] in ("run", "simulate") and digest(chain) != before):
         if digest(chain) != before:
             verdict = "clobbered the input chain"
         if writer == "readonly" and digest(args[-1]) != ro_before:
