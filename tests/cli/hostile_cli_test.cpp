@@ -115,9 +115,24 @@ TEST_F(HostileCli, ACpuPlanThatCannotFitIsRefusedBeforeItRuns) {
     "layers": [{"kind": "abstract", "out_bytes": 36028797018963968}, {"kind": "abstract", "out_bytes": 8}]})");
   const auto result = runRemat({"run", huge, "--planner", "none", "--device", "cpu"});
   EXPECT_EQ(result.exitCode, 2);
-  EXPECT_NE(result.err.find("the plan needs 64.00 PiB"), std::string::npos) << result.err;
+  // Refused before the kernels are prepared: no plan holds less than the largest activation.
+  EXPECT_NE(result.err.find("no plan of chain 'huge' fits on cpu: its static memory and its largest activation "
+                            "alone take 32.00 PiB"),
+            std::string::npos)
+      << result.err;
   EXPECT_NE(result.err.find("available"), std::string::npos) << result.err;
   EXPECT_EQ(result.out, "");
+  // Activations of 4 GiB each, 65,536 of them: each may fit, storing them all does not.
+  std::string layers;
+  for (int l = 0; l < 65536; ++l) layers += std::string(l ? "," : "") + R"({"kind": "abstract", "out_bytes": 4294967296})";
+  const std::string many = write("many.json", R"({"format": "remat-chain/1", "input": {"bytes": 8}, "layers": [)" +
+                                                  layers + "]}");
+  const auto stored = runRemat({"run", many, "--planner", "none", "--device", "cpu"});
+  EXPECT_EQ(stored.exitCode, 2);
+  // (A machine with less than 4 GiB available refuses it by the bound above.)
+  EXPECT_TRUE(stored.err.find("the plan needs 256.00 TiB on cpu") != std::string::npos ||
+              stored.err.find("no plan of chain 'many' fits on cpu") != std::string::npos)
+      << stored.err;
 }
 
 TEST_F(HostileCli, TheTimelineNeverReplacesTheChainOrAReadOnlyFile) {

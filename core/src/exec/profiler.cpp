@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "remat/base/text.hpp"
+#include "remat/base/units.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/owned_buffers.hpp"
 
@@ -162,7 +164,22 @@ void writeMeasured(const ChainLayer& layer, const LayerProfile& profile, ChainSp
 
 }  // namespace
 
+Status checkAnyPlanCanFit(const Chain& chain, Device& device) {
+  std::uint64_t largest = 0;
+  for (std::size_t l = 1; l <= chain.size(); ++l) largest = std::max(largest, chain.outBytes(l));
+  const std::uint64_t least = chain.staticBytes() + largest;  // buildChain keeps the chain's sums in 64 bits
+  auto available = device.availableBytes();
+  if (!available) return available.status();
+  if (least <= *available) return Status::ok();
+  return Status::outOfMemory("no plan of chain " + quoteText(chain.name, 40) + " fits on " + device.name() +
+                             ": its static memory and its largest activation alone take " + formatBytes(least) +
+                             ", and the device has " + formatBytes(*available) +
+                             " available; try a smaller batch or input");
+}
+
 Result<WorkspaceFit> fitWorkspacesToDevice(const Chain& chain, Device& device) {
+  // Preparing the kernels of a huge input takes seconds: a hopeless chain is refused first.
+  REMAT_RETURN_IF_ERROR(checkAnyPlanCanFit(chain, device));
   REMAT_RETURN_IF_ERROR(device.prepare(chain));
   WorkspaceFit fit;
   ChainSpec spec = chain.spec;

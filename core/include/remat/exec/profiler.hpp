@@ -51,7 +51,12 @@ struct WorkspaceFit {
   std::vector<std::size_t> raisedLayers;  // 1-based; empty when the chain already covered the device
 };
 
-// Workspaces on the fly, without timing anything: prepares the device for the chain and raises
+// OutOfMemory when no plan of the chain can fit in what the device has available: every plan
+// holds the static memory and, at some time, the largest activation. Cheap: nothing is prepared.
+Status checkAnyPlanCanFit(const Chain& chain, Device& device);
+
+// Workspaces on the fly, without timing anything: refuses a chain that checkAnyPlanCanFit refuses,
+// then prepares the device for the chain and raises
 // each real layer's wf / wb to Device::requiredWorkspaceBytes() where the chain gives less (the
 // CPU's oneDNN scratch, a block's arena plus its inner scratch), writing them into the chain's spec
 // as measured workspaces, as `remat profile` does. Larger workspaces the chain states stay (the
