@@ -9,6 +9,7 @@
 #include <QLineEdit>
 #include <QTableView>
 #include <QTest>
+#include <algorithm>
 
 #include "chain_table_model.hpp"
 #include "charts/memory_chart.hpp"
@@ -19,6 +20,7 @@
 #include "main_window_fixture.hpp"
 #include "message_bar.hpp"
 #include "plan_view.hpp"
+#include "remat/io/chain_file.hpp"
 #include "remat/io/exporters.hpp"
 
 namespace remat::gui {
@@ -91,6 +93,36 @@ TEST_F(StaleResultsTest, AChainEditMakesItStaleEvenWithTheSamePlan) {
   EXPECT_FALSE(document()->measuredIsCurrent());
   document()->undoStack()->undo();
   EXPECT_TRUE(document()->measuredIsCurrent());
+}
+
+// An unprofiled chain's run fits the CPU's workspaces; the chain gets them as one undoable edit.
+TEST_F(StaleResultsTest, AMeasurementOfTheShownPlanWritesTheFittedWorkspacesAsOneEdit) {
+  document()->resetChain(tinyCnn(), QString());
+  const int edits = document()->undoStack()->count();
+  measureOnCpu();
+  EXPECT_TRUE(document()->measuredIsCurrent());
+  EXPECT_EQ(document()->undoStack()->count(), edits + 1);
+  const auto& layers = document()->chain().spec.layers;
+  EXPECT_TRUE(std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.hasMeasuredWorkspace; }));
+}
+
+// A measurement that arrives after the plan changed keeps the plan it measured (shown stale) and
+// leaves the chain alone: its fitted workspaces are not written over what the user has since.
+TEST_F(StaleResultsTest, AMeasurementOfAnOlderPlanLeavesTheChainAlone) {
+  document()->resetChain(tinyCnn(), QString());
+  ASSERT_TRUE(document()->applyPlan(Plan{{3, 9}}, QStringLiteral("linear")).isOk());
+  const std::string before = chainSpecToJson(document()->chain().spec).dump();
+  const int edits = document()->undoStack()->count();
+  window_.measure(QStringLiteral("cpu"));
+  ASSERT_TRUE(document()->toggleCheckpoint(6).isOk());  // while the run goes (its result is queued)
+  ASSERT_TRUE(window_.jobs()->waitForIdle(120000));
+  ASSERT_TRUE(document()->measured().has_value()) << window_.messageBar()->text().toStdString();
+  EXPECT_FALSE(document()->measuredIsCurrent());
+  EXPECT_EQ(document()->undoStack()->count(), edits + 1);  // the toggle, no workspace edit
+  EXPECT_EQ(chainSpecToJson(document()->chain().spec).dump(), before);
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("stale"))) << window_.messageBar()->text().toStdString();
+  document()->undoStack()->undo();
+  EXPECT_TRUE(document()->measuredIsCurrent());  // back on the plan it measured, on the same chain
 }
 
 TEST_F(StaleResultsTest, ATimelineFileOfAnotherPlanOpensAsStale) {
