@@ -218,7 +218,11 @@ def judge(args, proc_code, err, surely_invalid, chain, timed_out):
 
 
 def run_one(task):
-    index, seed, folder, remat, limit_s, memory_bytes, bases = task
+    index, seed, work, remat, limit_s, memory_bytes, bases = task
+    # Each run in a folder of its own: a temporary file of another run still writing is not this
+    # run's leftover.
+    folder = os.path.join(work, "r%06d" % index)
+    os.makedirs(folder)
     rng = random.Random(seed)
     base_name = rng.choice(sorted(bases))
     text, surely_invalid, mutation = mutate(bases[base_name], rng)
@@ -266,15 +270,15 @@ def run_one(task):
               "exit": code, "verdict": verdict, "seconds": round(seconds, 3), "message": err[:300],
               "message_chars": len(err)}
     if keep:
-        findings = os.path.join(folder, "..", "findings")
+        findings = os.path.join(work, "..", "findings")
         shutil.copy(chain, os.path.join(findings, "m%06d.json" % index))
         result["args"] = [a[:200] for a in args]
     for path in {chain, args[-1] if writer else None} - {None}:
         try:
             os.chmod(path, stat.S_IWUSR | stat.S_IRUSR)
-            os.remove(path)
         except OSError:
             pass
+    shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
