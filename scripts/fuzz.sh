@@ -75,13 +75,13 @@ for target in "${targets[@]}"; do
   log="$build/$target.log"
   parallel=()
   [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
-  if ! "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+  # In the build folder: with -jobs the workers log to fuzz-N.log in the current folder.
+  if ! (cd "$build" && "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
       -dict="$dict" "${parallel[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
-      "$corpus" "$seeds/$target" >"$log" 2>&1; then
+      "$corpus" "$seeds/$target" >"$log" 2>&1); then
     status=1
   fi
-  # With -jobs the workers log to fuzz-N.log in the current folder.
-  for worker in fuzz-*.log; do [ -e "$worker" ] && cat "$worker" >>"$log" && rm -f "$worker"; done
+  for worker in "$build"/fuzz-*.log; do [ -e "$worker" ] && cat "$worker" >>"$log" && rm -f "$worker"; done
   grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$log" | sed "s/^/   /" || true
   for crash in "$artifacts"/*; do
     [ -e "$crash" ] || continue

@@ -26,7 +26,7 @@ CLI::Validator wholeNumberIn(std::uint64_t minimum, std::uint64_t maximum);
 // Largest values of options whose work grows with them (docs/formats.md section 3.1).
 inline constexpr std::uint64_t kMaxRunSteps = 1000;
 inline constexpr std::uint64_t kMaxProfileRepeats = 1000;
-inline constexpr std::uint64_t kMaxCpuThreads = 4096;  // --threads of run and profile
+inline constexpr std::uint64_t kMaxCpuThreads = 4096;     // --threads of run and profile
 inline constexpr double kMaxTimeoutSeconds = 31536000.0;  // a year
 
 // --timeout SECONDS and --progress, for the commands that plan (and tradeoff's front).

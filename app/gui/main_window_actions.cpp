@@ -281,11 +281,11 @@ void MainWindow::measure(const QString& device) {
 
 void MainWindow::showMeasurement(const QString& device, const MeasuredOrigin& origin, Measurement measured) {
   const std::uint64_t measuredPeak = measured.timeline.dynamicPeakBytes();
-  QString message = tr("Measured on %1: dynamic peak %2 (predicted %3)")
-                        .arg(device, charts::formatBytes(measuredPeak),
-                             charts::formatBytes(measured.predictedDynamicPeakBytes));
-  const bool unchanged = origin.plan && *origin.plan == document_->plan() &&
-                         origin.chainRevision == document_->chainRevision();
+  QString message =
+      tr("Measured on %1: dynamic peak %2 (predicted %3)")
+          .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(measured.predictedDynamicPeakBytes));
+  const bool unchanged =
+      origin.plan && *origin.plan == document_->plan() && origin.chainRevision == document_->chainRevision();
   // The prediction the run was measured against counts the device's workspaces: write them into
   // the chain (one undoable edit), unless the chain or plan changed while it ran.
   const std::size_t fitted = measured.fittedLayers.size();

@@ -124,9 +124,10 @@ TEST_F(HostileCli, ACpuPlanThatCannotFitIsRefusedBeforeItRuns) {
   EXPECT_EQ(result.out, "");
   // Activations of 4 GiB each, 65,536 of them: each may fit, storing them all does not.
   std::string layers;
-  for (int l = 0; l < 65536; ++l) layers += std::string(l ? "," : "") + R"({"kind": "abstract", "out_bytes": 4294967296})";
-  const std::string many = write("many.json", R"({"format": "remat-chain/1", "input": {"bytes": 8}, "layers": [)" +
-                                                  layers + "]}");
+  for (int l = 0; l < 65536; ++l)
+    layers += std::string(l ? "," : "") + R"({"kind": "abstract", "out_bytes": 4294967296})";
+  const std::string many =
+      write("many.json", R"({"format": "remat-chain/1", "input": {"bytes": 8}, "layers": [)" + layers + "]}");
   const auto stored = runRemat({"run", many, "--planner", "none", "--device", "cpu"});
   EXPECT_EQ(stored.exitCode, 2);
   // (A machine with less than 4 GiB available refuses it by the bound above.)

@@ -139,8 +139,8 @@ TEST_F(TradeoffCli, FitDeviceUsesWhatTheDeviceHas) {
 
 TEST_F(TradeoffCli, RunFitRunsTheCheapestPlanThatFits) {
   const std::string exported = path("resnet18.json"), chain = path("resnet18-cpu.json");
-  ASSERT_EQ(
-      runRemat({"zoo", "export", "resnet18", "--batch", "2", "--resolution", "8", "--output", exported}).exitCode, 0);
+  ASSERT_EQ(runRemat({"zoo", "export", "resnet18", "--batch", "2", "--resolution", "8", "--output", exported}).exitCode,
+            0);
   // The CPU's workspaces written in, so the plan below is planned on the chain the run predicts with.
   ASSERT_EQ(runRemat({"profile", exported, "--device", "cpu", "--repeats", "1", "--output", chain}).exitCode, 0);
   const json optimal = runJson({"plan", chain, "--planner", "optimal", "--json"});

@@ -165,7 +165,8 @@ TEST(Run, MeasurePlanFitsTheWorkspacesAndReportsEachOp) {
   // The first op is always reported; later ones at most every 50 ms (so op 1 of step 2 may be too).
   const QStringList opTexts = texts.filter(QStringLiteral(": op "));
   ASSERT_FALSE(opTexts.isEmpty()) << texts.join("\n").toStdString();
-  EXPECT_TRUE(opTexts.front().startsWith(QStringLiteral("Measuring on cpu: op 1 of "))) << texts.join("\n").toStdString();
+  EXPECT_TRUE(opTexts.front().startsWith(QStringLiteral("Measuring on cpu: op 1 of ")))
+      << texts.join("\n").toStdString();
   EXPECT_EQ(texts.back(), QStringLiteral("Measured"));
   EXPECT_EQ(fractions.back(), 1.0);
 }

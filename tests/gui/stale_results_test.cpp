@@ -120,7 +120,8 @@ TEST_F(StaleResultsTest, AMeasurementOfAnOlderPlanLeavesTheChainAlone) {
   EXPECT_FALSE(document()->measuredIsCurrent());
   EXPECT_EQ(document()->undoStack()->count(), edits + 1);  // the toggle, no workspace edit
   EXPECT_EQ(chainSpecToJson(document()->chain().spec).dump(), before);
-  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("stale"))) << window_.messageBar()->text().toStdString();
+  EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("stale")))
+      << window_.messageBar()->text().toStdString();
   document()->undoStack()->undo();
   EXPECT_TRUE(document()->measuredIsCurrent());  // back on the plan it measured, on the same chain
 }

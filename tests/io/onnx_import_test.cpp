@@ -6,10 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-
-#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "remat/model/chain.hpp"
 #include "remat/io/chain_file.hpp"
+#include "remat/model/chain.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::testing {
@@ -43,7 +43,8 @@ inline LayerSpec convSpec(std::int64_t out, std::int64_t kernel, std::int64_t st
           .padding = padding,
           .groups = groups,
           .bias = bias,
-          .numbers = {}, .ops = {}};
+          .numbers = {},
+          .ops = {}};
 }
 
 // A max or average pool named "p".
@@ -55,7 +56,8 @@ inline LayerSpec poolSpec(LayerKind kind, std::int64_t kernel, std::int64_t stri
           .stride = stride,
           .padding = padding,
           .ceilMode = ceilMode,
-          .numbers = {}, .ops = {}};
+          .numbers = {},
+          .ops = {}};
 }
 
 // A residual block named "b": width for bottlenecks, expandRatio for inverted residuals.
@@ -67,7 +69,8 @@ inline LayerSpec blockSpec(LayerKind kind, std::int64_t out, std::int64_t stride
           .stride = stride,
           .width = width,
           .expandRatio = expandRatio,
-          .numbers = {}, .ops = {}};
+          .numbers = {},
+          .ops = {}};
 }
 
 // buildChain on a chain "t" of `layers` after an input of `input`.

@@ -2,9 +2,9 @@
 // forward workspace, saved ones and batch-norm statistics in E in keep mode; inner gradients in the
 // ONE backward workspace) with oneDNN primitives for the inner convolutions, batch norms and relus
 // and own kernels for the residual add and the channel concatenation (strided copies: a copy
-// needs no primitive, and its backward is the same copies the other way). Each workspace holds, after its arena at a 256-byte
-// boundary, the scratch of the inner op that needs the most (ops run one at a time), so a block's
-// wf / wb are the arena plus that scratch.
+// needs no primitive, and its backward is the same copies the other way). Each workspace holds,
+// after its arena at a 256-byte boundary, the scratch of the inner op that needs the most (ops
+// run one at a time), so a block's wf / wb are the arena plus that scratch.
 #include <algorithm>
 
 #include "device_impl.hpp"

@@ -225,6 +225,11 @@ Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const s
   if (!header) return header.status();
   const std::size_t lineCount = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
   TimelineGroups groups;
+  // Layer numbers are bounded by the line count while reading (nothing huge is allocated) and then
+  // by the file's op count (each layer has an F op), which a written copy of the file keeps: what
+  // is read once reads again from its own export.
+  std::size_t farthestLayer = 0, entries = 0;
+  Status farthestAt;
   std::size_t line = 2;  // of the record that starts at pos
   while (pos < text.size()) {
     const std::size_t start = pos;
@@ -242,7 +247,14 @@ Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const s
     auto timeline = groups.timelineOf(row);
     if (!timeline) return timeline.status();
     REMAT_RETURN_IF_ERROR(appendEntry(row, **timeline));
+    ++entries;
+    if (const Op& op = (*timeline)->entries.back().op; op.kind != OpKind::Seed && op.layer > farthestLayer) {
+      farthestLayer = op.layer;
+      farthestAt = row.error("layer", std::to_string(op.layer) + " is more than the file's ");
+    }
   }
+  if (farthestLayer > entries)
+    return Status::invalid(farthestAt.message() + std::to_string(entries) + " ops (each layer has a forward op)");
   std::vector<Timeline> timelines = groups.take();
   if (timelines.empty()) return Status::invalid(source + ": no timeline rows");
   return timelines;

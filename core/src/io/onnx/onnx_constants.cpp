@@ -138,14 +138,14 @@ Result<Constant> constantNode(const onnx::NodeProto& node) {
 
 Result<Constant> shapeNode(const Graph& graph, const onnx::NodeProto& node) {
   Shape shape;
-  if (auto a = graph.activation(node.input(0))) {
+  if (auto a = graph.activation(nodeInput(node, 0))) {
     shape = graph.activations()[*a].shape;
-  } else if (const Weight* w = graph.weight(node.input(0))) {
+  } else if (const Weight* w = graph.weight(nodeInput(node, 0))) {
     shape = w->shape;
-  } else if (const Constant* c = graph.constant(node.input(0))) {
+  } else if (const Constant* c = graph.constant(nodeInput(node, 0))) {
     shape = c->dims;
   } else {
-    return Status::invalid("the shape of " + quoteText(node.input(0)) + " is not known");
+    return Status::invalid("the shape of " + quoteText(nodeInput(node, 0)) + " is not known");
   }
   const auto rank = static_cast<std::int64_t>(shape.size());
   std::int64_t start = intAttribute(node, "start", 0), end = intAttribute(node, "end", rank);
@@ -176,7 +176,7 @@ Result<Constant> gatherNode(const onnx::NodeProto& node, const Constant& data, c
 Result<Constant> reshapeConstant(const Graph& graph, const onnx::NodeProto& node, const Constant& data) {
   std::optional<std::vector<std::int64_t>> axes = intsAttribute(node, "axes");
   if (!axes && !nodeInput(node, 1).empty()) {
-    const Constant* a = graph.constant(node.input(1));
+    const Constant* a = graph.constant(nodeInput(node, 1));
     if (a == nullptr) return Status::invalid("its axes are not constant");
     auto values = integersOf(*a, "its axes");
     if (!values) return values.status();
@@ -279,9 +279,9 @@ Result<bool> Graph::evaluateConstantNode(std::size_t index) {
   // Identity of a weight (eval-mode exports share equal weights this way): the same weight, and
   // the same value when it has a small one.
   if (node.op_type() == "Identity")
-    if (const Weight* w = weight(node.input(0)); w != nullptr) {
+    if (const Weight* w = weight(nodeInput(node, 0)); w != nullptr) {
       addWeightAlias(node.output(0), *w);
-      if (const Constant* c = constant(node.input(0))) addConstant(node.output(0), *c);
+      if (const Constant* c = constant(nodeInput(node, 0))) addConstant(node.output(0), *c);
       countDropped(node.op_type());
       return true;
     }

@@ -199,7 +199,8 @@ std::size_t extendOverModuleTail(const Graph& g, const std::vector<std::size_t>&
 Result<CutLayers> cutIntoLayers(Graph& g) {
   const auto output = g.activation(g.outputTensor());
   if (!output)
-    return Status::invalid(g.source() + ": the output " + quoteText(g.outputTensor()) + " is not computed from the input");
+    return Status::invalid(g.source() + ": the output " + quoteText(g.outputTensor()) +
+                           " is not computed from the input");
   const std::vector<std::size_t> order = liveOps(g, *output);
   if (order.empty()) return Status::invalid(g.source() + ": the output is the input itself; there are no layers");
   const std::vector<std::size_t> cuts = findCuts(g, order, *output);
@@ -222,7 +223,8 @@ Result<CutLayers> cutIntoLayers(Graph& g) {
       if (!block) return block.status();
       const Shape& input = g.activations()[from == 0 ? 0 : g.ops()[order[from - 1]].output].shape;
       auto graph = buildBlockGraph(*block, input, g.dtype());
-      if (!graph) return g.fail(last.node, "the block " + quoteText(block->name) + " it ends: " + graph.status().message());
+      if (!graph)
+        return g.fail(last.node, "the block " + quoteText(block->name) + " it ends: " + graph.status().message());
       result.layers.push_back(asResidualKind(*block, *graph, input).value_or(*block));
     }
     result.outputShapes.push_back(g.activations()[last.output].shape);

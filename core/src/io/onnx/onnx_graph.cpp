@@ -1,11 +1,12 @@
 // The model's interface: its opset, which graph input is the data (the others, and the
 // initializers, are weights), its one output, the batch; and the helpers every stage uses.
 #include "onnx_graph.hpp"
-#include "remat/base/text.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <set>
+
+#include "remat/base/text.hpp"
 
 namespace remat::onnx_import {
 namespace {
@@ -114,8 +115,9 @@ std::string layerNameOf(const onnx::NodeProto& node, std::size_t index) {
 }
 
 std::string opTypeText(const std::string& opType) {
-  const bool plain = !opType.empty() && opType.size() <= 40 &&
-                     std::all_of(opType.begin(), opType.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+  const bool plain =
+      !opType.empty() && opType.size() <= 40 &&
+      std::all_of(opType.begin(), opType.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
   return plain ? opType : quoteText(opType, 40);
 }
 

@@ -16,7 +16,8 @@ namespace {
 
 Status unsupported(const Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
-  const std::string domain = n.domain().empty() || n.domain() == "ai.onnx" ? "" : " of domain " + quoteText(n.domain(), 40);
+  const std::string domain =
+      n.domain().empty() || n.domain() == "ai.onnx" ? "" : " of domain " + quoteText(n.domain(), 40);
   return g.fail(node, "the operator " + opTypeText(n.op_type()) + domain + " is not supported; the importer takes " +
                           onnxSupportedOperators());
 }
@@ -58,8 +59,9 @@ Status checkShapes(const Graph& g, const CutLayers& cut, const Chain& chain) {
     const Shape& expected = cut.outputShapes[layer.specIndex];
     if (layer.outputShape != expected)
       return g.fail(cut.lastNodes[layer.specIndex],
-                    "ONNX's rules give the output " + shapeToString(expected) + ", the chain's layer " + quoteText(layer.name) +
-                        " (" + std::string(kindName(layer.kind)) + ") gives " + shapeToString(layer.outputShape) +
+                    "ONNX's rules give the output " + shapeToString(expected) + ", the chain's layer " +
+                        quoteText(layer.name) + " (" + std::string(kindName(layer.kind)) + ") gives " +
+                        shapeToString(layer.outputShape) +
                         " (ceil-mode pooling where PyTorch's and ONNX's rules differ?)");
   }
   return Status::ok();

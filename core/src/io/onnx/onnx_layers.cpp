@@ -130,7 +130,7 @@ Status convertPool(Graph& g, std::size_t index) {
   if (!kernel || !stride || !dilation) return !kernel ? kernel.status() : !stride ? stride.status() : dilation.status();
   if (*dilation != 1) return g.fail(index, "dilation " + std::to_string(*dilation) + ": pools are not dilated");
   const bool ceil = intAttribute(node, "ceil_mode", 0) != 0;
-  const std::int64_t folded = g.pendingPad(node.input(0));  // a Pad's zeros are averaged, i.e. counted
+  const std::int64_t folded = g.pendingPad(nodeInput(node, 0));  // a Pad's zeros are averaged, i.e. counted
   if (isMax && folded > 0) return g.fail(index, "a zero Pad before a MaxPool is not max pooling's padding");
   auto padding = symmetricPadding(g, index, x->shape, {*kernel, *kernel}, {*stride, *stride});
   if (!padding) return padding.status();

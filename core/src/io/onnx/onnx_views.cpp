@@ -173,7 +173,8 @@ Status convertReshape(Graph& g, std::size_t index) {
 Result<std::vector<std::int64_t>> padAmounts(const Graph& g, std::size_t index, std::size_t rank) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   if (stringAttribute(node, "mode", "constant") != "constant")
-    return g.fail(index, "pads in mode " + quoteText(stringAttribute(node, "mode", ""), 40) + "; only zero padding is supported");
+    return g.fail(
+        index, "pads in mode " + quoteText(stringAttribute(node, "mode", ""), 40) + "; only zero padding is supported");
   std::vector<std::int64_t> pads;
   double value = floatAttribute(node, "value", 0.0);
   if (g.opset() < 11) {
@@ -225,7 +226,7 @@ Status convertPad(Graph& g, std::size_t index) {
   if (in.size() != 4 || p[0] || p[1] || p[4] || p[5] || p[2] != p[3] || p[2] != p[6] || p[2] != p[7] || p[2] < 0)
     return g.fail(index, "pads other than the same amount on every spatial side are not supported");
   g.alias(node.output(0), *a);
-  g.setPendingPad(node.output(0), p[2] + g.pendingPad(node.input(0)));
+  g.setPendingPad(node.output(0), p[2] + g.pendingPad(nodeInput(node, 0)));
   return Status::ok();
 }
 
