@@ -5,6 +5,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default 40 s each: what .ci/run runs)
 #   scripts/fuzz.sh 3600                                 the long run: an hour per target
 #   REMAT_FUZZ_JOBS=N     fuzzing processes per target (default 1)
+#   REMAT_FUZZ_TARGETS_AT_ONCE=N  targets fuzzed side by side (default 1: one after another)
 #   REMAT_FUZZ_BUILD=DIR  build folder (default build/fuzz); its corpus/ grows from run to run
 # TARGET is chain_reader, timeline_reader, onnx_importer or cli_arguments (default: all four).
 set -euo pipefail
@@ -61,28 +62,26 @@ for kind in chain timeline cli; do
 done
 unset ASAN_OPTIONS
 
-status=0
-for target in "${targets[@]}"; do
-  corpus="$build/corpus/$target"
-  artifacts="$build/artifacts/$target"
-  mkdir -p "$corpus" "$artifacts"
-  rm -f "$artifacts"/*
-  dict="$PWD/fuzz/$target.dict"
-  max_len=65536
+# Runs one target for $seconds and reports; returns 1 on any find. Each target works in a
+# folder of its own: with -jobs the workers log to fuzz-N.log in the current folder.
+fuzz_target() {
+  local target="$1" status=0
+  local corpus="$build/corpus/$target" artifacts="$build/artifacts/$target" work="$build/running/$target"
+  mkdir -p "$corpus" "$artifacts" "$work"
+  rm -f "$artifacts"/* "$work"/fuzz-*.log
+  local dict="$PWD/fuzz/$target.dict" max_len=65536
   [ "$target" = cli_arguments ] && max_len=1024
   [ "$target" = onnx_importer ] && max_len=131072  # the committed exports are up to 84 KB
   echo "== fuzz: $target for ${seconds} s ($(ls "$seeds/$target" | wc -l) seeds, $(ls "$corpus" | wc -l) in the corpus)"
-  log="$build/$target.log"
-  parallel=()
+  local log="$build/$target.log" parallel=()
   [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
-  # In the build folder: with -jobs the workers log to fuzz-N.log in the current folder.
-  if ! (cd "$build" && "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+  if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
       -dict="$dict" "${parallel[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
       "$corpus" "$seeds/$target" >"$log" 2>&1); then
     status=1
   fi
-  for worker in "$build"/fuzz-*.log; do [ -e "$worker" ] && cat "$worker" >>"$log" && rm -f "$worker"; done
-  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$log" | sed "s/^/   /" || true
+  for worker in "$work"/fuzz-*.log; do [ -e "$worker" ] && cat "$worker" >>"$log" && rm -f "$worker"; done
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$log" | sed "s/^/   $target: /" || true
   for crash in "$artifacts"/*; do
     [ -e "$crash" ] || continue
     status=1
@@ -92,6 +91,26 @@ for target in "${targets[@]}"; do
     echo "  make it a regression test: tests/data/regressions/README.md" >&2
   done
   if [ $status -ne 0 ] && ! ls "$artifacts"/* >/dev/null 2>&1; then tail -n 40 "$log" >&2; fi
+  return $status
+}
+
+# Targets run REMAT_FUZZ_TARGETS_AT_ONCE at a time (default 1): on N cores, N targets of one
+# process each give every target the whole of SECONDS on a core of its own.
+at_once="${REMAT_FUZZ_TARGETS_AT_ONCE:-1}"
+status=0
+pids=()
+for target in "${targets[@]}"; do
+  if [ "$at_once" -le 1 ]; then
+    fuzz_target "$target" || status=1
+    continue
+  fi
+  fuzz_target "$target" &
+  pids+=($!)
+  if [ ${#pids[@]} -ge "$at_once" ]; then
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    pids=()
+  fi
 done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 [ $status -eq 0 ] && echo "== fuzz: no crash, leak, timeout or sanitizer report"
 exit $status
