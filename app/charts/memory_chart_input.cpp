@@ -9,6 +9,7 @@
 
 #include "common/qt_text.hpp"
 #include "memory_chart_parts.hpp"
+#include "remat/base/duration.hpp"
 
 namespace remat::charts {
 namespace {
@@ -20,11 +21,8 @@ constexpr double kWheelZoomPerStep = 0.8;        // one wheel notch shows 80% of
 constexpr double kWheelPanPerStep = 0.1;         // a sideways notch moves a tenth of it
 constexpr double kWheelStepDegrees = 120.0;      // QWheelEvent::angleDelta per notch
 
-// "850.0 us", "47.39 ms": an op's duration.
-QString durationText(double microseconds) {
-  if (microseconds < 1000.0) return MemoryChart::tr("%1 us").arg(microseconds, 0, 'f', 1);
-  return MemoryChart::tr("%1 ms").arg(microseconds / 1000.0, 0, 'f', 2);
-}
+// "850.0 us", "47.39 ms": an op's duration, as core writes every duration.
+QString durationText(double microseconds) { return QString::fromStdString(remat::formatDuration(microseconds * 1e-6)); }
 
 QString opLabel(const Timeline& timeline, std::size_t index) {
   return QString::fromStdString(remat::opLabel(timeline.entries[index].op, timeline.layerNames));

@@ -4,11 +4,15 @@
 #include <exception>
 #include <ostream>
 
-#include "remat/input/chain_file.hpp"
-#include "remat/input/onnx/onnx_import.hpp"
-#include "remat/model/zoo.hpp"
+#include "remat/usecases/chain_source.hpp"
 
 namespace remat::cli {
+namespace {
+
+// What --version prints: the project's version (CMakeLists.txt), as the explorer's About shows it.
+constexpr const char* kVersionText = "remat " REMAT_VERSION;
+
+}  // namespace
 
 int exitCodeFor(const Status& status) {
   switch (status.code()) {
@@ -32,23 +36,11 @@ void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch)
 }
 
 Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch) {
-  if (path.rfind("zoo:", 0) == 0) {
-    ZooOptions options;
-    if (batch > 0) options.batch = batch;
-    auto spec = zooChain(path.substr(4), options);
-    if (!spec) return spec.status();
-    return buildChain(*spec);
-  }
-  if (isOnnxFile(path)) {
-    auto imported = importOnnxFile(path, OnnxImportOptions{batch});
-    if (!imported) return imported.status();
-    return buildChain(imported->spec);
-  }
-  if (batch > 0)
+  if (batch > 0 && chainSourceKind(path) == ChainSourceKind::ChainFile)
     return Status::invalid(path +
                            ": --batch applies to ONNX models and zoo:NAME; a chain file states its batch in "
                            "input.shape");
-  return loadChainFile(path);
+  return openChainSource(path, ChainSourceOptions{batch});
 }
 
 namespace {
@@ -70,7 +62,7 @@ ParsedCommandLine parseCommandLine(const std::vector<std::string>& args, std::os
   ParsedCommandLine parsed;
   CLI::App app{"remat: plan, simulate and run activation checkpointing for layer chains", "remat"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "remat 0.1.0");
+  app.set_version_flag("--version", kVersionText);
   addSimulateCommand(app, parsed.action);
   addPlanCommands(app, parsed.action);
   addZooCommands(app, parsed.action);
@@ -88,7 +80,7 @@ ParsedCommandLine parseCommandLine(const std::vector<std::string>& args, std::os
     out << app.help("", CLI::AppFormatMode::All);
     parsed.exitCode = kExitOk;
   } catch (const CLI::CallForVersion&) {
-    out << "remat 0.1.0\n";
+    out << kVersionText << "\n";
     parsed.exitCode = kExitOk;
   } catch (const CLI::ParseError& e) {
     const std::string command = chosenCommand(app);

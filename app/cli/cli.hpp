@@ -14,6 +14,7 @@
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/usecases/planning.hpp"
 
 namespace remat::cli {
 
@@ -79,13 +80,11 @@ std::string describeRecomputeCost(const Chain& chain, double cost);
 std::string describeCostUnit(const Chain& chain);
 
 // `--fit CAPACITY` (cli_fit.cpp): a byte size, or "device" for what the device deviceName has
-// available now. The budget for E is the capacity minus the chain's static memory; a capacity
-// below the static memory is InvalidInput.
+// available now, as the budget use case reads it (usecases/planning.hpp: the budget for E is the
+// capacity minus the chain's static memory; a capacity below the static memory is InvalidInput).
 struct FitBudget {
-  std::uint64_t capacityBytes = 0;
-  std::uint64_t budgetBytes = 0;  // capacity - static
-  std::string planner;            // "budget:<budgetBytes>"
-  std::string capacityText;       // "80.00 GiB", "the 10.00 GiB cpu has available"
+  CapacityBudget budget;
+  std::string capacityText;  // "80.00 GiB", "the 10.00 GiB cpu has available"
 };
 // `device` is the opened device for "device" (null: fitBudget opens deviceName itself).
 Result<FitBudget> fitBudget(const Chain& chain, const std::string& fit, const std::string& deviceName,

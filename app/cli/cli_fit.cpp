@@ -30,7 +30,8 @@ std::string describeCostUnit(const Chain& chain) {
 }
 
 Result<FitBudget> fitBudget(const Chain& chain, const std::string& fit, const std::string& deviceName, Device* device) {
-  FitBudget budget;
+  std::uint64_t capacityBytes = 0;
+  std::string capacityText;
   if (fit == "device") {
     std::unique_ptr<Device> opened;
     if (device == nullptr) {
@@ -41,29 +42,21 @@ Result<FitBudget> fitBudget(const Chain& chain, const std::string& fit, const st
     }
     auto available = device->availableBytes();
     if (!available) return available.status().withContext("--fit device (--device " + deviceName + ")");
-    budget.capacityBytes = *available;
-    budget.capacityText = "the " + formatBytes(*available) + " " + device->name() + " has available";
+    capacityBytes = *available;
+    capacityText = "the " + formatBytes(*available) + " " + device->name() + " has available";
   } else {
     auto capacity = parseByteSize(fit);
     if (!capacity) return capacity.status().withContext("--fit");
-    budget.capacityBytes = *capacity;
-    budget.capacityText = formatBytes(*capacity);
+    capacityBytes = *capacity;
+    capacityText = formatBytes(*capacity);
   }
-  const std::uint64_t staticBytes = chain.staticBytes();
-  if (staticBytes > budget.capacityBytes)
-    return Status::invalid("--fit " + fit + ": no plan fits in " + budget.capacityText + ": static memory alone is " +
-                           formatBytes(staticBytes) + " (input + parameters + parameter gradients)");
-  budget.budgetBytes = budget.capacityBytes - staticBytes;
-  budget.planner = "budget:" + std::to_string(budget.budgetBytes);
-  return budget;
+  auto budget = budgetForCapacity(chain, capacityBytes, capacityText);
+  if (!budget) return budget.status().withContext("--fit " + fit);
+  return FitBudget{std::move(budget).value(), std::move(capacityText)};
 }
 
-Result<PlanReport> planToFit(const Chain& chain, const FitBudget& budget) {
-  auto report = runPlanner(chain, budget.planner);
-  if (!report)
-    return report.status().withContext("--fit " + budget.capacityText + " (minus " + formatBytes(chain.staticBytes()) +
-                                       " static)");
-  return report;
+Result<PlanReport> planToFit(const Chain& chain, const FitBudget& fit) {
+  return remat::planToFit(chain, fit.budget, "--fit " + fit.capacityText);
 }
 
 }  // namespace remat::cli

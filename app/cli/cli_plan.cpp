@@ -6,7 +6,9 @@
 
 #include "cli.hpp"
 #include "cli_args.hpp"
+#include "remat/base/duration.hpp"
 #include "remat/base/text.hpp"
+#include "remat/exec/device_names.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/report/results_json.hpp"
@@ -18,8 +20,8 @@ struct PlanOptions {
   std::string chainPath;
   std::int64_t batch = 0;
   std::string planner;
-  std::string fit;             // --fit CAPACITY: the budget planner for CAPACITY - static
-  std::string device = "gpu";  // whose available memory --fit device means
+  std::string fit;                     // --fit CAPACITY: the budget planner for CAPACITY - static
+  std::string device{kGpuDeviceName};  // whose available memory --fit device means
   bool json = false;
   PlanningArgs planning;
 };
@@ -31,26 +33,6 @@ struct CompareOptions {
   bool json = false;
   PlanningArgs planning;
 };
-
-std::string formatSeconds(double seconds) {
-  char text[32];
-  if (seconds < 1e-3) {
-    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
-  } else if (seconds < 1.0) {
-    std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
-  } else {
-    std::snprintf(text, sizeof text, "%.2f s", seconds);
-  }
-  return text;
-}
-
-const char* objectiveMeaning(const std::string& objective) {
-  if (objective == "A") return "minimises objective A (all checkpoints alive at the peak)";
-  if (objective == "R") return "minimises objective R (checkpoints up to the segment alive)";
-  if (objective == "E") return "minimises E, the simulated dynamic peak";
-  if (objective == "C") return "the least recompute cost of the plans whose E fits the budget";
-  return "a fixed rule or heuristic";
-}
 
 void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
   out << "chain        " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << ")\n";
@@ -67,7 +49,7 @@ void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
   out << "objective R  " << formatBytes(r.rBytes) << "\n";
   out << "recompute    " << describeRecomputeCost(chain, r.recomputeCost) << ": forward cost of the R and RE ops, "
       << costUnitDescription(chain) << "\n";
-  out << "plan time    " << formatSeconds(r.planSeconds) << "\n";
+  out << "plan time    " << formatDuration(r.planSeconds) << "\n";
 }
 
 void printComparison(const Chain& chain, const std::vector<PlanReport>& results, std::ostream& out) {
@@ -80,10 +62,10 @@ void printComparison(const Chain& chain, const std::vector<PlanReport>& results,
   out << line;
   for (const PlanReport& r : results) {
     std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11zu  %22s  %8s  %10s\n", r.planner.c_str(),
-                  r.objective.c_str(), formatBytes(r.dynamicPeakBytes).c_str(), formatBytes(r.aBytes).c_str(),
-                  formatBytes(r.rBytes).c_str(), r.plan.checkpoints.size(),
+                  std::string(objectiveSymbol(r.objective)).c_str(), formatBytes(r.dynamicPeakBytes).c_str(),
+                  formatBytes(r.aBytes).c_str(), formatBytes(r.rBytes).c_str(), r.plan.checkpoints.size(),
                   formatRecomputeCost(chain, r.recomputeCost).c_str(),
-                  formatRecomputeShare(chain, r.recomputeCost).c_str(), formatSeconds(r.planSeconds).c_str());
+                  formatRecomputeShare(chain, r.recomputeCost).c_str(), formatDuration(r.planSeconds).c_str());
     out << line;
   }
 }
@@ -109,11 +91,11 @@ Status runPlan(const PlanOptions& options, Io& io) {
   if (!result) return result.status();
   if (options.json) {
     nlohmann::json j = planReportToJson(*result, *chain);
-    if (fit) j["capacity_bytes"] = fit->capacityBytes;
+    if (fit) j["capacity_bytes"] = fit->budget.capacityBytes;
     io.out << j.dump() << "\n";
   } else {
     if (fit)
-      io.out << "fit          " << fit->capacityText << ": " << formatBytes(fit->budgetBytes)
+      io.out << "fit          " << fit->capacityText << ": " << formatBytes(fit->budget.budgetBytes)
              << " for the dynamic peak after " << formatBytes(chain->staticBytes()) << " static\n";
     printPlan(*chain, *result, io.out);
   }

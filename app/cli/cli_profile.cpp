@@ -9,6 +9,7 @@
 #include "cli.hpp"
 #include "cli_args.hpp"
 #include "remat/devices/devices.hpp"
+#include "remat/exec/device_names.hpp"
 #include "remat/exec/profiler.hpp"
 #include "remat/input/chain_file.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 struct ProfileArgs {
   std::string chain;
   std::int64_t batch = 0;
-  std::string device = "gpu";
+  std::string device{kGpuDeviceName};
   std::string output;
   int repeats = 5;
   std::uint64_t workspaceCapBytes = 1ull << 30;

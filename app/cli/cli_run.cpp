@@ -19,6 +19,8 @@
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/report/exporters.hpp"
+#include "remat/report/timeline_formats.hpp"
+#include "remat/usecases/measuring.hpp"
 
 namespace remat::cli {
 namespace {
@@ -40,19 +42,12 @@ struct RunArgs {
   PlanningArgs planning;
 };
 
-// The first op whose measured footprint or live-after differs from the prediction, or npos.
-std::size_t firstMismatch(const Timeline& predicted, const Timeline& measured) {
-  if (predicted.entries.size() != measured.entries.size()) return 0;
-  for (std::size_t i = 0; i < predicted.entries.size(); ++i) {
-    const TimelineEntry& p = predicted.entries[i];
-    const TimelineEntry& m = measured.entries[i];
-    if (!(p.op == m.op) || p.footprintBytes != m.footprintBytes || p.liveAfterBytes != m.liveAfterBytes) return i;
-  }
-  return std::string::npos;
-}
-
-void printReport(const Chain& chain, const std::string& planner, const Plan& plan, const std::string& device,
-                 const Simulation& sim, const RunResult& run, bool allOps, std::ostream& out) {
+// The summary (predicted against measured), the step times and the op table.
+void printReport(const Chain& chain, const std::string& planner, const std::string& device,
+                 const MeasuredPlan& measuredPlan, bool allOps, std::ostream& out) {
+  const Simulation& sim = measuredPlan.predicted;
+  const Plan& plan = sim.plan;
+  const RunResult& run = measuredPlan.run;
   const Timeline& predicted = sim.timeline;
   const Timeline& measured = run.timelines.front();
   char line[256];
@@ -61,8 +56,7 @@ void printReport(const Chain& chain, const std::string& planner, const Plan& pla
       << (plan.checkpoints.empty() ? std::string("(no checkpoints: store all)") : formatCheckpointList(plan)) << "\n";
   out << "device       " << device << ", " << run.timelines.size() << " step" << (run.timelines.size() == 1 ? "" : "s")
       << "\n\n";
-  std::uint64_t measuredPeak = 0;
-  for (const Timeline& t : run.timelines) measuredPeak = std::max(measuredPeak, t.dynamicPeakBytes());
+  const std::uint64_t measuredPeak = measuredPlan.check.measuredDynamicPeakBytes;
   std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "", "predicted", "measured");
   out << line;
   std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "dynamic peak", formatBytes(sim.dynamicPeakBytes).c_str(),
@@ -81,9 +75,8 @@ void printReport(const Chain& chain, const std::string& planner, const Plan& pla
     std::snprintf(line, sizeof line, "step %zu       %.3f ms\n", s, 1e3 * run.stepSeconds[s]);
     out << line;
   }
-  std::size_t mismatches = 0;
-  for (const Timeline& t : run.timelines) mismatches += firstMismatch(predicted, t) != std::string::npos;
-  const std::size_t first = firstMismatch(predicted, measured);
+  const std::size_t mismatches = measuredPlan.check.mismatchedSteps();
+  const std::size_t first = measuredPlan.check.firstMismatch.front();
   if (mismatches == 0) {
     out << "memory       every op's measured footprint and live-after equal the prediction, byte for byte\n\n";
   } else {
@@ -109,14 +102,13 @@ void printReport(const Chain& chain, const std::string& planner, const Plan& pla
   if (rows < entries.size()) out << "... " << entries.size() - rows << " more ops (use --ops to print all)\n";
 }
 
-nlohmann::json reportJson(const std::string& planner, const Plan& plan, const std::string& device,
-                          const Simulation& sim, const RunResult& run, const std::string& timelinePath) {
-  std::uint64_t measuredPeak = 0;
-  std::size_t mismatch = std::string::npos;
-  for (const Timeline& t : run.timelines) {
-    measuredPeak = std::max(measuredPeak, t.dynamicPeakBytes());
-    if (mismatch == std::string::npos) mismatch = firstMismatch(sim.timeline, t);
-  }
+nlohmann::json reportJson(const std::string& planner, const std::string& device, const MeasuredPlan& measuredPlan,
+                          const std::string& timelinePath) {
+  const Simulation& sim = measuredPlan.predicted;
+  const Plan& plan = sim.plan;
+  const RunResult& run = measuredPlan.run;
+  const std::uint64_t measuredPeak = measuredPlan.check.measuredDynamicPeakBytes;
+  const std::size_t mismatch = measuredPlan.check.firstMismatchOfAnyStep();
   nlohmann::json j = {{"planner", planner},
                       {"checkpoints", plan.checkpoints},
                       {"device", device},
@@ -148,7 +140,7 @@ Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device,
     if (!budget) return budget.status();
     auto planned = planToFit(chain, *budget);
     if (!planned) return planned.status();
-    planner = budget->planner;
+    planner = budget->budget.planner;
     return planned->plan;
   }
   auto parsed = parseCheckpointList(args.checkpoints);
@@ -191,34 +183,27 @@ Status runRun(const RunArgs& args, Io& io) {
   auto chosen = choosePlan(args, chain, **device, planner, io);
   if (!chosen) return chosen.status();
   const Plan plan = std::move(chosen).value();
-  auto sim = simulate(chain, plan);
-  if (!sim) return sim.status();
-  sim->timeline.planner = planner;
-  REMAT_RETURN_IF_ERROR((*device)->checkFits(sim->peakBytes()));
-  InterpreterOptions init;
-  init.seed = args.seed;
-  auto interpreter = Interpreter::create(chain, **device, init);
-  if (!interpreter) return interpreter.status();
   TerminalProgress progress(io.err, io.errIsTerminal && !args.json);
-  RunOptions options;
+  MeasureOptions options;
   options.steps = args.steps;
   options.planner = planner;
+  options.seed = args.seed;
   options.progress = [&progress](const RunProgress& p) { progress.update(p); };
-  auto run = (*interpreter)->run(plan, options);
+  auto measured = measurePlan(**device, chain, plan, options);
   progress.finish();
-  if (!run) return run.status();
+  if (!measured) return measured.status();
 
   if (!args.timeline.empty()) {
-    std::vector<Timeline> timelines = {sim->timeline};
-    timelines.insert(timelines.end(), run->timelines.begin(), run->timelines.end());
+    std::vector<Timeline> timelines = {measured->predicted.timeline};
+    timelines.insert(timelines.end(), measured->run.timelines.begin(), measured->run.timelines.end());
     REMAT_RETURN_IF_ERROR(writeTimelines(args.timeline, timelines, timelineWrite).withContext("--timeline"));
   }
   if (args.json) {
-    nlohmann::json report = reportJson(planner, plan, (*device)->name(), *sim, *run, args.timeline);
+    nlohmann::json report = reportJson(planner, (*device)->name(), *measured, args.timeline);
     report["fitted_workspace_layers"] = fit->raisedLayers;
     io.out << report.dump(2) << "\n";
   } else {
-    printReport(chain, planner, plan, (*device)->describe(), *sim, *run, args.allOps, io.out);
+    printReport(chain, planner, (*device)->describe(), *measured, args.allOps, io.out);
     printFittedWorkspaces(*fit, (*device)->name(), io.out);
     if (!args.timeline.empty()) io.out << "wrote " << args.timeline << " (predicted + measured timelines)\n";
   }
@@ -232,7 +217,7 @@ void addRunCommands(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "run", "Execute training steps of a plan on a device and measure the memory it really allocates, op by op");
   addChainArgument(cmd, args->chain, args->batch);
-  cmd->add_option("--planner", args->planner, "Planner whose plan to run (none, sqrt, greedy, uniform:K, dp, ...)");
+  cmd->add_option("--planner", args->planner, "Planner whose plan to run: one of " + validPlannerNames());
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");
   cmd->add_option("--fit", args->fit,
@@ -242,8 +227,7 @@ void addRunCommands(CLI::App& app, Action& action) {
   cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")
       ->capture_default_str()
       ->check(wholeNumberIn(1, kMaxRunSteps));
-  cmd->add_option("--timeline", args->timeline,
-                  "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
+  cmd->add_option("--timeline", args->timeline, "Write the predicted and measured timelines: " + timelineFormatsHelp());
   cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
       ->capture_default_str()
       ->check(wholeNumberIn(0, UINT64_MAX));

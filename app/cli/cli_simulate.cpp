@@ -9,6 +9,7 @@
 #include "remat/planners/planners.hpp"
 #include "remat/report/exporters.hpp"
 #include "remat/report/results_json.hpp"
+#include "remat/report/timeline_formats.hpp"
 
 namespace remat::cli {
 namespace {
@@ -64,7 +65,7 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
       ->required();
   cmd->add_option("--timeline", options->timeline,
-                  "Write the predicted timeline (modelled op times): .csv, .trace.json (Chrome/Perfetto) or .json");
+                  "Write the predicted timeline (modelled op times): " + timelineFormatsHelp());
   cmd->add_flag("--json", options->json, "Print JSON as in docs/formats.md");
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
   cmd->callback([options, &action] {

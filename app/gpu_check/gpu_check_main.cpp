@@ -24,6 +24,9 @@
 #include "remat/memory/simulator.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/usecases/chain_source.hpp"
+#include "remat/usecases/measuring.hpp"
+#include "remat/usecases/planning.hpp"
 
 namespace {
 
@@ -118,16 +121,6 @@ struct PlanRow {
 
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-bool sameAsPredicted(const Timeline& measured, const Timeline& predicted) {
-  if (measured.entries.size() != predicted.entries.size()) return false;
-  for (std::size_t i = 0; i < measured.entries.size(); ++i) {
-    const TimelineEntry& m = measured.entries[i];
-    const TimelineEntry& p = predicted.entries[i];
-    if (!(m.op == p.op) || m.footprintBytes != p.footprintBytes || m.liveAfterBytes != p.liveAfterBytes) return false;
-  }
-  return true;
-}
-
 // The uniform:K with the lowest predicted dynamic peak (the smallest K among ties).
 Result<PlanReport> bestUniform(const Chain& chain) {
   std::optional<PlanReport> best;
@@ -144,26 +137,26 @@ PlanRow runOne(const Chain& chain, gpu::CudaDevice& device, Interpreter& interpr
   PlanRow row;
   row.planner = planned.planner;
   row.checkpoints = formatCheckpointList(planned.plan);
-  auto sim = simulate(chain, planned.plan);
-  if (!sim) {
-    row.error = sim.status().message();
+  auto predicted = scorePlan(chain, planned.plan, planned.planner);
+  if (!predicted) {
+    row.error = predicted.status().message();
     return row;
   }
-  row.predictedPeakBytes = sim->peakBytes();
+  row.predictedPeakBytes = predicted->peakBytes();
   gpu::CudaAllocator& allocator = device.cudaAllocator();
   Status status = allocator.trim();
-  if (status) status = device.checkFits(sim->peakBytes());
-  if (status) status = allocator.beginLongWindow();
+  if (status) status = device.checkFits(predicted->peakBytes());
   if (!status) {
     row.error = status.message();
     return row;
   }
-  RunOptions options;
+  MeasureOptions options;
   options.steps = steps;
   options.planner = planned.planner;
-  auto run = interpreter.run(planned.plan, options);
-  if (!run) {
-    row.error = run.status().message();
+  options.beforeRun = [&allocator] { return allocator.beginLongWindow(); };
+  auto measured = runPredictedPlan(interpreter, std::move(predicted).value(), options);
+  if (!measured) {
+    row.error = measured.status().message();
     return row;
   }
   auto pool = allocator.longWindowStats();
@@ -171,26 +164,22 @@ PlanRow runOne(const Chain& chain, gpu::CudaDevice& device, Interpreter& interpr
     row.error = pool.status().message();
     return row;
   }
-  row.labelBytes = run->labelBytes;
-  row.exactPerOp = true;
-  std::uint64_t footprint = 0;
-  for (const Timeline& t : run->timelines) {
-    row.exactPerOp = row.exactPerOp && sameAsPredicted(t, sim->timeline);
-    footprint = std::max(footprint, t.dynamicPeakBytes());
-  }
-  row.countedPeakBytes = run->staticBytes + footprint;
+  const RunResult& run = measured->run;
+  row.labelBytes = run.labelBytes;
+  row.exactPerOp = measured->check.matches();
+  row.countedPeakBytes = run.staticBytes + measured->check.measuredDynamicPeakBytes;
   if (auto info = gpu::queryDeviceMemory()) {
     const std::uint64_t used = info->totalBytes - info->freeBytes;
     row.deviceUsedBytes = used > baselineUsedBytes ? used - baselineUsedBytes : 0;
   }
   row.poolUsedHighBytes = pool->usedHighBytes;
   row.poolReservedHighBytes = pool->reservedHighBytes;
-  const double measured = static_cast<double>(pool->usedHighBytes) - static_cast<double>(run->labelBytes);
-  row.errorPercent =
-      100.0 * (measured - static_cast<double>(row.predictedPeakBytes)) / static_cast<double>(row.predictedPeakBytes);
+  const double measuredBytes = static_cast<double>(pool->usedHighBytes) - static_cast<double>(run.labelBytes);
+  row.errorPercent = 100.0 * (measuredBytes - static_cast<double>(row.predictedPeakBytes)) /
+                     static_cast<double>(row.predictedPeakBytes);
   std::vector<double> ms;
-  for (std::size_t i = run->stepSeconds.size() > 1 ? 1 : 0; i < run->stepSeconds.size(); ++i)
-    ms.push_back(1000.0 * run->stepSeconds[i]);
+  for (std::size_t i = run.stepSeconds.size() > 1 ? 1 : 0; i < run.stepSeconds.size(); ++i)
+    ms.push_back(1000.0 * run.stepSeconds[i]);
   row.stepMs = medianOf(ms);
   return row;
 }
@@ -207,9 +196,7 @@ Result<ProfiledChain> profileModel(const std::string& model, const Args& args,
   ZooOptions zoo;
   zoo.batch = args.batch;
   zoo.resolution = args.resolution;
-  auto spec = zooChain(model, zoo);
-  if (!spec) return spec.status();
-  auto unprofiled = buildChain(*spec);
+  auto unprofiled = openZooChain(model, zoo);
   if (!unprofiled) return unprofiled.status();
   gpu::CudaDeviceOptions profileOptions = deviceOptions;
   profileOptions.workspacePolicy = gpu::WorkspacePolicy::Profile;

@@ -17,6 +17,7 @@
 #include "views/compare_model.hpp"
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
+#include "window/file_controller.hpp"
 #include "window/main_window.hpp"
 
 namespace remat::gui {
@@ -28,7 +29,7 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
   window.show();
   // The opening plan is store-all, so applying linear's is a change that undo takes back.
   ASSERT_TRUE(window.plannerPicker()->setPlannerName(QStringLiteral("none")));
-  ASSERT_TRUE(window.loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 16, .resolution = 96}).isOk());
+  ASSERT_TRUE(window.files()->loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 16, .resolution = 96}).isOk());
   CompareView* compare = window.compareView();
   EXPECT_EQ(compare->picker(0)->plannerName(), QStringLiteral("dp"));
   EXPECT_EQ(compare->picker(1)->plannerName(), QStringLiteral("linear"));
@@ -60,7 +61,7 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
   const Plan linearPlan = compare->model()->entries()[1].planned->report.plan;
   QTest::mouseClick(compare->applyButton(1), Qt::LeftButton);
   EXPECT_EQ(window.document()->plan(), linearPlan);
-  EXPECT_EQ(window.document()->planSource(), QStringLiteral("linear"));
+  EXPECT_EQ(window.document()->planner(), QStringLiteral("linear"));
   EXPECT_EQ(window.tabs()->currentIndex(), 0);
   EXPECT_EQ(window.planView()->summaryText("peak"),
             compare->model()->data(compare->model()->index(1, CompareTableModel::Peak)).toString());
@@ -72,7 +73,8 @@ TEST(CompareView, OtherPlannersCompareAndAChainEditMakesTheComparisonStale) {
   MainWindow window;
   window.resize(1200, 800);
   window.show();
-  ASSERT_TRUE(window.openChainFile(QStringLiteral(REMAT_SOURCE_DIR "/resources/examples/small_cnn.json")).isOk());
+  ASSERT_TRUE(
+      window.files()->openChainFile(QStringLiteral(REMAT_SOURCE_DIR "/resources/examples/small_cnn.json")).isOk());
   CompareView* compare = window.compareView();
   ASSERT_TRUE(compare->picker(0)->setPlannerName(QStringLiteral("uniform:3")));
   ASSERT_TRUE(compare->picker(1)->setPlannerName(QStringLiteral("optimal")));
@@ -99,7 +101,7 @@ TEST(CompareView, ZoomIsSharedByBothCharts) {
   window.resize(1400, 900);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
-  ASSERT_TRUE(window.loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 4, .resolution = 64}).isOk());
+  ASSERT_TRUE(window.files()->loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 4, .resolution = 64}).isOk());
   CompareView* compare = window.compareView();
   window.tabs()->setCurrentWidget(compare);
   ASSERT_TRUE(window.jobs()->waitForIdle(60000));

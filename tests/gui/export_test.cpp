@@ -18,6 +18,9 @@
 #include "remat/report/exporters.hpp"
 #include "views/message_bar.hpp"
 #include "views/plan_view.hpp"
+#include "window/export_controller.hpp"
+#include "window/file_controller.hpp"
+#include "window/plan_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -33,15 +36,15 @@ class ExportTest : public test::MainWindowFixture {
   void SetUp() override {
     MainWindowFixture::SetUp();
     ASSERT_FALSE(HasFatalFailure());
-    ASSERT_TRUE(window_.loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
+    ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
   }
 };
 
 TEST_F(ExportTest, PlanJsonHasTheFieldsOfRematPlanJson) {
-  window_.runPlanner(QStringLiteral("dp"));
+  window_.plans()->runPlanner(QStringLiteral("dp"));
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
-  ASSERT_EQ(window_.document()->planSource(), QStringLiteral("dp"));
-  ASSERT_TRUE(window_.exportPlanJson(path("plan.json")).isOk());
+  ASSERT_EQ(window_.document()->planner(), QStringLiteral("dp"));
+  ASSERT_TRUE(window_.exports()->exportPlanJson(path("plan.json")).isOk());
   const nlohmann::json json = readJson(path("plan.json"));
   ASSERT_FALSE(json.is_discarded());
   Result<PlanReport> expected = runPlanner(window_.document()->chain(), "dp");
@@ -60,7 +63,7 @@ TEST_F(ExportTest, PlanJsonHasTheFieldsOfRematPlanJson) {
 
 TEST_F(ExportTest, AHandEditedPlanExportsAsManualWithObjectiveE) {
   ASSERT_TRUE(window_.document()->toggleCheckpoint(3).isOk());
-  ASSERT_TRUE(window_.exportPlanJson(path("manual.json")).isOk());
+  ASSERT_TRUE(window_.exports()->exportPlanJson(path("manual.json")).isOk());
   const nlohmann::json json = readJson(path("manual.json"));
   EXPECT_EQ(json.at("planner"), "manual");
   EXPECT_EQ(json.at("objective"), "-");
@@ -82,7 +85,7 @@ TEST_F(ExportTest, TimelinesWriteAndReadBack) {
   ASSERT_TRUE(window_.document()->applyPlan(Plan{{2, 5}}, QStringLiteral("manual")).isOk());
   const Timeline& predicted = window_.document()->simulation().timeline;
   for (const char* name : {"predicted.csv", "predicted.json", "predicted.trace.json"})
-    ASSERT_TRUE(window_.exportPredictedTimeline(path(name)).isOk()) << name;
+    ASSERT_TRUE(window_.exports()->exportPredictedTimeline(path(name)).isOk()) << name;
   for (const char* name : {"predicted.csv", "predicted.json"}) {
     Result<std::vector<Timeline>> read = readTimelines(path(name).toStdString());
     ASSERT_TRUE(read.isOk()) << read.status().message();
@@ -105,32 +108,32 @@ TEST_F(ExportTest, TimelinesWriteAndReadBack) {
   EXPECT_EQ(opEvents, predicted.entries.size());
 
   // A timeline file opens as the measured overlay, and exports next to the prediction.
-  ASSERT_TRUE(window_.openMeasuredTimeline(path("predicted.json")).isOk());
+  ASSERT_TRUE(window_.files()->openMeasuredTimeline(path("predicted.json")).isOk());
   ASSERT_TRUE(window_.document()->measured().has_value());
   expectSameOps(*window_.document()->measured(), predicted);
-  ASSERT_TRUE(window_.exportMeasuredTimeline(path("both.csv")).isOk());
+  ASSERT_TRUE(window_.exports()->exportMeasuredTimeline(path("both.csv")).isOk());
   Result<std::vector<Timeline>> both = readTimelines(path("both.csv").toStdString());
   ASSERT_TRUE(both.isOk()) << both.status().message();
   EXPECT_EQ(both->size(), 2u);
 
   // Bad names and bad files are errors with the exporter's or the reader's message.
-  EXPECT_FALSE(window_.exportPredictedTimeline(path("timeline.txt")).isOk());
+  EXPECT_FALSE(window_.exports()->exportPredictedTimeline(path("timeline.txt")).isOk());
   QFile bad(path("bad.csv"));
   ASSERT_TRUE(bad.open(QIODevice::WriteOnly));
   bad.write("planner,run\nx,1\n");
   bad.close();
-  EXPECT_FALSE(window_.openMeasuredTimeline(path("bad.csv")).isOk());
+  EXPECT_FALSE(window_.files()->openMeasuredTimeline(path("bad.csv")).isOk());
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("bad.csv")));
   ASSERT_TRUE(window_.document()->measured().has_value());  // the earlier overlay stays
 }
 
 TEST_F(ExportTest, ChartPngAndSvgParseBack) {
-  ASSERT_TRUE(window_.exportChartPng(path("chart.png")).isOk());
+  ASSERT_TRUE(window_.exports()->exportChartPng(path("chart.png")).isOk());
   const QImage image(path("chart.png"));
   ASSERT_FALSE(image.isNull());
   const QSize expected = window_.planView()->chart()->size() * window_.planView()->chart()->devicePixelRatio();
   EXPECT_EQ(image.size(), expected);
-  ASSERT_TRUE(window_.exportChartSvg(path("chart.svg")).isOk());
+  ASSERT_TRUE(window_.exports()->exportChartSvg(path("chart.svg")).isOk());
   QSvgRenderer svg(path("chart.svg"));
   EXPECT_TRUE(svg.isValid());
   QFile file(path("chart.svg"));
@@ -139,38 +142,38 @@ TEST_F(ExportTest, ChartPngAndSvgParseBack) {
   EXPECT_TRUE(text.contains("<svg"));
   EXPECT_TRUE(text.contains("memory (")) << "the axis title is text in the SVG";
   // Unwritable paths are errors, not crashes.
-  EXPECT_FALSE(window_.exportChartPng(path("missing/dir/chart.png")).isOk());
-  EXPECT_FALSE(window_.exportPlanJson(path("missing/dir/plan.json")).isOk());
+  EXPECT_FALSE(window_.exports()->exportChartPng(path("missing/dir/chart.png")).isOk());
+  EXPECT_FALSE(window_.exports()->exportPlanJson(path("missing/dir/plan.json")).isOk());
 }
 
 TEST_F(ExportTest, SavedChainLoadsBackTheSame) {
   ASSERT_TRUE(window_.document()->toggleCheckpoint(2).isOk());
   EXPECT_TRUE(window_.isWindowModified() || !window_.document()->undoStack()->isClean());
-  ASSERT_TRUE(window_.saveChain(path("resnet18.json")).isOk());
+  ASSERT_TRUE(window_.files()->saveChain(path("resnet18.json")).isOk());
   EXPECT_TRUE(window_.document()->undoStack()->isClean());
   EXPECT_EQ(window_.document()->filePath(), path("resnet18.json"));
   Result<Chain> loaded = loadChainFile(path("resnet18.json").toStdString());
   ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
   EXPECT_EQ(chainSpecToText(loaded->spec), chainSpecToText(window_.document()->chain().spec));
   EXPECT_EQ(loaded->staticBytes(), window_.document()->chain().staticBytes());
-  EXPECT_TRUE(window_.recentFiles().contains(path("resnet18.json")));
+  EXPECT_TRUE(window_.files()->recentFiles().contains(path("resnet18.json")));
 }
 
 TEST_F(ExportTest, ExportsNeverReplaceTheOpenChainFile) {
   // Issue 15: every writer goes through writeFileAtomically, which refuses the command's inputs.
-  ASSERT_TRUE(window_.saveChain(path("open.json")).isOk());
+  ASSERT_TRUE(window_.files()->saveChain(path("open.json")).isOk());
   const std::string before = chainSpecToText(window_.document()->chain().spec);
   const QString open = path("open.json");
-  EXPECT_FALSE(window_.exportPredictedTimeline(open).isOk());
+  EXPECT_FALSE(window_.exports()->exportPredictedTimeline(open).isOk());
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("a file this command reads")))
       << window_.messageBar()->text().toStdString();
-  EXPECT_FALSE(window_.exportPlanJson(open).isOk());
-  EXPECT_FALSE(window_.exportChartPng(open).isOk());
-  EXPECT_FALSE(window_.exportChartSvg(open).isOk());
+  EXPECT_FALSE(window_.exports()->exportPlanJson(open).isOk());
+  EXPECT_FALSE(window_.exports()->exportChartPng(open).isOk());
+  EXPECT_FALSE(window_.exports()->exportChartSvg(open).isOk());
   Result<Chain> still = loadChainFile(open.toStdString());
   ASSERT_TRUE(still.isOk()) << still.status().message();
   EXPECT_EQ(chainSpecToText(still->spec), before);
-  EXPECT_TRUE(window_.saveChain(open).isOk());  // Save itself replaces it, as asked
+  EXPECT_TRUE(window_.files()->saveChain(open).isOk());  // Save itself replaces it, as asked
 }
 
 }  // namespace

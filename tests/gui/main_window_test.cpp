@@ -21,6 +21,8 @@
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
 #include "window/app_options.hpp"
+#include "window/file_controller.hpp"
+#include "window/plan_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -47,23 +49,23 @@ bool dropOnto(MainWindow& window, const QString& path) {
 class MainWindowTest : public test::MainWindowFixture {};
 
 TEST_F(MainWindowTest, ABadChainFileShowsTheLoadersMessageAndKeepsTheChain) {
-  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
   const std::string before = chainSpecToText(window_.document()->chain().spec);
   const QString bad = dir_.filePath(QStringLiteral("bad.json"));
   writeText(bad, R"({"format": "remat-chain/1", "name": "bad", "input": {"shape": [2, 3, 8, 8]},
                    "layers": [{"name": "c", "kind": "conv2d", "kernel": 3}]})");
-  const Status status = window_.openChainFile(bad);
+  const Status status = window_.files()->openChainFile(bad);
   ASSERT_FALSE(status.isOk());
   EXPECT_TRUE(window_.messageBar()->isError());
   EXPECT_EQ(window_.messageBar()->text(), QString::fromStdString(status.message()));
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("out_channels")));
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("bad.json")));
   EXPECT_EQ(chainSpecToText(window_.document()->chain().spec), before);
-  EXPECT_FALSE(window_.openChainFile(dir_.filePath(QStringLiteral("missing.json"))).isOk());
+  EXPECT_FALSE(window_.files()->openChainFile(dir_.filePath(QStringLiteral("missing.json"))).isOk());
   writeText(bad, "{not json");
-  EXPECT_FALSE(window_.openChainFile(bad).isOk());
-  EXPECT_FALSE(window_.loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 2, .resolution = 4}).isOk());
-  EXPECT_FALSE(window_.loadZoo(QStringLiteral("no_such_model"), ZooOptions{}).isOk());
+  EXPECT_FALSE(window_.files()->openChainFile(bad).isOk());
+  EXPECT_FALSE(window_.files()->loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 2, .resolution = 4}).isOk());
+  EXPECT_FALSE(window_.files()->loadZoo(QStringLiteral("no_such_model"), ZooOptions{}).isOk());
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("no_such_model")));
   EXPECT_EQ(chainSpecToText(window_.document()->chain().spec), before);
 }
@@ -75,14 +77,14 @@ TEST_F(MainWindowTest, DroppingAChainFileOpensIt) {
   ASSERT_TRUE(window_.document()->hasChain()) << window_.messageBar()->text().toStdString();
   EXPECT_EQ(window_.document()->chain().name, "small_cnn");
   EXPECT_EQ(window_.document()->filePath(), path);
-  EXPECT_TRUE(window_.recentFiles().contains(path));
+  EXPECT_TRUE(window_.files()->recentFiles().contains(path));
   EXPECT_TRUE(window_.windowTitle().contains(QStringLiteral("dropped.json")));
 }
 
 TEST_F(MainWindowTest, ADroppedHostileJsonFileIsRefusedNotThrown) {
   // Issue 15: the drop sniffed the file with nlohmann-json's value("format", ...), which throws on
   // a format that is not a string; deep nesting and huge files reached the parser unchecked.
-  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
   for (const char* text : {R"({"format": 5})", R"({"format": "remat-chain/1", "layers": [[[[[[[[[[]]]]]]]]]]})",
                            "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"}) {
     const QString path = dir_.filePath(QStringLiteral("hostile.json"));
@@ -100,21 +102,21 @@ TEST_F(MainWindowTest, ADroppedHostileJsonFileIsRefusedNotThrown) {
 }
 
 TEST_F(MainWindowTest, NewChainIsEditableAndThePlannerRunsInTheBackground) {
-  ASSERT_TRUE(window_.newChain().isOk());
+  ASSERT_TRUE(window_.files()->newChain().isOk());
   EXPECT_GT(window_.document()->chain().size(), 3u);
-  window_.runPlanner(QStringLiteral("optimal"));
+  window_.plans()->runPlanner(QStringLiteral("optimal"));
   EXPECT_TRUE(window_.jobs()->isRunning(JobChannel::Plan));
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("optimal"));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("optimal"));
   EXPECT_EQ(window_.document()->undoStack()->count(), 1);
   EXPECT_EQ(window_.planView()->summaryText("plan"), QStringLiteral("optimal"));
 }
 
 TEST_F(MainWindowTest, AnOpenedChainShowsThePickedPlannersPlanWithoutAnEdit) {
   ASSERT_TRUE(window_.plannerPicker()->setPlannerName(QStringLiteral("linear")));
-  ASSERT_TRUE(window_.loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
+  ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("linear"));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("linear"));
   EXPECT_FALSE(window_.document()->plan().checkpoints.empty());
   EXPECT_EQ(window_.planView()->summaryText("plan"), QStringLiteral("linear"));
   // The opening plan is not an edit: nothing to undo, the chain is unmodified.
@@ -122,9 +124,9 @@ TEST_F(MainWindowTest, AnOpenedChainShowsThePickedPlannersPlanWithoutAnEdit) {
   EXPECT_FALSE(window_.isWindowModified());
 
   ASSERT_TRUE(window_.plannerPicker()->setPlannerName(QStringLiteral("optimal")));
-  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("optimal"));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("optimal"));
   EXPECT_EQ(window_.document()->undoStack()->count(), 0);
 }
 
@@ -135,7 +137,7 @@ TEST_F(MainWindowTest, TheScreenshotIsTheWindowsSizeAndNotBlank) {
        QStringLiteral("linear"), QStringLiteral("--screenshot"), dir_.filePath(QStringLiteral("shot.png"))});
   ASSERT_TRUE(options.isOk()) << options.status().message();
   ASSERT_TRUE(applyAppOptions(window_, *options).isOk());
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("linear"));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("linear"));
   ASSERT_TRUE(writeScreenshot(window_, options->screenshotPath).isOk());
   const QImage image(options->screenshotPath);
   ASSERT_FALSE(image.isNull());
@@ -194,19 +196,19 @@ const QString kOnnxModel = QStringLiteral(REMAT_TEST_DATA_DIR "/onnx/resnet18_tr
 TEST_F(MainWindowTest, OnnxModelsOpenAtTheBatchField) {
   if (!onnxImportAvailable()) GTEST_SKIP() << "built without ONNX (REMAT_WITH_ONNX=OFF)";
   window_.onnxBatch()->setValue(0);
-  ASSERT_FALSE(window_.openChainFile(kOnnxModel).isOk());  // a symbolic batch, "as exported"
+  ASSERT_FALSE(window_.files()->openChainFile(kOnnxModel).isOk());  // a symbolic batch, "as exported"
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("the batch dimension is symbolic ('batch')")));
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("'ONNX batch' field")));
   window_.onnxBatch()->setValue(4);
-  ASSERT_TRUE(window_.openChainFile(kOnnxModel).isOk()) << window_.messageBar()->text().toStdString();
+  ASSERT_TRUE(window_.files()->openChainFile(kOnnxModel).isOk()) << window_.messageBar()->text().toStdString();
   EXPECT_EQ(window_.document()->chain().size(), 14u);
   EXPECT_EQ(window_.document()->chain().inputShape, (Shape{4, 3, 64, 64}));
   EXPECT_EQ(window_.document()->chain().layers[4].name, "layer1.0");
   EXPECT_TRUE(window_.document()->filePath().isEmpty());  // Save writes a chain file, never the model
-  EXPECT_TRUE(window_.recentFiles().contains(kOnnxModel));
+  EXPECT_TRUE(window_.files()->recentFiles().contains(kOnnxModel));
   window_.onnxBatch()->setValue(6);
   EXPECT_EQ(window_.document()->chain().inputShape.at(0), 6);
-  ASSERT_TRUE(window_.newChain().isOk());
+  ASSERT_TRUE(window_.files()->newChain().isOk());
   window_.onnxBatch()->setValue(2);  // no ONNX model open: nothing to re-import
   EXPECT_EQ(window_.document()->chain().name, "new_chain");
 }

@@ -20,7 +20,10 @@
 #include "views/message_bar.hpp"
 #include "views/plan_view.hpp"
 #include "window/app_options.hpp"
+#include "window/export_controller.hpp"
+#include "window/file_controller.hpp"
 #include "window/main_window.hpp"
+#include "window/measure_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -41,7 +44,7 @@ TEST(Run, MeasuresThePlanOnTheCpuAndOverlaysIt) {
   window.show();
   window.document()->resetChain(tinyCnn(), QString());
   ASSERT_TRUE(window.document()->applyPlan(Plan{{3, 9}}, QStringLiteral("manual")).isOk());
-  window.measure(QStringLiteral("cpu"));
+  window.measuring()->measure(QStringLiteral("cpu"));
   EXPECT_TRUE(window.jobs()->isRunning(JobChannel::Run));
   ASSERT_TRUE(window.jobs()->waitForIdle(120000));
   ASSERT_TRUE(window.document()->measured().has_value()) << window.messageBar()->text().toStdString();
@@ -62,10 +65,10 @@ TEST(Run, MeasuresThePlanOnTheCpuAndOverlaysIt) {
 
   // What was measured exports with the prediction and opens again as the overlay.
   QTemporaryDir dir;
-  ASSERT_TRUE(window.exportMeasuredTimeline(dir.filePath(QStringLiteral("run.csv"))).isOk());
+  ASSERT_TRUE(window.exports()->exportMeasuredTimeline(dir.filePath(QStringLiteral("run.csv"))).isOk());
   const Timeline before = measured;
   window.document()->setMeasured(std::nullopt);
-  ASSERT_TRUE(window.openMeasuredTimeline(dir.filePath(QStringLiteral("run.csv"))).isOk());
+  ASSERT_TRUE(window.files()->openMeasuredTimeline(dir.filePath(QStringLiteral("run.csv"))).isOk());
   ASSERT_TRUE(window.document()->measured().has_value());
   EXPECT_EQ(window.document()->measured()->source, "cpu");
   ASSERT_EQ(window.document()->measured()->entries.size(), before.entries.size());
@@ -77,7 +80,7 @@ TEST(Run, ACancelledRunLeavesNoMeasurement) {
   MainWindow window;
   window.document()->resetChain(tinyCnn(), QString());
   QSignalSpy finished(window.jobs(), &JobRunner::finished);
-  window.measure(QStringLiteral("cpu"));
+  window.measuring()->measure(QStringLiteral("cpu"));
   window.jobs()->cancel(JobChannel::Run);
   EXPECT_FALSE(window.jobs()->isBusy());
   window.jobs()->shutdown();  // let the worker finish its step; its answer is dropped
@@ -93,7 +96,7 @@ TEST(Run, TheStatusBarShowsTheOpCountAndALabelledCancel) {
   MainWindow window;
   window.document()->resetChain(tinyCnn(), QString());
   QSignalSpy progress(window.jobs(), &JobRunner::progress);
-  window.measure(QStringLiteral("cpu"));
+  window.measuring()->measure(QStringLiteral("cpu"));
   ASSERT_TRUE(window.jobs()->waitForIdle(120000));
   QStringList texts;
   for (const QList<QVariant>& args : progress) texts << args.at(2).toString();
@@ -125,7 +128,7 @@ TEST(Run, TheMeasureOptionMeasuresOnStart) {
 TEST(Run, AnUnknownDeviceIsAnError) {
   MainWindow window;
   window.document()->resetChain(tinyCnn(), QString());
-  window.measure(QStringLiteral("tpu"));
+  window.measuring()->measure(QStringLiteral("tpu"));
   EXPECT_FALSE(window.jobs()->isBusy());
   EXPECT_TRUE(window.messageBar()->isError());
   EXPECT_TRUE(window.messageBar()->text().contains(QStringLiteral("tpu")));

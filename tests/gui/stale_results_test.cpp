@@ -22,6 +22,9 @@
 #include "views/layer_panel.hpp"
 #include "views/message_bar.hpp"
 #include "views/plan_view.hpp"
+#include "window/export_controller.hpp"
+#include "window/file_controller.hpp"
+#include "window/measure_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -38,7 +41,7 @@ Chain tinyCnn() {
 class StaleResultsTest : public test::MainWindowFixture {
  protected:
   void measureOnCpu() {
-    window_.measure(QStringLiteral("cpu"));
+    window_.measuring()->measure(QStringLiteral("cpu"));
     ASSERT_TRUE(window_.jobs()->waitForIdle(120000));
     ASSERT_TRUE(window_.document()->measured().has_value()) << window_.messageBar()->text().toStdString();
   }
@@ -66,7 +69,7 @@ TEST_F(StaleResultsTest, AnEditMakesTheMeasurementStaleAndUndoMakesItCurrentAgai
   EXPECT_TRUE(measuredLegend().first().contains(QStringLiteral("stale"))) << measuredLegend().first().toStdString();
   EXPECT_TRUE(measuredLegend().first().contains(QStringLiteral("linear")));
   EXPECT_FALSE(window_.action(QStringLiteral("exportMeasured"))->isEnabled());
-  const Status refused = window_.exportMeasuredTimeline(path("mixed.csv"));
+  const Status refused = window_.exports()->exportMeasuredTimeline(path("mixed.csv"));
   ASSERT_FALSE(refused.isOk());
   EXPECT_TRUE(QString::fromStdString(refused.message()).contains(QStringLiteral("linear")));
   EXPECT_FALSE(QFile::exists(path("mixed.csv")));
@@ -76,7 +79,7 @@ TEST_F(StaleResultsTest, AnEditMakesTheMeasurementStaleAndUndoMakesItCurrentAgai
   document()->undoStack()->undo();
   EXPECT_TRUE(document()->measuredIsCurrent());
   EXPECT_TRUE(window_.action(QStringLiteral("exportMeasured"))->isEnabled());
-  ASSERT_TRUE(window_.exportMeasuredTimeline(path("both.csv")).isOk());
+  ASSERT_TRUE(window_.exports()->exportMeasuredTimeline(path("both.csv")).isOk());
   Result<std::vector<Timeline>> both = readTimelines(path("both.csv").toStdString());
   ASSERT_TRUE(both.isOk()) << both.status().message();
   ASSERT_EQ(both->size(), 2u);
@@ -113,7 +116,7 @@ TEST_F(StaleResultsTest, AMeasurementOfAnOlderPlanLeavesTheChainAlone) {
   ASSERT_TRUE(document()->applyPlan(Plan{{3, 9}}, QStringLiteral("linear")).isOk());
   const std::string before = chainSpecToJson(document()->chain().spec).dump();
   const int edits = document()->undoStack()->count();
-  window_.measure(QStringLiteral("cpu"));
+  window_.measuring()->measure(QStringLiteral("cpu"));
   ASSERT_TRUE(document()->toggleCheckpoint(6).isOk());  // while the run goes (its result is queued)
   ASSERT_TRUE(window_.jobs()->waitForIdle(120000));
   ASSERT_TRUE(document()->measured().has_value()) << window_.messageBar()->text().toStdString();
@@ -129,20 +132,20 @@ TEST_F(StaleResultsTest, AMeasurementOfAnOlderPlanLeavesTheChainAlone) {
 TEST_F(StaleResultsTest, ATimelineFileOfAnotherPlanOpensAsStale) {
   document()->resetChain(tinyCnn(), QString());
   measureOnCpu();
-  ASSERT_TRUE(window_.exportMeasuredTimeline(path("run.csv")).isOk());
+  ASSERT_TRUE(window_.exports()->exportMeasuredTimeline(path("run.csv")).isOk());
   ASSERT_TRUE(document()->applyPlan(Plan{{3, 9}}, QStringLiteral("dp")).isOk());
-  ASSERT_TRUE(window_.openMeasuredTimeline(path("run.csv")).isOk());
+  ASSERT_TRUE(window_.files()->openMeasuredTimeline(path("run.csv")).isOk());
   EXPECT_FALSE(document()->measuredIsCurrent());
   EXPECT_TRUE(window_.messageBar()->text().contains(QStringLiteral("stale")));
-  EXPECT_FALSE(window_.exportMeasuredTimeline(path("mixed.csv")).isOk());
+  EXPECT_FALSE(window_.exports()->exportMeasuredTimeline(path("mixed.csv")).isOk());
   // Back on the plan it measured (store everything), the same file is current.
   ASSERT_TRUE(document()->applyPlan(Plan{}, QStringLiteral("none")).isOk());
-  ASSERT_TRUE(window_.openMeasuredTimeline(path("run.csv")).isOk());
+  ASSERT_TRUE(window_.files()->openMeasuredTimeline(path("run.csv")).isOk());
   EXPECT_TRUE(document()->measuredIsCurrent());
 }
 
 TEST_F(StaleResultsTest, ARefusedEditsMessageAndTheCapacityGoWithTheirChain) {
-  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   // The user types 4 GiB into the capacity box...
   auto* capacity = window_.planView()->findChild<QDoubleSpinBox*>(QStringLiteral("capacity"));
@@ -167,7 +170,7 @@ TEST_F(StaleResultsTest, ARefusedEditsMessageAndTheCapacityGoWithTheirChain) {
   EXPECT_TRUE(window_.layerPanel()->message().contains(QStringLiteral("already used")));
 
   // Another chain starts clean: no message about the old one, no 4 GiB line over a toy chain.
-  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/toy_abstract.json")).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   EXPECT_TRUE(window_.layerPanel()->message().isEmpty());
   EXPECT_EQ(window_.planView()->capacityBytes(), 0u);

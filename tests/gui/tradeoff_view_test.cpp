@@ -19,6 +19,7 @@
 #include "main_window_fixture.hpp"
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
+#include "window/file_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -28,7 +29,7 @@ class TradeoffViewTest : public test::MainWindowFixture {
   // vgg16 at batch 8, 64 px, its opening plan store-all; the trade-off tab shown and computed.
   TradeoffView* openVgg() {
     EXPECT_TRUE(window_.plannerPicker()->setPlannerName(QStringLiteral("none")));
-    EXPECT_TRUE(window_.loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
+    EXPECT_TRUE(window_.files()->loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
     EXPECT_TRUE(window_.jobs()->waitForIdle(60000));
     TradeoffView* view = window_.tradeoffView();
     window_.tabs()->setCurrentWidget(view);
@@ -77,7 +78,7 @@ TEST_F(TradeoffViewTest, ClickingAPointAppliesItsPlanUndoably) {
   ASSERT_NE(point.plan, before);
   QTest::mouseClick(view->chart()->viewport(), Qt::LeftButton, Qt::NoModifier, pointPosition(view, index));
   EXPECT_EQ(window_.document()->plan(), point.plan);
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("budget:%1").arg(point.dynamicPeakBytes));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("budget:%1").arg(point.dynamicPeakBytes));
   EXPECT_EQ(window_.document()->simulation().dynamicPeakBytes, point.dynamicPeakBytes);
   // The current plan's mark moved onto the point.
   EXPECT_EQ(view->chart()->data().current->cost, point.recomputeCost);
@@ -107,7 +108,7 @@ TEST_F(TradeoffViewTest, TypedCapacityAppliesTheCheapestPlanThatFits) {
       << view->fitText().toStdString();
   EXPECT_EQ(window_.document()->simulation().dynamicPeakBytes, points[index].dynamicPeakBytes);
   EXPECT_EQ(window_.document()->plan().checkpoints.size(), points[index].plan.checkpoints.size());
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("budget:%1").arg(capacity - staticBytes()));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("budget:%1").arg(capacity - staticBytes()));
   EXPECT_EQ(window_.planView()->chart()->options().capacityBytes, capacity);  // the plan view's line follows
   window_.document()->undoStack()->undo();
   EXPECT_EQ(window_.document()->plan(), Plan{});
@@ -165,7 +166,7 @@ TEST_F(TradeoffViewTest, BudgetFieldReplansAsYouType) {
   QTest::keyClicks(picker->sizeField(), QString::number(budget));
   QTest::qWait(500);  // the field waits for the typing to pause
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
-  EXPECT_EQ(window_.document()->planSource(), QStringLiteral("budget:%1").arg(budget));
+  EXPECT_EQ(window_.document()->planner(), QStringLiteral("budget:%1").arg(budget));
   EXPECT_EQ(window_.document()->simulation().dynamicPeakBytes, points[0].dynamicPeakBytes);
   EXPECT_EQ(window_.document()->plan().checkpoints.size(), points[0].plan.checkpoints.size());
   // A size core refuses is marked and plans nothing.
@@ -180,7 +181,7 @@ TEST_F(TradeoffViewTest, BudgetFieldReplansAsYouType) {
 TEST_F(TradeoffViewTest, ANewChainRecomputesTheFront) {
   TradeoffView* view = openVgg();
   ASSERT_NE(view->result(), nullptr);
-  ASSERT_TRUE(window_.loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
+  ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
   EXPECT_EQ(view->result(), nullptr);  // the old front is dropped at once
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   ASSERT_NE(view->result(), nullptr);
@@ -190,7 +191,7 @@ TEST_F(TradeoffViewTest, ANewChainRecomputesTheFront) {
 }
 
 TEST_F(TradeoffViewTest, ACancelledFrontIsComputedAgainOnRequest) {
-  ASSERT_TRUE(window_.loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
+  ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 8, .resolution = 64}).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   TradeoffView* view = window_.tradeoffView();
   window_.tabs()->setCurrentWidget(view);  // starts the computation

@@ -27,7 +27,9 @@
 #include "views/plan_view.hpp"
 #include "window/about.hpp"
 #include "window/app_options.hpp"
+#include "window/file_controller.hpp"
 #include "window/main_window.hpp"
+#include "window/measure_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -64,7 +66,7 @@ class WindowLayoutTest : public ::testing::Test {
 
 TEST_F(WindowLayoutTest, EveryToolbarControlStaysVisibleAndInPlaceWhileEditsPileUp) {
   window_.action(QStringLiteral("runGpu"))->setVisible(true);  // the widest toolbar this program has
-  ASSERT_TRUE(window_.loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
+  ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("vgg16"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   QCoreApplication::processEvents();
   const QRect undoBefore = toolButton(QStringLiteral("toolUndo"))->geometry();
@@ -115,7 +117,7 @@ TEST_F(WindowLayoutTest, AddWithoutAChainStartsOne) {
 }
 
 TEST_F(WindowLayoutTest, ClickingTheLastLayerSaysWhyAtTheStripAndInTheStatusBar) {
-  ASSERT_TRUE(window_.openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   CheckpointStrip* strip = window_.planView()->strip();
   const Plan before = window_.document()->plan();
@@ -184,7 +186,7 @@ TEST(GpuAction, IsShownForAModuleFileAndCheckedOnlyWhenUsed) {
     EXPECT_TRUE(testing::mappedFilesContaining({"libremat_gpu", "stale_gpu_module"}).empty());
     EXPECT_TRUE(testing::mappedCudaLibraries().empty());
     window.document()->resetChain(test::smallCnn(), QString());
-    window.measure(QStringLiteral("gpu"));
+    window.measuring()->measure(QStringLiteral("gpu"));
     ASSERT_TRUE(window.jobs()->waitForIdle(60000));
     EXPECT_FALSE(window.document()->measured().has_value());
     EXPECT_TRUE(window.messageBar()->isError());

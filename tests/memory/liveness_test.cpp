@@ -6,8 +6,8 @@
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "remat/model/random_chain.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat {
@@ -90,6 +90,41 @@ TEST(Liveness, ACheckpointIsFreedAfterTheLastOpThatReadsIt) {
   // Sequence: F1..F4 SEED B4 B3 R1 B2 B1: B3 is the last reader of x2 (R1 reads x0).
   EXPECT_EQ(trace.ops[lives[0].freedOp], (Op{OpKind::B, 3}));
   EXPECT_EQ(tensorName(trace.tensors[0]), "x1");
+}
+
+TEST(Liveness, SimulatingWithTheTraceBuildsOneOpSequenceAndGivesBothResults) {
+  RandomChainOptions options;
+  options.layers = 60;
+  options.seed = 5;
+  const Chain chain = makeRandomChain(options);
+  const Plan plan{{7, 19, 33, 48}};
+  LivenessTrace trace;
+  const std::uint64_t before = opSequenceBuildCount();
+  Result<Simulation> sim = simulateWithLiveness(chain, plan, trace);
+  EXPECT_EQ(opSequenceBuildCount() - before, 1u);
+  ASSERT_TRUE(sim.isOk()) << sim.status().message();
+  Result<Simulation> alone = simulate(chain, plan);
+  ASSERT_TRUE(alone.isOk());
+  EXPECT_EQ(sim->timeline.entries.size(), alone->timeline.entries.size());
+  EXPECT_EQ(sim->dynamicPeakBytes, alone->dynamicPeakBytes);
+  EXPECT_EQ(sim->peakOpIndex, alone->peakOpIndex);
+  const LivenessTrace separate = traceLiveness(chain, plan);
+  ASSERT_EQ(trace.ops, separate.ops);
+  ASSERT_EQ(trace.tensors.size(), separate.tensors.size());
+  for (std::size_t t = 0; t < trace.tensors.size(); ++t) {
+    EXPECT_EQ(tensorName(trace.tensors[t]), tensorName(separate.tensors[t]));
+    EXPECT_EQ(trace.tensors[t].bytes, separate.tensors[t].bytes);
+    EXPECT_EQ(trace.tensors[t].writer, separate.tensors[t].writer);
+    EXPECT_EQ(trace.tensors[t].lastReader, separate.tensors[t].lastReader);
+  }
+  EXPECT_EQ(trace.scratchBytes, separate.scratchBytes);
+  for (std::size_t i = 0; i < trace.ops.size(); ++i)
+    ASSERT_EQ(trace.footprint(i), sim->timeline.entries[i].footprintBytes);
+
+  // A plan the chain cannot take leaves no trace of an earlier plan behind.
+  EXPECT_FALSE(simulateWithLiveness(chain, Plan{{60}}, trace).isOk());
+  EXPECT_TRUE(trace.ops.empty());
+  EXPECT_TRUE(trace.tensors.empty());
 }
 
 }  // namespace

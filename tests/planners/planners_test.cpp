@@ -65,13 +65,13 @@ TEST(PlannerRegistry, EveryRegisteredPlannerRunsOnASmallChain) {
     SCOPED_TRACE(entry.listedName());
     listed.push_back(entry.listedName());
     EXPECT_FALSE(entry.description.empty());
-    EXPECT_NE(std::string("AERC-").find(entry.objective), std::string::npos);
+    EXPECT_NE(std::string("AERC-").find(objectiveSymbol(entry.objective)), std::string::npos);
     EXPECT_NE(validPlannerNames().find(entry.listedName()), std::string::npos);
     EXPECT_EQ(entry.hasParameter(), !entry.parameter.symbol.empty());
     EXPECT_EQ(entry.compare.parameter != nullptr, entry.compare.listed && entry.hasParameter());
     const PlanReport report = mustRun(chain, runnableName(entry));
     EXPECT_EQ(report.planner, runnableName(entry));
-    EXPECT_EQ(report.objective, std::string(1, entry.objective));
+    EXPECT_EQ(report.objective, entry.objective);
     auto parsed = parsePlannerName(runnableName(entry));
     ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
     EXPECT_EQ(parsed->entry, &entry);
@@ -94,7 +94,7 @@ TEST(PlannerRegistry, ParametersAreReadAsTheirKindSays) {
   // A byte-size parameter (as a budget:SIZE planner would take) goes through parseByteSize.
   const PlannerEntry budget{.name = "budget",
                             .parameter = {PlannerParameterKind::ByteSize, "SIZE", "keeps at most SIZE bytes"},
-                            .objective = '-',
+                            .objective = Objective::None,
                             .description = "a byte-size parameter",
                             .compare = {},
                             .plan = nullptr};
@@ -171,7 +171,7 @@ TEST(Results, FieldsMatchTheSimulator) {
     EXPECT_DOUBLE_EQ(r.recomputeCost, sim->recomputeCost) << name;
     EXPECT_GE(r.planSeconds, 0.0);
     const std::string expected = name == "dp" ? "A" : name == "linear" ? "R" : name == "optimal" ? "E" : "-";
-    EXPECT_EQ(r.objective, expected) << name;
+    EXPECT_EQ(objectiveSymbol(r.objective), expected) << name;
     const std::uint64_t value = expected == "A" ? r.aBytes : expected == "R" ? r.rBytes : r.dynamicPeakBytes;
     EXPECT_EQ(r.objectiveBytes, value) << name;
   }

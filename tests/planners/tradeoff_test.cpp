@@ -45,7 +45,7 @@ TEST(BudgetPlanner, RunPlannerReportsTheCheapestPlanThatFits) {
   const std::uint64_t budget = (optimal->dynamicPeakBytes + none->dynamicPeakBytes) / 2;
   auto report = runPlanner(chain, "budget:" + std::to_string(budget));
   ASSERT_TRUE(report.isOk()) << report.status().message();
-  EXPECT_EQ(report->objective, "C");
+  EXPECT_EQ(report->objective, Objective::RecomputeCost);
   EXPECT_EQ(report->objectiveBytes, report->dynamicPeakBytes);
   EXPECT_LE(report->dynamicPeakBytes, budget);
   EXPECT_EQ(report->recomputeCostUnit, CostUnit::Gflop);

@@ -15,6 +15,7 @@
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/report/timeline_formats.hpp"
 
 namespace remat {
 namespace {
@@ -122,12 +123,27 @@ TEST(Exporters, ChromeTraceHasCompleteEventsAndCounters) {
   }
 }
 
-TEST(Exporters, FilesByExtensionAndLocaleIndependent) {
-  EXPECT_EQ(*timelineFormatForPath("a/b.CSV"), TimelineFileFormat::Csv);
-  EXPECT_EQ(*timelineFormatForPath("x.trace.json"), TimelineFileFormat::ChromeTrace);
-  EXPECT_EQ(*timelineFormatForPath("x.json"), TimelineFileFormat::Json);
-  EXPECT_FALSE(timelineFormatForPath("x.txt").isOk());
+TEST(TimelineFormats, OneTableChoosesByTheLongestExtension) {
+  std::vector<std::string_view> names;
+  for (const TimelineFormat& format : timelineFormats()) names.push_back(format.name);
+  EXPECT_EQ(names, (std::vector<std::string_view>{"csv", "chrome-trace", "json"}));
+  EXPECT_EQ((*timelineFormatForPath("a/b.CSV"))->name, "csv");
+  EXPECT_EQ((*timelineFormatForPath("x.trace.json"))->name, "chrome-trace");
+  EXPECT_EQ((*timelineFormatForPath("x.Trace.JSON"))->name, "chrome-trace");
+  EXPECT_EQ((*timelineFormatForPath("x.json"))->name, "json");
+  EXPECT_FALSE((*timelineFormatForPath("x.trace.json"))->readable());
+  const Status unknown = timelineFormatForPath("x.txt").status();
+  EXPECT_EQ(unknown.code(), ErrorCode::InvalidInput);
+  EXPECT_EQ(unknown.message(), "x.txt: unknown timeline format; use a name ending in .csv, .trace.json or .json");
+  // The CLI's --timeline help lists every row, with its note.
+  EXPECT_EQ(timelineFormatsHelp(), ".csv, .trace.json (Chrome/Perfetto) or .json");
+  // Each row's writer is what writeTimelines writes for its extension.
+  const auto timelines = sampleTimelines();
+  EXPECT_EQ((*timelineFormatForPath("t.csv"))->write(timelines), timelinesToCsv(timelines));
+  EXPECT_EQ((*timelineFormatForPath("t.json"))->write(timelines), timelinesToJson(timelines));
+}
 
+TEST(Exporters, FilesByExtensionAndLocaleIndependent) {
   // A locale with a decimal comma must not leak into the files.
   const bool german = std::setlocale(LC_ALL, "de_DE.UTF-8") != nullptr;
   const auto timelines = sampleTimelines();
@@ -137,7 +153,8 @@ TEST(Exporters, FilesByExtensionAndLocaleIndependent) {
     const std::string path = (folder / name).string();
     ASSERT_TRUE(writeTimelines(path, timelines).isOk());
     if (std::string(name) == "t.trace.json") {
-      EXPECT_FALSE(readTimelines(path).isOk());
+      EXPECT_EQ(readTimelines(path).status().message(),
+                path + ": a Chrome trace is export-only; read the .csv or .json timeline instead");
       continue;
     }
     auto back = readTimelines(path);

@@ -12,7 +12,7 @@ class PlanCommand : public QUndoCommand {
       : QUndoCommand(text),
         doc_(doc),
         before_(doc->plan()),
-        beforeSource_(doc->planSource()),
+        beforeSource_(doc->planner()),
         after_(std::move(after)),
         afterSource_(std::move(afterSource)) {}
   void undo() override { doc_->restorePlan(before_, beforeSource_); }
@@ -34,7 +34,7 @@ class ChainCommand : public QUndoCommand {
         doc_(doc),
         before_(doc->chain()),
         beforePlan_(doc->plan()),
-        beforeSource_(doc->planSource()),
+        beforeSource_(doc->planner()),
         beforeRevision_(doc->chainRevision()),
         after_(std::move(after)),
         afterPlan_(std::move(afterPlan)),
@@ -73,7 +73,7 @@ void Document::resetChain(Chain chain, const QString& filePath, const Plan& plan
   chain_ = std::move(chain);
   hasChain_ = true;
   plan_ = validatePlan(plan, chain_.size()).isOk() ? plan : Plan{};
-  planSource_ = source;
+  planner_ = source;
   chainRevision_ = ++lastRevision_;
   measured_.reset();
   measuredOrigin_ = {};
@@ -128,19 +128,23 @@ Status Document::moveCheckpoint(std::size_t from, std::size_t to) {
   return Status::ok();
 }
 
-Status Document::applyPlan(const Plan& plan, const QString& source) {
+Status Document::applyPlan(const Plan& plan, const QString& source, std::optional<PlanResults> computed) {
   if (!hasChain_) return Status::invalid("no chain is loaded");
   REMAT_RETURN_IF_ERROR(validatePlan(plan, chain_.size()));
-  if (plan == plan_ && source == planSource_) return Status::ok();
+  if (plan == plan_ && source == planner_) return Status::ok();
+  offered_ = std::move(computed);
   undoStack_.push(new PlanCommand(this, plan, source, tr("Apply plan (%1)").arg(source)));
+  offered_.reset();
   return Status::ok();
 }
 
-Status Document::setOpeningPlan(const Plan& plan, const QString& source) {
+Status Document::setOpeningPlan(const Plan& plan, const QString& source, std::optional<PlanResults> computed) {
   if (!hasChain_) return Status::invalid("no chain is loaded");
-  if (undoStack_.count() > 0) return applyPlan(plan, source);
+  if (undoStack_.count() > 0) return applyPlan(plan, source, std::move(computed));
   REMAT_RETURN_IF_ERROR(validatePlan(plan, chain_.size()));
+  offered_ = std::move(computed);
   restorePlan(plan, source);
+  offered_.reset();
   return Status::ok();
 }
 
@@ -149,7 +153,7 @@ Status Document::editChain(const ChainSpec& spec, const QString& description, co
   Result<Chain> built = buildChain(spec);
   if (!built) return built.status();
   Plan plan = remapPlan(chain_, *built, plan_, remap);
-  const QString source = plan == plan_ ? planSource_ : QStringLiteral("manual");
+  const QString source = plan == plan_ ? planner_ : QStringLiteral("manual");
   undoStack_.push(
       new ChainCommand(this, std::move(built).value(), std::move(plan), source, ++lastRevision_, description));
   return Status::ok();
@@ -199,7 +203,7 @@ void Document::setFilePath(const QString& path) {
 
 void Document::restorePlan(const Plan& plan, const QString& source) {
   plan_ = plan;
-  planSource_ = source;
+  planner_ = source;
   resimulate();
   emit simulationChanged();
 }
@@ -207,7 +211,7 @@ void Document::restorePlan(const Plan& plan, const QString& source) {
 void Document::restoreChain(const Chain& chain, const Plan& plan, const QString& source, std::uint64_t revision) {
   chain_ = chain;
   plan_ = plan;
-  planSource_ = source;
+  planner_ = source;
   chainRevision_ = revision;
   resimulate();
   emit chainChanged();
@@ -215,11 +219,17 @@ void Document::restoreChain(const Chain& chain, const Plan& plan, const QString&
 }
 
 void Document::resimulate() {
-  // Every stored plan was validated against its chain, so simulate only fails on a bug; keep the
-  // last good simulation's shape then (an empty timeline) rather than crash.
-  Result<Simulation> sim = simulate(chain_, plan_);
-  simulation_ = sim ? std::move(sim).value() : Simulation{};
-  simulation_.timeline.planner = planSource_.toStdString();
+  if (offered_ && offered_->chainRevision == chainRevision_ && offered_->simulation.plan == plan_) {
+    results_ = std::move(*offered_);  // the planner job's simulation of this very plan and chain
+  } else {
+    // Every stored plan was validated against its chain, so simulate only fails on a bug; show an
+    // empty timeline then rather than crash.
+    Result<Simulation> sim = simulateWithLiveness(chain_, plan_, results_.liveness);
+    results_.simulation = sim ? std::move(sim).value() : Simulation{};
+    results_.chainRevision = chainRevision_;
+  }
+  offered_.reset();
+  results_.simulation.timeline.planner = planner_.toStdString();
 }
 
 }  // namespace remat::gui

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "remat/base/status.hpp"
+#include "remat/memory/liveness.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/memory/timeline.hpp"
@@ -20,8 +21,16 @@ namespace remat::gui {
 // those of the plan shown then), that plan's name, and the chain's revision.
 struct MeasuredOrigin {
   std::optional<Plan> plan;
-  QString planSource;
+  QString planner;
   std::uint64_t chainRevision = 0;
+};
+
+// What the views show of the current plan, computed once per edit from one op sequence (or accepted
+// from the planner job that computed it): the simulation and the liveness trace.
+struct PlanResults {
+  Simulation simulation;
+  LivenessTrace liveness;
+  std::uint64_t chainRevision = 0;  // of the chain they were computed on
 };
 
 // Maps an old spec layer index to its index after an edit (nullopt: the layer is gone).
@@ -36,8 +45,10 @@ class Document : public QObject {
   bool hasChain() const { return hasChain_; }
   const Chain& chain() const { return chain_; }
   const Plan& plan() const { return plan_; }
-  const QString& planSource() const { return planSource_; }  // "manual", "dp", "linear", ...
-  const Simulation& simulation() const { return simulation_; }
+  const QString& planner() const { return planner_; }  // "manual", "dp", "linear", ...
+  const Simulation& simulation() const { return results_.simulation; }
+  // Which tensors are alive during each op of the current plan (what the peak is made of).
+  const LivenessTrace& liveness() const { return results_.liveness; }
   const std::optional<Timeline>& measured() const { return measured_; }
   // A measured timeline belongs to the plan it measured: it is current while that plan is shown on
   // the chain it ran on (undoing back to it makes it current again). A stale one is drawn grey and
@@ -46,7 +57,7 @@ class Document : public QObject {
   const MeasuredOrigin& measuredOrigin() const { return measuredOrigin_; }
   // The chain's state: a new number for every opened chain and every chain edit; undo restores it.
   std::uint64_t chainRevision() const { return chainRevision_; }
-  MeasuredOrigin currentOrigin() const { return {plan_, planSource_, chainRevision_}; }
+  MeasuredOrigin currentOrigin() const { return {plan_, planner_, chainRevision_}; }
   QUndoStack* undoStack() { return &undoStack_; }
   const QString& filePath() const { return filePath_; }  // empty for zoo models and new chains
   bool isCheckpoint(std::size_t layer) const;
@@ -58,12 +69,14 @@ class Document : public QObject {
   // Undoable edits. A refused edit changes nothing and says why.
   Status toggleCheckpoint(std::size_t layer);
   Status moveCheckpoint(std::size_t from, std::size_t to);
-  Status applyPlan(const Plan& plan, const QString& source);
+  // `computed`: the plan's results from the job that planned it, used instead of simulating again
+  // when they are of this plan on the chain shown (their chainRevision).
+  Status applyPlan(const Plan& plan, const QString& source, std::optional<PlanResults> computed = std::nullopt);
   Status editChain(const ChainSpec& spec, const QString& description, const SpecRemap& remap = {});
   // The plan a freshly opened chain starts with (the picked planner's), set without an undo step
   // so the opened chain stays unmodified. Once the user has edited anything it is an ordinary
   // undoable applyPlan.
-  Status setOpeningPlan(const Plan& plan, const QString& source);
+  Status setOpeningPlan(const Plan& plan, const QString& source, std::optional<PlanResults> computed = std::nullopt);
 
   // A measured timeline shown over the prediction (not undoable: it is data, not an edit), of
   // the plan and chain shown now, or of the origin given (a run that started before an edit).
@@ -81,7 +94,7 @@ class Document : public QObject {
  signals:
   void chainChanged();       // a new or edited chain (the plan changed with it)
   void chainReplaced();      // after chainChanged: a different chain (open, zoo, new), not an edit
-  void simulationChanged();  // the plan or the chain changed; simulation() is current
+  void simulationChanged();  // the plan or the chain changed; simulation() and liveness() are current
   void measuredChanged();
   void filePathChanged(const QString& path);
 
@@ -91,8 +104,9 @@ class Document : public QObject {
   bool hasChain_ = false;
   Chain chain_;
   Plan plan_;
-  QString planSource_ = QStringLiteral("none");
-  Simulation simulation_;
+  QString planner_ = QStringLiteral("none");
+  PlanResults results_;
+  std::optional<PlanResults> offered_;  // a job's results for the plan being applied
   std::optional<Timeline> measured_;
   MeasuredOrigin measuredOrigin_;
   std::uint64_t chainRevision_ = 0;

@@ -35,7 +35,8 @@ std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {
   return op.kind == OpKind::Seed ? chain.size() : op.layer;
 }
 
-QString peakDescription(const Chain& chain, const Simulation& simulation, std::size_t maxTensors) {
+QString peakDescription(const Chain& chain, const Simulation& simulation, const LivenessTrace& trace,
+                        std::size_t maxTensors) {
   const auto& entries = simulation.timeline.entries;
   if (entries.empty() || simulation.peakOpIndex >= entries.size()) return {};
   const std::size_t op = simulation.peakOpIndex;
@@ -44,7 +45,7 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, std::s
                           charts::formatBytes(simulation.dynamicPeakBytes))
                      .arg(op)
                      .arg(opText(simulation, entries[op].op), charts::toQString(phaseName(entries[op].op.phase())));
-  const LivenessTrace trace = traceLiveness(chain, simulation.plan);
+  if (trace.ops.size() != entries.size()) return text;  // no trace of this plan
   std::vector<std::size_t> alive = trace.aliveDuring(op);
   std::stable_sort(alive.begin(), alive.end(),
                    [&](std::size_t a, std::size_t b) { return trace.tensors[a].bytes > trace.tensors[b].bytes; });
@@ -70,16 +71,17 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, std::s
   return text;
 }
 
-charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const std::optional<Timeline>& measured,
-                            const QString& title) {
+charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const LivenessTrace& trace,
+                            const std::optional<Timeline>& measured, const QString& title) {
   charts::ChartData data;
   data.predicted = simulation.timeline;
   data.measured = measured;
   data.title = title;
-  data.peakText = peakDescription(chain, simulation);
+  data.peakText = peakDescription(chain, simulation, trace);
   data.predictedClock = QString::fromStdString(describeOpTimeModel(chain));
-  if (chain.size() == 0 || simulation.timeline.entries.empty()) return data;
-  const LivenessTrace trace = traceLiveness(chain, simulation.plan);
+  if (chain.size() == 0 || simulation.timeline.entries.empty() ||
+      trace.ops.size() != simulation.timeline.entries.size())
+    return data;
   for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {
     const QString layer = QStringLiteral("x%1 (%2), %3")
                               .arg(life.layer)

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "charts/memory_chart_series.hpp"
+#include "remat/memory/liveness.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
@@ -14,15 +15,17 @@
 namespace remat::gui {
 
 // Multi-line: the peak op, static + dynamic, then the tensors alive during it (largest first, at
-// most maxTensors listed), and the op's workspace.
-QString peakDescription(const Chain& chain, const Simulation& simulation, std::size_t maxTensors = 12);
+// most maxTensors listed), and the op's workspace. `liveness` is the trace of the simulation's plan
+// (the Document's, or simulate()'s of a compared plan): nothing here builds an op sequence again.
+QString peakDescription(const Chain& chain, const Simulation& simulation, const LivenessTrace& liveness,
+                        std::size_t maxTensors = 12);
 
 // The layer whose op sets the peak (0 for SEED, which belongs to layer n's gradient).
 std::size_t peakLayer(const Chain& chain, const Simulation& simulation);
 
 // The chart's input: the simulation's timeline, its checkpoint events and peak text, and measured.
-charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const std::optional<Timeline>& measured,
-                            const QString& title);
+charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const LivenessTrace& liveness,
+                            const std::optional<Timeline>& measured, const QString& title);
 
 // A recompute cost with its unit: "130.4 GFLOP", "12 cost units" (core's costUnitSymbol).
 QString recomputeCostText(CostUnit unit, double cost);

@@ -1,5 +1,8 @@
 #include "document/plan_jobs.hpp"
 
+#include "document/document.hpp"
+#include "remat/usecases/planning.hpp"
+
 namespace remat::gui {
 
 Result<SimulatedPlan> planAndSimulate(const Chain& chain, const std::string& planner, const std::atomic<bool>* cancel,
@@ -14,13 +17,16 @@ Result<SimulatedPlan> planAndSimulate(const Chain& chain, const std::string& pla
       progress(fraction);
     };
   }
-  Result<PlanReport> planned = runPlanner(chain, planner, options);
-  if (!planned) return planned.status();
-  if (cancel && cancel->load()) return Status::cancelled();
-  Result<Simulation> simulation = simulate(chain, planned->plan);
-  if (!simulation) return simulation.status().withContext("planner '" + planner + "'");
-  simulation->timeline.planner = planner;
-  return SimulatedPlan{std::move(planned).value(), std::move(simulation).value()};
+  SimulatedPlan out;
+  Result<ScoredPlan> scored = planAndScore(chain, planner, options, &out.liveness);
+  if (!scored) return scored.status();
+  out.report = std::move(scored->report);
+  out.simulation = std::move(scored->simulation);
+  return out;
+}
+
+PlanResults planResultsOf(SimulatedPlan&& planned, std::uint64_t chainRevision) {
+  return PlanResults{std::move(planned.simulation), std::move(planned.liveness), chainRevision};
 }
 
 }  // namespace remat::gui

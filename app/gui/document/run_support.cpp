@@ -6,8 +6,7 @@
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
-#include "remat/memory/simulator.hpp"
-#include "remat/report/exporters.hpp"
+#include "remat/usecases/measuring.hpp"
 
 namespace remat::gui {
 
@@ -68,49 +67,30 @@ Result<Measurement> measurePlan(const RunRequest& request, const std::atomic<boo
   if (progress) progress(-1.0, QStringLiteral("Preparing the %1 kernels").arg(device));
   Result<std::unique_ptr<Device>> opened = openDevice(request.device);
   if (!opened) return opened.status();
-  Device& on = **opened;
   // An unprofiled chain (every zoo model) gets the device's workspaces on the fly, so the
   // prediction it is measured against counts the kernels' scratch.
-  Result<WorkspaceFit> fit = fitWorkspacesToDevice(request.chain, on);
+  Result<WorkspaceFit> fit = fitWorkspacesToDevice(request.chain, **opened);
   if (!fit) return fit.status();
   Measurement measurement;
   measurement.chain = std::move(fit->chain);
   measurement.fittedLayers = std::move(fit->raisedLayers);
-  Result<Simulation> predicted = simulate(measurement.chain, request.plan);
-  if (!predicted) return predicted.status();
-  measurement.predictedDynamicPeakBytes = predicted->dynamicPeakBytes;
-  // The CPU may use three quarters of this machine's RAM (devices.hpp): a plan too big for it is
-  // refused before anything is allocated instead of letting the system swap or kill the explorer.
-  REMAT_RETURN_IF_ERROR(on.checkFits(predicted->peakBytes()));
-  Result<std::unique_ptr<Interpreter>> interpreter = Interpreter::create(measurement.chain, on);
-  if (!interpreter) return interpreter.status();
   ThrottledProgress throttled(progress, QStringLiteral("Measuring on %1: ").arg(device),
                               layerNamesOf(measurement.chain));
-  RunOptions options;
+  MeasureOptions options;
   options.steps = std::max(1, request.steps);
   options.planner = request.planner;
   options.cancel = cancel;
   options.progress = [&throttled](const RunProgress& p) { throttled(p); };
-  Result<RunResult> result = (*interpreter)->run(request.plan, options);
-  if (!result) return result.status();
-  if (result->timelines.empty()) return Status::internal("the interpreter returned no timeline");
-  measurement.timeline = std::move(result->timelines.back());
+  // The CPU may use three quarters of this machine's RAM (devices.hpp): the use case refuses a plan
+  // too big for it before anything is allocated, instead of letting the system swap or kill the
+  // explorer.
+  Result<MeasuredPlan> measured = remat::measurePlan(**opened, measurement.chain, request.plan, options);
+  if (!measured) return measured.status();
+  if (measured->run.timelines.empty()) return Status::internal("the interpreter returned no timeline");
+  measurement.predictedDynamicPeakBytes = measured->predicted.dynamicPeakBytes;
+  measurement.timeline = std::move(measured->run.timelines.back());
   if (progress) progress(1.0, QStringLiteral("Measured"));
   return measurement;
-}
-
-Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path, const WriteOptions& options) {
-  return writeTimelines(path.toStdString(), timelines, options);
-}
-
-Result<Timeline> readTimelineFile(const QString& path) {
-  Result<std::vector<Timeline>> timelines = readTimelines(path.toStdString());
-  if (!timelines) return timelines.status();
-  if (timelines->empty()) return Status::invalid(path.toStdString() + ": the file holds no timeline");
-  // `remat run --timeline` writes the prediction next to the measurement: overlay the measurement.
-  for (Timeline& timeline : *timelines)
-    if (timeline.source != "predicted") return std::move(timeline);
-  return std::move(timelines->front());
 }
 
 }  // namespace remat::gui

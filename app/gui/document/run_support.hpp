@@ -1,7 +1,7 @@
 #pragma once
 // Measuring a plan on a device (the CPU backend; the GPU when built with CUDA and one is present)
-// and reading / writing timelines in the formats of `remat run --timeline`. Runs on JobRunner
-// threads; plain values in and out.
+// through the use case (usecases/measuring.hpp), with the explorer's progress text. Runs on
+// JobRunner threads; plain values in and out.
 #include <QString>
 #include <QStringList>
 #include <atomic>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "remat/base/status.hpp"
+#include "remat/exec/device_names.hpp"
 #include "remat/exec/interpreter.hpp"
-#include "remat/input/atomic_file.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"
 #include "remat/model/chain.hpp"
@@ -21,7 +21,7 @@ struct RunRequest {
   Chain chain;
   Plan plan;
   std::string planner;  // written into the measured timeline
-  std::string device = "cpu";
+  std::string device = std::string(kCpuDeviceName);
   int steps = 1;
 };
 
@@ -48,11 +48,5 @@ Result<Measurement> measurePlan(const RunRequest& request, const std::atomic<boo
 
 // The progress text of a run (what measurePlan reports).
 QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames);
-
-// Timeline files (core's exporters): ".csv" (long layout), ".trace.json" (Chrome trace, write
-// only) and ".json" (remat-timeline/1). A file may hold several timelines; reading picks the first
-// measured one (a `remat run --timeline` file holds the prediction too), else the first.
-Status writeTimelineFile(const std::vector<Timeline>& timelines, const QString& path, const WriteOptions& options = {});
-Result<Timeline> readTimelineFile(const QString& path);
 
 }  // namespace remat::gui

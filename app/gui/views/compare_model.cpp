@@ -2,8 +2,10 @@
 
 #include <QFont>
 
+#include "common/qt_text.hpp"
 #include "common/units.hpp"
 #include "document/plan_insight.hpp"
+#include "remat/base/duration.hpp"
 #include "remat/memory/plan.hpp"
 
 namespace remat::gui {
@@ -81,16 +83,14 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   switch (column) {
     case Planner: return QString::fromStdString(r.planner);
-    case Objective: return QString::fromStdString(r.objective);
+    case Objective: return charts::toQString(objectiveSymbol(r.objective));
     case Peak: return charts::formatBytes(sim.peakBytes());
     case Dynamic: return charts::formatBytes(sim.dynamicPeakBytes);
     case A: return charts::formatBytes(sim.aBytes);
     case R: return charts::formatBytes(sim.rBytes);
     case Checkpoints: return QString::number(r.plan.checkpoints.size());
     case Recompute: return recomputeCostWithShare(r.recomputeCostUnit, sim.recomputeCost, r.recomputeShare);
-    case PlanTime:
-      return r.planSeconds < 1e-3 ? tr("%1 us").arg(r.planSeconds * 1e6, 0, 'f', 0)
-                                  : tr("%1 ms").arg(r.planSeconds * 1e3, 0, 'f', 2);
+    case PlanTime: return QString::fromStdString(formatDuration(r.planSeconds));
     default: return {};
   }
 }

@@ -188,7 +188,7 @@ void CompareView::showResults() {
                               .arg(entry.planner, charts::formatBytes(sim.peakBytes()))
                               .arg(sim.plan.checkpoints.size());
     titles_[side]->setText(QStringLiteral("<b>%1</b>").arg(title.toHtmlEscaped()));
-    charts_[side]->setData(chartData(chain, sim, std::nullopt, title));
+    charts_[side]->setData(chartData(chain, sim, entry.planned->liveness, std::nullopt, title));
     shared.xMax = std::max(shared.xMax, charts_[side]->naturalRanges().xMax);
     shared.yMaxBytes = std::max(shared.yMaxBytes, charts_[side]->naturalRanges().yMaxBytes);
   }

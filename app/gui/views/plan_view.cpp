@@ -209,8 +209,8 @@ void PlanView::refreshPlan() {
                                       "one forward pass")
                                        .arg(recomputeUnitDescription(chain)));
   values_["checkpoints"]->setText(QString::number(sim.plan.checkpoints.size()));
-  values_["plan"]->setText(document_->planSource());
-  values_["peak"]->setToolTip(peakDescription(chain, sim));
+  values_["plan"]->setText(document_->planner());
+  values_["peak"]->setToolTip(peakDescription(chain, sim, document_->liveness()));
   updatePeakWarning();
   strip_->setPlan(sim.plan, peakLayer(chain, sim));
   refreshChart();
@@ -220,12 +220,13 @@ void PlanView::refreshChart() {
   if (!document_->hasChain()) return;
   const Chain& chain = document_->chain();
   const QString title = tr("%1, plan %2: peak %3")
-                            .arg(QString::fromStdString(chain.name), document_->planSource(),
+                            .arg(QString::fromStdString(chain.name), document_->planner(),
                                  charts::formatBytes(document_->simulation().peakBytes()));
-  charts::ChartData data = chartData(chain, document_->simulation(), document_->measured(), title);
+  charts::ChartData data =
+      chartData(chain, document_->simulation(), document_->liveness(), document_->measured(), title);
   if (data.measured) {
     data.measuredStale = !document_->measuredIsCurrent();
-    data.measuredPlan = document_->measuredOrigin().planSource;
+    data.measuredPlan = document_->measuredOrigin().planner;
   }
   chart_->setData(std::move(data));
 }
@@ -238,7 +239,7 @@ void PlanView::updatePeakWarning() {
   values_["peak"]->setProperty("overCapacity", over);
   if (over)
     values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(charts::formatBytes(capacity)) +
-                                peakDescription(document_->chain(), document_->simulation()));
+                                peakDescription(document_->chain(), document_->simulation(), document_->liveness()));
 }
 
 void PlanView::applyChartOptions() {

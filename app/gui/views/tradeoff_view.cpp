@@ -14,6 +14,7 @@
 #include "document/job_runner.hpp"
 #include "document/plan_insight.hpp"
 #include "remat/model/costs.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat::gui {
 namespace {
@@ -161,7 +162,7 @@ void TradeoffView::connectChart() {
   connect(chart_, &charts::TradeoffChart::pointClicked, this, [this](std::size_t index) {
     if (!result_ || index >= result_->front.points.size()) return;
     const FrontPoint& point = result_->front.points[index];
-    emit applyRequested(point.plan, QStringLiteral("budget:%1").arg(point.dynamicPeakBytes));
+    emit applyRequested(point.plan, QString::fromStdString(budgetPlannerName(point.dynamicPeakBytes)));
   });
   connect(chart_, &charts::TradeoffChart::capacityDragged, this, [this](std::uint64_t bytes) {
     capacityBytes_ = bytes;
@@ -264,7 +265,7 @@ void TradeoffView::updateCurrent() {
   data.current = charts::TradeoffMark{
       static_cast<double>(sim.peakBytes()), sim.recomputeCost,
       tr("current plan (%1)\n%2")
-          .arg(document_->planSource(), numbersText(document_->chain(), sim.dynamicPeakBytes, sim.recomputeCost))};
+          .arg(document_->planner(), numbersText(document_->chain(), sim.dynamicPeakBytes, sim.recomputeCost))};
   chart_->setData(std::move(data));
 }
 

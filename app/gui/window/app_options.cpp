@@ -16,7 +16,9 @@
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
 #include "views/tradeoff_view.hpp"
+#include "window/file_controller.hpp"
 #include "window/main_window.hpp"
+#include "window/measure_controller.hpp"
 
 namespace remat::gui {
 
@@ -153,13 +155,14 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
     if (!window.plannerPicker()->setPlannerName(options.planner))
       return Status::invalid("unknown planner '" + options.planner.toStdString() + "'");
   }
-  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openChainFile(options.chainPath));
-  if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.loadZoo(options.zooName, options.zoo));
+  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->openChainFile(options.chainPath));
+  if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->loadZoo(options.zooName, options.zoo));
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
   const QString picked = window.plannerPicker()->plannerName();
-  if (window.document()->hasChain() && window.document()->planSource() != picked)
+  if (window.document()->hasChain() && window.document()->planner() != picked)
     return Status::invalid("planner '" + picked.toStdString() + "' failed (see the message bar)");
-  if (!options.timelinePath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openMeasuredTimeline(options.timelinePath));
+  if (!options.timelinePath.isEmpty())
+    REMAT_RETURN_IF_ERROR(window.files()->openMeasuredTimeline(options.timelinePath));
   if (options.capacityGiB > 0.0) {
     const auto bytes = static_cast<std::uint64_t>(options.capacityGiB * charts::kBytesPerGiB);
     window.planView()->setCapacityBytes(bytes);
@@ -170,7 +173,7 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the comparison did not finish within 2 minutes");
   if (!options.measureDevice.isEmpty()) {
     if (!window.document()->hasChain()) return Status::invalid("--measure needs --chain or --zoo");
-    window.measure(options.measureDevice);
+    window.measuring()->measure(options.measureDevice);
   }
   return Status::ok();
 }

@@ -20,10 +20,12 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "common/qt_text.hpp"
 #include "common/units.hpp"
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
 #include "document/run_support.hpp"
+#include "remat/exec/device_names.hpp"
 #include "views/checkpoint_strip.hpp"
 #include "views/compare_view.hpp"
 #include "views/layer_panel.hpp"
@@ -33,19 +35,25 @@
 #include "views/tradeoff_view.hpp"
 #include "views/zoo_bar.hpp"
 #include "window/about.hpp"
+#include "window/export_controller.hpp"
+#include "window/file_controller.hpp"
+#include "window/measure_controller.hpp"
+#include "window/plan_controller.hpp"
 
 // The icons and examples live in a static library: register them explicitly (outside any namespace,
 // as Q_INIT_RESOURCE requires).
 static void initRematResources() { Q_INIT_RESOURCE(remat); }
 
 namespace remat::gui {
-namespace {
-constexpr int kMaxRecentFiles = 8;
-const QString kRecentKey = QStringLiteral("recentFiles");
-}  // namespace
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), document_(new Document(this)), jobs_(new JobRunner(this)) {
+    : QMainWindow(parent),
+      document_(new Document(this)),
+      jobs_(new JobRunner(this)),
+      files_(new FileController(this)),
+      plans_(new PlanController(this)),
+      measuring_(new MeasureController(this)),
+      exports_(new ExportController(this)) {
   initRematResources();
   setWindowIcon(QIcon(QStringLiteral(":/icons/app.svg")));
   setAcceptDrops(true);
@@ -57,7 +65,6 @@ MainWindow::MainWindow(QWidget* parent)
   connectViews();
   QSettings settings;
   geometryRestored_ = restoreGeometry(settings.value(QStringLiteral("geometry")).toByteArray());
-  rebuildRecentMenu();
   updateTitle();
   updateActions();
 }
@@ -112,21 +119,15 @@ void MainWindow::connectViews() {
   connect(document_, &Document::chainReplaced, this, [this]() { shownUndoIndex_ = 0; });
   const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
   connect(planView_, &PlanView::statusMessage, this, showStatus);
-  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() { (void)newChain(); });
+  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() { (void)files_->newChain(); });
   connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
   connect(layerPanel_, &LayerPanel::layerSelected, this,
           [this](std::size_t layer) { planView_->strip()->setCursor(layer); });
   connect(layerPanel_, &LayerPanel::statusMessage, this, showStatus);
   connect(compareView_, &CompareView::statusMessage, this, showStatus);
-  connect(compareView_, &CompareView::applyRequested, this,
-          [this](const Plan& plan, const QString& planner, double planSeconds) {
-            if (!report(document_->applyPlan(plan, planner), tr("Applied the %1 plan").arg(planner))) return;
-            lastPlanned_ = LastPlanned{planner, plan.checkpoints, planSeconds};
-            tabs_->setCurrentIndex(0);
-          });
   connect(zooBar_, &ZooBar::loadRequested, this,
-          [this](const QString& name, const ZooOptions& options) { (void)loadZoo(name, options); });
-  connectTradeoff();
+          [this](const QString& name, const ZooOptions& options) { (void)files_->loadZoo(name, options); });
+  plans_->connectViews();
 }
 
 MainWindow::~MainWindow() { jobs_->shutdown(); }
@@ -144,6 +145,7 @@ QAction* MainWindow::defineAction(const QString& key, const QString& text, const
 
 void MainWindow::buildActions() {
   buildFileActions();
+  buildExportActions();
   buildEditActions();
   buildPlanActions();
   buildRunActions();
@@ -152,29 +154,31 @@ void MainWindow::buildActions() {
 
 void MainWindow::buildFileActions() {
   defineAction("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
-               [this]() { (void)newChain(); });
+               [this]() { (void)files_->newChain(); });
   defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open,
-               tr("Open a remat-chain/1 file or an ONNX model"), [this]() { openDialog(); });
-  defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"), [this]() {
-    if (document_->filePath().isEmpty()) return saveAsDialog();
-    (void)saveChain(document_->filePath());
-  });
+               tr("Open a remat-chain/1 file or an ONNX model"), [this]() { files_->openDialog(); });
+  defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"),
+               [this]() { files_->saveDialog(); });
   defineAction("saveAs", tr("Save chain &as..."), "", QKeySequence::SaveAs, tr("Save the chain to a new file"),
-               [this]() { saveAsDialog(); });
+               [this]() { files_->saveAsDialog(); });
   defineAction("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
-               tr("Overlay a timeline written by `remat run --timeline`"), [this]() { openTimelineDialog(); });
-  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
-               [this]() { exportDialog(ExportKind::PredictedTimeline); });
-  defineAction("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
-               tr("Both timelines in one CSV, Chrome trace or JSON file"),
-               [this]() { exportDialog(ExportKind::MeasuredTimeline); });
-  defineAction("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
-               [this]() { exportDialog(ExportKind::PlanJson); });
-  defineAction("exportPng", tr("Chart as PNG..."), "", QKeySequence(), tr("The memory chart as an image"),
-               [this]() { exportDialog(ExportKind::ChartPng); });
-  defineAction("exportSvg", tr("Chart as SVG..."), "", QKeySequence(), tr("The memory chart as vector graphics"),
-               [this]() { exportDialog(ExportKind::ChartSvg); });
+               tr("Overlay a timeline written by `remat run --timeline`"), [this]() { files_->openTimelineDialog(); });
   defineAction("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
+}
+
+void MainWindow::buildExportActions() {
+  using Kind = ExportController::Kind;
+  const auto dialog = [this](Kind kind) { return [this, kind]() { exports_->exportDialog(kind); }; };
+  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
+               dialog(Kind::PredictedTimeline));
+  defineAction("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
+               tr("Both timelines in one CSV, Chrome trace or JSON file"), dialog(Kind::MeasuredTimeline));
+  defineAction("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
+               dialog(Kind::PlanJson));
+  defineAction("exportPng", tr("Chart as PNG..."), "", QKeySequence(), tr("The memory chart as an image"),
+               dialog(Kind::ChartPng));
+  defineAction("exportSvg", tr("Chart as SVG..."), "", QKeySequence(), tr("The memory chart as vector graphics"),
+               dialog(Kind::ChartSvg));
 }
 
 void MainWindow::buildEditActions() {
@@ -201,7 +205,7 @@ void MainWindow::buildEditActions() {
 void MainWindow::buildPlanActions() {
   defineAction("plan", tr("&Plan"), ":/icons/plan.svg", QKeySequence(Qt::CTRL | Qt::Key_P),
                tr("Run the chosen planner in the background and apply its plan"),
-               [this]() { runPlanner(plannerPicker_->plannerName()); });
+               [this]() { plans_->runPlanner(plannerPicker_->plannerName()); });
   defineAction("compare", tr("&Compare planners"), ":/icons/compare.svg", QKeySequence(Qt::CTRL | Qt::Key_K),
                tr("Show two planners side by side"), [this]() { tabs_->setCurrentWidget(compareView_); });
   defineAction("tradeoff", tr("&Trade-off"), "", QKeySequence(Qt::CTRL | Qt::Key_T),
@@ -219,10 +223,10 @@ void MainWindow::buildHelpActions() {
 void MainWindow::buildRunActions() {
   defineAction("runCpu", tr("Measure on &CPU"), ":/icons/run.svg", QKeySequence(Qt::CTRL | Qt::Key_R),
                tr("Run the plan on the CPU (oneDNN, every core) and overlay the measured memory"),
-               [this]() { measure(QStringLiteral("cpu")); });
+               [this]() { measuring_->measure(charts::toQString(kCpuDeviceName)); });
   defineAction("runGpu", tr("Measure on &GPU"), ":/icons/gpu.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R),
                tr("Run the plan on the GPU and overlay the measured memory"),
-               [this]() { measure(QStringLiteral("gpu")); });
+               [this]() { measuring_->measure(charts::toQString(kGpuDeviceName)); });
   defineAction("cancel", tr("Cancel &job"), ":/icons/stop.svg", QKeySequence(Qt::Key_Escape),
                tr("Cancel the running jobs"), [this]() {
                  jobs_->cancelAll();
@@ -230,19 +234,19 @@ void MainWindow::buildRunActions() {
                });
   // Shown when the GPU module file is there; whether a GPU answers is found out when it is used
   // (opening the window loads no CUDA).
-  actions_["runGpu"]->setVisible(measureDevices().contains(QStringLiteral("gpu")));
+  actions_["runGpu"]->setVisible(measureDevices().contains(charts::toQString(kGpuDeviceName)));
 }
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(actions_["new"]);
   file->addAction(actions_["open"]);
-  recentMenu_ = file->addMenu(tr("Open &recent"));
+  files_->setRecentMenu(file->addMenu(tr("Open &recent")));
   QMenu* examples = file->addMenu(tr("Open e&xample"));
   examples->addAction(tr("Small CNN (editable)"), this,
-                      [this]() { (void)openChainFile(QStringLiteral(":/examples/small_cnn.json")); });
+                      [this]() { (void)files_->openChainFile(QStringLiteral(":/examples/small_cnn.json")); });
   examples->addAction(tr("Abstract toy chain"), this,
-                      [this]() { (void)openChainFile(QStringLiteral(":/examples/toy_abstract.json")); });
+                      [this]() { (void)files_->openChainFile(QStringLiteral(":/examples/toy_abstract.json")); });
   file->addAction(actions_["save"]);
   file->addAction(actions_["saveAs"]);
   file->addSeparator();
@@ -290,6 +294,11 @@ void MainWindow::buildStatusBar() {
   statusBar()->addWidget(statusText_, 1);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(cancelButton_);
+  connectJobs();
+}
+
+// The status bar follows the jobs: their labels and progress, a bar and a Cancel button while busy.
+void MainWindow::connectJobs() {
   connect(jobs_, &JobRunner::started, this, [this](JobChannel, const QString& label) {
     lastProgressText_ = label + QStringLiteral("...");
     statusText_->setText(lastProgressText_);
@@ -343,35 +352,6 @@ void MainWindow::updateActions() {
   actions_["clearMeasured"]->setEnabled(chain && document_->measured().has_value());
 }
 
-QStringList MainWindow::recentFiles() const { return QSettings().value(kRecentKey).toStringList(); }
-
-void MainWindow::addRecentFile(const QString& path) {
-  if (path.startsWith(QLatin1Char(':'))) return;  // built-in examples are not recent files
-  QStringList files = recentFiles();
-  const QString absolute = QFileInfo(path).absoluteFilePath();
-  files.removeAll(absolute);
-  files.prepend(absolute);
-  while (files.size() > kMaxRecentFiles) files.removeLast();
-  QSettings().setValue(kRecentKey, files);
-  rebuildRecentMenu();
-}
-
-void MainWindow::rebuildRecentMenu() {
-  if (!recentMenu_) return;
-  recentMenu_->clear();
-  const QStringList files = recentFiles();
-  for (const QString& file : files) {
-    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { (void)openChainFile(file); })
-        ->setToolTip(file);
-  }
-  if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);
-  recentMenu_->addSeparator();
-  recentMenu_->addAction(tr("Clear list"), this, [this]() {
-    QSettings().remove(kRecentKey);
-    rebuildRecentMenu();
-  });
-}
-
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
   if (event->mimeData()->hasUrls()) {
     for (const QUrl& url : event->mimeData()->urls()) {
@@ -383,7 +363,7 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
 void MainWindow::dropEvent(QDropEvent* event) {
   for (const QUrl& url : event->mimeData()->urls()) {
     if (!url.isLocalFile()) continue;
-    openFileFromDrop(url.toLocalFile());
+    files_->openDroppedFile(url.toLocalFile());
     event->acceptProposedAction();
     return;
   }
@@ -394,6 +374,21 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings().setValue(QStringLiteral("geometry"), saveGeometry());
   QMainWindow::closeEvent(event);
 }
+
+Status MainWindow::report(const Status& status, const QString& success) {
+  if (!status) {
+    if (status.code() == ErrorCode::Cancelled) {
+      statusText_->setText(tr("Cancelled"));
+    } else {
+      showError(QString::fromStdString(status.message()));
+    }
+  } else if (!success.isEmpty()) {
+    statusText_->setText(success);
+  }
+  return status;
+}
+
+void MainWindow::setStatusText(const QString& text) { statusText_->setText(text); }
 
 void MainWindow::showError(const QString& text) {
   messageBar_->showError(text);

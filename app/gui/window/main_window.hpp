@@ -1,14 +1,15 @@
 #pragma once
 // The explorer's main window: a chain (file, zoo or edited in the layer table), its plan on the
 // checkpoint strip and memory chart, a comparison of two planners, and measured runs. Long work
-// runs on the JobRunner; errors go to the message bar and the status bar, never a crash.
+// runs on the JobRunner; errors go to the message bar and the status bar, never a crash. The window
+// builds the widgets, actions, menus and toolbars; what the actions do belongs to its controllers:
+// files (file_controller), planning (plan_controller), measuring (measure_controller) and exports
+// (export_controller).
 #include <QMainWindow>
 #include <functional>
 #include <optional>
 
 #include "remat/base/status.hpp"
-#include "remat/input/atomic_file.hpp"
-#include "remat/model/zoo.hpp"
 
 class QAction;
 class QKeySequence;
@@ -24,11 +25,13 @@ namespace remat::gui {
 
 class CompareView;
 class Document;
+class ExportController;
+class FileController;
 class JobRunner;
 class LayerPanel;
-struct Measurement;
-struct MeasuredOrigin;
+class MeasureController;
 class MessageBar;
+class PlanController;
 class PlannerPicker;
 class PlanView;
 class TradeoffView;
@@ -56,29 +59,20 @@ class MainWindow : public QMainWindow {
   bool geometryRestored() const { return geometryRestored_; }  // the last session's size and place
   // The batch an opened ONNX model gets (0: as exported); changing it re-imports the model.
   QSpinBox* onnxBatch() const { return onnxBatch_; }
+  ZooBar* zooBar() const { return zooBar_; }
 
   // What the menus do, callable directly (tests, the command line). Errors are also shown.
-  // openChainFile takes chain files and ONNX models (imported at the ONNX batch field's batch).
-  Status openChainFile(const QString& path);
-  Status loadZoo(const QString& name, const ZooOptions& options);
-  Status newChain();
-  Status saveChain(const QString& path);
-  Status openMeasuredTimeline(const QString& path);
-  void runPlanner(const QString& name);  // background; the result is applied as an undoable edit
-  void measure(const QString& device);   // background; the result overlays the prediction
-  void showMeasurement(const QString& device, const MeasuredOrigin& origin, Measurement measured);
-  // The cheapest plan whose total peak fits in capacityBytes (the budget planner, in the
-  // background, applied as an undoable edit); the plan view's capacity line follows.
-  void fitCapacity(std::uint64_t capacityBytes);
-  Status exportPredictedTimeline(const QString& path);
-  Status exportMeasuredTimeline(const QString& path);  // predicted and measured, in one file
-  Status exportPlanJson(const QString& path);
-  Status exportChartPng(const QString& path);
-  Status exportChartSvg(const QString& path);
-  QStringList recentFiles() const;
+  FileController* files() const { return files_; }
+  PlanController* plans() const { return plans_; }
+  MeasureController* measuring() const { return measuring_; }
+  ExportController* exports() const { return exports_; }
 
+  // How the controllers speak: an error in the message bar and the status line, a success text in
+  // the status line; the status itself is returned.
+  Status report(const Status& status, const QString& success = {});
   void showError(const QString& text);
   void showInfo(const QString& text);
+  void setStatusText(const QString& text);
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -90,12 +84,12 @@ class MainWindow : public QMainWindow {
  private:
   void buildCentralWidget();
   void connectViews();
-  void connectTradeoff();  // main_window_tradeoff.cpp
   // Actions by key (actions_), grouped by the menu they belong to.
   QAction* defineAction(const QString& key, const QString& text, const QString& icon, const QKeySequence& shortcut,
                         const QString& tip, std::function<void()> slot);
   void buildActions();
   void buildFileActions();
+  void buildExportActions();
   void buildEditActions();
   void buildPlanActions();
   void buildRunActions();
@@ -105,25 +99,9 @@ class MainWindow : public QMainWindow {
   void fitToolBarRows();
   void buildOnnxBatchField(QToolBar* bar);
   void buildStatusBar();
+  void connectJobs();
   void updateTitle();
   void updateActions();
-  void addRecentFile(const QString& path);
-  void rebuildRecentMenu();
-  void openFileFromDrop(const QString& path);
-  Status report(const Status& status, const QString& success = {});
-  // A chain was just opened: plan it with the picked planner (background, no undo step).
-  void planOpenedChain();
-  enum class PlanApply { Undoable, Opening };
-  void startPlanJob(const QString& name, PlanApply apply);
-  double planSecondsForCurrentPlan() const;
-  // Exports never replace the chain file the document was read from.
-  WriteOptions exportWriteOptions() const;
-  // File dialogs behind the menu entries.
-  void openDialog();
-  void saveAsDialog();
-  void openTimelineDialog();
-  enum class ExportKind { PredictedTimeline, MeasuredTimeline, PlanJson, ChartPng, ChartSvg };
-  void exportDialog(ExportKind kind);
 
   Document* document_;
   JobRunner* jobs_;
@@ -137,21 +115,16 @@ class MainWindow : public QMainWindow {
   QToolBar* mainToolBar_ = nullptr;
   QToolBar* zooToolBar_ = nullptr;
   QSpinBox* onnxBatch_;
-  QString onnxPath_;  // the ONNX model the document was imported from, while it is
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;
   QProgressBar* progress_;
   QToolButton* cancelButton_;
   QString lastProgressText_;
-  QMenu* recentMenu_ = nullptr;
   QHash<QString, QAction*> actions_;
-  // Planning time of the last planner result, while the document still holds its plan.
-  struct LastPlanned {
-    QString planner;
-    std::vector<std::size_t> checkpoints;
-    double planSeconds = 0.0;
-  };
-  std::optional<LastPlanned> lastPlanned_;
+  FileController* files_;
+  PlanController* plans_;
+  MeasureController* measuring_;
+  ExportController* exports_;
   bool geometryRestored_ = false;
   int shownUndoIndex_ = 0;  // the undo stack's index the status text last spoke of
 };

@@ -15,6 +15,7 @@
 #include "document/document.hpp"
 #include "views/planner_picker.hpp"
 #include "views/zoo_bar.hpp"
+#include "window/file_controller.hpp"
 #include "window/main_window.hpp"
 
 namespace remat::gui {
@@ -117,14 +118,7 @@ void MainWindow::buildOnnxBatchField(QToolBar* bar) {
       tr("Batch size of an opened ONNX model: sets a symbolic batch dimension and overrides a "
          "fixed one ('as exported' keeps the model's own)"));
   bar->addWidget(onnxBatch_);
-  connect(onnxBatch_, &QSpinBox::valueChanged, this, [this]() {
-    if (onnxPath_.isEmpty()) return;
-    if (!document_->undoStack()->isClean()) {
-      showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(onnxPath_));
-      return;
-    }
-    (void)openChainFile(onnxPath_);
-  });
+  connect(onnxBatch_, &QSpinBox::valueChanged, files_, &FileController::onnxBatchChanged);
 }
 
 }  // namespace remat::gui

@@ -5,11 +5,12 @@
 
 #include "gpu_module_loader.hpp"
 #include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/device_names.hpp"
 
 namespace remat {
 namespace {
 
-constexpr std::array<std::string_view, 2> kDeviceNames = {"cpu", "gpu"};
+constexpr std::array<std::string_view, 2> kDeviceNames = {kCpuDeviceName, kGpuDeviceName};
 
 Status unknownDevice(std::string_view name) {
   std::string known;
@@ -27,13 +28,13 @@ Result<std::unique_ptr<Device>> openDevice(std::string_view name, const DeviceOp
   if (options.cpuThreads < 0)
     return Status::invalid("the CPU thread count must be 0 (every core) or more, got " +
                            std::to_string(options.cpuThreads));
-  if (name == "cpu") {
+  if (name == kCpuDeviceName) {
     cpu::CpuDeviceOptions cpuOptions;
     cpuOptions.capacityBytes = options.cpuCapacityBytes.value_or(defaultCpuCapacityBytes());
     cpuOptions.threads = options.cpuThreads;
     return std::unique_ptr<Device>(std::make_unique<cpu::CpuDevice>(cpuOptions));
   }
-  if (name == "gpu") {
+  if (name == kGpuDeviceName) {
     auto module = loadGpuModule();
     if (!module) return module.status();
     return (*module)->open(options);
@@ -42,14 +43,14 @@ Result<std::unique_ptr<Device>> openDevice(std::string_view name, const DeviceOp
 }
 
 Status deviceInstalled(std::string_view name) {
-  if (name == "cpu") return Status::ok();
-  if (name == "gpu") return findGpuModule().status();
+  if (name == kCpuDeviceName) return Status::ok();
+  if (name == kGpuDeviceName) return findGpuModule().status();
   return unknownDevice(name);
 }
 
 Status deviceAvailable(std::string_view name, const DeviceOptions& options) {
-  if (name == "cpu") return Status::ok();
-  if (name == "gpu") {
+  if (name == kCpuDeviceName) return Status::ok();
+  if (name == kGpuDeviceName) {
     auto module = loadGpuModule();
     if (!module) return module.status();
     return (*module)->available(options);

@@ -5,26 +5,30 @@
 
 namespace remat {
 
-LivenessTrace traceLiveness(const Chain& chain, const Plan& plan) {
-  LivenessTrace trace;
-  trace.ops = buildOpSequence(chain, plan);
-  const detail::TensorGraph graph = detail::buildTensorGraph(chain, trace.ops, detail::lastSegmentStart(plan),
-                                                             [&](TensorLife::Kind kind, std::size_t layer) {
-                                                               TensorLife& t = trace.tensors.emplace_back();
-                                                               t.kind = kind;
-                                                               t.layer = layer;
-                                                             });
+namespace detail {
+
+void fillLivenessTrace(const TensorGraph& graph, LivenessTrace& trace) {
   trace.scratchBytes.reserve(trace.ops.size());
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
-    const detail::OpTraffic& t = graph.traffic[i];
+    const OpTraffic& t = graph.traffic[i];
     trace.scratchBytes.push_back(t.scratchBytes);
     for (std::uint32_t id : t.writes)
-      if (id != detail::kNoTensor) trace.tensors[id].writer = i;
+      if (id != kNoTensor) trace.tensors[id].writer = i;
   }
   for (std::size_t id = 0; id < trace.tensors.size(); ++id) {
     trace.tensors[id].bytes = graph.tensorBytes[id];
-    if (graph.lastReader[id] != detail::kNoReader) trace.tensors[id].lastReader = graph.lastReader[id];
+    if (graph.lastReader[id] != kNoReader) trace.tensors[id].lastReader = graph.lastReader[id];
   }
+}
+
+}  // namespace detail
+
+LivenessTrace traceLiveness(const Chain& chain, const Plan& plan) {
+  LivenessTrace trace;
+  trace.ops = buildOpSequence(chain, plan);
+  const detail::TensorGraph graph =
+      detail::buildTensorGraph(chain, trace.ops, detail::lastSegmentStart(plan), detail::nameTensorsIn(&trace));
+  detail::fillLivenessTrace(graph, trace);
   return trace;
 }
 

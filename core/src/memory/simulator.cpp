@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "remat/memory/liveness.hpp"
 #include "remat/memory/op_times.hpp"
 #include "tensor_graph.hpp"
 
@@ -14,13 +15,13 @@ using detail::lastSegmentStart;
 using detail::OpTraffic;
 using detail::TensorGraph;
 
-// Sweeps the op sequence once; calls visit(opIndex, footprint, liveAfter) for each op.
+thread_local std::uint64_t opSequenceBuilds = 0;
+
+// Sweeps the graph of an op sequence once; calls visit(opIndex, footprint, liveAfter) for each op.
 template <typename Visit>
-void sweep(const Chain& chain, const std::vector<Op>& ops, const Plan& plan, Visit&& visit) {
-  const TensorGraph graph =
-      detail::buildTensorGraph(chain, ops, lastSegmentStart(plan), [](TensorLife::Kind, std::size_t) {});
+void sweepGraph(const TensorGraph& graph, Visit&& visit) {
   std::uint64_t alive = 0;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
+  for (std::size_t i = 0; i < graph.traffic.size(); ++i) {
     const OpTraffic& t = graph.traffic[i];
     for (std::uint32_t id : t.writes)
       if (id != kNoTensor) alive += graph.tensorBytes[id];
@@ -33,9 +34,17 @@ void sweep(const Chain& chain, const std::vector<Op>& ops, const Plan& plan, Vis
   }
 }
 
+template <typename Visit>
+void sweep(const Chain& chain, const std::vector<Op>& ops, const Plan& plan, Visit&& visit) {
+  sweepGraph(detail::buildTensorGraph(chain, ops, lastSegmentStart(plan), [](TensorLife::Kind, std::size_t) {}), visit);
+}
+
 }  // namespace
 
+std::uint64_t opSequenceBuildCount() { return opSequenceBuilds; }
+
 std::vector<Op> buildOpSequence(const Chain& chain, const Plan& plan) {
+  ++opSequenceBuilds;
   const std::size_t n = chain.size();
   std::vector<Op> ops;
   const auto& c = plan.checkpoints;
@@ -114,18 +123,24 @@ std::uint64_t dynamicPeak(const Chain& chain, const Plan& plan) {
   return peak;
 }
 
-Result<Simulation> simulate(const Chain& chain, const Plan& plan) {
+namespace {
+
+// simulate(), and with a trace the liveness of the same op sequence and tensor graph.
+Result<Simulation> simulateTracing(const Chain& chain, const Plan& plan, LivenessTrace* liveness) {
   if (chain.size() == 0) return Status::invalid("chain '" + chain.name + "' has no layers");
   REMAT_RETURN_IF_ERROR(validatePlan(plan, chain.size()));
   Simulation sim;
   sim.plan = plan;
   const std::vector<Op> ops = buildOpSequence(chain, plan);
+  if (liveness) *liveness = LivenessTrace{};
+  const TensorGraph graph =
+      detail::buildTensorGraph(chain, ops, lastSegmentStart(plan), detail::nameTensorsIn(liveness));
   sim.timeline.source = "predicted";
   sim.timeline.staticBytes = chain.staticBytes();
   sim.timeline.layerNames.reserve(chain.size());
   for (const ChainLayer& layer : chain.layers) sim.timeline.layerNames.push_back(layer.name);
   sim.timeline.entries.resize(ops.size());
-  sweep(chain, ops, plan, [&](std::size_t i, std::uint64_t footprint, std::uint64_t liveAfter) {
+  sweepGraph(graph, [&](std::size_t i, std::uint64_t footprint, std::uint64_t liveAfter) {
     TimelineEntry& entry = sim.timeline.entries[i];
     entry.op = ops[i];
     entry.footprintBytes = footprint;
@@ -136,6 +151,10 @@ Result<Simulation> simulate(const Chain& chain, const Plan& plan) {
     }
     if (ops[i].kind == OpKind::R || ops[i].kind == OpKind::RE) sim.recomputeCost += chain.at(ops[i].layer).fwdCost;
   });
+  if (liveness) {
+    liveness->ops = ops;
+    detail::fillLivenessTrace(graph, *liveness);
+  }
   // The ops' modelled durations: a clock for drawing and exporting the prediction, not memory.
   REMAT_RETURN_IF_ERROR(modelOpTimes(chain, sim.timeline));
   sim.staticBytes = chain.staticBytes();
@@ -144,6 +163,16 @@ Result<Simulation> simulate(const Chain& chain, const Plan& plan) {
   sim.aBytes = objectiveA(chain, plan);
   sim.rBytes = objectiveR(chain, plan);
   return sim;
+}
+
+}  // namespace
+
+Result<Simulation> simulate(const Chain& chain, const Plan& plan) { return simulateTracing(chain, plan, nullptr); }
+
+Result<Simulation> simulateWithLiveness(const Chain& chain, const Plan& plan, LivenessTrace& liveness) {
+  Result<Simulation> simulation = simulateTracing(chain, plan, &liveness);
+  if (!simulation) liveness = LivenessTrace{};
+  return simulation;
 }
 
 }  // namespace remat

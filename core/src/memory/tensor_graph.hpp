@@ -149,4 +149,18 @@ TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std
   return graph;
 }
 
+// The onTensor of a graph whose tensors a liveness trace names, in id order (null: names nothing).
+inline auto nameTensorsIn(LivenessTrace* trace) {
+  return [trace](TensorLife::Kind kind, std::size_t layer) {
+    if (trace == nullptr) return;
+    TensorLife& t = trace->tensors.emplace_back();
+    t.kind = kind;
+    t.layer = layer;
+  };
+}
+
+// Completes a trace whose ops are set and whose tensors the graph named (nameTensorsIn): each
+// tensor's writer, size and last reader, and each op's scratch (liveness.cpp).
+void fillLivenessTrace(const TensorGraph& graph, LivenessTrace& trace);
+
 }  // namespace remat::detail

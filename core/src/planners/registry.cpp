@@ -57,21 +57,21 @@ constexpr CompareDefault kInCompare{true, nullptr, {}};
 
 // The registry. Order is the listing order (plannerNames, the picker, compare's defaults).
 constexpr PlannerEntry kPlanners[] = {
-    {"none", kNoParameter, '-', "No checkpoints: store every activation", kInCompare, storeEverything},
-    {"sqrt", kNoParameter, '-', "Chen et al.'s sqrt(n) rule", kInCompare, sqrtRule},
-    {"greedy", kNoParameter, '-', "A greedy rule on the activation sizes", kInCompare, greedy},
+    {"none", kNoParameter, Objective::None, "No checkpoints: store every activation", kInCompare, storeEverything},
+    {"sqrt", kNoParameter, Objective::None, "Chen et al.'s sqrt(n) rule", kInCompare, sqrtRule},
+    {"greedy", kNoParameter, Objective::None, "A greedy rule on the activation sizes", kInCompare, greedy},
     {"uniform",
      {PlannerParameterKind::Count, "K", "splits the chain into K segments"},
-     '-',
+     Objective::None,
      "PyTorch checkpoint_sequential with K segments",
      {true, sqrtSegments, "ceil(sqrt n)"},
      uniformRule},
-    {"dp", kNoParameter, 'A', "The paper's O(n^3) dynamic program, minimising A", kInCompare, dp},
-    {"linear", kNoParameter, 'R', "The paper's linear-time planner, minimising R", kInCompare, linear},
-    {"optimal", kNoParameter, 'E', "Exact minimum of the true peak E (slower)", kInCompare, optimal},
+    {"dp", kNoParameter, Objective::A, "The paper's O(n^3) dynamic program, minimising A", kInCompare, dp},
+    {"linear", kNoParameter, Objective::R, "The paper's linear-time planner, minimising R", kInCompare, linear},
+    {"optimal", kNoParameter, Objective::E, "Exact minimum of the true peak E (slower)", kInCompare, optimal},
     {"budget",
      {PlannerParameterKind::ByteSize, "SIZE", "keeps the dynamic peak E within SIZE"},
-     'C',
+     Objective::RecomputeCost,
      "The least recompute cost of any plan whose peak E fits in SIZE (exact)",
      {},
      budget},
@@ -116,8 +116,8 @@ Result<std::uint64_t> parseSize(const PlannerEntry& entry, std::string_view name
 // The value of the result's objective for its plan (E for the fixed rules and for budget, whose
 // objective, the recompute cost, is not in bytes).
 std::uint64_t objectiveScore(const PlanReport& result) {
-  if (result.objective == "A") return result.aBytes;
-  if (result.objective == "R") return result.rBytes;
+  if (result.objective == Objective::A) return result.aBytes;
+  if (result.objective == Objective::R) return result.rBytes;
   return result.dynamicPeakBytes;
 }
 
@@ -133,6 +133,33 @@ void scorePlan(const Chain& chain, PlanReport& result) {
 }
 
 }  // namespace
+
+std::string_view objectiveSymbol(Objective objective) {
+  switch (objective) {
+    case Objective::A: return "A";
+    case Objective::R: return "R";
+    case Objective::E: return "E";
+    case Objective::RecomputeCost: return "C";
+    case Objective::None: return "-";
+  }
+  return "-";
+}
+
+std::string_view objectiveMeaning(Objective objective) {
+  switch (objective) {
+    case Objective::A: return "minimises objective A (all checkpoints alive at the peak)";
+    case Objective::R: return "minimises objective R (checkpoints up to the segment alive)";
+    case Objective::E: return "minimises E, the simulated dynamic peak";
+    case Objective::RecomputeCost: return "the least recompute cost of the plans whose E fits the budget";
+    case Objective::None: return "a fixed rule or heuristic";
+  }
+  return "a fixed rule or heuristic";
+}
+
+std::string budgetPlannerName(std::uint64_t budgetBytes) {
+  constexpr std::string_view kBudget = "budget";  // the row of planBudget above
+  return join({kBudget, ":", std::to_string(budgetBytes)});
+}
 
 std::string PlannerEntry::listedName() const {
   return hasParameter() ? join({name, ":", parameter.symbol}) : std::string(name);
@@ -208,7 +235,7 @@ Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const P
   if (options.progress) options.progress(1.0);  // the rules and an early-stopping dp report nothing more
   PlanReport result;
   result.planner = std::string(name);
-  result.objective = std::string(1, parsed->entry->objective);
+  result.objective = parsed->entry->objective;
   result.plan = std::move(planned->plan);
   result.planSeconds = std::chrono::duration<double>(stop - start).count();
   const Status valid = validatePlan(result.plan, chain.size());
@@ -217,11 +244,11 @@ Result<PlanReport> runPlanner(const Chain& chain, std::string_view name, const P
   scorePlan(chain, result);
   // The exact planners report the value they computed; it must be what their plan scores.
   const std::uint64_t recomputed = objectiveScore(result);
-  result.objectiveBytes = result.objective == "-" ? result.dynamicPeakBytes : planned->objectiveBytes;
+  result.objectiveBytes = result.objective == Objective::None ? result.dynamicPeakBytes : planned->objectiveBytes;
   if (result.objectiveBytes != recomputed)
     return Status::internal(
-        join({"planner ", result.planner, " computed ", result.objective, " = ", std::to_string(result.objectiveBytes),
-              " bytes but its plan scores ", std::to_string(recomputed)}));
+        join({"planner ", result.planner, " computed ", objectiveSymbol(result.objective), " = ",
+              std::to_string(result.objectiveBytes), " bytes but its plan scores ", std::to_string(recomputed)}));
   return result;
 }
 
@@ -229,7 +256,7 @@ PlanReport planReportOf(const Simulation& simulation, std::string_view planner, 
   PlanReport result;
   result.planner = std::string(planner);
   auto parsed = parsePlannerName(planner);
-  result.objective = std::string(1, parsed ? parsed->entry->objective : '-');
+  result.objective = parsed ? parsed->entry->objective : Objective::None;
   result.plan = simulation.plan;
   result.dynamicPeakBytes = simulation.dynamicPeakBytes;
   result.staticBytes = simulation.staticBytes;

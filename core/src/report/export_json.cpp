@@ -1,15 +1,11 @@
-// The JSON timeline ("remat-timeline/1") and back, the shared exporter helpers, and the
-// extension-driven file entry points.
+// The JSON timeline ("remat-timeline/1") and back, and the helpers the timeline formats share.
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "export_common.hpp"
 #include "remat/base/text.hpp"
-#include "remat/input/atomic_file.hpp"
-#include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
 #include "remat/input/json_fields.hpp"
 #include "remat/report/exporters.hpp"
@@ -163,39 +159,6 @@ Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const 
     out.push_back(std::move(timeline).value());
   }
   return out;
-}
-
-Result<TimelineFileFormat> timelineFormatForPath(const std::string& path) {
-  std::string lower = path;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  auto endsWith = [&](const std::string& suffix) {
-    return lower.size() >= suffix.size() && lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (endsWith(".csv")) return TimelineFileFormat::Csv;
-  if (endsWith(".trace.json")) return TimelineFileFormat::ChromeTrace;
-  if (endsWith(".json")) return TimelineFileFormat::Json;
-  return Status::invalid(path + ": unknown timeline format; use a name ending in .csv, .trace.json or .json");
-}
-
-Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines, const WriteOptions& options) {
-  auto format = timelineFormatForPath(path);
-  if (!format) return format.status();
-  switch (*format) {
-    case TimelineFileFormat::Csv: return writeFileAtomically(path, timelinesToCsv(timelines), options);
-    case TimelineFileFormat::ChromeTrace: return writeFileAtomically(path, timelinesToChromeTrace(timelines), options);
-    case TimelineFileFormat::Json: return writeFileAtomically(path, timelinesToJson(timelines), options);
-  }
-  return Status::internal(path + ": unhandled timeline format");
-}
-
-Result<std::vector<Timeline>> readTimelines(const std::string& path) {
-  auto format = timelineFormatForPath(path);
-  if (!format) return format.status();
-  if (*format == TimelineFileFormat::ChromeTrace)
-    return Status::invalid(path + ": Chrome traces are export-only; read the .csv or .json timeline instead");
-  auto text = readInputFile(path, kMaxTimelineFileBytes, "timeline");
-  if (!text) return text.status();
-  return *format == TimelineFileFormat::Csv ? parseTimelinesCsv(*text, path) : parseTimelinesJson(*text, path);
 }
 
 }  // namespace remat

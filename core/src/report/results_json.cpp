@@ -24,7 +24,7 @@ nlohmann::json scoresToJson(const Scored& s) {
 nlohmann::json planReportToJson(const PlanReport& report) {
   nlohmann::json j = scoresToJson(report);
   j["planner"] = report.planner;
-  j["objective"] = report.objective;
+  j["objective"] = objectiveSymbol(report.objective);
   j["objective_bytes"] = report.objectiveBytes;
   j["plan_seconds"] = report.planSeconds;
   return j;

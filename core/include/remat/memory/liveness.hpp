@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "remat/model/chain.hpp"
+#include "remat/base/status.hpp"
 #include "remat/memory/plan.hpp"
+#include "remat/memory/simulator.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -35,6 +37,15 @@ struct LivenessTrace {
 
 // The plan must be valid for the chain.
 LivenessTrace traceLiveness(const Chain& chain, const Plan& plan);
+
+// The simulation of a plan (simulate()) and its liveness trace from one op sequence and one tensor
+// graph: what the explorer shows of the plan it holds, computed once per edit. `liveness` is
+// replaced, and left empty when the simulation fails.
+Result<Simulation> simulateWithLiveness(const Chain& chain, const Plan& plan, LivenessTrace& liveness);
+
+// How many op sequences this thread has built (buildOpSequence, simulator.hpp): what the tests and
+// the benchmark of "each result once" count (one per checkpoint drag in the explorer).
+std::uint64_t opSequenceBuildCount();
 
 // "x12", "dx12", "E12": the model's names of the tensors.
 std::string tensorName(const TensorLife& tensor);

@@ -31,11 +31,23 @@ struct PlannerOptions {
   std::function<void(double fraction)> progress;
 };
 
+// What a planner minimises: the one spelling of the objective for the registry, plan reports, the
+// JSON, the command line's words and the explorer's comparison.
+enum class Objective {
+  A,              // "A": dp, all checkpoints alive at the peak
+  R,              // "R": linear, checkpoints up to the segment alive
+  E,              // "E": optimal, the simulated dynamic peak
+  RecomputeCost,  // "C": budget, the least recompute cost of the plans whose E fits a bound
+  None,           // "-": the fixed rules and heuristics
+};
+// "A", "R", "E", "C", "-": what plan reports print and the JSON's "objective" holds.
+std::string_view objectiveSymbol(Objective objective);
+// "minimises objective A (all checkpoints alive at the peak)": what `remat plan` says of it.
+std::string_view objectiveMeaning(Objective objective);
+
 struct PlanReport {
   std::string planner;  // the name as given, e.g. "uniform:4"
-  // "A" (dp), "R" (linear), "E" (optimal), "C" (budget: the recompute cost under a bound on E),
-  // "-" (fixed rules)
-  std::string objective;
+  Objective objective = Objective::None;
   std::uint64_t objectiveBytes = 0;  // the objective's value for plan; E for fixed rules and budget
   Plan plan;
   std::uint64_t dynamicPeakBytes = 0;  // E(plan)

@@ -42,8 +42,8 @@ struct CompareDefault {
 struct PlannerEntry {
   std::string_view name;  // what precedes the colon of a parametrised name: "uniform"
   PlannerParameter parameter;
-  char objective = '-';          // what the planner minimises: 'A', 'R', 'E', or '-' (rules, heuristics)
-  std::string_view description;  // one line, for tooltips
+  Objective objective = Objective::None;  // what the planner minimises
+  std::string_view description;           // one line, for tooltips
   CompareDefault compare;
   PlannerFunction plan = nullptr;
 
@@ -67,6 +67,10 @@ Result<ParsedPlannerName> parsePlannerName(std::string_view name);
 
 // The parameter text of `name` ("4" of "uniform:4") read as entry's parameter kind requires.
 Result<std::uint64_t> parsePlannerParameter(const PlannerEntry& entry, std::string_view name, std::string_view text);
+
+// "budget:<budgetBytes>": the budget planner's name for a bound on the dynamic peak E, the one
+// spelling the command line's --fit, the explorer's budget field and the trade-off front use.
+std::string budgetPlannerName(std::uint64_t budgetBytes);
 
 // "none, sqrt, greedy, uniform:K (K >= 1), dp, linear, optimal": the valid-names message.
 std::string validPlannerNames();

@@ -1,6 +1,7 @@
 #pragma once
 // Timeline exports, shared by predicted (simulator) and measured (interpreter) timelines. A file
 // holds one or more timelines (e.g. predicted + measured, or several planners, or several runs).
+// The formats (timeline_formats.hpp has their table, which the file entry points below read):
 //   .csv         long layout, one row per op (docs/formats.md): the columns
 //                planner,run,op_index,op,layer,layer_name,phase,time_us,footprint_bytes,
 //                live_after_bytes, then source,static_bytes. SEED's layer is empty.
@@ -18,6 +19,7 @@
 #include "remat/base/status.hpp"
 #include "remat/input/atomic_file.hpp"
 #include "remat/memory/timeline.hpp"
+#include "remat/report/timeline_formats.hpp"
 
 namespace remat {
 
@@ -25,16 +27,12 @@ inline constexpr const char* kTimelineFormat = "remat-timeline/1";
 inline constexpr const char* kTimelineCsvHeader =
     "planner,run,op_index,op,layer,layer_name,phase,time_us,footprint_bytes,live_after_bytes,source,static_bytes";
 
-enum class TimelineFileFormat { Csv, ChromeTrace, Json };
-
-// By extension: ".csv", ".trace.json", ".json" (case-insensitive); InvalidInput otherwise.
-Result<TimelineFileFormat> timelineFormatForPath(const std::string& path);
-
 std::string timelinesToCsv(const std::vector<Timeline>& timelines);
 std::string timelinesToChromeTrace(const std::vector<Timeline>& timelines);
 std::string timelinesToJson(const std::vector<Timeline>& timelines);
 
-// Writes in the format the extension names, with writeFileAtomically (atomic_file.hpp).
+// Writes in the format the extension names (timelineFormatForPath), with writeFileAtomically
+// (atomic_file.hpp).
 Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines,
                       const WriteOptions& options = {});
 
@@ -46,7 +44,7 @@ Status writeTimelines(const std::string& path, const std::vector<Timeline>& time
 // and the field; no text holds a NUL byte.
 Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const std::string& source);
 Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const std::string& source);
-// Reads a .csv or .json timeline file (Chrome traces are export-only) of at most
+// Reads a timeline file in a readable format (Chrome traces are export-only) of at most
 // kMaxTimelineFileBytes (input_file.hpp), refused before reading when larger.
 Result<std::vector<Timeline>> readTimelines(const std::string& path);
 

@@ -1,0 +1,257 @@
+#include "window/file_controller.hpp"
+
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QSettings>
+#include <QSpinBox>
+#include <algorithm>
+
+#include "document/document.hpp"
+#include "document/timeline_files.hpp"
+#include "remat/input/chain_file.hpp"
+#include "remat/input/input_file.hpp"
+#include "remat/input/json_document.hpp"
+#include "remat/usecases/chain_source.hpp"
+#include "views/zoo_bar.hpp"
+#include "window/main_window.hpp"
+#include "window/plan_controller.hpp"
+
+namespace remat::gui {
+namespace {
+
+constexpr int kMaxRecentFiles = 8;
+const QString kRecentKey = QStringLiteral("recentFiles");
+
+const QString kChainFilter =
+    QObject::tr("Chains and ONNX models (*.json *.onnx);;Chain files (*.json);;ONNX models (*.onnx);;All files (*)");
+const QString kSaveChainFilter = QObject::tr("Chain files (*.json);;All files (*)");
+
+bool isBuiltIn(const QString& path) { return path.startsWith(QLatin1Char(':')); }
+
+bool isOnnxModel(const QString& path) {
+  return !isBuiltIn(path) && chainSourceKind(path.toStdString()) == ChainSourceKind::OnnxModel;
+}
+
+// A chain file or an ONNX model at `batch` (0: as exported), through the use case the command line
+// uses; a built-in example from the resources.
+Result<Chain> openChainPath(const QString& path, int batch) {
+  if (isBuiltIn(path)) {
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly)) return Status::io("cannot read '" + path.toStdString() + "'");
+    return parseChain(file.readAll().toStdString(), path.toStdString());
+  }
+  const bool onnx = isOnnxModel(path);
+  Result<Chain> chain = openChainSource(path.toStdString(), ChainSourceOptions{onnx ? batch : 0});
+  if (!chain && onnx && batch == 0)
+    return Status(chain.status().code(),
+                  chain.status().message() + " (the 'ONNX batch' field in the tool bar sets the batch)");
+  return chain;
+}
+
+// A small convolutional chain to start editing from.
+ChainSpec starterSpec() {
+  ChainSpec spec;
+  spec.name = "new_chain";
+  spec.input.shape = {32, 3, 64, 64};
+  auto layer = [](std::string name, LayerKind kind, std::int64_t channels = 0) {
+    LayerSpec l;
+    l.name = std::move(name);
+    l.kind = kind;
+    if (kind == LayerKind::Conv2d) {
+      l.outChannels = channels;
+      l.kernel = 3;
+      l.padding = 1;
+    } else if (kind == LayerKind::MaxPool) {
+      l.kernel = 2;
+      l.stride = 2;
+    } else if (kind == LayerKind::Linear) {
+      l.outFeatures = channels;
+    }
+    return l;
+  };
+  spec.layers = {layer("conv1", LayerKind::Conv2d, 32), layer("relu1", LayerKind::Relu),
+                 layer("pool1", LayerKind::MaxPool),    layer("conv2", LayerKind::Conv2d, 64),
+                 layer("relu2", LayerKind::Relu),       layer("pool2", LayerKind::MaxPool),
+                 layer("flatten", LayerKind::Flatten),  layer("fc", LayerKind::Linear, 10)};
+  return spec;
+}
+
+// Whether a JSON file is a chain file: it says so, or says no format at all. Read as strictly as the
+// readers do: a hostile file must not get further here than there.
+bool looksLikeChainFile(const QString& path) {
+  auto text = readInputFile(path.toStdString(), kMaxTimelineFileBytes, "file");
+  if (!text) return true;  // the chain reader says what is wrong with it
+  auto document = JsonDocument::parse(std::move(text).value(), path.toStdString(), 8);
+  if (!document || !document->root().is_object()) return true;
+  const auto format = document->root().find("format");
+  return format == document->root().end() || *format == kChainFormat;
+}
+
+}  // namespace
+
+FileController::FileController(MainWindow* window) : WindowController(window) {}
+
+void FileController::opened(const QString& onnxPath, const QString& message) {
+  onnxPath_ = onnxPath;
+  window_->plans()->forgetPlanningTime();
+  window_->showInfo(message);
+  window_->plans()->planOpenedChain();
+}
+
+Status FileController::openChainFile(const QString& path) {
+  const bool onnx = isOnnxModel(path);
+  Result<Chain> chain = openChainPath(path, window_->onnxBatch()->value());
+  if (!chain) return window_->report(chain.status());
+  const QString name = QString::fromStdString(chain->name);
+  // An imported model has no chain file yet: Save asks where to write one.
+  Document* document = window_->document();
+  document->resetChain(std::move(chain).value(), onnx || isBuiltIn(path) ? QString() : path);
+  addRecentFile(path);
+  const Chain& shown = document->chain();
+  opened(onnx ? path : QString(),
+         onnx ? tr("Imported %1: %2 layers, batch %3").arg(name).arg(shown.size()).arg(shown.inputShape.at(0))
+              : tr("Opened %1 (%2 layers)").arg(name).arg(shown.size()));
+  return Status::ok();
+}
+
+Status FileController::loadZoo(const QString& name, const ZooOptions& options) {
+  Result<Chain> chain = openZooChain(name.toStdString(), options);
+  if (!chain) return window_->report(chain.status());
+  window_->document()->resetChain(std::move(chain).value(), QString());
+  window_->zooBar()->setModelName(name);
+  window_->zooBar()->setOptions(options);
+  opened(QString(), tr("Loaded %1: batch %2, %3 px, %4 layers")
+                        .arg(name)
+                        .arg(options.batch)
+                        .arg(options.resolution)
+                        .arg(window_->document()->chain().size()));
+  return Status::ok();
+}
+
+Status FileController::newChain() {
+  Result<Chain> chain = buildChain(starterSpec());
+  if (!chain) return window_->report(chain.status());
+  window_->document()->resetChain(std::move(chain).value(), QString());
+  opened(QString(), tr("A new chain: edit it in the layer table (double-click a cell)"));
+  return Status::ok();
+}
+
+Status FileController::saveChain(const QString& path) {
+  Document* document = window_->document();
+  if (!document->hasChain()) return window_->report(Status::invalid("no chain to save"));
+  REMAT_RETURN_IF_ERROR(window_->report(saveChainFile(document->chain().spec, path.toStdString())));
+  document->setFilePath(path);
+  document->undoStack()->setClean();
+  addRecentFile(path);
+  window_->setStatusText(tr("Saved %1").arg(path));
+  return Status::ok();
+}
+
+Status FileController::openMeasuredTimeline(const QString& path) {
+  Document* document = window_->document();
+  if (!document->hasChain()) return window_->report(Status::invalid("open a chain before its measured timeline"));
+  Result<Timeline> timeline = readTimelineFile(path);
+  if (!timeline) return window_->report(timeline.status());
+  // A file says which planner it ran but not the checkpoints: it belongs to the plan shown when it
+  // has that plan's ops, and is stale (another plan or chain) otherwise.
+  const auto& predicted = document->simulation().timeline.entries;
+  const bool samePlan =
+      std::equal(predicted.begin(), predicted.end(), timeline->entries.begin(), timeline->entries.end(),
+                 [](const TimelineEntry& a, const TimelineEntry& b) { return a.op == b.op; });
+  const std::size_t measuredOps = timeline->entries.size();
+  const QString planner = QString::fromStdString(timeline->planner);
+  if (samePlan) {
+    document->setMeasured(std::move(timeline).value());
+    window_->showInfo(tr("Opened the measured timeline %1").arg(QFileInfo(path).fileName()));
+    return Status::ok();
+  }
+  document->setMeasured(std::move(timeline).value(), MeasuredOrigin{std::nullopt, planner, document->chainRevision()});
+  window_->showInfo(tr("Opened %1: its %2 ops are not the %3 ops of the plan shown (a different plan or chain?); "
+                       "drawn grey as stale, and not exported with this plan")
+                        .arg(QFileInfo(path).fileName())
+                        .arg(measuredOps)
+                        .arg(predicted.size()));
+  return Status::ok();
+}
+
+void FileController::openDroppedFile(const QString& path) {
+  const bool chain = isOnnxModel(path) || (!path.toLower().endsWith(QLatin1String(".csv")) && looksLikeChainFile(path));
+  if (chain) {
+    (void)openChainFile(path);
+  } else {
+    (void)openMeasuredTimeline(path);
+  }
+}
+
+void FileController::onnxBatchChanged() {
+  if (onnxPath_.isEmpty()) return;
+  if (!window_->document()->undoStack()->isClean()) {
+    window_->showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(onnxPath_));
+    return;
+  }
+  (void)openChainFile(onnxPath_);
+}
+
+void FileController::openDialog() {
+  const QString path = QFileDialog::getOpenFileName(window_, tr("Open chain or ONNX model"), QString(), kChainFilter);
+  if (!path.isEmpty()) (void)openChainFile(path);
+}
+
+void FileController::saveDialog() {
+  if (window_->document()->filePath().isEmpty()) return saveAsDialog();
+  (void)saveChain(window_->document()->filePath());
+}
+
+void FileController::saveAsDialog() {
+  const Document* document = window_->document();
+  if (!document->hasChain()) return;
+  const QString suggested = document->filePath().isEmpty()
+                                ? QString::fromStdString(document->chain().name) + QStringLiteral(".json")
+                                : document->filePath();
+  const QString path = QFileDialog::getSaveFileName(window_, tr("Save chain"), suggested, kSaveChainFilter);
+  if (!path.isEmpty()) (void)saveChain(path);
+}
+
+void FileController::openTimelineDialog() {
+  const QString path =
+      QFileDialog::getOpenFileName(window_, tr("Open measured timeline"), QString(), timelineOpenFilter());
+  if (!path.isEmpty()) (void)openMeasuredTimeline(path);
+}
+
+QStringList FileController::recentFiles() const { return QSettings().value(kRecentKey).toStringList(); }
+
+void FileController::setRecentMenu(QMenu* menu) {
+  recentMenu_ = menu;
+  rebuildRecentMenu();
+}
+
+void FileController::addRecentFile(const QString& path) {
+  if (isBuiltIn(path)) return;  // built-in examples are not recent files
+  QStringList files = recentFiles();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  files.removeAll(absolute);
+  files.prepend(absolute);
+  while (files.size() > kMaxRecentFiles) files.removeLast();
+  QSettings().setValue(kRecentKey, files);
+  rebuildRecentMenu();
+}
+
+void FileController::rebuildRecentMenu() {
+  if (!recentMenu_) return;
+  recentMenu_->clear();
+  const QStringList files = recentFiles();
+  for (const QString& file : files) {
+    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { (void)openChainFile(file); })
+        ->setToolTip(file);
+  }
+  if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);
+  recentMenu_->addSeparator();
+  recentMenu_->addAction(tr("Clear list"), this, [this]() {
+    QSettings().remove(kRecentKey);
+    rebuildRecentMenu();
+  });
+}
+
+}  // namespace remat::gui

@@ -1,0 +1,48 @@
+#pragma once
+// The main window's files: open a chain source (chain file, ONNX model, built-in example, zoo
+// model, a new chain), save it, open a measured timeline, drops, the recent files and the ONNX
+// batch field's re-import. Chains come through the use case (usecases/chain_source.hpp).
+#include <QString>
+#include <QStringList>
+
+#include "remat/base/status.hpp"
+#include "remat/model/zoo.hpp"
+#include "window/controller.hpp"
+
+class QMenu;
+
+namespace remat::gui {
+
+class FileController : public WindowController {
+ public:
+  explicit FileController(MainWindow* window);
+
+  // Chain files and ONNX models (imported at the ONNX batch field's batch); ":/..." a built-in example.
+  Status openChainFile(const QString& path);
+  Status loadZoo(const QString& name, const ZooOptions& options);
+  Status newChain();
+  Status saveChain(const QString& path);
+  Status openMeasuredTimeline(const QString& path);
+  // A dropped file: an ONNX model or a chain file opens as a chain, anything else as a timeline.
+  void openDroppedFile(const QString& path);
+  QStringList recentFiles() const;
+  // The ONNX batch field changed: re-import the ONNX model shown, unless it has edits.
+  void onnxBatchChanged();
+
+  void openDialog();
+  void saveDialog();  // Save: to the chain's file, or ask where
+  void saveAsDialog();
+  void openTimelineDialog();
+  void setRecentMenu(QMenu* menu);
+
+ private:
+  // The document holds a new chain: say so, remember where it came from, plan it.
+  void opened(const QString& onnxPath, const QString& message);
+  void addRecentFile(const QString& path);
+  void rebuildRecentMenu();
+
+  QString onnxPath_;  // the ONNX model the document was imported from, while it is
+  QMenu* recentMenu_ = nullptr;
+};
+
+}  // namespace remat::gui

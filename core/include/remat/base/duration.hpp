@@ -1,0 +1,11 @@
+#pragma once
+// Durations as people read them: the one formatting of times that the command line, the explorer
+// and the charts share (planning times, op times).
+#include <string>
+
+namespace remat {
+
+// "850.0 us", "47.39 ms", "2.50 s": one decimal below a millisecond, two from there on.
+std::string formatDuration(double seconds);
+
+}  // namespace remat

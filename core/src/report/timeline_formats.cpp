@@ -1,0 +1,85 @@
+// The table of timeline file formats (timeline_formats.hpp) and the file entry points that choose a
+// row by the file's extension: writeTimelines and readTimelines (exporters.hpp).
+#include "remat/report/timeline_formats.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "remat/input/atomic_file.hpp"
+#include "remat/input/input_file.hpp"
+#include "remat/report/exporters.hpp"
+
+namespace remat {
+
+std::span<const TimelineFormat> timelineFormats() {
+  // One row per format: name, extension, title, help note, writer, reader (nullptr: export-only).
+  static const TimelineFormat kFormats[] = {
+      {"csv", ".csv", "CSV timeline", "", timelinesToCsv, parseTimelinesCsv},
+      {"chrome-trace", ".trace.json", "Chrome trace", "Chrome/Perfetto", timelinesToChromeTrace, nullptr},
+      {"json", ".json", "JSON timeline", "", timelinesToJson, parseTimelinesJson},
+  };
+  return kFormats;
+}
+
+namespace {
+
+// ".csv, .trace.json or .json" (with each help note in brackets when asked).
+std::string extensionList(bool withNotes) {
+  std::string text;
+  const auto formats = timelineFormats();
+  for (std::size_t i = 0; i < formats.size(); ++i) {
+    if (i > 0) text += i + 1 == formats.size() ? " or " : ", ";
+    text += formats[i].extension;
+    if (withNotes && !formats[i].helpNote.empty()) text += " (" + std::string(formats[i].helpNote) + ")";
+  }
+  return text;
+}
+
+std::string readableExtensionList() {
+  std::string text;
+  for (const TimelineFormat& format : timelineFormats()) {
+    if (!format.readable()) continue;
+    text += (text.empty() ? "" : " or ") + std::string(format.extension);
+  }
+  return text;
+}
+
+bool endsWithNoCase(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() &&
+         std::equal(suffix.begin(), suffix.end(), text.end() - static_cast<std::ptrdiff_t>(suffix.size()),
+                    [](char a, char b) {
+                      return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+                    });
+}
+
+}  // namespace
+
+Result<const TimelineFormat*> timelineFormatForPath(const std::string& path) {
+  const TimelineFormat* best = nullptr;
+  for (const TimelineFormat& format : timelineFormats())
+    if (endsWithNoCase(path, format.extension) && (!best || format.extension.size() > best->extension.size()))
+      best = &format;
+  if (best) return best;
+  return Status::invalid(path + ": unknown timeline format; use a name ending in " + extensionList(false));
+}
+
+std::string timelineFormatsHelp() { return extensionList(true); }
+
+Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines, const WriteOptions& options) {
+  auto format = timelineFormatForPath(path);
+  if (!format) return format.status();
+  return writeFileAtomically(path, (*format)->write(timelines), options);
+}
+
+Result<std::vector<Timeline>> readTimelines(const std::string& path) {
+  auto format = timelineFormatForPath(path);
+  if (!format) return format.status();
+  if (!(*format)->readable())
+    return Status::invalid(path + ": a " + std::string((*format)->title) + " is export-only; read the " +
+                           readableExtensionList() + " timeline instead");
+  auto text = readInputFile(path, kMaxTimelineFileBytes, "timeline");
+  if (!text) return text.status();
+  return (*format)->parse(*text, path);
+}
+
+}  // namespace remat
