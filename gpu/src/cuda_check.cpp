@@ -16,7 +16,10 @@ const char* shortSourcePath(const char* file) {
   // REMAT_GPU_SOURCE_ROOT is the project's top folder with a trailing slash (gpu/CMakeLists.txt).
   static constexpr std::string_view kRoot = REMAT_GPU_SOURCE_ROOT;
   const std::string_view path(file);
-  return path.substr(0, kRoot.size()) == kRoot ? file + kRoot.size() : file;
+  if (path.substr(0, kRoot.size()) == kRoot) return file + kRoot.size();
+  // Relative to the build folder, as ccache's base_dir writes __FILE__: "../../gpu/src/cuda_device.cpp".
+  while (std::string_view(file).starts_with("../")) file += 3;
+  return file;
 }
 
 Status cudaStatus(cudaError_t error, const char* expression, const char* file, int line) {
