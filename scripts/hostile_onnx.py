@@ -21,13 +21,13 @@ EXPORTS = os.path.join(HERE, "..", "tests", "data", "onnx")
 
 
 def small_model(opset=13):
-    """x [2, 3, 8, 8] -> Conv(8, 3x3, weights in the file) -> Relu -> view(n, -1) -> Gemm(10); a dead
+    """x [2, 3, 4, 4] -> Conv(2, 3x3, weights in the file) -> Relu -> view(n, -1) -> Gemm(10); a dead
     Shape -> Gather -> Slice -> Concat branch, as torch leaves it after a folded view."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])
-    init = [helper.make_tensor("conv.weight", TensorProto.FLOAT, [8, 3, 3, 3], [0.0] * 216),
-            helper.make_tensor("conv.bias", TensorProto.FLOAT, [8], [0.0] * 8),
-            helper.make_tensor("fc.weight", TensorProto.FLOAT, [10, 512], [0.0] * 5120),
+    init = [helper.make_tensor("conv.weight", TensorProto.FLOAT, [2, 3, 3, 3], [0.0] * 54),
+            helper.make_tensor("conv.bias", TensorProto.FLOAT, [2], [0.0] * 2),
+            helper.make_tensor("fc.weight", TensorProto.FLOAT, [10, 32], [0.0] * 320),
             helper.make_tensor("zero", TensorProto.INT64, [], [0]),
             helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])]
     n = helper.make_node

@@ -26,8 +26,8 @@ packages=(
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(
     # clang's libFuzzer and sanitizers (REMAT_BUILD_FUZZERS), and python3 for the fuzzers' seeds
-    # and the hostile campaign
-    clang libclang-rt-14-dev python3
+    # and the hostile campaign, whose ONNX families build models with python3-onnx
+    clang libclang-rt-14-dev python3 python3-onnx
   )
 fi
 missing=()

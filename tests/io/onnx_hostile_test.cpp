@@ -39,7 +39,9 @@ std::string refusal(const std::string& bytes, bool namesNode = true) {
   const std::string& message = imported.status().message();
   EXPECT_EQ(imported.status().code(), ErrorCode::InvalidInput) << message;
   EXPECT_EQ(message.rfind("hostile.onnx: ", 0), 0u) << message;
-  if (namesNode) EXPECT_EQ(message.rfind("hostile.onnx: node ", 0), 0u) << message;
+  if (namesNode) {
+    EXPECT_EQ(message.rfind("hostile.onnx: node ", 0), 0u) << message;
+  }
   EXPECT_LT(message.size(), 2000u);
   for (unsigned char c : message) EXPECT_GE(c, 0x20) << "a control character in " << message;
   return message;
@@ -99,9 +101,9 @@ TEST(OnnxHostile, InputsNamingNoTensor) {
 TEST(OnnxHostile, EveryNameHasOneProducer) {
   // A node output named like the graph input, like an earlier output, a node listed twice.
   expectRefused(model([](OnnxBuilder& b, const std::string& t) { return b.node("Relu", {t}, "r", {}, {"x"}); }),
-                "('/r/Relu', Relu): writes 'x', which the graph input 'x' is");
+                "('/r/Relu', Relu): writes 'x', which is already the graph input 'x'");
   expectRefused(model([](OnnxBuilder& b, const std::string& t) { return b.node("Relu", {t}, "r", {}, {t}); }),
-                "which node 0 ('/conv/Conv', Conv) is");
+                "which is already an output of node 0 ('/conv/Conv', Conv)");
   expectRefused(model({}, [](OnnxBuilder& b) { *b.graph()->add_node() = b.graph()->node(1); }), "which node 1");
   // A Constant named like the input or a weight.
   for (const char* name : {"x", "conv.weight"}) {
@@ -113,7 +115,7 @@ TEST(OnnxHostile, EveryNameHasOneProducer) {
                     a->set_name("value_float");
                     a->set_type(onnx::AttributeProto::FLOAT);
                   }),
-                  std::string("writes '") + name + "', which the ");
+                  std::string("writes '") + name + "', which is already the ");
   }
   // A weight listed twice as a graph input, an initializer twice.
   expectRefused(model({}, [](OnnxBuilder& b) { *b.graph()->add_input() = b.graph()->input(0); }),
@@ -146,7 +148,7 @@ TEST(OnnxHostile, WeightDataAndTypes) {
   for (const auto& change : data)
     expectRefused(model({}, [&](OnnxBuilder& b) { change(*b.graph()->mutable_initializer(0)); }),
                   "hostile.onnx: the initializer 'conv.weight' ", false);
-  for (int type : {onnx::TensorProto::STRING, onnx::TensorProto::UNDEFINED, 999})
+  for (int type : {int{onnx::TensorProto::STRING}, int{onnx::TensorProto::UNDEFINED}, 999})
     expectRefused(model({}, [&](OnnxBuilder& b) { b.graph()->mutable_initializer(0)->set_data_type(type); }),
                   "not a number type", false);
   for (int type : {onnx::TensorProto::INT8, onnx::TensorProto::BOOL, onnx::TensorProto::DOUBLE}) {

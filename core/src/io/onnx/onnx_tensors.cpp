@@ -52,7 +52,7 @@ Status checkTensor(const T& t, const std::string& what) {
     return Status::invalid(what + " has " + std::to_string(t.dims_size()) + " dimensions; the importer reads at most " +
                            std::to_string(kMaxRank));
   const std::size_t bytes = elementBytes(t.data_type());
-  if (bytes == 0) return Status::invalid(what + " is of " + typeName(t.data_type()) + ", not a number type");
+  if (bytes == 0) return Status::invalid(what + " is " + typeName(t.data_type()) + ", not a number type");
   std::uint64_t count = 1;
   for (auto d : t.dims())
     if (d < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(d), &count))
@@ -80,7 +80,7 @@ Status checkDeclared(const onnx::ValueInfoProto& info, const std::string& what) 
   if (!info.type().has_tensor_type()) return Status::ok();
   const auto& tensor = info.type().tensor_type();
   if (tensor.elem_type() != 0 && !T::DataType_IsValid(tensor.elem_type()))
-    return Status::invalid(what + " is declared of " + typeName(tensor.elem_type()) + ", no ONNX type");
+    return Status::invalid(what + " is declared " + typeName(tensor.elem_type()) + ", no ONNX type");
   if (!tensor.has_shape()) return Status::ok();
   if (tensor.shape().dim_size() > kMaxRank)
     return Status::invalid(what + " is declared with " + std::to_string(tensor.shape().dim_size()) +

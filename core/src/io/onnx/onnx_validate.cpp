@@ -208,8 +208,8 @@ class Names {
       if (output.empty()) continue;
       if (!own.insert(output).second) return g_.fail(index, "names two of its outputs " + quoteText(output));
       auto it = defined_.find(output);
-      if (it != defined_.end()) return g_.fail(index, "writes " + quoteText(output) + ", which " + it->second + " is");
-      defined_[output] = g_.where(index).substr(g_.source().size() + 2);
+      if (it != defined_.end()) return g_.fail(index, "writes " + quoteText(output) + ", which is already " + it->second);
+      defined_[output] = "an output of " + g_.where(index).substr(g_.source().size() + 2);
       producers[output] = index;
     }
     return Status::ok();
