@@ -87,7 +87,7 @@ TEST_F(RegressionsCli, EveryOnnxModelIsRefusedAndNothingIsWritten) {
     const auto before = snapshot();
     for (const auto& args : {std::vector<std::string>{"import", entry.path().string(), "--batch", "2", "--output",
                                                       "out.json"},
-                             std::vector<std::string>{"plan", entry.path().string(), "--batch", "2"}}) {
+                             std::vector<std::string>{"plan", entry.path().string(), "--batch", "2", "--planner", "linear"}}) {
       const auto result = testing::runRemat(args);
       EXPECT_EQ(result.exitCode, 2) << result.err.substr(0, 300);
       EXPECT_EQ(result.err.rfind("remat: error: " + entry.path().string() + ": ", 0), 0u) << result.err.substr(0, 300);

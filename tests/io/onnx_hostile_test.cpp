@@ -104,7 +104,8 @@ TEST(OnnxHostile, EveryNameHasOneProducer) {
                 "('/r/Relu', Relu): writes 'x', which is already the graph input 'x'");
   expectRefused(model([](OnnxBuilder& b, const std::string& t) { return b.node("Relu", {t}, "r", {}, {t}); }),
                 "which is already an output of node 0 ('/conv/Conv', Conv)");
-  expectRefused(model({}, [](OnnxBuilder& b) { *b.graph()->add_node() = b.graph()->node(1); }), "which node 1");
+  expectRefused(model({}, [](OnnxBuilder& b) { *b.graph()->add_node() = b.graph()->node(1); }),
+                "which is already an output of node 1");
   // A Constant named like the input or a weight.
   for (const char* name : {"x", "conv.weight"}) {
     expectRefused(model({}, [&](OnnxBuilder& b) {
