@@ -125,18 +125,16 @@ class OnnxMutator {
       case pb::FieldDescriptor::CPPTYPE_STRING: r->SetString(&m, f, awkwardString(r->GetString(m, f))); break;
       case pb::FieldDescriptor::CPPTYPE_MESSAGE: {
         // Replaced by a copy of another message of its type (a node's attribute tensor by a
-        // weight, a graph by a subgraph), or mutated in place below.
-        pb::Message* sub = r->MutableMessage(&m, f);
-        std::vector<pb::Message*> same;
-        for (pb::Message* other : messages_)
-          if (other->GetDescriptor() == sub->GetDescriptor() && other != sub) same.push_back(other);
-        if (!same.empty()) {
-          // Through a copy: the source may be inside `sub`, which CopyFrom clears first.
-          const pb::Message* source = same[pick(same.size())];
-          std::unique_ptr<pb::Message> copy(source->New());
-          copy->CopyFrom(*source);
-          sub->CopyFrom(*copy);
-        }
+        // weight, a graph by a subgraph). The copy is taken first: the source may be inside the
+        // field, and setting one member of a oneof destroys the member that was set.
+        std::vector<const pb::Message*> same;
+        for (const pb::Message* other : messages_)
+          if (other->GetDescriptor() == f->message_type()) same.push_back(other);
+        if (same.empty()) break;
+        const pb::Message* source = same[pick(same.size())];
+        std::unique_ptr<pb::Message> copy(source->New());
+        copy->CopyFrom(*source);
+        r->MutableMessage(&m, f)->CopyFrom(*copy);
         break;
       }
     }

@@ -228,7 +228,8 @@ def attribute_type(m, rng):
     if i is None:
         return None
     a = rng.choice(m.graph.node[i].attribute)
-    a.type = rng.choice([onnx.AttributeProto.STRING, onnx.AttributeProto.FLOATS, onnx.AttributeProto.TENSOR])
+    a.type = rng.choice([t for t in (onnx.AttributeProto.STRING, onnx.AttributeProto.FLOATS, onnx.AttributeProto.TENSOR)
+                         if t != a.type])  # another type than its own
     return True, True
 
 
