@@ -36,7 +36,8 @@ class OnnxMutator {
     pb::Message* target = messages_[pick(messages_.size())];
     const pb::Descriptor* type = target->GetDescriptor();
     if (type->field_count() == 0) return;
-    const pb::FieldDescriptor* field = type->field(static_cast<int>(pick(static_cast<std::size_t>(type->field_count()))));
+    const pb::FieldDescriptor* field =
+        type->field(static_cast<int>(pick(static_cast<std::size_t>(type->field_count()))));
     if (field->is_repeated())
       mutateRepeated(*target, field);
     else
@@ -65,7 +66,8 @@ class OnnxMutator {
       }
       if (f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) continue;
       if (f->is_repeated()) {
-        for (int i = 0; i < r->FieldSize(*message, f); ++i) collect(r->MutableRepeatedMessage(message, f, i), depth + 1);
+        for (int i = 0; i < r->FieldSize(*message, f); ++i)
+          collect(r->MutableRepeatedMessage(message, f, i), depth + 1);
       } else {
         collect(r->MutableMessage(message, f), depth + 1);
       }
@@ -73,9 +75,9 @@ class OnnxMutator {
   }
 
   std::int64_t awkwardInt() {
-    static const std::int64_t values[] = {0,  1,  -1,   2,    3,          4,         5,          -2,
-                                          7,  16, 1000, 999,  1 << 20,    INT32_MAX, INT32_MIN,  INT64_MAX,
-                                          INT64_MIN, -3, 1 << 30, 0x7fffffffffffLL};
+    static const std::int64_t values[] = {
+        0,    1,   -1,      2,         3,         4,         5,         -2, 7,       16,
+        1000, 999, 1 << 20, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, -3, 1 << 30, 0x7fffffffffffLL};
     if (chance(3)) return static_cast<std::int64_t>(rng_() % 64) - 8;
     return values[pick(std::size(values))];
   }
@@ -187,13 +189,21 @@ class OnnxMutator {
     switch (f->cpp_type()) {
       case pb::FieldDescriptor::CPPTYPE_INT32: r->SetRepeatedInt32(&m, f, to, r->GetRepeatedInt32(m, f, from)); break;
       case pb::FieldDescriptor::CPPTYPE_INT64: r->SetRepeatedInt64(&m, f, to, r->GetRepeatedInt64(m, f, from)); break;
-      case pb::FieldDescriptor::CPPTYPE_UINT32: r->SetRepeatedUInt32(&m, f, to, r->GetRepeatedUInt32(m, f, from)); break;
-      case pb::FieldDescriptor::CPPTYPE_UINT64: r->SetRepeatedUInt64(&m, f, to, r->GetRepeatedUInt64(m, f, from)); break;
+      case pb::FieldDescriptor::CPPTYPE_UINT32:
+        r->SetRepeatedUInt32(&m, f, to, r->GetRepeatedUInt32(m, f, from));
+        break;
+      case pb::FieldDescriptor::CPPTYPE_UINT64:
+        r->SetRepeatedUInt64(&m, f, to, r->GetRepeatedUInt64(m, f, from));
+        break;
       case pb::FieldDescriptor::CPPTYPE_FLOAT: r->SetRepeatedFloat(&m, f, to, r->GetRepeatedFloat(m, f, from)); break;
-      case pb::FieldDescriptor::CPPTYPE_DOUBLE: r->SetRepeatedDouble(&m, f, to, r->GetRepeatedDouble(m, f, from)); break;
+      case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+        r->SetRepeatedDouble(&m, f, to, r->GetRepeatedDouble(m, f, from));
+        break;
       case pb::FieldDescriptor::CPPTYPE_BOOL: r->SetRepeatedBool(&m, f, to, r->GetRepeatedBool(m, f, from)); break;
       case pb::FieldDescriptor::CPPTYPE_ENUM: r->SetRepeatedEnum(&m, f, to, r->GetRepeatedEnum(m, f, from)); break;
-      case pb::FieldDescriptor::CPPTYPE_STRING: r->SetRepeatedString(&m, f, to, r->GetRepeatedString(m, f, from)); break;
+      case pb::FieldDescriptor::CPPTYPE_STRING:
+        r->SetRepeatedString(&m, f, to, r->GetRepeatedString(m, f, from));
+        break;
       case pb::FieldDescriptor::CPPTYPE_MESSAGE:
         if (from != to) r->MutableRepeatedMessage(&m, f, to)->CopyFrom(r->GetRepeatedMessage(m, f, from));
         break;
@@ -203,7 +213,9 @@ class OnnxMutator {
   void setElement(pb::Message& m, const pb::FieldDescriptor* f, int i) {
     const pb::Reflection* r = m.GetReflection();
     switch (f->cpp_type()) {
-      case pb::FieldDescriptor::CPPTYPE_INT32: r->SetRepeatedInt32(&m, f, i, static_cast<std::int32_t>(awkwardInt())); break;
+      case pb::FieldDescriptor::CPPTYPE_INT32:
+        r->SetRepeatedInt32(&m, f, i, static_cast<std::int32_t>(awkwardInt()));
+        break;
       case pb::FieldDescriptor::CPPTYPE_INT64: r->SetRepeatedInt64(&m, f, i, awkwardInt()); break;
       case pb::FieldDescriptor::CPPTYPE_UINT32:
         r->SetRepeatedUInt32(&m, f, i, static_cast<std::uint32_t>(awkwardInt()));

@@ -85,9 +85,9 @@ TEST_F(RegressionsCli, EveryOnnxModelIsRefusedAndNothingIsWritten) {
     ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
     SCOPED_TRACE(key);
     const auto before = snapshot();
-    for (const auto& args : {std::vector<std::string>{"import", entry.path().string(), "--batch", "2", "--output",
-                                                      "out.json"},
-                             std::vector<std::string>{"plan", entry.path().string(), "--batch", "2", "--planner", "linear"}}) {
+    for (const auto& args :
+         {std::vector<std::string>{"import", entry.path().string(), "--batch", "2", "--output", "out.json"},
+          std::vector<std::string>{"plan", entry.path().string(), "--batch", "2", "--planner", "linear"}}) {
       const auto result = testing::runRemat(args);
       EXPECT_EQ(result.exitCode, 2) << result.err.substr(0, 300);
       EXPECT_EQ(result.err.rfind("remat: error: " + entry.path().string() + ": ", 0), 0u) << result.err.substr(0, 300);

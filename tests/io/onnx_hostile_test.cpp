@@ -59,10 +59,11 @@ TEST(OnnxHostile, TheBaseModelImports) { ASSERT_TRUE(importOnnxModel(model(), "o
 TEST(OnnxHostile, EmptyInputNamesInConstantPlumbing) {
   for (const char* op : {"Concat", "Add", "Div", "Gather", "Sub", "Mul"}) {
     SCOPED_TRACE(op);
-    expectRefused(model({}, [&](OnnxBuilder& b) {
-                    const std::string a = b.constantInts({1, 2});
-                    b.node(op, {a, ""}, "dead", {});  // its output unused
-                  }),
+    expectRefused(model({},
+                        [&](OnnxBuilder& b) {
+                          const std::string a = b.constantInts({1, 2});
+                          b.node(op, {a, ""}, "dead", {});  // its output unused
+                        }),
                   std::string("('/dead/") + op + "', " + op + "): its input 1 is empty; " + op + " needs it");
   }
 }
@@ -73,13 +74,17 @@ TEST(OnnxHostile, UnsqueezeWithDuplicateAxes) {
     std::int64_t opset;
   } cases[] = {{{2}, {3, 4}, {0, 0}, 13}, {{}, {3}, {1, -1}, 13}, {{2}, {3, 4}, {0, 0}, 11}};
   for (const auto& c : cases) {
-    expectRefused(model({}, [&](OnnxBuilder& b) {
-                    const std::string data = c.dims.empty() ? b.constantInts(c.values, true) : b.constantInts(c.values);
-                    if (c.opset >= 13)
-                      b.node("Unsqueeze", {data, b.constantInts(c.axes)}, "u");
-                    else
-                      b.node("Unsqueeze", {data}, "u", {{"axes", c.axes}});
-                  }, c.opset),
+    expectRefused(model(
+                      {},
+                      [&](OnnxBuilder& b) {
+                        const std::string data =
+                            c.dims.empty() ? b.constantInts(c.values, true) : b.constantInts(c.values);
+                        if (c.opset >= 13)
+                          b.node("Unsqueeze", {data, b.constantInts(c.axes)}, "u");
+                        else
+                          b.node("Unsqueeze", {data}, "u", {{"axes", c.axes}});
+                      },
+                      c.opset),
                   "is listed twice");
   }
 }
@@ -108,14 +113,15 @@ TEST(OnnxHostile, EveryNameHasOneProducer) {
                 "which is already an output of node 1");
   // A Constant named like the input or a weight.
   for (const char* name : {"x", "conv.weight"}) {
-    expectRefused(model({}, [&](OnnxBuilder& b) {
-                    auto* c = b.graph()->add_node();
-                    c->set_op_type("Constant");
-                    c->add_output(name);
-                    auto* a = c->add_attribute();
-                    a->set_name("value_float");
-                    a->set_type(onnx::AttributeProto::FLOAT);
-                  }),
+    expectRefused(model({},
+                        [&](OnnxBuilder& b) {
+                          auto* c = b.graph()->add_node();
+                          c->set_op_type("Constant");
+                          c->add_output(name);
+                          auto* a = c->add_attribute();
+                          a->set_name("value_float");
+                          a->set_type(onnx::AttributeProto::FLOAT);
+                        }),
                   std::string("writes '") + name + "', which is already the ");
   }
   // A weight listed twice as a graph input, an initializer twice.
@@ -135,7 +141,9 @@ TEST(OnnxHostile, InputAndOutputCountsPerOperator) {
     });
     expectRefused(bytes, std::string("has 1000 outputs; ") + op + " (opset 13) has 1");
   }
-  expectRefused(model([](OnnxBuilder& b, const std::string& t) { return b.node("Relu", {t, t}, "r"); }),
+  expectRefused(model([](OnnxBuilder& b, const std::string& t) {
+                  return b.node("Relu", {t, t}, "r");
+                }),
                 "has 2 inputs; Relu (opset 13) takes 1");
 }
 
@@ -163,16 +171,19 @@ TEST(OnnxHostile, WeightDataAndTypes) {
 }
 
 TEST(OnnxHostile, DeclaredOutputsAndValueInfo) {
-  expectRefused(model({}, [](OnnxBuilder& b) {
-                  b.graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
-                      onnx::TensorProto::STRING);
-                }),
+  expectRefused(model({},
+                      [](OnnxBuilder& b) {
+                        b.graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+                            onnx::TensorProto::STRING);
+                      }),
                 "('/fc/Gemm', Gemm): the graph output '/fc/Gemm_out", true);
-  expectRefused(model({}, [](OnnxBuilder& b) {
-                  auto* shape = b.graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
-                  shape->add_dim()->set_dim_value(-3);
-                  shape->add_dim()->set_dim_value(1000);
-                }),
+  expectRefused(model({},
+                      [](OnnxBuilder& b) {
+                        auto* shape =
+                            b.graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+                        shape->add_dim()->set_dim_value(-3);
+                        shape->add_dim()->set_dim_value(1000);
+                      }),
                 "is declared with the dimension -3", false);
   // value_info against the inference: the conv's output has 4 channels, not 5; float, not double.
   auto declared = [](int type, Ints dims) {
@@ -192,8 +203,9 @@ TEST(OnnxHostile, DeclaredOutputsAndValueInfo) {
 
 TEST(OnnxHostile, Attributes) {
   expectRefused(model([](OnnxBuilder& b, const std::string& t) {
-                  return b.node("Relu", {b.node("Gemm", {t, b.weight("w", {4, 4})}, "g", {{"transB", std::int64_t{1}},
-                                                                                           {"transB", std::int64_t{0}}})},
+                  return b.node("Relu",
+                                {b.node("Gemm", {t, b.weight("w", {4, 4})}, "g",
+                                        {{"transB", std::int64_t{1}}, {"transB", std::int64_t{0}}})},
                                 "r");
                 }),
                 "('/g/Gemm', Gemm): has the attribute 'transB' twice");
@@ -215,16 +227,21 @@ TEST(OnnxHostile, Attributes) {
 // Dead plumbing is evaluated as strictly as live: Slice bounds empty or NaN, Squeeze of an axis
 // that is not 1.
 TEST(OnnxHostile, DeadPlumbingIsReadStrictly) {
-  expectRefused(model({}, [](OnnxBuilder& b) {
-                  b.node("Slice", {b.constantInts({1, 2, 3}), b.constantInts({}), b.constantInts({2})}, "s");
-                }),
+  expectRefused(model({},
+                      [](OnnxBuilder& b) {
+                        b.node("Slice", {b.constantInts({1, 2, 3}), b.constantInts({}), b.constantInts({2})}, "s");
+                      }),
                 "its input 1 has 0 values, not 1");
-  expectRefused(model({}, [](OnnxBuilder& b) {
-                  b.node("Slice", {b.constantInts({1, 2, 3}), b.constantFloat(std::nanf("")), b.constantInts({2})},
-                         "s");
-                }),
-                "is FLOAT; Slice takes INT64 or INT32 there");
-  expectRefused(model({}, [](OnnxBuilder& b) { b.node("Squeeze", {b.constantInts({1, 2, 3}), b.constantInts({0})}, "q"); }),
+  expectRefused(
+      model({},
+            [](OnnxBuilder& b) {
+              b.node("Slice", {b.constantInts({1, 2, 3}), b.constantFloat(std::nanf("")), b.constantInts({2})}, "s");
+            }),
+      "is FLOAT; Slice takes INT64 or INT32 there");
+  expectRefused(model({},
+                      [](OnnxBuilder& b) {
+                        b.node("Squeeze", {b.constantInts({1, 2, 3}), b.constantInts({0})}, "q");
+                      }),
                 "squeezes axis 0 of size 3");
 }
 

@@ -189,7 +189,8 @@ Result<Constant> reshapeConstant(const Graph& graph, const onnx::NodeProto& node
   for (std::int64_t axis : axes.value_or(std::vector<std::int64_t>{})) {
     const std::int64_t n = normalizeAxis(axis, rank);
     if (n < 0) return Status::invalid("axis " + std::to_string(axis) + " is out of range");
-    if (listed[static_cast<std::size_t>(n)]) return Status::invalid("axis " + std::to_string(axis) + " is listed twice");
+    if (listed[static_cast<std::size_t>(n)])
+      return Status::invalid("axis " + std::to_string(axis) + " is listed twice");
     if (squeeze && data.dims[static_cast<std::size_t>(n)] != 1)
       return Status::invalid("squeezes axis " + std::to_string(axis) + " of size " +
                              std::to_string(data.dims[static_cast<std::size_t>(n)]));

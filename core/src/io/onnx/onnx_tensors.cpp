@@ -27,10 +27,19 @@ std::string typeName(std::int32_t type) {
 // Bytes per element of the number types; 0 for the others (strings, undefined, unknown).
 std::size_t elementBytes(std::int32_t type) {
   switch (type) {
-    case T::FLOAT: case T::INT32: case T::UINT32: return 4;
-    case T::DOUBLE: case T::INT64: case T::UINT64: return 8;
-    case T::UINT8: case T::INT8: case T::BOOL: return 1;
-    case T::FLOAT16: case T::BFLOAT16: case T::INT16: case T::UINT16: return 2;
+    case T::FLOAT:
+    case T::INT32:
+    case T::UINT32: return 4;
+    case T::DOUBLE:
+    case T::INT64:
+    case T::UINT64: return 8;
+    case T::UINT8:
+    case T::INT8:
+    case T::BOOL: return 1;
+    case T::FLOAT16:
+    case T::BFLOAT16:
+    case T::INT16:
+    case T::UINT16: return 2;
     default: return 0;
   }
 }
@@ -41,7 +50,8 @@ int typedValues(const T& t) {
     case T::FLOAT: return t.float_data_size();
     case T::DOUBLE: return t.double_data_size();
     case T::INT64: return t.int64_data_size();
-    case T::UINT32: case T::UINT64: return t.uint64_data_size();
+    case T::UINT32:
+    case T::UINT64: return t.uint64_data_size();
     default: return t.int32_data_size();
   }
 }
@@ -68,9 +78,9 @@ Status checkTensor(const T& t, const std::string& what) {
     return Status::ok();
   }
   if (static_cast<std::uint64_t>(typedValues(t)) != count)
-    return Status::invalid(what + (typedValues(t) == 0 ? " has no data" : " holds " + std::to_string(typedValues(t)) +
-                                                                              " values") +
-                           "; " + need);
+    return Status::invalid(
+        what + (typedValues(t) == 0 ? " has no data" : " holds " + std::to_string(typedValues(t)) + " values") + "; " +
+        need);
   return Status::ok();
 }
 
@@ -100,8 +110,10 @@ Accepts acceptsAt(const std::string& op, int position) {
     return Accepts::Float;
   if (op == "Relu" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "Flatten" ||
       op == "ReduceMean" || op == "Dropout")
-    return position == 0 ? Accepts::Float : op == "ReduceMean" ? Accepts::Int64 : position == 1 ? Accepts::Ratio
-                                                                                                  : Accepts::Bool;
+    return position == 0        ? Accepts::Float
+           : op == "ReduceMean" ? Accepts::Int64
+           : position == 1      ? Accepts::Ratio
+                                : Accepts::Bool;
   if ((op == "Reshape" || op == "Pad") && position == 1) return Accepts::Int64;
   if ((op == "Unsqueeze" || op == "Squeeze") && position == 1) return Accepts::Int64;
   if ((op == "Gather" && position == 1) || (op == "Slice" && position >= 1) || (op == "Pad" && position == 3))
@@ -158,7 +170,8 @@ Status validateTensors(const Graph& g) {
     const onnx::NodeProto& node = graph.node(static_cast<int>(i));
     if (node.op_type() != "Constant") continue;
     for (const auto& a : node.attribute())
-      if (a.type() == onnx::AttributeProto::TENSOR) REMAT_RETURN_IF_ERROR(checkTensor(a.t(), g.where(i) + ": its value"));
+      if (a.type() == onnx::AttributeProto::TENSOR)
+        REMAT_RETURN_IF_ERROR(checkTensor(a.t(), g.where(i) + ": its value"));
   }
   return Status::ok();
 }
@@ -213,8 +226,9 @@ std::string declaredText(const onnx::TypeProto::Tensor& tensor) {
     text = "[";
     for (int i = 0; i < tensor.shape().dim_size(); ++i) {
       const auto& d = tensor.shape().dim(i);
-      text += (i ? ", " : "") + (d.has_dim_value() ? std::to_string(d.dim_value())
-                                 : d.dim_param().empty() ? std::string("?") : quoteText(d.dim_param(), 20));
+      text += (i ? ", " : "") + (d.has_dim_value()       ? std::to_string(d.dim_value())
+                                 : d.dim_param().empty() ? std::string("?")
+                                                         : quoteText(d.dim_param(), 20));
     }
     text += "] ";
   }
@@ -247,7 +261,8 @@ Status Graph::checkDeclaredShapes() const {
     if (same) return Status::ok();
     const std::string message = std::string(kind) + " " + quoteText(info.name()) + " is declared " +
                                 declaredText(tensor) + ", but the importer infers " + shapeToString(shape) + " " +
-                                typeName(ours) + (options_.batch > 0 ? " (at --batch " + std::to_string(options_.batch) + ")" : "");
+                                typeName(ours) +
+                                (options_.batch > 0 ? " (at --batch " + std::to_string(options_.batch) + ")" : "");
     auto producer = producers_.find(info.name());
     return producer == producers_.end() ? Status::invalid(source_ + ": " + message) : fail(producer->second, message);
   };

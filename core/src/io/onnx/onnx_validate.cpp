@@ -32,8 +32,7 @@ std::optional<Arity> arityOf(const std::string& op, std::int64_t opset) {
   if (op == "MatMul" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Gather" || op == "Reshape")
     return Arity{2, 2, 1, 1, 0, 0};
   if (op == "Clip") return opset < 11 ? Arity{} : Arity{1, 3, 1, 1, bit(1) | bit(2), 0};
-  if (op == "Dropout")
-    return opset < 12 ? Arity{1, 1, 1, 2, 0, bit(1)} : Arity{1, 3, 1, 2, bit(1) | bit(2), bit(1)};
+  if (op == "Dropout") return opset < 12 ? Arity{1, 1, 1, 2, 0, bit(1)} : Arity{1, 3, 1, 2, bit(1) | bit(2), bit(1)};
   if (op == "Concat") return Arity{1, INT_MAX, 1, 1, 0, 0};
   if (op == "Pad")
     return opset < 11 ? Arity{} : opset < 18 ? Arity{2, 3, 1, 1, bit(2), 0} : Arity{2, 4, 1, 1, bit(2) | bit(3), 0};
@@ -55,8 +54,8 @@ const std::map<std::string, std::map<std::string, AttrType>>& attributeTable() {
                                                   {"group", A::INT},       {"kernel_shape", A::INTS},
                                                   {"pads", A::INTS},       {"strides", A::INTS}};
     const std::map<std::string, AttrType> pool = {
-        {"auto_pad", A::STRING}, {"ceil_mode", A::INT},    {"count_include_pad", A::INT}, {"dilations", A::INTS},
-        {"kernel_shape", A::INTS}, {"pads", A::INTS},      {"storage_order", A::INT},     {"strides", A::INTS}};
+        {"auto_pad", A::STRING},   {"ceil_mode", A::INT}, {"count_include_pad", A::INT}, {"dilations", A::INTS},
+        {"kernel_shape", A::INTS}, {"pads", A::INTS},     {"storage_order", A::INT},     {"strides", A::INTS}};
     const std::map<std::string, AttrType> none, axis = {{"axis", A::INT}}, axes = {{"axes", A::INTS}};
     return new std::map<std::string, std::map<std::string, AttrType>>{
         {"Conv", conv},
@@ -138,8 +137,8 @@ Status checkAttributes(const Graph& g, std::size_t index) {
                                attributeTypeName(expected->second));
   }
   if (node.op_type() == "Constant" && known && node.attribute_size() != 1)
-    return g.fail(index, "a Constant has exactly one value attribute, this one has " +
-                             std::to_string(node.attribute_size()));
+    return g.fail(index,
+                  "a Constant has exactly one value attribute, this one has " + std::to_string(node.attribute_size()));
   return Status::ok();
 }
 
@@ -149,8 +148,9 @@ Status checkArity(const Graph& g, std::size_t index) {
   const Arity arity = *arityOf(node.op_type(), g.opset());
   const std::string op = opTypeText(node.op_type());
   auto range = [](int low, int high) {
-    return low == high ? std::to_string(low) : high == INT_MAX ? std::to_string(low) + " or more"
-                                                               : std::to_string(low) + " to " + std::to_string(high);
+    return low == high       ? std::to_string(low)
+           : high == INT_MAX ? std::to_string(low) + " or more"
+                             : std::to_string(low) + " to " + std::to_string(high);
   };
   if (node.input_size() < arity.minInputs || node.input_size() > arity.maxInputs)
     return g.fail(index, "has " + std::to_string(node.input_size()) + " inputs; " + op + " (opset " +
@@ -200,15 +200,16 @@ class Names {
       for (int j = static_cast<int>(index) + 1; j < g_.proto().node_size() && later.empty(); ++j)
         for (const auto& out : g_.proto().node(j).output())
           if (out == input) later = " (node " + std::to_string(j) + " writes it later: the nodes are not in order)";
-      return g_.fail(index, "reads " + quoteText(input) + ", which no graph input, initializer or earlier node writes" +
-                                later);
+      return g_.fail(
+          index, "reads " + quoteText(input) + ", which no graph input, initializer or earlier node writes" + later);
     }
     std::set<std::string> own;
     for (const auto& output : node.output()) {
       if (output.empty()) continue;
       if (!own.insert(output).second) return g_.fail(index, "names two of its outputs " + quoteText(output));
       auto it = defined_.find(output);
-      if (it != defined_.end()) return g_.fail(index, "writes " + quoteText(output) + ", which is already " + it->second);
+      if (it != defined_.end())
+        return g_.fail(index, "writes " + quoteText(output) + ", which is already " + it->second);
       defined_[output] = "an output of " + g_.where(index).substr(g_.source().size() + 2);
       producers[output] = index;
     }
@@ -250,7 +251,7 @@ std::map<std::string, std::int32_t> declaredElementTypes(const onnx::GraphProto&
   for (const auto& node : graph.node()) {
     if (node.op_type() != "Constant" || node.output_size() != 1 || node.attribute_size() != 1) continue;
     const auto& a = node.attribute(0);
-    types[node.output(0)] = a.name() == "value"                                  ? a.t().data_type()
+    types[node.output(0)] = a.name() == "value"                                       ? a.t().data_type()
                             : a.name() == "value_float" || a.name() == "value_floats" ? onnx::TensorProto::FLOAT
                             : a.name() == "value_int" || a.name() == "value_ints"     ? onnx::TensorProto::INT64
                                                                                       : onnx::TensorProto::STRING;
