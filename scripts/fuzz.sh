@@ -121,7 +121,7 @@ campaign_runs="${REMAT_CAMPAIGN_RUNS:-300}"
 if [ "$campaign_runs" -gt 0 ] && [[ " ${targets[*]} " == *" onnx_importer "* ]]; then
   echo "== fuzz: hostile ONNX campaign, $campaign_runs models"
   if ! ASAN_OPTIONS="detect_leaks=0" /usr/bin/python3 scripts/hostile-campaign.py --families onnx \
-      --runs "$campaign_runs" --jobs "${REMAT_JOBS:-$(nproc)}" --remat "$remat" --out "$build/campaign-onnx" \
+      --runs "$campaign_runs" --jobs "${REMAT_JOBS:-$(nproc)}" --memory-gib 0 --remat "$remat" --out "$build/campaign-onnx" \
       >"$build/campaign-onnx.log" 2>&1; then
     status=1
     echo "fuzz: FAILED: the hostile ONNX campaign found something: $build/campaign-onnx/summary.json" >&2

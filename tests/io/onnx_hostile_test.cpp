@@ -185,6 +185,18 @@ TEST(OnnxHostile, DeclaredOutputsAndValueInfo) {
                         shape->add_dim()->set_dim_value(1000);
                       }),
                 "is declared with the dimension -3", false);
+  // The fuzzer's find: a dimension of 2^63 - 1 overflowed the pooling arithmetic.
+  expectRefused(model({},
+                      [](OnnxBuilder& b) {
+                        b.graph()
+                            ->mutable_input(0)
+                            ->mutable_type()
+                            ->mutable_tensor_type()
+                            ->mutable_shape()
+                            ->mutable_dim(3)
+                            ->set_dim_value(INT64_MAX);
+                      }),
+                "the graph input 'x' is declared with the dimension 9223372036854775807, more than 2147483647", false);
   // value_info against the inference: the conv's output has 4 channels, not 5; float, not double.
   auto declared = [](int type, Ints dims) {
     return model({}, [=](OnnxBuilder& b) {

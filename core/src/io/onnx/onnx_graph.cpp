@@ -228,6 +228,11 @@ Status Graph::readBatch(const onnx::ValueInfoProto& input, Shape& shape, OnnxImp
     const auto& d = dims[i];
     const bool fixed = d.has_dim_value() && d.dim_value() > 0;
     const std::string param = d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : "(unnamed)";
+    // The chain's own limit on a dimension, which keeps the shape arithmetic from overflowing.
+    const std::int64_t size = i == 0 && options_.batch > 0 ? options_.batch : d.dim_value();
+    if ((fixed || i == 0) && size > kMaxIntegerField)
+      return Status::invalid(what + ": dimension " + std::to_string(i) + " is " + std::to_string(size) +
+                             ", more than " + std::to_string(kMaxIntegerField));
     if (i == 0) {
       if (!fixed && options_.batch <= 0)
         return Status::invalid(what + ": the batch dimension is symbolic (" + quoteText(param, 40) +

@@ -65,7 +65,7 @@ Status checkTensor(const T& t, const std::string& what) {
   if (bytes == 0) return Status::invalid(what + " is " + typeName(t.data_type()) + ", not a number type");
   std::uint64_t count = 1;
   for (auto d : t.dims())
-    if (d < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(d), &count))
+    if (d < 0 || d > kMaxIntegerField || __builtin_mul_overflow(count, static_cast<std::uint64_t>(d), &count))
       return Status::invalid(what + " has the dims " + shapeToString(tensorDims(t)) + ", not a tensor's");
   if (t.data_location() == T::EXTERNAL) return Status::ok();  // never read (docs/import.md)
   const std::string need = "its dims " + shapeToString(tensorDims(t)) + " need " + std::to_string(count) + " " +
@@ -96,8 +96,9 @@ Status checkDeclared(const onnx::ValueInfoProto& info, const std::string& what) 
     return Status::invalid(what + " is declared with " + std::to_string(tensor.shape().dim_size()) +
                            " dimensions; the importer reads at most " + std::to_string(kMaxRank));
   for (const auto& d : tensor.shape().dim())
-    if (d.has_dim_value() && d.dim_value() < 0)
-      return Status::invalid(what + " is declared with the dimension " + std::to_string(d.dim_value()));
+    if (d.has_dim_value() && (d.dim_value() < 0 || d.dim_value() > kMaxIntegerField))
+      return Status::invalid(what + " is declared with the dimension " + std::to_string(d.dim_value()) +
+                             (d.dim_value() < 0 ? "" : ", more than " + std::to_string(kMaxIntegerField)));
   return Status::ok();
 }
 
