@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes issue 26's hostile ONNX models into tests/data/regressions/onnx: one small model (the
 campaign's base, scripts/hostile_onnx.py) per class of the issue, each wrong in one structural way.
-tests/io/onnx_import_test.cpp and tests/cli/regressions_cli_test.cpp read them with the messages
+tests/input/onnx_import_test.cpp and tests/cli/regressions_cli_test.cpp read them with the messages
 of tests/data/regressions/expected.json.
 
     /usr/bin/python3 scripts/make-onnx-regressions.py [FOLDER]
