@@ -1,0 +1,214 @@
+"""apply_plan: a model cut at a plan's checkpoints, each segment but the last under checkpointing.
+
+The model is traced with torch.fx (layer_map.trace), the checkpoint layers' output nodes are found
+(layer_map, the one place that maps chain layers to nodes), and the graph is split after each of
+them. Segment j reads exactly one tensor, x(c_j), and returns x(c_(j+1)). Every segment but the last
+runs under non-reentrant torch.utils.checkpoint: during the forward pass it keeps only its input
+(the checkpoint) and drops what its ops save; the backward pass recomputes it. The last segment runs
+plainly and keeps what its ops save, as remat's memory model says (docs/memory-model.md, 2.1-2.4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Iterator, List, Optional, Sequence
+
+import torch
+import torch.fx as fx
+import torch.utils.checkpoint as torch_checkpoint
+
+from . import layer_map
+from .plan import PlanLike, checkpoint_names
+
+
+class CheckpointedModel(torch.nn.Module):
+    """The applied plan: ``segments[j]`` computes x(c_(j+1)) from x(c_j).
+
+    Parameters are the original model's (the segments hold its submodules), so an optimizer over
+    either module's parameters trains both.
+    """
+
+    def __init__(self, segments: List[fx.GraphModule], plan_names: List[str], cut_nodes: List[str]):
+        super().__init__()
+        self.segments = torch.nn.ModuleList(segments)
+        self.plan_names = plan_names  # the chain layers kept, in order
+        self.cut_nodes = cut_nodes  # the fx nodes whose outputs they are
+
+    def forward(self, x):
+        last = len(self.segments) - 1
+        for j, segment in enumerate(self.segments):
+            if j == last:
+                x = segment(x)
+            else:
+                x = torch_checkpoint.checkpoint(_SegmentRun(segment), x, use_reentrant=False)
+        return x
+
+
+class _SegmentRun:
+    """One forward of a checkpointed segment: the first call is the forward pass, later calls recompute.
+
+    A recompute runs the segment's batch norms again in training mode; they must not update their
+    running statistics a second time, or the model would not train like the original.
+    """
+
+    def __init__(self, segment: fx.GraphModule):
+        self.segment = segment
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        if self.calls == 1:
+            return self.segment(x)
+        with _frozen_batchnorm_statistics(self.segment):
+            return self.segment(x)
+
+
+@contextlib.contextmanager
+def _frozen_batchnorm_statistics(module: torch.nn.Module) -> Iterator[None]:
+    # momentum 0 leaves the running mean and variance exactly as they are (1 * r + 0 * batch);
+    # the counter the forward adds 1 to is put back. A cumulative average (momentum None) reads the
+    # counter, so those statistics are saved and restored instead.
+    saved = []
+    for m in module.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats:
+            if m.momentum is None:
+                saved.append((m, None, m.running_mean.clone(), m.running_var.clone()))
+            else:
+                saved.append((m, m.momentum, None, None))
+                m.momentum = 0.0
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, momentum, mean, var in saved:
+                if mean is None:
+                    m.momentum = momentum
+                else:
+                    m.running_mean.copy_(mean)
+                    m.running_var.copy_(var)
+                if m.num_batches_tracked is not None:
+                    m.num_batches_tracked.sub_(1)
+
+
+def apply_plan(
+    model: torch.nn.Module,
+    plan: PlanLike,
+    example_input: Optional[torch.Tensor] = None,
+    layers: Optional[Sequence[str]] = None,
+) -> CheckpointedModel:
+    """Returns ``model`` running under ``plan``: exactly the plan's checkpoints kept.
+
+    ``plan``: chain layer names (``checkpoint_names`` of ``remat plan --json``), 1-based layer
+    indices with ``layers`` (the chain's layer names or a remat-chain/1 file), the plan object
+    itself or a path to it; None or [] stores everything. ``example_input``, when given, is run
+    through the model and the applied one without gradients to check that both give the same output
+    shape. A model fx cannot trace raises layer_map.TraceError naming the module.
+    """
+    from .plan import chain_layer_names
+
+    names = checkpoint_names(plan, chain_layer_names(layers) if layers is not None else None)
+    gm = layer_map.trace(model)
+    cuts = layer_map.layer_output_nodes(gm, names)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != 1:
+        raise layer_map.LayerMapError(
+            f"the traced model has {len(placeholders)} inputs ({', '.join(p.name for p in placeholders)}); "
+            "a chain follows one input"
+        )
+    segments = _split(gm, cuts)
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    by_order = sorted(zip(cuts, names), key=lambda p: order[p[0]]) if names else []
+    applied = CheckpointedModel(segments, [name for _, name in by_order], [n.name for n, _ in by_order])
+    applied.train(model.training)
+    if example_input is not None:
+        _check_shapes(model, applied, example_input)
+    return applied
+
+
+def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[fx.GraphModule]:
+    nodes = list(gm.graph.nodes)
+    bounds = [nodes.index(c) for c in cuts]
+    segments = []
+    start = 0
+    entry: Optional[fx.Node] = None  # the node whose value the segment reads (None: the input)
+    for j, end in enumerate(bounds + [len(nodes) - 1]):
+        last = j == len(bounds)
+        segments.append(_segment(gm, nodes[start : end + 1], entry, None if last else nodes[end], j > 0))
+        entry = nodes[end]
+        start = end + 1
+    return segments
+
+
+def _segment(gm: fx.GraphModule, body: List[fx.Node], entry: Optional[fx.Node], exit_node, after_cut: bool):
+    graph = fx.Graph()
+    env = {}
+    x = graph.placeholder("x")
+    if entry is not None:
+        env[entry] = x
+
+    def value_of(n: fx.Node):
+        if n not in env:
+            if n.op != "get_attr":  # layer_map.check_cut proved every other value is in env
+                raise layer_map.LayerMapError(f"node '{n.name}' is read across a cut")
+            env[n] = graph.get_attr(n.target)
+        return env[n]
+
+    for n in body:
+        if n.op == "placeholder":
+            env[n] = x
+        elif n.op == "output":
+            graph.output(fx.map_arg(n.args[0], value_of))
+        else:
+            env[n] = graph.node_copy(n, value_of)
+    if exit_node is not None:
+        graph.output(env[exit_node])
+    segment = fx.GraphModule(gm, graph, f"Segment{len(body)}")
+    if after_cut:
+        _no_inplace_on_input(segment)
+    return segment
+
+
+_INPLACE_METHODS = {"relu_", "add_", "mul_", "clamp_", "clamp_min_", "hardtanh_", "sigmoid_", "tanh_"}
+
+
+def _no_inplace_on_input(segment: fx.GraphModule) -> None:
+    """A segment must not write its input, the checkpoint, in place: torchvision's ReLU(inplace=True)
+    right after a cut would overwrite x(c), which the plan keeps and the recompute reads. Such an op
+    runs out of place here, as remat's model counts it (its output a tensor of its own)."""
+    x = next(n for n in segment.graph.nodes if n.op == "placeholder")
+    changed = False
+    for user in list(x.users):
+        if user.op == "call_module":
+            module = segment.get_submodule(str(user.target))
+            if getattr(module, "inplace", False):
+                plain = copy.copy(module)
+                plain.inplace = False
+                name = str(user.target).replace(".", "_") + "_out_of_place"
+                segment.add_submodule(name, plain)
+                user.target = name
+                changed = True
+        elif user.op == "call_function" and user.kwargs.get("inplace"):
+            user.kwargs = {**user.kwargs, "inplace": False}
+            changed = True
+        elif user.op == "call_method" and user.target in _INPLACE_METHODS and user.args and user.args[0] is x:
+            user.target = str(user.target)[:-1]
+            changed = True
+    if changed:
+        segment.recompile()
+
+
+def _check_shapes(model: torch.nn.Module, applied: CheckpointedModel, example_input: torch.Tensor) -> None:
+    states = [m.training for m in model.modules()]
+    model.eval()  # no running statistics updated, no dropout drawn
+    try:
+        with torch.no_grad():
+            want = model(example_input)
+            got = applied(example_input)
+    finally:
+        for m, training in zip(model.modules(), states):
+            m.training = training
+    if isinstance(want, torch.Tensor) and (not isinstance(got, torch.Tensor) or got.shape != want.shape):
+        raise layer_map.LayerMapError(
+            f"the applied plan's output {getattr(got, 'shape', type(got))} differs from the model's {tuple(want.shape)}"
+        )
