@@ -85,6 +85,7 @@ def from_profiler(prof, device) -> Tuple[List[dict], List[Tuple[str, int]], int]
                 "time_us": int(event.start_time_ns // 1000),
                 "frames": _frames(ancestors, module_of_sequence),
                 "_ns": int(event.start_time_ns),
+                "_op": id(ancestors[-1]) if ancestors else None,  # the top-level op (an autograd node's evaluation)
             }
         )
     return trace, phase_times, counter_peak
@@ -114,6 +115,33 @@ def _frames(ancestors, module_of_sequence: Dict[int, str]) -> List[dict]:
         if len(frames) == 8:
             break
     return frames
+
+
+def tensor_peak(trace: Sequence[dict]) -> int:
+    """The activation peak without op scratch: allocations freed inside the top-level op that made
+    them (a kernel's workspace, a reordered weight) left out, as between ops. Needs the entries'
+    ``_op`` (from_profiler's; it is not written to files)."""
+    made_in: Dict[int, object] = {}
+    scratch = set()
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            made_in[e["addr"]] = (i, e.get("_op"))
+        elif e["addr"] in made_in:
+            j, op = made_in.pop(e["addr"])
+            if op is not None and op == e.get("_op"):
+                scratch.add(j)
+    persistent = {j for j, _ in made_in.values()}
+    live: Dict[int, int] = {}
+    held = best = 0
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            if i not in scratch and i not in persistent:
+                live[e["addr"]] = e["size"]
+                held += e["size"]
+                best = max(best, held)
+        else:
+            held -= live.pop(e["addr"], 0)
+    return best
 
 
 def index_at(trace: List[dict], time_ns: int) -> int:

@@ -62,6 +62,22 @@ def _module_paths(model: torch.nn.Module) -> Dict[int, str]:
     return paths
 
 
+def _range_enter(name: str):
+    """Opens a profiler range without allocating (record_function's handle would be a tensor on 1.13)."""
+    ops = torch.ops.profiler
+    if hasattr(ops, "_record_function_enter_new"):
+        return ("new", ops._record_function_enter_new(name, None))
+    return ("old", ops._record_function_enter(name, None))
+
+
+def _range_exit(handle) -> None:
+    kind, h = handle
+    if kind == "new":
+        torch.ops.profiler._record_function_exit._RecordFunction(h)
+    else:
+        torch.ops.profiler._record_function_exit(h)
+
+
 class _ModuleRanges:
     """Forward hooks that open a profiler range named after each leaf module while it runs."""
 
@@ -75,13 +91,11 @@ class _ModuleRanges:
                 self.handles.append(module.register_forward_hook(self._exit))
 
     def _enter(self, module, args):
-        rf = torch.autograd.profiler.record_function(_MODULE_RANGE + self.paths[id(module)])
-        rf.__enter__()
-        self.stack.append(rf)
+        self.stack.append(_range_enter(_MODULE_RANGE + self.paths[id(module)]))
 
     def _exit(self, module, args, output):
         if self.stack:
-            self.stack.pop().__exit__(None, None, None)
+            _range_exit(self.stack.pop())
 
     def remove(self):
         for h in self.handles:
@@ -180,8 +194,7 @@ def _record_profiler(model, x, labels, loss_fn, device) -> dict:
 
     def mark(name: str) -> None:
         # An empty profiler range: its start time places the phase among the allocation events.
-        with torch.autograd.profiler.record_function("remat::" + name):
-            pass
+        _range_exit(_range_enter("remat::" + name))
 
     try:
         with profile(activities=activities, profile_memory=True) as prof:
@@ -192,11 +205,13 @@ def _record_profiler(model, x, labels, loss_fn, device) -> dict:
     phases = [
         {"name": name, "trace_index": int(memory_trace.index_at(trace, t))} for name, t in phase_times
     ]
+    between_ops = memory_trace.tensor_peak(trace)
     for entry in trace:
         entry.pop("_ns", None)
+        entry.pop("_op", None)
     device_traces = [[] for _ in range((device.index or 0) + 1)] if device.type == "cuda" else [[]]
     device_traces[0 if device.type == "cpu" else (device.index or 0)] = trace
-    remat = {"phases": phases, "torch_counter_peak_bytes": int(counter_peak)}
+    remat = {"phases": phases, "torch_counter_peak_bytes": int(counter_peak), "between_ops_peak_bytes": int(between_ops)}
     return {"segments": [], "device_traces": device_traces, "remat": remat}
 
 

@@ -60,7 +60,12 @@ def export_onnx(model: torch.nn.Module, example_input: torch.Tensor, path: str) 
 
 
 def find_remat(remat: Optional[str] = None) -> str:
-    for candidate in (remat, os.environ.get("REMAT"), DEFAULT_REMAT, shutil.which("remat")):
+    """The remat binary: ``remat`` if given (it must be there), else $REMAT, the dev build's, PATH's."""
+    if remat:
+        if os.path.isfile(remat) and os.access(remat, os.X_OK):
+            return remat
+        raise RematError(f"--remat {remat}: no such executable")
+    for candidate in (os.environ.get("REMAT"), DEFAULT_REMAT, shutil.which("remat")):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     raise RematError(
@@ -86,6 +91,7 @@ def plan_model(
     onnx_path: Optional[str] = None,
 ) -> dict:
     """``remat plan`` of the model's training-mode export at the example's batch: the plan object."""
+    find_remat(remat)  # before the export, which takes a while
     with tempfile.TemporaryDirectory(prefix="remat-torch-") as folder:
         path = onnx_path or os.path.join(folder, "model.onnx")
         export_onnx(model, example_input, path)
