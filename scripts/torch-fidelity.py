@@ -14,10 +14,13 @@ Run with the Python that has PyTorch (/usr/bin/python3 on Debian: python3-torch)
 """
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
@@ -34,6 +37,7 @@ from remat_torch.remat_cli import RematError, export_onnx, find_remat, make_mode
 ZOO = ["alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
        "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "mobilenet_v2"]
 FAST = {"models": "resnet18,vgg11", "batch": 2, "resolution": 32}
+KNOWN = os.path.join(REPO, "scripts", "torch-fidelity-known.json")
 MIB = float(1 << 20)
 
 
@@ -49,6 +53,7 @@ def parse_args(argv):
     p.add_argument("--fast", action="store_true", help=f"CI's configuration: {FAST}")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--report", action="store_true", help="print the table, exit 0 whatever the rows say")
+    p.add_argument("--known", default=KNOWN, help="known mismatches: rows that may miss the tolerance (default %(default)s)")
     args = p.parse_args(argv)
     if args.fast:
         args.models, args.batch, args.resolution = FAST["models"], FAST["batch"], FAST["resolution"]
@@ -81,36 +86,57 @@ def measure(model, x, plan, name):
     }
 
 
+def chain_for(name, model, x, args, folder):
+    """The chain remat plans: the model's ONNX export, as a user's would be; the zoo's model of the
+    same name where torch cannot export it (1.13 exports adaptive pooling only to a size that divides
+    the input: VGG and AlexNet below 224 x 224). The zoo's VGG and ResNet equal their imports layer
+    for layer (docs/import.md)."""
+    onnx_path = os.path.join(folder, name + ".onnx")
+    try:
+        export_onnx(model, x, onnx_path)
+        return onnx_path, "onnx"
+    except Exception as error:  # torch.onnx raises several kinds
+        if name not in ZOO:
+            raise RuntimeError(f"ONNX export failed: {error}") from error
+    chain_path = os.path.join(folder, name + ".json")
+    cmd = [args.remat, "zoo", "export", name, "--batch", str(args.batch), "--resolution", str(args.resolution),
+           "--output", chain_path]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RematError(f"remat zoo export {name}: {proc.stderr.strip()}")
+    return chain_path, "zoo"
+
+
 def rows_for(name, planners, args, folder):
     torch.manual_seed(0)
     model = make_model(name).train()
     x = torch.randn(args.batch, 3, args.resolution, args.resolution)
-    onnx_path = os.path.join(folder, name + ".onnx")
-    export_onnx(model, x, onnx_path)
+    chain_path, source = chain_for(name, model, x, args, folder)
     # One unrecorded step first: oneDNN's first calls set up caches a later step does not allocate.
     torch.nn.functional.cross_entropy(model(x), torch.zeros(args.batch, dtype=torch.long)).backward()
     rows = []
     for planner in planners:
-        plan = run_remat(["plan", onnx_path, "--planner", planner, "--batch", str(args.batch)], args.remat)
+        batch = ["--batch", str(args.batch)] if source == "onnx" else []  # a zoo export has its batch
+        plan = run_remat(["plan", chain_path, "--planner", planner, *batch], args.remat)
         started = time.time()
         m = measure(model, x, plan, name)
         e = plan["dynamic_peak_bytes"]
-        rows.append({"model": name, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
+        rows.append({"model": name, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
                      "seconds": time.time() - started, **m})
     return rows
 
 
 def print_table(rows, args):
-    head = ["model", "plan", "ckpts", "remat E (MiB)", "PyTorch peak (MiB)", "peak / E", "between ops (MiB)",
+    head = ["model", "chain", "plan", "ckpts", "remat E (MiB)", "PyTorch peak (MiB)", "peak / E", "between ops (MiB)",
             "between / E", "PyTorch's peak at"]
     if args.markdown:
         print("| " + " | ".join(head) + " |")
-        print("|" + "|".join(["---"] * 2 + ["---:"] * 6 + ["---"]) + "|")
+        print("|" + "|".join(["---"] * 3 + ["---:"] * 6 + ["---"]) + "|")
     for r in rows:
         if "error" in r:
-            cells = [r["model"], r["planner"], "-", "-", "-", "-", "-", "-", r["error"]]
+            cells = [r["model"], "-", r["planner"], "-", "-", "-", "-", "-", "-", r["error"]]
         else:
-            cells = [r["model"], r["planner"], str(r["checkpoints"]), f"{r['E'] / MIB:.2f}",
+            cells = [r["model"], r["chain"], r["planner"], str(r["checkpoints"]), f"{r['E'] / MIB:.2f}",
                      f"{r['measured'] / MIB:.2f}", f"{r['measured'] / r['E']:.3f}", f"{r['between'] / MIB:.2f}",
                      f"{r['between'] / r['E']:.3f}", r["at"]]
         print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells), flush=True)
@@ -119,6 +145,7 @@ def print_table(rows, args):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", module="torch.onnx")  # training-mode exports warn about every batch norm
     try:
         args.remat = find_remat(args.remat)
     except RematError as error:
@@ -139,9 +166,35 @@ def main(argv=None):
             rows += new
     if args.markdown:
         print_table(rows, args)
-    bad = [r for r in rows if "error" in r or abs(r["measured"] / r["E"] - 1) > args.tolerance]
-    print(f"# {len(rows) - len(bad)} of {len(rows)} rows within {args.tolerance:.0%} of E")
-    return 0 if args.report or not bad else 1
+    return verdict(rows, args)
+
+
+def row_key(r, args):
+    return f"{r['model']}/{r['planner']}/batch {args.batch}/{args.resolution}x{args.resolution}"
+
+
+def verdict(rows, args):
+    """Rows past the tolerance fail unless the known-mismatch file lists them (with why); a listed row
+    now within the tolerance fails too, so the list is kept to what is still wrong."""
+    known = {}
+    if args.known and os.path.exists(args.known):
+        with open(args.known, encoding="utf-8") as f:
+            known = {k["row"]: k for k in json.load(f)["known"]}
+    within = failed = 0
+    for r in rows:
+        key = row_key(r, args)
+        ok = "error" not in r and abs(r["measured"] / r["E"] - 1) <= args.tolerance
+        within += ok
+        if ok and key in known:
+            print(f"# FIXED: {key} is now within {args.tolerance:.0%}: remove it from {args.known}")
+            failed += 1
+        elif not ok and key in known:
+            print(f"# known: {key}: {known[key]['why']}")
+        elif not ok:
+            print(f"# FAIL: {key}: " + (r["error"] if "error" in r else f"PyTorch / E = {r['measured'] / r['E']:.3f}"))
+            failed += 1
+    print(f"# {within} of {len(rows)} rows within {args.tolerance:.0%} of E; {failed} failed")
+    return 0 if args.report or not failed else 1
 
 
 if __name__ == "__main__":
