@@ -53,6 +53,8 @@ def parse_args(argv):
     p.add_argument("--fast", action="store_true", help=f"CI's configuration: {FAST}")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--report", action="store_true", help="print the table, exit 0 whatever the rows say")
+    p.add_argument("--explain", action="store_true",
+                   help="per row: what PyTorch and remat hold after the forward pass, and what PyTorch holds at its peak")
     p.add_argument("--known", default=KNOWN, help="known mismatches: rows that may miss the tolerance (default %(default)s)")
     args = p.parse_args(argv)
     if args.fast:
@@ -72,12 +74,38 @@ def peak_place(trace, index):
     return f"{op} ({frames[0]['filename'] or 'no module'})"
 
 
-def measure(model, x, plan, name):
+def held_at(trace, index, top=6):
+    """The allocations held just after trace entry ``index`` and not outliving the step, by (op, module)."""
+    live = {}
+    for i, e in enumerate(trace[: index + 1]):
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+        else:
+            live.pop(e["addr"], None)
+    freed_later = {e["addr"] for e in trace[index + 1:] if e["action"] != "alloc"}
+    groups = {}
+    for addr, e in live.items():
+        if addr not in freed_later:
+            continue  # a weight gradient: static
+        f = e["frames"][0] if e["frames"] else {"name": "?", "filename": ""}
+        outer = next((g["name"].split(": ", 1)[-1] for g in e["frames"] if g["name"].startswith("autograd::engine")), "")
+        key = f"{(outer + ' > ') if outer else ''}{f['name']} ({f['filename'] or '-'})"
+        groups[key] = groups.get(key, 0) + e["size"]
+    items = sorted(groups.items(), key=lambda kv: -kv[1])
+    rest = sum(v for _, v in items[top:])
+    return [f"{v / MIB:.2f} MiB {k}" for k, v in items[:top]] + ([f"{rest / MIB:.2f} MiB elsewhere"] if rest else [])
+
+
+def measure(model, x, plan, name, explain=False):
     applied = apply_plan(model, plan["checkpoint_names"], x)
     torch.manual_seed(0)
     s = record_step(applied, x, model_name=name)
     trace = s["device_traces"][0]
     summary = summarize(trace, s["remat"]["phases"])
+    if explain:
+        print(f"## {name}, checkpoints {plan['checkpoint_names']}")
+        print(f"   PyTorch holds {summary.forward_end_live_bytes / MIB:.2f} MiB after the forward pass")
+        print("   at PyTorch's peak: " + "; ".join(held_at(trace, summary.peak_index)), flush=True)
     return {
         "measured": summary.activation_peak_bytes,
         "between": s["remat"]["between_ops_peak_bytes"],
@@ -119,7 +147,14 @@ def rows_for(name, planners, args, folder):
         batch = ["--batch", str(args.batch)] if source == "onnx" else []  # a zoo export has its batch
         plan = run_remat(["plan", chain_path, "--planner", planner, *batch], args.remat)
         started = time.time()
-        m = measure(model, x, plan, name)
+        m = measure(model, x, plan, name, args.explain)
+        if args.explain:
+            sim = run_remat(["simulate", chain_path, "--checkpoints", ",".join(map(str, plan["checkpoints"])), *batch],
+                            args.remat)
+            seed = next(i for i, op in enumerate(sim["ops"]) if op["op"] == "SEED")
+            print(f"   remat holds {sim['ops'][seed - 1]['live_after_bytes'] / MIB:.2f} MiB after the forward pass, "
+                  f"E at op {sim['peak_op_index']} ({sim['ops'][sim['peak_op_index']]['op']}"
+                  f"({sim['ops'][sim['peak_op_index']]['layer']}))", flush=True)
         e = plan["dynamic_peak_bytes"]
         rows.append({"model": name, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
                      "seconds": time.time() - started, **m})

@@ -184,6 +184,7 @@ def _no_inplace_on_input(segment: fx.GraphModule) -> None:
             if getattr(module, "inplace", False):
                 plain = copy.copy(module)
                 plain.inplace = False
+                plain._remat_path = str(user.target)  # the module path recordings name it by
                 name = str(user.target).replace(".", "_") + "_out_of_place"
                 segment.add_submodule(name, plain)
                 user.target = name

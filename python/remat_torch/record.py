@@ -58,7 +58,7 @@ def _module_paths(model: torch.nn.Module) -> Dict[int, str]:
             continue
         if isinstance(model, CheckpointedModel) and name.startswith("segments."):
             name = name.split(".", 2)[2] if name.count(".") >= 2 else name
-        paths.setdefault(id(module), name.replace("_out_of_place", ""))
+        paths.setdefault(id(module), getattr(module, "_remat_path", name))
     return paths
 
 
