@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -23,25 +23,27 @@ from .plan import PlanLike, checkpoint_names
 
 
 class CheckpointedModel(torch.nn.Module):
-    """The applied plan: ``segments[j]`` computes x(c_(j+1)) from x(c_j).
+    """The applied plan: ``segments`` run in order, each reading the one tensor the one before wrote;
+    ``checkpointed[i]`` says whether segment i runs under torch.utils.checkpoint.
 
-    Parameters are the original model's (the segments hold its submodules), so an optimizer over
-    either module's parameters trains both.
+    A chain segment (c_j, c_(j+1)) is one or two of these (see _pieces). Parameters are the original
+    model's (the segments hold its submodules), so an optimizer over either module's parameters
+    trains both.
     """
 
-    def __init__(self, segments: List[fx.GraphModule], plan_names: List[str], cut_nodes: List[str]):
+    def __init__(self, pieces: List[Tuple[fx.GraphModule, bool]], plan_names: List[str], cut_nodes: List[str]):
         super().__init__()
-        self.segments = torch.nn.ModuleList(segments)
+        self.segments = torch.nn.ModuleList([p for p, _ in pieces])
+        self.checkpointed = [c for _, c in pieces]
         self.plan_names = plan_names  # the chain layers kept, in order
         self.cut_nodes = cut_nodes  # the fx nodes whose outputs they are
 
     def forward(self, x):
-        last = len(self.segments) - 1
-        for j, segment in enumerate(self.segments):
-            if j == last:
-                x = segment(x)
-            else:
+        for segment, checkpointed in zip(self.segments, self.checkpointed):
+            if checkpointed:
                 x = torch_checkpoint.checkpoint(_SegmentRun(segment), x, use_reentrant=False)
+            else:
+                x = segment(x)
         return x
 
 
@@ -116,28 +118,95 @@ def apply_plan(
             f"the traced model has {len(placeholders)} inputs ({', '.join(p.name for p in placeholders)}); "
             "a chain follows one input"
         )
-    segments = _split(gm, cuts)
+    pieces = _split(gm, cuts)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     by_order = sorted(zip(cuts, names), key=lambda p: order[p[0]]) if names else []
-    applied = CheckpointedModel(segments, [name for _, name in by_order], [n.name for n, _ in by_order])
+    applied = CheckpointedModel(pieces, [name for _, name in by_order], [n.name for n, _ in by_order])
     applied.train(model.training)
     if example_input is not None:
         _check_shapes(model, applied, example_input)
     return applied
 
 
-def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[fx.GraphModule]:
+def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[Tuple[fx.GraphModule, bool]]:
     nodes = list(gm.graph.nodes)
     bounds = [nodes.index(c) for c in cuts]
-    segments = []
+    pieces = []
     start = 0
     entry: Optional[fx.Node] = None  # the node whose value the segment reads (None: the input)
     for j, end in enumerate(bounds + [len(nodes) - 1]):
-        last = j == len(bounds)
-        segments.append(_segment(gm, nodes[start : end + 1], entry, None if last else nodes[end], j > 0))
+        body = nodes[start : end + 1]
+        if j == len(bounds):  # the last segment: never recomputed
+            pieces.append((_segment(gm, body, entry, None, j > 0), False))
+        else:
+            pieces += _pieces(gm, body, entry, j > 0)
         entry = nodes[end]
         start = end + 1
-    return segments
+    return pieces
+
+
+_VIEWS = {"flatten", "view", "reshape"}
+_WITH_EXTRAS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd)
+
+
+def _computing(gm: fx.GraphModule, body: List[fx.Node]) -> List[fx.Node]:
+    """The nodes that compute (views such as torch.flatten are folded, as remat folds them)."""
+    out = []
+    for n in body:
+        if n.op not in ("call_module", "call_function", "call_method"):
+            continue
+        if getattr(n.target, "__name__", n.target) in _VIEWS:
+            continue
+        out.append(n)
+    return out
+
+
+def _is_relu(gm: fx.GraphModule, n: fx.Node) -> bool:
+    if n.op == "call_module":
+        return type(gm.get_submodule(str(n.target))) is torch.nn.ReLU
+    if n.op == "call_function":
+        return n.target in (torch.relu, torch.nn.functional.relu)
+    return n.op == "call_method" and n.target in ("relu", "relu_")
+
+
+def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool):
+    """A recomputed chain segment as PyTorch runs it. remat's model (memory-model.md 2.4) recomputes
+    the layers before the segment's end c and never c itself: x(c) is the checkpoint. PyTorch's
+    checkpoint reruns the whole function, and keeps a second x(c) when c's backward saves its output.
+
+    - A segment of one layer without extras (a conv, a ReLU, a pooling, a linear layer: no R op, no
+      RE op in the model) runs plainly: nothing to recompute, and a checkpoint would keep its input
+      even where the model frees it (a dead checkpoint, memory-model.md 3.4).
+    - A segment that ends in a ReLU (a ResNet block, conv-ReLU) runs the ReLU plainly after the
+      checkpointed rest: the ReLU saves only its output, the checkpoint itself.
+    - Anything else (a batch norm or dropout alone: the model's RE(c); a block): checkpointed whole.
+    """
+    exit_node = body[-1]
+    computing = _computing(gm, body)
+    if len(computing) == 1 and not _has_extras(gm, computing[0]):
+        return [(_segment(gm, body, entry, exit_node, after_cut), False)]
+    if len(computing) > 1 and computing[-1] is exit_node and _is_relu(gm, exit_node):
+        inner = exit_node.all_input_nodes
+        if len(inner) == 1 and inner[0] in body and not _read_after(body, inner[0], exit_node):
+            head = body[: body.index(exit_node)]
+            return [
+                (_segment(gm, head, entry, inner[0], after_cut), True),
+                (_segment(gm, [exit_node], inner[0], exit_node, False), False),  # in place as the model wrote it
+            ]
+    return [(_segment(gm, body, entry, exit_node, after_cut), True)]
+
+
+def _has_extras(gm: fx.GraphModule, n: fx.Node) -> bool:
+    if n.op == "call_module":
+        return isinstance(gm.get_submodule(str(n.target)), _WITH_EXTRAS)
+    return "dropout" in str(getattr(n.target, "__name__", n.target)) or "batch_norm" in str(
+        getattr(n.target, "__name__", n.target)
+    )
+
+
+def _read_after(body: List[fx.Node], value: fx.Node, reader: fx.Node) -> bool:
+    """Whether a node of ``body`` other than ``reader`` reads ``value`` (then it cannot be the cut)."""
+    return any(u is not reader for u in value.users)
 
 
 def _segment(gm: fx.GraphModule, body: List[fx.Node], entry: Optional[fx.Node], exit_node, after_cut: bool):

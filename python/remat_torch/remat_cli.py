@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 from typing import List, Optional, Sequence
 
 import torch
@@ -52,6 +53,12 @@ def export_onnx(model: torch.nn.Module, example_input: torch.Tensor, path: str) 
     kwargs = {}
     if hasattr(torch.onnx, "TrainingMode"):
         kwargs["training"] = torch.onnx.TrainingMode.TRAINING
+    with warnings.catch_warnings():  # a training-mode export warns about every batch norm's counter
+        warnings.simplefilter("ignore")
+        _export(clone, example_input, path, kwargs)
+
+
+def _export(clone, example_input, path, kwargs):
     torch.onnx.export(
         clone, example_input, path, do_constant_folding=False, export_params=False,
         input_names=["input"], output_names=["output"],
