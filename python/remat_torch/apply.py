@@ -111,7 +111,8 @@ def apply_plan(
 
     names = checkpoint_names(plan, chain_layer_names(layers) if layers is not None else None)
     gm = layer_map.trace(model)
-    cuts = layer_map.layer_output_nodes(gm, names)
+    pairs = layer_map.layer_output_nodes(gm, names)  # in graph order
+    cuts = [node for node, _ in pairs]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
         raise layer_map.LayerMapError(
@@ -119,9 +120,7 @@ def apply_plan(
             "a chain follows one input"
         )
     pieces = _split(gm, cuts)
-    order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    by_order = sorted(zip(cuts, names), key=lambda p: order[p[0]]) if names else []
-    applied = CheckpointedModel(pieces, [name for _, name in by_order], [n.name for n, _ in by_order])
+    applied = CheckpointedModel(pieces, [name for _, name in pairs], [n.name for n, _ in pairs])
     applied.train(model.training)
     if example_input is not None:
         _check_shapes(model, applied, example_input)

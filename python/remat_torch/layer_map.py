@@ -21,7 +21,7 @@ graph's order) whose name is the layer's name or lies inside it (``layer1.0`` ho
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -162,8 +162,8 @@ def layer_output_node(gm: fx.GraphModule, layer_name: str) -> fx.Node:
     return found
 
 
-def layer_output_nodes(gm: fx.GraphModule, layer_names: Sequence[str]) -> List[fx.Node]:
-    """The output nodes of ``layer_names`` (a plan's checkpoints), in graph order, checked to be cuts."""
+def layer_output_nodes(gm: fx.GraphModule, layer_names: Sequence[str]) -> List[Tuple[fx.Node, str]]:
+    """(output node, layer name) of ``layer_names`` (a plan's checkpoints), in graph order, checked to be cuts."""
     nodes = [layer_output_node(gm, name) for name in layer_names]
     order = {node: i for i, node in enumerate(gm.graph.nodes)}
     pairs = sorted(zip(nodes, layer_names), key=lambda p: order[p[0]])
@@ -172,7 +172,7 @@ def layer_output_nodes(gm: fx.GraphModule, layer_names: Sequence[str]) -> List[f
             raise LayerMapError(f"layers '{name_a}' and '{name_b}' of the plan end at the same node ('{a.name}')")
     for node, name in pairs:
         check_cut(gm, node, name)
-    return [node for node, _ in pairs]
+    return pairs
 
 
 def check_cut(gm: fx.GraphModule, cut: fx.Node, layer_name: str) -> None:

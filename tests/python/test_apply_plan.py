@@ -146,6 +146,7 @@ class PlanForms(unittest.TestCase):
 
     def test_indices_documents_and_names_agree(self):
         by_names = apply_plan(self.model, ["relu1", "pool"], self.x)
+        self.assertEqual(apply_plan(self.model, ["pool", "relu1"], self.x).plan_names, ["relu1", "pool"])
         by_indices = apply_plan(self.model, [3, 6], self.x, layers=SMALL_LAYERS)
         by_document = apply_plan(self.model, {"checkpoints": [3, 6], "checkpoint_names": ["relu1", "pool"]}, self.x)
         self.assertEqual(by_names.cut_nodes, by_indices.cut_nodes)
