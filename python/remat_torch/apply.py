@@ -42,6 +42,12 @@ class CheckpointedModel(torch.nn.Module):
         for segment, checkpointed in zip(self.segments, self.checkpointed):
             if checkpointed:
                 x = torch_checkpoint.checkpoint(_SegmentRun(segment), x, use_reentrant=False)
+            elif getattr(segment, "boxed", False):
+                # The segment takes its input out of the list: no frame here holds x(c) while the
+                # segment runs, so x(c) is freed after its last reader, as the model frees it.
+                box = [x]
+                x = None
+                x = segment(box)
             else:
                 x = segment(x)
         return x
@@ -136,7 +142,7 @@ def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[Tuple[fx.GraphModule
     for j, end in enumerate(bounds + [len(nodes) - 1]):
         body = nodes[start : end + 1]
         if j == len(bounds):  # the last segment: never recomputed
-            pieces.append((_segment(gm, body, entry, None, j > 0), False))
+            pieces.append((_segment(gm, body, entry, None, j > 0, boxed=j > 0), False))
         else:
             pieces += _pieces(gm, body, entry, j > 0)
         entry = nodes[end]
@@ -183,14 +189,14 @@ def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool):
     exit_node = body[-1]
     computing = _computing(gm, body)
     if len(computing) == 1 and not _has_extras(gm, computing[0]):
-        return [(_segment(gm, body, entry, exit_node, after_cut), False)]
+        return [(_segment(gm, body, entry, exit_node, after_cut, boxed=entry is not None), False)]
     if len(computing) > 1 and computing[-1] is exit_node and _is_relu(gm, exit_node):
         inner = exit_node.all_input_nodes
         if len(inner) == 1 and inner[0] in body and not _read_after(body, inner[0], exit_node):
             head = body[: body.index(exit_node)]
             return [
                 (_segment(gm, head, entry, inner[0], after_cut), True),
-                (_segment(gm, [exit_node], inner[0], exit_node, False), False),  # in place as the model wrote it
+                (_segment(gm, [exit_node], inner[0], exit_node, False, boxed=True), False),  # in place, as written
             ]
     return [(_segment(gm, body, entry, exit_node, after_cut), True)]
 
@@ -208,10 +214,16 @@ def _read_after(body: List[fx.Node], value: fx.Node, reader: fx.Node) -> bool:
     return any(u is not reader for u in value.users)
 
 
-def _segment(gm: fx.GraphModule, body: List[fx.Node], entry: Optional[fx.Node], exit_node, after_cut: bool):
+def _segment(gm: fx.GraphModule, body: List[fx.Node], entry: Optional[fx.Node], exit_node, after_cut: bool,
+             boxed: bool = False):
+    """A GraphModule of ``body``: reads ``entry``'s value (the input when None), returns ``exit_node``'s
+    (the model's output when None). A boxed one takes its input as a one-item list it empties."""
     graph = fx.Graph()
     env = {}
-    x = graph.placeholder("x")
+    if boxed:
+        x = graph.call_method("pop", (graph.placeholder("box"),))
+    else:
+        x = graph.placeholder("x")
     if entry is not None:
         env[entry] = x
 
@@ -232,19 +244,20 @@ def _segment(gm: fx.GraphModule, body: List[fx.Node], entry: Optional[fx.Node], 
     if exit_node is not None:
         graph.output(env[exit_node])
     segment = fx.GraphModule(gm, graph, f"Segment{len(body)}")
+    segment.boxed = boxed
     if after_cut:
-        _no_inplace_on_input(segment)
+        _no_inplace_on_input(segment, x.name)
     return segment
 
 
 _INPLACE_METHODS = {"relu_", "add_", "mul_", "clamp_", "clamp_min_", "hardtanh_", "sigmoid_", "tanh_"}
 
 
-def _no_inplace_on_input(segment: fx.GraphModule) -> None:
+def _no_inplace_on_input(segment: fx.GraphModule, input_name: str) -> None:
     """A segment must not write its input, the checkpoint, in place: torchvision's ReLU(inplace=True)
     right after a cut would overwrite x(c), which the plan keeps and the recompute reads. Such an op
     runs out of place here, as remat's model counts it (its output a tensor of its own)."""
-    x = next(n for n in segment.graph.nodes if n.op == "placeholder")
+    x = next(n for n in segment.graph.nodes if n.name == input_name)
     changed = False
     for user in list(x.users):
         if user.op == "call_module":
