@@ -1,7 +1,7 @@
 """The one place that maps remat's chain layers to the nodes of a torch.fx graph.
 
 remat names an imported layer after the module scope torch's ONNX export gives its node
-(docs/import.md, "Names"; core/src/io/onnx/onnx_graph.cpp, scopedNameOf):
+(docs/import.md, "Names"; core/src/input/onnx/onnx_graph.cpp, scopedNameOf):
 
 - a node inside a module is named by the module's qualified path: ``features.0``, ``layer3.5.conv1``;
   the k-th call (k >= 1) of a module that runs more than once gets ``_k`` on its last segment
