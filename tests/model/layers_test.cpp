@@ -107,7 +107,7 @@ TEST(MaxPool, Numbers) {
   // The indices are int64 whatever the dtype.
   LayerSpec half = poolSpec(LayerKind::MaxPool, 2, 2);
   auto f16 = chainFromLayers({2, 4, 8, 8}, {half}, DType::Float16);
-  ASSERT_TRUE(f16.ok()) << f16.status().message();
+  ASSERT_TRUE(f16.isOk()) << f16.status().message();
   EXPECT_EQ(f16->at(1).outBytes, 2u * 4 * 4 * 4 * 2);
   EXPECT_EQ(f16->at(1).extraBytes, 2u * 4 * 4 * 4 * 8);
 }
