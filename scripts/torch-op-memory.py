@@ -133,16 +133,17 @@ def measure_step(model, x, target):
 
 
 def remat_simulate(remat, chain):
-    """chain: a remat-chain/1 dict or a 'zoo:NAME' argument list."""
+    """chain: a remat-chain/1 dict, or the arguments of `remat zoo export` for a zoo model."""
     with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "chain.json")
         if isinstance(chain, dict):
-            path = os.path.join(tmp, "chain.json")
             with open(path, "w") as f:
                 json.dump(chain, f)
-            args = [path]
         else:
-            args = chain
-        run = subprocess.run([remat, "simulate", *args, "--checkpoints", "", "--json"], capture_output=True, text=True)
+            made = subprocess.run([remat, "zoo", "export", *chain, "-o", path], capture_output=True, text=True)
+            if made.returncode != 0:
+                raise RuntimeError("remat zoo export failed: " + made.stderr.strip())
+        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--json"], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError("remat simulate failed: " + run.stderr.strip())
     sim = json.loads(run.stdout)
@@ -235,7 +236,7 @@ def zoo_case(name):
     """The model is made when the case runs (lambda): fifteen at once would take gigabytes."""
     import torchvision
 
-    args = ["zoo:" + name, "--batch", str(BATCH), "--resolution", str(RES)]
+    args = [name, "--batch", str(BATCH), "--resolution", str(RES)]
     return (name, lambda: getattr(torchvision.models, name)(num_classes=1000), torch.randn(BATCH, 3, RES, RES), 1000,
             args)
 
