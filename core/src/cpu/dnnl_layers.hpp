@@ -139,8 +139,7 @@ class EltwiseOp {
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
   // saved: y for relu, x for relu6.
-  Status backward(const DnnlContext& context, const float* saved, const float* dy, float* dx,
-                  std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const float* saved, const float* dy, float* dx, std::byte* scratch) const;
 
  private:
   Index count_ = 0;
