@@ -22,6 +22,9 @@ packages=(
   # for the offscreen screenshot
   qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev
   fonts-dejavu-core
+  # python/remat_torch and its tests (tests/python, scripts/torch-fidelity.py): PyTorch (CPU),
+  # torchvision's models, and ONNX for the exports remat plans from
+  python3 python3-torch python3-torchvision python3-onnx
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(
