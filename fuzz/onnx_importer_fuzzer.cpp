@@ -1,13 +1,16 @@
 // libFuzzer target: ONNX models (a serialized ModelProto). Any bytes either import, and then the
 // chain builds, writes to a chain file that loads to the same chain and simulates, or are refused
 // with a bounded message that names the model first. The batch is set (2), so exports with a
-// symbolic batch get past the interface and into the graph.
+// symbolic batch get past the interface and into the graph. Mutations are structure-aware
+// (onnx_mutator.hpp): a model that parses is changed one field at a time through reflection.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "fuzz_checks.hpp"
+#include "onnx_mutator.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/input/onnx/onnx_import.hpp"
 #include "remat/memory/simulator.hpp"
@@ -29,6 +32,22 @@ void checkImported(const remat::OnnxImport& imported) {
 }
 
 }  // namespace
+
+extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t maxSize);
+
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t maxSize,
+                                               unsigned int seed) {
+  onnx::ModelProto model;
+  // One in eight (and whatever does not parse): libFuzzer's byte mutations, which also reach
+  // truncations and the wire format's own corners.
+  if (size == 0 || seed % 8 == 0 || !model.ParseFromArray(data, static_cast<int>(size)))
+    return LLVMFuzzerMutate(data, size, maxSize);
+  remat::fuzz::OnnxMutator(seed).mutate(model);
+  std::string out;
+  if (!model.SerializeToString(&out) || out.size() > maxSize) return LLVMFuzzerMutate(data, size, maxSize);
+  std::memcpy(data, out.data(), out.size());
+  return out.size();
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -7,6 +7,9 @@
 #   REMAT_FUZZ_JOBS=N     fuzzing processes per target (default 1)
 #   REMAT_FUZZ_TARGETS_AT_ONCE=N  targets fuzzed side by side (default 1: one after another)
 #   REMAT_FUZZ_BUILD=DIR  build folder (default build/fuzz); its corpus/ grows from run to run
+#   REMAT_CAMPAIGN_RUNS=N hostile ONNX models through this build's (sanitized) remat after the
+#                         fuzzers when onnx_importer is among the targets (default 300; 0: none;
+#                         scripts/hostile-campaign.py --families onnx, needs python3-onnx)
 # TARGET is chain_reader, timeline_reader, onnx_importer or cli_arguments (default: all four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,5 +115,20 @@ for target in "${targets[@]}"; do
   fi
 done
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+
+# The campaign's structural ONNX families (issue 26) through the sanitized remat: a short run.
+campaign_runs="${REMAT_CAMPAIGN_RUNS:-300}"
+if [ "$campaign_runs" -gt 0 ] && [[ " ${targets[*]} " == *" onnx_importer "* ]]; then
+  echo "== fuzz: hostile ONNX campaign, $campaign_runs models"
+  if ! ASAN_OPTIONS="detect_leaks=0" /usr/bin/python3 scripts/hostile-campaign.py --families onnx \
+      --runs "$campaign_runs" --jobs "${REMAT_JOBS:-$(nproc)}" --memory-gib 0 --remat "$remat" --out "$build/campaign-onnx" \
+      >"$build/campaign-onnx.log" 2>&1; then
+    status=1
+    echo "fuzz: FAILED: the hostile ONNX campaign found something: $build/campaign-onnx/summary.json" >&2
+    tail -n 30 "$build/campaign-onnx.log" >&2
+  else
+    grep -E '"runs"|"refused"|"ok"|findings' "$build/campaign-onnx.log" | sed "s/^/   campaign: /"
+  fi
+fi
 [ $status -eq 0 ] && echo "== fuzz: no crash, leak, timeout or sanitizer report"
 exit $status

@@ -12,7 +12,16 @@ special numbers, wrong types, missing and duplicated keys, unknown kinds, NUL an
 seeds and timeouts. Writers (run and simulate --timeline): timelines over the input chain, over read-only files, into missing
 folders and under a file-size limit.
 
-A run is a finding when it crashes (a signal), runs past its limit, exits 1, accepts what is surely
+ONNX families (--families onnx; scripts/hostile_onnx.py, Debian's python3-onnx): models that are
+well-formed protobuf and wrong in one structural way (empty and dangling inputs, names defined twice,
+1,000 outputs, initializer data of the wrong length or type, contradicting declarations, attributes
+twice or of the wrong type, graph attributes, hostile constant plumbing, control characters in the
+producer, long lists, any field of any message), through `remat import --output`, `plan` and
+`simulate`. A run is a finding when it crashes, hangs, accepts a surely invalid model, prints a
+control character or a line over 2000 characters, writes its output on a failure, or refuses with
+a message over 2000 characters or without the file (and, where a node is to blame, the node).
+
+A chain run is a finding when it crashes (a signal), runs past its limit, exits 1, accepts what is surely
 invalid (exit 0), prints a message that does not start with "remat:", is over 1000 characters,
 names the chain file without a place (FILE:LINE:COLUMN), or changes a file it must not (the input
 chain, a read-only file) or leaves a temporary file behind. Findings are copied to OUT/findings.
@@ -182,7 +191,8 @@ def command_for(chain, rng, big):
 
 def limit_resources(memory_bytes, file_bytes):
     def apply():
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        if memory_bytes > 0:  # 0: no cap (a sanitized build reserves terabytes of shadow memory)
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
         if file_bytes:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     return apply
@@ -282,6 +292,11 @@ def run_one(task):
     return result
 
 
+def run_task(task):
+    function, arguments = task
+    return function(arguments)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--remat", default="build/dev/app/cli/remat")
@@ -289,29 +304,40 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--limit", type=float, default=30.0, help="seconds per run")
-    parser.add_argument("--memory-gib", type=float, default=4.0, help="address-space cap per run")
+    parser.add_argument("--memory-gib", type=float, default=4.0, help="address-space cap per run (0: none)")
     parser.add_argument("--out", default="build/campaign")
+    parser.add_argument("--families", default="chains,onnx",
+                        help="chains (mutated chain files), onnx (hostile ONNX models), or both")
     args = parser.parse_args()
     remat = os.path.abspath(args.remat)
     shutil.rmtree(args.out, ignore_errors=True)
     work = os.path.join(args.out, "work")
     os.makedirs(work)
     os.makedirs(os.path.join(args.out, "findings"))
-    bases = make_bases(remat, work)
+    families = set(args.families.split(","))
     memory = int(args.memory_gib * (1 << 30))
-    tasks = [(i, args.seed * 1000003 + i, os.path.abspath(work), remat, args.limit, memory, bases)
-             for i in range(args.runs)]
+    tasks = []
+    if "chains" in families:
+        bases = make_bases(remat, work)
+        tasks += [(run_one, (i, args.seed * 1000003 + i, os.path.abspath(work), remat, args.limit, memory, bases))
+                  for i in range(args.runs)]
+    if "onnx" in families:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import hostile_onnx
+        tasks += [(hostile_onnx.run_one_onnx, (args.runs + i, args.seed * 1000003 + args.runs + i,
+                                               os.path.abspath(work), remat, args.limit, memory, limit_resources))
+                  for i in range(args.runs)]
     started = time.time()
     results = []
     with multiprocessing.Pool(args.jobs) as pool:
-        for n, result in enumerate(pool.imap_unordered(run_one, tasks, chunksize=4), 1):
+        for n, result in enumerate(pool.imap_unordered(run_task, tasks, chunksize=4), 1):
             results.append(result)
             if n % 1000 == 0:
                 print("campaign: %d runs, %.0f s" % (n, time.time() - started), file=sys.stderr)
     verdicts = collections.Counter(r["verdict"] for r in results)
     by_command = collections.Counter((r["command"], r["verdict"]) for r in results)
     slowest = sorted(results, key=lambda r: -r["seconds"])[:5]
-    longest = max(r["message_chars"] for r in results)
+    longest = max((r["message_chars"] for r in results), default=0)
     summary = {"runs": len(results), "seconds": round(time.time() - started, 1), "verdicts": dict(verdicts),
                "by_command": {"%s: %s" % k: v for k, v in sorted(by_command.items())},
                "longest_message_chars": longest,

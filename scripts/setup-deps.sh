@@ -22,12 +22,15 @@ packages=(
   # for the offscreen screenshot
   qt6-base-dev qt6-charts-dev libqt6svg6-dev libqt6opengl6-dev libxkbcommon-dev libgl-dev
   fonts-dejavu-core
+  # python/remat_torch and its tests (tests/python, scripts/torch-fidelity.py): PyTorch (CPU),
+  # torchvision's models, and ONNX for the exports remat plans from
+  python3 python3-torch python3-torchvision python3-onnx
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(
     # clang's libFuzzer and sanitizers (REMAT_BUILD_FUZZERS), and python3 for the fuzzers' seeds
-    # and the hostile campaign
-    clang libclang-rt-14-dev python3
+    # and the hostile campaign, whose ONNX families build models with python3-onnx
+    clang libclang-rt-14-dev python3 python3-onnx
   )
 fi
 missing=()

@@ -136,7 +136,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
       case BlockOpKind::Relu6:
         if (dIn != nullptr)
           REMAT_RETURN_IF_ERROR(
-              kernels::relu6Backward(c.stream, o.count, tensors.value(op.output), dOut, dIn, accumulate));
+              kernels::relu6Backward(c.stream, o.count, tensors.value(op.inputs[0]), dOut, dIn, accumulate));
         break;
       case BlockOpKind::Add:
         for (std::size_t j = 0; j < op.inputs.size(); ++j) {
@@ -161,6 +161,11 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::Relu: return kernels::reluForward(c.stream, s.outCount, p.x, p.y);
     case LayerKind::Relu6: return kernels::relu6Forward(c.stream, s.outCount, p.x, p.y);
     case LayerKind::MaxPool:
+      // The model keeps x and E (8 bytes per output element, PyTorch's int64 indices) but not y;
+      // cuDNN's backward wants y, so a keep-mode forward copies it into E.
+      REMAT_RETURN_IF_ERROR(s.pool->forward(c.cudnn, p.x, p.y));
+      if (keep) return kernels::copyOrAdd(c.stream, s.outCount, p.y, reinterpret_cast<float*>(p.extra), false);
+      return Status::ok();
     case LayerKind::AvgPool: return s.pool->forward(c.cudnn, p.x, p.y);
     case LayerKind::AdaptiveAvgPool: return kernels::adaptiveAvgPoolForward(c.stream, s.adaptive, p.x, p.y);
     case LayerKind::BatchNorm:
@@ -188,10 +193,12 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
     case LayerKind::Relu:
       if (p.dx != nullptr) return kernels::reluBackward(c.stream, s.inCount, p.y, p.dy, p.dx, false);
       return Status::ok();
-    case LayerKind::Relu6:
-      if (p.dx != nullptr) return kernels::relu6Backward(c.stream, s.inCount, p.y, p.dy, p.dx, false);
+    case LayerKind::Relu6:  // from x, as PyTorch's hardtanh (memory-model.md section 5.1)
+      if (p.dx != nullptr) return kernels::relu6Backward(c.stream, s.inCount, p.x, p.dy, p.dx, false);
       return Status::ok();
     case LayerKind::MaxPool:
+      if (p.dx != nullptr) return s.pool->backward(c.cudnn, p.x, reinterpret_cast<const float*>(p.extra), p.dy, p.dx);
+      return Status::ok();
     case LayerKind::AvgPool:
       if (p.dx != nullptr) return s.pool->backward(c.cudnn, p.x, p.y, p.dy, p.dx);
       return Status::ok();

@@ -19,9 +19,9 @@ using Index = std::int64_t;
 // y = max(x, 0); dx (=|+=) y > 0 ? dy : 0.
 Status reluForward(cudaStream_t stream, Index count, const float* x, float* y);
 Status reluBackward(cudaStream_t stream, Index count, const float* y, const float* dy, float* dx, bool accumulate);
-// y = min(max(x, 0), 6); dx (=|+=) 0 < y < 6 ? dy : 0.
+// y = min(max(x, 0), 6); dx (=|+=) 0 < x < 6 ? dy : 0 (from x, as PyTorch's hardtanh_backward).
 Status relu6Forward(cudaStream_t stream, Index count, const float* x, float* y);
-Status relu6Backward(cudaStream_t stream, Index count, const float* y, const float* dy, float* dx, bool accumulate);
+Status relu6Backward(cudaStream_t stream, Index count, const float* x, const float* dy, float* dx, bool accumulate);
 // out = a + b.
 Status add(cudaStream_t stream, Index count, const float* a, const float* b, float* out);
 // out (=|+=) a.

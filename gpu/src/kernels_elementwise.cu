@@ -36,9 +36,9 @@ __global__ void relu6ForwardKernel(Index count, const float* x, float* y) {
   for (Index i = firstIndex(); i < count; i += gridStride()) y[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0f) : 0.0f;
 }
 
-__global__ void relu6BackwardKernel(Index count, const float* y, const float* dy, float* dx, bool accumulate) {
+__global__ void relu6BackwardKernel(Index count, const float* x, const float* dy, float* dx, bool accumulate) {
   for (Index i = firstIndex(); i < count; i += gridStride()) {
-    const float g = (y[i] > 0.0f && y[i] < 6.0f) ? dy[i] : 0.0f;
+    const float g = (x[i] > 0.0f && x[i] < 6.0f) ? dy[i] : 0.0f;
     dx[i] = accumulate ? dx[i] + g : g;
   }
 }
@@ -110,9 +110,9 @@ Status relu6Forward(cudaStream_t stream, Index count, const float* x, float* y) 
   return Status::ok();
 }
 
-Status relu6Backward(cudaStream_t stream, Index count, const float* y, const float* dy, float* dx, bool accumulate) {
+Status relu6Backward(cudaStream_t stream, Index count, const float* x, const float* dy, float* dx, bool accumulate) {
   if (count == 0) return Status::ok();
-  relu6BackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, y, dy, dx, accumulate);
+  relu6BackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, x, dy, dx, accumulate);
   REMAT_CUDA_CHECK_LAUNCH("relu6BackwardKernel");
   return Status::ok();
 }

@@ -26,7 +26,7 @@ TEST_F(ImportCli, WritesTheChainToStdoutAndTheSummaryToStderr) {
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   EXPECT_EQ(spec->name, "resnet18_train_op17_dynamic");
   EXPECT_EQ(spec->input.shape, (Shape{8, 3, 64, 64}));
-  EXPECT_NE(result.err.find("opset 17 (pytorch 1.13.0), 69 nodes -> 14 layers (8 blocks), 11689512 parameters"),
+  EXPECT_NE(result.err.find("opset 17 ('pytorch 1.13.0'), 69 nodes -> 14 layers (8 blocks), 11689512 parameters"),
             std::string::npos)
       << result.err;
   EXPECT_NE(result.err.find("batch: 8 (--batch, for the symbolic dimension 'batch')"), std::string::npos);

@@ -75,5 +75,31 @@ TEST_F(RegressionsCli, EveryArgumentListFailsAsExpected) {
   EXPECT_GE(lists, 10u);
 }
 
+// Every ONNX model of regressions/onnx through `remat import --output` and `plan`: exit 2, the
+// expected message (named after the file), under 2,000 characters, and nothing written.
+TEST_F(RegressionsCli, EveryOnnxModelIsRefusedAndNothingIsWritten) {
+  const nlohmann::json expected = nlohmann::json::parse(std::ifstream(kFolder / "expected.json"));
+  std::size_t models = 0;
+  for (const auto& entry : fs::directory_iterator(kFolder / "onnx")) {
+    const std::string key = "onnx/" + entry.path().filename().string();
+    ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
+    SCOPED_TRACE(key);
+    const auto before = snapshot();
+    for (const auto& args :
+         {std::vector<std::string>{"import", entry.path().string(), "--batch", "2", "--output", "out.json"},
+          std::vector<std::string>{"plan", entry.path().string(), "--batch", "2", "--planner", "linear"}}) {
+      const auto result = testing::runRemat(args);
+      EXPECT_EQ(result.exitCode, 2) << result.err.substr(0, 300);
+      EXPECT_EQ(result.err.rfind("remat: error: " + entry.path().string() + ": ", 0), 0u) << result.err.substr(0, 300);
+      EXPECT_NE(result.err.find(expected[key]["message"].get<std::string>()), std::string::npos)
+          << result.err.substr(0, 300);
+      EXPECT_LT(result.err.size(), 2000u);
+    }
+    EXPECT_EQ(snapshot(), before) << "a refused import wrote a file";
+    ++models;
+  }
+  EXPECT_GE(models, 2u);
+}
+
 }  // namespace
 }  // namespace remat

@@ -192,9 +192,9 @@ TEST(CpuDevice, RefusesNumbersItsKernelsContradict) {
       {1, [](ChainLayer& c) { c.numbers.extraBytes = 4; }, "saves 0 extra bytes, the chain says e = 4"},
       {1, [](ChainLayer& c) { c.paramCount -= 1; }, "expected 108 parameters, the chain says 111"},
       {2, [](ChainLayer& c) { c.numbers.extraBytes -= 1; }, "saves 32 extra bytes, the chain says e = 31"},
-      {3, [](ChainLayer& c) { c.numbers.needsOutput = false; }, "needs_output = false"},
+      {3, [](ChainLayer& c) { c.numbers.needsInput = false; }, "needs_input = false"},  // relu6 reads x
       {4, [](ChainLayer& c) { c.numbers.needsInput = false; }, "needs_input = false"},
-      {4, [](ChainLayer& c) { c.numbers.needsOutput = false; }, "needs_output = false"},
+      {4, [](ChainLayer& c) { c.numbers.extraBytes = 0; }, "saves 1024 extra bytes, the chain says e = 0"},
       {6, [](ChainLayer& c) { c.numbers.extraBytes = 0; }, "saves 32 extra bytes, the chain says e = 0"},
       {7,
        [](ChainLayer& c) {
@@ -215,7 +215,7 @@ TEST(CpuDevice, RefusesNumbersItsKernelsContradict) {
   }
   // A chain may say a backward reads more than it does: the tensor is merely kept longer.
   Chain cautious = chain;
-  cautious.layers[4].numbers.needsInput = true;
+  cautious.layers[5].numbers.needsInput = true;  // dropout
   EXPECT_TRUE(device.prepare(cautious).isOk());
 }
 

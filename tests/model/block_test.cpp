@@ -66,10 +66,11 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     }
     const bool conv = op.kind == BlockOpKind::Conv2d;
     const bool bn = op.kind == BlockOpKind::BatchNorm;
-    const bool relu = op.kind == BlockOpKind::Relu || op.kind == BlockOpKind::Relu6;
-    EXPECT_EQ(op.readsInput, conv || bn) << where << " " << op.layer.name;
+    const bool relu = op.kind == BlockOpKind::Relu;
+    const bool relu6 = op.kind == BlockOpKind::Relu6;  // reads its input, as PyTorch's hardtanh
+    EXPECT_EQ(op.readsInput, conv || bn || relu6) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsOutput, relu) << where << " " << op.layer.name;
-    if (conv || bn) backwardReads.insert(op.inputs[0]);
+    if (conv || bn || relu6) backwardReads.insert(op.inputs[0]);
     if (relu) backwardReads.insert(op.output);
     EXPECT_EQ(op.statsBytes, bn ? 2 * static_cast<std::uint64_t>(g.tensors[op.output].shape[1]) * 4 : 0u) << where;
     statsTotal += op.statsBytes;

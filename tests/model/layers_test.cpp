@@ -98,17 +98,24 @@ TEST(MaxPool, Numbers) {
   const ChainLayer l = single({2, 4, 8, 8}, {poolSpec(LayerKind::MaxPool, 2, 2)});
   EXPECT_EQ(l.outputShape, (Shape{2, 4, 4, 4}));
   EXPECT_EQ(l.numbers.outBytes, 2u * 4 * 4 * 4 * 4);
+  // PyTorch's max_pool2d_with_indices keeps its input and int64 indices, not its output.
   EXPECT_TRUE(l.numbers.needsInput);
-  EXPECT_TRUE(l.numbers.needsOutput);
-  EXPECT_EQ(l.numbers.extraBytes, 0u);
+  EXPECT_FALSE(l.numbers.needsOutput);
+  EXPECT_EQ(l.numbers.extraBytes, 2u * 4 * 4 * 4 * 8);
   EXPECT_EQ(l.paramCount, 0u);
   EXPECT_DOUBLE_EQ(l.numbers.fwdCost, 2.0 * 4 * 4 * 4 * 4 / 1e9);
+  // The indices are int64 whatever the dtype.
+  LayerSpec half = poolSpec(LayerKind::MaxPool, 2, 2);
+  auto f16 = chainFromLayers({2, 4, 8, 8}, {half}, DType::Float16);
+  ASSERT_TRUE(f16.isOk()) << f16.status().message();
+  EXPECT_EQ(f16->at(1).outBytes, 2u * 4 * 4 * 4 * 2);
+  EXPECT_EQ(f16->at(1).extraBytes, 2u * 4 * 4 * 4 * 8);
 }
 
 TEST(AvgPool, NumbersAndShape) {
   const ChainLayer l = single({2, 4, 7, 7}, {poolSpec(LayerKind::AvgPool, 3, 2, 1, true)});
   EXPECT_EQ(l.outputShape, (Shape{2, 4, 4, 4}));
-  EXPECT_FALSE(l.numbers.needsInput);
+  EXPECT_TRUE(l.numbers.needsInput);  // PyTorch's avg_pool2d backward keeps self
   EXPECT_FALSE(l.numbers.needsOutput);
   EXPECT_EQ(l.numbers.extraBytes, 0u);
 }
@@ -133,8 +140,12 @@ TEST(AdaptiveAvgPool, ShapeAndPyTorchWindows) {
   spec.outputWidth = 2;
   const ChainLayer l = single({2, 8, 7, 5}, {spec});
   EXPECT_EQ(l.outputShape, (Shape{2, 8, 3, 2}));
-  EXPECT_FALSE(l.numbers.needsInput);
+  EXPECT_TRUE(l.numbers.needsInput);  // PyTorch's _adaptive_avg_pool2d backward keeps self
   EXPECT_FALSE(l.numbers.needsOutput);
+  // 1x1 is a mean in PyTorch, which keeps nothing (since 2.2).
+  const ChainLayer global = single({2, 8, 7, 5}, {layerSpec("a", LayerKind::AdaptiveAvgPool)});
+  EXPECT_FALSE(global.numbers.needsInput);
+  EXPECT_FALSE(global.numbers.needsOutput);
   // Windows [floor(i*in/out), ceil((i+1)*in/out)): 7 -> 3 gives [0,3) [2,5) [4,7), 9 rows read;
   // 5 -> 2 gives [0,3) [2,5), 6 columns read.
   EXPECT_DOUBLE_EQ(l.numbers.fwdCost, 2.0 * 8 * 9 * 6 / 1e9);
@@ -212,12 +223,14 @@ TEST(Dropout, BadP) {
   }
 }
 
-TEST(Relu, ReadsItsOutput) {
+// relu keeps its result (ReluBackward0), relu6 its input (HardtanhBackward0, which clones the input
+// of an in-place ReLU6).
+TEST(Relu, ReluReadsItsOutputRelu6ItsInput) {
   for (LayerKind kind : {LayerKind::Relu, LayerKind::Relu6}) {
     const ChainLayer l = single({2, 3, 4, 5}, {layerSpec("r", kind)});
     EXPECT_EQ(l.outputShape, (Shape{2, 3, 4, 5}));
-    EXPECT_FALSE(l.numbers.needsInput);
-    EXPECT_TRUE(l.numbers.needsOutput);
+    EXPECT_EQ(l.numbers.needsInput, kind == LayerKind::Relu6);
+    EXPECT_EQ(l.numbers.needsOutput, kind == LayerKind::Relu);
     EXPECT_EQ(l.numbers.extraBytes, 0u);
     EXPECT_EQ(l.paramCount, 0u);
     EXPECT_DOUBLE_EQ(l.numbers.fwdCost, 120.0 / 1e9);

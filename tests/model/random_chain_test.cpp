@@ -46,7 +46,8 @@ TEST(RandomChain, PinnedAcrossPlatforms) {
   const RandomChainOptions general{.layers = 20, .seed = 42};
   const RandomChainOptions cnn{.layers = 20, .seed = 42, .cnnLike = true};
   EXPECT_EQ(fingerprint(makeRandomChain(general)), 16963033178164159327ull);
-  EXPECT_EQ(fingerprint(makeRandomChain(cnn)), 7343707631222063661ull);
+  // The CNN-like chains changed with the max pooling's numbers (PyTorch's indices, issue 21).
+  EXPECT_EQ(fingerprint(makeRandomChain(cnn)), 3451140012776782832ull);
 }
 
 TEST(RandomChain, OptionsAreHonoured) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
@@ -203,20 +205,25 @@ TEST(Zoo, DTypeScalesBytes) {
   for (std::size_t l = 1; l <= f32.size(); ++l) EXPECT_EQ(f16.at(l).outBytes * 2, f32.at(l).outBytes) << l;
 }
 
-// docs/memory-model.md section 4: u(k) = T(k-1) + a(k) is nondecreasing along the zoo's chains.
+// docs/memory-model.md section 4: u(k) = T(k-1) + a(k) is nondecreasing along the zoo's chains,
+// except MobileNetV2's, whose last ReLU6 output only the global average pooling (a mean, which
+// keeps nothing) reads: u falls at the pooling, and `linear` takes its O(n log n) path there.
 TEST(Zoo, KeptPrefixPlusOutputIsNondecreasing) {
   for (const auto& entry : zooModels()) {
     const Chain chain = zooBuilt(entry.name);
     ASSERT_GT(chain.size(), 1u) << entry.name;
     std::uint64_t kept = 0;  // T(k-1)
     std::uint64_t previous = 0;
+    std::vector<std::string> falls;
     for (std::size_t k = 1; k <= chain.size(); ++k) {
       const std::uint64_t u = kept + chain.outBytes(k);
-      EXPECT_GE(u, previous) << entry.name << ": u(" << k << ") < u(" << k - 1 << ") at layer '"
-                             << chain.layers[k - 1].name << "'";
+      if (u < previous) falls.push_back(chain.layers[k - 1].name);
       previous = u;
       kept += keptBytes(chain, k);
     }
+    const std::vector<std::string> expected =
+        entry.name == "mobilenet_v2" ? std::vector<std::string>{"avgpool"} : std::vector<std::string>{};
+    EXPECT_EQ(falls, expected) << entry.name << ": the layers where u(k) < u(k-1)";
   }
 }
 

@@ -266,7 +266,7 @@ TEST(Cancellation, LongPlannersStop) {
   EXPECT_TRUE(runPlanner(chain, "dp", options).isOk());
 }
 
-TEST(SegmentEndCosts, NondecreasingOnCnnChainsAndTheZoo) {
+TEST(SegmentEndCosts, NondecreasingOnCnnChainsAndTheZooButMobileNetV2) {
   for (std::uint64_t seed = 0; seed < 300; ++seed) {
     const Chain chain = makeRandomChain({.layers = 5 + seed % 120,
                                          .seed = seed,
@@ -280,7 +280,8 @@ TEST(SegmentEndCosts, NondecreasingOnCnnChainsAndTheZoo) {
     ASSERT_TRUE(spec.isOk()) << entry.name;
     auto chain = buildChain(*spec);
     ASSERT_TRUE(chain.isOk()) << entry.name;
-    EXPECT_TRUE(segmentEndCostsNondecreasing(*chain)) << entry.name;
+    // MobileNetV2's last ReLU6 output is read by no backward (memory-model.md section 4).
+    EXPECT_EQ(segmentEndCostsNondecreasing(*chain), entry.name != "mobilenet_v2") << entry.name;
   }
   // A chain that breaks it: an unread big activation followed by a small one.
   const Chain broken = makeAbstractChain("b", 10, {numbers(100, true, false), numbers(10, false, false), numbers(10)});

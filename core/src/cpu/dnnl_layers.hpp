@@ -129,7 +129,8 @@ class BatchNormOp {
   std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
 };
 
-// relu (gradient where 0 < y) and relu6 (where 0 < y < 6), both read y in the backward.
+// relu (gradient where 0 < y, read from y) and relu6 (where 0 < x < 6, read from x, as PyTorch's
+// hardtanh does: memory-model.md section 5.1).
 class EltwiseOp {
  public:
   static Result<EltwiseOp> create(const DnnlContext& context, Index count, bool relu6, InputGrad grad,
@@ -137,11 +138,13 @@ class EltwiseOp {
   std::uint64_t forwardScratchBytes() const { return forward_.scratchpad.get_size(); }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
-  Status backward(const DnnlContext& context, const float* y, const float* dy, float* dx, std::byte* scratch) const;
+  // saved: y for relu, x for relu6.
+  Status backward(const DnnlContext& context, const float* saved, const float* dy, float* dx, std::byte* scratch) const;
 
  private:
   Index count_ = 0;
   InputGrad grad_ = InputGrad::Write;
+  bool relu6_ = false;
   std::string label_;
   dnnl::memory::desc data_;
   Step forward_, backward_;

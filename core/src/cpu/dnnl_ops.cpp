@@ -90,7 +90,7 @@ Result<PoolOp> PoolOp::create(const DnnlContext& context, const PoolGeometry& g,
     const memory::dims strides = {g.stride, g.stride}, kernel = {g.kernel, g.kernel};
     const memory::dims left = {g.padding, g.padding}, right = {g.paddingBottom(), g.paddingRight()};
     const algorithm kind = max ? algorithm::pooling_max : algorithm::pooling_avg_include_padding;
-    // Max pooling's forward keeps no indices (the memory model has none): inference.
+    // Max pooling's forward needs no oneDNN workspace: our own kernel writes PyTorch's indices.
     const pooling_forward::primitive_desc forward(
         pooling_forward::desc(max ? prop_kind::forward_inference : prop_kind::forward_training, kind, op.x_, op.y_,
                               strides, kernel, left, right),
@@ -185,20 +185,22 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, boo
   EltwiseOp op;
   op.count_ = count;
   op.grad_ = grad;
+  op.relu6_ = relu6;
   op.label_ = label;
   op.data_ = floatDesc({count}, tag::x);  // element-wise: the layout does not matter
   Status made = dnnlTry(label + ", eltwise", [&] {
     using namespace dnnl;
-    // The *_use_dst_for_bwd kinds compute the gradient from y, which is what the model keeps.
-    const algorithm kind = relu6 ? algorithm::eltwise_clip_v2_use_dst_for_bwd : algorithm::eltwise_relu_use_dst_for_bwd;
+    // relu's backward computes the gradient from y (*_use_dst_for_bwd), which is what the model
+    // keeps; relu6's runs our own kernel from x, where PyTorch's hardtanh passes it (0 < x < 6).
+    const algorithm kind = relu6 ? algorithm::eltwise_clip_v2 : algorithm::eltwise_relu_use_dst_for_bwd;
     const float alpha = 0.0f, beta = relu6 ? 6.0f : 0.0f;
     const eltwise_forward::primitive_desc forward(
         eltwise_forward::desc(prop_kind::forward_training, kind, op.data_, alpha, beta), primitiveAttributes(),
         context.engine);
     ScratchLayout f, b;
     op.forward_ = makeStep<eltwise_forward>(forward, f);
-    if (grad == InputGrad::Add) op.dxOffset_ = b.add(op.data_.get_size());
-    if (grad != InputGrad::None) {
+    if (grad == InputGrad::Add && !relu6) op.dxOffset_ = b.add(op.data_.get_size());
+    if (grad != InputGrad::None && !relu6) {
       const eltwise_backward::primitive_desc backward(eltwise_backward::desc(kind, op.data_, op.data_, alpha, beta),
                                                       primitiveAttributes(), context.engine, forward);
       op.backward_ = makeStep<eltwise_backward>(backward, b);
@@ -213,13 +215,17 @@ Status EltwiseOp::forward(const DnnlContext& context, const float* x, float* y, 
   return execute(context, forward_, {{DNNL_ARG_SRC, &data_, x}, {DNNL_ARG_DST, &data_, y}}, scratch, label_);
 }
 
-Status EltwiseOp::backward(const DnnlContext& context, const float* y, const float* dy, float* dx,
+Status EltwiseOp::backward(const DnnlContext& context, const float* saved, const float* dy, float* dx,
                            std::byte* scratch) const {
   if (grad_ == InputGrad::None) return Status::ok();
+  if (relu6_) {
+    relu6Backward(count_, saved, dy, dx, grad_ == InputGrad::Add);
+    return Status::ok();
+  }
   float* target = grad_ == InputGrad::Add ? reinterpret_cast<float*>(scratch + dxOffset_) : dx;
   REMAT_RETURN_IF_ERROR(
       execute(context, backward_,
-              {{DNNL_ARG_DST, &data_, y}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
+              {{DNNL_ARG_DST, &data_, saved}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
               scratch, label_));
   if (grad_ == InputGrad::Add) copyOrAdd(count_, target, dx, true);
   return Status::ok();

@@ -41,9 +41,12 @@ struct PoolGeometry {
   }
 };
 
-// Routes each output's gradient to the first input position (in window scan order) equal to it;
-// dx is written (zeroed first).
-void maxPoolBackward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx);
+// Max pooling's saved argmax, as PyTorch's max_pool2d_with_indices keeps it (int64 per output
+// element, memory-model.md section 5.1): for each output, the index into x of the first input
+// position (in window scan order) equal to y. x and y as the forward read and wrote them.
+void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::int64_t* indices);
+// Routes each output's gradient to its saved argmax; dx is written (zeroed first).
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx);
 // count_include_pad = true, PyTorch's divisor rule (padded window clipped at input + padding):
 // ceil-mode pools whose last window reaches past the padding, where oneDNN's divisor differs.
 void avgPoolForward(const PoolGeometry& g, const float* x, float* y);
@@ -59,6 +62,9 @@ void copyOrAdd(Index count, const float* a, float* out, bool accumulate);
 // output ([rows][C_out]); its backward copies (or adds) those columns back into d(input).
 void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
                    bool accumulate);
+// relu6's backward from its input, as PyTorch's hardtanh_backward(grad, self, 0, 6):
+// dx (=|+=) dy where 0 < x < 6, else 0.
+void relu6Backward(Index count, const float* x, const float* dy, float* dx, bool accumulate);
 // out = a + b, elementwise.
 void add(Index count, const float* a, const float* b, float* out);
 // db[o] += sum over n of dy[n][o], samples in order (a linear layer's bias gradient).

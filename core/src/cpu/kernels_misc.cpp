@@ -1,4 +1,5 @@
 // The element-wise kernels that no oneDNN primitive fits: the residual add and its backward,
+// relu6's backward from its input (oneDNN's clip passes the gradient at x = 6),
 // dropout with the counter-based generator, a linear layer's bias gradient, the loss seed, and
 // fills. Every element is computed by one thread, in a fixed order: bitwise reproducible at any
 // thread count.
@@ -30,6 +31,14 @@ void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride,
       for (Index i = 0; i < width; ++i) out[i] += a[i];
     else
       for (Index i = 0; i < width; ++i) out[i] = a[i];
+  }
+}
+
+void relu6Backward(Index count, const float* x, const float* dy, float* dx, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const float pass = (x[i] > 0.0f && x[i] < 6.0f) ? dy[i] : 0.0f;
+    dx[i] = accumulate ? dx[i] + pass : pass;
   }
 }
 

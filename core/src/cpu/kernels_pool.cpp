@@ -1,7 +1,7 @@
 // The pooling kernels oneDNN has no primitive for, on channels-last activations: max pooling's
-// backward (from x and y, since the memory model keeps no indices), average pooling whose ceil-mode
-// windows reach past the padding (PyTorch's divisor), and adaptive average pooling (PyTorch's
-// bins). Work is split over (sample, block of channels); inside a block, window taps are visited in
+// argmax indices (what the model keeps, as PyTorch does) and its backward from them, average
+// pooling whose ceil-mode windows reach past the padding (PyTorch's divisor), and adaptive average
+// pooling (PyTorch's bins). Work is split over (sample, block of channels); inside a block, window taps are visited in
 // (kh, kw) order and outputs in (oh, ow) order, so every sum has one order at any thread count.
 #include <algorithm>
 
@@ -129,23 +129,32 @@ void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, floa
 
 }  // namespace
 
-void maxPoolBackward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx) {
+void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::int64_t* indices) {
   forEachBlock(g, [&](const Block& b) {
-    zeroBlock(g, b, dx);
     forEachOutput(g, b.n, KernelSpans{g}, [&](const Window& w, Index o) {
       for (Index c = b.c0; c < b.c1; ++c) {
         const float best = y[o + c];
-        bool found = false;
-        for (Index ih = w.rows.lo; ih < w.rows.hi && !found; ++ih)
+        Index found = -1;
+        for (Index ih = w.rows.lo; ih < w.rows.hi && found < 0; ++ih)
           for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
             const Index i = inputOffset(g, b.n, ih, iw) + c;
             if (x[i] == best) {
-              dx[i] += dy[o + c];
-              found = true;
+              found = i;
               break;
             }
           }
+        indices[o + c] = found;  // -1 only for a NaN maximum: its gradient goes nowhere
       }
+    });
+  });
+}
+
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx) {
+  forEachBlock(g, [&](const Block& b) {
+    zeroBlock(g, b, dx);
+    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window&, Index o) {
+      for (Index c = b.c0; c < b.c1; ++c)
+        if (indices[o + c] >= 0) dx[indices[o + c]] += dy[o + c];
     });
   });
 }

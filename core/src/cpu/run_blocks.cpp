@@ -188,8 +188,9 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::Concat) {
       concatBackward(graph, op, p, tensors, dOut);
     } else {
-      auto relu = opAs<EltwiseOp>(p, prepared.label);
-      status = relu ? (*relu)->backward(context, tensors.value(op.output), dOut, dIn, scratch) : relu.status();
+      auto relu = opAs<EltwiseOp>(p, prepared.label);  // relu reads its output, relu6 its input
+      const float* saved = tensors.value(op.kind == BlockOpKind::Relu6 ? op.inputs[0] : op.output);
+      status = relu ? (*relu)->backward(context, saved, dOut, dIn, scratch) : relu.status();
     }
     REMAT_RETURN_IF_ERROR(status);
   }

@@ -23,7 +23,8 @@ float* biasOf(const PreparedLayer& prepared, float* params) {
   return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
 }
 
-Status forwardPool(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b) {
+// A keep-mode max pooling also writes its argmax indices into E (int64, memory-model.md 5.1).
+Status forwardPool(const DnnlContext& context, const PreparedLayer& prepared, bool keep, const ForwardBuffers& b) {
   if (prepared.kind == LayerKind::AdaptiveAvgPool) {
     adaptiveAvgPoolForward(prepared.pool, b.x, b.y);
     return Status::ok();
@@ -34,13 +35,18 @@ Status forwardPool(const DnnlContext& context, const PreparedLayer& prepared, co
   }
   auto pool = opOf<PoolOp>(prepared);
   if (!pool) return pool.status();
-  return (*pool)->forward(context, b.x, b.y, b.workspace);
+  REMAT_RETURN_IF_ERROR((*pool)->forward(context, b.x, b.y, b.workspace));
+  if (prepared.kind == LayerKind::MaxPool && keep)
+    maxPoolIndices(prepared.pool, b.x, b.y, reinterpret_cast<std::int64_t*>(b.extra));
+  return Status::ok();
 }
 
 Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   if (b.dx == nullptr) return Status::ok();
   switch (prepared.kind) {
-    case LayerKind::MaxPool: maxPoolBackward(prepared.pool, b.x, b.y, b.dy, b.dx); return Status::ok();
+    case LayerKind::MaxPool:
+      maxPoolBackward(prepared.pool, reinterpret_cast<const std::int64_t*>(b.extra), b.dy, b.dx);
+      return Status::ok();
     case LayerKind::AdaptiveAvgPool: adaptiveAvgPoolBackward(prepared.pool, b.dy, b.dx); return Status::ok();
     default: break;
   }
@@ -76,7 +82,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     }
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
-    case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, b);
+    case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, keep, b);
     case LayerKind::BatchNorm: {
       auto norm = opOf<BatchNormOp>(prepared);
       float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
@@ -110,9 +116,10 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
                     : linear.status();
     }
     case LayerKind::Relu:
-    case LayerKind::Relu6: {
+    case LayerKind::Relu6: {  // relu's gradient comes from y, relu6's from x (PyTorch's hardtanh)
       auto relu = opOf<EltwiseOp>(prepared);
-      return relu ? (*relu)->backward(context, b.y, b.dy, b.dx, b.workspace) : relu.status();
+      const float* saved = prepared.kind == LayerKind::Relu6 ? b.x : b.y;
+      return relu ? (*relu)->backward(context, saved, b.dy, b.dx, b.workspace) : relu.status();
     }
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:

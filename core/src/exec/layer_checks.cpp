@@ -59,10 +59,13 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
       needs.readsInput = true;  // dW correlates x with dy
       return needs;
     }
-    case LayerKind::Relu:
-    case LayerKind::Relu6: needs.readsOutput = true; return needs;  // dy passes where 0 < y (< 6)
+    case LayerKind::Relu: needs.readsOutput = true; return needs;  // dy passes where 0 < y
+    case LayerKind::Relu6: needs.readsInput = true; return needs;  // dy passes where 0 < x < 6
     case LayerKind::MaxPool:
-      needs.readsInput = needs.readsOutput = true;  // dy goes to the input that equals the window's y
+      // E holds what the forward saved: the CPU's argmax indices (dy goes to them), the GPU's copy of
+      // y for cuDNN, which also reads x.
+      needs.readsInput = true;
+      needs.extraBytes = elementCount(out) * kMaxPoolIndexBytes;
       return needs;
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool: return needs;

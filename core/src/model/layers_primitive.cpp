@@ -147,10 +147,15 @@ Status inferPool(const LayerSpec& spec, const Shape& input, DType dtype, ChainLa
   // One comparison (max) or add (average) per window element.
   const double flop = toDouble(elementCount(output)) * toDouble(static_cast<std::uint64_t>(spec.kernel * spec.kernel));
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, 0, flop));
+  // What PyTorch's autograd saves (docs/memory-model.md section 5.1): max_pool2d_with_indices
+  // keeps its input and the int64 argmax indices, not its output; avg_pool2d keeps its input.
   const bool isMax = spec.kind == LayerKind::MaxPool;
-  out.numbers.needsInput = isMax;  // cuDNN's max-pooling backward reads x, y and dy
-  out.numbers.needsOutput = isMax;
+  const std::uint64_t outElements = elementCount(out.outputShape);
+  out.numbers.needsInput = true;
+  out.numbers.needsOutput = false;
   out.numbers.extraBytes = 0;
+  if (isMax && !checkedMul(outElements, kMaxPoolIndexBytes, out.numbers.extraBytes))
+    return Status::invalid("the indices of output " + shapeToString(out.outputShape) + " overflow 64-bit bytes");
   return Status::ok();
 }
 
@@ -167,7 +172,9 @@ Status inferAdaptiveAvgPool(const LayerSpec& spec, const Shape& input, DType dty
   const double flop = toDouble(static_cast<std::uint64_t>(input[0] * input[1])) *
                       windowSum(input[2], spec.outputHeight) * windowSum(input[3], spec.outputWidth);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, 0, flop));
-  out.numbers.needsInput = false;
+  // PyTorch runs a 1x1 output as a mean, which keeps nothing since 2.2 (1.13 to 2.1 keep the
+  // input); any other size is _adaptive_avg_pool2d, whose backward keeps its input.
+  out.numbers.needsInput = !(spec.outputHeight == 1 && spec.outputWidth == 1);
   out.numbers.needsOutput = false;
   out.numbers.extraBytes = 0;
   return Status::ok();
@@ -214,10 +221,13 @@ Status inferLinear(const LayerSpec& spec, const Shape& input, DType dtype, Chain
 Status inferElementwise(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
   const double elements = toDouble(elementCount(input));
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 0, elements));
-  out.numbers.needsInput = false;
-  out.numbers.needsOutput = true;  // relu's gradient is dy where y > 0 (relu6: 0 < y < 6)
+  // relu's backward (PyTorch's ReluBackward0) keeps its result: dy where y > 0. relu6 is PyTorch's
+  // hardtanh, whose HardtanhBackward0 keeps its input, in place or not (an in-place ReLU6 clones
+  // its input first): dy where 0 < x < 6. docs/memory-model.md section 5.1.
+  const bool relu6 = spec.kind == LayerKind::Relu6;
+  out.numbers.needsInput = relu6;
+  out.numbers.needsOutput = !relu6;
   out.numbers.extraBytes = 0;
-  (void)spec;
   return Status::ok();
 }
 

@@ -57,8 +57,11 @@ LayerNumbers cnnLayer(CnnKind kind, std::uint64_t bytes, SplitMix64& rng, const 
       if (o.extras) m.extraBytes = std::max<std::uint64_t>(1, bytes / 64);
       break;
     case CnnKind::Relu: m.needsInput = false, m.needsOutput = true; break;
-    case CnnKind::MaxPool: m.needsInput = true, m.needsOutput = true; break;
-    case CnnKind::AvgPool: m.needsInput = false, m.needsOutput = false; break;
+    case CnnKind::MaxPool:  // PyTorch's input and int64 indices (twice a float32 output)
+      m.needsInput = true, m.needsOutput = false;
+      if (o.extras) m.extraBytes = 2 * bytes;
+      break;
+    case CnnKind::AvgPool: m.needsInput = true, m.needsOutput = false; break;
     case CnnKind::Dropout:
       m.needsInput = false, m.needsOutput = false;
       if (o.extras) m.extraBytes = std::max<std::uint64_t>(1, bytes / 4);
@@ -72,7 +75,7 @@ LayerNumbers cnnLayer(CnnKind kind, std::uint64_t bytes, SplitMix64& rng, const 
 
 // Blocks of conv [batchnorm] relu [maxpool | avgpool | dropout]. Sizes never grow: a conv keeps or
 // halves its input size, pools halve it, the other kinds keep it. The only layers whose output no
-// backward reads are a conv or batch-norm followed by a relu (which keeps the size); avgpool and
+// backward reads are a conv or batch-norm followed by a relu (which keeps the size); the pools and
 // dropout are followed by a conv, which reads them. So u(k) = T(k-1) + a(k) is nondecreasing.
 std::vector<LayerNumbers> cnnLayers(SplitMix64& rng, const RandomChainOptions& o, std::uint64_t& inputBytes) {
   std::vector<LayerNumbers> layers;

@@ -73,8 +73,8 @@ struct BlockOp {
                                                // Concat one or more, in channel order
   std::size_t output = 0;                      // tensor id
   std::vector<bool> gradAccumulate;            // per input: the backward adds into d(input) instead of writing it
-  bool readsInput = false;                     // its backward reads inputs[0] (conv2d, batchnorm)
-  bool readsOutput = false;                    // its backward reads its output (relu, relu6)
+  bool readsInput = false;                     // its backward reads inputs[0] (conv2d, batchnorm, relu6)
+  bool readsOutput = false;                    // its backward reads its output (relu)
   std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, second statistic; float32)
   std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
   std::uint64_t paramCount = 0;

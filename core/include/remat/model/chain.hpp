@@ -155,6 +155,10 @@ struct Chain {
 // (docs/layers.md), so the shape arithmetic (dimension + 2 * padding, ...) never overflows.
 inline constexpr std::int64_t kMaxIntegerField = 2147483647;
 
+// A max pooling's E(l) is its argmax indices, one int64 per output element whatever the dtype, as
+// PyTorch's max_pool2d_with_indices keeps them (docs/memory-model.md section 5.1).
+inline constexpr std::uint64_t kMaxPoolIndexBytes = 8;
+
 // Shape inference: checks every layer and computes the model numbers. Errors name the chain, the
 // layer (its 1-based position in spec.layers, its name and kind) and the field:
 // "chain 'r', layer 2 ('c', conv2d): kernel 9 is larger than ...".

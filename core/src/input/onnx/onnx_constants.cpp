@@ -189,6 +189,11 @@ Result<Constant> reshapeConstant(const Graph& graph, const onnx::NodeProto& node
   for (std::int64_t axis : axes.value_or(std::vector<std::int64_t>{})) {
     const std::int64_t n = normalizeAxis(axis, rank);
     if (n < 0) return Status::invalid("axis " + std::to_string(axis) + " is out of range");
+    if (listed[static_cast<std::size_t>(n)])
+      return Status::invalid("axis " + std::to_string(axis) + " is listed twice");
+    if (squeeze && data.dims[static_cast<std::size_t>(n)] != 1)
+      return Status::invalid("squeezes axis " + std::to_string(axis) + " of size " +
+                             std::to_string(data.dims[static_cast<std::size_t>(n)]));
     listed[static_cast<std::size_t>(n)] = true;
   }
   Constant out = data;
@@ -214,21 +219,41 @@ Result<Constant> concatNode(const std::vector<const Constant*>& inputs) {
   return vector1d(std::move(values));
 }
 
+// The first value of a Slice bound: an attribute (opset < 10) or a constant input; absent, the
+// fallback (optional inputs only). INT64_MAX ("to the end") and other huge bounds clamp to the size.
+Result<std::int64_t> sliceBound(const Graph& graph, const onnx::NodeProto& node, int input, const char* attribute,
+                                std::int64_t size, std::optional<std::int64_t> fallback) {
+  const std::string what = graph.opset() < 10 ? std::string("its ") + attribute : "its input " + std::to_string(input);
+  std::vector<double> values;
+  if (graph.opset() < 10) {
+    const auto a = intsAttribute(node, attribute);
+    if (!a && fallback) return *fallback;
+    if (a) values.assign(a->begin(), a->end());
+  } else if (nodeInput(node, input).empty()) {
+    if (fallback) return *fallback;
+  } else if (const Constant* c = graph.constant(nodeInput(node, input))) {
+    values = c->values;
+  } else {
+    return Status::invalid(what + " is not constant");
+  }
+  if (values.size() != 1) return Status::invalid(what + " has " + std::to_string(values.size()) + " values, not 1");
+  if (std::isnan(values.front())) return Status::invalid(what + " is nan");
+  return static_cast<std::int64_t>(std::clamp(values.front(), -double(size) - 1, double(size)));
+}
+
 Result<Constant> sliceNode(const Graph& graph, const onnx::NodeProto& node, const Constant& data) {
   if (data.dims.size() != 1) return Status::invalid("Slice of constants is read for 1-D tensors only");
   const auto size = static_cast<std::int64_t>(data.values.size());
-  // The first value of an attribute (opset < 10) or a constant input; INT64_MAX ("to the end")
-  // and other huge bounds clamp to the size.
-  auto bound = [&](int input, const char* attribute, std::int64_t fallback) -> std::int64_t {
-    if (auto a = intsAttribute(node, attribute)) return a->empty() ? fallback : std::clamp(a->front(), -size - 1, size);
-    const Constant* c = graph.constant(nodeInput(node, input));
-    if (c == nullptr || c->values.empty() || !(c->values.front() == c->values.front())) return fallback;
-    return static_cast<std::int64_t>(std::clamp(c->values.front(), -double(size) - 1, double(size)));
-  };
-  const std::int64_t start = bound(1, "starts", 0), end = bound(2, "ends", size), step = bound(4, "steps", 1);
-  if (step != 1) return Status::invalid("Slice of constants is read with step 1 only");
-  const std::int64_t from = std::clamp<std::int64_t>(start < 0 ? start + size : start, 0, size);
-  const std::int64_t to = std::clamp<std::int64_t>(end < 0 ? end + size : end, from, size);
+  auto start = sliceBound(graph, node, 1, "starts", size, std::nullopt);
+  auto end = sliceBound(graph, node, 2, "ends", size, std::nullopt);
+  auto axis = sliceBound(graph, node, 3, "axes", size, 0);
+  auto step = sliceBound(graph, node, 4, "steps", size, 1);
+  for (const auto* bound : {&start, &end, &axis, &step})
+    if (!*bound) return bound->status();
+  if (*axis != 0 && *axis != -1) return Status::invalid("Slice of a 1-D constant along axis " + std::to_string(*axis));
+  if (*step != 1) return Status::invalid("Slice of constants is read with step 1 only");
+  const std::int64_t from = std::clamp<std::int64_t>(*start < 0 ? *start + size : *start, 0, size);
+  const std::int64_t to = std::clamp<std::int64_t>(*end < 0 ? *end + size : *end, from, size);
   return vector1d(std::vector<double>(data.values.begin() + from, data.values.begin() + to));
 }
 
@@ -252,9 +277,14 @@ Result<Constant> evaluate(const Graph& graph, const onnx::NodeProto& node, const
   if (op == "Shape") return shapeNode(graph, node);
   // Slice, Squeeze and Unsqueeze read their optional inputs themselves.
   const bool optionalInputs = op == "Slice" || op == "Squeeze" || op == "Unsqueeze";
-  for (std::size_t i = 0; i < in.size(); ++i)
-    if (in[i] == nullptr && !node.input(static_cast<int>(i)).empty() && (i == 0 || !optionalInputs))
-      return Status::invalid("input " + quoteText(node.input(static_cast<int>(i))) + " is not constant");
+  // The validation refuses an empty name where an input is required; an omitted optional input of
+  // Slice, Squeeze or Unsqueeze is theirs to read, any other missing value an error, never a null.
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != nullptr || (i > 0 && optionalInputs)) continue;
+    const std::string& name = node.input(static_cast<int>(i));
+    return Status::invalid(name.empty() ? "its input " + std::to_string(i) + " is empty"
+                                        : "input " + quoteText(name) + " is not constant");
+  }
   if (in.empty()) return Status::invalid("it has no input");
   if (op == "Identity" || op == "Cast") return *in.front();
   if (op == "Gather" && in.size() == 2) return gatherNode(node, *in[0], *in[1]);

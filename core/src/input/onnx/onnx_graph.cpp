@@ -22,12 +22,6 @@ std::string lower(std::string text) {
   return text;
 }
 
-std::string quotedList(const std::vector<std::string>& names) {
-  std::string text;
-  for (const auto& name : names) text += (text.empty() ? "" : ", ") + quoteText(name, 40);
-  return text;
-}
-
 std::optional<DType> dtypeOf(std::int32_t elemType) {
   switch (elemType) {
     case onnx::TensorProto::FLOAT: return DType::Float32;
@@ -38,6 +32,13 @@ std::optional<DType> dtypeOf(std::int32_t elemType) {
 }
 
 }  // namespace
+
+std::string quotedList(const std::vector<std::string>& names, std::size_t shown) {
+  std::string text;
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) text += (i ? ", " : "") + quoteText(names[i], 40);
+  if (names.size() > shown) text += " and " + std::to_string(names.size() - shown) + " more";
+  return text;
+}
 
 const onnx::AttributeProto* findAttribute(const onnx::NodeProto& node, const char* name) {
   for (const auto& attribute : node.attribute())
@@ -227,6 +228,11 @@ Status Graph::readBatch(const onnx::ValueInfoProto& input, Shape& shape, OnnxImp
     const auto& d = dims[i];
     const bool fixed = d.has_dim_value() && d.dim_value() > 0;
     const std::string param = d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : "(unnamed)";
+    // The chain's own limit on a dimension, which keeps the shape arithmetic from overflowing.
+    const std::int64_t size = i == 0 && options_.batch > 0 ? options_.batch : d.dim_value();
+    if ((fixed || i == 0) && size > kMaxIntegerField)
+      return Status::invalid(what + ": dimension " + std::to_string(i) + " is " + std::to_string(size) +
+                             ", more than " + std::to_string(kMaxIntegerField));
     if (i == 0) {
       if (!fixed && options_.batch <= 0)
         return Status::invalid(what + ": the batch dimension is symbolic (" + quoteText(param, 40) +
@@ -287,9 +293,13 @@ Status Graph::readOutput() {
 Status Graph::readInterface(OnnxImportSummary& summary) {
   REMAT_RETURN_IF_ERROR(readOpset());
   summary.opset = opset_;
+  REMAT_RETURN_IF_ERROR(validateStructure());
+  REMAT_RETURN_IF_ERROR(runOnnxChecker(*this, model_));
   summary.nodes = static_cast<std::size_t>(graph_.node_size());
-  summary.producer =
-      model_.producer_name() + (model_.producer_version().empty() ? "" : " ") + model_.producer_version();
+  // The producer is the file's text like any name: quoted, bounded, printable.
+  if (!model_.producer_name().empty() || !model_.producer_version().empty())
+    summary.producer = quoteText(
+        model_.producer_name() + (model_.producer_version().empty() ? "" : " ") + model_.producer_version(), 80);
   for (const auto& t : graph_.initializer()) weights_[t.name()] = Weight{tensorDims(t), &t};
   for (const auto& node : graph_.node())
     for (const auto& input : node.input()) ++readers_[input];

@@ -2,6 +2,8 @@
 // The importer's own view of an ONNX graph while it converts it, and the helpers its stages share.
 // Internal to remat::onnx. The stages, in order:
 //   onnx_graph.cpp      the model's inputs (which one is the data), weights, outputs, the batch;
+//   onnx_validate.cpp   the structural validation of every node before any stage reads the graph;
+//   onnx_tensors.cpp    tensor data, declared types and shapes, ONNX's checker;
 //   onnx_constants.cpp  values of the constant plumbing (Constant, Shape, Gather, Unsqueeze, ...);
 //   onnx_layers.cpp     Conv, pools, BatchNormalization, Gemm, MatMul, Relu, Clip, Dropout, ...;
 //   onnx_views.cpp      Add, Concat, Flatten, Reshape, Identity, Pad, ReduceMean: views and merges;
@@ -65,8 +67,11 @@ class Graph {
   Graph(const onnx::ModelProto& model, std::string source, const OnnxImportOptions& options)
       : model_(model), graph_(model.graph()), source_(std::move(source)), options_(options) {}
 
-  // The data input, the weights, the output and the opset (onnx_graph.cpp).
+  // The opset, the structural validation (onnx_validate.cpp), then the data input, the weights and
+  // the output (onnx_graph.cpp).
   Status readInterface(OnnxImportSummary& summary);
+  // After the walk: declared output and value_info shapes and types against the inferred ones.
+  Status checkDeclaredShapes() const;
 
   const onnx::GraphProto& proto() const { return graph_; }
   const std::string& source() const { return source_; }
@@ -127,6 +132,7 @@ class Graph {
   Status readDataInput(const std::vector<std::string>& candidates, OnnxImportSummary& summary);
   Status readBatch(const onnx::ValueInfoProto& input, Shape& shape, OnnxImportSummary& summary) const;
   Status readOutput();
+  Status validateStructure();
   std::vector<std::string> dataInputCandidates() const;
 
   const onnx::ModelProto& model_;
@@ -144,8 +150,20 @@ class Graph {
   std::vector<DataOp> ops_;
   std::map<std::string, std::size_t> readers_;
   std::map<std::string, std::int64_t> pendingPads_;
+  std::map<std::string, std::size_t> producers_;  // node output -> the node's index
   bool weightsInFile_ = false;
 };
+
+// The validation's parts (onnx_validate.cpp, onnx_tensors.cpp); each error names the file, and the
+// node where one is to blame.
+bool readsOperator(const onnx::NodeProto& node);  // one of the operators the importer reads
+Status validateTensors(const Graph& graph);
+std::map<std::string, std::int32_t> declaredElementTypes(const onnx::GraphProto& graph);
+Status checkWeightTypes(const Graph& graph, const std::map<std::string, std::int32_t>& types);
+Status runOnnxChecker(const Graph& graph, const onnx::ModelProto& model);
+
+// "'a', 'b', 'c' and 5 more": names quoted (quoteText), at most `shown` of them.
+std::string quotedList(const std::vector<std::string>& names, std::size_t shown = 3);
 
 // Node attributes, with ONNX's defaults when absent.
 const onnx::AttributeProto* findAttribute(const onnx::NodeProto& node, const char* name);

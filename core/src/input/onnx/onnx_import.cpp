@@ -78,6 +78,7 @@ Result<OnnxImport> importModel(const onnx::ModelProto& model, const std::string&
   REMAT_RETURN_IF_ERROR(g.readInterface(result.summary));
   for (std::size_t node = 0; node < static_cast<std::size_t>(model.graph().node_size()); ++node)
     REMAT_RETURN_IF_ERROR(convertNode(g, node));
+  REMAT_RETURN_IF_ERROR(g.checkDeclaredShapes());
   auto cut = cutIntoLayers(g);
   if (!cut) return cut.status();
   ChainSpec& spec = result.spec;
@@ -107,13 +108,26 @@ namespace {
 
 const char* const kNotParsed = ": not an ONNX model, or a truncated one (it does not parse as a ModelProto)";
 
+// Every list in a message is capped and every string of the file quoted and bounded; this is the
+// net under them: no message of a hostile file fills a terminal.
+constexpr std::size_t kMaxMessageChars = 1500;
+
+Status bounded(const Status& status) {
+  const std::string& message = status.message();
+  if (message.size() <= kMaxMessageChars) return status;
+  return Status(status.code(), message.substr(0, kMaxMessageChars) + "... (" +
+                                   std::to_string(message.size() - kMaxMessageChars) + " characters more)");
+}
+
 // The checks every parsed model passes before its graph is read.
 Result<OnnxImport> importParsed(const onnx::ModelProto& model, const std::string& source,
                                 const OnnxImportOptions& options) {
   if (model.ir_version() <= 0 || !model.has_graph())
     return Status::invalid(source + ": not an ONNX model (it has no IR version or no graph)");
   if (model.graph().node_size() == 0) return Status::invalid(source + ": the ONNX graph has no nodes");
-  return onnx_import::importModel(model, source, options);
+  auto imported = onnx_import::importModel(model, source, options);
+  if (!imported) return bounded(imported.status());
+  return imported;
 }
 
 }  // namespace

@@ -16,9 +16,12 @@ namespace {
 // keeps the shape arithmetic far from overflow (the chain's own fields have the same limit).
 constexpr std::int64_t kMaxAttribute = 2147483647;
 
+// An attribute's values for a message: at most eight of them (a hostile file can list millions).
 std::string list(const std::vector<std::int64_t>& values) {
+  constexpr std::size_t kShown = 8;
   std::string text = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  for (std::size_t i = 0; i < values.size() && i < kShown; ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  if (values.size() > kShown) text += ", ... (" + std::to_string(values.size()) + " values)";
   return text + "]";
 }
 

@@ -30,7 +30,7 @@ struct OnnxImportOptions {
 // What the import did, for the summary `remat import` prints (formatOnnxSummary).
 struct OnnxImportSummary {
   std::int64_t opset = 0;
-  std::string producer;    // "pytorch 1.13.0", or empty
+  std::string producer;    // "'pytorch 1.13.0'" (quoteText: the file's text), or empty
   std::size_t nodes = 0;   // nodes in the graph
   std::size_t layers = 0;  // chain layers (flatten views are not layers)
   std::size_t blocks = 0;  // of them, composite (basic_block, bottleneck, inverted_residual, block)

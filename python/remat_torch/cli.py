@@ -1,0 +1,134 @@
+"""python -m remat_torch plan|record: plans for a PyTorch model from remat, applied and recorded.
+
+  plan MODEL --planner NAME [--batch N] [--resolution R] [--remat PATH] [--output PLAN.json]
+       [--record FILE] [--onnx FILE] [--threads N]
+  record MODEL --out FILE [--plan PLAN.json] [--batch N] [--resolution R] [--threads N]
+
+MODEL is a torchvision model name (resnet18, vgg16, mobilenet_v2, ...) or package.module:factory.
+Exit 2 with a message on bad input (an unknown model, a model fx cannot trace, a plan that names
+layers the model has not, remat's own refusals), nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+import torch
+
+from . import apply_plan, record_step
+from .layer_map import LayerMapError, TraceError
+from .plan import PlanError
+from .remat_cli import RematError, make_model, plan_model
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m remat_torch", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(s):
+        s.add_argument("model", help="torchvision model name, or package.module:factory")
+        s.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
+        s.add_argument("--resolution", type=int, default=224, help="input height and width (default 224)")
+        s.add_argument("--channels", type=int, default=3, help="input channels (default 3)")
+        s.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+        s.add_argument("--seed", type=int, default=0)
+
+    plan = sub.add_parser("plan", help="export to ONNX, plan with remat, apply the plan")
+    common(plan)
+    plan.add_argument("--planner", required=True, help="a remat planner: optimal, linear, none, ...")
+    plan.add_argument("--remat", help="the remat binary (default $REMAT, build/dev/app/cli/remat, PATH)")
+    plan.add_argument("--output", help="write the plan object (remat plan --json) here")
+    plan.add_argument("--record", help="record one training step of the applied plan into this file")
+    plan.add_argument("--onnx", help="keep the ONNX export here")
+
+    record = sub.add_parser("record", help="record one training step's memory (a PyTorch memory snapshot)")
+    common(record)
+    record.add_argument("--out", required=True, help="the recording: *.json or a pickle (*.pickle)")
+    record.add_argument("--plan", help="apply this plan first (remat plan --json output, or a JSON list of names)")
+    return p
+
+
+def _example(args) -> torch.Tensor:
+    for name in ("batch", "resolution", "channels"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1")
+    return torch.randn(args.batch, args.channels, args.resolution, args.resolution)
+
+
+def _check_output(path: Optional[str]) -> None:
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write '{path}': the folder '{folder}' does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"cannot write '{path}': it is a folder")
+
+
+def _plan(args) -> int:
+    _check_output(args.output)
+    _check_output(args.record)
+    model = make_model(args.model).train()
+    x = _example(args)
+    plan = plan_model(model, x, args.planner, args.remat, args.onnx)
+    applied = apply_plan(model, plan, x)
+    names = ", ".join(plan["checkpoint_names"]) or "none (store all)"
+    print(f"{args.model}: planner {args.planner}, checkpoints {names}")
+    mib = 1 << 20
+    print(
+        f"remat predicts E = {plan['dynamic_peak_bytes'] / mib:.2f} MiB dynamic, "
+        f"{plan['static_bytes'] / mib:.2f} MiB static at batch {args.batch}, {args.resolution}x{args.resolution}"
+    )
+    print(f"applied: {len(applied.segments)} segments, {len(applied.segments) - 1} under torch.utils.checkpoint")
+    if args.output:
+        from .record import write_snapshot  # the same atomic writer; a plan is JSON
+
+        write_snapshot(plan, args.output if args.output.endswith(".json") else args.output + ".json")
+        print(f"wrote {args.output}")
+    if args.record:
+        s = record_step(applied, x, args.record, model_name=args.model)
+        print(
+            f"measured: activation peak {s['remat']['activation_peak_bytes'] / mib:.2f} MiB "
+            f"(PyTorch {torch.__version__}, {s['remat']['device']}); wrote {args.record}"
+        )
+    return 0
+
+
+def _record(args) -> int:
+    _check_output(args.out)
+    model = make_model(args.model).train()
+    x = _example(args)
+    if args.plan:
+        with open(args.plan, encoding="utf-8") as f:
+            try:
+                plan = json.load(f)
+            except json.JSONDecodeError as error:
+                raise PlanError(f"plan '{args.plan}': not JSON: {error}") from error
+        model = apply_plan(model, plan, x)
+    s = record_step(model, x, args.out, model_name=args.model)
+    mib = 1 << 20
+    print(
+        f"{args.model}: activation peak {s['remat']['activation_peak_bytes'] / mib:.2f} MiB, "
+        f"static {s['remat']['static_bytes'] / mib:.2f} MiB, {len(s['device_traces'][0])} trace entries; wrote {args.out}"
+    )
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    try:
+        return _plan(args) if args.command == "plan" else _record(args)
+    except (ValueError, TraceError, LayerMapError, PlanError, RematError, OSError) as error:
+        print(f"remat_torch: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

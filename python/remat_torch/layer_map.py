@@ -1,0 +1,195 @@
+"""The one place that maps remat's chain layers to the nodes of a torch.fx graph.
+
+remat names an imported layer after the module scope torch's ONNX export gives its node
+(docs/import.md, "Names"; core/src/input/onnx/onnx_graph.cpp, scopedNameOf):
+
+- a node inside a module is named by the module's qualified path: ``features.0``, ``layer3.5.conv1``;
+  the k-th call (k >= 1) of a module that runs more than once gets ``_k`` on its last segment
+  (torchvision's BasicBlock calls ``relu`` twice: ``layer1.0.relu`` and ``layer1.0.relu_1``);
+- a merge (Add, Concat, Sum) is named after the module whose forward() calls it plus the op:
+  ``layer1.0.add``;
+- an op outside any module is named by its ONNX op type, lower case: ``flatten``,
+  ``globalaveragepool`` (again ``_k`` for the k-th one);
+- a multi-branch block is named after the module all its ops share (``layer1.0``).
+
+Here every fx node gets the same name (``node.meta["remat_name"]``) from a tracer that records which
+module was being traced when the node was made, and a chain layer's output is the last node (in the
+graph's order) whose name is the layer's name or lies inside it (``layer1.0`` holds
+``layer1.0.relu_1``).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+SCOPE_KEY = "remat_scope"  # the qualified path of the module being traced when the node was made
+NAME_KEY = "remat_name"  # the name remat's ONNX import gives the layer this node belongs to
+
+
+class TraceError(RuntimeError):
+    """The model does not trace with torch.fx; the message names the module that failed."""
+
+
+class LayerMapError(ValueError):
+    """A plan's layer names no node of the traced model, or cannot be cut there."""
+
+
+class _ScopeTracer(fx.Tracer):
+    """fx's tracer, noting on every node the module being traced when the node was made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._scopes: List[str] = [""]
+
+    def call_module(self, m, forward, args, kwargs):  # noqa: D401 (fx's signature)
+        path = self.path_of_module(m)
+        self._scopes.append(path)
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        except TraceError:
+            raise
+        except Exception as error:  # fx raises many kinds: name the innermost module that failed
+            kind = type(m).__name__
+            raise TraceError(
+                f"torch.fx cannot trace module '{path or '<root>'}' ({kind}): {type(error).__name__}: {error}"
+            ) from error
+        finally:
+            self._scopes.pop()
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        node.meta[SCOPE_KEY] = self._scopes[-1]
+        return node
+
+
+def trace(model: torch.nn.Module) -> fx.GraphModule:
+    """Traces ``model`` with torch.fx and names every node as remat's ONNX import would."""
+    tracer = _ScopeTracer()
+    try:
+        graph = tracer.trace(model)
+    except TraceError:
+        raise
+    except Exception as error:
+        raise TraceError(
+            f"torch.fx cannot trace model {type(model).__name__} (in its own forward()): "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    gm = fx.GraphModule(tracer.root, graph, type(model).__name__)
+    _name_nodes(gm)
+    return gm
+
+
+# fx call_function / call_method targets and the ONNX op type torch exports them as.
+_FUNCTION_OPS = {
+    operator.add: "Add", operator.iadd: "Add", torch.add: "Add",
+    torch.cat: "Concat", torch.concat if hasattr(torch, "concat") else torch.cat: "Concat",
+    torch.flatten: "Flatten", torch.relu: "Relu", F.relu: "Relu", F.relu6: "Clip",
+    F.hardtanh: "Clip", torch.clamp: "Clip", torch.mean: "ReduceMean", F.dropout: "Dropout",
+    F.max_pool2d: "MaxPool", F.avg_pool2d: "AveragePool", torch.sum: "ReduceSum",
+    operator.mul: "Mul", torch.mul: "Mul",
+}
+_METHOD_OPS = {
+    "add": "Add", "add_": "Add", "__add__": "Add", "flatten": "Flatten", "view": "Reshape",
+    "reshape": "Reshape", "relu": "Relu", "relu_": "Relu", "mean": "ReduceMean", "clamp": "Clip",
+    "clamp_": "Clip", "mul": "Mul", "sum": "ReduceSum",
+}
+_MERGES = {"Add", "Concat", "Sum"}
+
+
+def _onnx_op(node: fx.Node) -> str:
+    if node.op == "call_function":
+        if node.target is F.adaptive_avg_pool2d:
+            size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+            return "GlobalAveragePool" if size in (1, (1, 1), [1, 1]) else "AveragePool"
+        return _FUNCTION_OPS.get(node.target, getattr(node.target, "__name__", str(node.target)))
+    return _METHOD_OPS.get(node.target, str(node.target))
+
+
+def _name_nodes(gm: fx.GraphModule) -> None:
+    calls: Dict[str, int] = {}
+
+    def numbered(name: str) -> str:
+        k = calls.get(name, 0)
+        calls[name] = k + 1
+        return name if k == 0 else f"{name}_{k}"
+
+    for node in gm.graph.nodes:
+        scope = node.meta.get(SCOPE_KEY, "")
+        if node.op == "call_module":
+            node.meta[NAME_KEY] = numbered(str(node.target))
+        elif node.op in ("call_function", "call_method"):
+            op = _onnx_op(node)
+            if scope == "":
+                node.meta[NAME_KEY] = numbered(op.lower())
+            elif op in _MERGES:
+                node.meta[NAME_KEY] = numbered(f"{scope}.{op.lower()}")
+            else:
+                node.meta[NAME_KEY] = scope  # an op of a module's own forward belongs to that module
+        else:
+            node.meta[NAME_KEY] = None  # placeholders, get_attr, output: no layer
+
+
+def node_names(gm: fx.GraphModule) -> List[str]:
+    """Every computing node's remat name, in graph order (for messages and tests)."""
+    return [n.meta[NAME_KEY] for n in gm.graph.nodes if n.meta.get(NAME_KEY)]
+
+
+def layer_output_node(gm: fx.GraphModule, layer_name: str) -> fx.Node:
+    """The node that writes chain layer ``layer_name``'s output x(l)."""
+    exact: Optional[fx.Node] = None
+    inside: Optional[fx.Node] = None
+    for node in gm.graph.nodes:
+        name = node.meta.get(NAME_KEY)
+        if not name:
+            continue
+        if name == layer_name:
+            exact = node
+        elif name.startswith(layer_name + "."):
+            inside = node
+    found = exact if exact is not None else inside
+    if found is None:
+        known = sorted(set(node_names(gm)))
+        shown = ", ".join(known[:40]) + (", ..." if len(known) > 40 else "")
+        raise LayerMapError(
+            f"layer '{layer_name}' of the plan names no node of the traced model "
+            f"(its layers as remat's ONNX import names them: {shown})"
+        )
+    return found
+
+
+def layer_output_nodes(gm: fx.GraphModule, layer_names: Sequence[str]) -> List[Tuple[fx.Node, str]]:
+    """(output node, layer name) of ``layer_names`` (a plan's checkpoints), in graph order, checked to be cuts."""
+    nodes = [layer_output_node(gm, name) for name in layer_names]
+    order = {node: i for i, node in enumerate(gm.graph.nodes)}
+    pairs = sorted(zip(nodes, layer_names), key=lambda p: order[p[0]])
+    for (a, name_a), (b, name_b) in zip(pairs, pairs[1:]):
+        if a is b:
+            raise LayerMapError(f"layers '{name_a}' and '{name_b}' of the plan end at the same node ('{a.name}')")
+    for node, name in pairs:
+        check_cut(gm, node, name)
+    return pairs
+
+
+def check_cut(gm: fx.GraphModule, cut: fx.Node, layer_name: str) -> None:
+    """A cut after ``cut`` is valid when no later node reads any value made before it but ``cut``'s."""
+    before = True
+    made_before = set()
+    for node in gm.graph.nodes:
+        if before:
+            if node.op != "get_attr":  # constants are copied into every segment that reads them
+                made_before.add(node)
+            if node is cut:
+                before = False
+            continue
+        for used in node.all_input_nodes:
+            if used in made_before and used is not cut:
+                raise LayerMapError(
+                    f"cannot cut after layer '{layer_name}' (node '{cut.name}'): node '{node.name}' "
+                    f"({node.meta.get(NAME_KEY) or node.op}) after it also reads '{used.name}' "
+                    f"({used.meta.get(NAME_KEY) or used.op}), so one tensor does not carry everything forward there"
+                )

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Writes issue 26's hostile ONNX models into tests/data/regressions/onnx: one small model (the
+campaign's base, scripts/hostile_onnx.py) per class of the issue, each wrong in one structural way.
+tests/input/onnx_import_test.cpp and tests/cli/regressions_cli_test.cpp read them with the messages
+of tests/data/regressions/expected.json.
+
+    /usr/bin/python3 scripts/make-onnx-regressions.py [FOLDER]
+"""
+import copy
+import math
+import os
+import sys
+
+from onnx import helper, TensorProto
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hostile_onnx import small_model  # noqa: E402
+
+
+def node(m, op):
+    return next(n for n in m.graph.node if n.op_type == op)
+
+
+def init(m, name):
+    return next(t for t in m.graph.initializer if t.name == name)
+
+
+def constant(m, name, dtype, dims, values, at=0):
+    m.graph.node.insert(at, helper.make_node("Constant", [], [name], "/" + name,
+                                             value=helper.make_tensor(name, dtype, dims, values)))
+
+
+def dead(m, op, inputs, name, **attributes):
+    m.graph.node.append(helper.make_node(op, inputs, [name + "_out"], "/" + name, **attributes))
+
+
+def cases():
+    out = {}
+
+    def case(name):
+        m = small_model(13)
+        out[name] = m
+        return m
+
+    node(case("empty-input-in-a-live-concat"), "Concat").input[1] = ""
+    node(case("empty-input-in-a-dead-div"), "Div").input[1] = ""
+    node(case("empty-input-in-gather"), "Gather").input[1] = ""
+    dead(case("empty-input-in-a-dead-add"), "Add", ["minus_one", ""], "DeadAdd")
+    m = case("unsqueeze-duplicate-axes-1d")
+    constant(m, "dup_axes", TensorProto.INT64, [2], [0, 0])
+    dead(m, "Unsqueeze", ["minus_one", "dup_axes"], "DupUnsqueeze")
+    m = case("unsqueeze-duplicate-axes-scalar")
+    constant(m, "dup_axes", TensorProto.INT64, [2], [1, -1])
+    dead(m, "Unsqueeze", ["zero", "dup_axes"], "DupUnsqueeze")
+    node(case("conv-input-naming-nothing"), "Conv").input[1] = "no.such.weight"
+    node(case("node-output-named-like-the-input"), "Relu").output[0] = "x"
+    m = case("node-listed-twice")
+    m.graph.node.insert(2, copy.deepcopy(m.graph.node[1]))
+    m = case("constant-named-like-a-weight")
+    constant(m, "conv.weight", TensorProto.FLOAT, [1], [1.0])
+    m = case("weight-listed-twice-as-input")
+    m.graph.input.append(helper.make_tensor_value_info("fc.bias", TensorProto.FLOAT, [10]))
+    m.graph.input.append(helper.make_tensor_value_info("fc.bias", TensorProto.FLOAT, [10]))
+    node(m, "Gemm").input.append("fc.bias")
+    node(case("gemm-with-1000-outputs"), "Gemm").output.extend("extra_%d" % i for i in range(999))
+    init(case("initializer-data-short"), "conv.weight").float_data.pop()
+    m = case("initializer-data-missing")
+    del init(m, "conv.weight").float_data[:]
+    m = case("initializer-raw-data-long")
+    t = init(m, "fc.weight")
+    del t.float_data[:]
+    t.raw_data = b"\0" * (320 * 4 + 4)
+    m = case("weight-of-type-string")
+    t = init(m, "conv.weight")
+    t.data_type = TensorProto.STRING
+    m = case("weight-of-type-double")
+    t = init(m, "conv.weight")
+    del t.float_data[:]
+    t.data_type = TensorProto.DOUBLE
+    t.double_data.extend([0.0] * 54)
+    init(case("weight-of-type-999"), "fc.weight").data_type = 999
+    case("graph-output-of-type-string").graph.output[0].type.tensor_type.elem_type = TensorProto.STRING
+    m = case("graph-output-of-shape-minus-3")
+    m.graph.output[0].type.tensor_type.shape.dim[0].dim_value = -3
+    m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 1000
+    m = case("value-info-contradicting-the-conv")
+    m.graph.value_info.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 5, 4, 4]))
+    m = case("attribute-twice")
+    node(m, "Gemm").attribute.append(helper.make_attribute("transB", 0))
+    m = case("graph-attribute-on-relu")
+    node(m, "Relu").attribute.append(helper.make_attribute("body", helper.make_graph([], "sub", [], [])))
+    m = case("dead-slice-with-empty-starts")
+    constant(m, "empty_starts", TensorProto.INT64, [0], [])
+    dead(m, "Slice", ["minus_one", "empty_starts", "minus_one"], "EmptySlice")
+    m = case("dead-squeeze-of-an-axis-of-size-3")
+    constant(m, "three", TensorProto.INT64, [3], [1, 2, 3])
+    dead(m, "Squeeze", ["three", "zero_axis"], "Squeeze3")
+    constant(m, "zero_axis", TensorProto.INT64, [1], [0])
+    m = case("1000-graph-outputs")
+    for k in range(999):
+        m.graph.node.append(helper.make_node("Relu", ["y"], ["%d" % k]))
+        m.graph.output.append(helper.make_tensor_value_info("%d" % k, TensorProto.FLOAT, None))
+    assert not math.isnan(0.0)
+    return out
+
+
+def main():
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                                 "tests", "data", "regressions", "onnx")
+    for name, model in cases().items():
+        with open(os.path.join(folder, name + ".onnx"), "wb") as f:
+            f.write(model.SerializeToString())
+        print(name)
+
+
+if __name__ == "__main__":
+    main()

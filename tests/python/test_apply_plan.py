@@ -1,0 +1,208 @@
+"""apply_plan: exactly the plan's checkpoints kept, gradients equal to the unmodified model's."""
+
+import copy
+import unittest
+from unittest import mock
+
+from support import SMALL_LAYERS, SmallNet, import_chain_names, needs_remat, temp_dir, torch
+
+import remat_torch
+from remat_torch import LayerMapError, PlanError, TraceError, apply_plan, layer_map, record_step
+
+
+def storage_ptr(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr()
+
+
+def storage_bytes(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.nbytes() if hasattr(s, "nbytes") else s.size() * t.element_size()
+
+
+class Kept:
+    """What one forward pass of an applied model keeps: the checkpointed segments' inputs, what autograd
+    saves outside them, and each module's output (first forward only)."""
+
+    def __init__(self, applied, model, x):
+        self.checkpoint_inputs = []
+        self.packed = {}
+        self.outputs = {}
+        real = remat_torch.apply.torch_checkpoint.checkpoint
+
+        def spy(fn, *args, **kwargs):
+            self.checkpoint_inputs.append(args[0])
+            return real(fn, *args, **kwargs)
+
+        def hook(name):
+            def record(module, inputs, output):
+                self.outputs.setdefault(name, output)
+
+            return record
+
+        handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if n]
+
+        def pack(t):
+            self.packed[storage_ptr(t)] = t
+            return t
+
+        with mock.patch.object(remat_torch.apply.torch_checkpoint, "checkpoint", spy):
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                self.output = applied(x)
+        for h in handles:
+            h.remove()
+
+
+class KeepsExactlyThePlan(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.model = SmallNet().train()
+        self.x = torch.randn(2, 3, 8, 8)
+
+    def test_checkpointed_segments_keep_only_their_inputs(self):
+        applied = apply_plan(self.model, ["relu1", "pool"], self.x)
+        self.assertEqual(applied.plan_names, ["relu1", "pool"])
+        # (0, relu1]: conv1-bn1 checkpointed, relu1 plainly (it saves only its output, the checkpoint);
+        # (relu1, pool] checkpointed; the last segment plainly.
+        self.assertEqual(applied.checkpointed, [True, False, True, False])
+        kept = Kept(applied, self.model, self.x)
+        # Segments (0, relu1] and (relu1, pool] run under checkpoint: they keep x0 and x(relu1).
+        self.assertEqual([storage_ptr(t) for t in kept.checkpoint_inputs],
+                         [storage_ptr(self.x), storage_ptr(kept.outputs["relu1"])])
+        # Nothing the checkpointed layers wrote is saved outside a checkpoint.
+        inside = {storage_ptr(kept.outputs[n]) for n in ["conv1", "conv2", "relu2"]}
+        self.assertFalse(inside & set(kept.packed), "a checkpointed layer's tensor is saved by autograd")
+        # The last segment (drop, fc) saves what its ops save: dropout's mask and fc's input.
+        self.assertIn(storage_ptr(kept.outputs["drop"]), kept.packed)
+
+    def test_store_all_saves_every_layer(self):
+        applied = apply_plan(self.model, [], self.x)
+        kept = Kept(applied, self.model, self.x)
+        self.assertEqual(kept.checkpoint_inputs, [])
+        for name in ["conv1", "relu1", "relu2", "drop"]:  # read by bn1, conv2, relu2/pool, fc
+            self.assertIn(storage_ptr(kept.outputs[name]), kept.packed, name)
+
+    def test_forward_keeps_the_planned_bytes(self):
+        # The recording's live bytes at the end of the forward pass are exactly the kept tensors:
+        # the checkpoints, what the last segment saves, the output, the RNG states checkpoint stashes.
+        for plan in ([], ["relu1", "pool"], ["conv2"]):
+            applied = apply_plan(self.model, plan, self.x)
+            kept = Kept(applied, self.model, self.x)
+            static = {storage_ptr(p) for p in [*self.model.parameters(), *self.model.buffers(), self.x]}
+            held = {storage_ptr(t): storage_bytes(t) for t in kept.checkpoint_inputs}
+            held.update({p: storage_bytes(t) for p, t in kept.packed.items()})
+            held[storage_ptr(kept.output)] = storage_bytes(kept.output)
+            rng = torch.get_rng_state().numel() * len(kept.checkpoint_inputs)
+            expected = sum(b for p, b in held.items() if p not in static) + rng
+            del kept
+            s = record_step(applied, self.x)
+            summary = remat_torch.summarize(s["device_traces"][0], s["remat"]["phases"])
+            self.assertEqual(summary.forward_end_live_bytes, expected, f"plan {plan}")
+
+
+class GradientsEqual(unittest.TestCase):
+    def check(self, make, plan, x, atol=0.0):
+        torch.manual_seed(1)
+        original = make().train()
+        planned = copy.deepcopy(original)
+        applied = apply_plan(planned, plan, x)
+        labels = torch.arange(x.shape[0]) % 5
+        for step in range(2):  # the second step starts from the first's running statistics
+            for m in (original, applied):
+                torch.manual_seed(10 + step)  # the same dropout masks
+                out = m(x)
+                torch.nn.functional.cross_entropy(out, labels).backward()
+        for (name, p), q in zip(original.named_parameters(), planned.parameters()):
+            if atol == 0.0:
+                self.assertTrue(torch.equal(p.grad, q.grad), f"gradient of {name}")
+            else:
+                torch.testing.assert_close(p.grad, q.grad, atol=atol, rtol=0, msg=f"gradient of {name}")
+        for (name, b), c in zip(original.named_buffers(), planned.buffers()):
+            self.assertTrue(torch.equal(b, c), f"buffer {name} (running statistics updated once per step)")
+
+    def test_small_net(self):
+        for plan in ([], ["conv1"], ["bn1"], ["relu1", "pool"], ["conv1", "bn1", "relu1", "conv2", "relu2", "pool", "drop"]):
+            self.check(SmallNet, plan, torch.randn(2, 3, 8, 8))
+
+    def test_resnet18(self):
+        import torchvision
+
+        plan = ["relu", "layer1.0", "layer2.0", "layer2.1", "layer3.1", "avgpool"]
+        self.check(lambda: torchvision.models.resnet18(num_classes=5), plan, torch.randn(2, 3, 32, 32))
+
+    def test_mobilenet_v2_inplace_relu6_after_a_cut(self):
+        import torchvision
+
+        # features.0.1 is a batch norm followed by ReLU6(inplace=True): the cut must not let the
+        # ReLU6 overwrite the checkpoint the recompute reads.
+        plan = ["features.0.1", "features.1.conv.0.1", "features.2.conv.1.0", "features.3"]
+        self.check(lambda: torchvision.models.mobilenet_v2(num_classes=5), plan, torch.randn(2, 3, 32, 32))
+
+
+class PlanForms(unittest.TestCase):
+    def setUp(self):
+        self.model = SmallNet().train()
+        self.x = torch.randn(2, 3, 8, 8)
+
+    def test_indices_documents_and_names_agree(self):
+        by_names = apply_plan(self.model, ["relu1", "pool"], self.x)
+        self.assertEqual(apply_plan(self.model, ["pool", "relu1"], self.x).plan_names, ["relu1", "pool"])
+        by_indices = apply_plan(self.model, [3, 6], self.x, layers=SMALL_LAYERS)
+        by_document = apply_plan(self.model, {"checkpoints": [3, 6], "checkpoint_names": ["relu1", "pool"]}, self.x)
+        self.assertEqual(by_names.cut_nodes, by_indices.cut_nodes)
+        self.assertEqual(by_names.cut_nodes, by_document.cut_nodes)
+        chain = {"layers": [{"name": n, "kind": "relu"} for n in SMALL_LAYERS[:6]] + [{"kind": "flatten"}] +
+                 [{"name": n, "kind": "relu"} for n in SMALL_LAYERS[6:]]}
+        self.assertEqual(apply_plan(self.model, [7], self.x, layers=chain).plan_names, ["drop"])
+
+    def test_bad_plans_name_the_problem(self):
+        with self.assertRaisesRegex(LayerMapError, "layer 'conv9' of the plan names no node"):
+            apply_plan(self.model, ["conv9"], self.x)
+        with self.assertRaisesRegex(PlanError, "needs the chain's layer names"):
+            apply_plan(self.model, [2], self.x)
+        with self.assertRaisesRegex(PlanError, "not a layer 1..7"):
+            apply_plan(self.model, [8], self.x, layers=SMALL_LAYERS)
+
+    def test_a_cut_inside_a_residual_block_is_refused(self):
+        import torchvision
+
+        with self.assertRaisesRegex(LayerMapError, "cannot cut after layer 'layer1.0.conv1'.*also reads"):
+            apply_plan(torchvision.models.resnet18(), ["layer1.0.conv1"], torch.randn(1, 3, 32, 32))
+
+    def test_an_untraceable_module_is_named(self):
+        class Branchy(torch.nn.Module):
+            def forward(self, x):
+                return x * 2 if x.sum() > 0 else x  # data-dependent control flow
+
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), torch.nn.Sequential(torch.nn.ReLU(), Branchy()))
+        with self.assertRaisesRegex(TraceError, "module '1.1' \\(Branchy\\)"):
+            apply_plan(model, [], torch.randn(1, 3, 4, 4))
+
+
+@needs_remat
+class NamesMatchTheOnnxImport(unittest.TestCase):
+    """Every layer of remat's import of a torchvision model maps to a node and is a valid cut."""
+
+    def check(self, model, example):
+        with temp_dir() as folder:
+            names = import_chain_names(model, example, folder)
+        gm = layer_map.trace(model)
+        nodes = [layer_map.layer_output_node(gm, n) for n in names]
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        positions = [order[n] for n in nodes]
+        self.assertEqual(positions, sorted(positions), "the chain's layers map to nodes in order")
+        self.assertEqual(nodes[-1], list(gm.graph.nodes)[-1].args[0], "the last layer writes the output")
+        every = apply_plan(model, names[:-1], example)  # every layer a checkpoint
+        self.assertEqual(every.plan_names, names[:-1])
+
+    def test_torchvision_models(self):
+        import torchvision
+
+        for name in ("resnet18", "vgg11_bn", "mobilenet_v2", "alexnet"):
+            with self.subTest(model=name):
+                res = 224 if name in ("alexnet", "vgg11_bn") else 32  # 1.13 exports adaptive pooling to a divisor only
+                self.check(getattr(torchvision.models, name)(), torch.randn(1 if res == 224 else 2, 3, res, res))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,78 @@
+"""python -m remat_torch: plan (export, remat, apply) and record; bad input is exit 2."""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from support import REPO, needs_remat, remat_binary, temp_dir
+
+
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    if remat_binary():
+        env["REMAT"] = remat_binary()
+    return subprocess.run([sys.executable, "-m", "remat_torch", *args], capture_output=True, text=True, env=env)
+
+
+def run_main(*args):
+    """The command line in this process (no new interpreter to import torch): (exit code, stdout, stderr)."""
+    from remat_torch.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+class Cli(unittest.TestCase):
+    @needs_remat
+    def test_plan_applies_and_records(self):
+        with temp_dir() as folder:
+            plan_path = os.path.join(folder, "plan.json")
+            rec = os.path.join(folder, "step.json")
+            p = run_cli("plan", "resnet18", "--planner", "optimal", "--batch", "2", "--resolution", "32",
+                        "--output", plan_path, "--record", rec, "--threads", "1")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("resnet18: planner optimal, checkpoints ", p.stdout)
+            with open(plan_path, encoding="utf-8") as f:
+                plan = json.load(f)
+            self.assertEqual(plan["planner"], "optimal")
+            self.assertTrue(plan["checkpoint_names"])
+            with open(rec, encoding="utf-8") as f:
+                recording = json.load(f)
+            self.assertEqual(recording["remat"]["plan"], plan["checkpoint_names"])
+            r = run_cli("record", "resnet18", "--plan", plan_path, "--batch", "2", "--resolution", "32",
+                        "--out", os.path.join(folder, "again.pickle"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("activation peak", r.stdout)
+
+    def test_a_user_factory(self):
+        with temp_dir() as folder:
+            out = os.path.join(folder, "s.json")
+            code, stdout, stderr = run_main("record", "support:SmallNet", "--batch", "2", "--resolution", "8", "--out", out)
+            self.assertEqual(code, 0, stderr)
+            self.assertIn("support:SmallNet: activation peak", stdout)
+
+    def test_bad_input_is_exit_2(self):
+        with temp_dir() as folder:
+            cases = [
+                (["record", "no_such_net", "--out", os.path.join(folder, "a.json")], "not a torchvision model name"),
+                (["record", "support:Nothing", "--out", os.path.join(folder, "a.json")], "has no callable 'Nothing'"),
+                (["record", "resnet18", "--out", os.path.join(folder, "missing", "a.json")], "does not exist"),
+                (["plan", "resnet18", "--planner", "optimal", "--remat", os.path.join(folder, "nope")], None),
+            ]
+            for args, message in cases:
+                code, _, stderr = run_main(*args)
+                self.assertEqual(code, 2, (args, stderr))
+                self.assertIn("remat_torch: error: ", stderr)
+                if message:
+                    self.assertIn(message, stderr)
+            self.assertEqual(os.listdir(folder), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
