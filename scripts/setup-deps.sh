@@ -11,7 +11,7 @@
 set -euo pipefail
 packages=(
   # compiler and build tools
-  build-essential cmake ninja-build pkg-config ccache
+  build-essential cmake ninja-build pkg-config
   # core, the command line, tests and benchmarks
   nlohmann-json3-dev libcli11-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   # the ONNX importer: ONNX's protobuf classes and protobuf itself (its CMake config wants protoc)
