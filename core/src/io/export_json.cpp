@@ -13,6 +13,7 @@
 #include "remat/io/exporters.hpp"
 #include "remat/io/input_file.hpp"
 #include "remat/io/json_document.hpp"
+#include "remat/io/snapshot.hpp"
 
 namespace remat {
 
@@ -173,8 +174,12 @@ Result<TimelineFileFormat> timelineFormatForPath(const std::string& path) {
   };
   if (endsWith(".csv")) return TimelineFileFormat::Csv;
   if (endsWith(".trace.json")) return TimelineFileFormat::ChromeTrace;
+  if (endsWith(".snapshot.json")) return TimelineFileFormat::SnapshotJson;
   if (endsWith(".json")) return TimelineFileFormat::Json;
-  return Status::invalid(path + ": unknown timeline format; use a name ending in .csv, .trace.json or .json");
+  if (endsWith(".pickle") || endsWith(".pkl")) return TimelineFileFormat::SnapshotPickle;
+  return Status::invalid(path +
+                         ": unknown timeline format; use a name ending in .csv, .trace.json, .json, .snapshot.json "
+                         "or .pickle (PyTorch memory snapshots)");
 }
 
 Status writeTimelines(const std::string& path, const std::vector<Timeline>& timelines, const WriteOptions& options) {
@@ -184,6 +189,10 @@ Status writeTimelines(const std::string& path, const std::vector<Timeline>& time
     case TimelineFileFormat::Csv: return writeFileAtomically(path, timelinesToCsv(timelines), options);
     case TimelineFileFormat::ChromeTrace: return writeFileAtomically(path, timelinesToChromeTrace(timelines), options);
     case TimelineFileFormat::Json: return writeFileAtomically(path, timelinesToJson(timelines), options);
+    case TimelineFileFormat::SnapshotJson:
+      return writeFileAtomically(path, timelinesToSnapshotJson(timelines), options);
+    case TimelineFileFormat::SnapshotPickle:
+      return writeFileAtomically(path, timelinesToSnapshotPickle(timelines), options);
   }
   return Status::internal(path + ": unhandled timeline format");
 }
@@ -193,8 +202,13 @@ Result<std::vector<Timeline>> readTimelines(const std::string& path) {
   if (!format) return format.status();
   if (*format == TimelineFileFormat::ChromeTrace)
     return Status::invalid(path + ": Chrome traces are export-only; read the .csv or .json timeline instead");
+  if (*format == TimelineFileFormat::SnapshotJson || *format == TimelineFileFormat::SnapshotPickle)
+    return readSnapshot(path);
   auto text = readInputFile(path, kMaxTimelineFileBytes, "timeline");
   if (!text) return text.status();
+  if (*format == TimelineFileFormat::Json ? looksLikeSnapshot(*text)
+                                          : !text->empty() && static_cast<unsigned char>((*text)[0]) == 0x80)
+    return parseSnapshot(*text, path);
   return *format == TimelineFileFormat::Csv ? parseTimelinesCsv(*text, path) : parseTimelinesJson(*text, path);
 }
 

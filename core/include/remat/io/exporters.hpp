@@ -10,6 +10,9 @@
 //                counter track ("ph": "C") per timeline with two series sampled at each op's start:
 //                footprint_bytes (during the op) and live_after_bytes (after it).
 //   .json        the JSON timeline, format "remat-timeline/1" (readable back, exactly).
+//   .snapshot.json, .pickle, .pkl
+//                a PyTorch memory snapshot (snapshot.hpp), JSON or pickle protocol 4, for
+//                pytorch.org/memory_viz and torch.cuda._memory_viz (readable back, exactly).
 // Numbers are written with std::to_chars or nlohmann-json: independent of the locale. Files are
 // written through a temporary file and a rename.
 #include <string>
@@ -25,9 +28,10 @@ inline constexpr const char* kTimelineFormat = "remat-timeline/1";
 inline constexpr const char* kTimelineCsvHeader =
     "planner,run,op_index,op,layer,layer_name,phase,time_us,footprint_bytes,live_after_bytes,source,static_bytes";
 
-enum class TimelineFileFormat { Csv, ChromeTrace, Json };
+enum class TimelineFileFormat { Csv, ChromeTrace, Json, SnapshotJson, SnapshotPickle };
 
-// By extension: ".csv", ".trace.json", ".json" (case-insensitive); InvalidInput otherwise.
+// By extension: ".csv", ".trace.json", ".snapshot.json", ".json", ".pickle", ".pkl"
+// (case-insensitive); InvalidInput otherwise.
 Result<TimelineFileFormat> timelineFormatForPath(const std::string& path);
 
 std::string timelinesToCsv(const std::vector<Timeline>& timelines);
@@ -47,7 +51,10 @@ Status writeTimelines(const std::string& path, const std::vector<Timeline>& time
 Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const std::string& source);
 Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const std::string& source);
 // Reads a .csv or .json timeline file (Chrome traces are export-only) of at most
-// kMaxTimelineFileBytes (input_file.hpp), refused before reading when larger.
+// kMaxTimelineFileBytes (input_file.hpp), refused before reading when larger, or a PyTorch memory
+// snapshot (snapshot.hpp): a .snapshot.json, .pickle or .pkl file (at most kMaxSnapshotFileBytes),
+// and a .csv or .json file (at most kMaxTimelineFileBytes) that starts as a pickle or, for .json,
+// looksLikeSnapshot().
 Result<std::vector<Timeline>> readTimelines(const std::string& path);
 
 }  // namespace remat
