@@ -9,6 +9,7 @@ Exits 77 (ctest: skipped) with a message when torch is not installed."""
 import json
 import os
 import pickle
+import pickletools
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,15 @@ def call(function, snapshot, *args, **kwargs):
         return function(snapshot, *args, **kwargs)
     except (TypeError, KeyError):
         return function(snapshot["segments"], *args, **kwargs)
+
+
+# The opcodes MemoryViz.js's own unpickler (pytorch.org/memory_viz) understands; it takes protocols
+# 2 to 4 and throws on anything else.
+MEMORY_VIZ_OPCODES = {
+    "APPENDS", "BINGET", "BININT", "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST", "FRAME", "LONG1", "LONG_BINGET",
+    "MARK", "MEMOIZE", "PROTO", "SETITEMS", "SHORT_BINUNICODE", "STOP", "TUPLE2", "APPEND", "NEWFALSE", "BINPUT",
+    "BINUNICODE", "EMPTY_TUPLE", "NEWTRUE", "NONE", "BINFLOAT", "TUPLE", "TUPLE1", "TUPLE3", "LONG_BINPUT", "LIST",
+    "DICT", "SETITEM"}
 
 
 def replay(trace):
@@ -53,7 +63,13 @@ def main():
                               "--timeline", snapshot_path, "--json"], check=True, capture_output=True, text=True)
         summary = json.loads(run.stdout)
         with open(snapshot_path, "rb") as f:
-            snapshot = pickle.load(f)
+            data = f.read()
+        snapshot = pickle.loads(data)
+
+    # What pytorch.org/memory_viz can unpickle: protocol 4 at most, its opcodes only.
+    opcodes = {op.name for op, _, _ in pickletools.genops(data)}
+    assert data[:2] == b"\x80\x04", data[:2]
+    assert opcodes <= MEMORY_VIZ_OPCODES, opcodes - MEMORY_VIZ_OPCODES
 
     assert set(snapshot) >= {"segments", "device_traces", "remat"}, sorted(snapshot)
     traces = snapshot["device_traces"]
