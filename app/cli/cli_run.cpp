@@ -243,7 +243,8 @@ void addRunCommands(CLI::App& app, Action& action) {
       ->capture_default_str()
       ->check(wholeNumberIn(1, kMaxRunSteps));
   cmd->add_option("--timeline", args->timeline,
-                  "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto) or .json");
+                  "Write the predicted and measured timelines: .csv, .trace.json (Chrome/Perfetto), .json, "
+                  ".snapshot.json or .pickle (PyTorch memory snapshots, for pytorch.org/memory_viz)");
   cmd->add_option("--seed", args->seed, "Seed of the input batch, parameters, labels and dropout masks")
       ->capture_default_str()
       ->check(wholeNumberIn(0, UINT64_MAX));
