@@ -162,11 +162,13 @@ void MainWindow::buildFileActions() {
   defineAction("saveAs", tr("Save chain &as..."), "", QKeySequence::SaveAs, tr("Save the chain to a new file"),
                [this]() { saveAsDialog(); });
   defineAction("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
-               tr("Overlay a timeline written by `remat run --timeline`"), [this]() { openTimelineDialog(); });
-  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
+               tr("Overlay a timeline written by `remat run --timeline`, or a PyTorch memory snapshot"),
+               [this]() { openTimelineDialog(); });
+  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(),
+               tr("CSV, Chrome trace, JSON or PyTorch memory snapshot"),
                [this]() { exportDialog(ExportKind::PredictedTimeline); });
   defineAction("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
-               tr("Both timelines in one CSV, Chrome trace or JSON file"),
+               tr("Both timelines in one CSV, Chrome trace, JSON or PyTorch memory snapshot file"),
                [this]() { exportDialog(ExportKind::MeasuredTimeline); });
   defineAction("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
                [this]() { exportDialog(ExportKind::PlanJson); });

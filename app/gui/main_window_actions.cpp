@@ -23,6 +23,7 @@
 #include "remat/io/input_file.hpp"
 #include "remat/io/json_document.hpp"
 #include "remat/io/onnx/onnx_import.hpp"
+#include "remat/io/snapshot.hpp"
 #include "run_support.hpp"
 #include "zoo_bar.hpp"
 
@@ -32,10 +33,12 @@ namespace {
 const QString kChainFilter =
     QObject::tr("Chains and ONNX models (*.json *.onnx);;Chain files (*.json);;ONNX models (*.onnx);;All files (*)");
 const QString kSaveChainFilter = QObject::tr("Chain files (*.json);;All files (*)");
-const QString kTimelineFilter =
-    QObject::tr("Timelines (*.csv *.json);;CSV timeline (*.csv);;JSON timeline (*.json);;All files (*)");
-const QString kTimelineExportFilter =
-    QObject::tr("CSV timeline (*.csv);;Chrome trace (*.trace.json);;JSON timeline (*.json)");
+const QString kTimelineFilter = QObject::tr(
+    "Timelines and PyTorch memory snapshots (*.csv *.json *.pickle *.pkl);;CSV timeline (*.csv);;JSON timeline "
+    "(*.json);;PyTorch memory snapshot (*.pickle *.pkl *.snapshot.json);;All files (*)");
+const QString kTimelineExportFilter = QObject::tr(
+    "CSV timeline (*.csv);;Chrome trace (*.trace.json);;JSON timeline (*.json);;PyTorch memory snapshot "
+    "(*.pickle);;PyTorch memory snapshot, JSON (*.snapshot.json)");
 
 bool isOnnxModel(const QString& path) { return !path.startsWith(QLatin1Char(':')) && isOnnxFile(path.toStdString()); }
 
@@ -201,7 +204,8 @@ void MainWindow::openFileFromDrop(const QString& path) {
     (void)openChainFile(path);
     return;
   }
-  if (lower.endsWith(QLatin1String(".csv"))) {
+  if (lower.endsWith(QLatin1String(".csv")) || lower.endsWith(QLatin1String(".pickle")) ||
+      lower.endsWith(QLatin1String(".pkl"))) {
     (void)openMeasuredTimeline(path);
     return;
   }
@@ -209,10 +213,11 @@ void MainWindow::openFileFromDrop(const QString& path) {
   // Read as strictly as the readers do: a hostile file must not get further here than there.
   bool chain = true;
   if (auto text = readInputFile(path.toStdString(), kMaxTimelineFileBytes, "file")) {
-    auto document = JsonDocument::parse(std::move(text).value(), path.toStdString(), 8);
-    if (document && document->root().is_object()) {
-      const auto format = document->root().find("format");
-      chain = format == document->root().end() || *format == kChainFormat;
+    if (looksLikeSnapshot(*text)) {  // a PyTorch memory snapshot: JSON without a format, or a pickle
+      chain = false;
+    } else if (auto document = JsonDocument::parse(std::move(text).value(), path.toStdString(), 8)) {
+      const auto format = document->root().is_object() ? document->root().find("format") : document->root().end();
+      chain = !document->root().is_object() || format == document->root().end() || *format == kChainFormat;
     }
   }
   if (chain) {
