@@ -76,7 +76,7 @@ TEST(Snapshot, PythonPicklesOfEveryProtocolReadAsTheirJson) {
   // Frames with a line are grouped by their place (the frameless free of a block alive before the
   // trace opens the step): the forward frames, then the backward ones.
   EXPECT_EQ(fromJson->front().layerNames,
-            (std::vector<std::string>{"(no frame)", "/work/model.py:12:forward", "/work/train.py:30:step"}));
+            (std::vector<std::string>{"(no frame)", "/home/user/model.py:12:forward", "/home/user/train.py:30:step"}));
   for (int protocol = 2; protocol <= 5; ++protocol) {
     SCOPED_TRACE("protocol " + std::to_string(protocol));
     const fs::path path = kFolder / ("shaped-p" + std::to_string(protocol) + ".pickle");

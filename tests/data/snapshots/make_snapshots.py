@@ -17,10 +17,10 @@ def shaped_snapshot():
     with every kind of value: big ints (addresses), a float, a tuple, None, bools, and one frames
     list shared by several events (pickle writes it once and refers to it through the memo)."""
     base = 139_637_976_727_552  # 0x7f0000000000-ish: beyond 32 bits, so LONG1 in the pickle
-    frames_fwd = [{"filename": "/work/model.py", "line": 12, "name": "forward"},
+    frames_fwd = [{"filename": "/home/user/model.py", "line": 12, "name": "forward"},
                   {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", "line": 1194,
                    "name": "_call_impl"}]
-    frames_bwd = [{"filename": "/work/train.py", "line": 30, "name": "step"}]
+    frames_bwd = [{"filename": "/home/user/train.py", "line": 30, "name": "step"}]
     t0 = 1_700_000_000_000_000
     trace = [
         {"action": "segment_alloc", "addr": base, "size": 20 * MiB, "stream": 0, "time_us": t0, "frames": frames_fwd},
