@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz_checks.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "fuzz_checks.hpp"
-#include "remat/io/chain_file.hpp"
-#include "remat/io/onnx/onnx_import.hpp"
+#include "remat/input/chain_file.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
 #include "remat/memory/simulator.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz_checks.hpp"
-#include "remat/io/snapshot.hpp"
+#include "remat/report/snapshot.hpp"
 
 namespace {
 

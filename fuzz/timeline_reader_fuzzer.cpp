@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_checks.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/report/exporters.hpp"
 
 namespace {
 

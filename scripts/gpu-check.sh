@@ -77,7 +77,7 @@ for t in "${targets[@]:1}"; do
 done
 
 echo "== remat: profile, plan, run ($models, batch $batch, ${resolution}x$resolution) $(elapsed)"
-if ! timeout 240 "$build/gpu/remat_gpu_check" --models "$models" --batch "$batch" --resolution "$resolution" \
+if ! timeout 240 "$build/app/gpu_check/remat_gpu_check" --models "$models" --batch "$batch" --resolution "$resolution" \
     --steps "$steps" --json "$results/ours.json" --chain-dir "$results"; then
   echo "gpu-check: remat_gpu_check failed"
   status=1

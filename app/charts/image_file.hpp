@@ -1,12 +1,12 @@
 #pragma once
-// Images written the way every file of the project is written (remat/io/atomic_file.hpp): encoded
+// Images written the way every file of the project is written (remat/input/atomic_file.hpp): encoded
 // in memory, then through writeFileAtomically, so a failed export leaves no half file and never
 // follows a planted link.
 #include <QImage>
 #include <QString>
 
 #include "remat/base/status.hpp"
-#include "remat/io/atomic_file.hpp"
+#include "remat/input/atomic_file.hpp"
 
 namespace remat::charts {
 

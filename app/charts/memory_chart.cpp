@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/palette.hpp"
+#include "common/qt_text.hpp"
 #include "image_file.hpp"
 #include "memory_chart_parts.hpp"
-#include "palette.hpp"
-#include "qt_text.hpp"
 
 namespace remat::charts {
 namespace {

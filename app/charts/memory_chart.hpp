@@ -12,7 +12,7 @@
 
 #include "memory_chart_series.hpp"
 #include "remat/base/status.hpp"
-#include "remat/io/atomic_file.hpp"
+#include "remat/input/atomic_file.hpp"
 
 namespace remat::charts {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/qt_text.hpp"
 #include "memory_chart_parts.hpp"
-#include "qt_text.hpp"
 
 namespace remat::charts {
 namespace {

@@ -8,7 +8,7 @@
 #include <array>
 #include <cmath>
 
-#include "palette.hpp"
+#include "common/palette.hpp"
 
 namespace remat::charts {
 namespace {

@@ -12,9 +12,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/units.hpp"
 #include "memory_chart.hpp"
 #include "memory_chart_items.hpp"
-#include "units.hpp"
 
 namespace remat::charts {
 

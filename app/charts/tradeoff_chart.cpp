@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "palette.hpp"
-#include "units.hpp"
+#include "common/palette.hpp"
+#include "common/units.hpp"
 
 namespace remat::charts {
 namespace {

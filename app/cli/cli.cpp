@@ -4,8 +4,8 @@
 #include <exception>
 #include <ostream>
 
-#include "remat/io/chain_file.hpp"
-#include "remat/io/onnx/onnx_import.hpp"
+#include "remat/input/chain_file.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::cli {

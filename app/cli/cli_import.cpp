@@ -3,9 +3,9 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/io/atomic_file.hpp"
-#include "remat/io/chain_file.hpp"
-#include "remat/io/onnx/onnx_import.hpp"
+#include "remat/input/atomic_file.hpp"
+#include "remat/input/chain_file.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
 
 namespace remat::cli {
 namespace {

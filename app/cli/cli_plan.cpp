@@ -7,9 +7,9 @@
 #include "cli.hpp"
 #include "cli_args.hpp"
 #include "remat/base/text.hpp"
-#include "remat/io/results_json.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
+#include "remat/report/results_json.hpp"
 
 namespace remat::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "cli_args.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/profiler.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 
 namespace remat::cli {
 namespace {

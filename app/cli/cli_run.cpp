@@ -14,11 +14,11 @@
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
-#include "remat/io/atomic_file.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/input/atomic_file.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
+#include "remat/report/exporters.hpp"
 
 namespace remat::cli {
 namespace {

@@ -6,12 +6,12 @@
 #include <ostream>
 
 #include "cli.hpp"
-#include "remat/io/atomic_file.hpp"
-#include "remat/io/exporters.hpp"
-#include "remat/io/results_json.hpp"
+#include "remat/input/atomic_file.hpp"
 #include "remat/memory/op_times.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/report/exporters.hpp"
+#include "remat/report/results_json.hpp"
 
 namespace remat::cli {
 namespace {

@@ -9,9 +9,9 @@
 
 #include "cli.hpp"
 #include "cli_args.hpp"
-#include "remat/io/results_json.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/planners/tradeoff.hpp"
+#include "remat/report/results_json.hpp"
 
 namespace remat::cli {
 namespace {

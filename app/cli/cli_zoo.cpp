@@ -3,7 +3,7 @@
 
 #include "cli.hpp"
 #include "cli_args.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::cli {

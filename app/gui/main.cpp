@@ -4,9 +4,9 @@
 #include <QScreen>
 #include <cstdio>
 
-#include "about.hpp"
-#include "app_options.hpp"
-#include "main_window.hpp"
+#include "window/about.hpp"
+#include "window/app_options.hpp"
+#include "window/main_window.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cli_runner.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/model/random_chain.hpp"
 
 namespace remat {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 
 namespace remat {
 namespace {

@@ -10,7 +10,7 @@
 #include "cli_progress.hpp"
 #include "cli_runner.hpp"
 #include "remat/devices/devices.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/report/exporters.hpp"
 
 namespace remat {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "cli_runner.hpp"
 #include "remat/base/units.hpp"
-#include "remat/io/chain_file.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/memory/op_times.hpp"
+#include "remat/report/exporters.hpp"
 
 namespace remat {
 namespace {

@@ -10,7 +10,7 @@
 #include "executor_helpers.hpp"
 #include "golden.hpp"
 #include "remat/cpu/cpu_device.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/model/random_chain.hpp"
 
 namespace remat {

@@ -16,7 +16,7 @@
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"

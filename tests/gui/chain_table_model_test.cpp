@@ -1,18 +1,18 @@
 // The layer table model: Qt's model checks, what it shows, and edits that go through the Document
 // (valid ones are undoable, invalid ones are refused with a message and leave the chain as it was).
-#include "chain_table_model.hpp"
+#include "views/chain_table_model.hpp"
 
 #include <gtest/gtest.h>
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
 
-#include "chain_edits.hpp"
-#include "charts/units.hpp"
-#include "compare_model.hpp"
-#include "document.hpp"
+#include "common/units.hpp"
+#include "document/chain_edits.hpp"
+#include "document/document.hpp"
 #include "gui_test_env.hpp"
 #include "remat/memory/simulator.hpp"
+#include "views/compare_model.hpp"
 
 namespace remat::gui {
 namespace {

@@ -1,6 +1,6 @@
 // The checkpoint strip driven by real input: clicks, drags and keys change the plan, the displayed
 // peak becomes the simulator's value for the new plan, and undo restores it.
-#include "checkpoint_strip.hpp"
+#include "views/checkpoint_strip.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <cmath>
 
 #include "charts/memory_chart.hpp"
-#include "charts/units.hpp"
-#include "document.hpp"
+#include "common/units.hpp"
+#include "document/document.hpp"
+#include "document/plan_insight.hpp"
 #include "gui_test_env.hpp"
-#include "plan_insight.hpp"
-#include "plan_view.hpp"
 #include "remat/memory/simulator.hpp"
+#include "views/plan_view.hpp"
 
 namespace remat::gui {
 namespace {

@@ -1,6 +1,6 @@
 // The compare view plans with two planners in the background, shows both plans' peaks on the same
 // axes, and "apply" copies a plan into the editor (undoably).
-#include "compare_view.hpp"
+#include "views/compare_view.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,15 +9,15 @@
 #include <QTest>
 
 #include "charts/memory_chart.hpp"
-#include "charts/units.hpp"
-#include "compare_model.hpp"
-#include "document.hpp"
+#include "common/units.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
 #include "gui_test_env.hpp"
-#include "job_runner.hpp"
-#include "main_window.hpp"
-#include "plan_view.hpp"
-#include "planner_picker.hpp"
 #include "remat/planners/planners.hpp"
+#include "views/compare_model.hpp"
+#include "views/plan_view.hpp"
+#include "views/planner_picker.hpp"
+#include "window/main_window.hpp"
 
 namespace remat::gui {
 namespace {

@@ -9,15 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "charts/memory_chart.hpp"
-#include "document.hpp"
-#include "job_runner.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
+#include "document/plan_export.hpp"
 #include "main_window_fixture.hpp"
-#include "message_bar.hpp"
-#include "plan_export.hpp"
-#include "plan_view.hpp"
-#include "remat/io/chain_file.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/planners/planners.hpp"
+#include "remat/report/exporters.hpp"
+#include "views/message_bar.hpp"
+#include "views/plan_view.hpp"
 
 namespace remat::gui {
 namespace {

@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "chain_helpers.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/model/chain.hpp"
-#include "remat/io/chain_file.hpp"
 
 namespace remat::gui::test {
 

@@ -1,6 +1,6 @@
 // The job runner: results come back on the GUI thread, a newer request makes an older result stale
 // (dropped, never shown), cancel sets the flag the planners poll, progress is reported.
-#include "job_runner.hpp"
+#include "document/job_runner.hpp"
 
 #include <gtest/gtest.h>
 

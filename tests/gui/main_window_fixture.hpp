@@ -7,7 +7,7 @@
 #include <QTemporaryDir>
 
 #include "gui_test_env.hpp"
-#include "main_window.hpp"
+#include "window/main_window.hpp"
 
 namespace remat::gui::test {
 

@@ -1,6 +1,6 @@
 // The main window: bad input shows the loader's message (no crash, the old chain stays), drops
 // open files, the command line's screenshot renders the window.
-#include "main_window.hpp"
+#include "window/main_window.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,15 +12,15 @@
 #include <QSpinBox>
 #include <QUrl>
 
-#include "app_options.hpp"
-#include "document.hpp"
-#include "job_runner.hpp"
-#include "layer_panel.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
 #include "main_window_fixture.hpp"
-#include "message_bar.hpp"
-#include "plan_view.hpp"
-#include "planner_picker.hpp"
-#include "remat/io/onnx/onnx_import.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
+#include "views/layer_panel.hpp"
+#include "views/message_bar.hpp"
+#include "views/plan_view.hpp"
+#include "views/planner_picker.hpp"
+#include "window/app_options.hpp"
 
 namespace remat::gui {
 namespace {

@@ -14,11 +14,11 @@
 #include <QToolTip>
 #include <QWheelEvent>
 
-#include "charts/units.hpp"
-#include "document.hpp"
+#include "common/units.hpp"
+#include "document/document.hpp"
 #include "gui_test_env.hpp"
-#include "plan_view.hpp"
 #include "remat/memory/op_times.hpp"
+#include "views/plan_view.hpp"
 
 namespace remat::gui {
 namespace {

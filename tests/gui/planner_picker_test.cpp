@@ -1,13 +1,13 @@
 // The planner picker lists core's planner registry: its names in order, its descriptions as the
 // items' tooltips, and every planner can be picked and gives back a name core accepts.
-#include "planner_picker.hpp"
+#include "views/planner_picker.hpp"
 
 #include <gtest/gtest.h>
 
 #include <QComboBox>
 #include <QSignalSpy>
 
-#include "charts/qt_text.hpp"
+#include "common/qt_text.hpp"
 #include "gui_test_env.hpp"
 #include "remat/planners/registry.hpp"
 

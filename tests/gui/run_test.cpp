@@ -10,17 +10,17 @@
 #include <atomic>
 #include <fstream>
 
-#include "app_options.hpp"
 #include "charts/memory_chart.hpp"
-#include "document.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
+#include "document/run_support.hpp"
 #include "gui_test_env.hpp"
-#include "job_runner.hpp"
-#include "main_window.hpp"
-#include "message_bar.hpp"
-#include "plan_view.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/model/chain.hpp"
-#include "run_support.hpp"
+#include "views/message_bar.hpp"
+#include "views/plan_view.hpp"
+#include "window/app_options.hpp"
+#include "window/main_window.hpp"
 
 namespace remat::gui {
 namespace {

@@ -11,17 +11,17 @@
 #include <QTest>
 #include <algorithm>
 
-#include "chain_table_model.hpp"
 #include "charts/memory_chart.hpp"
-#include "checkpoint_strip.hpp"
-#include "document.hpp"
-#include "job_runner.hpp"
-#include "layer_panel.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
 #include "main_window_fixture.hpp"
-#include "message_bar.hpp"
-#include "plan_view.hpp"
-#include "remat/io/chain_file.hpp"
-#include "remat/io/exporters.hpp"
+#include "remat/input/chain_file.hpp"
+#include "remat/report/exporters.hpp"
+#include "views/chain_table_model.hpp"
+#include "views/checkpoint_strip.hpp"
+#include "views/layer_panel.hpp"
+#include "views/message_bar.hpp"
+#include "views/plan_view.hpp"
 
 namespace remat::gui {
 namespace {

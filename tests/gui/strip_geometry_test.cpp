@@ -1,5 +1,5 @@
 // The strip's pure geometry: value <-> pixel and snapping to layer boundaries.
-#include "strip_geometry.hpp"
+#include "views/strip_geometry.hpp"
 
 #include <gtest/gtest.h>
 

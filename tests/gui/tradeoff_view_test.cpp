@@ -2,7 +2,7 @@
 // named planners and the current plan marked; a click on a point applies its plan (undoably); a
 // capacity typed or the capacity line dragged, and the budget field in the toolbar, pick the
 // cheapest plan that fits; the recompute cost names its unit.
-#include "tradeoff_view.hpp"
+#include "views/tradeoff_view.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,12 +13,12 @@
 
 #include "charts/memory_chart.hpp"
 #include "charts/tradeoff_chart.hpp"
-#include "charts/units.hpp"
-#include "document.hpp"
-#include "job_runner.hpp"
+#include "common/units.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
 #include "main_window_fixture.hpp"
-#include "plan_view.hpp"
-#include "planner_picker.hpp"
+#include "views/plan_view.hpp"
+#include "views/planner_picker.hpp"
 
 namespace remat::gui {
 namespace {

@@ -17,17 +17,17 @@
 #include <QUrl>
 #include <cstdlib>
 
-#include "about.hpp"
-#include "app_options.hpp"
-#include "checkpoint_strip.hpp"
-#include "document.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
 #include "gui_test_env.hpp"
-#include "job_runner.hpp"
-#include "layer_panel.hpp"
-#include "main_window.hpp"
-#include "message_bar.hpp"
-#include "plan_view.hpp"
 #include "process_maps.hpp"
+#include "views/checkpoint_strip.hpp"
+#include "views/layer_panel.hpp"
+#include "views/message_bar.hpp"
+#include "views/plan_view.hpp"
+#include "window/about.hpp"
+#include "window/app_options.hpp"
+#include "window/main_window.hpp"
 
 namespace remat::gui {
 namespace {

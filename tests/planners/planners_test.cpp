@@ -9,11 +9,11 @@
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "remat/io/results_json.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/registry.hpp"
+#include "remat/report/results_json.hpp"
 
 namespace remat {
 namespace {

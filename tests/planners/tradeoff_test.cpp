@@ -11,10 +11,10 @@
 
 #include "chain_helpers.hpp"
 #include "remat/base/units.hpp"
-#include "remat/io/results_json.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/random_chain.hpp"
 #include "remat/planners/registry.hpp"
+#include "remat/report/results_json.hpp"
 
 namespace remat {
 namespace {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/model/chain.hpp"
 #include "remat/model/zoo.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/counter_rng.hpp"
-#include "remat/io/chain_file.hpp"
+#include "remat/input/chain_file.hpp"
 
 namespace remat::testing {
 

@@ -1,0 +1,21 @@
+#include "common/units.hpp"
+
+#include "common/qt_text.hpp"
+#include "remat/base/units.hpp"
+
+namespace remat::charts {
+
+QString formatBytes(std::uint64_t bytes) { return QString::fromStdString(remat::formatBytes(bytes)); }
+
+ByteUnit byteUnitFor(double maxBytes) {
+  const remat::ByteUnit unit = remat::byteUnitFor(maxBytes);
+  return {unit.divisor, toQString(unit.name)};
+}
+
+std::optional<std::uint64_t> parseBytes(const QString& text) {
+  Result<std::uint64_t> bytes = parseByteSize(text.toStdString());
+  if (!bytes) return std::nullopt;
+  return *bytes;
+}
+
+}  // namespace remat::charts

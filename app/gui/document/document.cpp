@@ -1,0 +1,225 @@
+#include "document/document.hpp"
+
+#include <QUndoCommand>
+#include <algorithm>
+
+namespace remat::gui {
+namespace {
+
+class PlanCommand : public QUndoCommand {
+ public:
+  PlanCommand(Document* doc, Plan after, QString afterSource, const QString& text)
+      : QUndoCommand(text),
+        doc_(doc),
+        before_(doc->plan()),
+        beforeSource_(doc->planSource()),
+        after_(std::move(after)),
+        afterSource_(std::move(afterSource)) {}
+  void undo() override { doc_->restorePlan(before_, beforeSource_); }
+  void redo() override { doc_->restorePlan(after_, afterSource_); }
+
+ private:
+  Document* doc_;
+  Plan before_;
+  QString beforeSource_;
+  Plan after_;
+  QString afterSource_;
+};
+
+class ChainCommand : public QUndoCommand {
+ public:
+  ChainCommand(Document* doc, Chain after, Plan afterPlan, QString afterSource, std::uint64_t afterRevision,
+               const QString& text)
+      : QUndoCommand(text),
+        doc_(doc),
+        before_(doc->chain()),
+        beforePlan_(doc->plan()),
+        beforeSource_(doc->planSource()),
+        beforeRevision_(doc->chainRevision()),
+        after_(std::move(after)),
+        afterPlan_(std::move(afterPlan)),
+        afterSource_(std::move(afterSource)),
+        afterRevision_(afterRevision) {}
+  void undo() override { doc_->restoreChain(before_, beforePlan_, beforeSource_, beforeRevision_); }
+  void redo() override { doc_->restoreChain(after_, afterPlan_, afterSource_, afterRevision_); }
+
+ private:
+  Document* doc_;
+  Chain before_;
+  Plan beforePlan_;
+  QString beforeSource_;
+  std::uint64_t beforeRevision_;
+  Chain after_;
+  Plan afterPlan_;
+  QString afterSource_;
+  std::uint64_t afterRevision_;
+};
+
+// "layer 22 (features.21)": the number the strip and the table's # column show, then the name.
+QString layerLabel(const Chain& chain, std::size_t layer) {
+  return QObject::tr("layer %1 (%2)").arg(layer).arg(QString::fromStdString(chain.layers[layer - 1].name));
+}
+
+}  // namespace
+
+Document::Document(QObject* parent) : QObject(parent) { undoStack_.setUndoLimit(500); }
+
+bool Document::isCheckpoint(std::size_t layer) const {
+  return std::binary_search(plan_.checkpoints.begin(), plan_.checkpoints.end(), layer);
+}
+
+void Document::resetChain(Chain chain, const QString& filePath, const Plan& plan, const QString& source) {
+  undoStack_.clear();
+  chain_ = std::move(chain);
+  hasChain_ = true;
+  plan_ = validatePlan(plan, chain_.size()).isOk() ? plan : Plan{};
+  planSource_ = source;
+  chainRevision_ = ++lastRevision_;
+  measured_.reset();
+  measuredOrigin_ = {};
+  setFilePath(filePath);
+  resimulate();
+  emit chainChanged();
+  emit chainReplaced();
+  emit measuredChanged();
+  emit simulationChanged();
+}
+
+Status Document::toggleCheckpoint(std::size_t layer) {
+  if (!hasChain_) return Status::invalid("no chain is loaded");
+  const std::size_t n = chain_.size();
+  if (layer == n) {
+    return Status::invalid(layerLabel(chain_, layer).toStdString() +
+                           " cannot be a checkpoint: it is the last layer, whose output is always kept (the loss reads "
+                           "it); checkpoints are layers 1.." +
+                           std::to_string(n - 1));
+  }
+  if (layer < 1 || layer > n) {
+    return Status::invalid("layer " + std::to_string(layer) + " cannot be a checkpoint: checkpoints are layers 1.." +
+                           std::to_string(n - 1));
+  }
+  Plan next = plan_;
+  auto it = std::lower_bound(next.checkpoints.begin(), next.checkpoints.end(), layer);
+  const bool removing = it != next.checkpoints.end() && *it == layer;
+  if (removing) {
+    next.checkpoints.erase(it);
+  } else {
+    next.checkpoints.insert(it, layer);
+  }
+  const QString text =
+      (removing ? tr("Remove the checkpoint at %1") : tr("Add a checkpoint at %1")).arg(layerLabel(chain_, layer));
+  undoStack_.push(new PlanCommand(this, std::move(next), QStringLiteral("manual"), text));
+  return Status::ok();
+}
+
+Status Document::moveCheckpoint(std::size_t from, std::size_t to) {
+  if (!hasChain_) return Status::invalid("no chain is loaded");
+  if (!isCheckpoint(from)) return Status::invalid("layer " + std::to_string(from) + " is not a checkpoint");
+  if (to == from) return Status::ok();
+  if (to < 1 || to >= chain_.size())
+    return Status::invalid("a checkpoint cannot move to layer " + std::to_string(to) + " (valid: 1.." +
+                           std::to_string(chain_.size() - 1) + ")");
+  if (isCheckpoint(to)) return Status::invalid("layer " + std::to_string(to) + " is already a checkpoint");
+  Plan next = plan_;
+  std::replace(next.checkpoints.begin(), next.checkpoints.end(), from, to);
+  std::sort(next.checkpoints.begin(), next.checkpoints.end());
+  const QString text = tr("Move checkpoint from %1 to %2").arg(layerLabel(chain_, from), layerLabel(chain_, to));
+  undoStack_.push(new PlanCommand(this, std::move(next), QStringLiteral("manual"), text));
+  return Status::ok();
+}
+
+Status Document::applyPlan(const Plan& plan, const QString& source) {
+  if (!hasChain_) return Status::invalid("no chain is loaded");
+  REMAT_RETURN_IF_ERROR(validatePlan(plan, chain_.size()));
+  if (plan == plan_ && source == planSource_) return Status::ok();
+  undoStack_.push(new PlanCommand(this, plan, source, tr("Apply plan (%1)").arg(source)));
+  return Status::ok();
+}
+
+Status Document::setOpeningPlan(const Plan& plan, const QString& source) {
+  if (!hasChain_) return Status::invalid("no chain is loaded");
+  if (undoStack_.count() > 0) return applyPlan(plan, source);
+  REMAT_RETURN_IF_ERROR(validatePlan(plan, chain_.size()));
+  restorePlan(plan, source);
+  return Status::ok();
+}
+
+Status Document::editChain(const ChainSpec& spec, const QString& description, const SpecRemap& remap) {
+  if (!hasChain_) return Status::invalid("no chain is loaded");
+  Result<Chain> built = buildChain(spec);
+  if (!built) return built.status();
+  Plan plan = remapPlan(chain_, *built, plan_, remap);
+  const QString source = plan == plan_ ? planSource_ : QStringLiteral("manual");
+  undoStack_.push(
+      new ChainCommand(this, std::move(built).value(), std::move(plan), source, ++lastRevision_, description));
+  return Status::ok();
+}
+
+Plan Document::remapPlan(const Chain& before, const Chain& after, const Plan& plan, const SpecRemap& remap) {
+  Plan out;
+  for (std::size_t c : plan.checkpoints) {
+    if (c < 1 || c > before.size()) continue;
+    const std::size_t oldSpec = before.layers[c - 1].specIndex;
+    const std::optional<std::size_t> newSpec = remap ? remap(oldSpec) : std::optional<std::size_t>(oldSpec);
+    if (!newSpec) continue;
+    for (std::size_t l = 1; l < after.size(); ++l) {  // checkpoints are 1..n-1
+      if (after.layers[l - 1].specIndex == *newSpec) {
+        out.checkpoints.push_back(l);
+        break;
+      }
+    }
+  }
+  std::sort(out.checkpoints.begin(), out.checkpoints.end());
+  out.checkpoints.erase(std::unique(out.checkpoints.begin(), out.checkpoints.end()), out.checkpoints.end());
+  return out;
+}
+
+bool Document::measuredIsCurrent() const {
+  return measured_ && measuredOrigin_.plan && *measuredOrigin_.plan == plan_ &&
+         measuredOrigin_.chainRevision == chainRevision_;
+}
+
+void Document::setMeasured(std::optional<Timeline> timeline) {
+  measured_ = std::move(timeline);
+  measuredOrigin_ = measured_ ? currentOrigin() : MeasuredOrigin{};
+  emit measuredChanged();
+}
+
+void Document::setMeasured(Timeline timeline, const MeasuredOrigin& origin) {
+  measured_ = std::move(timeline);
+  measuredOrigin_ = origin;
+  emit measuredChanged();
+}
+
+void Document::setFilePath(const QString& path) {
+  if (path == filePath_) return;
+  filePath_ = path;
+  emit filePathChanged(path);
+}
+
+void Document::restorePlan(const Plan& plan, const QString& source) {
+  plan_ = plan;
+  planSource_ = source;
+  resimulate();
+  emit simulationChanged();
+}
+
+void Document::restoreChain(const Chain& chain, const Plan& plan, const QString& source, std::uint64_t revision) {
+  chain_ = chain;
+  plan_ = plan;
+  planSource_ = source;
+  chainRevision_ = revision;
+  resimulate();
+  emit chainChanged();
+  emit simulationChanged();
+}
+
+void Document::resimulate() {
+  // Every stored plan was validated against its chain, so simulate only fails on a bug; keep the
+  // last good simulation's shape then (an empty timeline) rather than crash.
+  Result<Simulation> sim = simulate(chain_, plan_);
+  simulation_ = sim ? std::move(sim).value() : Simulation{};
+  simulation_.timeline.planner = planSource_.toStdString();
+}
+
+}  // namespace remat::gui

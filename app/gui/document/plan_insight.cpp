@@ -1,0 +1,118 @@
+#include "document/plan_insight.hpp"
+
+#include <algorithm>
+
+#include "common/qt_text.hpp"
+#include "common/units.hpp"
+#include "remat/memory/liveness.hpp"
+#include "remat/memory/op_times.hpp"
+
+namespace remat::gui {
+namespace {
+
+QString layerName(const Chain& chain, std::size_t layer) {
+  return layer >= 1 && layer <= chain.size() ? QString::fromStdString(chain.layers[layer - 1].name) : QString();
+}
+
+QString tensorText(const Chain& chain, const TensorLife& tensor) {
+  QString text = QString::fromStdString(tensorName(tensor));
+  const QString name = layerName(chain, tensor.layer);
+  if (!name.isEmpty()) text += QStringLiteral(" (%1)").arg(name);
+  return text;
+}
+
+// "B(12) conv4_3" or "SEED": core's label with the layer names the simulation recorded.
+QString opText(const Simulation& simulation, const Op& op) {
+  return QString::fromStdString(opLabel(op, simulation.timeline.layerNames));
+}
+
+}  // namespace
+
+std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {
+  const auto& entries = simulation.timeline.entries;
+  if (simulation.peakOpIndex >= entries.size()) return 0;
+  const Op& op = entries[simulation.peakOpIndex].op;
+  return op.kind == OpKind::Seed ? chain.size() : op.layer;
+}
+
+QString peakDescription(const Chain& chain, const Simulation& simulation, std::size_t maxTensors) {
+  const auto& entries = simulation.timeline.entries;
+  if (entries.empty() || simulation.peakOpIndex >= entries.size()) return {};
+  const std::size_t op = simulation.peakOpIndex;
+  QString text = QObject::tr("Peak %1 = static %2 + dynamic %3\nat op %4: %5 (%6)")
+                     .arg(charts::formatBytes(simulation.peakBytes()), charts::formatBytes(simulation.staticBytes),
+                          charts::formatBytes(simulation.dynamicPeakBytes))
+                     .arg(op)
+                     .arg(opText(simulation, entries[op].op), charts::toQString(phaseName(entries[op].op.phase())));
+  const LivenessTrace trace = traceLiveness(chain, simulation.plan);
+  std::vector<std::size_t> alive = trace.aliveDuring(op);
+  std::stable_sort(alive.begin(), alive.end(),
+                   [&](std::size_t a, std::size_t b) { return trace.tensors[a].bytes > trace.tensors[b].bytes; });
+  text += QObject::tr("\nalive during it (%1 tensors):").arg(alive.size());
+  std::uint64_t restBytes = 0;
+  for (std::size_t i = 0; i < alive.size(); ++i) {
+    const TensorLife& t = trace.tensors[alive[i]];
+    if (i >= maxTensors) {
+      restBytes += t.bytes;
+      continue;
+    }
+    const bool checkpoint =
+        t.kind == TensorLife::Kind::Activation &&
+        std::binary_search(simulation.plan.checkpoints.begin(), simulation.plan.checkpoints.end(), t.layer);
+    text += QStringLiteral("\n  %1  %2%3")
+                .arg(tensorText(chain, t), charts::formatBytes(t.bytes),
+                     checkpoint ? QObject::tr("  checkpoint") : QString());
+  }
+  if (alive.size() > maxTensors)
+    text += QObject::tr("\n  ... %1 more, %2").arg(alive.size() - maxTensors).arg(charts::formatBytes(restBytes));
+  if (op < trace.scratchBytes.size() && trace.scratchBytes[op] > 0)
+    text += QObject::tr("\n  workspace %1").arg(charts::formatBytes(trace.scratchBytes[op]));
+  return text;
+}
+
+charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const std::optional<Timeline>& measured,
+                            const QString& title) {
+  charts::ChartData data;
+  data.predicted = simulation.timeline;
+  data.measured = measured;
+  data.title = title;
+  data.peakText = peakDescription(chain, simulation);
+  data.predictedClock = QString::fromStdString(describeOpTimeModel(chain));
+  if (chain.size() == 0 || simulation.timeline.entries.empty()) return data;
+  const LivenessTrace trace = traceLiveness(chain, simulation.plan);
+  for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {
+    const QString layer = QStringLiteral("x%1 (%2), %3")
+                              .arg(life.layer)
+                              .arg(layerName(chain, life.layer), charts::formatBytes(chain.outBytes(life.layer)));
+    data.checkpointStored.push_back({life.storedOp, QObject::tr("checkpoint %1\nstored by op %2: %3")
+                                                        .arg(layer)
+                                                        .arg(life.storedOp)
+                                                        .arg(opText(simulation, trace.ops[life.storedOp]))});
+    data.checkpointFreed.push_back({life.freedOp, QObject::tr("checkpoint %1\nfreed after op %2: %3")
+                                                      .arg(layer)
+                                                      .arg(life.freedOp)
+                                                      .arg(opText(simulation, trace.ops[life.freedOp]))});
+  }
+  return data;
+}
+
+QString recomputeCostText(CostUnit unit, double cost) {
+  return QStringLiteral("%1 %2").arg(cost, 0, 'g', 4).arg(charts::toQString(costUnitSymbol(unit)));
+}
+
+QString recomputeCostText(const Chain& chain, double cost) { return recomputeCostText(chainCostUnit(chain), cost); }
+
+QString recomputeCostWithShare(CostUnit unit, double cost, double share) {
+  return QStringLiteral("%1 (%2%)").arg(recomputeCostText(unit, cost)).arg(100.0 * share, 0, 'f', 1);
+}
+
+QString recomputeCostWithShare(const Chain& chain, double cost) {
+  return recomputeCostWithShare(chainCostUnit(chain), cost, recomputeShare(chain, cost));
+}
+
+QString recomputeUnitDescription(const Chain& chain) {
+  return QObject::tr("%1; one forward pass costs %2")
+      .arg(QString::fromStdString(costUnitDescription(chain)), recomputeCostText(chain, forwardCost(chain)));
+}
+
+}  // namespace remat::gui

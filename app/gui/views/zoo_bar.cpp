@@ -1,0 +1,74 @@
+#include "views/zoo_bar.hpp"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+
+#include "common/qt_text.hpp"
+
+namespace remat::gui {
+
+ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(4);
+  model_ = new QComboBox(this);
+  for (const ZooEntry& entry : zooModels()) {
+    model_->addItem(QString::fromStdString(entry.name));
+    model_->setItemData(
+        model_->count() - 1,
+        QString::fromStdString(entry.description) + tr(" (input at least %1 px)").arg(entry.minResolution),
+        Qt::ToolTipRole);
+  }
+  model_->setToolTip(tr("A torchvision model as a layer chain"));
+  batch_ = new QSpinBox(this);
+  batch_->setRange(1, 65536);
+  batch_->setValue(64);
+  batch_->setPrefix(tr("batch "));
+  batch_->setToolTip(tr("Batch size"));
+  resolution_ = new QSpinBox(this);
+  resolution_->setRange(1, 8192);
+  resolution_->setValue(224);
+  resolution_->setSuffix(tr(" px"));
+  resolution_->setToolTip(tr("Input resolution (height = width)"));
+  dtype_ = new QComboBox(this);
+  for (DType dtype : dtypes()) dtype_->addItem(charts::toQString(dtypeName(dtype)));
+  dtype_->setToolTip(tr("Element type of activations and parameters"));
+  auto* load = new QPushButton(QIcon(QStringLiteral(":/icons/zoo.svg")), tr("Load"), this);
+  load->setToolTip(tr("Load the model as a new chain"));
+  layout->addWidget(new QLabel(tr("Zoo:"), this));
+  layout->addWidget(model_);
+  layout->addWidget(batch_);
+  layout->addWidget(resolution_);
+  layout->addWidget(dtype_);
+  layout->addWidget(load);
+  connect(load, &QPushButton::clicked, this, [this]() { emit loadRequested(modelName(), options()); });
+}
+
+QString ZooBar::modelName() const { return model_->currentText(); }
+
+ZooOptions ZooBar::options() const {
+  ZooOptions options;
+  options.batch = batch_->value();
+  options.resolution = resolution_->value();
+  Result<DType> dtype = parseDType(dtype_->currentText().toStdString());
+  options.dtype = dtype ? *dtype : DType::Float32;
+  return options;
+}
+
+bool ZooBar::setModelName(const QString& name) {
+  const int index = model_->findText(name);
+  if (index < 0) return false;
+  model_->setCurrentIndex(index);
+  return true;
+}
+
+void ZooBar::setOptions(const ZooOptions& options) {
+  batch_->setValue(static_cast<int>(options.batch));
+  resolution_->setValue(static_cast<int>(options.resolution));
+  dtype_->setCurrentText(charts::toQString(dtypeName(options.dtype)));
+}
+
+}  // namespace remat::gui

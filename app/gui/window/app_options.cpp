@@ -1,0 +1,217 @@
+#include "window/app_options.hpp"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QRegularExpression>
+#include <QTabWidget>
+
+#include "charts/image_file.hpp"
+#include "common/units.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
+#include "views/plan_view.hpp"
+#include "views/planner_picker.hpp"
+#include "views/tradeoff_view.hpp"
+#include "window/main_window.hpp"
+
+namespace remat::gui {
+
+namespace {
+
+// The --tab names, in the order of the window's tabs.
+const QStringList kTabs = {QStringLiteral("plan"), QStringLiteral("compare"), QStringLiteral("tradeoff")};
+
+// The explorer's options, as QCommandLineParser declares them.
+struct OptionSpecs {
+  const QCommandLineOption chain{QStringLiteral("chain"), QStringLiteral("Open a remat-chain/1 file."),
+                                 QStringLiteral("FILE")};
+  const QCommandLineOption zoo{QStringLiteral("zoo"), QStringLiteral("Load a zoo model (vgg16, resnet50, ...)."),
+                               QStringLiteral("NAME")};
+  const QCommandLineOption batch{QStringLiteral("batch"), QStringLiteral("Zoo batch size (64)."), QStringLiteral("B"),
+                                 QStringLiteral("64")};
+  const QCommandLineOption resolution{QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
+                                      QStringLiteral("R"), QStringLiteral("224")};
+  const QCommandLineOption dtype{QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
+                                 QStringLiteral("T"), QStringLiteral("float32")};
+  const QCommandLineOption planner{QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
+                                   QStringLiteral("NAME")};
+  const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
+                                    QStringLiteral("FILE")};
+  const QCommandLineOption tab{QStringLiteral("tab"), QStringLiteral("Show this tab: plan, compare or tradeoff."),
+                               QStringLiteral("NAME"), QStringLiteral("plan")};
+  const QCommandLineOption capacity{QStringLiteral("capacity"),
+                                    QStringLiteral("Draw a device capacity line at GIB GiB."), QStringLiteral("GIB")};
+  const QCommandLineOption screenshot{
+      QStringLiteral("screenshot"), QStringLiteral("Render the window to a PNG and exit."), QStringLiteral("OUT.png")};
+  const QCommandLineOption size{QStringLiteral("size"),
+                                QStringLiteral("Window size (1480x920, at most the screen; --screenshot: exactly)."),
+                                QStringLiteral("WxH"), QStringLiteral("1480x920")};
+  const QCommandLineOption measureOn{QStringLiteral("measure"),
+                                     QStringLiteral("Measure the plan on DEVICE (cpu, gpu) once it is planned, as "
+                                                    "Measure on CPU / GPU does; --screenshot waits for it."),
+                                     QStringLiteral("DEVICE")};
+  const QCommandLineOption measure{QStringLiteral("measure-update"),
+                                   QStringLiteral("Time a checkpoint toggle on an N-layer chain and exit."),
+                                   QStringLiteral("N")};
+
+  QList<QCommandLineOption> all() const {
+    return {chain, zoo,      batch,      resolution, dtype,     planner, timeline,
+            tab,   capacity, screenshot, size,       measureOn, measure};
+  }
+};
+
+// What to load: a chain file or a zoo model with its batch, resolution and dtype.
+Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  options.chainPath = parser.value(specs.chain);
+  options.zooName = parser.value(specs.zoo);
+  if (!options.chainPath.isEmpty() && !options.zooName.isEmpty())
+    return Status::invalid("give either --chain or --zoo, not both");
+  bool ok = false;
+  options.zoo.batch = parser.value(specs.batch).toLongLong(&ok);
+  if (!ok || options.zoo.batch < 1) return Status::invalid("--batch must be a positive integer");
+  options.zoo.resolution = parser.value(specs.resolution).toLongLong(&ok);
+  if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
+  Result<DType> parsedDtype = parseDType(parser.value(specs.dtype).toStdString());
+  if (!parsedDtype) return Status::invalid("--dtype: " + parsedDtype.status().message());
+  options.zoo.dtype = *parsedDtype;
+  return Status::ok();
+}
+
+// What to show: the planner, an overlaid timeline, the tab and a capacity line.
+Status readView(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  options.planner = parser.value(specs.planner);
+  options.timelinePath = parser.value(specs.timeline);
+  options.tab = parser.value(specs.tab);
+  if (!kTabs.contains(options.tab)) return Status::invalid("--tab must be 'plan', 'compare' or 'tradeoff'");
+  if (parser.isSet(specs.capacity)) {
+    bool ok = false;
+    options.capacityGiB = parser.value(specs.capacity).toDouble(&ok);
+    if (!ok || options.capacityGiB < 0.0 || options.capacityGiB > 4096.0)
+      return Status::invalid("--capacity must be a number of GiB between 0 and 4096");
+  }
+  return Status::ok();
+}
+
+// The one-shot modes: a screenshot at a window size, or the update timing.
+Status readModes(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  options.screenshotPath = parser.value(specs.screenshot);
+  options.measureDevice = parser.value(specs.measureOn);
+  static const QRegularExpression sizePattern(QStringLiteral("^(\\d+)x(\\d+)$"));
+  const QRegularExpressionMatch match = sizePattern.match(parser.value(specs.size));
+  if (!match.hasMatch()) return Status::invalid("--size must look like 1480x920");
+  options.size = QSize(match.captured(1).toInt(), match.captured(2).toInt());
+  options.sizeGiven = parser.isSet(specs.size);
+  if (options.size.width() < 320 || options.size.height() < 240 || options.size.width() > 8192 ||
+      options.size.height() > 8192)
+    return Status::invalid("--size must be between 320x240 and 8192x8192");
+  if (parser.isSet(specs.measure)) {
+    bool ok = false;
+    options.measureUpdateLayers = parser.value(specs.measure).toInt(&ok);
+    if (!ok || options.measureUpdateLayers < 2) return Status::invalid("--measure-update needs a layer count >= 2");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<AppOptions> parseAppOptions(const QStringList& args) {
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Remat Explorer: plan and explore activation checkpointing"));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  const OptionSpecs specs;
+  parser.addOptions(specs.all());
+  if (!parser.parse(args)) return Status::invalid(parser.errorText().toStdString());
+  AppOptions options;
+  if (parser.isSet(QStringLiteral("help"))) {
+    options.printedText = parser.helpText();
+    return options;
+  }
+  if (parser.isSet(QStringLiteral("version"))) {
+    options.printedText = QCoreApplication::applicationName() + QLatin1Char(' ') +
+                          QCoreApplication::applicationVersion() + QLatin1Char('\n');
+    return options;
+  }
+  if (!parser.positionalArguments().isEmpty())
+    return Status::invalid("unexpected argument '" + parser.positionalArguments().first().toStdString() +
+                           "' (use --chain FILE)");
+  REMAT_RETURN_IF_ERROR(readSource(parser, specs, options));
+  REMAT_RETURN_IF_ERROR(readView(parser, specs, options));
+  REMAT_RETURN_IF_ERROR(readModes(parser, specs, options));
+  return options;
+}
+
+Status applyAppOptions(MainWindow& window, const AppOptions& options) {
+  // The picked planner plans every chain as it opens, so pick it first.
+  if (!options.planner.isEmpty()) {
+    if (options.chainPath.isEmpty() && options.zooName.isEmpty())
+      return Status::invalid("--planner needs --chain or --zoo");
+    if (!window.plannerPicker()->setPlannerName(options.planner))
+      return Status::invalid("unknown planner '" + options.planner.toStdString() + "'");
+  }
+  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openChainFile(options.chainPath));
+  if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.loadZoo(options.zooName, options.zoo));
+  if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
+  const QString picked = window.plannerPicker()->plannerName();
+  if (window.document()->hasChain() && window.document()->planSource() != picked)
+    return Status::invalid("planner '" + picked.toStdString() + "' failed (see the message bar)");
+  if (!options.timelinePath.isEmpty()) REMAT_RETURN_IF_ERROR(window.openMeasuredTimeline(options.timelinePath));
+  if (options.capacityGiB > 0.0) {
+    const auto bytes = static_cast<std::uint64_t>(options.capacityGiB * charts::kBytesPerGiB);
+    window.planView()->setCapacityBytes(bytes);
+    window.tradeoffView()->setCapacityBytes(bytes);
+  }
+  // Showing the compare or trade-off tab starts its work; wait for it like for the planner.
+  window.tabs()->setCurrentIndex(static_cast<int>(kTabs.indexOf(options.tab)));
+  if (!window.jobs()->waitForIdle(120000)) return Status::internal("the comparison did not finish within 2 minutes");
+  if (!options.measureDevice.isEmpty()) {
+    if (!window.document()->hasChain()) return Status::invalid("--measure needs --chain or --zoo");
+    window.measure(options.measureDevice);
+  }
+  return Status::ok();
+}
+
+Status writeScreenshot(MainWindow& window, const QString& path, int waitMs) {
+  window.jobs()->waitForIdle(waitMs);
+  QApplication::processEvents();
+  const QImage image = window.grab().toImage();
+  if (image.isNull()) return Status::internal("the window could not be rendered");
+  return charts::writePngFile(image, path);
+}
+
+UpdateTiming measureUpdateSeconds(int layers, int toggles) {
+  MainWindow window;
+  window.resize(1480, 920);
+  window.show();
+  RandomChainOptions options;
+  options.layers = static_cast<std::size_t>(layers);
+  options.seed = 7;
+  options.cnnLike = true;
+  const Chain chain = makeRandomChain(options);
+  window.document()->resetChain(chain, QString());
+  QApplication::processEvents();
+  UpdateTiming timing;
+  QElapsedTimer timer;
+  for (int i = 0; i < toggles; ++i) {
+    const std::size_t layer = 1 + static_cast<std::size_t>(i * 7919) % static_cast<std::size_t>(layers - 1);
+    timer.start();
+    (void)simulate(chain, window.document()->plan());
+    timing.simulateSeconds += static_cast<double>(timer.nsecsElapsed()) * 1e-9;
+    timer.start();
+    (void)window.document()->toggleCheckpoint(layer);
+    timing.editSeconds += static_cast<double>(timer.nsecsElapsed()) * 1e-9;
+    timer.start();
+    QApplication::processEvents();  // paints the strip, summary and chart
+    timing.paintSeconds += static_cast<double>(timer.nsecsElapsed()) * 1e-9;
+  }
+  timing.simulateSeconds /= toggles;
+  timing.editSeconds /= toggles;
+  timing.paintSeconds /= toggles;
+  return timing;
+}
+
+}  // namespace remat::gui

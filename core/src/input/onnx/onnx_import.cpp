@@ -1,0 +1,155 @@
+// The importer's entry points: parse the ModelProto, read its interface, walk the nodes in order
+// (constant plumbing is evaluated, data ops converted), cut the result into a chain and check it
+// against the chain's own shape inference.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "onnx_graph.hpp"
+#include "remat/base/text.hpp"
+#include "remat/input/input_file.hpp"
+
+namespace remat {
+namespace onnx_import {
+namespace {
+
+Status unsupported(const Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  const std::string domain =
+      n.domain().empty() || n.domain() == "ai.onnx" ? "" : " of domain " + quoteText(n.domain(), 40);
+  return g.fail(node, "the operator " + opTypeText(n.op_type()) + domain + " is not supported; the importer takes " +
+                          onnxSupportedOperators());
+}
+
+// Only a Conv or an AveragePool takes a Pad's zeros into its own padding.
+Status checkPendingPads(const Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  for (int i = 0; i < n.input_size(); ++i)
+    if (g.pendingPad(n.input(i)) > 0 && !(i == 0 && (n.op_type() == "Conv" || n.op_type() == "AveragePool")))
+      return g.fail(node,
+                    "reads the output of a non-zero Pad; only a Conv or an AveragePool can take a Pad into "
+                    "its padding");
+  return Status::ok();
+}
+
+Status convertNode(Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return unsupported(g, node);
+  if (n.output_size() == 0 || n.output(0).empty()) return g.fail(node, "has no output");
+  bool readsData = false;
+  for (const auto& input : n.input()) readsData = readsData || g.isActivation(input);
+  if (!readsData || n.op_type() == "Shape") {
+    auto handled = g.evaluateConstantNode(node);
+    if (!handled) return handled.status();
+    if (*handled) return Status::ok();
+    if (isLayerOp(n.op_type()) || isViewOp(n.op_type()))
+      return g.fail(node, "computes from weights and constants only, not from the model's input");
+    return unsupported(g, node);
+  }
+  REMAT_RETURN_IF_ERROR(checkPendingPads(g, node));
+  if (isLayerOp(n.op_type())) return convertLayerNode(g, node);
+  if (isViewOp(n.op_type())) return convertViewNode(g, node);
+  return unsupported(g, node);
+}
+
+// The chain's shape inference (PyTorch's rules) must give what ONNX's rules gave, layer by layer.
+Status checkShapes(const Graph& g, const CutLayers& cut, const Chain& chain) {
+  for (const ChainLayer& layer : chain.layers) {
+    const Shape& expected = cut.outputShapes[layer.specIndex];
+    if (layer.outputShape != expected)
+      return g.fail(cut.lastNodes[layer.specIndex],
+                    "ONNX's rules give the output " + shapeToString(expected) + ", the chain's layer " +
+                        quoteText(layer.name) + " (" + std::string(kindName(layer.kind)) + ") gives " +
+                        shapeToString(layer.outputShape) +
+                        " (ceil-mode pooling where PyTorch's and ONNX's rules differ?)");
+  }
+  return Status::ok();
+}
+
+std::vector<std::pair<std::string, std::size_t>> listed(const std::map<std::string, std::size_t>& counts) {
+  return {counts.begin(), counts.end()};
+}
+
+Result<OnnxImport> importModel(const onnx::ModelProto& model, const std::string& source,
+                               const OnnxImportOptions& options) {
+  OnnxImport result;
+  Graph g(model, source, options);
+  REMAT_RETURN_IF_ERROR(g.readInterface(result.summary));
+  for (std::size_t node = 0; node < static_cast<std::size_t>(model.graph().node_size()); ++node)
+    REMAT_RETURN_IF_ERROR(convertNode(g, node));
+  auto cut = cutIntoLayers(g);
+  if (!cut) return cut.status();
+  ChainSpec& spec = result.spec;
+  spec.name = std::filesystem::path(source).stem().string();
+  spec.input.shape = g.activations().front().shape;
+  spec.input.dtype = g.dtype();
+  spec.layers = cut->layers;
+  auto chain = buildChain(spec);
+  if (!chain) return chain.status().withContext(source);
+  REMAT_RETURN_IF_ERROR(checkShapes(g, *cut, *chain));
+  OnnxImportSummary& summary = result.summary;
+  summary.layers = chain->size();
+  for (const ChainLayer& layer : chain->layers) summary.blocks += isComposite(layer.kind) ? 1 : 0;
+  summary.paramCount = chain->paramCount();
+  summary.weightsInFile = g.weightsInFile();
+  summary.folded = listed(g.folded());
+  summary.dropped = listed(g.dropped());
+  return result;
+}
+
+}  // namespace
+}  // namespace onnx_import
+
+bool onnxImportAvailable() { return true; }
+
+namespace {
+
+const char* const kNotParsed = ": not an ONNX model, or a truncated one (it does not parse as a ModelProto)";
+
+// The checks every parsed model passes before its graph is read.
+Result<OnnxImport> importParsed(const onnx::ModelProto& model, const std::string& source,
+                                const OnnxImportOptions& options) {
+  if (model.ir_version() <= 0 || !model.has_graph())
+    return Status::invalid(source + ": not an ONNX model (it has no IR version or no graph)");
+  if (model.graph().node_size() == 0) return Status::invalid(source + ": the ONNX graph has no nodes");
+  return onnx_import::importModel(model, source, options);
+}
+
+}  // namespace
+
+Result<OnnxImport> importOnnxModel(const std::string& bytes, const std::string& source,
+                                   const OnnxImportOptions& options) {
+  if (bytes.empty()) return Status::invalid(source + ": the file is empty, not an ONNX model");
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return Status::invalid(source + kNotParsed);
+  return importParsed(model, source, options);
+}
+
+// Parsed from the stream, so a model with its weights (VGG's: 0.5 GB) is in memory once.
+Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  // Refused before reading: a folder, a device (/dev/zero never ends), a pipe, a file too big.
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error) return Status::io(path + ": cannot open the ONNX model for reading: " + error.message());
+  if (!std::filesystem::is_regular_file(status))
+    return Status::io(path + ": not a regular file, so not an ONNX model file");
+  const std::uint64_t bytes = std::filesystem::file_size(path, error);
+  if (!error && bytes > kMaxOnnxFileBytes)
+    return Status::invalid(path + ": " + std::to_string(bytes) + " bytes, more than an ONNX model can have (" +
+                           std::to_string(kMaxOnnxFileBytes) + ", protobuf's limit)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::io(path + ": cannot open the ONNX model for reading: " + std::strerror(errno));
+  if (in.peek() == std::ifstream::traits_type::eof()) {
+    if (in.bad()) return Status::io(path + ": read error");
+    return Status::invalid(path + ": the file is empty, not an ONNX model");
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in)) {
+    if (in.bad()) return Status::io(path + ": read error");
+    return Status::invalid(path + kNotParsed);
+  }
+  return importParsed(model, path, options);
+}
+
+}  // namespace remat

@@ -1,0 +1,303 @@
+// Chain files: round trips, and one test per kind of malformed input. Every rejection names the
+// file, the layer (index and name) and the field; nothing is ever half-loaded.
+#include "remat/input/chain_file.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "golden.hpp"
+
+namespace remat {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json abstractChain() {
+  return json::parse(R"({"format": "remat-chain/1", "name": "toy", "input": {"bytes": 4096},
+    "layers": [{"name": "l1", "kind": "abstract", "out_bytes": 1024},
+               {"name": "l2", "kind": "abstract", "out_bytes": 2048, "needs_input": false, "needs_output": true,
+                "extra_bytes": 16, "fwd_workspace_bytes": 32, "bwd_workspace_bytes": 64, "param_bytes": 128,
+                "fwd_cost": 1.5, "bwd_cost": 3.0}]})");
+}
+
+// Expects a rejection whose message contains every needle.
+void expectRejected(const json& j, std::initializer_list<std::string> needles) {
+  auto chain = parseChain(j.dump(), "bad.json");
+  ASSERT_FALSE(chain.isOk()) << "accepted: " << j.dump();
+  EXPECT_EQ(chain.status().code(), ErrorCode::InvalidInput);
+  for (const auto& needle : needles)
+    EXPECT_NE(chain.status().message().find(needle), std::string::npos)
+        << "message '" << chain.status().message() << "' lacks '" << needle << "'";
+}
+
+TEST(ChainFile, AbstractFieldsAndDefaults) {
+  auto chain = parseChain(abstractChain().dump(), "toy.json");
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  ASSERT_EQ(chain->size(), 2u);
+  EXPECT_EQ(chain->inputBytes, 4096u);
+  const LayerNumbers& l1 = chain->at(1);
+  EXPECT_EQ(l1.outBytes, 1024u);
+  EXPECT_TRUE(l1.needsInput);
+  EXPECT_FALSE(l1.needsOutput);
+  EXPECT_EQ(l1.extraBytes, 0u);
+  EXPECT_DOUBLE_EQ(l1.fwdCost, 1.0);
+  EXPECT_DOUBLE_EQ(l1.bwdCost, 2.0);
+  const LayerNumbers& l2 = chain->at(2);
+  EXPECT_FALSE(l2.needsInput);
+  EXPECT_TRUE(l2.needsOutput);
+  EXPECT_EQ(l2.extraBytes, 16u);
+  EXPECT_EQ(l2.fwdWorkspaceBytes, 32u);
+  EXPECT_EQ(l2.bwdWorkspaceBytes, 64u);
+  EXPECT_EQ(l2.paramBytes, 128u);
+  EXPECT_DOUBLE_EQ(l2.fwdCost, 1.5);
+  EXPECT_EQ(chain->staticBytes(), 4096u + 256u);
+}
+
+TEST(ChainFile, SaveLoadRoundTripOfEveryGoldenChain) {
+  const fs::path folder = fs::temp_directory_path() / "remat_chain_file_test";
+  fs::create_directories(folder);
+  for (const auto& example : testing::goldenExamples()) {
+    auto spec = chainSpecFromJson(example["chain"], "golden.json");
+    ASSERT_TRUE(spec.isOk()) << spec.status().message();
+    const std::string path = (folder / (spec->name + ".json")).string();
+    ASSERT_TRUE(saveChainFile(*spec, path).isOk());
+    auto loaded = loadChainFile(path);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    EXPECT_EQ(chainSpecToJson(loaded->spec), chainSpecToJson(*spec));
+    EXPECT_EQ(chainSpecToJson(loaded->spec)["layers"], example["chain"]["layers"]);
+  }
+  // No temporary files are left behind.
+  for (const auto& entry : fs::directory_iterator(folder))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  fs::remove_all(folder);
+}
+
+TEST(ChainFile, RealKindsRoundTrip) {
+  const json j = json::parse(R"({"format": "remat-chain/1", "name": "real",
+    "input": {"shape": [2, 3, 8, 8], "dtype": "float16"},
+    "layers": [{"name": "c", "kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1, "bias": false},
+               {"name": "p", "kind": "maxpool", "kernel": 2, "ceil_mode": true},
+               {"name": "f", "kind": "flatten"},
+               {"name": "d", "kind": "dropout", "p": 0.25},
+               {"name": "fc", "kind": "linear", "out_features": 10,
+                "fwd_workspace_bytes": 7, "bwd_workspace_bytes": 9, "fwd_cost": 0.5, "bwd_cost": 1.0}]})");
+  auto spec = chainSpecFromJson(j, "real.json");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  EXPECT_EQ(spec->input.dtype, DType::Float16);
+  EXPECT_EQ(spec->input.bytes, 2u * 3 * 8 * 8 * 2);
+  EXPECT_EQ(spec->layers[1].stride, 2);  // pools default to stride = kernel, like PyTorch
+  EXPECT_TRUE(spec->layers[4].hasMeasuredWorkspace);
+  auto again = parseChainSpec(chainSpecToText(*spec), "again.json");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(chainSpecToJson(*again), chainSpecToJson(*spec));
+}
+
+json blockChain() {
+  return json::parse(R"({"format": "remat-chain/1", "name": "fire",
+    "input": {"shape": [2, 4, 6, 6]},
+    "layers": [{"name": "features.3", "kind": "block", "ops": [
+                 {"name": "expand1x1", "kind": "conv2d", "out_channels": 4, "kernel": 1},
+                 {"name": "expand1x1_activation", "kind": "relu"},
+                 {"name": "expand3x3", "kind": "conv2d", "inputs": [0], "out_channels": 4, "kernel": 3, "padding": 1},
+                 {"name": "expand3x3_activation", "kind": "relu"},
+                 {"name": "concat", "kind": "concat", "inputs": [2, 4]}]}]})");
+}
+
+// A block's inner ops: inputs default to the tensor just before, and are written only otherwise.
+TEST(ChainFile, BlockRoundTrip) {
+  auto spec = chainSpecFromJson(blockChain(), "fire.json");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  const LayerSpec& block = spec->layers[0];
+  ASSERT_EQ(block.ops.size(), 5u);
+  EXPECT_EQ(block.ops[1].inputs, (std::vector<std::size_t>{1}));
+  EXPECT_EQ(block.ops[2].inputs, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(block.ops[4].kind, BlockOpKind::Concat);
+  EXPECT_TRUE(block.ops[0].layer.bias);
+  const json written = chainSpecToJson(*spec);
+  EXPECT_FALSE(written["layers"][0]["ops"][1].contains("inputs"));
+  EXPECT_EQ(written["layers"][0]["ops"][4]["inputs"], json({2, 4}));
+  auto again = parseChainSpec(chainSpecToText(*spec), "again.json");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(chainSpecToJson(*again), written);
+  auto chain = buildChain(*again);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  EXPECT_EQ(chain->layers[0].outputShape, (Shape{2, 8, 6, 6}));
+}
+
+TEST(ChainFileErrors, BlockOps) {
+  json j = blockChain();
+  j["layers"][0].erase("ops");
+  expectRejected(j, {"layer 1 ('features.3')", "ops", "missing"});
+  j["layers"][0]["ops"] = json::array();
+  expectRejected(j, {"ops", "empty"});
+  j = blockChain();
+  j["layers"][0]["ops"][4]["inputs"] = {2, 5};
+  expectRejected(j, {"layer 1 ('features.3'), inner op 4 ('concat')", "inputs", "lists number '5'", "up to 4"});
+  j["layers"][0]["ops"][4]["inputs"] = {2, -1};
+  expectRejected(j, {"inner op 4", "lists number '-1'"});
+  j["layers"][0]["ops"][4]["inputs"] = json::array();
+  expectRejected(j, {"inner op 4", "non-empty array"});
+  j = blockChain();
+  j["layers"][0]["ops"][1]["kind"] = "sigmoid";
+  expectRejected(j, {"inner op 1", "unknown inner op kind 'sigmoid'", "conv2d, batchnorm, relu, relu6, add, concat"});
+  j = blockChain();
+  j["layers"][0]["ops"][1]["kernel"] = 3;
+  expectRejected(j, {"inner op 1 ('expand1x1_activation')", "kernel", "not a field of relu inner ops"});
+  j = blockChain();
+  j["layers"][0]["ops"][4]["inputs"] = {3, 4};
+  expectRejected(j,
+                 {"features.3", "the output of inner op 1 ('features.3.expand1x1_activation') is read by no later op"});
+}
+
+TEST(ChainFileErrors, NotJson) { expectRejected(json("x"), {"bad.json"}); }
+
+TEST(ChainFileErrors, BrokenJsonText) {
+  auto chain = parseChain("{\"format\": \"remat-chain/1\", \"layers\": [", "broken.json");
+  ASSERT_FALSE(chain.isOk());
+  // Placed at the end of the text, where the JSON stops (issue 15: every message has its place).
+  EXPECT_NE(chain.status().message().find("broken.json:1:40: not valid JSON"), std::string::npos)
+      << chain.status().message();
+}
+
+TEST(ChainFileErrors, WrongFormat) {
+  json j = abstractChain();
+  j["format"] = "remat-chain/2";
+  expectRejected(j, {"bad.json", "format", "remat-chain/1"});
+  j.erase("format");
+  expectRejected(j, {"format", "missing"});
+}
+
+TEST(ChainFileErrors, UnknownTopLevelField) {
+  json j = abstractChain();
+  j["lauers"] = json::array();
+  expectRejected(j, {"lauers", "not a field"});
+}
+
+TEST(ChainFileErrors, MissingOrEmptyLayers) {
+  json j = abstractChain();
+  j["layers"] = json::array();
+  expectRejected(j, {"layers", "empty"});
+  j.erase("layers");
+  expectRejected(j, {"layers", "missing"});
+  j["layers"] = json::object();
+  expectRejected(j, {"layers", "array"});
+}
+
+TEST(ChainFileErrors, MissingRequiredLayerField) {
+  json j = abstractChain();
+  j["layers"][1].erase("out_bytes");
+  expectRejected(j, {"bad.json", "layer 2", "'l2'", "out_bytes", "missing"});
+}
+
+TEST(ChainFileErrors, UnknownLayerField) {
+  json j = abstractChain();
+  j["layers"][0]["kernel"] = 3;
+  expectRejected(j, {"layer 1", "'l1'", "kernel", "not a field of abstract"});
+}
+
+TEST(ChainFileErrors, UnknownKind) {
+  json j = abstractChain();
+  j["layers"][1]["kind"] = "transformer";
+  expectRejected(j, {"layer 2", "kind", "transformer"});
+}
+
+TEST(ChainFileErrors, WrongTypes) {
+  json j = abstractChain();
+  j["layers"][0]["out_bytes"] = "1024";
+  expectRejected(j, {"layer 1", "out_bytes", "integer"});
+  j = abstractChain();
+  j["layers"][0]["needs_input"] = 1;
+  expectRejected(j, {"needs_input", "true or false"});
+  j = abstractChain();
+  j["layers"][0]["name"] = 5;
+  expectRejected(j, {"layer 1", "name", "string"});
+  j = abstractChain();
+  j["layers"][0] = json::array();
+  expectRejected(j, {"layer 1", "object"});
+  j = abstractChain();
+  j["layers"][0]["out_bytes"] = 10.5;
+  expectRejected(j, {"out_bytes", "integer"});
+}
+
+TEST(ChainFileErrors, NegativeSizes) {
+  json j = abstractChain();
+  j["layers"][1]["extra_bytes"] = -16;
+  expectRejected(j, {"layer 2", "'l2'", "extra_bytes", "non-negative"});
+  j = abstractChain();
+  j["input"]["bytes"] = -1;
+  expectRejected(j, {"input", "bytes"});
+}
+
+TEST(ChainFileErrors, SizesThatOverflow64Bits) {
+  auto chain = parseChain(R"({"format": "remat-chain/1", "name": "big", "input": {"bytes": 1},
+    "layers": [{"name": "huge", "kind": "abstract", "out_bytes": 18446744073709551616}]})",
+                          "big.json");
+  ASSERT_FALSE(chain.isOk());
+  EXPECT_NE(chain.status().message().find("out_bytes"), std::string::npos) << chain.status().message();
+  EXPECT_NE(chain.status().message().find("64 bits"), std::string::npos) << chain.status().message();
+  // Each value fits, but their sum does not.
+  json j = abstractChain();
+  j["layers"][0]["out_bytes"] = 18446744073709551615ull;
+  j["layers"][1]["out_bytes"] = 18446744073709551615ull;
+  expectRejected(j, {"2^64"});
+}
+
+TEST(ChainFileErrors, ImpossibleShapes) {
+  const json j = json::parse(R"({"format": "remat-chain/1", "name": "s", "input": {"shape": [1, 3, 4, 4]},
+    "layers": [{"name": "big", "kind": "conv2d", "out_channels": 4, "kernel": 7}]})");
+  expectRejected(j, {"layer 1", "'big'"});
+  json zero = j;
+  zero["input"]["shape"][2] = 0;
+  expectRejected(zero, {"input", "shape", "positive"});
+}
+
+TEST(ChainFileErrors, RealKindWithoutShape) {
+  json j = abstractChain();
+  j["layers"][1] = json::parse(R"({"name": "r", "kind": "relu"})");
+  expectRejected(j, {"layer 2", "'r'", "input shape"});
+}
+
+TEST(ChainFileErrors, InconsistentInput) {
+  json j = json::parse(R"({"format": "remat-chain/1", "input": {"shape": [2, 2], "bytes": 3},
+    "layers": [{"kind": "relu"}]})");
+  expectRejected(j, {"input", "bytes"});
+  j["input"] = json::parse(R"({"dtype": "float64", "shape": [2, 2]})");
+  expectRejected(j, {"dtype", "float64"});
+  j["input"] = json::object();
+  expectRejected(j, {"input", "shape"});
+}
+
+TEST(ChainFileErrors, MissingFileIsAnIoError) {
+  auto chain = loadChainFile("/nonexistent/folder/chain.json");
+  ASSERT_FALSE(chain.isOk());
+  EXPECT_EQ(chain.status().code(), ErrorCode::IoError);
+  EXPECT_NE(chain.status().message().find("/nonexistent/folder/chain.json"), std::string::npos);
+}
+
+TEST(ChainFile, AMillionLayersLoad) {
+  std::string text = R"({"format": "remat-chain/1", "name": "long", "input": {"bytes": 8}, "layers": [)";
+  const std::size_t n = 1000000;
+  text.reserve(n * 48);
+  for (std::size_t i = 0; i < n; ++i) {
+    text += R"({"kind": "abstract", "out_bytes": )" + std::to_string(1024 + i % 7) + "}";
+    text += i + 1 < n ? "," : "]}";
+  }
+  auto chain = parseChain(text, "long.json");
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  EXPECT_EQ(chain->size(), n);
+  EXPECT_EQ(chain->layers.back().name, "layer999999");
+}
+
+TEST(ChainFile, WriteFailureLeavesNothingBehind) {
+  const Status status = saveChainFile(ChainSpec{}, "/nonexistent/folder/out.json");
+  EXPECT_FALSE(status.isOk());
+  EXPECT_EQ(status.code(), ErrorCode::IoError);
+  EXPECT_FALSE(fs::exists("/nonexistent/folder/out.json"));
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,189 @@
+// Real torch exports (tests/data/onnx, made by scripts/make-onnx-test-models.py with Debian's
+// torch 1.13, without weights): each imports with torch's parameter count (eval exports: the count
+// of the folded graph's own weights); ResNet-18 and VGG-11-BN are the zoo's models layer for layer
+// with every planner's E equal; MobileNetV2 is finer than the zoo, optimal's E no higher; and every
+// small one runs on the CPU under every planner's plan with the measured footprint of every op equal
+// to the prediction and the gradients bitwise store-all's.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "executor_helpers.hpp"
+#include "remat/cpu/cpu_device.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
+#include "remat/model/zoo.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+
+const std::string kFolder = std::string(REMAT_TEST_DATA_DIR) + "/onnx/";
+
+std::vector<json> manifest() {
+  std::ifstream in(kFolder + "models.json");
+  const json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) return {};
+  return j.at("models").get<std::vector<json>>();
+}
+
+std::string fileOf(const json& model) { return model.at("file").get<std::string>(); }
+
+// The model's chain at `batch` (its own fixed batch is overridden, a symbolic one set).
+Chain imported(const json& model, std::int64_t batch) {
+  auto result = importOnnxFile(kFolder + fileOf(model), {.batch = batch});
+  EXPECT_TRUE(result.isOk()) << result.status().message();
+  if (!result) return {};
+  auto chain = buildChain(result->spec);
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return chain ? *chain : Chain{};
+}
+
+Chain zoo(const json& model, std::int64_t batch) {
+  auto spec = zooChain(model.at("zoo").get<std::string>(),
+                       {.batch = batch, .resolution = model.at("resolution").get<std::int64_t>()});
+  EXPECT_TRUE(spec.isOk()) << spec.status().message();
+  auto chain = buildChain(*spec);
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return *chain;
+}
+
+std::map<std::string, std::uint64_t> plannerPeaks(const Chain& chain) {
+  std::map<std::string, std::uint64_t> peaks;
+  for (const std::string& name : defaultComparePlanners(chain.size())) {
+    auto report = runPlanner(chain, name);
+    EXPECT_TRUE(report.isOk()) << name << ": " << report.status().message();
+    if (report) peaks[name] = report->dynamicPeakBytes;
+  }
+  return peaks;
+}
+
+TEST(OnnxExports, TheManifestListsEveryCommittedExport) {
+  const std::vector<json> models = manifest();
+  ASSERT_EQ(models.size(), 6u);
+  for (const json& m : models) EXPECT_TRUE(std::ifstream(kFolder + fileOf(m)).good()) << fileOf(m);
+}
+
+TEST(OnnxExports, ParameterCountsAreTorchsOrTheFoldedGraphs) {
+  for (const json& m : manifest()) {
+    SCOPED_TRACE(fileOf(m));
+    const Chain chain = imported(m, 2);
+    const char* count = m.at("mode") == "train" ? "torch_parameters" : "onnx_parameters";
+    EXPECT_EQ(chain.paramCount(), m.at(count).get<std::uint64_t>());
+    EXPECT_EQ(m.at("onnx_parameters") == m.at("torch_parameters"), m.at("mode") == "train");
+  }
+}
+
+TEST(OnnxExports, ASymbolicBatchNeedsTheBatch) {
+  for (const json& m : manifest()) {
+    if (!m.at("batch").is_null()) continue;
+    auto result = importOnnxFile(kFolder + fileOf(m));
+    ASSERT_FALSE(result.isOk()) << fileOf(m);
+    EXPECT_NE(result.status().message().find("the batch dimension is symbolic ('batch')"), std::string::npos);
+  }
+}
+
+// Layer for layer: names, shapes, numbers and kinds; torch exports AdaptiveAvgPool2d to a size
+// the input is a multiple of as an AveragePool, which computes the same with the same numbers.
+void expectSameLayers(const Chain& mine, const Chain& theirs) {
+  ASSERT_EQ(mine.size(), theirs.size());
+  EXPECT_EQ(mine.inputBytes, theirs.inputBytes);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const ChainLayer &a = mine.layers[i], &b = theirs.layers[i];
+    SCOPED_TRACE(b.name);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_TRUE(a.kind == b.kind || (a.kind == LayerKind::AvgPool && b.kind == LayerKind::AdaptiveAvgPool))
+        << kindName(a.kind) << " vs " << kindName(b.kind);
+    EXPECT_EQ(a.inputShape, b.inputShape);
+    EXPECT_EQ(a.outputShape, b.outputShape);
+    EXPECT_EQ(a.paramCount, b.paramCount);
+    EXPECT_EQ(a.numbers, b.numbers);
+  }
+}
+
+TEST(OnnxExports, ResNetAndVggAreTheZoosModels) {
+  int compared = 0;
+  for (const json& m : manifest()) {
+    if (m.at("zoo").is_null() || m.at("zoo") == "mobilenet_v2") continue;
+    SCOPED_TRACE(fileOf(m));
+    for (std::int64_t batch : {2, 16}) {
+      const Chain mine = imported(m, batch), theirs = zoo(m, batch);
+      expectSameLayers(mine, theirs);
+      EXPECT_EQ(mine.staticBytes(), theirs.staticBytes());
+      EXPECT_EQ(plannerPeaks(mine), plannerPeaks(theirs));
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, 2);  // resnet18, vgg11_bn
+}
+
+// The zoo groups every inverted residual into one layer; the graph forces only those with a skip
+// together, so the import has those as the same layers and the others as their plain ops: every
+// zoo checkpoint is still a checkpoint of the import, and optimal's E can only go down.
+TEST(OnnxExports, MobileNetV2IsFinerThanTheZooAndNoWorse) {
+  for (const json& m : manifest()) {
+    if (m.at("zoo") != "mobilenet_v2") continue;
+    const Chain mine = imported(m, 8), theirs = zoo(m, 8);
+    EXPECT_GT(mine.size(), theirs.size());
+    std::map<std::string, const ChainLayer*> byName;
+    for (const ChainLayer& layer : mine.layers) byName[layer.name] = &layer;
+    std::size_t shared = 0;
+    for (const ChainLayer& layer : theirs.layers) {
+      // The zoo names the functional pooling of forward() "avgpool"; the export names it by its op.
+      auto it = byName.find(layer.kind == LayerKind::AdaptiveAvgPool ? "globalaveragepool" : layer.name);
+      if (it == byName.end()) {
+        EXPECT_EQ(layer.kind, LayerKind::InvertedResidual) << layer.name;
+        continue;
+      }
+      EXPECT_EQ(it->second->numbers, layer.numbers) << layer.name;
+      ++shared;
+    }
+    EXPECT_EQ(shared, theirs.size() - 7);  // the 7 inverted residuals without a skip are split
+    auto fine = runPlanner(mine, "optimal"), coarse = runPlanner(theirs, "optimal");
+    ASSERT_TRUE(fine.isOk() && coarse.isOk());
+    EXPECT_LE(fine->dynamicPeakBytes, coarse->dynamicPeakBytes);
+    EXPECT_EQ(mine.staticBytes(), theirs.staticBytes());
+    return;
+  }
+  FAIL() << "no mobilenet_v2 export in the manifest";
+}
+
+class OnnxExecution : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
+  const json* model = nullptr;
+  const std::vector<json> models = manifest();
+  for (const json& m : models)
+    if (fileOf(m) == GetParam()) model = &m;
+  ASSERT_NE(model, nullptr);
+  cpu::CpuDevice device({.poisonMemory = true});
+  const Chain chain = testing::fittedTo(imported(*model, 2), device);  // the CPU's workspaces written in
+  auto interp = Interpreter::create(chain, device, testing::seeded(5));
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  RunOptions options{.digestGradients = true, .captureDigests = true};
+  const auto plans = testing::plannerPlans(chain, testing::allPlanners());
+  auto reference = (*interp)->run(Plan{}, options);
+  ASSERT_TRUE(reference.isOk()) << reference.status().message();
+  testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
+  for (std::size_t i = 1; i < plans.size(); ++i) {
+    SCOPED_TRACE(plans[i].first + " [" + formatCheckpointList(plans[i].second) + "]");
+    auto run = (*interp)->run(plans[i].second, options);
+    ASSERT_TRUE(run.isOk()) << run.status().message();
+    testing::expectReproducesStoreAll(chain, plans[i].second, *run, *reference);
+  }
+}
+
+// Every committed export small enough to run (VGG needs 224 x 224).
+INSTANTIATE_TEST_SUITE_P(CommittedExports, OnnxExecution,
+                         ::testing::Values("resnet18_train_op17_dynamic.onnx", "resnet18_eval_op15.onnx",
+                                           "mobilenet_v2_train_op13.onnx", "squeezenet1_0_train_op12.onnx",
+                                           "densenet_small_train_op14.onnx"),
+                         [](const auto& info) {
+                           std::string name = info.param.substr(0, info.param.find('.'));
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace remat
