@@ -2,7 +2,7 @@
 """Makes the snapshot test data of tests/data/snapshots (README.md there) with Python's own pickle
 and, for the CPU recording, Debian's PyTorch 1.13. Run from the repository root:
     /usr/bin/python3 tests/data/snapshots/make_snapshots.py
-The C++ tests (tests/io/snapshot_test.cpp) read the files and compare with expected.json, whose
+The C++ tests (tests/report/snapshot_test.cpp) read the files and compare with expected.json, whose
 numbers this script computes by its own replay, apart from the C++ reader."""
 import json
 import os
