@@ -1,5 +1,8 @@
-// `remat simulate CHAIN --checkpoints LIST [--batch N] [--timeline FILE] [--json] [--ops]`
+// `remat simulate CHAIN --checkpoints LIST [--batch N] [--measured FILE] [--timeline FILE] [--json] [--ops]`
+// --measured: a measured timeline (a PyTorch memory snapshot or recording, or `remat run
+// --timeline`'s file) printed peak against peak beside the prediction.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 
 #include "cli.hpp"
@@ -19,6 +22,7 @@ struct SimulateOptions {
   std::int64_t batch = 0;
   std::string checkpoints;
   std::string timeline;
+  std::string measured;
   bool json = false;
   bool allOps = false;
 };
@@ -56,6 +60,51 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
     out << "... " << entries.size() - rows << " more ops (use --ops to print all, or --json)\n";
 }
 
+// The measured timeline of a file: the first that is not a prediction (`remat run --timeline`
+// writes the prediction beside the measurement), as the explorer's overlay takes it.
+Result<Timeline> readMeasured(const std::string& path) {
+  auto timelines = readTimelines(path);
+  if (!timelines) return timelines.status();
+  for (Timeline& t : *timelines)
+    if (t.source != "predicted") return std::move(t);
+  return Status::invalid(path + ": holds no measured timeline (only predictions)");
+}
+
+std::string ratioText(std::uint64_t measured, std::uint64_t predicted) {
+  if (predicted == 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(measured) / static_cast<double>(predicted));
+  return text;
+}
+
+// Peak against peak: the measured dynamic peak against E, the static parts apart.
+void printMeasured(const Simulation& sim, const Timeline& measured, const std::string& path, std::ostream& out) {
+  const std::uint64_t peak = measured.dynamicPeakBytes();
+  const std::size_t at = measured.peakIndex();
+  out << "\nmeasured     " << path << " (" << measured.source << ", " << measured.entries.size() << " ops)\n";
+  out << "peak         measured " << formatBytes(peak) << " dynamic";
+  if (!measured.entries.empty()) out << " at op " << at << " " << opLabel(measured.entries[at].op, measured.layerNames);
+  out << "\n             predicted E " << formatBytes(sim.dynamicPeakBytes) << "; measured / predicted "
+      << ratioText(peak, sim.dynamicPeakBytes) << "\n";
+  out << "static       measured " << formatBytes(measured.staticBytes) << ", predicted " << formatBytes(sim.staticBytes)
+      << "\n";
+  out << "total peak   measured " << formatBytes(measured.staticBytes + peak) << ", predicted "
+      << formatBytes(sim.peakBytes()) << "\n";
+}
+
+nlohmann::json measuredJson(const Simulation& sim, const Timeline& measured, const std::string& path) {
+  return {{"file", path},
+          {"source", measured.source},
+          {"planner", measured.planner},
+          {"ops", measured.entries.size()},
+          {"dynamic_peak_bytes", measured.dynamicPeakBytes()},
+          {"static_bytes", measured.staticBytes},
+          {"predicted_dynamic_peak_bytes", sim.dynamicPeakBytes},
+          {"measured_over_predicted", sim.dynamicPeakBytes == 0 ? 0.0
+                                                                : static_cast<double>(measured.dynamicPeakBytes()) /
+                                                                      static_cast<double>(sim.dynamicPeakBytes)}};
+}
+
 }  // namespace
 
 void addSimulateCommand(CLI::App& app, Action& action) {
@@ -64,14 +113,19 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   addChainArgument(cmd, options->chainPath, options->batch);
   cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
       ->required();
+  cmd->add_option("--measured", options->measured,
+                  "A measured timeline to compare with, peak against peak: a PyTorch memory snapshot or "
+                  "recording (.pickle, .snapshot.json, .json) or `remat run --timeline`'s file");
   cmd->add_option("--timeline", options->timeline,
-                  "Write the predicted timeline (modelled op times): " + timelineFormatsHelp());
+                  "Write the predicted timeline (modelled op times), and the measured one with --measured: " +
+                      timelineFormatsHelp());
   cmd->add_flag("--json", options->json, "Print JSON as in docs/formats.md");
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
   cmd->callback([options, &action] {
     action = [options](Io& io) -> Status {
       // Refused before the chain is read: a bad format, an unwritable folder or the input itself.
-      const WriteOptions timelineWrite{{options->chainPath}};
+      WriteOptions timelineWrite{{options->chainPath}};
+      if (!options->measured.empty()) timelineWrite.inputs.push_back(options->measured);
       if (!options->timeline.empty()) {
         REMAT_RETURN_IF_ERROR(timelineFormatForPath(options->timeline).status().withContext("--timeline"));
         REMAT_RETURN_IF_ERROR(checkOutputFile(options->timeline, timelineWrite).withContext("--timeline"));
@@ -82,15 +136,25 @@ void addSimulateCommand(CLI::App& app, Action& action) {
       if (!plan) return plan.status().withContext("--checkpoints");
       auto sim = simulate(*chain, *plan);
       if (!sim) return sim.status().withContext("--checkpoints");
+      std::optional<Timeline> measured;
+      if (!options->measured.empty()) {
+        auto read = readMeasured(options->measured);
+        if (!read) return read.status().withContext("--measured");
+        measured = std::move(read).value();
+      }
       if (!options->timeline.empty()) {
         sim->timeline.planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
-        REMAT_RETURN_IF_ERROR(
-            writeTimelines(options->timeline, {sim->timeline}, timelineWrite).withContext("--timeline"));
+        std::vector<Timeline> timelines{sim->timeline};
+        if (measured) timelines.push_back(*measured);
+        REMAT_RETURN_IF_ERROR(writeTimelines(options->timeline, timelines, timelineWrite).withContext("--timeline"));
       }
       if (options->json) {
-        io.out << simulationToJson(*sim).dump() << "\n";
+        nlohmann::json out = simulationToJson(*sim);
+        if (measured) out["measured"] = measuredJson(*sim, *measured, options->measured);
+        io.out << out.dump() << "\n";
       } else {
         printTable(*chain, *sim, options->allOps, io.out);
+        if (measured) printMeasured(*sim, *measured, options->measured, io.out);
         if (!options->timeline.empty())
           io.out << "wrote " << options->timeline
                  << " (the predicted timeline; op times modelled: " << describeOpTimeModel(*chain) << ")\n";

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "remat/base/units.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/memory/op_times.hpp"
 #include "remat/report/exporters.hpp"
@@ -86,6 +87,48 @@ TEST_F(SimulateCli, TheTimelineFileCarriesModelledOpTimes) {
   result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--timeline", (folder_ / "t.txt").string()});
   EXPECT_EQ(result.exitCode, 2);
   EXPECT_NE(result.err.find("t.txt"), std::string::npos) << result.err;
+}
+
+// --measured: a PyTorch recording printed peak against peak, in the JSON, and written beside the
+// prediction; a file of predictions only and a hostile pickle are exit 2 with their reason.
+TEST_F(SimulateCli, MeasuredSnapshotIsComparedPeakAgainstPeak) {
+  const std::string chainPath = writeGoldenChain(0);  // plain6
+  const std::string recording = std::string(REMAT_TEST_DATA_DIR) + "/snapshots/cpu-recording.pickle";
+  const json expected = json::parse(std::ifstream(std::string(REMAT_TEST_DATA_DIR) + "/snapshots/expected.json"));
+  const std::uint64_t measuredPeak = expected["cpu-recording"]["dynamic_peak_bytes"].get<std::uint64_t>();
+  auto result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--measured", recording});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("peak         measured " + formatBytes(measuredPeak) + " dynamic"), std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("measured / predicted"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("static       measured "), std::string::npos) << result.out;
+
+  result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--measured", recording, "--json"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  const json out = json::parse(result.out);
+  EXPECT_EQ(out["measured"]["dynamic_peak_bytes"].get<std::uint64_t>(), measuredPeak);
+  EXPECT_EQ(out["measured"]["static_bytes"], expected["cpu-recording"]["static_bytes"]);
+  EXPECT_DOUBLE_EQ(out["measured"]["measured_over_predicted"].get<double>(),
+                   static_cast<double>(measuredPeak) / out["dynamic_peak_bytes"].get<double>());
+
+  const std::string both = (folder_ / "both.snapshot.json").string();
+  result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--measured", recording, "--timeline", both});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  Result<std::vector<Timeline>> timelines = readTimelines(both);
+  ASSERT_TRUE(timelines.isOk()) << timelines.status().message();
+  ASSERT_EQ(timelines->size(), 2u);
+  EXPECT_EQ((*timelines)[0].source, "predicted");
+  EXPECT_EQ((*timelines)[1].dynamicPeakBytes(), measuredPeak);
+
+  const std::string predicted = (folder_ / "predicted.pickle").string();
+  ASSERT_EQ(runRemat({"simulate", chainPath, "--checkpoints", "2", "--timeline", predicted}).exitCode, 0);
+  result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--measured", predicted});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("holds no measured timeline"), std::string::npos) << result.err;
+  const std::string evil = std::string(REMAT_TEST_DATA_DIR) + "/regressions/snapshot/stack-global-os-system.pickle";
+  result = runRemat({"simulate", chainPath, "--checkpoints", "2", "--measured", evil});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("byte offset 28: opcode STACK_GLOBAL"), std::string::npos) << result.err;
 }
 
 TEST_F(SimulateCli, ZooListAndExportRoundTrip) {

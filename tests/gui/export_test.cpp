@@ -176,5 +176,30 @@ TEST_F(ExportTest, ExportsNeverReplaceTheOpenChainFile) {
   EXPECT_TRUE(window_.files()->saveChain(open).isOk());  // Save itself replaces it, as asked
 }
 
+// Issue 21: timelines export as PyTorch memory snapshots (pickle and JSON) that read back, and a
+// PyTorch recording opens as the measured overlay (its ops are PyTorch's, not the plan's: stale).
+TEST_F(ExportTest, PyTorchMemorySnapshotsExportAndOpen) {
+  ASSERT_TRUE(window_.document()->applyPlan(Plan{{2, 5}}, QStringLiteral("manual")).isOk());
+  const Timeline& predicted = window_.document()->simulation().timeline;
+  for (const char* name : {"predicted.pickle", "predicted.snapshot.json"}) {
+    ASSERT_TRUE(window_.exports()->exportPredictedTimeline(path(name)).isOk()) << name;
+    Result<std::vector<Timeline>> read = readTimelines(path(name).toStdString());
+    ASSERT_TRUE(read.isOk()) << read.status().message();
+    ASSERT_EQ(read->size(), 1u);
+    expectSameOps(read->front(), predicted);
+  }
+  const QString recording = QStringLiteral(REMAT_TEST_DATA_DIR "/snapshots/cpu-recording.pickle");
+  ASSERT_TRUE(window_.files()->openMeasuredTimeline(recording).isOk()) << window_.messageBar()->text().toStdString();
+  ASSERT_TRUE(window_.document()->measured().has_value());
+  EXPECT_EQ(window_.document()->measured()->source, "cpu");
+  EXPECT_FALSE(window_.document()->measuredOrigin().plan.has_value());  // drawn as stale
+  // A JSON snapshot under a plain .json name is one by its content.
+  window_.document()->setMeasured(std::nullopt);
+  ASSERT_TRUE(QFile::copy(QStringLiteral(REMAT_TEST_DATA_DIR "/snapshots/shaped.json"), path("cuda.json")));
+  ASSERT_TRUE(window_.files()->openMeasuredTimeline(path("cuda.json")).isOk()) << window_.messageBar()->text().toStdString();
+  ASSERT_TRUE(window_.document()->measured().has_value());
+  EXPECT_EQ(window_.document()->measured()->source, "cuda:0");
+}
+
 }  // namespace
 }  // namespace remat::gui

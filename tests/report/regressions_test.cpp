@@ -20,13 +20,15 @@ const fs::path kFolder = fs::path(REMAT_TEST_DATA_DIR) / "regressions";
 
 nlohmann::json expectations() { return nlohmann::json::parse(std::ifstream(kFolder / "expected.json")); }
 
-void expectPlacedRefusal(const Status& status, const std::string& path, const std::string& needle) {
+// `place`: what follows the path: a text's ":LINE:COLUMN", or a pickle's ": byte offset N".
+void expectPlacedRefusal(const Status& status, const std::string& path, const std::string& needle,
+                         const std::string& place = ":[0-9]+:[0-9]+") {
   ASSERT_FALSE(status.isOk()) << path << " was accepted";
   EXPECT_EQ(status.code(), ErrorCode::InvalidInput) << status.message();
   const std::string& message = status.message();
   EXPECT_TRUE(std::regex_search(
       message,
-      std::regex("^" + std::regex_replace(path, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + ":[0-9]+:[0-9]+: ")))
+      std::regex("^" + std::regex_replace(path, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + place + ": ")))
       << "not placed: " << message.substr(0, 300);
   EXPECT_NE(message.find(needle), std::string::npos) << message.substr(0, 300) << "\nlacks: " << needle;
   EXPECT_LE(message.size(), 1000u) << message.substr(0, 300);
@@ -35,14 +37,14 @@ void expectPlacedRefusal(const Status& status, const std::string& path, const st
 
 // Every file of a folder, with its expectation.
 template <typename Read>
-void checkFolder(const std::string& name, Read read) {
+void checkFolder(const std::string& name, Read read, const std::string& place = ":[0-9]+:[0-9]+") {
   const nlohmann::json expected = expectations();
   std::size_t files = 0;
   for (const auto& entry : fs::directory_iterator(kFolder / name)) {
     const std::string key = name + "/" + entry.path().filename().string();
     ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
     SCOPED_TRACE(key);
-    expectPlacedRefusal(read(entry.path().string()), entry.path().string(), expected[key]["message"]);
+    expectPlacedRefusal(read(entry.path().string()), entry.path().string(), expected[key]["message"], place);
     ++files;
   }
   EXPECT_GE(files, 10u);
@@ -54,6 +56,13 @@ TEST(Regressions, EveryChainFileIsRefusedWithItsPlace) {
 
 TEST(Regressions, EveryTimelineFileIsRefusedWithItsPlace) {
   checkFolder("timeline", [](const std::string& path) { return readTimelines(path).status(); });
+}
+
+// PyTorch memory snapshots: pickles are placed at a byte offset, JSON at a line and column.
+TEST(Regressions, EverySnapshotIsRefusedWithItsPlace) {
+  checkFolder(
+      "snapshot", [](const std::string& path) { return readTimelines(path).status(); },
+      "(:[0-9]+:[0-9]+|: byte offset [0-9]+)");
 }
 
 TEST(Regressions, EveryExpectationHasItsFile) {

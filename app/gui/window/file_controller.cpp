@@ -13,6 +13,7 @@
 #include "remat/input/chain_file.hpp"
 #include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
+#include "remat/report/snapshot.hpp"
 #include "remat/usecases/chain_source.hpp"
 #include "views/zoo_bar.hpp"
 #include "window/main_window.hpp"
@@ -82,7 +83,8 @@ ChainSpec starterSpec() {
 // readers do: a hostile file must not get further here than there.
 bool looksLikeChainFile(const QString& path) {
   auto text = readInputFile(path.toStdString(), kMaxTimelineFileBytes, "file");
-  if (!text) return true;  // the chain reader says what is wrong with it
+  if (!text) return true;                      // the chain reader says what is wrong with it
+  if (looksLikeSnapshot(*text)) return false;  // a PyTorch memory snapshot: JSON without a format, or a pickle
   auto document = JsonDocument::parse(std::move(text).value(), path.toStdString(), 8);
   if (!document || !document->root().is_object()) return true;
   const auto format = document->root().find("format");
@@ -177,7 +179,10 @@ Status FileController::openMeasuredTimeline(const QString& path) {
 }
 
 void FileController::openDroppedFile(const QString& path) {
-  const bool chain = isOnnxModel(path) || (!path.toLower().endsWith(QLatin1String(".csv")) && looksLikeChainFile(path));
+  const QString lower = path.toLower();
+  const bool timeline = lower.endsWith(QLatin1String(".csv")) || lower.endsWith(QLatin1String(".pickle")) ||
+                        lower.endsWith(QLatin1String(".pkl"));
+  const bool chain = isOnnxModel(path) || (!timeline && looksLikeChainFile(path));
   if (chain) {
     (void)openChainFile(path);
   } else {

@@ -162,17 +162,19 @@ void MainWindow::buildFileActions() {
   defineAction("saveAs", tr("Save chain &as..."), "", QKeySequence::SaveAs, tr("Save the chain to a new file"),
                [this]() { files_->saveAsDialog(); });
   defineAction("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
-               tr("Overlay a timeline written by `remat run --timeline`"), [this]() { files_->openTimelineDialog(); });
+               tr("Overlay a timeline written by `remat run --timeline`, or a PyTorch memory snapshot"),
+               [this]() { files_->openTimelineDialog(); });
   defineAction("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
 }
 
 void MainWindow::buildExportActions() {
   using Kind = ExportController::Kind;
   const auto dialog = [this](Kind kind) { return [this, kind]() { exports_->exportDialog(kind); }; };
-  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(), tr("CSV, Chrome trace or JSON"),
-               dialog(Kind::PredictedTimeline));
+  defineAction("exportPredicted", tr("Predicted timeline..."), "", QKeySequence(),
+               tr("CSV, Chrome trace, JSON or PyTorch memory snapshot"), dialog(Kind::PredictedTimeline));
   defineAction("exportMeasured", tr("Predicted and measured timelines..."), "", QKeySequence(),
-               tr("Both timelines in one CSV, Chrome trace or JSON file"), dialog(Kind::MeasuredTimeline));
+               tr("Both timelines in one CSV, Chrome trace, JSON or PyTorch memory snapshot file"),
+               dialog(Kind::MeasuredTimeline));
   defineAction("exportPlan", tr("Plan as JSON..."), "", QKeySequence(), tr("The fields of `remat plan --json`"),
                dialog(Kind::PlanJson));
   defineAction("exportPng", tr("Chart as PNG..."), "", QKeySequence(), tr("The memory chart as an image"),

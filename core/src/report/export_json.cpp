@@ -9,6 +9,7 @@
 #include "remat/input/json_document.hpp"
 #include "remat/input/json_fields.hpp"
 #include "remat/report/exporters.hpp"
+#include "remat/report/snapshot.hpp"
 
 namespace remat {
 

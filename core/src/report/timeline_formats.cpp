@@ -8,15 +8,31 @@
 #include "remat/input/atomic_file.hpp"
 #include "remat/input/input_file.hpp"
 #include "remat/report/exporters.hpp"
+#include "remat/report/snapshot.hpp"
 
 namespace remat {
 
+namespace {
+
+Result<std::vector<Timeline>> parseSnapshotFile(const std::string& text, const std::string& source) {
+  return parseSnapshot(text, source);
+}
+
+}  // namespace
+
 std::span<const TimelineFormat> timelineFormats() {
-  // One row per format: name, extension, title, help note, writer, reader (nullptr: export-only).
+  // One row per format: name, extension, title, help note, writer, reader (nullptr: export-only),
+  // size limit for reading (0: kMaxTimelineFileBytes).
   static const TimelineFormat kFormats[] = {
       {"csv", ".csv", "CSV timeline", "", timelinesToCsv, parseTimelinesCsv},
       {"chrome-trace", ".trace.json", "Chrome trace", "Chrome/Perfetto", timelinesToChromeTrace, nullptr},
       {"json", ".json", "JSON timeline", "", timelinesToJson, parseTimelinesJson},
+      {"pytorch-snapshot-json", ".snapshot.json", "PyTorch memory snapshot, JSON", "PyTorch memory snapshot",
+       timelinesToSnapshotJson, parseSnapshotFile, kMaxSnapshotFileBytes},
+      {"pytorch-snapshot", ".pickle", "PyTorch memory snapshot", "PyTorch memory snapshot, for pytorch.org/memory_viz",
+       timelinesToSnapshotPickle, parseSnapshotFile, kMaxSnapshotFileBytes},
+      {"pytorch-snapshot-pkl", ".pkl", "PyTorch memory snapshot (.pkl)", "the same", timelinesToSnapshotPickle,
+       parseSnapshotFile, kMaxSnapshotFileBytes},
   };
   return kFormats;
 }
@@ -77,8 +93,11 @@ Result<std::vector<Timeline>> readTimelines(const std::string& path) {
   if (!(*format)->readable())
     return Status::invalid(path + ": a " + std::string((*format)->title) + " is export-only; read the " +
                            readableExtensionList() + " timeline instead");
-  auto text = readInputFile(path, kMaxTimelineFileBytes, "timeline");
+  const std::uint64_t maxBytes = (*format)->maxInputBytes ? (*format)->maxInputBytes : kMaxTimelineFileBytes;
+  auto text = readInputFile(path, maxBytes, "timeline");
   if (!text) return text.status();
+  // `remat_torch` and PyTorch name snapshots freely (x.json, x.csv from a renamed pickle): the content decides.
+  if (looksLikeSnapshot(*text)) return parseSnapshot(*text, path);
   return (*format)->parse(*text, path);
 }
 

@@ -11,6 +11,9 @@
 //                counter track ("ph": "C") per timeline with two series sampled at each op's start:
 //                footprint_bytes (during the op) and live_after_bytes (after it).
 //   .json        the JSON timeline, format "remat-timeline/1" (readable back, exactly).
+//   .snapshot.json, .pickle, .pkl
+//                a PyTorch memory snapshot (snapshot.hpp), JSON or pickle protocol 4, for
+//                pytorch.org/memory_viz and torch.cuda._memory_viz (readable back, exactly).
 // Numbers are written with std::to_chars or nlohmann-json: independent of the locale. Files are
 // written through a temporary file and a rename.
 #include <string>
@@ -44,8 +47,10 @@ Status writeTimelines(const std::string& path, const std::vector<Timeline>& time
 // and the field; no text holds a NUL byte.
 Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const std::string& source);
 Result<std::vector<Timeline>> parseTimelinesJson(const std::string& text, const std::string& source);
-// Reads a timeline file in a readable format (Chrome traces are export-only) of at most
-// kMaxTimelineFileBytes (input_file.hpp), refused before reading when larger.
+// Reads a timeline file in a readable format (Chrome traces are export-only) of at most the format's
+// size limit (kMaxTimelineFileBytes, input_file.hpp; kMaxSnapshotFileBytes for PyTorch memory
+// snapshots, snapshot.hpp), refused before reading when larger. A .csv or .json file whose content is
+// a PyTorch memory snapshot (looksLikeSnapshot) is read as one.
 Result<std::vector<Timeline>> readTimelines(const std::string& path);
 
 }  // namespace remat

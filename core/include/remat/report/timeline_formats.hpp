@@ -5,6 +5,7 @@
 // (exporters.hpp). Adding a format: its writer (and reader, when it can be read back) in a file of its
 // own under core/src/report/, and its row in core/src/report/timeline_formats.cpp, which declares
 // the functions it names unless exporters.hpp does (for the tests and fuzzers that call them).
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,13 +17,14 @@
 namespace remat {
 
 struct TimelineFormat {
-  std::string_view name;       // "csv", "chrome-trace", "json"
+  std::string_view name;       // "csv", "chrome-trace", "json", "pytorch-snapshot"
   std::string_view extension;  // ".csv", ".trace.json": what a file name ends with (any case)
   std::string_view title;      // "CSV timeline": the explorer's file filters
   std::string_view helpNote;   // "Chrome/Perfetto": in brackets after the extension in the CLI's help
   std::string (*write)(const std::vector<Timeline>& timelines) = nullptr;
   // nullptr: export-only. `source` names the file in messages.
   Result<std::vector<Timeline>> (*parse)(const std::string& text, const std::string& source) = nullptr;
+  std::uint64_t maxInputBytes = 0;  // the largest file readTimelines reads; 0: kMaxTimelineFileBytes
   bool readable() const { return parse != nullptr; }
 };
 
