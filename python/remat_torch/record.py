@@ -147,7 +147,7 @@ def record_step(
         {
             "format": FORMAT,
             "device": device_name,
-            "torch_version": torch.__version__,
+            "torch_version": str(torch.__version__),  # TorchVersion pickles as a class: remat refuses that
             "model": model_name or type(model).__name__,
             "plan": list(plan) if plan is not None else getattr(model, "plan_names", None),
             "batch": int(x.shape[0]),

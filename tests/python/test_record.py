@@ -5,7 +5,9 @@ import os
 import pickle
 import unittest
 
-from support import SmallNet, temp_dir, torch
+import subprocess
+
+from support import SmallNet, needs_remat, remat_binary, temp_dir, torch
 
 from remat_torch import apply_plan, read_snapshot, record_step, summarize
 
@@ -73,6 +75,22 @@ class RecordingSchema(unittest.TestCase):
                     self.assertEqual(pickle.loads(raw), s)
                 self.assertEqual(read_snapshot(path), s)
             self.assertEqual(sorted(os.listdir(folder)), ["step.json", "step.pickle"])  # no temporaries left
+
+    @needs_remat
+    def test_remat_reads_the_recording(self):
+        """Both encodings reach remat's reader: the pickle holds plain data only (no class references)."""
+        with temp_dir() as folder:
+            for name in ("step.json", "step.pickle"):
+                path = os.path.join(folder, name)
+                record_step(self.model, self.x, path)
+                timeline = os.path.join(folder, name + ".timeline.json")
+                done = subprocess.run([remat_binary(), "simulate", "zoo:alexnet", "--batch", "1", "--resolution", "64",
+                                       "--measured", path, "--timeline", timeline],
+                                      capture_output=True, text=True)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                with open(timeline, encoding="utf-8") as f:
+                    sources = [t["source"] for t in json.load(f)["timelines"]]
+                self.assertIn("cpu", sources)
 
     def test_store_all_on_the_plain_model(self):
         self.check_schema(record_step(self.model, self.x), None)

@@ -4,6 +4,7 @@
 // exported as snapshots (JSON and pickle) read back to the same timelines, and hostile pickles are
 // refused at their byte offset without running anything.
 #include "remat/report/snapshot.hpp"
+#include "remat/report/timeline_formats.hpp"
 
 #include <gtest/gtest.h>
 
@@ -187,9 +188,9 @@ class SnapshotFiles : public testing::TempFolderTest {};
 
 TEST_F(SnapshotFiles, ChosenByExtensionAndByContent) {
   const auto timelines = sampleTimelines();
-  EXPECT_EQ(*timelineFormatForPath("x.snapshot.json"), TimelineFileFormat::SnapshotJson);
-  EXPECT_EQ(*timelineFormatForPath("x.PICKLE"), TimelineFileFormat::SnapshotPickle);
-  EXPECT_EQ(*timelineFormatForPath("x.pkl"), TimelineFileFormat::SnapshotPickle);
+  EXPECT_EQ((*timelineFormatForPath("x.snapshot.json"))->name, "pytorch-snapshot-json");
+  EXPECT_EQ((*timelineFormatForPath("x.PICKLE"))->name, "pytorch-snapshot");
+  EXPECT_EQ((*timelineFormatForPath("x.pkl"))->name, "pytorch-snapshot-pkl");
   for (const char* name : {"t.snapshot.json", "t.pickle"}) {
     ASSERT_TRUE(writeTimelines(path(name), timelines).isOk());
     auto back = readTimelines(path(name));
