@@ -84,8 +84,8 @@ class RecordingSchema(unittest.TestCase):
                 path = os.path.join(folder, name)
                 record_step(self.model, self.x, path)
                 timeline = os.path.join(folder, name + ".timeline.json")
-                done = subprocess.run([remat_binary(), "simulate", "zoo:alexnet", "--batch", "1", "--resolution", "64",
-                                       "--measured", path, "--timeline", timeline],
+                done = subprocess.run([remat_binary(), "simulate", "zoo:alexnet", "--batch", "1",
+                                       "--checkpoints", "", "--measured", path, "--timeline", timeline],
                                       capture_output=True, text=True)
                 self.assertEqual(done.returncode, 0, done.stderr)
                 with open(timeline, encoding="utf-8") as f:

@@ -126,7 +126,8 @@ TEST(Exporters, ChromeTraceHasCompleteEventsAndCounters) {
 TEST(TimelineFormats, OneTableChoosesByTheLongestExtension) {
   std::vector<std::string_view> names;
   for (const TimelineFormat& format : timelineFormats()) names.push_back(format.name);
-  EXPECT_EQ(names, (std::vector<std::string_view>{"csv", "chrome-trace", "json"}));
+  EXPECT_EQ(names, (std::vector<std::string_view>{"csv", "chrome-trace", "json", "pytorch-snapshot-json",
+                                                  "pytorch-snapshot", "pytorch-snapshot-pkl"}));
   EXPECT_EQ((*timelineFormatForPath("a/b.CSV"))->name, "csv");
   EXPECT_EQ((*timelineFormatForPath("x.trace.json"))->name, "chrome-trace");
   EXPECT_EQ((*timelineFormatForPath("x.Trace.JSON"))->name, "chrome-trace");
@@ -134,9 +135,13 @@ TEST(TimelineFormats, OneTableChoosesByTheLongestExtension) {
   EXPECT_FALSE((*timelineFormatForPath("x.trace.json"))->readable());
   const Status unknown = timelineFormatForPath("x.txt").status();
   EXPECT_EQ(unknown.code(), ErrorCode::InvalidInput);
-  EXPECT_EQ(unknown.message(), "x.txt: unknown timeline format; use a name ending in .csv, .trace.json or .json");
+  EXPECT_EQ(unknown.message(),
+            "x.txt: unknown timeline format; use a name ending in .csv, .trace.json, .json, .snapshot.json, "
+            ".pickle or .pkl");
   // The CLI's --timeline help lists every row, with its note.
-  EXPECT_EQ(timelineFormatsHelp(), ".csv, .trace.json (Chrome/Perfetto) or .json");
+  EXPECT_EQ(timelineFormatsHelp(),
+            ".csv, .trace.json (Chrome/Perfetto), .json, .snapshot.json (PyTorch memory snapshot, JSON), .pickle "
+            "(PyTorch memory snapshot, for pytorch.org/memory_viz) or .pkl (PyTorch memory snapshot)");
   // Each row's writer is what writeTimelines writes for its extension.
   const auto timelines = sampleTimelines();
   EXPECT_EQ((*timelineFormatForPath("t.csv"))->write(timelines), timelinesToCsv(timelines));
@@ -154,7 +159,9 @@ TEST(Exporters, FilesByExtensionAndLocaleIndependent) {
     ASSERT_TRUE(writeTimelines(path, timelines).isOk());
     if (std::string(name) == "t.trace.json") {
       EXPECT_EQ(readTimelines(path).status().message(),
-                path + ": a Chrome trace is export-only; read the .csv or .json timeline instead");
+                path +
+                    ": a Chrome trace is export-only; read the .csv, .json, .snapshot.json, .pickle or .pkl "
+                    "timeline instead");
       continue;
     }
     auto back = readTimelines(path);

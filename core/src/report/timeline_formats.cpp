@@ -27,12 +27,12 @@ std::span<const TimelineFormat> timelineFormats() {
       {"csv", ".csv", "CSV timeline", "", timelinesToCsv, parseTimelinesCsv},
       {"chrome-trace", ".trace.json", "Chrome trace", "Chrome/Perfetto", timelinesToChromeTrace, nullptr},
       {"json", ".json", "JSON timeline", "", timelinesToJson, parseTimelinesJson},
-      {"pytorch-snapshot-json", ".snapshot.json", "PyTorch memory snapshot, JSON", "PyTorch memory snapshot",
+      {"pytorch-snapshot-json", ".snapshot.json", "PyTorch memory snapshot, JSON", "PyTorch memory snapshot, JSON",
        timelinesToSnapshotJson, parseSnapshotFile, kMaxSnapshotFileBytes},
       {"pytorch-snapshot", ".pickle", "PyTorch memory snapshot", "PyTorch memory snapshot, for pytorch.org/memory_viz",
        timelinesToSnapshotPickle, parseSnapshotFile, kMaxSnapshotFileBytes},
-      {"pytorch-snapshot-pkl", ".pkl", "PyTorch memory snapshot (.pkl)", "the same", timelinesToSnapshotPickle,
-       parseSnapshotFile, kMaxSnapshotFileBytes},
+      {"pytorch-snapshot-pkl", ".pkl", "PyTorch memory snapshot (.pkl)", "PyTorch memory snapshot",
+       timelinesToSnapshotPickle, parseSnapshotFile, kMaxSnapshotFileBytes},
   };
   return kFormats;
 }
@@ -51,11 +51,15 @@ std::string extensionList(bool withNotes) {
   return text;
 }
 
+// ".csv, .json, ... or .pkl": the formats that read back.
 std::string readableExtensionList() {
+  std::vector<std::string_view> extensions;
+  for (const TimelineFormat& format : timelineFormats())
+    if (format.readable()) extensions.push_back(format.extension);
   std::string text;
-  for (const TimelineFormat& format : timelineFormats()) {
-    if (!format.readable()) continue;
-    text += (text.empty() ? "" : " or ") + std::string(format.extension);
+  for (std::size_t i = 0; i < extensions.size(); ++i) {
+    if (i > 0) text += i + 1 == extensions.size() ? " or " : ", ";
+    text += extensions[i];
   }
   return text;
 }
