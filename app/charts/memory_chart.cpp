@@ -78,28 +78,28 @@ void MemoryChart::Parts::createChart() {
 void MemoryChart::Parts::createSeries() {
   staticLegend = new QAreaSeries(new QLineSeries(chart));
   staticLegend->setName(MemoryChart::tr("static"));
-  staticLegend->setColor(paletteColor(PaletteRole::Static));
-  staticLegend->setBorderColor(paletteColor(PaletteRole::Static).darker(120));
+  staticLegend->setColor(ui::paletteColor(ui::PaletteRole::Static));
+  staticLegend->setBorderColor(ui::paletteColor(ui::PaletteRole::Static).darker(120));
   for (Phase phase : {Phase::Forward, Phase::Recompute, Phase::Backward}) {
     QAreaSeries*& legend = phaseLegend[static_cast<std::size_t>(phase)];
     legend = new QAreaSeries(new QLineSeries(chart));
-    legend->setName(toQString(phaseName(phase)));
-    legend->setColor(phaseColor(phase, 170));
-    legend->setBorderColor(phaseColor(phase));
+    legend->setName(ui::toQString(phaseName(phase)));
+    legend->setColor(ui::phaseColor(phase, 170));
+    legend->setBorderColor(ui::phaseColor(phase));
   }
   // The footprint series holds no points: it maps axis units for the paint items.
-  footprint = makeLine(chart, paletteColor(PaletteRole::Outline), 1.2);
+  footprint = makeLine(chart, ui::paletteColor(ui::PaletteRole::Outline), 1.2);
   footprint->setName(MemoryChart::tr("footprint"));
-  measuredLine = makeLine(chart, paletteColor(PaletteRole::Measured), 1.8);
-  capacity = makeLine(chart, paletteColor(PaletteRole::Peak), 1.5, Qt::DashLine);
+  measuredLine = makeLine(chart, ui::paletteColor(ui::PaletteRole::Measured), 1.8);
+  capacity = makeLine(chart, ui::paletteColor(ui::PaletteRole::Peak), 1.5, Qt::DashLine);
   recomputeLegend = legendEntry(chart, MemoryChart::tr("recompute op"), QScatterSeries::MarkerShapeRectangle,
-                                paletteColor(PaletteRole::RecomputeMark));
+                                ui::paletteColor(ui::PaletteRole::RecomputeMark));
   storedLegend = legendEntry(chart, MemoryChart::tr("checkpoint stored"), QScatterSeries::MarkerShapeTriangle,
-                             paletteColor(PaletteRole::Checkpoint));
+                             ui::paletteColor(ui::PaletteRole::Checkpoint));
   freedLegend = legendEntry(chart, MemoryChart::tr("checkpoint freed"), QScatterSeries::MarkerShapeRotatedRectangle,
-                            paletteColor(PaletteRole::CheckpointFreed));
-  peakLegend =
-      legendEntry(chart, MemoryChart::tr("peak"), QScatterSeries::MarkerShapeCircle, paletteColor(PaletteRole::Peak));
+                            ui::paletteColor(ui::PaletteRole::CheckpointFreed));
+  peakLegend = legendEntry(chart, MemoryChart::tr("peak"), QScatterSeries::MarkerShapeCircle,
+                           ui::paletteColor(ui::PaletteRole::Peak));
   for (QAbstractSeries* series : all()) {
     chart->addSeries(series);
     series->attachAxis(axisX);
@@ -206,8 +206,9 @@ void MemoryChart::rebuild() {
                                                      : tr("modelled time (ms; %1)").arg(d.predictedClock));
   }
   if (hasMeasured) p.measuredLine->setName(measuredLegend());
-  p.measuredLine->setColor(paletteColor(d.measuredStale ? PaletteRole::MeasuredStale : PaletteRole::Measured));
-  p.capacity->setName(tr("capacity %1").arg(formatBytes(p.options.capacityBytes)));
+  p.measuredLine->setColor(
+      ui::paletteColor(d.measuredStale ? ui::PaletteRole::MeasuredStale : ui::PaletteRole::Measured));
+  p.capacity->setName(tr("capacity %1").arg(ui::formatBytes(p.options.capacityBytes)));
   p.staticLegend->setVisible(hasPrediction && p.predicted.base > 0.0);
   for (QAreaSeries* area : p.phaseLegend) area->setVisible(hasPrediction);
   p.footprint->setVisible(hasPrediction);
@@ -232,7 +233,7 @@ QString MemoryChart::measuredLegend() const {
   // Short: the legend gives each entry one line.
   if (d.measuredStale) return tr("measured (%1), plan %2: stale").arg(source, plan);
   return tr("measured (%1), plan %2: peak %3")
-      .arg(source, plan, formatBytes(static_cast<std::uint64_t>(parts_->measured.yMax)));
+      .arg(source, plan, ui::formatBytes(static_cast<std::uint64_t>(parts_->measured.yMax)));
 }
 
 void MemoryChart::applyRanges() {
@@ -240,7 +241,7 @@ void MemoryChart::applyRanges() {
   p.displayed = p.shared ? *p.shared : p.natural;
   if (!(p.displayed.xMax > 0.0)) p.displayed.xMax = 1.0;
   p.zoom = p.clampZoom(p.zoom);
-  p.unit = byteUnitFor(p.displayed.yMaxBytes);
+  p.unit = ui::byteUnitFor(p.displayed.yMaxBytes);
   const double div = p.unit.divisor;
   const XRange visible = visibleXRange();
   // Axes first: every later replace() then lays out against the final ranges once. The tick
@@ -292,9 +293,9 @@ void MemoryChart::updatePaintedContent() {
     // Without the static memory under it, the marker stands at the dynamic peak: say so, and the
     // total the title and the cards show.
     c.peakLabel = p.options.includeStatic
-                      ? tr("peak %1").arg(formatBytes(drawn))
+                      ? tr("peak %1").arg(ui::formatBytes(drawn))
                       : tr("dynamic peak %1 (total %2)")
-                            .arg(formatBytes(drawn), formatBytes(drawn + p.data.predicted.staticBytes));
+                            .arg(ui::formatBytes(drawn), ui::formatBytes(drawn + p.data.predicted.staticBytes));
   }
   p.fills->refresh();
   p.markers->refresh();

@@ -208,13 +208,13 @@ QString MemoryChart::tooltipAt(double x) const {
   const TimelineEntry& e = t.entries[*op];
   QString text = tr("op %1: %2 (%3)\nfootprint %4, alive after %5")
                      .arg(*op)
-                     .arg(opLabel(t, *op), toQString(phaseName(e.op.phase())), formatBytes(e.footprintBytes),
-                          formatBytes(e.liveAfterBytes));
+                     .arg(opLabel(t, *op), ui::toQString(phaseName(e.op.phase())), ui::formatBytes(e.footprintBytes),
+                          ui::formatBytes(e.liveAfterBytes));
   if (e.timeUs > 0.0) text += tr("\nmodelled time %1").arg(durationText(e.timeUs));
   // A stale measurement ran another plan: its op i is not this op.
   if (p.data.measured && !p.data.measuredStale && *op < p.data.measured->entries.size()) {
     const TimelineEntry& m = p.data.measured->entries[*op];
-    text += tr("\nmeasured: footprint %1, %2").arg(formatBytes(m.footprintBytes), durationText(m.timeUs));
+    text += tr("\nmeasured: footprint %1, %2").arg(ui::formatBytes(m.footprintBytes), durationText(m.timeUs));
   }
   return text;
 }

@@ -64,10 +64,11 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
   if (c.drawStatic && c.base > 0.0 && !c.bars.empty()) {
     const int left = px(c.bars.front().x0);
     const int right = px(c.bars.back().x1);
-    painter->fillRect(QRect(QPoint(left, baseY), QPoint(right - 1, py(0.0) - 1)), paletteColor(PaletteRole::Static));
+    painter->fillRect(QRect(QPoint(left, baseY), QPoint(right - 1, py(0.0) - 1)),
+                      ui::paletteColor(ui::PaletteRole::Static));
   }
-  const std::array<QColor, 3> fills = {phaseColor(Phase::Forward, 150), phaseColor(Phase::Recompute, 170),
-                                       phaseColor(Phase::Backward, 150)};
+  const std::array<QColor, 3> fills = {ui::phaseColor(Phase::Forward, 150), ui::phaseColor(Phase::Recompute, 170),
+                                       ui::phaseColor(Phase::Backward, 150)};
   for (const PhaseBar& bar : c.bars) {
     // Integer edges from the same rounding: neighbouring bars abut without gaps or overlaps.
     const int left = px(bar.x0);
@@ -76,11 +77,11 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
     if (right <= left || top >= baseY) continue;
     painter->fillRect(QRect(left, top, right - left, baseY - top), fills[static_cast<std::size_t>(bar.phase)]);
   }
-  QPen outline(paletteColor(PaletteRole::Outline), 1.2);
+  QPen outline(ui::paletteColor(ui::PaletteRole::Outline), 1.2);
   outline.setCosmetic(true);
   paintLine(painter, c.outline, outline);
   // The rug: a short tick at the bottom of the plot wherever recompute ops run.
-  const QColor rug = paletteColor(PaletteRole::RecomputeMark);
+  const QColor rug = ui::paletteColor(ui::PaletteRole::RecomputeMark);
   const int rugBottom = static_cast<int>(plot.bottom()) - 1;
   for (double x : c.recomputeX) painter->fillRect(QRect(px(x) - 1, rugBottom - 6, 2, 6), rug);
 }
@@ -104,23 +105,23 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
     painter->save();
     painter->setClipRect(chart_->plotArea());
     painter->setRenderHint(QPainter::Antialiasing, false);
-    QPen pen(paletteColor(c.measuredStale ? PaletteRole::MeasuredStale : PaletteRole::Measured), 1.8,
+    QPen pen(ui::paletteColor(c.measuredStale ? ui::PaletteRole::MeasuredStale : ui::PaletteRole::Measured), 1.8,
              c.measuredStale ? Qt::DashLine : Qt::SolidLine);
     pen.setCosmetic(true);
     paintLine(painter, c.measured, pen);
     painter->restore();
   }
   const QRectF plot = chart_->plotArea().adjusted(-1, -1, 1, 1);
-  painter->setPen(QPen(paletteColor(PaletteRole::Checkpoint).darker(150), 1.0));
-  painter->setBrush(paletteColor(PaletteRole::Checkpoint));
+  painter->setPen(QPen(ui::paletteColor(ui::PaletteRole::Checkpoint).darker(150), 1.0));
+  painter->setBrush(ui::paletteColor(ui::PaletteRole::Checkpoint));
   for (const QPointF& v : c.stored) {
     const QPointF p = toPosition(v);
     if (!plot.contains(p)) continue;
     const QPointF tri[3] = {p + QPointF(-5, -9), p + QPointF(5, -9), p};  // pointing down at the op
     painter->drawPolygon(tri, 3);
   }
-  painter->setPen(QPen(paletteColor(PaletteRole::CheckpointFreed).darker(150), 1.0));
-  painter->setBrush(paletteColor(PaletteRole::CheckpointFreed));
+  painter->setPen(QPen(ui::paletteColor(ui::PaletteRole::CheckpointFreed).darker(150), 1.0));
+  painter->setBrush(ui::paletteColor(ui::PaletteRole::CheckpointFreed));
   for (const QPointF& v : c.freed) {
     const QPointF p = toPosition(v);
     if (!plot.contains(p)) continue;
@@ -130,7 +131,7 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
   if (c.peak && plot.contains(toPosition(*c.peak))) {  // zoomed away: no marker at the plot's edge
     const QPointF p = toPosition(*c.peak);
     painter->setPen(QPen(Qt::white, 1.5));
-    painter->setBrush(paletteColor(PaletteRole::Peak));
+    painter->setBrush(ui::paletteColor(ui::PaletteRole::Peak));
     painter->drawEllipse(p, 6.0, 6.0);
     if (!c.peakLabel.isEmpty()) {
       QFont font = painter->font();
@@ -141,7 +142,7 @@ void ChartPaintItem::paintMarkers(QPainter* painter) const {
       // Left of the marker when the right side has no room.
       const bool left = p.x() + 10 + width > chart_->plotArea().right();
       const QPointF at = left ? p + QPointF(-10 - width, -8) : p + QPointF(10, -8);
-      painter->setPen(paletteColor(PaletteRole::Peak).darker(130));
+      painter->setPen(ui::paletteColor(ui::PaletteRole::Peak).darker(130));
       painter->drawText(at, c.peakLabel);
     }
   }

@@ -29,7 +29,7 @@ struct MemoryChart::Parts {
   TimelineSeries measured;
   ChartRanges natural;
   ChartRanges displayed;
-  ByteUnit unit;
+  ui::ByteUnit unit;
   std::vector<QPointF> storedPoints;  // data units (bytes), parallel to data.checkpointStored
   std::vector<QPointF> freedPoints;
   PaintedContent painted;  // axis units, what the paint items draw

@@ -21,21 +21,21 @@ namespace {
 constexpr double kHitPx = 8.0;       // how near a click must be to a point
 constexpr double kLineGrabPx = 6.0;  // and to the capacity line to drag it
 
-QScatterSeries* makeMarks(QObject* parent, const QString& name, QScatterSeries::MarkerShape shape, PaletteRole role,
+QScatterSeries* makeMarks(QObject* parent, const QString& name, QScatterSeries::MarkerShape shape, ui::PaletteRole role,
                           double size) {
   auto* series = new QScatterSeries(parent);
   series->setName(name);
   series->setMarkerShape(shape);
   series->setMarkerSize(size);
-  series->setColor(paletteColor(role));
-  series->setBorderColor(paletteColor(role).darker(150));
+  series->setColor(ui::paletteColor(role));
+  series->setBorderColor(ui::paletteColor(role).darker(150));
   return series;
 }
 
-QLineSeries* makeLine(QObject* parent, const QString& name, PaletteRole role, double width, Qt::PenStyle style) {
+QLineSeries* makeLine(QObject* parent, const QString& name, ui::PaletteRole role, double width, Qt::PenStyle style) {
   auto* series = new QLineSeries(parent);
   series->setName(name);
-  QPen pen(paletteColor(role), width, style);
+  QPen pen(ui::paletteColor(role), width, style);
   pen.setCosmetic(true);
   series->setPen(pen);
   return series;
@@ -47,7 +47,7 @@ struct TradeoffChart::Parts {
   TradeoffChartData data;
   std::uint64_t capacityBytes = 0;
   std::optional<std::size_t> highlighted;
-  ByteUnit unit;
+  ui::ByteUnit unit;
   QList<QPointF> step;  // bytes, cost
   bool dragging = false;
 
@@ -82,18 +82,18 @@ TradeoffChart::TradeoffChart(QWidget* parent) : QWidget(parent), parts_(std::mak
   p.axisY = new QValueAxis(p.chart);
   p.chart->addAxis(p.axisX, Qt::AlignBottom);
   p.chart->addAxis(p.axisY, Qt::AlignLeft);
-  p.stepLine = makeLine(p.chart, tr("least recompute for a peak"), PaletteRole::FrontStep, 2.0, Qt::SolidLine);
+  p.stepLine = makeLine(p.chart, tr("least recompute for a peak"), ui::PaletteRole::FrontStep, 2.0, Qt::SolidLine);
   p.frontMarks = makeMarks(p.chart, tr("plans on the front (click to apply)"), QScatterSeries::MarkerShapeCircle,
-                           PaletteRole::FrontPoint, 8.0);
+                           ui::PaletteRole::FrontPoint, 8.0);
   p.plannerMarks =
-      makeMarks(p.chart, tr("named planners"), QScatterSeries::MarkerShapeRectangle, PaletteRole::PlannerMark, 9.0);
+      makeMarks(p.chart, tr("named planners"), QScatterSeries::MarkerShapeRectangle, ui::PaletteRole::PlannerMark, 9.0);
   p.currentMark =
-      makeMarks(p.chart, tr("current plan"), QScatterSeries::MarkerShapeTriangle, PaletteRole::CurrentPlan, 13.0);
+      makeMarks(p.chart, tr("current plan"), QScatterSeries::MarkerShapeTriangle, ui::PaletteRole::CurrentPlan, 13.0);
   p.highlightMark =
-      makeMarks(p.chart, tr("fits the capacity"), QScatterSeries::MarkerShapeCircle, PaletteRole::FrontPoint, 16.0);
+      makeMarks(p.chart, tr("fits the capacity"), QScatterSeries::MarkerShapeCircle, ui::PaletteRole::FrontPoint, 16.0);
   p.highlightMark->setColor(Qt::transparent);
-  p.highlightMark->setBorderColor(paletteColor(PaletteRole::Peak));
-  p.capacity = makeLine(p.chart, tr("device capacity (drag it)"), PaletteRole::Peak, 1.5, Qt::DashLine);
+  p.highlightMark->setBorderColor(ui::paletteColor(ui::PaletteRole::Peak));
+  p.capacity = makeLine(p.chart, tr("device capacity (drag it)"), ui::PaletteRole::Peak, 1.5, Qt::DashLine);
   for (QAbstractSeries* series : p.all()) {
     p.chart->addSeries(series);
     series->attachAxis(p.axisX);
@@ -153,7 +153,7 @@ void TradeoffChart::rebuild() {
   if (d.current) maxCost = std::max(maxCost, d.current->cost);
   const double minBytes = d.front.empty() ? 0.0 : d.front.front().peakBytes;
   const double rightBytes = maxBytes + 0.08 * (maxBytes - minBytes) + 1.0;
-  p.unit = byteUnitFor(rightBytes);
+  p.unit = ui::byteUnitFor(rightBytes);
   p.step.clear();
   for (std::size_t i = 0; i < d.front.size(); ++i) {
     const double right = i + 1 < d.front.size() ? d.front[i + 1].peakBytes : rightBytes;
@@ -181,7 +181,7 @@ void TradeoffChart::rebuild() {
   p.plannerLabels.clear();
   for (const TradeoffMark& m : d.planners) {
     auto* label = new QGraphicsSimpleTextItem(m.label.section(QLatin1Char('\n'), 0, 0), p.chart);
-    label->setBrush(paletteColor(PaletteRole::PlannerMark).darker(160));
+    label->setBrush(ui::paletteColor(ui::PaletteRole::PlannerMark).darker(160));
     p.plannerLabels.push_back(label);
   }
   setHighlighted(p.highlighted);

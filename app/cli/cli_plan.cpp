@@ -6,9 +6,9 @@
 
 #include "cli.hpp"
 #include "cli_args.hpp"
+#include "remat/base/device_names.hpp"
 #include "remat/base/duration.hpp"
 #include "remat/base/text.hpp"
-#include "remat/exec/device_names.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/report/results_json.hpp"

@@ -8,8 +8,8 @@
 
 #include "cli.hpp"
 #include "cli_args.hpp"
+#include "remat/base/device_names.hpp"
 #include "remat/devices/devices.hpp"
-#include "remat/exec/device_names.hpp"
 #include "remat/exec/profiler.hpp"
 #include "remat/input/chain_file.hpp"
 

@@ -3,17 +3,17 @@
 #include <cstdio>
 #include <string>
 
+#include "remat/base/duration.hpp"
 #include "remat/memory/timeline.hpp"
 
 namespace remat::cli {
 
 std::string progressText(const RunProgress& p) {
   char line[160];
-  const double left = p.secondsLeft();
-  char estimate[48] = "";
-  if (left >= 0.0) std::snprintf(estimate, sizeof estimate, ", about %.0f s left", left);
+  const std::string left = formatTimeLeft(p.secondsLeft());
+  const std::string estimate = left.empty() ? "" : ", " + left;
   std::snprintf(line, sizeof line, "step %d/%d  op %zu/%zu %-8s %3.0f%%  %.1f s%s", p.step + 1, p.steps, p.opIndex + 1,
-                p.opCount, opLabel(p.op).c_str(), 100.0 * p.fraction(), p.elapsedSeconds, estimate);
+                p.opCount, opLabel(p.op).c_str(), 100.0 * p.fraction(), p.elapsedSeconds, estimate.c_str());
   return line;
 }
 

@@ -7,7 +7,7 @@
 
 #include "remat/memory/timeline.hpp"
 
-namespace remat::charts {
+namespace remat::ui {
 
 enum class PaletteRole {
   Forward,           // forward ops on the chart
@@ -85,4 +85,4 @@ inline QColor phaseColor(Phase phase, int alpha = 255) { return paletteColor(pha
 // "#rrggbb", for style sheets and rich text.
 inline QString paletteName(PaletteRole role) { return paletteColor(role).name(); }
 
-}  // namespace remat::charts
+}  // namespace remat::ui

@@ -4,10 +4,10 @@
 #include <QString>
 #include <string_view>
 
-namespace remat::charts {
+namespace remat::ui {
 
 inline QString toQString(std::string_view text) {
   return QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
 }
 
-}  // namespace remat::charts
+}  // namespace remat::ui

@@ -3,7 +3,7 @@
 #include "common/qt_text.hpp"
 #include "remat/base/units.hpp"
 
-namespace remat::charts {
+namespace remat::ui {
 
 QString formatBytes(std::uint64_t bytes) { return QString::fromStdString(remat::formatBytes(bytes)); }
 
@@ -18,4 +18,4 @@ std::optional<std::uint64_t> parseBytes(const QString& text) {
   return *bytes;
 }
 
-}  // namespace remat::charts
+}  // namespace remat::ui

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace remat::charts {
+namespace remat::ui {
 
 // Bytes in a GiB: the unit of the capacity inputs (spin box, --capacity).
 inline constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
@@ -24,4 +24,4 @@ ByteUnit byteUnitFor(double maxBytes);
 // negative numbers and values beyond 64 bits.
 std::optional<std::uint64_t> parseBytes(const QString& text);
 
-}  // namespace remat::charts
+}  // namespace remat::ui

@@ -50,8 +50,8 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
-Status planBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
-                 const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
+Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
+                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
@@ -174,7 +174,7 @@ Status prepareLinear(const ChainLayer& layer, const LayerChecks& check, const Pr
 Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
-  if (isComposite(layer.kind)) return planBlock(chain, layer, spec, context, options, check, state);
+  if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   const Shape& in = layer.inputShape;
@@ -212,7 +212,7 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
     layers.push_back(std::move(state));
     return Status::ok();
   }
-  const LayerChecks check{"gpu", state.label};
+  const LayerChecks check{std::string(kGpuDeviceName), state.label};
   const LayerState& prev = layers[l - 1];
   REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount)));
   const std::uint64_t inCount = elementCount(layer.inputShape);

@@ -108,7 +108,7 @@ TEST(TerminalProgress, RewritesOneLineAndClearsIt) {
   p.elapsedSeconds = 2.0;
   p.costDone = 1.0;
   p.costTotal = 4.0;
-  EXPECT_EQ(cli::progressText(p), "step 1/1  op 2/4 F(2)      25%  2.0 s, about 6 s left");
+  EXPECT_EQ(cli::progressText(p), "step 1/1  op 2/4 F(2)      25%  2.0 s, about 6.0 s left");
   std::ostringstream shown, quiet, early;
   {
     cli::TerminalProgress progress(shown, true, 1.0, 0.0);

@@ -47,10 +47,10 @@ TEST_F(TableTest, ShowsTheInputAndEveryLayerOfTheSpec) {
   EXPECT_EQ(cell(1, Col::Name), QStringLiteral("conv1"));
   EXPECT_EQ(cell(1, Col::Kind), QStringLiteral("conv2d"));
   EXPECT_EQ(cell(1, Col::OutputShape), QStringLiteral("[32, 32, 64, 64]"));
-  EXPECT_EQ(cell(1, Col::OutputBytes), charts::formatBytes(32ull * 32 * 64 * 64 * 4));
+  EXPECT_EQ(cell(1, Col::OutputBytes), ui::formatBytes(32ull * 32 * 64 * 64 * 4));
   EXPECT_EQ(cell(1, Col::OutputBytes, Qt::EditRole), QString::number(32ull * 32 * 64 * 64 * 4));
   EXPECT_EQ(cell(1, Col::Flags), QStringLiteral("in"));
-  EXPECT_EQ(cell(1, Col::Params), charts::formatBytes((32 * 3 * 3 * 3 + 32) * 4));
+  EXPECT_EQ(cell(1, Col::Params), ui::formatBytes((32 * 3 * 3 * 3 + 32) * 4));
   EXPECT_TRUE(cell(1, Col::Settings).startsWith(QStringLiteral("out_channels=32 kernel=3")));
   EXPECT_EQ(cell(3, Col::Flags), QStringLiteral("out"));  // relu reads its output
   // The flatten view has no model layer, and the layers after it keep their model numbers.
@@ -192,8 +192,8 @@ TEST(CompareModel, PassesQtsModelChecksAndShowsBothPlans) {
   ASSERT_EQ(model.rowCount(), 2);
   for (int row = 0; row < 2; ++row) {
     const Simulation& sim = entries[static_cast<std::size_t>(row)].planned->simulation;
-    EXPECT_EQ(model.data(model.index(row, CompareTableModel::Peak)).toString(), charts::formatBytes(sim.peakBytes()));
-    EXPECT_EQ(model.data(model.index(row, CompareTableModel::A)).toString(), charts::formatBytes(sim.aBytes));
+    EXPECT_EQ(model.data(model.index(row, CompareTableModel::Peak)).toString(), ui::formatBytes(sim.peakBytes()));
+    EXPECT_EQ(model.data(model.index(row, CompareTableModel::A)).toString(), ui::formatBytes(sim.aBytes));
     EXPECT_EQ(model.data(model.index(row, CompareTableModel::Checkpoints)).toString(),
               QString::number(sim.plan.checkpoints.size()));
   }

@@ -40,7 +40,7 @@ class StripTest : public ::testing::Test {
   }
   void expectShows(const Plan& plan) const {
     EXPECT_EQ(document_.plan(), plan);
-    EXPECT_EQ(view_->summaryText("peak"), charts::formatBytes(simulatedPeak(plan)));
+    EXPECT_EQ(view_->summaryText("peak"), ui::formatBytes(simulatedPeak(plan)));
     EXPECT_EQ(view_->summaryText("checkpoints"), QString::number(plan.checkpoints.size()));
     Result<Simulation> sim = simulate(chain_, plan);
     EXPECT_EQ(view_->chart()->peakPoint().y(), static_cast<double>(sim->peakBytes()));
@@ -161,7 +161,7 @@ TEST_F(StripTest, HoveringTheChartNamesThePeakAndTheOps) {
   const Simulation& sim = document_.simulation();
   QTest::mouseMove(chart->viewport(), chart->viewportPosition(chart->peakPoint()));
   ASSERT_TRUE(QToolTip::isVisible());
-  EXPECT_TRUE(QToolTip::text().startsWith(QStringLiteral("Peak %1").arg(charts::formatBytes(sim.peakBytes()))))
+  EXPECT_TRUE(QToolTip::text().startsWith(QStringLiteral("Peak %1").arg(ui::formatBytes(sim.peakBytes()))))
       << QToolTip::text().toStdString();
   EXPECT_TRUE(QToolTip::text().contains(QStringLiteral("alive during it")));
   EXPECT_TRUE(QToolTip::text().contains(QStringLiteral("x3 (relu1)")));  // a checkpoint alive at the peak

@@ -13,6 +13,7 @@
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
 #include "gui_test_env.hpp"
+#include "remat/memory/liveness.hpp"
 #include "remat/planners/planners.hpp"
 #include "views/compare_model.hpp"
 #include "views/plan_view.hpp"
@@ -46,10 +47,10 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
     ASSERT_TRUE(entry.planned.has_value()) << entry.error.toStdString();
     EXPECT_EQ(entry.planned->report.plan, expected->plan);
     const QString peak = compare->model()->data(compare->model()->index(side, CompareTableModel::Peak)).toString();
-    EXPECT_EQ(peak, charts::formatBytes(expected->peakBytes()));
+    EXPECT_EQ(peak, ui::formatBytes(expected->peakBytes()));
     // Each chart draws its own plan's peak...
     EXPECT_EQ(compare->chart(side)->peakPoint().y(), static_cast<double>(expected->peakBytes()));
-    EXPECT_TRUE(compare->chart(side)->data().title.contains(charts::formatBytes(expected->peakBytes())));
+    EXPECT_TRUE(compare->chart(side)->data().title.contains(ui::formatBytes(expected->peakBytes())));
   }
   // ...on the same axes.
   EXPECT_EQ(compare->chart(0)->displayedRanges().yMaxBytes, compare->chart(1)->displayedRanges().yMaxBytes);
@@ -58,8 +59,11 @@ TEST(CompareView, ShowsDpAndLinearSideBySideOnTheSameAxes) {
   EXPECT_GE(compare->chart(0)->displayedRanges().yMaxBytes, compare->chart(1)->peakPoint().y());
 
   // Apply the right (linear) plan: the editor shows it, and undo takes it back.
+  // The comparison's simulation is the one shown: applying builds no op sequence on this thread.
   const Plan linearPlan = compare->model()->entries()[1].planned->report.plan;
+  const std::uint64_t opSequencesBefore = opSequenceBuildCount();
   QTest::mouseClick(compare->applyButton(1), Qt::LeftButton);
+  EXPECT_EQ(opSequenceBuildCount() - opSequencesBefore, 0u) << "Apply simulated the compared plan again";
   EXPECT_EQ(window.document()->plan(), linearPlan);
   EXPECT_EQ(window.document()->planner(), QStringLiteral("linear"));
   EXPECT_EQ(window.tabs()->currentIndex(), 0);

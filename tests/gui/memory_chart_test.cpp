@@ -132,14 +132,13 @@ TEST_F(ChartTest, AxisLabelsNeverRepeatEvenOnAnEmptyChart) {
 
 TEST_F(ChartTest, WithoutStaticMemoryThePeakMarkerSaysDynamicAndTheTotal) {
   const Simulation& sim = document_.simulation();
-  EXPECT_EQ(chart()->peakLabel(), QStringLiteral("peak %1").arg(charts::formatBytes(sim.peakBytes())));
+  EXPECT_EQ(chart()->peakLabel(), QStringLiteral("peak %1").arg(ui::formatBytes(sim.peakBytes())));
   auto* showStatic = view_->findChild<QCheckBox*>(QStringLiteral("showStatic"));
   ASSERT_NE(showStatic, nullptr);
   QTest::mouseClick(showStatic, Qt::LeftButton, Qt::NoModifier, QPoint(8, showStatic->height() / 2));
   ASSERT_FALSE(showStatic->isChecked());
-  EXPECT_EQ(chart()->peakLabel(),
-            QStringLiteral("dynamic peak %1 (total %2)")
-                .arg(charts::formatBytes(sim.dynamicPeakBytes), charts::formatBytes(sim.peakBytes())));
+  EXPECT_EQ(chart()->peakLabel(), QStringLiteral("dynamic peak %1 (total %2)")
+                                      .arg(ui::formatBytes(sim.dynamicPeakBytes), ui::formatBytes(sim.peakBytes())));
   EXPECT_EQ(chart()->peakPoint().y(), static_cast<double>(sim.dynamicPeakBytes));
 }
 

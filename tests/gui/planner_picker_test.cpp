@@ -22,7 +22,7 @@ TEST(PlannerPicker, ListsTheRegistryWithItsDescriptions) {
   for (int i = 0; i < combo->count(); ++i) {
     const PlannerEntry& entry = registry[static_cast<std::size_t>(i)];
     EXPECT_EQ(combo->itemText(i), QString::fromStdString(entry.listedName()));
-    EXPECT_EQ(combo->itemData(i, Qt::ToolTipRole).toString(), charts::toQString(entry.description));
+    EXPECT_EQ(combo->itemData(i, Qt::ToolTipRole).toString(), ui::toQString(entry.description));
   }
 }
 
@@ -30,7 +30,7 @@ TEST(PlannerPicker, EveryRegisteredPlannerCanBePicked) {
   PlannerPicker picker;
   QSignalSpy changed(&picker, &PlannerPicker::plannerChanged);
   for (const PlannerEntry& entry : plannerRegistry()) {
-    const QString name = charts::toQString(entry.name) + (entry.hasParameter() ? QStringLiteral(":7") : QString());
+    const QString name = ui::toQString(entry.name) + (entry.hasParameter() ? QStringLiteral(":7") : QString());
     ASSERT_TRUE(picker.setPlannerName(name)) << name.toStdString();
     EXPECT_EQ(picker.plannerName(), name);
     EXPECT_TRUE(checkPlannerName(picker.plannerName().toStdString()).isOk()) << name.toStdString();

@@ -244,7 +244,7 @@ Result<ChainEdit> editLayerNumber(const ChainSpec& spec, std::size_t index, Numb
     numbers.needsInput = flags->first;
     numbers.needsOutput = flags->second;
   } else {
-    const std::optional<std::uint64_t> bytes = charts::parseBytes(QString::fromStdString(text));
+    const std::optional<std::uint64_t> bytes = ui::parseBytes(QString::fromStdString(text));
     if (!bytes) return Status::invalid(where + ": '" + text + "' is not a byte count (e.g. 4096, 64 KiB, 1.5 GiB)");
     if (field == NumberField::OutBytes) numbers.outBytes = *bytes;
     if (field == NumberField::ExtraBytes) numbers.extraBytes = *bytes;

@@ -41,10 +41,10 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
   if (entries.empty() || simulation.peakOpIndex >= entries.size()) return {};
   const std::size_t op = simulation.peakOpIndex;
   QString text = QObject::tr("Peak %1 = static %2 + dynamic %3\nat op %4: %5 (%6)")
-                     .arg(charts::formatBytes(simulation.peakBytes()), charts::formatBytes(simulation.staticBytes),
-                          charts::formatBytes(simulation.dynamicPeakBytes))
+                     .arg(ui::formatBytes(simulation.peakBytes()), ui::formatBytes(simulation.staticBytes),
+                          ui::formatBytes(simulation.dynamicPeakBytes))
                      .arg(op)
-                     .arg(opText(simulation, entries[op].op), charts::toQString(phaseName(entries[op].op.phase())));
+                     .arg(opText(simulation, entries[op].op), ui::toQString(phaseName(entries[op].op.phase())));
   if (trace.ops.size() != entries.size()) return text;  // no trace of this plan
   std::vector<std::size_t> alive = trace.aliveDuring(op);
   std::stable_sort(alive.begin(), alive.end(),
@@ -60,14 +60,14 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
     const bool checkpoint =
         t.kind == TensorLife::Kind::Activation &&
         std::binary_search(simulation.plan.checkpoints.begin(), simulation.plan.checkpoints.end(), t.layer);
-    text += QStringLiteral("\n  %1  %2%3")
-                .arg(tensorText(chain, t), charts::formatBytes(t.bytes),
-                     checkpoint ? QObject::tr("  checkpoint") : QString());
+    text +=
+        QStringLiteral("\n  %1  %2%3")
+            .arg(tensorText(chain, t), ui::formatBytes(t.bytes), checkpoint ? QObject::tr("  checkpoint") : QString());
   }
   if (alive.size() > maxTensors)
-    text += QObject::tr("\n  ... %1 more, %2").arg(alive.size() - maxTensors).arg(charts::formatBytes(restBytes));
+    text += QObject::tr("\n  ... %1 more, %2").arg(alive.size() - maxTensors).arg(ui::formatBytes(restBytes));
   if (op < trace.scratchBytes.size() && trace.scratchBytes[op] > 0)
-    text += QObject::tr("\n  workspace %1").arg(charts::formatBytes(trace.scratchBytes[op]));
+    text += QObject::tr("\n  workspace %1").arg(ui::formatBytes(trace.scratchBytes[op]));
   return text;
 }
 
@@ -85,7 +85,7 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
   for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {
     const QString layer = QStringLiteral("x%1 (%2), %3")
                               .arg(life.layer)
-                              .arg(layerName(chain, life.layer), charts::formatBytes(chain.outBytes(life.layer)));
+                              .arg(layerName(chain, life.layer), ui::formatBytes(chain.outBytes(life.layer)));
     data.checkpointStored.push_back({life.storedOp, QObject::tr("checkpoint %1\nstored by op %2: %3")
                                                         .arg(layer)
                                                         .arg(life.storedOp)
@@ -99,7 +99,7 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
 }
 
 QString recomputeCostText(CostUnit unit, double cost) {
-  return QStringLiteral("%1 %2").arg(cost, 0, 'g', 4).arg(charts::toQString(costUnitSymbol(unit)));
+  return QStringLiteral("%1 %2").arg(cost, 0, 'g', 4).arg(ui::toQString(costUnitSymbol(unit)));
 }
 
 QString recomputeCostText(const Chain& chain, double cost) { return recomputeCostText(chainCostUnit(chain), cost); }

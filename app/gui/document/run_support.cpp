@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "remat/base/duration.hpp"
 #include "remat/devices/devices.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
@@ -23,8 +24,8 @@ QString runProgressText(const RunProgress& progress, const std::vector<std::stri
                      .arg(progress.opCount)
                      .arg(QString::fromStdString(opLabel(progress.op, layerNames)));
   if (progress.steps > 1) text += QStringLiteral(", step %1 of %2").arg(progress.step + 1).arg(progress.steps);
-  const double left = progress.secondsLeft();
-  if (left >= 0.0) text += QStringLiteral(", about %1 s left").arg(left, 0, 'f', left < 10.0 ? 1 : 0);
+  const std::string left = formatTimeLeft(progress.secondsLeft());
+  if (!left.empty()) text += QStringLiteral(", ") + QString::fromStdString(left);
   return text;
 }
 

@@ -8,8 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "remat/base/device_names.hpp"
 #include "remat/base/status.hpp"
-#include "remat/exec/device_names.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/memory/plan.hpp"
 #include "remat/memory/timeline.hpp"

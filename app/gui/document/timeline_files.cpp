@@ -12,7 +12,7 @@ namespace {
 
 // "CSV timeline (*.csv)"
 QString filterOf(const TimelineFormat& format) {
-  return QStringLiteral("%1 (*%2)").arg(charts::toQString(format.title), charts::toQString(format.extension));
+  return QStringLiteral("%1 (*%2)").arg(ui::toQString(format.title), ui::toQString(format.extension));
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ QString timelineOpenFilter() {
   QStringList filters;
   for (const TimelineFormat& format : timelineFormats()) {
     if (!format.readable()) continue;
-    patterns << QStringLiteral("*") + charts::toQString(format.extension);
+    patterns << QStringLiteral("*") + ui::toQString(format.extension);
     filters << filterOf(format);
   }
   return QObject::tr("Timelines (%1);;%2;;All files (*)").arg(patterns.join(QLatin1Char(' ')), filters.join(";;"));

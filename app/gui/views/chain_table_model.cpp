@@ -106,7 +106,7 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
   if (role == kSpecIndexRole) return isInput ? -1 : static_cast<int>(row - 1);
   if (role == Qt::BackgroundRole) {
     if (layer && document_->isCheckpoint(cache.chainLayer)) {
-      return QBrush(charts::paletteColor(charts::PaletteRole::Checkpoint, 60));
+      return QBrush(ui::paletteColor(ui::PaletteRole::Checkpoint, 60));
     }
     return {};
   }
@@ -131,23 +131,23 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
   switch (column) {
     case Layer: return isInput ? QStringLiteral("x0") : layer ? QString::number(cache.chainLayer) : QStringLiteral("-");
     case Name: return isInput ? tr("input") : QString::fromStdString(spec->name);
-    case Kind: return isInput ? charts::toQString(dtypeName(chain.dtype)) : charts::toQString(kindName(spec->kind));
+    case Kind: return isInput ? ui::toQString(dtypeName(chain.dtype)) : ui::toQString(kindName(spec->kind));
     case Settings: return cache.settings;
     case OutputShape: return cache.outputShape;
     case OutputBytes: {
       const std::uint64_t bytes = isInput ? chain.inputBytes : layer ? layer->numbers.outBytes : 0;
       if (!isInput && !layer) return QStringLiteral("-");
-      return edit ? QString::number(bytes) : charts::formatBytes(bytes);
+      return edit ? QString::number(bytes) : ui::formatBytes(bytes);
     }
     case Flags:
       if (!layer) return QStringLiteral("");
       return QString::fromStdString(flagsText(layer->numbers.needsInput, layer->numbers.needsOutput));
     case Extras:
       if (!layer) return QStringLiteral("");
-      return edit ? QString::number(layer->numbers.extraBytes) : charts::formatBytes(layer->numbers.extraBytes);
+      return edit ? QString::number(layer->numbers.extraBytes) : ui::formatBytes(layer->numbers.extraBytes);
     case Params:
       if (!layer) return QStringLiteral("");
-      return edit ? QString::number(layer->numbers.paramBytes) : charts::formatBytes(layer->numbers.paramBytes);
+      return edit ? QString::number(layer->numbers.paramBytes) : ui::formatBytes(layer->numbers.paramBytes);
     default: return {};
   }
 }

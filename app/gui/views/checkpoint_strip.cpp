@@ -100,12 +100,12 @@ bool CheckpointStrip::isCheckpoint(std::size_t layer) const {
   return std::binary_search(plan_.checkpoints.begin(), plan_.checkpoints.end(), layer);
 }
 
-charts::PaletteRole CheckpointStrip::layerRole(std::size_t layer) const {
+ui::PaletteRole CheckpointStrip::layerRole(std::size_t layer) const {
   // Layers after the last checkpoint keep their outputs from the forward pass; the others are
   // recomputed segment by segment in the backward pass.
   const std::size_t lastStart = plan_.checkpoints.empty() ? 0 : plan_.checkpoints.back();
-  if (isCheckpoint(layer)) return charts::PaletteRole::Checkpoint;
-  return layer > lastStart ? charts::PaletteRole::KeptLayer : charts::PaletteRole::RecomputedLayer;
+  if (isCheckpoint(layer)) return ui::PaletteRole::Checkpoint;
+  return layer > lastStart ? ui::PaletteRole::KeptLayer : ui::PaletteRole::RecomputedLayer;
 }
 
 QRectF CheckpointStrip::cellRect(const StripGeometry& geometry, std::size_t layer) const {
@@ -126,7 +126,7 @@ void CheckpointStrip::paintEvent(QPaintEvent*) {
   paintCells(painter, g);
   painter.setRenderHint(QPainter::Antialiasing, true);
   if (peakLayer_ && *peakLayer_ >= 1 && *peakLayer_ <= names_.size()) {
-    painter.setPen(QPen(charts::paletteColor(charts::PaletteRole::Peak), 2.0));
+    painter.setPen(QPen(ui::paletteColor(ui::PaletteRole::Peak), 2.0));
     painter.setBrush(Qt::NoBrush);
     painter.drawRect(cellRect(g, *peakLayer_).adjusted(-1, -1, 1, 1));
   }
@@ -145,10 +145,9 @@ void CheckpointStrip::paintCells(QPainter& painter, const StripGeometry& g) cons
   const std::size_t n = names_.size();
   for (std::size_t l = 1; l <= n; ++l) {
     const QRect cell(edge(l - 1), top, std::max(1, edge(l) - edge(l - 1)), height);
-    painter.fillRect(cell, charts::paletteColor(layerRole(l)));
+    painter.fillRect(cell, ui::paletteColor(layerRole(l)));
     // The last layer's output is always kept: hatched, it cannot be a checkpoint.
-    if (l == n)
-      painter.fillRect(cell, QBrush(charts::paletteColor(charts::PaletteRole::Forward, 110), Qt::BDiagPattern));
+    if (l == n) painter.fillRect(cell, QBrush(ui::paletteColor(ui::PaletteRole::Forward, 110), Qt::BDiagPattern));
   }
   const QColor separator = palette().color(QPalette::Base);
   for (std::size_t b = 1; b < n; ++b) {
@@ -185,7 +184,7 @@ void CheckpointStrip::paintHandles(QPainter& painter, const StripGeometry& g) co
     head.closeSubpath();
     painter.fillPath(head, color);
   };
-  const QColor handle = charts::paletteColor(charts::PaletteRole::CheckpointHandle);
+  const QColor handle = ui::paletteColor(ui::PaletteRole::CheckpointHandle);
   for (std::size_t c : plan_.checkpoints) {
     QColor color = handle;
     if (dragging_ && pressHandle_ == c) color.setAlpha(90);
@@ -324,15 +323,15 @@ bool CheckpointStrip::event(QEvent* event) {
 QString CheckpointStrip::layerTooltip(std::size_t layer) const {
   QString role;
   switch (layerRole(layer)) {
-    case charts::PaletteRole::Checkpoint: role = tr("checkpoint: its output is kept"); break;
-    case charts::PaletteRole::KeptLayer: role = tr("kept from the forward pass (last segment)"); break;
+    case ui::PaletteRole::Checkpoint: role = tr("checkpoint: its output is kept"); break;
+    case ui::PaletteRole::KeptLayer: role = tr("kept from the forward pass (last segment)"); break;
     default: role = tr("recomputed in the backward pass"); break;
   }
   if (layer == names_.size()) role += tr("\nthe last layer: its output is always kept, it cannot be a checkpoint");
   return tr("Layer %1: %2 (%3)\noutput %4\n%5")
       .arg(layer)
       .arg(QString::fromStdString(names_[layer - 1]), QString::fromStdString(kinds_[layer - 1]),
-           charts::formatBytes(bytes_[layer - 1]), role);
+           ui::formatBytes(bytes_[layer - 1]), role);
 }
 
 }  // namespace remat::gui

@@ -60,7 +60,7 @@ class CheckpointStrip : public QWidget {
   QRectF cellRect(const StripGeometry& geometry, std::size_t layer) const;
   bool isCheckpoint(std::size_t layer) const;
   // What the plan does with a layer's output: Checkpoint, KeptLayer or RecomputedLayer.
-  charts::PaletteRole layerRole(std::size_t layer) const;
+  ui::PaletteRole layerRole(std::size_t layer) const;
   void paintCells(QPainter& painter, const StripGeometry& geometry) const;
   void paintCursor(QPainter& painter, const StripGeometry& geometry) const;
   void paintHandles(QPainter& painter, const StripGeometry& geometry) const;

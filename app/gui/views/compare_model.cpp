@@ -83,11 +83,11 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   switch (column) {
     case Planner: return QString::fromStdString(r.planner);
-    case Objective: return charts::toQString(objectiveSymbol(r.objective));
-    case Peak: return charts::formatBytes(sim.peakBytes());
-    case Dynamic: return charts::formatBytes(sim.dynamicPeakBytes);
-    case A: return charts::formatBytes(sim.aBytes);
-    case R: return charts::formatBytes(sim.rBytes);
+    case Objective: return ui::toQString(objectiveSymbol(r.objective));
+    case Peak: return ui::formatBytes(sim.peakBytes());
+    case Dynamic: return ui::formatBytes(sim.dynamicPeakBytes);
+    case A: return ui::formatBytes(sim.aBytes);
+    case R: return ui::formatBytes(sim.rBytes);
     case Checkpoints: return QString::number(r.plan.checkpoints.size());
     case Recompute: return recomputeCostWithShare(r.recomputeCostUnit, sim.recomputeCost, r.recomputeShare);
     case PlanTime: return QString::fromStdString(formatDuration(r.planSeconds));

@@ -116,9 +116,7 @@ QSplitter* CompareView::buildPanes() {
     splitter->addWidget(pane);
     connect(apply_[side], &QPushButton::clicked, this, [this, side]() {
       const auto& entry = model_->entries()[side];
-      if (entry.planned)
-        emit applyRequested(entry.planned->report.plan, QString::fromStdString(entry.planned->report.planner),
-                            entry.planned->report.planSeconds);
+      if (entry.planned) emit applyRequested(*entry.planned);
     });
   }
   return splitter;
@@ -185,7 +183,7 @@ void CompareView::showResults() {
     }
     const Simulation& sim = entry.planned->simulation;
     const QString title = tr("%1: peak %2, %3 checkpoints")
-                              .arg(entry.planner, charts::formatBytes(sim.peakBytes()))
+                              .arg(entry.planner, ui::formatBytes(sim.peakBytes()))
                               .arg(sim.plan.checkpoints.size());
     titles_[side]->setText(QStringLiteral("<b>%1</b>").arg(title.toHtmlEscaped()));
     charts_[side]->setData(chartData(chain, sim, entry.planned->liveness, std::nullopt, title));

@@ -5,6 +5,7 @@
 #include <QWidget>
 #include <array>
 
+#include "document/plan_jobs.hpp"
 #include "remat/memory/plan.hpp"
 
 class QHBoxLayout;
@@ -41,7 +42,9 @@ class CompareView : public QWidget {
   void compare();  // starts the background comparison of the two pickers' planners
 
  signals:
-  void applyRequested(const Plan& plan, const QString& planner, double planSeconds);
+  // The chosen side's plan with its simulation, computed on the document's current chain (a chain
+  // change clears the comparison), so applying it simulates nothing again.
+  void applyRequested(const SimulatedPlan& planned);
   void statusMessage(const QString& text);
 
  protected:

@@ -27,7 +27,7 @@ class KindDelegate : public QStyledItemDelegate {
   QWidget* createEditor(QWidget* parent, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
     if (index.column() != ChainTableModel::Kind) return QStyledItemDelegate::createEditor(parent, option, index);
     auto* combo = new QComboBox(parent);
-    for (LayerKind kind : layerKinds()) combo->addItem(charts::toQString(kindName(kind)));
+    for (LayerKind kind : layerKinds()) combo->addItem(ui::toQString(kindName(kind)));
     return combo;
   }
   void setEditorData(QWidget* editor, const QModelIndex& index) const override {
@@ -138,13 +138,12 @@ void LayerPanel::refreshSummary() {
     return;
   }
   const Chain& chain = document_->chain();
-  const QString input = chain.inputShape.empty() ? charts::formatBytes(chain.inputBytes)
+  const QString input = chain.inputShape.empty() ? ui::formatBytes(chain.inputBytes)
                                                  : QString::fromStdString(shapeToString(chain.inputShape));
-  summary_->setText(
-      tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
-          .arg(QString::fromStdString(chain.name).toHtmlEscaped())
-          .arg(chain.size())
-          .arg(input, charts::toQString(dtypeName(chain.dtype)), charts::formatBytes(chain.paramBytes())));
+  summary_->setText(tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
+                        .arg(QString::fromStdString(chain.name).toHtmlEscaped())
+                        .arg(chain.size())
+                        .arg(input, ui::toQString(dtypeName(chain.dtype)), ui::formatBytes(chain.paramBytes())));
   updateButtons();
 }
 
@@ -157,12 +156,12 @@ void LayerPanel::showMessage(const QString& text, bool error) {
     return;
   }
   message_->setText(text);
-  using charts::PaletteRole;
+  using ui::PaletteRole;
   message_->setStyleSheet(
       error ? QStringLiteral(
                   "QLabel { background: %1; color: %2; border: 1px solid %3; border-radius: 3px; padding: 4px; }")
-                  .arg(charts::paletteName(PaletteRole::ErrorBackground), charts::paletteName(PaletteRole::ErrorText),
-                       charts::paletteName(PaletteRole::ErrorBorder))
+                  .arg(ui::paletteName(PaletteRole::ErrorBackground), ui::paletteName(PaletteRole::ErrorText),
+                       ui::paletteName(PaletteRole::ErrorBorder))
             : QString());
   message_->show();
   if (error) emit statusMessage(tr("Edit refused: %1").arg(text));

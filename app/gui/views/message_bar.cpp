@@ -39,14 +39,13 @@ QString MessageBar::text() const { return isHidden() ? QString() : label_->text(
 void MessageBar::present(const QString& text, bool error) {
   error_ = error;
   label_->setText(text);
-  using charts::PaletteRole;
+  using ui::PaletteRole;
   const auto [background, border, foreground] =
       error ? std::array{PaletteRole::ErrorBackground, PaletteRole::ErrorBorder, PaletteRole::ErrorText}
             : std::array{PaletteRole::InfoBackground, PaletteRole::InfoBorder, PaletteRole::InfoText};
-  setStyleSheet(
-      QStringLiteral("#messageBar { background: %1; border: 1px solid %2; border-radius: 3px; }"
-                     " QLabel { color: %3; }")
-          .arg(charts::paletteName(background), charts::paletteName(border), charts::paletteName(foreground)));
+  setStyleSheet(QStringLiteral("#messageBar { background: %1; border: 1px solid %2; border-radius: 3px; }"
+                               " QLabel { color: %3; }")
+                    .arg(ui::paletteName(background), ui::paletteName(border), ui::paletteName(foreground)));
   show();
   if (error) {
     hideTimer_->stop();

@@ -21,10 +21,10 @@
 namespace remat::gui {
 namespace {
 
-using charts::PaletteRole;
+using ui::PaletteRole;
 
 QString swatch(PaletteRole role, const QString& text) {
-  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(charts::paletteName(role), text);
+  return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(ui::paletteName(role), text);
 }
 
 }  // namespace
@@ -68,7 +68,7 @@ QLabel* PlanView::buildLegend() {
                      "handle to move it; keys: &larr; &rarr; Space, Shift+&larr;/&rarr;</span>")
                       .arg(swatch(PaletteRole::KeptLayer, tr("kept from forward")),
                            swatch(PaletteRole::RecomputedLayer, tr("recomputed")),
-                           swatch(PaletteRole::Checkpoint, tr("checkpoint")), charts::paletteName(PaletteRole::Peak)));
+                           swatch(PaletteRole::Checkpoint, tr("checkpoint")), ui::paletteName(PaletteRole::Peak)));
   return legend;
 }
 
@@ -135,7 +135,7 @@ void PlanView::connectControls() {
   connect(showStatic_, &QCheckBox::toggled, this, &PlanView::applyChartOptions);
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &PlanView::applyChartOptions);
   connect(capacity_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
-    capacityBytes_ = static_cast<std::uint64_t>(gib * charts::kBytesPerGiB);
+    capacityBytes_ = static_cast<std::uint64_t>(gib * ui::kBytesPerGiB);
     applyChartOptions();
   });
   connect(proportional_, &QCheckBox::toggled, strip_, &CheckpointStrip::setProportional);
@@ -185,7 +185,7 @@ void PlanView::setCapacityBytes(std::uint64_t bytes) {
   // The exact bytes are kept: the spin box shows them rounded to its decimals.
   {
     const QSignalBlocker blocker(capacity_);
-    capacity_->setValue(static_cast<double>(bytes) / charts::kBytesPerGiB);
+    capacity_->setValue(static_cast<double>(bytes) / ui::kBytesPerGiB);
   }
   capacityBytes_ = bytes;
   applyChartOptions();
@@ -199,11 +199,11 @@ void PlanView::refreshPlan() {
   if (!document_->hasChain()) return;
   const Chain& chain = document_->chain();
   const Simulation& sim = document_->simulation();
-  values_["peak"]->setText(charts::formatBytes(sim.peakBytes()));
-  values_["dynamic"]->setText(charts::formatBytes(sim.dynamicPeakBytes));
-  values_["static"]->setText(charts::formatBytes(sim.staticBytes));
-  values_["A"]->setText(charts::formatBytes(sim.aBytes));
-  values_["R"]->setText(charts::formatBytes(sim.rBytes));
+  values_["peak"]->setText(ui::formatBytes(sim.peakBytes()));
+  values_["dynamic"]->setText(ui::formatBytes(sim.dynamicPeakBytes));
+  values_["static"]->setText(ui::formatBytes(sim.staticBytes));
+  values_["A"]->setText(ui::formatBytes(sim.aBytes));
+  values_["R"]->setText(ui::formatBytes(sim.rBytes));
   values_["recompute"]->setText(recomputeCostWithShare(chain, sim.recomputeCost));
   values_["recompute"]->setToolTip(tr("Forward cost of the recomputed ops (R and RE), in %1; in brackets, its share of "
                                       "one forward pass")
@@ -221,7 +221,7 @@ void PlanView::refreshChart() {
   const Chain& chain = document_->chain();
   const QString title = tr("%1, plan %2: peak %3")
                             .arg(QString::fromStdString(chain.name), document_->planner(),
-                                 charts::formatBytes(document_->simulation().peakBytes()));
+                                 ui::formatBytes(document_->simulation().peakBytes()));
   charts::ChartData data =
       chartData(chain, document_->simulation(), document_->liveness(), document_->measured(), title);
   if (data.measured) {
@@ -234,11 +234,11 @@ void PlanView::refreshChart() {
 void PlanView::updatePeakWarning() {
   const std::uint64_t capacity = capacityBytes_;
   const bool over = document_->hasChain() && capacity > 0 && document_->simulation().peakBytes() > capacity;
-  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: %1;").arg(charts::paletteName(PaletteRole::OverCapacity))
+  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: %1;").arg(ui::paletteName(PaletteRole::OverCapacity))
                                       : QString());
   values_["peak"]->setProperty("overCapacity", over);
   if (over)
-    values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(charts::formatBytes(capacity)) +
+    values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(ui::formatBytes(capacity)) +
                                 peakDescription(document_->chain(), document_->simulation(), document_->liveness()));
 }
 

@@ -26,7 +26,7 @@ PlannerPicker::PlannerPicker(QWidget* parent) : QWidget(parent) {
   combo_ = new QComboBox(this);
   for (const PlannerEntry& entry : plannerRegistry()) {
     combo_->addItem(QString::fromStdString(entry.listedName()));
-    combo_->setItemData(combo_->count() - 1, charts::toQString(entry.description), Qt::ToolTipRole);
+    combo_->setItemData(combo_->count() - 1, ui::toQString(entry.description), Qt::ToolTipRole);
   }
   combo_->setToolTip(tr("Checkpoint planner"));
   count_ = new QSpinBox(this);
@@ -58,7 +58,7 @@ const PlannerEntry& PlannerPicker::currentEntry() const {
 
 QString PlannerPicker::plannerName() const {
   const PlannerEntry& entry = currentEntry();
-  const QString name = charts::toQString(entry.name);
+  const QString name = ui::toQString(entry.name);
   switch (entry.parameter.kind) {
     case PlannerParameterKind::None: break;
     case PlannerParameterKind::Count: return QStringLiteral("%1:%2").arg(name).arg(count_->value());
@@ -92,9 +92,9 @@ bool PlannerPicker::sizeChanged() {
   if (entry.parameter.kind != PlannerParameterKind::ByteSize) return false;
   const Status valid = checkPlannerName(plannerName().toStdString());
   size_->setStyleSheet(valid ? QString()
-                             : QStringLiteral("color: %1;").arg(charts::paletteName(charts::PaletteRole::ErrorText)));
+                             : QStringLiteral("color: %1;").arg(ui::paletteName(ui::PaletteRole::ErrorText)));
   size_->setToolTip(valid ? QString::fromStdString(entry.listedName()) + QLatin1Char(' ') +
-                                charts::toQString(entry.parameter.explanation) +
+                                ui::toQString(entry.parameter.explanation) +
                                 tr(" (a byte size: 4096, 512 MiB, 3.5GiB); the plan follows as you type")
                           : QString::fromStdString(valid.message()));
   emit plannerChanged(plannerName());
@@ -105,9 +105,9 @@ void PlannerPicker::updateParameter() {
   const PlannerEntry& entry = currentEntry();
   count_->setVisible(entry.parameter.kind == PlannerParameterKind::Count);
   size_->setVisible(entry.parameter.kind == PlannerParameterKind::ByteSize);
-  count_->setPrefix(charts::toQString(entry.parameter.symbol) + QLatin1Char('='));
+  count_->setPrefix(ui::toQString(entry.parameter.symbol) + QLatin1Char('='));
   count_->setToolTip(QString::fromStdString(entry.listedName()) + QLatin1Char(' ') +
-                     charts::toQString(entry.parameter.explanation));
+                     ui::toQString(entry.parameter.explanation));
 }
 
 }  // namespace remat::gui

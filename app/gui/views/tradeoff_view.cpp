@@ -51,7 +51,7 @@ QString checkpointsText(const Plan& plan) {
 // "peak 3.36 GiB (E 2.30 GiB), recompute 130.4 GFLOP (6.6%)".
 QString numbersText(const Chain& chain, std::uint64_t dynamicPeakBytes, double cost) {
   return QObject::tr("peak %1 (E %2), recompute %3")
-      .arg(charts::formatBytes(chain.staticBytes() + dynamicPeakBytes), charts::formatBytes(dynamicPeakBytes),
+      .arg(ui::formatBytes(chain.staticBytes() + dynamicPeakBytes), ui::formatBytes(dynamicPeakBytes),
            recomputeCostWithShare(chain, cost));
 }
 
@@ -65,7 +65,7 @@ QString placementText(const Chain& chain, const FrontPlacement& placement) {
   if (placement.extraPeakBytes > 0)
     parts << QObject::tr("point %1 costs no more with %2 less peak")
                  .arg(placement.sameCostPoint + 1)
-                 .arg(charts::formatBytes(placement.extraPeakBytes));
+                 .arg(ui::formatBytes(placement.extraPeakBytes));
   return QObject::tr("dominated: %1").arg(parts.join(QStringLiteral("; ")));
 }
 
@@ -166,7 +166,7 @@ void TradeoffView::connectChart() {
   });
   connect(chart_, &charts::TradeoffChart::capacityDragged, this, [this](std::uint64_t bytes) {
     capacityBytes_ = bytes;
-    capacity_->setText(charts::formatBytes(bytes));
+    capacity_->setText(ui::formatBytes(bytes));
     updateFit();
   });
   connect(chart_, &charts::TradeoffChart::capacityDropped, this, [this](std::uint64_t bytes) {
@@ -179,9 +179,9 @@ QString TradeoffView::statusText() const { return status_->text(); }
 QString TradeoffView::fitText() const { return fit_->text(); }
 
 void TradeoffView::readCapacityField() {
-  const std::optional<std::uint64_t> bytes = charts::parseBytes(capacity_->text());
+  const std::optional<std::uint64_t> bytes = ui::parseBytes(capacity_->text());
   if (!bytes || *bytes == 0) {
-    capacity_->setStyleSheet(QStringLiteral("color: %1;").arg(charts::paletteName(charts::PaletteRole::ErrorText)));
+    capacity_->setStyleSheet(QStringLiteral("color: %1;").arg(ui::paletteName(ui::PaletteRole::ErrorText)));
     emit statusMessage(tr("'%1' is not a capacity: write a byte size such as 40 GiB").arg(capacity_->text()));
     return;
   }
@@ -192,7 +192,7 @@ void TradeoffView::readCapacityField() {
 
 void TradeoffView::setCapacityBytes(std::uint64_t bytes) {
   capacityBytes_ = bytes;
-  capacity_->setText(bytes > 0 ? charts::formatBytes(bytes) : QString());
+  capacity_->setText(bytes > 0 ? ui::formatBytes(bytes) : QString());
   chart_->setCapacityBytes(bytes);
   updateFit();
 }

@@ -34,7 +34,7 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   resolution_->setSuffix(tr(" px"));
   resolution_->setToolTip(tr("Input resolution (height = width)"));
   dtype_ = new QComboBox(this);
-  for (DType dtype : dtypes()) dtype_->addItem(charts::toQString(dtypeName(dtype)));
+  for (DType dtype : dtypes()) dtype_->addItem(ui::toQString(dtypeName(dtype)));
   dtype_->setToolTip(tr("Element type of activations and parameters"));
   auto* load = new QPushButton(QIcon(QStringLiteral(":/icons/zoo.svg")), tr("Load"), this);
   load->setToolTip(tr("Load the model as a new chain"));
@@ -68,7 +68,7 @@ bool ZooBar::setModelName(const QString& name) {
 void ZooBar::setOptions(const ZooOptions& options) {
   batch_->setValue(static_cast<int>(options.batch));
   resolution_->setValue(static_cast<int>(options.resolution));
-  dtype_->setCurrentText(charts::toQString(dtypeName(options.dtype)));
+  dtype_->setCurrentText(ui::toQString(dtypeName(options.dtype)));
 }
 
 }  // namespace remat::gui

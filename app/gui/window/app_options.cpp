@@ -164,7 +164,7 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
   if (!options.timelinePath.isEmpty())
     REMAT_RETURN_IF_ERROR(window.files()->openMeasuredTimeline(options.timelinePath));
   if (options.capacityGiB > 0.0) {
-    const auto bytes = static_cast<std::uint64_t>(options.capacityGiB * charts::kBytesPerGiB);
+    const auto bytes = static_cast<std::uint64_t>(options.capacityGiB * ui::kBytesPerGiB);
     window.planView()->setCapacityBytes(bytes);
     window.tradeoffView()->setCapacityBytes(bytes);
   }

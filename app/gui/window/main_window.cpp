@@ -25,7 +25,7 @@
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
 #include "document/run_support.hpp"
-#include "remat/exec/device_names.hpp"
+#include "remat/base/device_names.hpp"
 #include "views/checkpoint_strip.hpp"
 #include "views/compare_view.hpp"
 #include "views/layer_panel.hpp"
@@ -114,7 +114,7 @@ void MainWindow::connectViews() {
     shownUndoIndex_ = index;
     const QString what = undid ? tr("Undid: %1").arg(stack->text(index)) : stack->text(index - 1);
     if (what.isEmpty() || !document_->hasChain()) return;
-    statusText_->setText(tr("%1 (peak %2)").arg(what, charts::formatBytes(document_->simulation().peakBytes())));
+    statusText_->setText(tr("%1 (peak %2)").arg(what, ui::formatBytes(document_->simulation().peakBytes())));
   });
   connect(document_, &Document::chainReplaced, this, [this]() { shownUndoIndex_ = 0; });
   const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
@@ -225,10 +225,10 @@ void MainWindow::buildHelpActions() {
 void MainWindow::buildRunActions() {
   defineAction("runCpu", tr("Measure on &CPU"), ":/icons/run.svg", QKeySequence(Qt::CTRL | Qt::Key_R),
                tr("Run the plan on the CPU (oneDNN, every core) and overlay the measured memory"),
-               [this]() { measuring_->measure(charts::toQString(kCpuDeviceName)); });
+               [this]() { measuring_->measure(ui::toQString(kCpuDeviceName)); });
   defineAction("runGpu", tr("Measure on &GPU"), ":/icons/gpu.svg", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R),
                tr("Run the plan on the GPU and overlay the measured memory"),
-               [this]() { measuring_->measure(charts::toQString(kGpuDeviceName)); });
+               [this]() { measuring_->measure(ui::toQString(kGpuDeviceName)); });
   defineAction("cancel", tr("Cancel &job"), ":/icons/stop.svg", QKeySequence(Qt::Key_Escape),
                tr("Cancel the running jobs"), [this]() {
                  jobs_->cancelAll();
@@ -236,7 +236,7 @@ void MainWindow::buildRunActions() {
                });
   // Shown when the GPU module file is there; whether a GPU answers is found out when it is used
   // (opening the window loads no CUDA).
-  actions_["runGpu"]->setVisible(measureDevices().contains(charts::toQString(kGpuDeviceName)));
+  actions_["runGpu"]->setVisible(measureDevices().contains(ui::toQString(kGpuDeviceName)));
 }
 
 void MainWindow::buildMenus() {

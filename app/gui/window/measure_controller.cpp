@@ -40,7 +40,7 @@ void MeasureController::showMeasurement(const QString& device, const MeasuredOri
   const std::uint64_t measuredPeak = measured.timeline.dynamicPeakBytes();
   QString message =
       tr("Measured on %1: dynamic peak %2 (predicted %3)")
-          .arg(device, charts::formatBytes(measuredPeak), charts::formatBytes(measured.predictedDynamicPeakBytes));
+          .arg(device, ui::formatBytes(measuredPeak), ui::formatBytes(measured.predictedDynamicPeakBytes));
   const bool unchanged =
       origin.plan && *origin.plan == document->plan() && origin.chainRevision == document->chainRevision();
   // The prediction the run was measured against counts the device's workspaces: write them into

@@ -19,11 +19,17 @@ namespace remat::gui {
 PlanController::PlanController(MainWindow* window) : WindowController(window) {}
 
 void PlanController::connectViews() {
-  connect(window_->compareView(), &CompareView::applyRequested, this,
-          [this](const Plan& plan, const QString& planner, double planSeconds) {
-            applyPlan(plan, planner, planSeconds, tr("Applied the %1 plan").arg(planner));
-            window_->tabs()->setCurrentIndex(0);
-          });
+  connect(window_->compareView(), &CompareView::applyRequested, this, [this](const SimulatedPlan& planned) {
+    const PlanReport& r = planned.report;
+    const QString planner = QString::fromStdString(r.planner);
+    Document* document = window_->document();
+    PlanResults results = planResultsOf(SimulatedPlan(planned), document->chainRevision());
+    if (!window_->report(document->applyPlan(r.plan, planner, std::move(results)),
+                         tr("Applied the %1 plan").arg(planner)))
+      return;
+    lastPlanned_ = LastPlanned{planner, r.plan.checkpoints, r.planSeconds};
+    window_->tabs()->setCurrentIndex(0);
+  });
   TradeoffView* tradeoff = window_->tradeoffView();
   connect(tradeoff, &TradeoffView::applyRequested, this, [this](const Plan& plan, const QString& source) {
     applyPlan(plan, source, 0.0, tr("Applied the front's plan %1").arg(source));
@@ -71,7 +77,7 @@ void PlanController::startPlanJob(const QString& name, Apply apply) {
         window_->setStatusText(tr("Showing the %1 plan: %2 checkpoints, peak %3, planned in %4")
                                    .arg(name)
                                    .arg(r.plan.checkpoints.size())
-                                   .arg(charts::formatBytes(r.peakBytes()))
+                                   .arg(ui::formatBytes(r.peakBytes()))
                                    .arg(QString::fromStdString(formatDuration(r.planSeconds))));
       });
 }

@@ -30,7 +30,8 @@ std::uint64_t roundedSize(std::uint64_t bytes) { return (bytes + kAlignment - 1)
 
 }  // namespace
 
-CpuAllocator::CpuAllocator(CpuDeviceOptions options) : CountingAllocator("cpu"), options_(options) {}
+CpuAllocator::CpuAllocator(CpuDeviceOptions options)
+    : CountingAllocator(std::string(kCpuDeviceName)), options_(options) {}
 
 CpuAllocator::~CpuAllocator() {
   for (const auto& [id, block] : blocks()) std::free(block.data);

@@ -32,7 +32,7 @@ struct ParamSegment {
 using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormOp, EltwiseOp>;
 
 // One inner op of a block with its primitives.
-struct BlockOpPlan {
+struct PreparedBlockOp {
   KindOp op;
   Index count = 0;         // elements of the output (Add)
   Index rows = 0;          // Concat: N*H*W
@@ -53,7 +53,7 @@ struct PreparedLayer {
   bool ownAvgPool = false;  // avgpool whose ceil-mode windows reach past the padding (kernels.hpp)
   double dropoutP = 0.0;
   std::optional<BlockGraph> block;
-  std::vector<BlockOpPlan> blockOps;
+  std::vector<PreparedBlockOp> blockOps;
   std::uint64_t blockFwdScratchOffset = 0;  // where the inner ops' scratch starts in a block's workspaces
   std::uint64_t blockBwdScratchOffset = 0;
   std::vector<ParamSegment> params;
@@ -77,9 +77,9 @@ void convertActivation(const ActivationLayout& layout, const float* from, float*
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b);
 Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
-// Blocks (run_blocks.cpp): the plan of their inner ops, and their forward and backward.
-Status planBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
-                    PreparedLayer& prepared);
+// Blocks (run_blocks.cpp): their inner ops prepared, and their forward and backward.
+Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
+                       PreparedLayer& prepared);
 Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                     const ForwardBuffers& b);
 Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);

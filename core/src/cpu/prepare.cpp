@@ -60,8 +60,8 @@ PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& o
 
 // A block: its inner graph (checked against the chain's numbers and each inner op's parameters),
 // whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
-Status planBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
-                 const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
+Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
+                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
@@ -79,7 +79,7 @@ Status planBlock(const DnnlContext& context, const Chain& chain, const ChainLaye
     }
   }
   prepared.block = std::move(graph).value();
-  return planBlockOps(context, *prepared.block, firstLayer, prepared.label, prepared);
+  return prepareBlockOps(context, *prepared.block, firstLayer, prepared.label, prepared);
 }
 
 Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
@@ -164,7 +164,7 @@ struct LayerContext {
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
-  if (isComposite(layer.kind)) return planBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
+  if (isComposite(layer.kind)) return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   switch (layer.kind) {
@@ -201,7 +201,7 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
     layers.push_back(prepared);
     return Status::ok();
   }
-  const LayerChecks check{"cpu", prepared.label};
+  const LayerChecks check{std::string(kCpuDeviceName), prepared.label};
   const PreparedLayer& prev = layers[l - 1];
   REMAT_RETURN_IF_ERROR(
       check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample())));

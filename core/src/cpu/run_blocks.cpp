@@ -58,8 +58,8 @@ std::pair<std::uint64_t, std::uint64_t> scratchBytes(const KindOp& op) {
 
 // Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
 // of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j).
-void concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p, const BlockForwardTensors& tensors,
-                   float* out) {
+void concatForward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
+                   const BlockForwardTensors& tensors, float* out) {
   Index offset = 0;
   for (std::size_t in : op.inputs) {
     const Index channels = graph.tensors[in].shape[1];
@@ -68,7 +68,7 @@ void concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan
   }
 }
 
-void concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpPlan& p,
+void concatBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
                     const BlockBackwardTensors& tensors, const float* dOut) {
   Index offset = 0;
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
@@ -80,20 +80,20 @@ void concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpPla
 }
 
 template <typename Op>
-Result<const Op*> opAs(const BlockOpPlan& plan, const std::string& label) {
-  const Op* op = std::get_if<Op>(&plan.op);
+Result<const Op*> opAs(const PreparedBlockOp& prepared, const std::string& label) {
+  const Op* op = std::get_if<Op>(&prepared.op);
   if (op == nullptr) return Status::internal(label + ": an inner op lacks its primitives");
   return op;
 }
 
 }  // namespace
 
-Status planBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
-                    PreparedLayer& prepared) {
+Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
+                       PreparedLayer& prepared) {
   Index offset = 0;
   std::uint64_t fwdScratch = 0, bwdScratch = 0;
   for (const BlockOp& op : graph.ops) {
-    BlockOpPlan p;
+    PreparedBlockOp p;
     const Shape& out = graph.tensors[op.output].shape;
     p.count = static_cast<Index>(elementCount(out));
     p.weightOffset = offset;
@@ -129,7 +129,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
   std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockFwdScratchOffset : nullptr;
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
-    const BlockOpPlan& p = prepared.blockOps[i];
+    const PreparedBlockOp& p = prepared.blockOps[i];
     const float* in = tensors.tensor(op.inputs[0]);
     float* out = tensors.tensor(op.output);
     const float* w = b.params + p.weightOffset;
@@ -164,7 +164,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
   std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockBwdScratchOffset : nullptr;
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
-    const BlockOpPlan& p = prepared.blockOps[i];
+    const PreparedBlockOp& p = prepared.blockOps[i];
     const float* dOut = tensors.grad(op.output);
     float* dIn = tensors.grad(op.inputs[0]);
     REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "gpu_module_loader.hpp"
+#include "remat/base/device_names.hpp"
 #include "remat/cpu/cpu_device.hpp"
-#include "remat/exec/device_names.hpp"
 
 namespace remat {
 namespace {

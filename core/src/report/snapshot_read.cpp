@@ -1,6 +1,7 @@
 // PyTorch memory snapshots into measured timelines (snapshot.hpp).
 #include <nlohmann/json.hpp>
 
+#include "remat/base/device_names.hpp"
 #include "remat/base/text.hpp"
 #include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
@@ -165,7 +166,7 @@ Result<std::vector<Timeline>> readSnapshotDocument(const PyDocument& doc) {
     for (std::size_t k = 0; k < remat->traces.size(); ++k) chosen.emplace_back(k, remat->traces[k]);
   } else if (remat->present) {
     TraceInfo info = remat->first;
-    if (info.source.empty()) info.source = remat->deviceName.empty() ? "cpu" : remat->deviceName;
+    if (info.source.empty()) info.source = remat->deviceName.empty() ? std::string(kCpuDeviceName) : remat->deviceName;
     chosen.emplace_back(remat->device, std::move(info));
   } else {
     for (std::size_t k = 0; k < lengths.size(); ++k) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "export_common.hpp"
+#include "remat/base/device_names.hpp"
 #include "remat/input/pickle.hpp"
 #include "remat/report/snapshot.hpp"
 
@@ -177,7 +178,8 @@ json TraceWriter::info(const std::string& deviceName) const {
           {"op_times_us", times_}};
 }
 
-std::string deviceNameFor(const std::string& source) { return source == "gpu" ? "cuda:0" : source; }
+// PyTorch names its CUDA device "cuda:0"; our GPU backend runs on the first device.
+std::string deviceNameFor(const std::string& source) { return source == kGpuDeviceName ? "cuda:0" : source; }
 
 }  // namespace
 

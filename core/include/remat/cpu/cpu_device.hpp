@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "remat/base/device_names.hpp"
 #include "remat/exec/counting_allocator.hpp"
 #include "remat/exec/device.hpp"
 
@@ -69,7 +70,7 @@ class CpuDevice final : public Device {
   CpuDevice(const CpuDevice&) = delete;
   CpuDevice& operator=(const CpuDevice&) = delete;
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return std::string(kCpuDeviceName); }
   DeviceAllocator& allocator() override;
   Status prepare(const Chain& chain) override;
   Result<std::uint64_t> requiredWorkspaceBytes(std::size_t layer, Pass pass) const override;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "remat/base/device_names.hpp"
 #include "remat/exec/counting_allocator.hpp"
 #include "remat/gpu/cuda_resources.hpp"
 
@@ -64,7 +65,7 @@ class CudaAllocator final : public CountingAllocator {
 
  private:
   CudaAllocator(MemPool pool, cudaStream_t stream)
-      : CountingAllocator("gpu"), pool_(std::move(pool)), stream_(stream) {}
+      : CountingAllocator(std::string(kGpuDeviceName)), pool_(std::move(pool)), stream_(stream) {}
   MemPool pool_;
   cudaStream_t stream_ = nullptr;
   std::uint64_t foldedUsedHighBytes_ = 0;

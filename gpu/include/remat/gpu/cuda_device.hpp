@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "remat/base/device_names.hpp"
 #include "remat/exec/device.hpp"
 #include "remat/gpu/cuda_allocator.hpp"
 
@@ -50,7 +51,7 @@ class CudaDevice final : public Device {
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
-  std::string name() const override { return "gpu"; }
+  std::string name() const override { return std::string(kGpuDeviceName); }
   DeviceAllocator& allocator() override;
   Status prepare(const Chain& chain) override;
   Result<std::uint64_t> requiredWorkspaceBytes(std::size_t layer, Pass pass) const override;
