@@ -1,7 +1,6 @@
 #include "window/file_controller.hpp"
 
 #include <QFile>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
 #include <QSettings>
@@ -184,7 +183,7 @@ void FileController::openDroppedFile(const QString& path) {
                         lower.endsWith(QLatin1String(".pkl"));
   const bool chain = isOnnxModel(path) || (!timeline && looksLikeChainFile(path));
   if (chain) {
-    (void)openChainFile(path);
+    openChainAfterAsking(path);
   } else {
     (void)openMeasuredTimeline(path);
   }
@@ -199,8 +198,26 @@ void FileController::onnxBatchChanged() {
   (void)openChainFile(onnxPath_);
 }
 
+bool FileController::maySaveChanges() {
+  Document* document = window_->document();
+  if (!document->hasChain() || document->undoStack()->isClean()) return true;
+  const QString name = QString::fromStdString(document->chain().name);
+  switch (window_->prompts().saveChanges(window_, tr("The chain '%1' has unsaved edits.").arg(name))) {
+    case SaveChangesAnswer::Discard: return true;
+    case SaveChangesAnswer::Cancel: return false;
+    case SaveChangesAnswer::Save: break;
+  }
+  saveDialog();
+  return window_->document()->undoStack()->isClean();  // not saved (cancelled, an error): stay
+}
+
+void FileController::openChainAfterAsking(const QString& path) {
+  if (maySaveChanges()) (void)openChainFile(path);
+}
+
 void FileController::openDialog() {
-  const QString path = QFileDialog::getOpenFileName(window_, tr("Open chain or ONNX model"), QString(), kChainFilter);
+  if (!maySaveChanges()) return;
+  const QString path = window_->prompts().openFile(window_, tr("Open chain or ONNX model"), kChainFilter);
   if (!path.isEmpty()) (void)openChainFile(path);
 }
 
@@ -215,13 +232,13 @@ void FileController::saveAsDialog() {
   const QString suggested = document->filePath().isEmpty()
                                 ? QString::fromStdString(document->chain().name) + QStringLiteral(".json")
                                 : document->filePath();
-  const QString path = QFileDialog::getSaveFileName(window_, tr("Save chain"), suggested, kSaveChainFilter);
-  if (!path.isEmpty()) (void)saveChain(path);
+  const SaveTarget target = window_->prompts().saveFile(window_, tr("Save chain"), suggested, kSaveChainFilter,
+                                                        kSaveChainFilter.section(";;", 0, 0));
+  if (!target.path.isEmpty()) (void)saveChain(target.path);
 }
 
 void FileController::openTimelineDialog() {
-  const QString path =
-      QFileDialog::getOpenFileName(window_, tr("Open measured timeline"), QString(), timelineOpenFilter());
+  const QString path = window_->prompts().openFile(window_, tr("Open measured timeline"), timelineOpenFilter());
   if (!path.isEmpty()) (void)openMeasuredTimeline(path);
 }
 
@@ -248,7 +265,7 @@ void FileController::rebuildRecentMenu() {
   recentMenu_->clear();
   const QStringList files = recentFiles();
   for (const QString& file : files) {
-    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { (void)openChainFile(file); })
+    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { openChainAfterAsking(file); })
         ->setToolTip(file);
   }
   if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);

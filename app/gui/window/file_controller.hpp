@@ -29,6 +29,11 @@ class FileController : public WindowController {
   // The ONNX batch field changed: re-import the ONNX model shown, unless it has edits.
   void onnxBatchChanged();
 
+  // Before a chain with unsaved edits is replaced or the window closes: Save (to its file, or where
+  // the save dialog says), Discard or Cancel, through the window's prompts. True: go on.
+  bool maySaveChanges();
+  void openChainAfterAsking(const QString& path);  // the menus' Open: asks first
+
   void openDialog();
   void saveDialog();  // Save: to the chain's file, or ask where
   void saveAsDialog();

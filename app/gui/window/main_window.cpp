@@ -119,14 +119,17 @@ void MainWindow::connectViews() {
   connect(document_, &Document::chainReplaced, this, [this]() { shownUndoIndex_ = 0; });
   const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
   connect(planView_, &PlanView::statusMessage, this, showStatus);
-  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() { (void)files_->newChain(); });
+  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() {
+    if (files_->maySaveChanges()) (void)files_->newChain();
+  });
   connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
   connect(layerPanel_, &LayerPanel::layerSelected, this,
           [this](std::size_t layer) { planView_->strip()->setCursor(layer); });
   connect(layerPanel_, &LayerPanel::statusMessage, this, showStatus);
   connect(compareView_, &CompareView::statusMessage, this, showStatus);
-  connect(zooBar_, &ZooBar::loadRequested, this,
-          [this](const QString& name, const ZooOptions& options) { (void)files_->loadZoo(name, options); });
+  connect(zooBar_, &ZooBar::loadRequested, this, [this](const QString& name, const ZooOptions& options) {
+    if (files_->maySaveChanges()) (void)files_->loadZoo(name, options);
+  });
   plans_->connectViews();
 }
 
@@ -154,7 +157,9 @@ void MainWindow::buildActions() {
 
 void MainWindow::buildFileActions() {
   defineAction("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
-               [this]() { (void)files_->newChain(); });
+               [this]() {
+                 if (files_->maySaveChanges()) (void)files_->newChain();
+               });
   defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open,
                tr("Open a remat-chain/1 file or an ONNX model"), [this]() { files_->openDialog(); });
   defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"),
@@ -246,9 +251,9 @@ void MainWindow::buildMenus() {
   files_->setRecentMenu(file->addMenu(tr("Open &recent")));
   QMenu* examples = file->addMenu(tr("Open e&xample"));
   examples->addAction(tr("Small CNN (editable)"), this,
-                      [this]() { (void)files_->openChainFile(QStringLiteral(":/examples/small_cnn.json")); });
+                      [this]() { files_->openChainAfterAsking(QStringLiteral(":/examples/small_cnn.json")); });
   examples->addAction(tr("Abstract toy chain"), this,
-                      [this]() { (void)files_->openChainFile(QStringLiteral(":/examples/toy_abstract.json")); });
+                      [this]() { files_->openChainAfterAsking(QStringLiteral(":/examples/toy_abstract.json")); });
   file->addAction(actions_["save"]);
   file->addAction(actions_["saveAs"]);
   file->addSeparator();
@@ -372,6 +377,7 @@ void MainWindow::dropEvent(QDropEvent* event) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!files_->maySaveChanges()) return event->ignore();  // Cancel: the window stays, edits and all
   jobs_->cancelAll();
   QSettings().setValue(QStringLiteral("geometry"), saveGeometry());
   QMainWindow::closeEvent(event);
