@@ -209,7 +209,8 @@ void PlanView::refreshPlan() {
                                       "one forward pass")
                                        .arg(recomputeUnitDescription(chain)));
   values_["checkpoints"]->setText(QString::number(sim.plan.checkpoints.size()));
-  values_["plan"]->setText(document_->planner());
+  values_["plan"]->setText(charts::readablePlannerName(document_->planner()));
+  values_["plan"]->setToolTip(tr("Where the plan came from: %1").arg(document_->planner()));
   values_["peak"]->setToolTip(peakDescription(chain, sim, document_->liveness()));
   updatePeakWarning();
   strip_->setPlan(sim.plan, peakLayer(chain, sim));
@@ -220,7 +221,7 @@ void PlanView::refreshChart() {
   if (!document_->hasChain()) return;
   const Chain& chain = document_->chain();
   const QString title = tr("%1, plan %2: peak %3")
-                            .arg(QString::fromStdString(chain.name), document_->planner(),
+                            .arg(QString::fromStdString(chain.name), charts::readablePlannerName(document_->planner()),
                                  charts::formatBytes(document_->simulation().peakBytes()));
   charts::ChartData data =
       chartData(chain, document_->simulation(), document_->liveness(), document_->measured(), title);
