@@ -16,6 +16,7 @@
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
 #include "views/tradeoff_view.hpp"
+#include "views/zoo_bar.hpp"
 #include "window/file_controller.hpp"
 #include "window/main_window.hpp"
 #include "window/measure_controller.hpp"
@@ -157,6 +158,9 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
   }
   if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->openChainFile(options.chainPath));
   if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->loadZoo(options.zooName, options.zoo));
+  // Nothing asked for: the zoo bar's model, so a first start shows a plan rather than an empty chart.
+  if (options.chainPath.isEmpty() && options.zooName.isEmpty())
+    REMAT_RETURN_IF_ERROR(window.files()->loadZoo(window.zooBar()->modelName(), window.zooBar()->options()));
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
   const QString picked = window.plannerPicker()->plannerName();
   if (window.document()->hasChain() && window.document()->planner() != picked)
