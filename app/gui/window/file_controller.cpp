@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QMenu>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <algorithm>
 
@@ -104,6 +105,7 @@ void FileController::opened(const QString& onnxPath, const QString& message) {
 Status FileController::openChainFile(const QString& path) {
   const bool onnx = isOnnxModel(path);
   Result<Chain> chain = openChainPath(path, window_->onnxBatch()->value());
+  failedOnnxPath_ = onnx && !chain ? path : QString();
   if (!chain) return window_->report(chain.status());
   const QString name = QString::fromStdString(chain->name);
   // An imported model has no chain file yet: Save asks where to write one.
@@ -190,12 +192,31 @@ void FileController::openDroppedFile(const QString& path) {
 }
 
 void FileController::onnxBatchChanged() {
-  if (onnxPath_.isEmpty()) return;
+  // The model shown, or one that just failed to open (for want of a batch, say): open it again.
+  const QString path = onnxPath_.isEmpty() ? failedOnnxPath_ : onnxPath_;
+  if (path.isEmpty()) return;
   if (!window_->document()->undoStack()->isClean()) {
-    window_->showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(onnxPath_));
+    window_->showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(path));
     return;
   }
-  (void)openChainFile(onnxPath_);
+  (void)openChainFile(path);
+}
+
+Status FileController::openChainAskingForBatch(const QString& path) {
+  const Status opened = openChainFile(path);
+  // Core's importer says so when the batch dimension is symbolic and no batch was given.
+  const bool wantsBatch = !opened && isOnnxModel(path) && window_->onnxBatch()->value() == 0 &&
+                          opened.message().find("the batch dimension is symbolic") != std::string::npos;
+  if (!wantsBatch) return opened;
+  const std::optional<int> batch = window_->prompts().askInt(
+      window_, tr("Batch size"),
+      tr("%1 has a symbolic batch dimension.\nImport it at batch:").arg(QFileInfo(path).fileName()), 1);
+  if (!batch) return opened;
+  {
+    const QSignalBlocker blocker(window_->onnxBatch());  // one import, not two
+    window_->onnxBatch()->setValue(*batch);
+  }
+  return openChainFile(path);
 }
 
 bool FileController::maySaveChanges() {
@@ -212,13 +233,13 @@ bool FileController::maySaveChanges() {
 }
 
 void FileController::openChainAfterAsking(const QString& path) {
-  if (maySaveChanges()) (void)openChainFile(path);
+  if (maySaveChanges()) (void)openChainAskingForBatch(path);
 }
 
 void FileController::openDialog() {
   if (!maySaveChanges()) return;
   const QString path = window_->prompts().openFile(window_, tr("Open chain or ONNX model"), kChainFilter);
-  if (!path.isEmpty()) (void)openChainFile(path);
+  if (!path.isEmpty()) (void)openChainAskingForBatch(path);
 }
 
 void FileController::saveDialog() {

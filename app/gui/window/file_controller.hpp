@@ -32,7 +32,11 @@ class FileController : public WindowController {
   // Before a chain with unsaved edits is replaced or the window closes: Save (to its file, or where
   // the save dialog says), Discard or Cancel, through the window's prompts. True: go on.
   bool maySaveChanges();
-  void openChainAfterAsking(const QString& path);  // the menus' Open: asks first
+  // The menus' Open: asks to save edits first, and for a batch when an ONNX model has a symbolic one.
+  void openChainAfterAsking(const QString& path);
+  // openChainFile, and when an ONNX model fails for want of a batch, asks for one (the window's
+  // prompts), sets the ONNX batch field to it and opens the model again.
+  Status openChainAskingForBatch(const QString& path);
 
   void openDialog();
   void saveDialog();  // Save: to the chain's file, or ask where
@@ -46,7 +50,8 @@ class FileController : public WindowController {
   void addRecentFile(const QString& path);
   void rebuildRecentMenu();
 
-  QString onnxPath_;  // the ONNX model the document was imported from, while it is
+  QString onnxPath_;        // the ONNX model the document was imported from, while it is
+  QString failedOnnxPath_;  // the ONNX model whose last open failed: the batch field retries it
   QMenu* recentMenu_ = nullptr;
 };
 
