@@ -52,7 +52,7 @@ Status ExportController::exportPlanJson(const QString& path) {
   if (!document->hasChain()) return window_->report(Status::invalid("no chain: nothing to export"));
   return window_->report(
       writePlanJson(path, document->simulation(), document->planner(), window_->plans()->planSecondsForCurrentPlan(),
-                    document->chain().name, writeOptions()),
+                    document->chain(), writeOptions()),
       tr("Exported %1").arg(path));
 }
 

@@ -13,6 +13,7 @@
 #include "remat/input/chain_file.hpp"
 #include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
+#include "remat/input/plan_file.hpp"
 #include "remat/report/snapshot.hpp"
 #include "remat/usecases/chain_source.hpp"
 #include "views/zoo_bar.hpp"
@@ -179,6 +180,23 @@ Status FileController::openMeasuredTimeline(const QString& path) {
   return Status::ok();
 }
 
+Status FileController::openPlan(const QString& path) {
+  Document* document = window_->document();
+  if (!document->hasChain()) return window_->report(Status::invalid("open a chain before a plan for it"));
+  Result<PlanFile> file = readPlanFile(path.toStdString());
+  if (!file) return window_->report(file.status());
+  Result<PlacedPlan> placed = placePlan(*file, document->chain());
+  if (!placed) return window_->report(placed.status());
+  const QString planner = file->planner.empty() ? QStringLiteral("plan file") : QString::fromStdString(file->planner);
+  const std::size_t count = placed->checkpoints.size();
+  REMAT_RETURN_IF_ERROR(window_->report(document->applyPlan(Plan{std::move(placed->checkpoints)}, planner)));
+  window_->showInfo(tr("Opened the plan %1: %2 checkpoints, placed by the layers' %3")
+                        .arg(QFileInfo(path).fileName())
+                        .arg(count)
+                        .arg(placed->byNames ? tr("names") : tr("numbers")));
+  return Status::ok();
+}
+
 void FileController::openDroppedFile(const QString& path) {
   const QString lower = path.toLower();
   const bool timeline = lower.endsWith(QLatin1String(".csv")) || lower.endsWith(QLatin1String(".pickle")) ||
@@ -261,6 +279,12 @@ void FileController::saveAsDialog() {
 void FileController::openTimelineDialog() {
   const QString path = window_->prompts().openFile(window_, tr("Open measured timeline"), timelineOpenFilter());
   if (!path.isEmpty()) (void)openMeasuredTimeline(path);
+}
+
+void FileController::openPlanDialog() {
+  if (!window_->document()->hasChain()) return;
+  const QString path = window_->prompts().openFile(window_, tr("Open plan"), tr("Plans (*.json);;All files (*)"));
+  if (!path.isEmpty()) (void)openPlan(path);
 }
 
 QStringList FileController::recentFiles() const { return QSettings().value(kRecentKey).toStringList(); }

@@ -23,6 +23,9 @@ class FileController : public WindowController {
   Status newChain();
   Status saveChain(const QString& path);
   Status openMeasuredTimeline(const QString& path);
+  // A plan file (remat/input/plan_file.hpp) applied to the chain shown (undoable): by its layers'
+  // names when they match, else by numbers; the reader's placed message otherwise.
+  Status openPlan(const QString& path);
   // A dropped file: an ONNX model or a chain file opens as a chain, anything else as a timeline.
   void openDroppedFile(const QString& path);
   QStringList recentFiles() const;
@@ -42,6 +45,7 @@ class FileController : public WindowController {
   void saveDialog();  // Save: to the chain's file, or ask where
   void saveAsDialog();
   void openTimelineDialog();
+  void openPlanDialog();
   void setRecentMenu(QMenu* menu);
 
  private:

@@ -169,6 +169,9 @@ void MainWindow::buildFileActions() {
   defineAction("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
                tr("Overlay a timeline written by `remat run --timeline`, or a PyTorch memory snapshot"),
                [this]() { files_->openTimelineDialog(); });
+  defineAction("openPlan", tr("Open &plan..."), "", QKeySequence(),
+               tr("Apply a plan file (File > Export plan, `remat plan --json`) to the chain shown"),
+               [this]() { files_->openPlanDialog(); });
   defineAction("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
 }
 
@@ -258,6 +261,7 @@ void MainWindow::buildMenus() {
   file->addAction(actions_["saveAs"]);
   file->addSeparator();
   file->addAction(actions_["openTimeline"]);
+  file->addAction(actions_["openPlan"]);
   QMenu* exports = file->addMenu(QIcon(QStringLiteral(":/icons/export.svg")), tr("&Export"));
   for (const char* key : {"exportPredicted", "exportMeasured", "exportPlan", "exportPng", "exportSvg"})
     exports->addAction(actions_[key]);
@@ -350,8 +354,9 @@ void MainWindow::updateTitle() {
 
 void MainWindow::updateActions() {
   const bool chain = document_->hasChain();
-  for (const char* key : {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "removeLayer",
-                          "moveUp", "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline"})
+  for (const char* key :
+       {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "removeLayer", "moveUp",
+        "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline", "openPlan"})
     actions_[key]->setEnabled(chain);
   actions_["addLayer"]->setEnabled(true);  // without a chain it starts one
   // Only a measurement of the plan shown goes next to its prediction.
