@@ -123,6 +123,7 @@ MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_un
   p.view->setMinimumSize(320, 200);
   p.view->viewport()->setMouseTracking(true);
   p.view->viewport()->installEventFilter(this);
+  p.tooltip = std::make_unique<ChartTooltip>(p.view, [this](const QPoint& at) { return hoverTextAt(at); });
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(p.view);
