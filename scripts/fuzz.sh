@@ -10,14 +10,14 @@
 #   REMAT_CAMPAIGN_RUNS=N hostile ONNX models through this build's (sanitized) remat after the
 #                         fuzzers when onnx_importer is among the targets (default 300; 0: none;
 #                         scripts/hostile-campaign.py --families onnx, needs python3-onnx)
-# TARGET is chain_reader, timeline_reader, snapshot_reader, onnx_importer or cli_arguments (default:
-# all five).
+# TARGET is chain_reader, timeline_reader, snapshot_reader, plan_file, onnx_importer or cli_arguments
+# (default: all six).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-40}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(chain_reader timeline_reader snapshot_reader onnx_importer cli_arguments)
+[ ${#targets[@]} -gt 0 ] || targets=(chain_reader timeline_reader snapshot_reader plan_file onnx_importer cli_arguments)
 build="${REMAT_FUZZ_BUILD:-build/fuzz}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"  # absolute: the CLI target works in a folder of its own
@@ -38,7 +38,7 @@ cmake --build "$build" -j "${REMAT_JOBS:-$(nproc)}" --target remat $(printf 'fuz
 # Seeds, made fresh each run from what the project writes and what its tests hold.
 seeds="$build/seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{chain_reader,timeline_reader,snapshot_reader,onnx_importer,cli_arguments}
+mkdir -p "$seeds"/{chain_reader,timeline_reader,snapshot_reader,plan_file,onnx_importer,cli_arguments}
 remat="$build/app/cli/remat"
 export ASAN_OPTIONS="detect_leaks=0"  # the seed-making runs of remat; the fuzzers check leaks
 "$remat" zoo list | tail -n +2 | while read -r model _ _ resolution _; do
@@ -62,9 +62,14 @@ done
 "$remat" run "$golden" --planner optimal --device cpu --timeline "$seeds/snapshot_reader/golden.snapshot.json" >/dev/null
 "$remat" run "$golden" --planner sqrt --device cpu --timeline "$seeds/snapshot_reader/golden.pickle" >/dev/null
 cp tests/data/snapshots/*.pickle tests/data/snapshots/shaped.json "$seeds/snapshot_reader/"
+# Plan files: what `remat plan --json` writes (with checkpoint_names) for the golden chains.
+for planner in sqrt dp optimal; do
+  "$remat" plan "$golden" --planner "$planner" --json >"$seeds/plan_file/golden-$planner.json"
+  "$remat" plan "$small" --planner "$planner" --json >"$seeds/plan_file/resnet18-$planner.json"
+done
 cp tests/data/onnx/*.onnx tests/data/regressions/onnx/* "$seeds/onnx_importer/"  # torch exports, past finds
-for kind in chain timeline snapshot cli; do
-  target=$([ "$kind" = cli ] && echo cli_arguments || echo "${kind}_reader")
+for kind in chain timeline snapshot plan cli; do
+  case "$kind" in cli) target=cli_arguments ;; plan) target=plan_file ;; *) target="${kind}_reader" ;; esac
   cp tests/data/regressions/"$kind"/* "$seeds/$target/" 2>/dev/null || true
   cp fuzz/corpus/"$target"/* "$seeds/$target/" 2>/dev/null || true
 done

@@ -123,6 +123,7 @@ MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_un
   p.view->setMinimumSize(320, 200);
   p.view->viewport()->setMouseTracking(true);
   p.view->viewport()->installEventFilter(this);
+  p.tooltip = std::make_unique<ChartTooltip>(p.view, [this](const QPoint& at) { return hoverTextAt(at); });
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(p.view);
@@ -175,13 +176,15 @@ QString labelFormatFor(double step) {
 void MemoryChart::rebuild() {
   Parts& p = *parts_;
   const ChartData& d = p.data;
-  const bool hasMeasured = d.measured.has_value() && !d.measured->entries.empty();
+  const bool timeMode = p.options.xAxis == XAxisMode::Time;
+  // A stale run's clock is another plan's: on a time axis it would set the axis' extent (a 1.6 s run
+  // squashing a 0.5 ms prediction against x = 0), so there it is not drawn; the axis follows what is.
+  const bool hasMeasured = d.measured.has_value() && !d.measured->entries.empty() && !(timeMode && d.measuredStale);
   p.measuredEdges = hasMeasured ? opEdges(*d.measured, p.options.xAxis) : std::vector<double>{};
   // In time mode the prediction follows the measured clock when that measured the same plan;
   // otherwise it keeps its modelled op durations.
   const bool measuredClock =
       hasMeasured && !d.measuredStale && d.measured->entries.size() == d.predicted.entries.size();
-  const bool timeMode = p.options.xAxis == XAxisMode::Time;
   p.predictedEdges = timeMode && measuredClock ? p.measuredEdges : opEdges(d.predicted, p.options.xAxis);
   p.predicted = buildTimelineSeries(d.predicted, p.predictedEdges, p.options);
   p.measured = hasMeasured ? buildTimelineSeries(*d.measured, p.measuredEdges, p.options) : TimelineSeries{};

@@ -93,7 +93,9 @@ class MemoryChart : public QWidget {
   // The mouse on the plot (memory_chart_input.cpp): hover text, zoom and pan.
   bool handleMouse(QEvent* event);
   bool handleWheel(QEvent* event);
-  void showTooltipAt(const QPoint& viewportPosition, const QPoint& globalPosition);
+  // What the tooltip says at a point of the viewport (the chart_tooltip mechanism shows it); says
+  // which op is hovered.
+  QString hoverTextAt(const QPoint& viewportPosition);
   void zoomByUser(std::optional<XRange> range);
   double valueAtViewportX(double x) const;
   QRectF plotInViewport() const;

@@ -2,7 +2,6 @@
 // zooming into a stretch of the x axis and panning it.
 #include <QApplication>
 #include <QMouseEvent>
-#include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
@@ -15,11 +14,10 @@ namespace remat::charts {
 namespace {
 
 constexpr double kMarkerHitPx = 8.0;
-constexpr int kTooltipShownMs = 10 * 60 * 1000;  // as long as the pointer rests (moving updates it)
-constexpr double kMinZoomDragPx = 5.0;           // a shorter drag is a click, not a zoom
-constexpr double kWheelZoomPerStep = 0.8;        // one wheel notch shows 80% of the range
-constexpr double kWheelPanPerStep = 0.1;         // a sideways notch moves a tenth of it
-constexpr double kWheelStepDegrees = 120.0;      // QWheelEvent::angleDelta per notch
+constexpr double kMinZoomDragPx = 5.0;       // a shorter drag is a click, not a zoom
+constexpr double kWheelZoomPerStep = 0.8;    // one wheel notch shows 80% of the range
+constexpr double kWheelPanPerStep = 0.1;     // a sideways notch moves a tenth of it
+constexpr double kWheelStepDegrees = 120.0;  // QWheelEvent::angleDelta per notch
 
 // "850.0 us", "47.39 ms": an op's duration, as core writes every duration.
 QString durationText(double microseconds) { return QString::fromStdString(remat::formatDuration(microseconds * 1e-6)); }
@@ -86,13 +84,10 @@ bool MemoryChart::eventFilter(QObject* watched, QEvent* event) {
     case QEvent::MouseButtonDblClick:
     case QEvent::MouseMove: return handleMouse(event);
     case QEvent::Wheel: return handleWheel(event);
-    case QEvent::ToolTip: {
-      // Answered here: left to the scene, a help event with no item tooltip hides ours.
-      auto* help = static_cast<QHelpEvent*>(event);
-      showTooltipAt(help->pos(), help->globalPos());
-      return true;
-    }
-    case QEvent::Leave: QToolTip::hideText(); break;
+    case QEvent::ToolTip:
+    case QEvent::Leave:
+      if (parts_->tooltip->handle(event)) return true;
+      break;
     default: break;
   }
   return QWidget::eventFilter(watched, event);
@@ -115,11 +110,11 @@ bool MemoryChart::handleMouse(QEvent* event) {
     p.drag = pan ? Parts::Drag::Pan : Parts::Drag::Zoom;
     p.pressX = x;
     p.pressRange = visibleXRange();
-    QToolTip::hideText();
+    ChartTooltip::hide();
     return true;
   }
   if (event->type() == QEvent::MouseMove && p.drag == Parts::Drag::None) {
-    showTooltipAt(mouse->position().toPoint(), mouse->globalPosition().toPoint());
+    p.tooltip->showAt(mouse->position().toPoint(), mouse->globalPosition().toPoint());
     return false;
   }
   if (p.drag == Parts::Drag::Pan) {
@@ -165,24 +160,17 @@ bool MemoryChart::handleWheel(QEvent* event) {
   return true;
 }
 
-void MemoryChart::showTooltipAt(const QPoint& viewportPosition, const QPoint& globalPosition) {
+QString MemoryChart::hoverTextAt(const QPoint& viewportPosition) {
   const Parts& p = *parts_;
   const QPointF position = p.chart->mapFromScene(p.view->mapToScene(viewportPosition));
-  if (!p.chart->plotArea().adjusted(-8, -8, 8, 8).contains(position) || p.data.predicted.entries.empty()) {
-    QToolTip::hideText();
-    return;
-  }
+  if (!p.chart->plotArea().adjusted(-8, -8, 8, 8).contains(position) || p.data.predicted.entries.empty()) return {};
   QString text = markerTooltipAt(position);
   if (text.isEmpty()) {
     const double x = p.chart->mapToValue(position, p.footprint).x();
     if (const auto op = opAt(p.predictedEdges, x)) emit opHovered(*op);
     text = tooltipAt(x);
   }
-  if (text.isEmpty()) {
-    QToolTip::hideText();
-  } else {
-    QToolTip::showText(globalPosition, text, p.view, QRect(), kTooltipShownMs);
-  }
+  return text;
 }
 
 QString MemoryChart::markerTooltipAt(const QPointF& chartPosition) const {

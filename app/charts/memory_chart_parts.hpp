@@ -9,9 +9,11 @@
 #include <QScatterSeries>
 #include <QValueAxis>
 #include <array>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "chart_tooltip.hpp"
 #include "common/units.hpp"
 #include "memory_chart.hpp"
 #include "memory_chart_items.hpp"
@@ -42,6 +44,7 @@ struct MemoryChart::Parts {
   QRubberBand* band = nullptr;
 
   QChartView* view = nullptr;
+  std::unique_ptr<ChartTooltip> tooltip;  // over view's viewport, with hoverTextAt's text
   QChart* chart = nullptr;
   QValueAxis* axisX = nullptr;
   QValueAxis* axisY = nullptr;

@@ -6,12 +6,13 @@
 #include <QLineSeries>
 #include <QMouseEvent>
 #include <QScatterSeries>
-#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
+#include "chart_tooltip.hpp"
 #include "common/palette.hpp"
 #include "common/units.hpp"
 
@@ -52,6 +53,7 @@ struct TradeoffChart::Parts {
   bool dragging = false;
 
   QChartView* view = nullptr;
+  std::unique_ptr<ChartTooltip> tooltip;
   QChart* chart = nullptr;
   QValueAxis* axisX = nullptr;
   QValueAxis* axisY = nullptr;
@@ -103,6 +105,10 @@ TradeoffChart::TradeoffChart(QWidget* parent) : QWidget(parent), parts_(std::mak
   p.view->setRenderHint(QPainter::Antialiasing);
   p.view->setMouseTracking(true);
   p.view->viewport()->installEventFilter(this);
+  // The memory chart's tooltips: they stay while the pointer rests.
+  p.tooltip = std::make_unique<ChartTooltip>(p.view, [this](const QPoint& at) {
+    return tooltipAt(parts_->chart->mapFromScene(parts_->view->mapToScene(at)));
+  });
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(p.view);
@@ -291,14 +297,13 @@ bool TradeoffChart::eventFilter(QObject* watched, QEvent* event) {
         emit capacityDragged(p.capacityBytes);
         return true;
       }
-      const QString text = tooltipAt(chartPosition(mouse));
-      if (text.isEmpty()) {
-        QToolTip::hideText();
-      } else {
-        QToolTip::showText(mouse->globalPosition().toPoint(), text, p.view);
-      }
+      p.tooltip->showAt(mouse->position().toPoint(), mouse->globalPosition().toPoint());
       break;
     }
+    case QEvent::ToolTip:
+    case QEvent::Leave:
+      if (p.tooltip->handle(event)) return true;
+      break;
     case QEvent::MouseButtonRelease:
       if (p.dragging) {
         p.dragging = false;

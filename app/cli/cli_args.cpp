@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "remat/base/text.hpp"
+#include "remat/input/plan_file.hpp"
 #include "remat/planners/registry.hpp"
 
 namespace remat::cli {
@@ -118,6 +119,15 @@ Result<TradeoffFront> PlanningMonitor::front(const Chain& chain) {
   auto result = paretoFront(chain, optionsFor("front"));
   if (result) return result;
   return stopped(result.status(), chain, "the Pareto front");
+}
+
+Result<Plan> readPlanArgument(const std::string& path, const Chain& chain, std::string& planner) {
+  auto file = readPlanFile(path);
+  if (!file) return file.status().withContext("--plan");
+  auto placed = placePlan(*file, chain);
+  if (!placed) return placed.status().withContext("--plan");
+  planner = file->planner.empty() ? "plan file" : file->planner;
+  return Plan{std::move(placed->checkpoints)};
 }
 
 }  // namespace remat::cli

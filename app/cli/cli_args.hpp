@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "remat/base/status.hpp"
+#include "remat/memory/plan.hpp"
 #include "remat/model/chain.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/tradeoff.hpp"
@@ -28,6 +29,11 @@ inline constexpr std::uint64_t kMaxRunSteps = 1000;
 inline constexpr std::uint64_t kMaxProfileRepeats = 1000;
 inline constexpr std::uint64_t kMaxCpuThreads = 4096;     // --threads of run and profile
 inline constexpr double kMaxTimeoutSeconds = 31536000.0;  // a year
+
+// --plan FILE of simulate and run: a plan file (remat/input/plan_file.hpp) placed on the chain, by
+// its layers' names when they match, else by numbers; errors say "--plan: FILE:LINE:COL: ...".
+// `planner` gets the file's planner name ("plan file" when it names none).
+Result<Plan> readPlanArgument(const std::string& path, const Chain& chain, std::string& planner);
 
 // --timeout SECONDS and --progress, for the commands that plan (and tradeoff's front).
 struct PlanningArgs {

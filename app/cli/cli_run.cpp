@@ -1,4 +1,4 @@
-// `remat run CHAIN (--planner NAME | --checkpoints LIST | --fit CAPACITY) --device cpu|gpu [--steps N]
+// `remat run CHAIN (--planner NAME | --checkpoints LIST | --plan FILE | --fit CAPACITY) --device cpu|gpu [--steps N]
 //  [--timeline FILE] [--seed S] [--threads N] [--json] [--ops]`: executes training steps exactly as
 // the plan says and reports the memory the device really allocated, op by op, beside the
 // simulator's prediction. A chain whose workspaces fall short of the device's kernels gets them on
@@ -31,6 +31,7 @@ struct RunArgs {
   std::string planner;
   std::string checkpoints;
   bool checkpointsGiven = false;
+  std::string plan;  // --plan FILE
   std::string fit;
   std::string device;
   int steps = 1;
@@ -126,7 +127,7 @@ nlohmann::json reportJson(const std::string& planner, const std::string& device,
 }
 
 // The plan to run: a planner's or the budget planner's for --fit (planned on the chain with the
-// device's workspaces), or the list given.
+// device's workspaces), a plan file's, or the list given.
 Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device, std::string& planner, Io& io) {
   if (!args.planner.empty()) {
     PlanningMonitor monitor(args.planning, io.err);
@@ -143,6 +144,7 @@ Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device,
     planner = budget->budget.planner;
     return planned->plan;
   }
+  if (!args.plan.empty()) return readPlanArgument(args.plan, chain, planner);
   auto parsed = parseCheckpointList(args.checkpoints);
   if (!parsed) return parsed.status().withContext("--checkpoints");
   REMAT_RETURN_IF_ERROR(validatePlan(*parsed, chain.size()).withContext("--checkpoints"));
@@ -159,8 +161,8 @@ void printFittedWorkspaces(const WorkspaceFit& fit, const std::string& device, s
 }
 
 Status runRun(const RunArgs& args, Io& io) {
-  if (int{!args.planner.empty()} + int{args.checkpointsGiven} + int{!args.fit.empty()} != 1)
-    return Status::invalid("give exactly one of --planner NAME, --checkpoints LIST and --fit CAPACITY");
+  if (int{!args.planner.empty()} + int{args.checkpointsGiven} + int{!args.plan.empty()} + int{!args.fit.empty()} != 1)
+    return Status::invalid("give exactly one of --planner NAME, --checkpoints LIST, --plan FILE and --fit CAPACITY");
   if (args.steps < 1) return Status::invalid("--steps must be at least 1, got " + std::to_string(args.steps));
   if (!args.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(args.planner).withContext("--planner"));
   // The timeline is written after the run: whatever would stop it is found before the run starts.
@@ -220,6 +222,8 @@ void addRunCommands(CLI::App& app, Action& action) {
   cmd->add_option("--planner", args->planner, "Planner whose plan to run: one of " + validPlannerNames());
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");
+  cmd->add_option("--plan", args->plan,
+                  "Run the plan of a plan file (as `remat plan --json` and the explorer's Export plan write)");
   cmd->add_option("--fit", args->fit,
                   "Run the least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
                   "or 'device' for what the device has available");

@@ -1,4 +1,5 @@
-// `remat simulate CHAIN --checkpoints LIST [--batch N] [--measured FILE] [--timeline FILE] [--json] [--ops]`
+// `remat simulate CHAIN (--checkpoints LIST | --plan FILE) [--batch N] [--measured FILE] [--timeline FILE] [--json]
+// [--ops]`
 // --measured: a measured timeline (a PyTorch memory snapshot or recording, or `remat run
 // --timeline`'s file) printed peak against peak beside the prediction.
 #include <nlohmann/json.hpp>
@@ -6,6 +7,7 @@
 #include <ostream>
 
 #include "cli.hpp"
+#include "cli_args.hpp"
 #include "remat/input/atomic_file.hpp"
 #include "remat/memory/op_times.hpp"
 #include "remat/memory/simulator.hpp"
@@ -21,6 +23,8 @@ struct SimulateOptions {
   std::string chainPath;
   std::int64_t batch = 0;
   std::string checkpoints;
+  bool checkpointsGiven = false;
+  std::string plan;  // --plan FILE
   std::string timeline;
   std::string measured;
   bool json = false;
@@ -105,14 +109,62 @@ nlohmann::json measuredJson(const Simulation& sim, const Timeline& measured, con
                                                                       static_cast<double>(sim.dynamicPeakBytes)}};
 }
 
+// The command itself, once the arguments are read.
+Status runSimulate(const SimulateOptions& options, Io& io) {
+  if (options.checkpointsGiven == !options.plan.empty())
+    return Status::invalid("give exactly one of --checkpoints LIST and --plan FILE");
+  // Refused before the chain is read: a bad format, an unwritable folder or the input itself.
+  WriteOptions timelineWrite{{options.chainPath}};
+  if (!options.measured.empty()) timelineWrite.inputs.push_back(options.measured);
+  if (!options.timeline.empty()) {
+    REMAT_RETURN_IF_ERROR(timelineFormatForPath(options.timeline).status().withContext("--timeline"));
+    REMAT_RETURN_IF_ERROR(checkOutputFile(options.timeline, timelineWrite).withContext("--timeline"));
+  }
+  auto chain = loadChainArgument(options.chainPath, options.batch);
+  if (!chain) return chain.status();
+  std::string planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
+  auto plan =
+      options.plan.empty() ? parseCheckpointList(options.checkpoints) : readPlanArgument(options.plan, *chain, planner);
+  if (!plan) return options.plan.empty() ? plan.status().withContext("--checkpoints") : plan.status();
+  auto sim = simulate(*chain, *plan);
+  if (!sim) return sim.status().withContext(options.plan.empty() ? "--checkpoints" : "--plan");
+  std::optional<Timeline> measured;
+  if (!options.measured.empty()) {
+    auto read = readMeasured(options.measured);
+    if (!read) return read.status().withContext("--measured");
+    measured = std::move(read).value();
+  }
+  if (!options.timeline.empty()) {
+    sim->timeline.planner = planner;
+    std::vector<Timeline> timelines{sim->timeline};
+    if (measured) timelines.push_back(*measured);
+    REMAT_RETURN_IF_ERROR(writeTimelines(options.timeline, timelines, timelineWrite).withContext("--timeline"));
+  }
+  if (options.json) {
+    nlohmann::json out = simulationToJson(*sim);
+    if (measured) out["measured"] = measuredJson(*sim, *measured, options.measured);
+    io.out << out.dump() << "\n";
+  } else {
+    printTable(*chain, *sim, options.allOps, io.out);
+    if (measured) printMeasured(*sim, *measured, options.measured, io.out);
+    if (!options.timeline.empty())
+      io.out << "wrote " << options.timeline
+             << " (the predicted timeline; op times modelled: " << describeOpTimeModel(*chain) << ")\n";
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void addSimulateCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict the memory timeline of a checkpoint set");
   addChainArgument(cmd, options->chainPath, options->batch);
-  cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all")
-      ->required();
+  CLI::Option* checkpoints =
+      cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all");
+  cmd->add_option("--plan", options->plan,
+                  "The plan of a plan file (as `remat plan --json` and the explorer's Export plan write), placed by "
+                  "its layers' names when they match the chain, else by their numbers");
   cmd->add_option("--measured", options->measured,
                   "A measured timeline to compare with, peak against peak: a PyTorch memory snapshot or "
                   "recording (.pickle, .snapshot.json, .json) or `remat run --timeline`'s file");
@@ -121,46 +173,9 @@ void addSimulateCommand(CLI::App& app, Action& action) {
                       timelineFormatsHelp());
   cmd->add_flag("--json", options->json, "Print JSON as in docs/formats.md");
   cmd->add_flag("--ops", options->allOps, "Print every op (default: the first 200)");
-  cmd->callback([options, &action] {
-    action = [options](Io& io) -> Status {
-      // Refused before the chain is read: a bad format, an unwritable folder or the input itself.
-      WriteOptions timelineWrite{{options->chainPath}};
-      if (!options->measured.empty()) timelineWrite.inputs.push_back(options->measured);
-      if (!options->timeline.empty()) {
-        REMAT_RETURN_IF_ERROR(timelineFormatForPath(options->timeline).status().withContext("--timeline"));
-        REMAT_RETURN_IF_ERROR(checkOutputFile(options->timeline, timelineWrite).withContext("--timeline"));
-      }
-      auto chain = loadChainArgument(options->chainPath, options->batch);
-      if (!chain) return chain.status();
-      auto plan = parseCheckpointList(options->checkpoints);
-      if (!plan) return plan.status().withContext("--checkpoints");
-      auto sim = simulate(*chain, *plan);
-      if (!sim) return sim.status().withContext("--checkpoints");
-      std::optional<Timeline> measured;
-      if (!options->measured.empty()) {
-        auto read = readMeasured(options->measured);
-        if (!read) return read.status().withContext("--measured");
-        measured = std::move(read).value();
-      }
-      if (!options->timeline.empty()) {
-        sim->timeline.planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
-        std::vector<Timeline> timelines{sim->timeline};
-        if (measured) timelines.push_back(*measured);
-        REMAT_RETURN_IF_ERROR(writeTimelines(options->timeline, timelines, timelineWrite).withContext("--timeline"));
-      }
-      if (options->json) {
-        nlohmann::json out = simulationToJson(*sim);
-        if (measured) out["measured"] = measuredJson(*sim, *measured, options->measured);
-        io.out << out.dump() << "\n";
-      } else {
-        printTable(*chain, *sim, options->allOps, io.out);
-        if (measured) printMeasured(*sim, *measured, options->measured, io.out);
-        if (!options->timeline.empty())
-          io.out << "wrote " << options->timeline
-                 << " (the predicted timeline; op times modelled: " << describeOpTimeModel(*chain) << ")\n";
-      }
-      return Status::ok();
-    };
+  cmd->callback([options, checkpoints, &action] {
+    options->checkpointsGiven = checkpoints->count() > 0;
+    action = [options](Io& io) { return runSimulate(*options, io); };
   });
 }
 

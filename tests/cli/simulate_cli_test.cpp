@@ -160,3 +160,43 @@ TEST_F(SimulateCli, ZooListAndExportRoundTrip) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// Issue 25: a plan that `remat plan --json` wrote opens again in `remat simulate --plan` and
+// `remat run --plan`; a plan that fits no layer of the chain is a placed error, exit 2.
+class PlanFileCli : public testing::CliTest {};
+
+TEST_F(PlanFileCli, SimulateReadsThePlanThatPlanJsonWrote) {
+  const std::string chain = writeGoldenChain(0);  // plain6
+  const auto planned = runRemat({"plan", chain, "--planner", "dp", "--json"});
+  ASSERT_EQ(planned.exitCode, 0) << planned.err;
+  const std::string planPath = write("dp_plan.json", planned.out);
+  const auto simulated = runRemat({"simulate", chain, "--plan", planPath, "--json"});
+  ASSERT_EQ(simulated.exitCode, 0) << simulated.err;
+  EXPECT_EQ(json::parse(simulated.out)["checkpoints"], json::parse(planned.out)["checkpoints"]);
+  EXPECT_EQ(json::parse(simulated.out)["dynamic_peak_bytes"], json::parse(planned.out)["dynamic_peak_bytes"]);
+}
+
+TEST_F(PlanFileCli, APlanThatDoesNotFitTheChainExitsWithTwo) {
+  const std::string chain = writeGoldenChain(0);  // plain6: six layers
+  const std::string planPath = write("far.json", "{\n  \"checkpoints\": [2, 40]\n}\n");
+  auto result = runRemat({"simulate", chain, "--plan", planPath});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("--plan: " + planPath + ":2:3: checkpoints[1]: layer 40 is not a checkpoint of chain"),
+            std::string::npos)
+      << result.err;
+  result = runRemat({"simulate", chain, "--plan", planPath, "--checkpoints", "2"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("exactly one of --checkpoints LIST and --plan FILE"), std::string::npos) << result.err;
+  result = runRemat({"run", chain, "--plan", planPath, "--planner", "dp", "--device", "cpu"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("--plan FILE"), std::string::npos) << result.err;
+  result = runRemat({"run", chain, "--plan", planPath, "--device", "cpu"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("--plan: " + planPath + ":2:3:"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace remat

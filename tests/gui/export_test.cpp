@@ -12,10 +12,12 @@
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
 #include "document/plan_export.hpp"
+#include "document/timeline_files.hpp"
 #include "main_window_fixture.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/report/exporters.hpp"
+#include "remat/report/timeline_formats.hpp"
 #include "views/message_bar.hpp"
 #include "views/plan_view.hpp"
 #include "window/export_controller.hpp"
@@ -196,9 +198,52 @@ TEST_F(ExportTest, PyTorchMemorySnapshotsExportAndOpen) {
   // A JSON snapshot under a plain .json name is one by its content.
   window_.document()->setMeasured(std::nullopt);
   ASSERT_TRUE(QFile::copy(QStringLiteral(REMAT_TEST_DATA_DIR "/snapshots/shaped.json"), path("cuda.json")));
-  ASSERT_TRUE(window_.files()->openMeasuredTimeline(path("cuda.json")).isOk()) << window_.messageBar()->text().toStdString();
+  ASSERT_TRUE(window_.files()->openMeasuredTimeline(path("cuda.json")).isOk())
+      << window_.messageBar()->text().toStdString();
   ASSERT_TRUE(window_.document()->measured().has_value());
   EXPECT_EQ(window_.document()->measured()->source, "cuda:0");
+}
+
+// Issue 25: the type picked in the save dialog decides the format, whatever the typed name says, and
+// the name gets that type's extension. The types are the rows of the one table of formats.
+TEST_F(ExportTest, TheSaveDialogsChosenTypeWins) {
+  ASSERT_TRUE(window_.document()->applyPlan(Plan{{2, 5}}, QStringLiteral("budget:54951085")).isOk());
+  const QStringList filters = timelineExportFilter().split(QStringLiteral(";;"));
+  ASSERT_EQ(filters.size(), static_cast<qsizetype>(timelineFormats().size()));
+  QString suggested;
+  for (std::size_t row = 0; row < timelineFormats().size(); ++row) {
+    const TimelineFormat& format = timelineFormats()[row];
+    const QString stem = path(QStringLiteral("chosen%1").arg(row));
+    window_.prompts().saveFile = [&](QWidget*, const QString&, const QString& name, const QString& all,
+                                     const QString&) -> SaveTarget {
+      suggested = name;
+      EXPECT_TRUE(all.split(QStringLiteral(";;")).contains(filters[static_cast<qsizetype>(row)]));
+      return {stem + QStringLiteral(".json"), filters[static_cast<qsizetype>(row)]};  // a name of another type
+    };
+    window_.exports()->exportDialog(ExportController::Kind::PredictedTimeline);
+    const QString written =
+        stem + QString::fromUtf8(format.extension.data(), static_cast<qsizetype>(format.extension.size()));
+    ASSERT_TRUE(QFile::exists(written)) << format.name << ": " << window_.messageBar()->text().toStdString();
+    Result<const TimelineFormat*> named = timelineFormatForPath(written.toStdString());
+    ASSERT_TRUE(named.isOk());
+    EXPECT_EQ((*named)->name, format.name);
+    if (format.readable()) {
+      EXPECT_TRUE(readTimelines(written.toStdString()).isOk()) << format.name;
+    } else {  // the Chrome trace: Perfetto's JSON, not a remat-timeline file
+      const nlohmann::json trace = readJson(written);
+      EXPECT_TRUE(trace.contains("traceEvents")) << format.name;
+    }
+    if (written != stem + QStringLiteral(".json")) EXPECT_FALSE(QFile::exists(stem + QStringLiteral(".json")));
+  }
+  // The default name: chain and planner, without the budget's colon.
+  EXPECT_FALSE(suggested.contains(QLatin1Char(':'))) << suggested.toStdString();
+  EXPECT_TRUE(suggested.startsWith(QStringLiteral("resnet18_budget-54951085"))) << suggested.toStdString();
+  // Other exports get their extension too.
+  window_.prompts().saveFile = [&](QWidget*, const QString&, const QString&, const QString&, const QString& first) {
+    return SaveTarget{path(QStringLiteral("chart")), first};
+  };
+  window_.exports()->exportDialog(ExportController::Kind::ChartPng);
+  EXPECT_FALSE(QImage(path(QStringLiteral("chart.png"))).isNull());
 }
 
 }  // namespace

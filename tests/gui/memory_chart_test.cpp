@@ -12,6 +12,7 @@
 #include <QTest>
 #include <QToolButton>
 #include <QToolTip>
+#include <QUndoStack>
 #include <QWheelEvent>
 
 #include "common/units.hpp"
@@ -167,6 +168,33 @@ TEST_F(ChartTest, TheTimeAxisSpreadsThePredictionByModelledOpDurations) {
   chart()->setZoom(charts::XRange{1.0, 2.0});
   QTest::keyClick(xAxis, Qt::Key_Up);
   EXPECT_FALSE(chart()->zoom().has_value());
+}
+
+// Issue 25: after an edit, a measured overlay of the old plan does not keep the time axis at its
+// run's extent; the axis follows the new prediction, which is what is drawn.
+TEST_F(ChartTest, TheTimeAxisFollowsTheNewPlanAfterAnEdit) {
+  Timeline measured = document_.simulation().timeline;
+  measured.source = "cpu";
+  for (TimelineEntry& e : measured.entries) e.timeUs = 50'000.0;  // a slow device: far beyond the model
+  document_.setMeasured(measured);
+  auto* xAxis = view_->findChild<QComboBox*>(QStringLiteral("xAxis"));
+  ASSERT_NE(xAxis, nullptr);
+  xAxis->setCurrentIndex(1);
+  const double runMs = 50.0 * static_cast<double>(measured.entries.size());
+  EXPECT_NEAR(chart()->displayedRanges().xMax, runMs, 1e-6);  // the measured clock of the plan shown
+  ASSERT_TRUE(document_.toggleCheckpoint(5).isOk());          // the overlay turns stale
+  QCoreApplication::processEvents();
+  double totalMs = 0.0;
+  for (const TimelineEntry& e : document_.simulation().timeline.entries) totalMs += e.timeUs / 1000.0;
+  ASSERT_GT(totalMs, 0.0);
+  EXPECT_NEAR(chart()->displayedRanges().xMax, totalMs, totalMs * 1e-9);
+  const QList<QPointF> points = chart()->footprintPoints();
+  ASSERT_FALSE(points.isEmpty());
+  EXPECT_NEAR(points.last().x(), totalMs, totalMs * 1e-9);
+  // Undoing back to the measured plan brings the measured clock back.
+  document_.undoStack()->undo();
+  QCoreApplication::processEvents();
+  EXPECT_NEAR(chart()->displayedRanges().xMax, runMs, 1e-6);
 }
 
 }  // namespace

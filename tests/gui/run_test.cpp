@@ -123,6 +123,33 @@ TEST(Run, TheMeasureOptionMeasuresOnStart) {
   ASSERT_TRUE(window.jobs()->waitForIdle(120000));
   ASSERT_TRUE(window.document()->measured().has_value()) << window.messageBar()->text().toStdString();
   EXPECT_EQ(window.document()->measured()->dynamicPeakBytes(), window.document()->simulation().dynamicPeakBytes);
+  // Issue 25: the message speaks of workspaces, not of the chain file's field names.
+  const QString message = window.messageBar()->text();
+  EXPECT_TRUE(message.startsWith(QStringLiteral("Measured on cpu"))) << message.toStdString();
+  EXPECT_FALSE(message.contains(QStringLiteral("wf / wb"))) << message.toStdString();
+}
+
+// Issue 25: the time left goes by the rate since the first op that did work, whose one-time set-up
+// would otherwise be spread over the whole run.
+TEST(Run, TheEstimateLeavesOutTheFirstOpsSetUp) {
+  RunEstimate estimate;
+  RunProgress p;
+  p.costTotal = 100.0;
+  EXPECT_LT(estimate.secondsLeft(p), 0.0);  // nothing done yet
+  p.costDone = 1.0;
+  p.elapsedSeconds = 10.0;  // the first op: 10 s of set-up
+  EXPECT_LT(estimate.secondsLeft(p), 0.0);
+  p.costDone = 2.0;
+  p.elapsedSeconds = 10.1;
+  EXPECT_LT(estimate.secondsLeft(p), 0.0);  // 1% since: too little to go by
+  p.costDone = 5.0;
+  p.elapsedSeconds = 10.4;  // then 0.1 s per 1%
+  EXPECT_NEAR(estimate.secondsLeft(p), 0.1 * 95.0, 1e-9);
+  EXPECT_GT(p.secondsLeft(), 100.0) << "the rate from the start, which this replaces";
+  std::vector<std::string> names(1, "x");
+  p.op = Op{OpKind::F, 1};
+  EXPECT_TRUE(runProgressText(p, names, estimate.secondsLeft(p)).endsWith(QStringLiteral("about 9.5 s left")));
+  EXPECT_FALSE(runProgressText(p, names, -1.0).contains(QStringLiteral("left")));
 }
 
 TEST(Run, AnUnknownDeviceIsAnError) {

@@ -10,6 +10,7 @@
 #include <QPushButton>
 #include <QTabWidget>
 #include <QTest>
+#include <QToolTip>
 
 #include "charts/memory_chart.hpp"
 #include "charts/tradeoff_chart.hpp"
@@ -207,6 +208,26 @@ TEST_F(TradeoffViewTest, ACancelledFrontIsComputedAgainOnRequest) {
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   ASSERT_NE(view->result(), nullptr);
   EXPECT_FALSE(view->isStale());
+}
+
+// Issue 25: the trade-off chart's tooltips stay while the pointer rests, as the memory chart's do
+// (one mechanism, charts/chart_tooltip): the resting pointer's help event no longer hides them.
+TEST_F(TradeoffViewTest, APointsTooltipStaysWhileThePointerRests) {
+  TradeoffView* view = openVgg();
+  ASSERT_NE(view->result(), nullptr);
+  QWidget* viewport = view->chart()->viewport();
+  const QPoint point = pointPosition(view, 1);
+  QTest::mouseMove(viewport, point);
+  ASSERT_TRUE(QToolTip::isVisible());
+  QHelpEvent rest(QEvent::ToolTip, point, viewport->mapToGlobal(point));
+  QCoreApplication::sendEvent(viewport, &rest);
+  QTest::qWait(800);  // longer than the 0.7 s after which it used to vanish
+  ASSERT_TRUE(QToolTip::isVisible());
+  EXPECT_FALSE(QToolTip::text().isEmpty());
+  QEvent leave(QEvent::Leave);
+  QCoreApplication::sendEvent(viewport, &leave);
+  QTest::qWait(500);
+  EXPECT_FALSE(QToolTip::isVisible());
 }
 
 }  // namespace

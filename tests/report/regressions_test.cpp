@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "remat/input/chain_file.hpp"
+#include "remat/input/plan_file.hpp"
 #include "remat/report/exporters.hpp"
 
 namespace remat {
@@ -63,6 +64,11 @@ TEST(Regressions, EverySnapshotIsRefusedWithItsPlace) {
   checkFolder(
       "snapshot", [](const std::string& path) { return readTimelines(path).status(); },
       "(:[0-9]+:[0-9]+|: byte offset [0-9]+)");
+}
+
+// Plan files (issue 25): the reader of File > Open plan and `--plan FILE`.
+TEST(Regressions, EveryPlanFileIsRefusedWithItsPlace) {
+  checkFolder("plan", [](const std::string& path) { return readPlanFile(path).status(); });
 }
 
 TEST(Regressions, EveryExpectationHasItsFile) {

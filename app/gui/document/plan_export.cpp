@@ -8,16 +8,15 @@
 
 namespace remat::gui {
 
-nlohmann::json planJson(const Simulation& simulation, const QString& planner, double planSeconds,
-                        const std::string& chainName) {
-  nlohmann::json json = planReportToJson(planReportOf(simulation, planner.toStdString(), planSeconds));
-  json["chain"] = chainName;
+nlohmann::json planJson(const Simulation& simulation, const QString& planner, double planSeconds, const Chain& chain) {
+  nlohmann::json json = planReportToJson(planReportOf(simulation, planner.toStdString(), planSeconds), chain);
+  json["chain"] = chain.name;
   return json;
 }
 
 Status writePlanJson(const QString& path, const Simulation& simulation, const QString& planner, double planSeconds,
-                     const std::string& chainName, const WriteOptions& options) {
-  return writeFileAtomically(path.toStdString(), planJson(simulation, planner, planSeconds, chainName).dump(2) + "\n",
+                     const Chain& chain, const WriteOptions& options) {
+  return writeFileAtomically(path.toStdString(), planJson(simulation, planner, planSeconds, chain).dump(2) + "\n",
                              options);
 }
 

@@ -46,28 +46,34 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
                      .arg(op)
                      .arg(opText(simulation, entries[op].op), ui::toQString(phaseName(entries[op].op.phase())));
   if (trace.ops.size() != entries.size()) return text;  // no trace of this plan
-  std::vector<std::size_t> alive = trace.aliveDuring(op);
-  std::stable_sort(alive.begin(), alive.end(),
-                   [&](std::size_t a, std::size_t b) { return trace.tensors[a].bytes > trace.tensors[b].bytes; });
-  text += QObject::tr("\nalive during it (%1 tensors):").arg(alive.size());
-  std::uint64_t restBytes = 0;
-  for (std::size_t i = 0; i < alive.size(); ++i) {
-    const TensorLife& t = trace.tensors[alive[i]];
-    if (i >= maxTensors) {
-      restBytes += t.bytes;
-      continue;
-    }
+  // The tensors alive and the op's workspace, one list, largest first.
+  struct Item {
+    QString what;
+    std::uint64_t bytes = 0;
+  };
+  const std::vector<std::size_t> alive = trace.aliveDuring(op);
+  std::vector<Item> items;
+  for (const std::size_t index : alive) {
+    const TensorLife& t = trace.tensors[index];
     const bool checkpoint =
         t.kind == TensorLife::Kind::Activation &&
         std::binary_search(simulation.plan.checkpoints.begin(), simulation.plan.checkpoints.end(), t.layer);
-    text +=
-        QStringLiteral("\n  %1  %2%3")
-            .arg(tensorText(chain, t), ui::formatBytes(t.bytes), checkpoint ? QObject::tr("  checkpoint") : QString());
+    items.push_back({tensorText(chain, t) + (checkpoint ? QObject::tr(" (checkpoint)") : QString()), t.bytes});
   }
-  if (alive.size() > maxTensors)
-    text += QObject::tr("\n  ... %1 more, %2").arg(alive.size() - maxTensors).arg(ui::formatBytes(restBytes));
   if (op < trace.scratchBytes.size() && trace.scratchBytes[op] > 0)
-    text += QObject::tr("\n  workspace %1").arg(ui::formatBytes(trace.scratchBytes[op]));
+    items.push_back({QObject::tr("the op's workspace"), trace.scratchBytes[op]});
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  text += QObject::tr("\nalive during it (%1 tensors), largest first:").arg(alive.size());
+  std::uint64_t restBytes = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i >= maxTensors) {
+      restBytes += items[i].bytes;
+      continue;
+    }
+    text += QStringLiteral("\n  %1  %2").arg(items[i].what, ui::formatBytes(items[i].bytes));
+  }
+  if (items.size() > maxTensors)
+    text += QObject::tr("\n  ... %1 more, %2").arg(items.size() - maxTensors).arg(ui::formatBytes(restBytes));
   return text;
 }
 

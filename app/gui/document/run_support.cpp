@@ -19,13 +19,31 @@ QStringList measureDevices() {
 }
 
 QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames) {
+  return runProgressText(progress, layerNames, progress.secondsLeft());
+}
+
+double RunEstimate::secondsLeft(const RunProgress& progress) {
+  const double done = progress.fraction();
+  if (!started_) {
+    if (done <= 0.0) return -1.0;
+    started_ = true;
+    startSeconds_ = progress.elapsedSeconds;
+    startFraction_ = done;
+    return -1.0;
+  }
+  const double since = done - startFraction_;
+  if (since < 0.02) return -1.0;
+  return (progress.elapsedSeconds - startSeconds_) * (1.0 - done) / since;
+}
+
+QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames, double left) {
   QString text = QStringLiteral("op %1 of %2: %3")
                      .arg(progress.opIndex + 1)
                      .arg(progress.opCount)
                      .arg(QString::fromStdString(opLabel(progress.op, layerNames)));
   if (progress.steps > 1) text += QStringLiteral(", step %1 of %2").arg(progress.step + 1).arg(progress.steps);
-  const std::string left = formatTimeLeft(progress.secondsLeft());
-  if (!left.empty()) text += QStringLiteral(", ") + QString::fromStdString(left);
+  const std::string leftText = formatTimeLeft(left);
+  if (!leftText.empty()) text += QStringLiteral(", ") + QString::fromStdString(leftText);
   return text;
 }
 
@@ -39,8 +57,9 @@ class ThrottledProgress {
                     std::vector<std::string> layerNames)
       : report_(report), prefix_(prefix), layerNames_(std::move(layerNames)) {}
   void operator()(const RunProgress& progress) {
+    const double left = estimate_.secondsLeft(progress);  // sees every op, reported or not
     if (!report_ || (reported_ && progress.elapsedSeconds - lastSeconds_ < 0.05)) return;
-    report_(progress.fraction(), prefix_ + runProgressText(progress, layerNames_));
+    report_(progress.fraction(), prefix_ + runProgressText(progress, layerNames_, left));
     lastSeconds_ = progress.elapsedSeconds;
     reported_ = true;
   }
@@ -49,6 +68,7 @@ class ThrottledProgress {
   const std::function<void(double, const QString&)>& report_;
   QString prefix_;
   std::vector<std::string> layerNames_;
+  RunEstimate estimate_;
   double lastSeconds_ = 0.0;
   bool reported_ = false;
 };

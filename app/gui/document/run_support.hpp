@@ -46,7 +46,22 @@ QStringList measureDevices();
 Result<Measurement> measurePlan(const RunRequest& request, const std::atomic<bool>* cancel,
                                 const std::function<void(double, const QString&)>& progress);
 
-// The progress text of a run (what measurePlan reports).
+// The progress text of a run (what measurePlan reports), with the time left (negative: none shown);
+// without it, RunProgress's own estimate.
 QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames);
+QString runProgressText(const RunProgress& progress, const std::vector<std::string>& layerNames, double secondsLeft);
+
+// The time left of a run by its rate since the first op that did work: that op carries one-time
+// costs (the kernels' set-up, the arena's first touch) which a rate from the start would spread
+// over the whole run (an hour said for a 23 s run). Nothing until 2% more of the work is done.
+class RunEstimate {
+ public:
+  double secondsLeft(const RunProgress& progress);  // negative: no estimate yet
+
+ private:
+  bool started_ = false;
+  double startSeconds_ = 0.0;
+  double startFraction_ = 0.0;
+};
 
 }  // namespace remat::gui

@@ -48,4 +48,18 @@ QString timelineExportFilter() {
   return filters.join(QStringLiteral(";;"));
 }
 
+const TimelineFormat* timelineFormatForFilter(const QString& filter) {
+  for (const TimelineFormat& format : timelineFormats())
+    if (filterOf(format) == filter) return &format;
+  return nullptr;
+}
+
+QString timelinePathFor(const QString& path, const TimelineFormat& format) {
+  Result<const TimelineFormat*> named = timelineFormatForPath(path.toStdString());
+  if (named && *named == &format) return path;
+  QString stem = path;
+  if (named) stem.chop(static_cast<int>((*named)->extension.size()));
+  return stem + ui::toQString(format.extension);
+}
+
 }  // namespace remat::gui

@@ -9,6 +9,10 @@
 #include "remat/input/atomic_file.hpp"
 #include "remat/memory/timeline.hpp"
 
+namespace remat {
+struct TimelineFormat;
+}
+
 namespace remat::gui {
 
 // A file may hold several timelines; reading picks the first measured one (a `remat run --timeline`
@@ -22,5 +26,11 @@ QString timelineOpenFilter();
 // "CSV timeline (*.csv);;Chrome trace (*.trace.json);;JSON timeline (*.json)": every format, for the
 // exports.
 QString timelineExportFilter();
+
+// The format a save dialog's chosen filter (one of timelineExportFilter's) names; nullptr for another.
+const TimelineFormat* timelineFormatForFilter(const QString& filter);
+// `path` named for `format`: kept when the table already reads it as that format, another format's
+// extension replaced ("x.json" as a Chrome trace: "x.trace.json"), the extension appended otherwise.
+QString timelinePathFor(const QString& path, const TimelineFormat& format);
 
 }  // namespace remat::gui

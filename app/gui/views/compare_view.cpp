@@ -27,7 +27,11 @@ CompareView::CompareView(Document* document, JobRunner* jobs, QWidget* parent)
   layout->addWidget(buildTable());
   layout->addWidget(buildPanes(), 1);
   for (PlannerPicker* picker : pickers_)
-    connect(picker, &PlannerPicker::plannerChanged, this, [this]() { stale_ = true; });
+    connect(picker, &PlannerPicker::plannerChanged, this, [this]() {
+      stale_ = true;
+      // The table never names a planner the pickers no longer show: a shown tab recomputes now.
+      if (isVisible() && document_->hasChain()) compare();
+    });
   // A comparison belongs to the chain it was made on: a new chain drops it (and a running job's
   // answer) and reruns when the tab is shown.
   connect(document_, &Document::chainChanged, this, [this]() {

@@ -134,8 +134,8 @@ void PlanView::connectControls() {
   connect(strip_, &CheckpointStrip::cursorChanged, this, &PlanView::layerFocused);
   connect(showStatic_, &QCheckBox::toggled, this, &PlanView::applyChartOptions);
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &PlanView::applyChartOptions);
-  connect(capacity_, &QDoubleSpinBox::valueChanged, this, [this](double gib) {
-    capacityBytes_ = static_cast<std::uint64_t>(gib * ui::kBytesPerGiB);
+  connect(capacity_, &QDoubleSpinBox::valueChanged, this, [this](double value) {
+    capacityBytes_ = static_cast<std::uint64_t>(value * capacityUnitBytes_);
     applyChartOptions();
   });
   connect(proportional_, &QCheckBox::toggled, strip_, &CheckpointStrip::setProportional);
@@ -182,10 +182,16 @@ QString PlanView::summaryText(const QString& key) const {
 }
 
 void PlanView::setCapacityBytes(std::uint64_t bytes) {
-  // The exact bytes are kept: the spin box shows them rounded to its decimals.
+  // The exact bytes are kept: the spin box shows them rounded to its decimals, in MiB below a GiB
+  // (50 MiB, not 0.049 GiB) and in GiB above; typing goes on in the unit shown.
   {
     const QSignalBlocker blocker(capacity_);
-    capacity_->setValue(static_cast<double>(bytes) / ui::kBytesPerGiB);
+    const bool mebibytes = bytes > 0 && static_cast<double>(bytes) < ui::kBytesPerGiB;
+    capacityUnitBytes_ = mebibytes ? ui::kBytesPerGiB / 1024.0 : ui::kBytesPerGiB;
+    capacity_->setSuffix(mebibytes ? tr(" MiB") : tr(" GiB"));
+    capacity_->setDecimals(mebibytes ? 2 : 3);
+    capacity_->setRange(0.0, mebibytes ? 1024.0 * 1024.0 : 4096.0);
+    capacity_->setValue(static_cast<double>(bytes) / capacityUnitBytes_);
   }
   capacityBytes_ = bytes;
   applyChartOptions();
@@ -209,7 +215,8 @@ void PlanView::refreshPlan() {
                                       "one forward pass")
                                        .arg(recomputeUnitDescription(chain)));
   values_["checkpoints"]->setText(QString::number(sim.plan.checkpoints.size()));
-  values_["plan"]->setText(document_->planner());
+  values_["plan"]->setText(ui::readablePlannerName(document_->planner()));
+  values_["plan"]->setToolTip(tr("Where the plan came from: %1").arg(document_->planner()));
   values_["peak"]->setToolTip(peakDescription(chain, sim, document_->liveness()));
   updatePeakWarning();
   strip_->setPlan(sim.plan, peakLayer(chain, sim));
@@ -220,7 +227,7 @@ void PlanView::refreshChart() {
   if (!document_->hasChain()) return;
   const Chain& chain = document_->chain();
   const QString title = tr("%1, plan %2: peak %3")
-                            .arg(QString::fromStdString(chain.name), document_->planner(),
+                            .arg(QString::fromStdString(chain.name), ui::readablePlannerName(document_->planner()),
                                  ui::formatBytes(document_->simulation().peakBytes()));
   charts::ChartData data =
       chartData(chain, document_->simulation(), document_->liveness(), document_->measured(), title);

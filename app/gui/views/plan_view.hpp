@@ -58,6 +58,7 @@ class PlanView : public QWidget {
   QCheckBox* proportional_;
   QComboBox* xAxis_;
   QDoubleSpinBox* capacity_;
+  double capacityUnitBytes_ = 1024.0 * 1024.0 * 1024.0;  // the unit the capacity box shows: MiB or GiB
   QToolButton* resetZoom_;
   std::uint64_t capacityBytes_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QLineEdit>
 #include <QSpinBox>
 #include <QTimer>
@@ -34,11 +35,17 @@ PlannerPicker::PlannerPicker(QWidget* parent) : QWidget(parent) {
   count_->setValue(4);
   size_ = new QLineEdit(QStringLiteral("4GiB"), this);
   size_->setMaximumWidth(110);
+  sizeLabel_ = new QLabel(tr("dynamic E %1").arg(QChar(0x2264)), this);
+  sizeLabel_->setToolTip(
+      tr("The budget bounds the dynamic peak E; static memory (input, parameters, gradients) "
+         "comes on top. To fit a total, use Fit in the Trade-off tab."));
+  sizeLabel_->setBuddy(size_);
   settle_ = new QTimer(this);
   settle_->setSingleShot(true);
   settle_->setInterval(kSettleMs);
   layout->addWidget(combo_);
   layout->addWidget(count_);
+  layout->addWidget(sizeLabel_);
   layout->addWidget(size_);
   connect(size_, &QLineEdit::textEdited, this, [this]() {
     if (sizeChanged()) settle_->start();
@@ -105,6 +112,7 @@ void PlannerPicker::updateParameter() {
   const PlannerEntry& entry = currentEntry();
   count_->setVisible(entry.parameter.kind == PlannerParameterKind::Count);
   size_->setVisible(entry.parameter.kind == PlannerParameterKind::ByteSize);
+  sizeLabel_->setVisible(entry.parameter.kind == PlannerParameterKind::ByteSize);
   count_->setPrefix(ui::toQString(entry.parameter.symbol) + QLatin1Char('='));
   count_->setToolTip(QString::fromStdString(entry.listedName()) + QLatin1Char(' ') +
                      ui::toQString(entry.parameter.explanation));

@@ -7,6 +7,7 @@
 #include <QWidget>
 
 class QComboBox;
+class QLabel;
 class QLineEdit;
 class QSpinBox;
 class QTimer;
@@ -26,6 +27,7 @@ class PlannerPicker : public QWidget {
   bool setPlannerName(const QString& name);  // false for a name core does not accept
   QComboBox* combo() const { return combo_; }
   QLineEdit* sizeField() const { return size_; }
+  QLabel* sizeLabel() const { return sizeLabel_; }
 
  signals:
   void plannerChanged(const QString& name);
@@ -38,9 +40,10 @@ class PlannerPicker : public QWidget {
   void updateParameter();
   QComboBox* combo_;
   bool sizeChanged();
-  QSpinBox* count_;  // the parameter of a Count-parametrised planner
-  QLineEdit* size_;  // the parameter of a ByteSize-parametrised planner, as typed
-  QTimer* settle_;   // sizeEdited waits for the typing to pause
+  QSpinBox* count_;    // the parameter of a Count-parametrised planner
+  QLineEdit* size_;    // the parameter of a ByteSize-parametrised planner, as typed
+  QLabel* sizeLabel_;  // what the size bounds: "dynamic E ≤" (not the total: static memory comes on top)
+  QTimer* settle_;     // sizeEdited waits for the typing to pause
 };
 
 }  // namespace remat::gui

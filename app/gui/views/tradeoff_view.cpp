@@ -262,10 +262,11 @@ void TradeoffView::updateCurrent() {
   if (!result_ || !document_->hasChain()) return;
   charts::TradeoffChartData data = chart_->data();
   const Simulation& sim = document_->simulation();
-  data.current = charts::TradeoffMark{
-      static_cast<double>(sim.peakBytes()), sim.recomputeCost,
-      tr("current plan (%1)\n%2")
-          .arg(document_->planner(), numbersText(document_->chain(), sim.dynamicPeakBytes, sim.recomputeCost))};
+  data.current =
+      charts::TradeoffMark{static_cast<double>(sim.peakBytes()), sim.recomputeCost,
+                           tr("current plan (%1)\n%2")
+                               .arg(ui::readablePlannerName(document_->planner()),
+                                    numbersText(document_->chain(), sim.dynamicPeakBytes, sim.recomputeCost))};
   chart_->setData(std::move(data));
 }
 

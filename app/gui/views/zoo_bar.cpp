@@ -23,6 +23,7 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
         Qt::ToolTipRole);
   }
   model_->setToolTip(tr("A torchvision model as a layer chain"));
+  setModelName(QStringLiteral("vgg16"));  // what a first start opens (docs/gui.md)
   batch_ = new QSpinBox(this);
   batch_->setRange(1, 65536);
   batch_->setValue(64);

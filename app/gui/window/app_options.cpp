@@ -5,6 +5,8 @@
 #include <QElapsedTimer>
 #include <QImage>
 #include <QRegularExpression>
+#include <QSignalBlocker>
+#include <QSpinBox>
 #include <QTabWidget>
 
 #include "charts/image_file.hpp"
@@ -16,6 +18,7 @@
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
 #include "views/tradeoff_view.hpp"
+#include "views/zoo_bar.hpp"
 #include "window/file_controller.hpp"
 #include "window/main_window.hpp"
 #include "window/measure_controller.hpp"
@@ -33,8 +36,9 @@ struct OptionSpecs {
                                  QStringLiteral("FILE")};
   const QCommandLineOption zoo{QStringLiteral("zoo"), QStringLiteral("Load a zoo model (vgg16, resnet50, ...)."),
                                QStringLiteral("NAME")};
-  const QCommandLineOption batch{QStringLiteral("batch"), QStringLiteral("Zoo batch size (64)."), QStringLiteral("B"),
-                                 QStringLiteral("64")};
+  const QCommandLineOption batch{QStringLiteral("batch"),
+                                 QStringLiteral("Batch size of a zoo model (64) or of an ONNX model (as exported)."),
+                                 QStringLiteral("B"), QStringLiteral("64")};
   const QCommandLineOption resolution{QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
                                       QStringLiteral("R"), QStringLiteral("224")};
   const QCommandLineOption dtype{QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
@@ -75,6 +79,7 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
   bool ok = false;
   options.zoo.batch = parser.value(specs.batch).toLongLong(&ok);
   if (!ok || options.zoo.batch < 1) return Status::invalid("--batch must be a positive integer");
+  options.batchGiven = parser.isSet(specs.batch);
   options.zoo.resolution = parser.value(specs.resolution).toLongLong(&ok);
   if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
   Result<DType> parsedDtype = parseDType(parser.value(specs.dtype).toStdString());
@@ -147,6 +152,22 @@ Result<AppOptions> parseAppOptions(const QStringList& args) {
   return options;
 }
 
+namespace {
+
+// --chain: an ONNX model at --batch; without one, a symbolic batch is asked for in a window (not
+// for --screenshot, which nobody answers: there the importer's message is the answer).
+Status openChainOption(MainWindow& window, const AppOptions& options) {
+  if (options.batchGiven) {
+    const QSignalBlocker blocker(window.onnxBatch());
+    window.onnxBatch()->setValue(
+        static_cast<int>(std::min<std::int64_t>(options.zoo.batch, window.onnxBatch()->maximum())));
+  }
+  if (!options.screenshotPath.isEmpty()) return window.files()->openChainFile(options.chainPath);
+  return window.files()->openChainAskingForBatch(options.chainPath);
+}
+
+}  // namespace
+
 Status applyAppOptions(MainWindow& window, const AppOptions& options) {
   // The picked planner plans every chain as it opens, so pick it first.
   if (!options.planner.isEmpty()) {
@@ -155,8 +176,11 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
     if (!window.plannerPicker()->setPlannerName(options.planner))
       return Status::invalid("unknown planner '" + options.planner.toStdString() + "'");
   }
-  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->openChainFile(options.chainPath));
+  if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(openChainOption(window, options));
   if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->loadZoo(options.zooName, options.zoo));
+  // Nothing asked for: the zoo bar's model, so a first start shows a plan rather than an empty chart.
+  if (options.chainPath.isEmpty() && options.zooName.isEmpty())
+    REMAT_RETURN_IF_ERROR(window.files()->loadZoo(window.zooBar()->modelName(), window.zooBar()->options()));
   if (!window.jobs()->waitForIdle(120000)) return Status::internal("the planner did not finish within 2 minutes");
   const QString picked = window.plannerPicker()->plannerName();
   if (window.document()->hasChain() && window.document()->planner() != picked)

@@ -1,6 +1,6 @@
 #pragma once
 // The explorer's command line:
-//   remat-explorer [--chain FILE | --zoo NAME [--batch B] [--resolution R] [--dtype T]]
+//   remat-explorer [--chain FILE [--batch B] | --zoo NAME [--batch B] [--resolution R] [--dtype T]]
 //                  [--planner NAME] [--timeline FILE] [--tab plan|compare] [--capacity GIB]
 //                  [--size WxH] [--measure cpu|gpu] [--screenshot OUT.png]
 //                  [--measure-update N]
@@ -22,6 +22,7 @@ struct AppOptions {
   QString chainPath;
   QString zooName;
   ZooOptions zoo;
+  bool batchGiven = false;  // --batch: also the batch an ONNX model (--chain model.onnx) is imported at
   QString planner;
   QString timelinePath;
   QString tab = QStringLiteral("plan");

@@ -1,14 +1,14 @@
 #include "window/export_controller.hpp"
 
-#include <QFileDialog>
-
 #include "charts/memory_chart.hpp"
 #include "document/document.hpp"
 #include "document/plan_export.hpp"
 #include "document/timeline_files.hpp"
+#include "remat/report/timeline_formats.hpp"
 #include "views/plan_view.hpp"
 #include "window/main_window.hpp"
 #include "window/plan_controller.hpp"
+#include "window/prompts.hpp"
 
 namespace remat::gui {
 
@@ -52,7 +52,7 @@ Status ExportController::exportPlanJson(const QString& path) {
   if (!document->hasChain()) return window_->report(Status::invalid("no chain: nothing to export"));
   return window_->report(
       writePlanJson(path, document->simulation(), document->planner(), window_->plans()->planSecondsForCurrentPlan(),
-                    document->chain().name, writeOptions()),
+                    document->chain(), writeOptions()),
       tr("Exported %1").arg(path));
 }
 
@@ -64,35 +64,67 @@ Status ExportController::exportChartSvg(const QString& path) {
   return window_->report(window_->planView()->chart()->exportSvg(path, writeOptions()), tr("Exported %1").arg(path));
 }
 
-void ExportController::exportDialog(Kind kind) {
+namespace {
+
+// What the dialog asks for and which export writes the chosen file.
+struct ExportTarget {
+  QString title;
+  QString suffix;
+  QString filter;
+  Status (ExportController::*write)(const QString& path) = nullptr;
+  bool timeline = false;  // the chosen type (a row of the timeline formats) decides the format
+};
+
+ExportTarget exportTarget(ExportController::Kind kind) {
+  using Kind = ExportController::Kind;
+  switch (kind) {
+    case Kind::PredictedTimeline:
+      return {QObject::tr("Export predicted timeline"), ".csv", timelineExportFilter(),
+              &ExportController::exportPredictedTimeline, true};
+    case Kind::MeasuredTimeline:
+      return {QObject::tr("Export measured timeline"), ".csv", timelineExportFilter(),
+              &ExportController::exportMeasuredTimeline, true};
+    case Kind::PlanJson:
+      return {QObject::tr("Export plan"), "_plan.json", QObject::tr("JSON (*.json)"),
+              &ExportController::exportPlanJson};
+    case Kind::ChartPng:
+      return {QObject::tr("Export chart"), ".png", QObject::tr("PNG (*.png)"), &ExportController::exportChartPng};
+    case Kind::ChartSvg:
+      return {QObject::tr("Export chart"), ".svg", QObject::tr("SVG (*.svg)"), &ExportController::exportChartSvg};
+  }
+  return {};
+}
+
+// The name as the chosen type wants it: a timeline's chosen format decides its extension; other
+// exports get theirs appended when the name lacks it.
+QString exportPath(const ExportTarget& target, const SaveTarget& chosen) {
+  if (target.timeline) {
+    const TimelineFormat* format = timelineFormatForFilter(chosen.filter);
+    return format ? timelinePathFor(chosen.path, *format) : chosen.path;
+  }
+  const QString extension = target.suffix.mid(target.suffix.lastIndexOf(QLatin1Char('.')));
+  return chosen.path.endsWith(extension, Qt::CaseInsensitive) ? chosen.path : chosen.path + extension;
+}
+
+}  // namespace
+
+QString ExportController::defaultExportStem() const {
   const Document* document = window_->document();
-  if (!document->hasChain()) return;
-  // What the dialog asks for and which export writes the chosen file.
-  struct Target {
-    QString title;
-    QString suffix;
-    QString filter;
-    Status (ExportController::*write)(const QString& path) = nullptr;
-  };
-  const Target target = [&]() -> Target {
-    switch (kind) {
-      case Kind::PredictedTimeline:
-        return {tr("Export predicted timeline"), ".csv", timelineExportFilter(),
-                &ExportController::exportPredictedTimeline};
-      case Kind::MeasuredTimeline:
-        return {tr("Export measured timeline"), ".csv", timelineExportFilter(),
-                &ExportController::exportMeasuredTimeline};
-      case Kind::PlanJson:
-        return {tr("Export plan"), "_plan.json", tr("JSON (*.json)"), &ExportController::exportPlanJson};
-      case Kind::ChartPng: return {tr("Export chart"), ".png", tr("PNG (*.png)"), &ExportController::exportChartPng};
-      case Kind::ChartSvg: return {tr("Export chart"), ".svg", tr("SVG (*.svg)"), &ExportController::exportChartSvg};
-    }
-    return {};
-  }();
+  // "resnet18_budget-54951085": no colon, which some file systems and tools refuse.
+  QString stem = QString::fromStdString(document->chain().name) + QLatin1Char('_') + document->planner();
+  for (QChar& c : stem)
+    if (c == QLatin1Char(':') || c == QLatin1Char('/') || c == QLatin1Char('\\')) c = QLatin1Char('-');
+  return stem;
+}
+
+void ExportController::exportDialog(Kind kind) {
+  if (!window_->document()->hasChain()) return;
+  const ExportTarget target = exportTarget(kind);
   if (!target.write) return;
-  const QString stem = QString::fromStdString(document->chain().name) + QLatin1Char('_') + document->planner();
-  const QString path = QFileDialog::getSaveFileName(window_, target.title, stem + target.suffix, target.filter);
-  if (!path.isEmpty()) (void)(this->*target.write)(path);
+  const QString firstFilter = target.filter.section(QStringLiteral(";;"), 0, 0);
+  const SaveTarget chosen = window_->prompts().saveFile(window_, target.title, defaultExportStem() + target.suffix,
+                                                        target.filter, firstFilter);
+  if (!chosen.path.isEmpty()) (void)(this->*target.write)(exportPath(target, chosen));
 }
 
 }  // namespace remat::gui

@@ -21,7 +21,10 @@ class ExportController : public WindowController {
   Status exportChartSvg(const QString& path);
 
   enum class Kind { PredictedTimeline, MeasuredTimeline, PlanJson, ChartPng, ChartSvg };
-  void exportDialog(Kind kind);  // asks where, then exports
+  // Asks where (the window's prompts), then exports: the type chosen in the dialog decides the
+  // format, and the name gets that type's extension.
+  void exportDialog(Kind kind);
+  QString defaultExportStem() const;  // "resnet18_budget-54951085": chain and planner, no colon
 
  private:
   WriteOptions writeOptions() const;

@@ -1,10 +1,10 @@
 #include "window/file_controller.hpp"
 
 #include <QFile>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <algorithm>
 
@@ -13,6 +13,7 @@
 #include "remat/input/chain_file.hpp"
 #include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
+#include "remat/input/plan_file.hpp"
 #include "remat/report/snapshot.hpp"
 #include "remat/usecases/chain_source.hpp"
 #include "views/zoo_bar.hpp"
@@ -105,6 +106,7 @@ void FileController::opened(const QString& onnxPath, const QString& message) {
 Status FileController::openChainFile(const QString& path) {
   const bool onnx = isOnnxModel(path);
   Result<Chain> chain = openChainPath(path, window_->onnxBatch()->value());
+  failedOnnxPath_ = onnx && !chain ? path : QString();
   if (!chain) return window_->report(chain.status());
   const QString name = QString::fromStdString(chain->name);
   // An imported model has no chain file yet: Save asks where to write one.
@@ -178,30 +180,84 @@ Status FileController::openMeasuredTimeline(const QString& path) {
   return Status::ok();
 }
 
+Status FileController::openPlan(const QString& path) {
+  Document* document = window_->document();
+  if (!document->hasChain()) return window_->report(Status::invalid("open a chain before a plan for it"));
+  Result<PlanFile> file = readPlanFile(path.toStdString());
+  if (!file) return window_->report(file.status());
+  Result<PlacedPlan> placed = placePlan(*file, document->chain());
+  if (!placed) return window_->report(placed.status());
+  const QString planner = file->planner.empty() ? QStringLiteral("plan file") : QString::fromStdString(file->planner);
+  const std::size_t count = placed->checkpoints.size();
+  REMAT_RETURN_IF_ERROR(window_->report(document->applyPlan(Plan{std::move(placed->checkpoints)}, planner)));
+  window_->showInfo(tr("Opened the plan %1: %2 checkpoints, placed by the layers' %3")
+                        .arg(QFileInfo(path).fileName())
+                        .arg(count)
+                        .arg(placed->byNames ? tr("names") : tr("numbers")));
+  return Status::ok();
+}
+
 void FileController::openDroppedFile(const QString& path) {
   const QString lower = path.toLower();
   const bool timeline = lower.endsWith(QLatin1String(".csv")) || lower.endsWith(QLatin1String(".pickle")) ||
                         lower.endsWith(QLatin1String(".pkl"));
   const bool chain = isOnnxModel(path) || (!timeline && looksLikeChainFile(path));
   if (chain) {
-    (void)openChainFile(path);
+    openChainAfterAsking(path);
   } else {
     (void)openMeasuredTimeline(path);
   }
 }
 
 void FileController::onnxBatchChanged() {
-  if (onnxPath_.isEmpty()) return;
+  // The model shown, or one that just failed to open (for want of a batch, say): open it again.
+  const QString path = onnxPath_.isEmpty() ? failedOnnxPath_ : onnxPath_;
+  if (path.isEmpty()) return;
   if (!window_->document()->undoStack()->isClean()) {
-    window_->showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(onnxPath_));
+    window_->showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(path));
     return;
   }
-  (void)openChainFile(onnxPath_);
+  (void)openChainFile(path);
+}
+
+Status FileController::openChainAskingForBatch(const QString& path) {
+  const Status opened = openChainFile(path);
+  // Core's importer says so when the batch dimension is symbolic and no batch was given.
+  const bool wantsBatch = !opened && isOnnxModel(path) && window_->onnxBatch()->value() == 0 &&
+                          opened.message().find("the batch dimension is symbolic") != std::string::npos;
+  if (!wantsBatch) return opened;
+  const std::optional<int> batch = window_->prompts().askInt(
+      window_, tr("Batch size"),
+      tr("%1 has a symbolic batch dimension.\nImport it at batch:").arg(QFileInfo(path).fileName()), 1);
+  if (!batch) return opened;
+  {
+    const QSignalBlocker blocker(window_->onnxBatch());  // one import, not two
+    window_->onnxBatch()->setValue(*batch);
+  }
+  return openChainFile(path);
+}
+
+bool FileController::maySaveChanges() {
+  Document* document = window_->document();
+  if (!document->hasChain() || document->undoStack()->isClean()) return true;
+  const QString name = QString::fromStdString(document->chain().name);
+  switch (window_->prompts().saveChanges(window_, tr("The chain '%1' has unsaved edits.").arg(name))) {
+    case SaveChangesAnswer::Discard: return true;
+    case SaveChangesAnswer::Cancel: return false;
+    case SaveChangesAnswer::Save: break;
+  }
+  saveDialog();
+  return window_->document()->undoStack()->isClean();  // not saved (cancelled, an error): stay
+}
+
+void FileController::openChainAfterAsking(const QString& path) {
+  if (maySaveChanges()) (void)openChainAskingForBatch(path);
 }
 
 void FileController::openDialog() {
-  const QString path = QFileDialog::getOpenFileName(window_, tr("Open chain or ONNX model"), QString(), kChainFilter);
-  if (!path.isEmpty()) (void)openChainFile(path);
+  if (!maySaveChanges()) return;
+  const QString path = window_->prompts().openFile(window_, tr("Open chain or ONNX model"), kChainFilter);
+  if (!path.isEmpty()) (void)openChainAskingForBatch(path);
 }
 
 void FileController::saveDialog() {
@@ -215,14 +271,20 @@ void FileController::saveAsDialog() {
   const QString suggested = document->filePath().isEmpty()
                                 ? QString::fromStdString(document->chain().name) + QStringLiteral(".json")
                                 : document->filePath();
-  const QString path = QFileDialog::getSaveFileName(window_, tr("Save chain"), suggested, kSaveChainFilter);
-  if (!path.isEmpty()) (void)saveChain(path);
+  const SaveTarget target = window_->prompts().saveFile(window_, tr("Save chain"), suggested, kSaveChainFilter,
+                                                        kSaveChainFilter.section(";;", 0, 0));
+  if (!target.path.isEmpty()) (void)saveChain(target.path);
 }
 
 void FileController::openTimelineDialog() {
-  const QString path =
-      QFileDialog::getOpenFileName(window_, tr("Open measured timeline"), QString(), timelineOpenFilter());
+  const QString path = window_->prompts().openFile(window_, tr("Open measured timeline"), timelineOpenFilter());
   if (!path.isEmpty()) (void)openMeasuredTimeline(path);
+}
+
+void FileController::openPlanDialog() {
+  if (!window_->document()->hasChain()) return;
+  const QString path = window_->prompts().openFile(window_, tr("Open plan"), tr("Plans (*.json);;All files (*)"));
+  if (!path.isEmpty()) (void)openPlan(path);
 }
 
 QStringList FileController::recentFiles() const { return QSettings().value(kRecentKey).toStringList(); }
@@ -248,7 +310,7 @@ void FileController::rebuildRecentMenu() {
   recentMenu_->clear();
   const QStringList files = recentFiles();
   for (const QString& file : files) {
-    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { (void)openChainFile(file); })
+    recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file]() { openChainAfterAsking(file); })
         ->setToolTip(file);
   }
   if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);

@@ -23,16 +23,29 @@ class FileController : public WindowController {
   Status newChain();
   Status saveChain(const QString& path);
   Status openMeasuredTimeline(const QString& path);
+  // A plan file (remat/input/plan_file.hpp) applied to the chain shown (undoable): by its layers'
+  // names when they match, else by numbers; the reader's placed message otherwise.
+  Status openPlan(const QString& path);
   // A dropped file: an ONNX model or a chain file opens as a chain, anything else as a timeline.
   void openDroppedFile(const QString& path);
   QStringList recentFiles() const;
   // The ONNX batch field changed: re-import the ONNX model shown, unless it has edits.
   void onnxBatchChanged();
 
+  // Before a chain with unsaved edits is replaced or the window closes: Save (to its file, or where
+  // the save dialog says), Discard or Cancel, through the window's prompts. True: go on.
+  bool maySaveChanges();
+  // The menus' Open: asks to save edits first, and for a batch when an ONNX model has a symbolic one.
+  void openChainAfterAsking(const QString& path);
+  // openChainFile, and when an ONNX model fails for want of a batch, asks for one (the window's
+  // prompts), sets the ONNX batch field to it and opens the model again.
+  Status openChainAskingForBatch(const QString& path);
+
   void openDialog();
   void saveDialog();  // Save: to the chain's file, or ask where
   void saveAsDialog();
   void openTimelineDialog();
+  void openPlanDialog();
   void setRecentMenu(QMenu* menu);
 
  private:
@@ -41,7 +54,8 @@ class FileController : public WindowController {
   void addRecentFile(const QString& path);
   void rebuildRecentMenu();
 
-  QString onnxPath_;  // the ONNX model the document was imported from, while it is
+  QString onnxPath_;        // the ONNX model the document was imported from, while it is
+  QString failedOnnxPath_;  // the ONNX model whose last open failed: the batch field retries it
   QMenu* recentMenu_ = nullptr;
 };
 

@@ -119,14 +119,17 @@ void MainWindow::connectViews() {
   connect(document_, &Document::chainReplaced, this, [this]() { shownUndoIndex_ = 0; });
   const auto showStatus = [this](const QString& text) { statusText_->setText(text); };
   connect(planView_, &PlanView::statusMessage, this, showStatus);
-  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() { (void)files_->newChain(); });
+  connect(layerPanel_, &LayerPanel::newChainRequested, this, [this]() {
+    if (files_->maySaveChanges()) (void)files_->newChain();
+  });
   connect(planView_, &PlanView::layerFocused, layerPanel_, &LayerPanel::selectLayer);
   connect(layerPanel_, &LayerPanel::layerSelected, this,
           [this](std::size_t layer) { planView_->strip()->setCursor(layer); });
   connect(layerPanel_, &LayerPanel::statusMessage, this, showStatus);
   connect(compareView_, &CompareView::statusMessage, this, showStatus);
-  connect(zooBar_, &ZooBar::loadRequested, this,
-          [this](const QString& name, const ZooOptions& options) { (void)files_->loadZoo(name, options); });
+  connect(zooBar_, &ZooBar::loadRequested, this, [this](const QString& name, const ZooOptions& options) {
+    if (files_->maySaveChanges()) (void)files_->loadZoo(name, options);
+  });
   plans_->connectViews();
 }
 
@@ -154,7 +157,9 @@ void MainWindow::buildActions() {
 
 void MainWindow::buildFileActions() {
   defineAction("new", tr("&New chain"), ":/icons/new.svg", QKeySequence::New, tr("Start a small chain to edit"),
-               [this]() { (void)files_->newChain(); });
+               [this]() {
+                 if (files_->maySaveChanges()) (void)files_->newChain();
+               });
   defineAction("open", tr("&Open chain..."), ":/icons/open.svg", QKeySequence::Open,
                tr("Open a remat-chain/1 file or an ONNX model"), [this]() { files_->openDialog(); });
   defineAction("save", tr("&Save chain"), ":/icons/save.svg", QKeySequence::Save, tr("Save the chain"),
@@ -164,6 +169,9 @@ void MainWindow::buildFileActions() {
   defineAction("openTimeline", tr("Open measured &timeline..."), "", QKeySequence(),
                tr("Overlay a timeline written by `remat run --timeline`, or a PyTorch memory snapshot"),
                [this]() { files_->openTimelineDialog(); });
+  defineAction("openPlan", tr("Open &plan..."), "", QKeySequence(),
+               tr("Apply a plan file (File > Export plan, `remat plan --json`) to the chain shown"),
+               [this]() { files_->openPlanDialog(); });
   defineAction("quit", tr("&Quit"), "", QKeySequence::Quit, tr("Quit Remat Explorer"), [this]() { close(); });
 }
 
@@ -246,13 +254,14 @@ void MainWindow::buildMenus() {
   files_->setRecentMenu(file->addMenu(tr("Open &recent")));
   QMenu* examples = file->addMenu(tr("Open e&xample"));
   examples->addAction(tr("Small CNN (editable)"), this,
-                      [this]() { (void)files_->openChainFile(QStringLiteral(":/examples/small_cnn.json")); });
+                      [this]() { files_->openChainAfterAsking(QStringLiteral(":/examples/small_cnn.json")); });
   examples->addAction(tr("Abstract toy chain"), this,
-                      [this]() { (void)files_->openChainFile(QStringLiteral(":/examples/toy_abstract.json")); });
+                      [this]() { files_->openChainAfterAsking(QStringLiteral(":/examples/toy_abstract.json")); });
   file->addAction(actions_["save"]);
   file->addAction(actions_["saveAs"]);
   file->addSeparator();
   file->addAction(actions_["openTimeline"]);
+  file->addAction(actions_["openPlan"]);
   QMenu* exports = file->addMenu(QIcon(QStringLiteral(":/icons/export.svg")), tr("&Export"));
   for (const char* key : {"exportPredicted", "exportMeasured", "exportPlan", "exportPng", "exportSvg"})
     exports->addAction(actions_[key]);
@@ -345,8 +354,9 @@ void MainWindow::updateTitle() {
 
 void MainWindow::updateActions() {
   const bool chain = document_->hasChain();
-  for (const char* key : {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "removeLayer",
-                          "moveUp", "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline"})
+  for (const char* key :
+       {"save", "saveAs", "exportPredicted", "exportPlan", "exportPng", "exportSvg", "removeLayer", "moveUp",
+        "moveDown", "clearCheckpoints", "plan", "runCpu", "runGpu", "openTimeline", "openPlan"})
     actions_[key]->setEnabled(chain);
   actions_["addLayer"]->setEnabled(true);  // without a chain it starts one
   // Only a measurement of the plan shown goes next to its prediction.
@@ -372,6 +382,7 @@ void MainWindow::dropEvent(QDropEvent* event) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!files_->maySaveChanges()) return event->ignore();  // Cancel: the window stays, edits and all
   jobs_->cancelAll();
   QSettings().setValue(QStringLiteral("geometry"), saveGeometry());
   QMainWindow::closeEvent(event);

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "remat/base/status.hpp"
+#include "window/prompts.hpp"
 
 class QAction;
 class QKeySequence;
@@ -66,6 +67,8 @@ class MainWindow : public QMainWindow {
   PlanController* plans() const { return plans_; }
   MeasureController* measuring() const { return measuring_; }
   ExportController* exports() const { return exports_; }
+  // The questions the window asks (save where, save changes, a batch size): tests replace them.
+  Prompts& prompts() { return prompts_; }
 
   // How the controllers speak: an error in the message bar and the status line, a success text in
   // the status line; the status itself is returned.
@@ -125,6 +128,7 @@ class MainWindow : public QMainWindow {
   PlanController* plans_;
   MeasureController* measuring_;
   ExportController* exports_;
+  Prompts prompts_ = Prompts::dialogs();
   bool geometryRestored_ = false;
   int shownUndoIndex_ = 0;  // the undo stack's index the status text last spoke of
 };

@@ -52,7 +52,8 @@ void MeasureController::showMeasurement(const QString& device, const MeasuredOri
             document->editChain(measured.chain.spec, tr("%1 workspaces for %2").arg(device.toUpper(), layers))))
       return;
     document->setMeasured(std::move(measured.timeline));
-    message += tr("; the %1 kernels' scratch is now in the wf / wb of %2 (undo to remove it)").arg(device, layers);
+    message += tr("; the %1 kernels' scratch is now in the forward and backward workspaces of %2 (undo to remove it)")
+                   .arg(device, layers);
   } else {
     document->setMeasured(std::move(measured.timeline), origin);
   }

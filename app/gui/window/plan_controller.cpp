@@ -51,7 +51,7 @@ void PlanController::applyPlan(const Plan& plan, const QString& planner, double 
   lastPlanned_ = LastPlanned{planner, plan.checkpoints, planSeconds};
 }
 
-void PlanController::startPlanJob(const QString& name, Apply apply) {
+void PlanController::startPlanJob(const QString& name, Apply apply, const QString& failureContext) {
   Document* document = window_->document();
   if (!document->hasChain()) return window_->showError(tr("Open a chain or pick a zoo model first"));
   const Chain chain = document->chain();
@@ -65,8 +65,10 @@ void PlanController::startPlanJob(const QString& name, Apply apply) {
         return planAndSimulate(chain, planner, control.cancelFlag(),
                                [&control, &text](double fraction) { control.progress(fraction, text); });
       },
-      [this, name, apply, revision](Result<SimulatedPlan> planned) {
-        if (!planned) return (void)window_->report(planned.status());
+      [this, name, apply, revision, failureContext](Result<SimulatedPlan> planned) {
+        if (!planned)
+          return (void)window_->report(
+              failureContext.isEmpty() ? planned.status() : planned.status().withContext(failureContext.toStdString()));
         const PlanReport r = planned->report;
         Document* document = window_->document();
         PlanResults results = planResultsOf(std::move(planned).value(), revision);
@@ -75,7 +77,7 @@ void PlanController::startPlanJob(const QString& name, Apply apply) {
         if (!window_->report(applied)) return;
         lastPlanned_ = LastPlanned{name, r.plan.checkpoints, r.planSeconds};
         window_->setStatusText(tr("Showing the %1 plan: %2 checkpoints, peak %3, planned in %4")
-                                   .arg(name)
+                                   .arg(ui::readablePlannerName(name))
                                    .arg(r.plan.checkpoints.size())
                                    .arg(ui::formatBytes(r.peakBytes()))
                                    .arg(QString::fromStdString(formatDuration(r.planSeconds))));
@@ -90,7 +92,11 @@ void PlanController::fitCapacity(std::uint64_t capacityBytes) {
   if (!document->hasChain()) return window_->showError(tr("Open a chain or pick a zoo model first"));
   Result<CapacityBudget> budget = budgetForCapacity(document->chain(), capacityBytes);
   if (!budget) return window_->showError(QString::fromStdString(budget.status().message()));
-  runPlanner(QString::fromStdString(budget->planner));
+  // The budget planner bounds the dynamic peak E; say how the total the user typed became that.
+  const QString context = tr("Fit in %1 total (static %2 leaves %3 for the dynamic peak E)")
+                              .arg(ui::formatBytes(capacityBytes), ui::formatBytes(document->chain().staticBytes()),
+                                   ui::formatBytes(budget->budgetBytes));
+  startPlanJob(QString::fromStdString(budget->planner), Apply::Undoable, context);
 }
 
 double PlanController::planSecondsForCurrentPlan() const {

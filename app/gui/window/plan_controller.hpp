@@ -33,7 +33,8 @@ class PlanController : public WindowController {
 
  private:
   enum class Apply { Undoable, Opening };
-  void startPlanJob(const QString& name, Apply apply);
+  // A failure's message starts with failureContext when one is given ("Fit in 50.00 MiB total ...").
+  void startPlanJob(const QString& name, Apply apply, const QString& failureContext = {});
 
   // Planning time of the last planner result, while the document still holds its plan.
   struct LastPlanned {
