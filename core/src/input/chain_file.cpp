@@ -9,6 +9,7 @@
 #include "remat/input/json_document.hpp"
 #include "remat/input/json_fields.hpp"
 #include "remat/model/block.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat {
 namespace {
@@ -162,10 +163,10 @@ Status readKindFields(FieldReader& r, const std::string& what, LayerSpec& layer)
     case LayerKind::Bottleneck: REMAT_RETURN_IF_ERROR(readBottleneckFields(r, layer)); break;
     case LayerKind::InvertedResidual: REMAT_RETURN_IF_ERROR(readInvertedResidualFields(r, layer)); break;
     case LayerKind::Block: REMAT_RETURN_IF_ERROR(readBlockFields(r, what, layer)); break;
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-    case LayerKind::BatchNorm: break;
     case LayerKind::Flatten: return Status::ok();  // a view: no kernel to measure
+    default:  // the kinds without fields of their own: batchnorm and the pointwise activations
+      if (!operatorInfo(layer.kind).fields.empty()) return Status::internal(what + ": no reader for its fields");
+      break;
   }
   return readMeasured(r, layer);
 }
@@ -336,10 +337,7 @@ json layerToJson(const LayerSpec& layer) {
     case LayerKind::Bottleneck: writeBottleneckFields(layer, j); break;
     case LayerKind::InvertedResidual: writeInvertedResidualFields(layer, j); break;
     case LayerKind::Block: writeBlockOps(layer, j); break;
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-    case LayerKind::BatchNorm:
-    case LayerKind::Flatten: break;
+    default: break;  // batchnorm, flatten and the pointwise activations have no fields of their own
   }
   writeMeasured(layer, j);
   return j;
