@@ -12,26 +12,10 @@ import pathlib
 import warnings
 
 import torch
-from torch import nn
+
+from activation_net import ActNet  # beside this script
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "onnx" / "activations"
-
-
-class ActNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.SiLU(),
-            nn.Conv2d(8, 8, 3, padding=1), nn.Hardswish(),
-            nn.Conv2d(8, 8, 1), nn.Sigmoid(),
-            nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Tanh(),
-            nn.Conv2d(8, 8, 1), nn.Hardsigmoid(),
-            nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.GELU(),
-            nn.AdaptiveAvgPool2d(1))
-        self.classifier = nn.Sequential(nn.Linear(16, 12), nn.GELU(), nn.Linear(12, 5))
-
-    def forward(self, x):
-        return self.classifier(torch.flatten(self.features(x), 1))
 
 
 KINDS = ["conv2d", "batchnorm", "silu", "conv2d", "hardswish", "conv2d", "sigmoid", "conv2d", "tanh", "conv2d",
