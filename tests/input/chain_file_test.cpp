@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "golden.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat {
 namespace {
@@ -132,6 +133,32 @@ TEST(ChainFile, ActivationsRoundTrip) {
   json bad = j;
   bad["layers"][0]["alpha"] = 1.0;
   expectRejected(bad, {"layer 1 ('s')", "alpha", "not a field of sigmoid layers"});
+}
+
+// Every field the operator table describes is read with its bounds: a value below its minimum (or a
+// real at its maximum), or of the wrong type, is refused with the layer and the field named.
+TEST(ChainFileErrors, EveryDescribedFieldIsBounded) {
+  std::size_t checked = 0;
+  for (const OperatorInfo& info : operatorTable()) {
+    for (const FieldInfo& f : info.fields) {
+      if (f.integer == nullptr && f.flag == nullptr && f.real == nullptr) continue;  // abstract's, block's
+      SCOPED_TRACE(std::string(info.name) + "." + std::string(f.name));
+      json layer = {{"name", "x"}, {"kind", std::string(info.name)}};
+      for (const FieldInfo& g : info.fields)  // the required ones, valid
+        if (g.required) layer[std::string(g.name)] = 2;
+      const std::string field(f.name);
+      const json chain = {{"format", "remat-chain/1"}, {"input", {{"shape", {2, 3, 8, 8}}}}, {"layers", {layer}}};
+      json bad = chain;
+      if (f.integer != nullptr) bad["layers"][0][field] = f.minimum - 1;
+      if (f.flag != nullptr) bad["layers"][0][field] = 1;
+      if (f.real != nullptr) bad["layers"][0][field] = f.realMaximum;
+      expectRejected(bad, {"layer 1 ('x')", field});
+      bad["layers"][0][field] = "big";
+      expectRejected(bad, {"layer 1 ('x')", field});
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20u);
 }
 
 json blockChain() {

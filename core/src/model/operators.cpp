@@ -10,19 +10,86 @@
 namespace remat {
 namespace {
 
-using FieldList = std::span<const std::string_view>;
-constexpr std::string_view kAbstractFields[] = {
-    "out_bytes",           "needs_input", "needs_output", "extra_bytes", "fwd_workspace_bytes",
-    "bwd_workspace_bytes", "param_bytes", "fwd_cost",     "bwd_cost"};
-constexpr std::string_view kConvFields[] = {"out_channels", "kernel", "stride", "padding", "groups", "bias"};
-constexpr std::string_view kPoolFields[] = {"kernel", "stride", "padding", "ceil_mode"};
-constexpr std::string_view kAdaptiveFields[] = {"output_height", "output_width"};
-constexpr std::string_view kLinearFields[] = {"out_features", "bias"};
-constexpr std::string_view kDropoutFields[] = {"p"};
-constexpr std::string_view kBasicBlockFields[] = {"out_channels", "stride"};
-constexpr std::string_view kBottleneckFields[] = {"width", "out_channels", "stride"};
-constexpr std::string_view kInvertedResidualFields[] = {"out_channels", "stride", "expand_ratio"};
-constexpr std::string_view kBlockFields[] = {"ops"};
+using FieldList = std::span<const FieldInfo>;
+using S = LayerSpec;
+
+constexpr FieldInfo integer(std::string_view name, std::int64_t S::*member, bool required, std::int64_t minimum = 1) {
+  FieldInfo f;
+  f.name = name;
+  f.required = required;
+  f.minimum = minimum;
+  f.integer = member;
+  return f;
+}
+
+constexpr FieldInfo flag(std::string_view name, bool S::*member, bool omitDefault = false) {
+  FieldInfo f;
+  f.name = name;
+  f.type = FieldType::Flag;
+  f.flag = member;
+  f.omitDefault = omitDefault;
+  return f;
+}
+
+constexpr FieldInfo withDefaultFrom(FieldInfo f, std::int64_t S::*from) {
+  f.defaultFrom = from;
+  return f;
+}
+
+constexpr FieldInfo omittedWhenDefault(FieldInfo f) {
+  f.omitDefault = true;
+  return f;
+}
+
+constexpr FieldInfo dropoutP() {
+  FieldInfo f;
+  f.name = "p";
+  f.type = FieldType::Real;
+  f.real = &S::dropoutP;
+  f.realMaximum = 1.0;
+  f.atMaximum = "must be below 1 (p = 1 drops everything)";
+  return f;
+}
+
+// Named, not read through a member: the chain file reads these kinds' fields itself.
+constexpr FieldInfo named(std::string_view name) {
+  FieldInfo f;
+  f.name = name;
+  return f;
+}
+
+constexpr FieldInfo kAbstractFields[] = {named("out_bytes"),
+                                         named("needs_input"),
+                                         named("needs_output"),
+                                         named("extra_bytes"),
+                                         named("fwd_workspace_bytes"),
+                                         named("bwd_workspace_bytes"),
+                                         named("param_bytes"),
+                                         named("fwd_cost"),
+                                         named("bwd_cost")};
+constexpr FieldInfo kConvFields[] = {integer("out_channels", &S::outChannels, true),
+                                     integer("kernel", &S::kernel, true),
+                                     integer("stride", &S::stride, false),
+                                     integer("padding", &S::padding, false, 0),
+                                     omittedWhenDefault(integer("groups", &S::groups, false)),
+                                     flag("bias", &S::bias)};
+// PyTorch's default stride of a pool is its kernel size.
+constexpr FieldInfo kPoolFields[] = {integer("kernel", &S::kernel, true),
+                                     withDefaultFrom(integer("stride", &S::stride, false), &S::kernel),
+                                     integer("padding", &S::padding, false, 0), flag("ceil_mode", &S::ceilMode, true)};
+constexpr FieldInfo kAdaptiveFields[] = {integer("output_height", &S::outputHeight, false),
+                                         integer("output_width", &S::outputWidth, false)};
+constexpr FieldInfo kLinearFields[] = {integer("out_features", &S::outFeatures, true), flag("bias", &S::bias)};
+constexpr FieldInfo kDropoutFields[] = {dropoutP()};
+constexpr FieldInfo kBasicBlockFields[] = {integer("out_channels", &S::outChannels, true),
+                                           integer("stride", &S::stride, false)};
+constexpr FieldInfo kBottleneckFields[] = {integer("width", &S::width, true),
+                                           integer("out_channels", &S::outChannels, true),
+                                           integer("stride", &S::stride, false)};
+constexpr FieldInfo kInvertedResidualFields[] = {integer("out_channels", &S::outChannels, true),
+                                                 integer("stride", &S::stride, false),
+                                                 integer("expand_ratio", &S::expandRatio, false)};
+constexpr FieldInfo kBlockFields[] = {named("ops")};
 
 OperatorInfo primitive(LayerKind kind, std::string_view name, FieldList fields, InferFn infer,
                        std::optional<BlockOpKind> blockOp, std::string_view onnxOp, std::string_view torchOp) {

@@ -28,6 +28,23 @@ enum class OperatorFamily {
   Composite,  // a graph of inner ops (block.hpp)
 };
 
+// One chain-file field of a kind: its name, type and bounds and where its value lives in LayerSpec.
+// The chain file reads and writes every kind's fields from these (core/src/input/chain_file.cpp).
+enum class FieldType { Integer, Flag, Real };
+struct FieldInfo {
+  std::string_view name;  // a string literal: name.data() is NUL-terminated
+  FieldType type = FieldType::Integer;
+  bool required = false;
+  std::int64_t minimum = 1;                        // integers: [minimum, kMaxIntegerField]
+  std::int64_t LayerSpec::*integer = nullptr;      // integers
+  std::int64_t LayerSpec::*defaultFrom = nullptr;  // integers: when absent, this field's value (a pool's stride)
+  bool LayerSpec::*flag = nullptr;                 // flags
+  double LayerSpec::*real = nullptr;               // reals: [0, realMaximum)
+  double realMaximum = 1.0;
+  std::string_view atMaximum;  // reals: why the maximum itself is refused
+  bool omitDefault = false;    // written only when it differs from LayerSpec's default
+};
+
 // Shape rule and model numbers: fills out.outputShape, out.paramCount and out.numbers from the
 // spec and the input shape, or says which field is wrong and why (the caller adds the place).
 using InferFn = Status (*)(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
@@ -37,7 +54,9 @@ struct OperatorInfo {
   std::string_view name;  // chain-file and inner-op spelling: "conv2d", "sigmoid", ...
   OperatorFamily family = OperatorFamily::Primitive;
   // The kind's own chain-file fields, beyond name, kind and the measured numbers of `remat profile`.
-  std::span<const std::string_view> fields;
+  // Two kinds' fields are not of this form and the chain file reads them itself: abstract's numbers
+  // (LayerNumbers) and block's `ops`; their lists name them with no LayerSpec member.
+  std::span<const FieldInfo> fields;
   InferFn infer = nullptr;  // primitive and pointwise kinds; nullptr for the others
   // Pointwise kinds: what the backward reads and the forward flops per element. The primitive kinds
   // state theirs in their shape rule (a pool's or a batch norm's depends on its fields).
