@@ -4,6 +4,7 @@
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::gpu {
 namespace {
@@ -31,6 +32,38 @@ Status linearBackward(const LayerState& s, const LayerContext& c, const Backward
                                  p.paramGrads, in));
   if (s.bias) return kernels::accumulateRowBiasGrad(c.stream, s.rows, s.outFeatures, p.dy, p.paramGrads + s.biasOffset);
   return Status::ok();
+}
+
+// The pointwise kinds: relu and relu6 run their own kernels, the others the generic ones.
+std::optional<kernels::Pointwise> pointwiseOf(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Sigmoid: return kernels::Pointwise::Sigmoid;
+    case LayerKind::Tanh: return kernels::Pointwise::Tanh;
+    case LayerKind::Silu: return kernels::Pointwise::Silu;
+    case LayerKind::HardSwish: return kernels::Pointwise::HardSwish;
+    case LayerKind::HardSigmoid: return kernels::Pointwise::HardSigmoid;
+    case LayerKind::Gelu: return kernels::Pointwise::Gelu;
+    default: return std::nullopt;
+  }
+}
+
+Status activationForward(LayerKind kind, cudaStream_t stream, Index count, const float* x, float* y) {
+  if (kind == LayerKind::Relu) return kernels::reluForward(stream, count, x, y);
+  if (kind == LayerKind::Relu6) return kernels::relu6Forward(stream, count, x, y);
+  if (auto fn = pointwiseOf(kind)) return kernels::pointwiseForward(stream, *fn, count, x, y);
+  return Status::internal("gpu: '" + std::string(kindName(kind)) + "' has no pointwise kernel");
+}
+
+// From y or x, whichever the kind's description says PyTorch's backward keeps (relu6 from x, as
+// hardtanh: memory-model.md section 5.1).
+Status activationBackward(LayerKind kind, cudaStream_t stream, Index count, const float* x, const float* y,
+                          const float* dy, float* dx, bool accumulate) {
+  if (dx == nullptr) return Status::ok();
+  const float* saved = operatorInfo(kind).backwardReads == BackwardReads::Output ? y : x;
+  if (kind == LayerKind::Relu) return kernels::reluBackward(stream, count, saved, dy, dx, accumulate);
+  if (kind == LayerKind::Relu6) return kernels::relu6Backward(stream, count, saved, dy, dx, accumulate);
+  if (auto fn = pointwiseOf(kind)) return kernels::pointwiseBackward(stream, *fn, count, saved, dy, dx, accumulate);
+  return Status::internal("gpu: '" + std::string(kindName(kind)) + "' has no pointwise kernel");
 }
 
 // NCHW concatenation: input j is the slice [offset_j, offset_j + C_j * H * W) of every sample of the
@@ -83,12 +116,13 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
       case BlockOpKind::BatchNorm:
         REMAT_RETURN_IF_ERROR(o.bn->forward(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op)));
         break;
-      case BlockOpKind::Relu: REMAT_RETURN_IF_ERROR(kernels::reluForward(c.stream, o.count, in, out)); break;
-      case BlockOpKind::Relu6: REMAT_RETURN_IF_ERROR(kernels::relu6Forward(c.stream, o.count, in, out)); break;
       case BlockOpKind::Add:
         REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensors.tensor(op.inputs[1]), out));
         break;
       case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatForward(graph, op, o, c, tensors, out)); break;
+      default:  // a pointwise activation
+        REMAT_RETURN_IF_ERROR(activationForward(op.layer.kind, c.stream, o.count, in, out));
+        break;
     }
   }
   return Status::ok();
@@ -128,16 +162,6 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
         REMAT_RETURN_IF_ERROR(o.bn->backward(c.cudnn, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
                                              dw + o.bn->channels(), accumulate));
         break;
-      case BlockOpKind::Relu:
-        if (dIn != nullptr)
-          REMAT_RETURN_IF_ERROR(
-              kernels::reluBackward(c.stream, o.count, tensors.value(op.output), dOut, dIn, accumulate));
-        break;
-      case BlockOpKind::Relu6:
-        if (dIn != nullptr)
-          REMAT_RETURN_IF_ERROR(
-              kernels::relu6Backward(c.stream, o.count, tensors.value(op.inputs[0]), dOut, dIn, accumulate));
-        break;
       case BlockOpKind::Add:
         for (std::size_t j = 0; j < op.inputs.size(); ++j) {
           float* d = tensors.grad(op.inputs[j]);
@@ -145,6 +169,13 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
         }
         break;
       case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatBackward(graph, op, o, c, tensors, dOut)); break;
+      default: {  // a pointwise activation: only the tensor its backward reads is there
+        const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
+        const float* x = fromOutput ? nullptr : tensors.value(op.inputs[0]);
+        const float* y = fromOutput ? tensors.value(op.output) : nullptr;
+        REMAT_RETURN_IF_ERROR(activationBackward(op.layer.kind, c.stream, o.count, x, y, dOut, dIn, accumulate));
+        break;
+      }
     }
   }
   return Status::ok();
@@ -158,8 +189,6 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
   switch (s.kind) {
     case LayerKind::Conv2d:
       return s.conv->forward(c.cudnn, p.x, p.params, s.bias ? p.params + s.biasOffset : nullptr, p.y, p.workspace);
-    case LayerKind::Relu: return kernels::reluForward(c.stream, s.outCount, p.x, p.y);
-    case LayerKind::Relu6: return kernels::relu6Forward(c.stream, s.outCount, p.x, p.y);
     case LayerKind::MaxPool:
       // The model keeps x and E (8 bytes per output element, PyTorch's int64 indices) but not y;
       // cuDNN's backward wants y, so a keep-mode forward copies it into E.
@@ -181,6 +210,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::Block: return forwardBlock(s, mode, c, p);
     default: break;
   }
+  if (isPointwise(s.kind)) return activationForward(s.kind, c.stream, s.outCount, p.x, p.y);
   return Status::internal("gpu: " + s.label + ": no forward kernel");
 }
 
@@ -190,12 +220,6 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
       if (p.dx != nullptr) REMAT_RETURN_IF_ERROR(s.conv->backwardData(c.cudnn, p.dy, p.params, p.dx, p.workspace));
       return s.conv->backwardParams(c.cudnn, p.x, p.dy, p.paramGrads, s.bias ? p.paramGrads + s.biasOffset : nullptr,
                                     p.workspace);
-    case LayerKind::Relu:
-      if (p.dx != nullptr) return kernels::reluBackward(c.stream, s.inCount, p.y, p.dy, p.dx, false);
-      return Status::ok();
-    case LayerKind::Relu6:  // from x, as PyTorch's hardtanh (memory-model.md section 5.1)
-      if (p.dx != nullptr) return kernels::relu6Backward(c.stream, s.inCount, p.x, p.dy, p.dx, false);
-      return Status::ok();
     case LayerKind::MaxPool:
       if (p.dx != nullptr) return s.pool->backward(c.cudnn, p.x, reinterpret_cast<const float*>(p.extra), p.dy, p.dx);
       return Status::ok();
@@ -223,6 +247,7 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
     case LayerKind::Block: return backwardBlock(s, c, p);
     default: break;
   }
+  if (isPointwise(s.kind)) return activationBackward(s.kind, c.stream, s.inCount, p.x, p.y, p.dy, p.dx, false);
   return Status::internal("gpu: " + s.label + ": no backward kernel");
 }
 

@@ -6,6 +6,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "remat/exec/layer_checks.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::gpu {
 namespace {
@@ -187,9 +188,7 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
     case LayerKind::BatchNorm: return prepareBatchNorm(chain, l, check, state);
     case LayerKind::Linear: return prepareLinear(layer, check, *params, state);
     case LayerKind::Dropout: state.dropoutP = spec.dropoutP; return Status::ok();
-    case LayerKind::Relu:
-    case LayerKind::Relu6: return Status::ok();
-    default: return check.noKernel();
+    default: return isPointwise(layer.kind) ? Status::ok() : check.noKernel();
   }
 }
 

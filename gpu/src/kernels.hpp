@@ -22,6 +22,13 @@ Status reluBackward(cudaStream_t stream, Index count, const float* y, const floa
 // y = min(max(x, 0), 6); dx (=|+=) 0 < x < 6 ? dy : 0 (from x, as PyTorch's hardtanh_backward).
 Status relu6Forward(cudaStream_t stream, Index count, const float* x, float* y);
 Status relu6Backward(cudaStream_t stream, Index count, const float* x, const float* dy, float* dx, bool accumulate);
+// The other pointwise activations (operators.hpp), each with PyTorch's formula; the backward reads
+// what the kind's description says PyTorch keeps: y for sigmoid and tanh, x for the others.
+enum class Pointwise { Sigmoid, Tanh, Silu, HardSwish, HardSigmoid, Gelu };
+Status pointwiseForward(cudaStream_t stream, Pointwise fn, Index count, const float* x, float* y);
+// saved: y for sigmoid and tanh, x for the others.
+Status pointwiseBackward(cudaStream_t stream, Pointwise fn, Index count, const float* saved, const float* dy, float* dx,
+                         bool accumulate);
 // out = a + b.
 Status add(cudaStream_t stream, Index count, const float* a, const float* b, float* out);
 // out (=|+=) a.

@@ -43,6 +43,51 @@ __global__ void relu6BackwardKernel(Index count, const float* x, const float* dy
   }
 }
 
+// PyTorch's formulas (aten/src/ATen/native/cuda/Activation*.cu), in float.
+__device__ float pointwiseValue(Pointwise fn, float x) {
+  switch (fn) {
+    case Pointwise::Sigmoid: return 1.0f / (1.0f + expf(-x));
+    case Pointwise::Tanh: return tanhf(x);
+    case Pointwise::Silu: return x / (1.0f + expf(-x));
+    case Pointwise::HardSwish: return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case Pointwise::HardSigmoid: return fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case Pointwise::Gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  }
+  return 0.0f;
+}
+
+// d f / d x at the saved tensor s (y for sigmoid and tanh, x for the others).
+__device__ float pointwiseSlope(Pointwise fn, float s) {
+  switch (fn) {
+    case Pointwise::Sigmoid: return s * (1.0f - s);
+    case Pointwise::Tanh: return 1.0f - s * s;
+    case Pointwise::Silu: {
+      const float sig = 1.0f / (1.0f + expf(-s));
+      return sig * (1.0f + s * (1.0f - sig));
+    }
+    case Pointwise::HardSwish: return s < -3.0f ? 0.0f : (s <= 3.0f ? s / 3.0f + 0.5f : 1.0f);
+    case Pointwise::HardSigmoid: return (s > -3.0f && s < 3.0f) ? 1.0f / 6.0f : 0.0f;
+    case Pointwise::Gelu: {
+      const float cdf = 0.5f * (1.0f + erff(s * 0.70710678118654752f));
+      const float pdf = expf(-0.5f * s * s) * 0.39894228040143268f;
+      return cdf + s * pdf;
+    }
+  }
+  return 0.0f;
+}
+
+__global__ void pointwiseForwardKernel(Pointwise fn, Index count, const float* x, float* y) {
+  for (Index i = firstIndex(); i < count; i += gridStride()) y[i] = pointwiseValue(fn, x[i]);
+}
+
+__global__ void pointwiseBackwardKernel(Pointwise fn, Index count, const float* saved, const float* dy, float* dx,
+                                        bool accumulate) {
+  for (Index i = firstIndex(); i < count; i += gridStride()) {
+    const float g = dy[i] * pointwiseSlope(fn, saved[i]);
+    dx[i] = accumulate ? dx[i] + g : g;
+  }
+}
+
 __global__ void addKernel(Index count, const float* a, const float* b, float* out) {
   for (Index i = firstIndex(); i < count; i += gridStride()) out[i] = a[i] + b[i];
 }
@@ -114,6 +159,21 @@ Status relu6Backward(cudaStream_t stream, Index count, const float* x, const flo
   if (count == 0) return Status::ok();
   relu6BackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, x, dy, dx, accumulate);
   REMAT_CUDA_CHECK_LAUNCH("relu6BackwardKernel");
+  return Status::ok();
+}
+
+Status pointwiseForward(cudaStream_t stream, Pointwise fn, Index count, const float* x, float* y) {
+  if (count == 0) return Status::ok();
+  pointwiseForwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(fn, count, x, y);
+  REMAT_CUDA_CHECK_LAUNCH("pointwiseForwardKernel");
+  return Status::ok();
+}
+
+Status pointwiseBackward(cudaStream_t stream, Pointwise fn, Index count, const float* saved, const float* dy, float* dx,
+                         bool accumulate) {
+  if (count == 0) return Status::ok();
+  pointwiseBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(fn, count, saved, dy, dx, accumulate);
+  REMAT_CUDA_CHECK_LAUNCH("pointwiseBackwardKernel");
   return Status::ok();
 }
 

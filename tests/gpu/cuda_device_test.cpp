@@ -92,6 +92,38 @@ constexpr const char* kListedBlockChain = R"({"format": "remat-chain/1", "name":
   {"name": "flatten", "kind": "flatten"},
   {"name": "fc", "kind": "linear", "out_features": 10}]})";
 
+// Every pointwise activation as a chain layer and as an inner op (the generic CUDA kernels; sigmoid
+// and tanh from their output, the others from their input).
+constexpr const char* kActivationChain = R"({"format": "remat-chain/1", "name": "gpu-activations",
+ "input": {"shape": [2, 3, 12, 12], "dtype": "float32"},
+ "layers": [
+  {"name": "conv1", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "bn1", "kind": "batchnorm"},
+  {"name": "silu", "kind": "silu"},
+  {"name": "conv2", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "hs", "kind": "hardswish"},
+  {"name": "res", "kind": "block", "ops": [
+    {"name": "c1", "kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
+    {"name": "s", "kind": "sigmoid"},
+    {"name": "c2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+    {"name": "t", "kind": "tanh"},
+    {"name": "add", "kind": "add", "inputs": [0, 4]},
+    {"name": "g", "kind": "gelu"},
+    {"name": "h", "kind": "hardsigmoid"},
+    {"name": "w", "kind": "hardswish"},
+    {"name": "u", "kind": "silu"}]},
+  {"name": "conv3", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "tanh", "kind": "tanh"},
+  {"name": "conv4", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+  {"name": "sigmoid", "kind": "sigmoid"},
+  {"name": "conv5", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+  {"name": "hsig", "kind": "hardsigmoid"},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc1", "kind": "linear", "out_features": 12},
+  {"name": "gelu", "kind": "gelu"},
+  {"name": "fc2", "kind": "linear", "out_features": 10}]})";
+
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
@@ -148,7 +180,7 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 }
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
-  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -172,7 +204,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 }
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
-  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};
@@ -301,7 +333,7 @@ TEST_F(CudaDeviceTest, ProfileWritesWorkspacesThatTheRunThenUsesExactly) {
 
 // Without measured workspaces the device either finds zero-workspace algorithms or says what to do.
 TEST_F(CudaDeviceTest, UnprofiledChainsRunOrAskForAProfile) {
-  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain}) {
     const Chain chain = parse(text);
     auto device = open();
     ASSERT_NE(device, nullptr);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "golden.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat {
 namespace {
@@ -96,6 +97,70 @@ TEST(ChainFile, RealKindsRoundTrip) {
   EXPECT_EQ(chainSpecToJson(*again), chainSpecToJson(*spec));
 }
 
+// The pointwise activations as chain layers and as inner ops: spelled as operators.cpp says, no
+// fields of their own, the measured numbers of `remat profile` kept.
+TEST(ChainFile, ActivationsRoundTrip) {
+  const json j = json::parse(R"({"format": "remat-chain/1", "name": "acts",
+    "input": {"shape": [2, 4, 6, 6]},
+    "layers": [{"name": "s", "kind": "sigmoid"}, {"name": "t", "kind": "tanh"}, {"name": "si", "kind": "silu"},
+               {"name": "hs", "kind": "hardswish", "fwd_cost": 0.25, "bwd_cost": 0.5},
+               {"name": "hsig", "kind": "hardsigmoid"}, {"name": "g", "kind": "gelu"},
+               {"name": "b", "kind": "block", "ops": [
+                 {"name": "a", "kind": "silu"}, {"name": "b", "kind": "sigmoid", "inputs": [0]},
+                 {"name": "m", "kind": "add", "inputs": [1, 2]}, {"name": "c", "kind": "tanh"},
+                 {"name": "d", "kind": "hardswish"}, {"name": "e", "kind": "hardsigmoid"},
+                 {"name": "f", "kind": "gelu"}]}]})");
+  auto spec = chainSpecFromJson(j, "acts.json");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  const LayerKind kinds[] = {LayerKind::Sigmoid,   LayerKind::Tanh,        LayerKind::Silu,
+                             LayerKind::HardSwish, LayerKind::HardSigmoid, LayerKind::Gelu};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(spec->layers[i].kind, kinds[i]);
+  EXPECT_TRUE(spec->layers[3].hasMeasuredCost);
+  EXPECT_EQ(spec->layers[6].ops[0].kind, BlockOpKind::Silu);
+  EXPECT_EQ(spec->layers[6].ops[6].kind, BlockOpKind::Gelu);
+  const json written = chainSpecToJson(*spec);
+  EXPECT_EQ(written["layers"][5], json::parse(R"({"name": "g", "kind": "gelu"})"));
+  auto again = parseChainSpec(chainSpecToText(*spec), "again.json");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(chainSpecToJson(*again), written);
+  auto chain = buildChain(*again);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  // sigmoid and tanh keep their output, the others their input (PyTorch's derivatives.yaml).
+  EXPECT_TRUE(chain->layers[0].numbers.needsOutput && !chain->layers[0].numbers.needsInput);
+  EXPECT_TRUE(chain->layers[1].numbers.needsOutput && !chain->layers[1].numbers.needsInput);
+  for (std::size_t i = 2; i < 6; ++i)
+    EXPECT_TRUE(chain->layers[i].numbers.needsInput && !chain->layers[i].numbers.needsOutput) << i;
+  json bad = j;
+  bad["layers"][0]["alpha"] = 1.0;
+  expectRejected(bad, {"layer 1 ('s')", "alpha", "not a field of sigmoid layers"});
+}
+
+// Every field the operator table describes is read with its bounds: a value below its minimum (or a
+// real at its maximum), or of the wrong type, is refused with the layer and the field named.
+TEST(ChainFileErrors, EveryDescribedFieldIsBounded) {
+  std::size_t checked = 0;
+  for (const OperatorInfo& info : operatorTable()) {
+    for (const FieldInfo& f : info.fields) {
+      if (f.integer == nullptr && f.flag == nullptr && f.real == nullptr) continue;  // abstract's, block's
+      SCOPED_TRACE(std::string(info.name) + "." + std::string(f.name));
+      json layer = {{"name", "x"}, {"kind", std::string(info.name)}};
+      for (const FieldInfo& g : info.fields)  // the required ones, valid
+        if (g.required) layer[std::string(g.name)] = 2;
+      const std::string field(f.name);
+      const json chain = {{"format", "remat-chain/1"}, {"input", {{"shape", {2, 3, 8, 8}}}}, {"layers", {layer}}};
+      json bad = chain;
+      if (f.integer != nullptr) bad["layers"][0][field] = f.minimum - 1;
+      if (f.flag != nullptr) bad["layers"][0][field] = 1;
+      if (f.real != nullptr) bad["layers"][0][field] = f.realMaximum;
+      expectRejected(bad, {"layer 1 ('x')", field});
+      bad["layers"][0][field] = "big";
+      expectRejected(bad, {"layer 1 ('x')", field});
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20u);
+}
+
 json blockChain() {
   return json::parse(R"({"format": "remat-chain/1", "name": "fire",
     "input": {"shape": [2, 4, 6, 6]},
@@ -142,8 +207,13 @@ TEST(ChainFileErrors, BlockOps) {
   j["layers"][0]["ops"][4]["inputs"] = json::array();
   expectRejected(j, {"inner op 4", "non-empty array"});
   j = blockChain();
-  j["layers"][0]["ops"][1]["kind"] = "sigmoid";
-  expectRejected(j, {"inner op 1", "unknown inner op kind 'sigmoid'", "conv2d, batchnorm, relu, relu6, add, concat"});
+  j["layers"][0]["ops"][1]["kind"] = "softplus";
+  expectRejected(j, {"inner op 1", "unknown inner op kind 'softplus'",
+                     "conv2d, batchnorm, relu, relu6, add, concat, sigmoid, tanh, silu, hardswish, hardsigmoid, gelu"});
+  j = blockChain();
+  j["layers"][0]["ops"][1]["kind"] = "gelu";
+  j["layers"][0]["ops"][1]["approximate"] = "tanh";
+  expectRejected(j, {"inner op 1 ('expand1x1_activation')", "approximate", "not a field of gelu inner ops"});
   j = blockChain();
   j["layers"][0]["ops"][1]["kernel"] = 3;
   expectRejected(j, {"inner op 1 ('expand1x1_activation')", "kernel", "not a field of relu inner ops"});

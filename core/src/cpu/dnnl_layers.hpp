@@ -14,6 +14,7 @@
 
 #include "dnnl_support.hpp"
 #include "kernels.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::cpu {
 
@@ -129,22 +130,27 @@ class BatchNormOp {
   std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
 };
 
-// relu (gradient where 0 < y, read from y) and relu6 (where 0 < x < 6, read from x, as PyTorch's
-// hardtanh does: memory-model.md section 5.1).
+// The pointwise activations (operators.hpp): oneDNN's eltwise forward and backward, from the
+// tensor the kind's description says PyTorch's backward keeps (the *_use_dst_for_bwd algorithms
+// for relu, sigmoid and tanh); relu6 and hardsigmoid run our own kernels from x (oneDNN 2.6's clip
+// passes the gradient at x = 6 and has no hardsigmoid).
 class EltwiseOp {
  public:
-  static Result<EltwiseOp> create(const DnnlContext& context, Index count, bool relu6, InputGrad grad,
+  static Result<EltwiseOp> create(const DnnlContext& context, Index count, LayerKind kind, InputGrad grad,
                                   const std::string& label);
-  std::uint64_t forwardScratchBytes() const { return forward_.scratchpad.get_size(); }
+  std::uint64_t forwardScratchBytes() const { return ownKernel_ ? 0 : forward_.scratchpad.get_size(); }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
-  // saved: y for relu, x for relu6.
+  // saved: y when the kind's backward reads its output, else x (savedIsOutput()).
   Status backward(const DnnlContext& context, const float* saved, const float* dy, float* dx, std::byte* scratch) const;
+  bool savedIsOutput() const { return savedIsOutput_; }
 
  private:
   Index count_ = 0;
   InputGrad grad_ = InputGrad::Write;
-  bool relu6_ = false;
+  LayerKind kind_ = LayerKind::Relu;
+  bool ownKernel_ = false;
+  bool savedIsOutput_ = false;
   std::string label_;
   dnnl::memory::desc data_;
   Step forward_, backward_;

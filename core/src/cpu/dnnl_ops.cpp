@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "dnnl_layers.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::cpu {
 namespace {
@@ -180,28 +181,62 @@ Status BatchNormOp::backward(const DnnlContext& context, const float* x, const f
   return Status::ok();
 }
 
-Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, bool relu6, InputGrad grad,
+namespace {
+
+// oneDNN's algorithm for a pointwise kind, or none where our own kernel runs (relu6, hardsigmoid).
+// The *_use_dst_for_bwd ones compute the gradient from y, the others from x: each matches what the
+// kind's description says PyTorch keeps.
+struct EltwiseAlgorithm {
+  bool ownKernel = false;
+  dnnl::algorithm algorithm = dnnl::algorithm::eltwise_relu;
+  float alpha = 0.0f, beta = 0.0f;
+};
+
+Result<EltwiseAlgorithm> eltwiseAlgorithm(LayerKind kind, const std::string& label) {
+  using dnnl::algorithm;
+  switch (kind) {
+    case LayerKind::Relu: return EltwiseAlgorithm{false, algorithm::eltwise_relu_use_dst_for_bwd, 0.0f, 0.0f};
+    case LayerKind::Sigmoid: return EltwiseAlgorithm{false, algorithm::eltwise_logistic_use_dst_for_bwd, 0.0f, 0.0f};
+    case LayerKind::Tanh: return EltwiseAlgorithm{false, algorithm::eltwise_tanh_use_dst_for_bwd, 0.0f, 0.0f};
+    case LayerKind::Silu: return EltwiseAlgorithm{false, algorithm::eltwise_swish, 1.0f, 0.0f};  // x * sigmoid(1 x)
+    case LayerKind::HardSwish: return EltwiseAlgorithm{false, algorithm::eltwise_hardswish, 0.0f, 0.0f};
+    case LayerKind::Gelu: return EltwiseAlgorithm{false, algorithm::eltwise_gelu_erf, 0.0f, 0.0f};
+    // relu6's forward is oneDNN's clip; its backward our kernel (see above).
+    case LayerKind::Relu6: return EltwiseAlgorithm{false, algorithm::eltwise_clip_v2, 0.0f, 6.0f};
+    case LayerKind::HardSigmoid: return EltwiseAlgorithm{true, algorithm::eltwise_relu, 0.0f, 0.0f};
+    default: break;
+  }
+  return Status::internal(label + ": '" + std::string(kindName(kind)) + "' is not a pointwise kind");
+}
+
+}  // namespace
+
+Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, LayerKind kind, InputGrad grad,
                                     const std::string& label) {
+  auto chosen = eltwiseAlgorithm(kind, label);
+  if (!chosen) return chosen.status();
   EltwiseOp op;
   op.count_ = count;
   op.grad_ = grad;
-  op.relu6_ = relu6;
+  op.kind_ = kind;
+  op.ownKernel_ = chosen->ownKernel;
+  op.savedIsOutput_ = operatorInfo(kind).backwardReads == BackwardReads::Output;
   op.label_ = label;
   op.data_ = floatDesc({count}, tag::x);  // element-wise: the layout does not matter
+  if (op.ownKernel_) return op;
+  const bool ownBackward = kind == LayerKind::Relu6;
   Status made = dnnlTry(label + ", eltwise", [&] {
     using namespace dnnl;
-    // relu's backward computes the gradient from y (*_use_dst_for_bwd), which is what the model
-    // keeps; relu6's runs our own kernel from x, where PyTorch's hardtanh passes it (0 < x < 6).
-    const algorithm kind = relu6 ? algorithm::eltwise_clip_v2 : algorithm::eltwise_relu_use_dst_for_bwd;
-    const float alpha = 0.0f, beta = relu6 ? 6.0f : 0.0f;
+    const algorithm alg = chosen->algorithm;
+    const float alpha = chosen->alpha, beta = chosen->beta;
     const eltwise_forward::primitive_desc forward(
-        eltwise_forward::desc(prop_kind::forward_training, kind, op.data_, alpha, beta), primitiveAttributes(),
+        eltwise_forward::desc(prop_kind::forward_training, alg, op.data_, alpha, beta), primitiveAttributes(),
         context.engine);
     ScratchLayout f, b;
     op.forward_ = makeStep<eltwise_forward>(forward, f);
-    if (grad == InputGrad::Add && !relu6) op.dxOffset_ = b.add(op.data_.get_size());
-    if (grad != InputGrad::None && !relu6) {
-      const eltwise_backward::primitive_desc backward(eltwise_backward::desc(kind, op.data_, op.data_, alpha, beta),
+    if (grad == InputGrad::Add && !ownBackward) op.dxOffset_ = b.add(op.data_.get_size());
+    if (grad != InputGrad::None && !ownBackward) {
+      const eltwise_backward::primitive_desc backward(eltwise_backward::desc(alg, op.data_, op.data_, alpha, beta),
                                                       primitiveAttributes(), context.engine, forward);
       op.backward_ = makeStep<eltwise_backward>(backward, b);
     }
@@ -212,20 +247,25 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, boo
 }
 
 Status EltwiseOp::forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const {
+  if (ownKernel_) {
+    hardSigmoidForward(count_, x, y);
+    return Status::ok();
+  }
   return execute(context, forward_, {{DNNL_ARG_SRC, &data_, x}, {DNNL_ARG_DST, &data_, y}}, scratch, label_);
 }
 
 Status EltwiseOp::backward(const DnnlContext& context, const float* saved, const float* dy, float* dx,
                            std::byte* scratch) const {
   if (grad_ == InputGrad::None) return Status::ok();
-  if (relu6_) {
-    relu6Backward(count_, saved, dy, dx, grad_ == InputGrad::Add);
+  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {
+    (kind_ == LayerKind::Relu6 ? relu6Backward : hardSigmoidBackward)(count_, saved, dy, dx, grad_ == InputGrad::Add);
     return Status::ok();
   }
   float* target = grad_ == InputGrad::Add ? reinterpret_cast<float*>(scratch + dxOffset_) : dx;
+  const int savedArg = savedIsOutput_ ? DNNL_ARG_DST : DNNL_ARG_SRC;
   REMAT_RETURN_IF_ERROR(
       execute(context, backward_,
-              {{DNNL_ARG_DST, &data_, saved}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
+              {{savedArg, &data_, saved}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
               scratch, label_));
   if (grad_ == InputGrad::Add) copyOrAdd(count_, target, dx, true);
   return Status::ok();

@@ -65,6 +65,10 @@ void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride,
 // relu6's backward from its input, as PyTorch's hardtanh_backward(grad, self, 0, 6):
 // dx (=|+=) dy where 0 < x < 6, else 0.
 void relu6Backward(Index count, const float* x, const float* dy, float* dx, bool accumulate);
+// PyTorch's hardsigmoid, relu6(x + 3) / 6, which oneDNN 2.6 lacks; its backward from the input, as
+// hardsigmoid_backward(grad, self): dx (=|+=) dy / 6 where -3 < x < 3, else 0.
+void hardSigmoidForward(Index count, const float* x, float* y);
+void hardSigmoidBackward(Index count, const float* x, const float* dy, float* dx, bool accumulate);
 // out = a + b, elementwise.
 void add(Index count, const float* a, const float* b, float* out);
 // db[o] += sum over n of dy[n][o], samples in order (a linear layer's bias gradient).

@@ -1,8 +1,9 @@
 // The element-wise kernels that no oneDNN primitive fits: the residual add and its backward,
-// relu6's backward from its input (oneDNN's clip passes the gradient at x = 6),
+// relu6's backward from its input (oneDNN's clip passes the gradient at x = 6), hardsigmoid,
 // dropout with the counter-based generator, a linear layer's bias gradient, the loss seed, and
 // fills. Every element is computed by one thread, in a fixed order: bitwise reproducible at any
 // thread count.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -38,6 +39,19 @@ void relu6Backward(Index count, const float* x, const float* dy, float* dx, bool
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) {
     const float pass = (x[i] > 0.0f && x[i] < 6.0f) ? dy[i] : 0.0f;
+    dx[i] = accumulate ? dx[i] + pass : pass;
+  }
+}
+
+void hardSigmoidForward(Index count, const float* x, float* y) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) y[i] = std::min(std::max(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
+}
+
+void hardSigmoidBackward(Index count, const float* x, const float* dy, float* dx, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const float pass = (x[i] > -3.0f && x[i] < 3.0f) ? dy[i] / 6.0f : 0.0f;
     dx[i] = accumulate ? dx[i] + pass : pass;
   }
 }

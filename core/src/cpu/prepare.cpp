@@ -6,6 +6,7 @@
 
 #include "device_impl.hpp"
 #include "remat/exec/layer_checks.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::cpu {
 
@@ -149,8 +150,7 @@ Status preparePool(const DnnlContext& context, const ChainLayer& layer, const La
 // Elementwise kinds write their output in their input's layout: a 2-D tensor from a flatten keeps
 // its channels-last order.
 bool keepsInputLayout(LayerKind kind) {
-  return kind == LayerKind::Relu || kind == LayerKind::Relu6 || kind == LayerKind::Dropout ||
-         kind == LayerKind::BatchNorm;
+  return isPointwise(kind) || kind == LayerKind::Dropout || kind == LayerKind::BatchNorm;
 }
 
 // Layer 1's backward writes no d(x0).
@@ -175,12 +175,10 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), prepared);
     case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-      return setOp(
-          EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind == LayerKind::Relu6, c.grad(), prepared.label),
-          prepared);
-    default: return check.noKernel();
+    default:
+      if (isPointwise(layer.kind))
+        return setOp(EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind, c.grad(), prepared.label), prepared);
+      return check.noKernel();
   }
 }
 

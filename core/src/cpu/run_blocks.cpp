@@ -9,6 +9,7 @@
 
 #include "device_impl.hpp"
 #include "remat/exec/block_buffers.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::cpu {
 namespace {
@@ -35,13 +36,13 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     case BlockOpKind::BatchNorm:
       return wrap(BatchNormOp::create(context, floatDesc({in[0], in[1], in[2], in[3]}, dnnl::memory::format_tag::nhwc),
                                       in[1], grad, where));
-    case BlockOpKind::Relu:
-    case BlockOpKind::Relu6:
-      return wrap(EltwiseOp::create(context, static_cast<Index>(elementCount(out)), op.kind == BlockOpKind::Relu6, grad,
-                                    where));
     case BlockOpKind::Add:
     case BlockOpKind::Concat: return KindOp{};
+    default: break;
   }
+  const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
+  if (layer && isPointwise(*layer))
+    return wrap(EltwiseOp::create(context, static_cast<Index>(elementCount(out)), *layer, grad, where));
   return Status::internal(where + ": unknown inner op kind");
 }
 
@@ -145,9 +146,9 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       add(p.count, in, tensors.tensor(op.inputs[1]), out);
     } else if (op.kind == BlockOpKind::Concat) {
       concatForward(graph, op, p, tensors, out);
-    } else {
-      auto relu = opAs<EltwiseOp>(p, prepared.label);
-      status = relu ? (*relu)->forward(context, in, out, scratch) : relu.status();
+    } else {  // a pointwise activation
+      auto eltwise = opAs<EltwiseOp>(p, prepared.label);
+      status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
     }
     REMAT_RETURN_IF_ERROR(status);
   }
@@ -187,10 +188,11 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
       }
     } else if (op.kind == BlockOpKind::Concat) {
       concatBackward(graph, op, p, tensors, dOut);
-    } else {
-      auto relu = opAs<EltwiseOp>(p, prepared.label);  // relu reads its output, relu6 its input
-      const float* saved = tensors.value(op.kind == BlockOpKind::Relu6 ? op.inputs[0] : op.output);
-      status = relu ? (*relu)->backward(context, saved, dOut, dIn, scratch) : relu.status();
+    } else {  // a pointwise activation, from its output or input as its description says
+      auto eltwise = opAs<EltwiseOp>(p, prepared.label);
+      if (!eltwise) return eltwise.status();
+      const float* saved = tensors.value((*eltwise)->savedIsOutput() ? op.output : op.inputs[0]);
+      status = (*eltwise)->backward(context, saved, dOut, dIn, scratch);
     }
     REMAT_RETURN_IF_ERROR(status);
   }

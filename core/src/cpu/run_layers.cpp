@@ -3,6 +3,7 @@
 // workspace holds at least the layer's required scratch.
 #include "device_impl.hpp"
 #include "remat/exec/counter_rng.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::cpu {
 namespace {
@@ -75,11 +76,6 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
       return linear ? (*linear)->forward(context, b.x, b.params, biasOf(prepared, b.params), b.y, b.workspace)
                     : linear.status();
     }
-    case LayerKind::Relu:
-    case LayerKind::Relu6: {
-      auto relu = opOf<EltwiseOp>(prepared);
-      return relu ? (*relu)->forward(context, b.x, b.y, b.workspace) : relu.status();
-    }
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, keep, b);
@@ -98,6 +94,10 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
     default: break;
   }
+  if (isPointwise(prepared.kind)) {
+    auto eltwise = opOf<EltwiseOp>(prepared);
+    return eltwise ? (*eltwise)->forward(context, b.x, b.y, b.workspace) : eltwise.status();
+  }
   return Status::internal("cpu: " + prepared.label + ": no forward kernel");
 }
 
@@ -114,12 +114,6 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
       return linear ? (*linear)->backward(context, b.x, b.dy, b.params, b.dx, b.paramGrads,
                                           biasOf(prepared, b.paramGrads), b.workspace)
                     : linear.status();
-    }
-    case LayerKind::Relu:
-    case LayerKind::Relu6: {  // relu's gradient comes from y, relu6's from x (PyTorch's hardtanh)
-      auto relu = opOf<EltwiseOp>(prepared);
-      const float* saved = prepared.kind == LayerKind::Relu6 ? b.x : b.y;
-      return relu ? (*relu)->backward(context, saved, b.dy, b.dx, b.workspace) : relu.status();
     }
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
@@ -140,6 +134,11 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(context, prepared, b);
     default: break;
+  }
+  if (isPointwise(prepared.kind)) {  // from y or x, whichever the kind's description says PyTorch keeps
+    auto eltwise = opOf<EltwiseOp>(prepared);
+    if (!eltwise) return eltwise.status();
+    return (*eltwise)->backward(context, (*eltwise)->savedIsOutput() ? b.y : b.x, b.dy, b.dx, b.workspace);
   }
   return Status::internal("cpu: " + prepared.label + ": no backward kernel");
 }

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <optional>
 
+#include "remat/model/operators.hpp"
+
 namespace remat {
 
 std::string layerLabel(const Chain& chain, std::size_t l) {
@@ -59,8 +61,6 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
       needs.readsInput = true;  // dW correlates x with dy
       return needs;
     }
-    case LayerKind::Relu: needs.readsOutput = true; return needs;  // dy passes where 0 < y
-    case LayerKind::Relu6: needs.readsInput = true; return needs;  // dy passes where 0 < x < 6
     case LayerKind::MaxPool:
       // E holds what the forward saved: the CPU's argmax indices (dy goes to them), the GPU's copy of
       // y for cuDNN, which also reads x.
@@ -79,8 +79,17 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
       needs.readsInput = true;
       return needs;
     case LayerKind::Dropout: needs.extraBytes = elementCount(out); return needs;  // the mask, a byte each
-    default: return std::nullopt;
+    default: break;
   }
+  // The pointwise kinds' kernels read what their description says PyTorch's backward reads (relu:
+  // dy where 0 < y; relu6: where 0 < x < 6; sigmoid, tanh from y; the others from x).
+  if (isPointwise(layer.kind)) {
+    const BackwardReads reads = operatorInfo(layer.kind).backwardReads;
+    needs.readsInput = reads == BackwardReads::Input;
+    needs.readsOutput = reads == BackwardReads::Output;
+    return needs;
+  }
+  return std::nullopt;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "remat/input/json_document.hpp"
 #include "remat/input/json_fields.hpp"
 #include "remat/model/block.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat {
 namespace {
@@ -52,54 +53,24 @@ Status readAbstractFields(FieldReader& r, LayerNumbers& m) {
   return r.readDouble("bwd_cost", m.bwdCost, 0.0, 1e300);
 }
 
-Status readConv2dFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("groups", layer.groups, false, 1, kMaxIntegerField));
-  return r.readBool("bias", layer.bias);
-}
-
-Status readPoolFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("kernel", layer.kernel, true, 1, kMaxIntegerField));
-  layer.stride = layer.kernel;  // PyTorch's default stride is the kernel size
-  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("padding", layer.padding, false, 0, kMaxIntegerField));
-  return r.readBool("ceil_mode", layer.ceilMode);
-}
-
-Status readAdaptiveAvgPoolFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("output_height", layer.outputHeight, false, 1, kMaxIntegerField));
-  return r.readInt("output_width", layer.outputWidth, false, 1, kMaxIntegerField);
-}
-
-Status readLinearFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_features", layer.outFeatures, true, 1, kMaxIntegerField));
-  return r.readBool("bias", layer.bias);
-}
-
-Status readDropoutFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readDouble("p", layer.dropoutP, 0.0, 1.0));
-  if (layer.dropoutP >= 1.0) return r.error("p", "must be below 1 (p = 1 drops everything)");
+// A kind's fields as its description lists them (operators.cpp): name, type, bounds, default.
+Status readDescribedFields(FieldReader& r, const OperatorInfo& info, LayerSpec& layer) {
+  for (const FieldInfo& f : info.fields) {
+    const char* name = f.name.data();
+    if (f.integer != nullptr) {
+      if (f.defaultFrom != nullptr) layer.*f.integer = layer.*f.defaultFrom;
+      REMAT_RETURN_IF_ERROR(r.readInt(name, layer.*f.integer, f.required, f.minimum, kMaxIntegerField));
+    } else if (f.flag != nullptr) {
+      REMAT_RETURN_IF_ERROR(r.readBool(name, layer.*f.flag, f.required));
+    } else if (f.real != nullptr) {
+      REMAT_RETURN_IF_ERROR(r.readDouble(name, layer.*f.real, 0.0, f.realMaximum, f.required));
+      if (!f.atMaximum.empty() && layer.*f.real >= f.realMaximum) return r.error(name, std::string(f.atMaximum));
+    } else {
+      return Status::internal("the field '" + std::string(f.name) + "' of " + std::string(info.name) +
+                              " has no reader");
+    }
+  }
   return Status::ok();
-}
-
-Status readBasicBlockFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
-  return r.readInt("stride", layer.stride, false, 1, kMaxIntegerField);
-}
-
-Status readBottleneckFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("width", layer.width, true, 1, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
-  return r.readInt("stride", layer.stride, false, 1, kMaxIntegerField);
-}
-
-Status readInvertedResidualFields(FieldReader& r, LayerSpec& layer) {
-  REMAT_RETURN_IF_ERROR(r.readInt("out_channels", layer.outChannels, true, 1, kMaxIntegerField));
-  REMAT_RETURN_IF_ERROR(r.readInt("stride", layer.stride, false, 1, kMaxIntegerField));
-  return r.readInt("expand_ratio", layer.expandRatio, false, 1, kMaxIntegerField);
 }
 
 // One inner op of a block: name, kind, inputs (default: the tensor written just before it), and a
@@ -132,7 +103,8 @@ Status readBlockOp(const JsonDocument& doc, const json& object, std::size_t inde
       op.inputs.push_back(t.get<std::size_t>());
     }
   }
-  if (op.kind == BlockOpKind::Conv2d) REMAT_RETURN_IF_ERROR(readConv2dFields(r, op.layer));
+  if (op.kind == BlockOpKind::Conv2d)
+    REMAT_RETURN_IF_ERROR(readDescribedFields(r, operatorInfo(LayerKind::Conv2d), op.layer));
   return r.rejectUnknown(std::string(blockOpKindName(op.kind)) + " inner ops");
 }
 
@@ -152,20 +124,9 @@ Status readBlockFields(FieldReader& r, const std::string& what, LayerSpec& layer
 Status readKindFields(FieldReader& r, const std::string& what, LayerSpec& layer) {
   switch (layer.kind) {
     case LayerKind::Abstract: return readAbstractFields(r, layer.numbers);  // its numbers are given, not measured
-    case LayerKind::Conv2d: REMAT_RETURN_IF_ERROR(readConv2dFields(r, layer)); break;
-    case LayerKind::MaxPool:
-    case LayerKind::AvgPool: REMAT_RETURN_IF_ERROR(readPoolFields(r, layer)); break;
-    case LayerKind::AdaptiveAvgPool: REMAT_RETURN_IF_ERROR(readAdaptiveAvgPoolFields(r, layer)); break;
-    case LayerKind::Linear: REMAT_RETURN_IF_ERROR(readLinearFields(r, layer)); break;
-    case LayerKind::Dropout: REMAT_RETURN_IF_ERROR(readDropoutFields(r, layer)); break;
-    case LayerKind::BasicBlock: REMAT_RETURN_IF_ERROR(readBasicBlockFields(r, layer)); break;
-    case LayerKind::Bottleneck: REMAT_RETURN_IF_ERROR(readBottleneckFields(r, layer)); break;
-    case LayerKind::InvertedResidual: REMAT_RETURN_IF_ERROR(readInvertedResidualFields(r, layer)); break;
+    case LayerKind::Flatten: return Status::ok();                           // a view: no kernel to measure
     case LayerKind::Block: REMAT_RETURN_IF_ERROR(readBlockFields(r, what, layer)); break;
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-    case LayerKind::BatchNorm: break;
-    case LayerKind::Flatten: return Status::ok();  // a view: no kernel to measure
+    default: REMAT_RETURN_IF_ERROR(readDescribedFields(r, operatorInfo(layer.kind), layer)); break;
   }
   return readMeasured(r, layer);
 }
@@ -250,47 +211,16 @@ void writeAbstractFields(const LayerNumbers& m, json& j) {
   j["bwd_cost"] = m.bwdCost;
 }
 
-void writeConv2dFields(const LayerSpec& layer, json& j) {
-  j["out_channels"] = layer.outChannels;
-  j["kernel"] = layer.kernel;
-  j["stride"] = layer.stride;
-  j["padding"] = layer.padding;
-  if (layer.groups != 1) j["groups"] = layer.groups;
-  j["bias"] = layer.bias;
-}
-
-void writePoolFields(const LayerSpec& layer, json& j) {
-  j["kernel"] = layer.kernel;
-  j["stride"] = layer.stride;
-  j["padding"] = layer.padding;
-  if (layer.ceilMode) j["ceil_mode"] = true;
-}
-
-void writeAdaptiveAvgPoolFields(const LayerSpec& layer, json& j) {
-  j["output_height"] = layer.outputHeight;
-  j["output_width"] = layer.outputWidth;
-}
-
-void writeLinearFields(const LayerSpec& layer, json& j) {
-  j["out_features"] = layer.outFeatures;
-  j["bias"] = layer.bias;
-}
-
-void writeBasicBlockFields(const LayerSpec& layer, json& j) {
-  j["out_channels"] = layer.outChannels;
-  j["stride"] = layer.stride;
-}
-
-void writeBottleneckFields(const LayerSpec& layer, json& j) {
-  j["width"] = layer.width;
-  j["out_channels"] = layer.outChannels;
-  j["stride"] = layer.stride;
-}
-
-void writeInvertedResidualFields(const LayerSpec& layer, json& j) {
-  j["out_channels"] = layer.outChannels;
-  j["stride"] = layer.stride;
-  j["expand_ratio"] = layer.expandRatio;
+// A kind's fields as its description lists them; a field marked so only when it is not LayerSpec's
+// default (a conv's groups 1, a pool's ceil_mode false).
+void writeDescribedFields(const OperatorInfo& info, const LayerSpec& layer, json& j) {
+  static const LayerSpec defaults;
+  for (const FieldInfo& f : info.fields) {
+    const std::string name(f.name);
+    if (f.integer != nullptr && !(f.omitDefault && layer.*f.integer == defaults.*f.integer)) j[name] = layer.*f.integer;
+    if (f.flag != nullptr && !(f.omitDefault && layer.*f.flag == defaults.*f.flag)) j[name] = layer.*f.flag;
+    if (f.real != nullptr) j[name] = layer.*f.real;
+  }
 }
 
 // The measured numbers of `remat profile`, in pairs as readMeasured wants them.
@@ -314,7 +244,7 @@ void writeBlockOps(const LayerSpec& layer, json& j) {
     o["name"] = op.layer.name;
     o["kind"] = std::string(blockOpKindName(op.kind));
     if (op.inputs != std::vector<std::size_t>{i}) o["inputs"] = op.inputs;
-    if (op.kind == BlockOpKind::Conv2d) writeConv2dFields(op.layer, o);
+    if (op.kind == BlockOpKind::Conv2d) writeDescribedFields(operatorInfo(LayerKind::Conv2d), op.layer, o);
     ops.push_back(std::move(o));
   }
   j["ops"] = std::move(ops);
@@ -326,20 +256,9 @@ json layerToJson(const LayerSpec& layer) {
   j["kind"] = std::string(kindName(layer.kind));
   switch (layer.kind) {
     case LayerKind::Abstract: writeAbstractFields(layer.numbers, j); return j;  // its numbers are all given
-    case LayerKind::Conv2d: writeConv2dFields(layer, j); break;
-    case LayerKind::MaxPool:
-    case LayerKind::AvgPool: writePoolFields(layer, j); break;
-    case LayerKind::AdaptiveAvgPool: writeAdaptiveAvgPoolFields(layer, j); break;
-    case LayerKind::Linear: writeLinearFields(layer, j); break;
-    case LayerKind::Dropout: j["p"] = layer.dropoutP; break;
-    case LayerKind::BasicBlock: writeBasicBlockFields(layer, j); break;
-    case LayerKind::Bottleneck: writeBottleneckFields(layer, j); break;
-    case LayerKind::InvertedResidual: writeInvertedResidualFields(layer, j); break;
+    case LayerKind::Flatten: return j;
     case LayerKind::Block: writeBlockOps(layer, j); break;
-    case LayerKind::Relu:
-    case LayerKind::Relu6:
-    case LayerKind::BatchNorm:
-    case LayerKind::Flatten: break;
+    default: writeDescribedFields(operatorInfo(layer.kind), layer, j); break;
   }
   writeMeasured(layer, j);
   return j;

@@ -4,33 +4,17 @@
 #include "remat/model/block.hpp"
 
 #include "layers_common.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat {
 
-namespace {
-
-constexpr BlockOpKind kBlockOpKinds[] = {BlockOpKind::Conv2d, BlockOpKind::BatchNorm, BlockOpKind::Relu,
-                                         BlockOpKind::Relu6,  BlockOpKind::Add,       BlockOpKind::Concat};
-
-}  // namespace
-
-std::string_view blockOpKindName(BlockOpKind kind) {
-  switch (kind) {
-    case BlockOpKind::Conv2d: return "conv2d";
-    case BlockOpKind::BatchNorm: return "batchnorm";
-    case BlockOpKind::Relu: return "relu";
-    case BlockOpKind::Relu6: return "relu6";
-    case BlockOpKind::Add: return "add";
-    case BlockOpKind::Concat: return "concat";
-  }
-  return "?";
-}
+std::string_view blockOpKindName(BlockOpKind kind) { return blockOpInfo(kind).name; }
 
 Result<BlockOpKind> parseBlockOpKind(std::string_view name) {
   std::string known;
-  for (BlockOpKind kind : kBlockOpKinds) {
-    if (blockOpKindName(kind) == name) return kind;
-    known += (known.empty() ? "" : ", ") + std::string(blockOpKindName(kind));
+  for (const BlockOpInfo& info : blockOpTable()) {
+    if (info.name == name) return info.kind;
+    known += (known.empty() ? "" : ", ") + std::string(info.name);
   }
   return Status::invalid("unknown inner op kind '" + std::string(name) + "' (known: " + known + ")");
 }
@@ -58,23 +42,11 @@ LayerSpec simpleSpec(std::string name, LayerKind kind) {
   return spec;
 }
 
-BlockOpKind opKindOf(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::Conv2d: return BlockOpKind::Conv2d;
-    case LayerKind::BatchNorm: return BlockOpKind::BatchNorm;
-    case LayerKind::Relu: return BlockOpKind::Relu;
-    default: return BlockOpKind::Relu6;
-  }
-}
+// Only kinds whose description names a block op reach here (GraphBuilder::layer's callers).
+BlockOpKind opKindOf(LayerKind kind) { return operatorInfo(kind).blockOp.value_or(BlockOpKind::Relu6); }
 
 LayerKind layerKindOf(BlockOpKind kind) {
-  switch (kind) {
-    case BlockOpKind::Conv2d: return LayerKind::Conv2d;
-    case BlockOpKind::BatchNorm: return LayerKind::BatchNorm;
-    case BlockOpKind::Relu: return LayerKind::Relu;
-    case BlockOpKind::Relu6: return LayerKind::Relu6;
-    default: return LayerKind::Abstract;  // add, concat: no primitive layer
-  }
+  return blockOpInfo(kind).layer.value_or(LayerKind::Abstract);  // add, concat: no primitive layer
 }
 
 class GraphBuilder {

@@ -5,33 +5,10 @@
 
 #include "layer_inference.hpp"
 #include "remat/base/text.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat {
 namespace {
-
-constexpr std::array<std::pair<LayerKind, std::string_view>, 15> kKindNames = {{
-    {LayerKind::Abstract, "abstract"},
-    {LayerKind::Conv2d, "conv2d"},
-    {LayerKind::Relu, "relu"},
-    {LayerKind::Relu6, "relu6"},
-    {LayerKind::MaxPool, "maxpool"},
-    {LayerKind::AvgPool, "avgpool"},
-    {LayerKind::AdaptiveAvgPool, "adaptive_avgpool"},
-    {LayerKind::BatchNorm, "batchnorm"},
-    {LayerKind::Linear, "linear"},
-    {LayerKind::Dropout, "dropout"},
-    {LayerKind::Flatten, "flatten"},
-    {LayerKind::BasicBlock, "basic_block"},
-    {LayerKind::Bottleneck, "bottleneck"},
-    {LayerKind::InvertedResidual, "inverted_residual"},
-    {LayerKind::Block, "block"},
-}};
-
-constexpr auto kKinds = [] {
-  std::array<LayerKind, kKindNames.size()> kinds{};
-  for (std::size_t i = 0; i < kinds.size(); ++i) kinds[i] = kKindNames[i].first;
-  return kinds;
-}();
 
 bool addOverflows(std::uint64_t& total, std::uint64_t value) { return __builtin_add_overflow(total, value, &total); }
 
@@ -59,26 +36,26 @@ Result<DType> parseDType(std::string_view name) {
 
 std::uint64_t dtypeBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 
-std::string_view kindName(LayerKind kind) {
-  for (const auto& [k, name] : kKindNames)
-    if (k == kind) return name;
-  return "?";
-}
+// Names, the kinds' order and their families come from the operator table (operators.cpp).
+std::string_view kindName(LayerKind kind) { return operatorInfo(kind).name; }
 
 Result<LayerKind> parseKind(std::string_view name) {
-  for (const auto& [k, n] : kKindNames)
-    if (n == name) return k;
+  if (const OperatorInfo* info = findOperator(name)) return info->kind;
   std::string known;
-  for (const auto& [k, n] : kKindNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  for (const OperatorInfo& info : operatorTable()) known += (known.empty() ? "" : ", ") + std::string(info.name);
   return Status::invalid("unknown kind " + quoteText(name, 40) + " (known kinds: " + known + ")");
 }
 
-std::span<const LayerKind> layerKinds() { return kKinds; }
-
-bool isComposite(LayerKind kind) {
-  return kind == LayerKind::BasicBlock || kind == LayerKind::Bottleneck || kind == LayerKind::InvertedResidual ||
-         kind == LayerKind::Block;
+std::span<const LayerKind> layerKinds() {
+  static const std::vector<LayerKind> kKinds = [] {
+    std::vector<LayerKind> kinds;
+    for (const OperatorInfo& info : operatorTable()) kinds.push_back(info.kind);
+    return kinds;
+  }();
+  return kKinds;
 }
+
+bool isComposite(LayerKind kind) { return operatorInfo(kind).family == OperatorFamily::Composite; }
 
 std::string shapeToString(const Shape& shape) {
   std::string out = "[";

@@ -25,7 +25,18 @@ bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out);
 // and wf = wb = 0.
 Status setCommonNumbers(ChainLayer& out, Shape outputShape, DType dtype, std::uint64_t paramCount, double forwardFlop);
 
-// The primitive kinds (everything but abstract, flatten and the composite blocks).
+// The shape rules of the primitive and pointwise kinds, named by their descriptions (operators.cpp).
+Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+Status inferPool(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+Status inferAdaptiveAvgPool(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+Status inferBatchNorm(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+Status inferLinear(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+Status inferDropout(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+// Any pointwise kind: y has x's shape; in/out from the description's backward reads; no E.
+Status inferPointwise(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+
+// The primitive and pointwise kinds (everything but abstract, flatten and the composite blocks),
+// through their descriptions' shape rules.
 Status inferPrimitiveLayer(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
 
 // Fills in everything of a block graph that follows from its tensors and ops (tensors[].shape,

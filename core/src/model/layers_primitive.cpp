@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "layers_common.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::detail {
 
@@ -74,6 +75,8 @@ std::int64_t floorDiv(std::int64_t num, std::int64_t den) {
 
 double toDouble(std::uint64_t v) { return static_cast<double>(v); }
 
+}  // namespace
+
 Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
   REMAT_RETURN_IF_ERROR(requireNCHW(input, "conv2d"));
   REMAT_RETURN_IF_ERROR(checkPositiveField("out_channels", spec.outChannels));
@@ -116,6 +119,8 @@ Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   return Status::ok();
 }
 
+namespace {
+
 // PyTorch's pooling_output_shape: floor((in + 2p - k [+ s - 1 in ceil mode]) / s) + 1, and in ceil
 // mode the last window must start inside the input or its left padding.
 std::int64_t poolOutputSize(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t padding,
@@ -124,6 +129,8 @@ std::int64_t poolOutputSize(std::int64_t in, std::int64_t kernel, std::int64_t s
   if (ceilMode && (size - 1) * stride >= in + padding) --size;
   return size;
 }
+
+}  // namespace
 
 Status inferPool(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
   const std::string kind(kindName(spec.kind));
@@ -218,15 +225,15 @@ Status inferLinear(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   return Status::ok();
 }
 
-Status inferElementwise(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+Status inferPointwise(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  const OperatorInfo& info = operatorInfo(spec.kind);
   const double elements = toDouble(elementCount(input));
-  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 0, elements));
-  // relu's backward (PyTorch's ReluBackward0) keeps its result: dy where y > 0. relu6 is PyTorch's
-  // hardtanh, whose HardtanhBackward0 keeps its input, in place or not (an in-place ReLU6 clones
-  // its input first): dy where 0 < x < 6. docs/memory-model.md section 5.1.
-  const bool relu6 = spec.kind == LayerKind::Relu6;
-  out.numbers.needsInput = relu6;
-  out.numbers.needsOutput = !relu6;
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 0, info.flopPerElement * elements));
+  // What the backward reads is the description's (PyTorch's derivatives.yaml): relu and sigmoid
+  // keep their result, relu6 (hardtanh), silu, gelu and the hard ones their input.
+  // docs/memory-model.md section 5.1.
+  out.numbers.needsInput = info.backwardReads == BackwardReads::Input;
+  out.numbers.needsOutput = info.backwardReads == BackwardReads::Output;
   out.numbers.extraBytes = 0;
   return Status::ok();
 }
@@ -242,22 +249,10 @@ Status inferDropout(const LayerSpec& spec, const Shape& input, DType dtype, Chai
   return Status::ok();
 }
 
-}  // namespace
-
 Status inferPrimitiveLayer(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
-  switch (spec.kind) {
-    case LayerKind::Conv2d: return inferConv2d(spec, input, dtype, out);
-    case LayerKind::Relu:
-    case LayerKind::Relu6: return inferElementwise(spec, input, dtype, out);
-    case LayerKind::MaxPool:
-    case LayerKind::AvgPool: return inferPool(spec, input, dtype, out);
-    case LayerKind::AdaptiveAvgPool: return inferAdaptiveAvgPool(spec, input, dtype, out);
-    case LayerKind::BatchNorm: return inferBatchNorm(spec, input, dtype, out);
-    case LayerKind::Linear: return inferLinear(spec, input, dtype, out);
-    case LayerKind::Dropout: return inferDropout(spec, input, dtype, out);
-    default: break;
-  }
-  return Status::internal("'" + std::string(kindName(spec.kind)) + "' is not a primitive layer kind");
+  const OperatorInfo& info = operatorInfo(spec.kind);
+  if (info.infer == nullptr) return Status::internal("'" + std::string(info.name) + "' is not a primitive layer kind");
+  return info.infer(spec, input, dtype, out);
 }
 
 }  // namespace remat::detail

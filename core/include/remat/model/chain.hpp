@@ -33,6 +33,13 @@ enum class LayerKind {
   Bottleneck,        // ResNet-50/101/152 residual block (composite)
   InvertedResidual,  // MobileNetV2 block (composite)
   Block,             // any multi-branch piece as a graph of inner ops (composite; e.g. imported from ONNX)
+  // The pointwise activations of today's CNNs (operators.hpp describes every kind).
+  Sigmoid,
+  Tanh,
+  Silu,  // x * sigmoid(x), torch's SiLU / swish
+  HardSwish,
+  HardSigmoid,  // PyTorch's: relu6(x + 3) / 6
+  Gelu,         // the exact (erf) form, torch's GELU(approximate='none')
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
@@ -40,8 +47,21 @@ std::span<const LayerKind> layerKinds();  // every kind, in the order parseKind'
 bool isComposite(LayerKind kind);
 
 // The kinds of a composite layer's inner ops: the primitive kinds a block may hold, the residual add
-// and the channel concatenation (block.hpp).
-enum class BlockOpKind { Conv2d, BatchNorm, Relu, Relu6, Add, Concat };
+// and the channel concatenation (block.hpp; operators.hpp maps them to layer kinds).
+enum class BlockOpKind {
+  Conv2d,
+  BatchNorm,
+  Relu,
+  Relu6,
+  Add,
+  Concat,
+  Sigmoid,
+  Tanh,
+  Silu,
+  HardSwish,
+  HardSigmoid,
+  Gelu
+};
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are
 // in arbitrary but consistent units (GFLOP for real kinds, as stated for abstract layers).

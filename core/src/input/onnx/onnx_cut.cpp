@@ -9,6 +9,7 @@
 #include "onnx_graph.hpp"
 #include "remat/base/text.hpp"
 #include "remat/model/block.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::onnx_import {
 namespace {
@@ -79,13 +80,10 @@ std::string commonModule(const std::vector<std::string>& names) {
 bool blockKindOf(const DataOp& op, BlockOpKind& kind) {
   if (op.role == OpRole::Add) return (kind = BlockOpKind::Add), true;
   if (op.role == OpRole::Concat) return (kind = BlockOpKind::Concat), true;
-  switch (op.layer.kind) {
-    case LayerKind::Conv2d: return (kind = BlockOpKind::Conv2d), true;
-    case LayerKind::BatchNorm: return (kind = BlockOpKind::BatchNorm), true;
-    case LayerKind::Relu: return (kind = BlockOpKind::Relu), true;
-    case LayerKind::Relu6: return (kind = BlockOpKind::Relu6), true;
-    default: return false;
-  }
+  const std::optional<BlockOpKind> inner = operatorInfo(op.layer.kind).blockOp;  // the kind's description
+  if (!inner) return false;
+  kind = *inner;
+  return true;
 }
 
 // Same inner structure: kinds, primitive fields and inputs (an add's two in either order).
@@ -186,8 +184,7 @@ std::size_t extendOverModuleTail(const Graph& g, const std::vector<std::size_t>&
   if (module.empty()) return c;
   while (c + 2 < cuts.size() && cuts[c + 2] - cuts[c + 1] == 1) {
     const DataOp& next = g.ops()[order[cuts[c + 1]]];
-    const bool activation =
-        next.role == OpRole::Layer && (next.layer.kind == LayerKind::Relu || next.layer.kind == LayerKind::Relu6);
+    const bool activation = next.role == OpRole::Layer && isPointwise(next.layer.kind);
     if (!activation || next.name.rfind(module + ".", 0) != 0) break;
     ++c;
   }

@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,10 @@ class Graph {
   std::vector<DataOp>& ops() { return ops_; }
   const std::vector<DataOp>& ops() const { return ops_; }
 
+  // Nodes a pattern took into the op of an earlier node (onnx_patterns.cpp); the walk skips them.
+  void markFused(std::size_t node) { fused_.insert(node); }
+  bool isFused(std::size_t node) const { return fused_.count(node) > 0; }
+
   // Counts for the summary, per op type.
   void countFolded(const std::string& opType) { ++folded_[opType]; }
   void countDropped(const std::string& opType) { ++dropped_[opType]; }
@@ -151,6 +156,7 @@ class Graph {
   std::map<std::string, std::size_t> readers_;
   std::map<std::string, std::int64_t> pendingPads_;
   std::map<std::string, std::size_t> producers_;  // node output -> the node's index
+  std::set<std::size_t> fused_;
   bool weightsInFile_ = false;
 };
 
@@ -200,6 +206,9 @@ std::string opTypeText(const std::string& opType);
 Status convertLayerNode(Graph& graph, std::size_t node);
 Status convertViewNode(Graph& graph, std::size_t node);
 bool isLayerOp(const std::string& opType);
+// A pattern of nodes torch writes for one op (SiLU, GELU) starting at `node`, converted into that
+// op; false when the node starts none (onnx_patterns.cpp).
+Result<bool> convertPatternNode(Graph& graph, std::size_t node);
 bool isViewOp(const std::string& opType);
 
 // Appends a data op writing a new activation of `shape` into `tensor` (default: the node's output

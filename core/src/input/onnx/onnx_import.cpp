@@ -35,6 +35,7 @@ Status checkPendingPads(const Graph& g, std::size_t node) {
 
 Status convertNode(Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  if (g.isFused(node)) return Status::ok();  // part of an earlier node's pattern
   if (!n.domain().empty() && n.domain() != "ai.onnx") return unsupported(g, node);
   if (n.output_size() == 0 || n.output(0).empty()) return g.fail(node, "has no output");
   bool readsData = false;
@@ -48,6 +49,9 @@ Status convertNode(Graph& g, std::size_t node) {
     return unsupported(g, node);
   }
   REMAT_RETURN_IF_ERROR(checkPendingPads(g, node));
+  auto pattern = convertPatternNode(g, node);
+  if (!pattern) return pattern.status();
+  if (*pattern) return Status::ok();
   if (isLayerOp(n.op_type())) return convertLayerNode(g, node);
   if (isViewOp(n.op_type())) return convertViewNode(g, node);
   return unsupported(g, node);

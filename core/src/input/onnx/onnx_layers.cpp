@@ -1,5 +1,6 @@
 // The ONNX ops that become chain layers of a primitive kind: Conv, MaxPool, AveragePool,
-// GlobalAveragePool, BatchNormalization, Gemm, MatMul, Relu, Clip (ReLU6) and Dropout. Each reads
+// GlobalAveragePool, BatchNormalization, Gemm, MatMul, Relu, Clip (ReLU6), Dropout and the pointwise
+// ops the operator table maps (Sigmoid, Tanh, HardSwish, HardSigmoid, Gelu). Each reads
 // its attributes in every opset form (attributes, or constant inputs in newer opsets), checks that
 // its weights and shapes chain, and computes its output shape by ONNX's rules; onnx_cut.cpp checks
 // that the chain's own shape inference agrees.
@@ -8,6 +9,7 @@
 
 #include "onnx_graph.hpp"
 #include "remat/base/text.hpp"
+#include "remat/model/operators.hpp"
 
 namespace remat::onnx_import {
 namespace {
@@ -221,11 +223,33 @@ Result<double> clipBound(const Graph& g, std::size_t index, const char* attribut
   return c->values.front();
 }
 
+// PyTorch's forms only: HardSigmoid with alpha 1/6 and beta 1/2 (relu6(x + 3) / 6; ONNX's default
+// alpha is 0.2, which torch's export overrides), Gelu with approximate "none" (the erf form).
+Status checkPointwiseAttributes(Graph& g, std::size_t index) {
+  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
+  if (node.op_type() == "HardSigmoid") {
+    const double alpha = floatAttribute(node, "alpha", 0.2), beta = floatAttribute(node, "beta", 0.5);
+    // float32 attributes: 1/6 is 0.16666667163...
+    if (!(std::fabs(alpha - 1.0 / 6.0) < 1e-6 && beta == 0.5))
+      return g.fail(index, "has alpha " + numberText(alpha) + " and beta " + numberText(beta) +
+                               "; HardSigmoid is read as PyTorch's (alpha 1/6, beta 0.5) only");
+  }
+  if (node.op_type() == "Gelu") {
+    const std::string approximate = stringAttribute(node, "approximate", "none");
+    if (approximate != "none")
+      return g.fail(index, "has approximate " + quoteText(approximate, 40) +
+                               "; Gelu is read in its exact (erf) form, approximate 'none', only");
+  }
+  return Status::ok();
+}
+
 Status convertActivation(Graph& g, std::size_t index) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   const auto a = g.activation(nodeInput(node, 0));
   if (!a) return g.fail(index, "its input 0 is not computed from the model's input");
-  LayerKind kind = LayerKind::Relu;
+  const OperatorInfo* info = findOnnxOperator(node.op_type());
+  LayerKind kind = info != nullptr ? info->kind : LayerKind::Relu;
+  REMAT_RETURN_IF_ERROR(checkPointwiseAttributes(g, index));
   if (node.op_type() == "Clip") {
     constexpr double kInf = std::numeric_limits<double>::infinity();
     auto low = clipBound(g, index, "min", 1, -kInf);
@@ -306,10 +330,17 @@ Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shap
   return pads[0];
 }
 
+// An ONNX op that a pointwise kind's description maps onto one to one (Sigmoid, Tanh, HardSwish,
+// HardSigmoid, Gelu; Relu as before).
+bool isPointwiseOnnxOp(const std::string& opType) {
+  const OperatorInfo* info = findOnnxOperator(opType);
+  return info != nullptr && info->family == OperatorFamily::Pointwise;
+}
+
 bool isLayerOp(const std::string& opType) {
   return opType == "Conv" || opType == "MaxPool" || opType == "AveragePool" || opType == "GlobalAveragePool" ||
          opType == "BatchNormalization" || opType == "Gemm" || opType == "MatMul" || opType == "Relu" ||
-         opType == "Clip" || opType == "Dropout";
+         opType == "Clip" || opType == "Dropout" || isPointwiseOnnxOp(opType);
 }
 
 Status convertLayerNode(Graph& graph, std::size_t node) {
@@ -319,7 +350,7 @@ Status convertLayerNode(Graph& graph, std::size_t node) {
   if (op == "GlobalAveragePool") return convertGlobalAveragePool(graph, node);
   if (op == "BatchNormalization") return convertBatchNorm(graph, node);
   if (op == "Gemm" || op == "MatMul") return convertLinear(graph, node);
-  if (op == "Relu" || op == "Clip") return convertActivation(graph, node);
+  if (op == "Clip" || isPointwiseOnnxOp(op)) return convertActivation(graph, node);
   if (op == "Dropout") return convertDropout(graph, node);
   return graph.fail(node, "is not a layer op");
 }

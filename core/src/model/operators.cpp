@@ -1,0 +1,224 @@
+// The operator table: one description per layer kind (operators.hpp). The backward-read rules of
+// the pointwise kinds are PyTorch's (tools/autograd/derivatives.yaml), tabulated with their
+// reasons in docs/memory-model.md section 5.1.
+#include "remat/model/operators.hpp"
+
+#include <array>
+
+#include "layers_common.hpp"
+
+namespace remat {
+namespace {
+
+using FieldList = std::span<const FieldInfo>;
+using S = LayerSpec;
+
+constexpr FieldInfo integer(std::string_view name, std::int64_t S::*member, bool required, std::int64_t minimum = 1) {
+  FieldInfo f;
+  f.name = name;
+  f.required = required;
+  f.minimum = minimum;
+  f.integer = member;
+  return f;
+}
+
+constexpr FieldInfo flag(std::string_view name, bool S::*member, bool omitDefault = false) {
+  FieldInfo f;
+  f.name = name;
+  f.type = FieldType::Flag;
+  f.flag = member;
+  f.omitDefault = omitDefault;
+  return f;
+}
+
+constexpr FieldInfo withDefaultFrom(FieldInfo f, std::int64_t S::*from) {
+  f.defaultFrom = from;
+  return f;
+}
+
+constexpr FieldInfo omittedWhenDefault(FieldInfo f) {
+  f.omitDefault = true;
+  return f;
+}
+
+constexpr FieldInfo dropoutP() {
+  FieldInfo f;
+  f.name = "p";
+  f.type = FieldType::Real;
+  f.real = &S::dropoutP;
+  f.realMaximum = 1.0;
+  f.atMaximum = "must be below 1 (p = 1 drops everything)";
+  return f;
+}
+
+// Named, not read through a member: the chain file reads these kinds' fields itself.
+constexpr FieldInfo named(std::string_view name) {
+  FieldInfo f;
+  f.name = name;
+  return f;
+}
+
+constexpr FieldInfo kAbstractFields[] = {named("out_bytes"),
+                                         named("needs_input"),
+                                         named("needs_output"),
+                                         named("extra_bytes"),
+                                         named("fwd_workspace_bytes"),
+                                         named("bwd_workspace_bytes"),
+                                         named("param_bytes"),
+                                         named("fwd_cost"),
+                                         named("bwd_cost")};
+constexpr FieldInfo kConvFields[] = {integer("out_channels", &S::outChannels, true),
+                                     integer("kernel", &S::kernel, true),
+                                     integer("stride", &S::stride, false),
+                                     integer("padding", &S::padding, false, 0),
+                                     omittedWhenDefault(integer("groups", &S::groups, false)),
+                                     flag("bias", &S::bias)};
+// PyTorch's default stride of a pool is its kernel size.
+constexpr FieldInfo kPoolFields[] = {integer("kernel", &S::kernel, true),
+                                     withDefaultFrom(integer("stride", &S::stride, false), &S::kernel),
+                                     integer("padding", &S::padding, false, 0), flag("ceil_mode", &S::ceilMode, true)};
+constexpr FieldInfo kAdaptiveFields[] = {integer("output_height", &S::outputHeight, false),
+                                         integer("output_width", &S::outputWidth, false)};
+constexpr FieldInfo kLinearFields[] = {integer("out_features", &S::outFeatures, true), flag("bias", &S::bias)};
+constexpr FieldInfo kDropoutFields[] = {dropoutP()};
+constexpr FieldInfo kBasicBlockFields[] = {integer("out_channels", &S::outChannels, true),
+                                           integer("stride", &S::stride, false)};
+constexpr FieldInfo kBottleneckFields[] = {integer("width", &S::width, true),
+                                           integer("out_channels", &S::outChannels, true),
+                                           integer("stride", &S::stride, false)};
+constexpr FieldInfo kInvertedResidualFields[] = {integer("out_channels", &S::outChannels, true),
+                                                 integer("stride", &S::stride, false),
+                                                 integer("expand_ratio", &S::expandRatio, false)};
+constexpr FieldInfo kBlockFields[] = {named("ops")};
+
+OperatorInfo primitive(LayerKind kind, std::string_view name, FieldList fields, InferFn infer,
+                       std::optional<BlockOpKind> blockOp, std::string_view onnxOp, std::string_view torchOp) {
+  OperatorInfo info;
+  info.kind = kind;
+  info.name = name;
+  info.family = OperatorFamily::Primitive;
+  info.fields = fields;
+  info.infer = infer;
+  info.blockOp = blockOp;
+  info.onnxOp = onnxOp;
+  info.torchOp = torchOp;
+  return info;
+}
+
+// y = f(x), elementwise; `reads` is what derivatives.yaml's formula of `torchOp` uses.
+OperatorInfo pointwise(LayerKind kind, std::string_view name, BackwardReads reads, double flopPerElement,
+                       BlockOpKind blockOp, std::string_view onnxOp, std::string_view torchOp) {
+  OperatorInfo info = primitive(kind, name, {}, detail::inferPointwise, blockOp, onnxOp, torchOp);
+  info.family = OperatorFamily::Pointwise;
+  info.backwardReads = reads;
+  info.flopPerElement = flopPerElement;
+  return info;
+}
+
+OperatorInfo other(LayerKind kind, std::string_view name, OperatorFamily family, FieldList fields) {
+  OperatorInfo info;
+  info.kind = kind;
+  info.name = name;
+  info.family = family;
+  info.fields = fields;
+  return info;
+}
+
+// The order is parseKind's message's: the original kinds first, the newer ones after them.
+const std::array<OperatorInfo, 21>& table() {
+  using K = LayerKind;
+  using B = BlockOpKind;
+  using R = BackwardReads;
+  using F = OperatorFamily;
+  static const std::array<OperatorInfo, 21> kTable = {
+      other(K::Abstract, "abstract", F::Abstract, kAbstractFields),
+      primitive(K::Conv2d, "conv2d", kConvFields, detail::inferConv2d, B::Conv2d, "Conv", "convolution"),
+      // relu: ReluBackward0 keeps its result (threshold_backward(grad, result, 0)); one compare per element.
+      pointwise(K::Relu, "relu", R::Output, 1.0, B::Relu, "Relu", "relu"),
+      // relu6 is hardtanh(x, 0, 6): hardtanh_backward(grad, self, ...) keeps its input.
+      pointwise(K::Relu6, "relu6", R::Input, 1.0, B::Relu6, "", "hardtanh"),
+      primitive(K::MaxPool, "maxpool", kPoolFields, detail::inferPool, std::nullopt, "MaxPool",
+                "max_pool2d_with_indices"),
+      primitive(K::AvgPool, "avgpool", kPoolFields, detail::inferPool, std::nullopt, "AveragePool", "avg_pool2d"),
+      primitive(K::AdaptiveAvgPool, "adaptive_avgpool", kAdaptiveFields, detail::inferAdaptiveAvgPool, std::nullopt,
+                "GlobalAveragePool", "_adaptive_avg_pool2d"),
+      primitive(K::BatchNorm, "batchnorm", {}, detail::inferBatchNorm, B::BatchNorm, "BatchNormalization",
+                "native_batch_norm"),
+      primitive(K::Linear, "linear", kLinearFields, detail::inferLinear, std::nullopt, "Gemm", "addmm"),
+      primitive(K::Dropout, "dropout", kDropoutFields, detail::inferDropout, std::nullopt, "Dropout", "native_dropout"),
+      other(K::Flatten, "flatten", F::View, {}),
+      other(K::BasicBlock, "basic_block", F::Composite, kBasicBlockFields),
+      other(K::Bottleneck, "bottleneck", F::Composite, kBottleneckFields),
+      other(K::InvertedResidual, "inverted_residual", F::Composite, kInvertedResidualFields),
+      other(K::Block, "block", F::Composite, kBlockFields),
+      // sigmoid_backward(grad, result) and tanh_backward(grad, result): the output.
+      pointwise(K::Sigmoid, "sigmoid", R::Output, 4.0, B::Sigmoid, "Sigmoid", "sigmoid"),
+      pointwise(K::Tanh, "tanh", R::Output, 6.0, B::Tanh, "Tanh", "tanh"),
+      // silu_backward(grad, self), hardswish_backward(grad, self), hardsigmoid_backward(grad, self),
+      // gelu_backward(grad, self, approximate): the input.
+      pointwise(K::Silu, "silu", R::Input, 5.0, B::Silu, "", "silu"),
+      pointwise(K::HardSwish, "hardswish", R::Input, 4.0, B::HardSwish, "HardSwish", "hardswish"),
+      pointwise(K::HardSigmoid, "hardsigmoid", R::Input, 3.0, B::HardSigmoid, "HardSigmoid", "hardsigmoid"),
+      pointwise(K::Gelu, "gelu", R::Input, 8.0, B::Gelu, "Gelu", "gelu"),
+  };
+  return kTable;
+}
+
+constexpr std::array<BlockOpInfo, 12> kBlockOps = {{
+    {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d},
+    {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
+    {BlockOpKind::Relu, "relu", LayerKind::Relu},
+    {BlockOpKind::Relu6, "relu6", LayerKind::Relu6},
+    {BlockOpKind::Add, "add", std::nullopt},
+    {BlockOpKind::Concat, "concat", std::nullopt},
+    {BlockOpKind::Sigmoid, "sigmoid", LayerKind::Sigmoid},
+    {BlockOpKind::Tanh, "tanh", LayerKind::Tanh},
+    {BlockOpKind::Silu, "silu", LayerKind::Silu},
+    {BlockOpKind::HardSwish, "hardswish", LayerKind::HardSwish},
+    {BlockOpKind::HardSigmoid, "hardsigmoid", LayerKind::HardSigmoid},
+    {BlockOpKind::Gelu, "gelu", LayerKind::Gelu},
+}};
+
+}  // namespace
+
+std::string_view backwardReadsName(BackwardReads reads) {
+  switch (reads) {
+    case BackwardReads::Nothing: return "nothing";
+    case BackwardReads::Input: return "input";
+    case BackwardReads::Output: return "output";
+  }
+  return "?";
+}
+
+std::span<const OperatorInfo> operatorTable() { return table(); }
+
+const OperatorInfo& operatorInfo(LayerKind kind) {
+  for (const OperatorInfo& info : table())
+    if (info.kind == kind) return info;
+  return table()[0];  // unreachable: the table lists every kind (operators_test checks it)
+}
+
+const OperatorInfo* findOperator(std::string_view name) {
+  for (const OperatorInfo& info : table())
+    if (info.name == name) return &info;
+  return nullptr;
+}
+
+const OperatorInfo* findOnnxOperator(std::string_view onnxOp) {
+  if (onnxOp.empty()) return nullptr;
+  for (const OperatorInfo& info : table())
+    if (info.onnxOp == onnxOp) return &info;
+  return nullptr;
+}
+
+bool isPointwise(LayerKind kind) { return operatorInfo(kind).family == OperatorFamily::Pointwise; }
+
+std::span<const BlockOpInfo> blockOpTable() { return kBlockOps; }
+
+const BlockOpInfo& blockOpInfo(BlockOpKind kind) {
+  for (const BlockOpInfo& info : kBlockOps)
+    if (info.kind == kind) return info;
+  return kBlockOps[0];  // unreachable: the table lists every inner op kind (operators_test checks it)
+}
+
+}  // namespace remat
