@@ -17,6 +17,7 @@
 #include "document/plan_insight.hpp"
 #include "remat/memory/op_times.hpp"
 #include "views/checkpoint_strip.hpp"
+#include "views/flow_layout.hpp"
 
 namespace remat::gui {
 namespace {
@@ -25,6 +26,19 @@ using ui::PaletteRole;
 
 QString swatch(PaletteRole role, const QString& text) {
   return QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2").arg(ui::paletteName(role), text);
+}
+
+// A label and its field, kept together on one row of a wrapping layout.
+QWidget* labelled(const QString& text, QWidget* field) {
+  auto* group = new QWidget(field->parentWidget());
+  auto* row = new QHBoxLayout(group);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(4);
+  auto* label = new QLabel(text, group);
+  label->setBuddy(field);
+  row->addWidget(label);
+  row->addWidget(field);
+  return group;
 }
 
 }  // namespace
@@ -45,8 +59,8 @@ PlanView::PlanView(Document* document, QWidget* parent) : QWidget(parent), docum
   refreshPlan();
 }
 
-QHBoxLayout* PlanView::buildCards() {
-  auto* cards = new QHBoxLayout();
+QLayout* PlanView::buildCards() {
+  auto* cards = new FlowLayout();
   cards->setSpacing(6);
   addCard(cards, "peak", tr("Peak memory"), tr("Static memory plus the dynamic peak E: what the device must hold"));
   addCard(cards, "dynamic", tr("Dynamic peak E"),
@@ -63,6 +77,7 @@ QHBoxLayout* PlanView::buildCards() {
 // The strip's legend, in the strip's colours.
 QLabel* PlanView::buildLegend() {
   auto* legend = new QLabel(this);
+  legend->setWordWrap(true);  // a narrow window wraps it rather than growing to its width
   legend->setText(tr("%1 &nbsp; %2 &nbsp; %3 &nbsp; <span style='color:%4'>&#9633;</span>&nbsp;peak layer"
                      " &nbsp;&nbsp; <span style='color:gray'>Click a layer to toggle its checkpoint, drag a "
                      "handle to move it; keys: &larr; &rarr; Space, Shift+&larr;/&rarr;</span>")
@@ -72,8 +87,8 @@ QLabel* PlanView::buildLegend() {
   return legend;
 }
 
-QHBoxLayout* PlanView::buildChartOptions() {
-  auto* options = new QHBoxLayout();
+QLayout* PlanView::buildChartOptions() {
+  auto* options = new FlowLayout(nullptr, 12);
   showStatic_ = new QCheckBox(tr("Static memory"), this);
   showStatic_->setObjectName(QStringLiteral("showStatic"));
   showStatic_->setChecked(true);
@@ -97,20 +112,14 @@ QHBoxLayout* PlanView::buildChartOptions() {
   capacity_->setToolTip(tr("Draw a device capacity line (0: none)"));
   options->addWidget(showStatic_);
   options->addWidget(proportional_);
-  options->addSpacing(12);
-  options->addWidget(new QLabel(tr("X axis:"), this));
-  options->addWidget(xAxis_);
-  options->addSpacing(12);
-  options->addWidget(new QLabel(tr("Device capacity:"), this));
-  options->addWidget(capacity_);
-  options->addSpacing(12);
+  options->addWidget(labelled(tr("X axis:"), xAxis_));
+  options->addWidget(labelled(tr("Device capacity:"), capacity_));
   resetZoom_ = new QToolButton(this);
   resetZoom_->setObjectName(QStringLiteral("resetZoom"));
   resetZoom_->setText(tr("Reset zoom"));
   resetZoom_->setToolTip(charts::MemoryChart::zoomHelp());
   resetZoom_->setEnabled(false);
   options->addWidget(resetZoom_);
-  options->addStretch(1);
   return options;
 }
 
@@ -150,7 +159,7 @@ void PlanView::connectControls() {
   connect(document_, &Document::measuredChanged, this, &PlanView::refreshChart);
 }
 
-QLabel* PlanView::addCard(QHBoxLayout* row, const QString& key, const QString& title, const QString& tip) {
+QLabel* PlanView::addCard(QLayout* row, const QString& key, const QString& title, const QString& tip) {
   auto* frame = new QFrame(this);
   frame->setFrameShape(QFrame::StyledPanel);
   frame->setToolTip(tip);
@@ -171,7 +180,7 @@ QLabel* PlanView::addCard(QHBoxLayout* row, const QString& key, const QString& t
   value->setTextInteractionFlags(Qt::TextSelectableByMouse);
   box->addWidget(caption);
   box->addWidget(value);
-  row->addWidget(frame, key == QLatin1String("peak") ? 2 : 1);
+  row->addWidget(frame);
   values_.insert(key, value);
   return value;
 }

@@ -7,7 +7,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
-class QHBoxLayout;
+class QLayout;
 class QLabel;
 class QToolButton;
 
@@ -44,11 +44,11 @@ class PlanView : public QWidget {
   void refreshChart();
   void applyChartOptions();
   void updatePeakWarning();  // the peak turns red above the capacity line
-  QHBoxLayout* buildCards();
+  QLayout* buildCards();     // the summary cards, wrapping onto more rows when narrow
   QLabel* buildLegend();
-  QHBoxLayout* buildChartOptions();
+  QLayout* buildChartOptions();  // wrapping as the cards
   void connectControls();
-  QLabel* addCard(QHBoxLayout* row, const QString& key, const QString& title, const QString& tip);
+  QLabel* addCard(QLayout* row, const QString& key, const QString& title, const QString& tip);
 
   Document* document_;
   CheckpointStrip* strip_;
