@@ -1,5 +1,7 @@
 // Shape inference and memory-model numbers of the primitive layer kinds, following PyTorch's
-// output-size rules and torchvision's parameter counts (docs/layers.md).
+// output-size rules and torchvision's parameter counts (docs/layers.md). Each kind's description in
+// the operator table (operators.cpp) names its rule here; the pointwise kinds share one rule that
+// reads their backward reads and flops from the description.
 //
 // Each kind's numbers set here (in, out, e, the parameter count, a from the output shape) are
 // relied on elsewhere; a change here must be made there as well:
@@ -7,7 +9,7 @@
 //     out and E(l) iff e > 0 (core/src/memory/tensor_graph.hpp, core/src/exec/interpreter.cpp);
 //   - both backends' layer checks restate, per kind, what the kernels read and save and refuse a
 //     chain that says less (kernelNeeds in core/src/exec/layer_checks.cpp, called by the CPU's
-//     and the GPU's prepareReal);
+//     and the GPU's prepareReal; the pointwise kinds' from their descriptions);
 //   - the blocks' inner ops take them from here (core/src/model/block.cpp), and the blocks' layouts
 //     derive each block's flags, E and arenas from them (core/src/model/block_layout.cpp);
 //   - the random CNN-like chains copy the flags (cnnLayer in core/src/model/random_chain.cpp);
