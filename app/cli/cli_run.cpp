@@ -155,9 +155,9 @@ Result<Plan> choosePlan(const RunArgs& args, const Chain& chain, Device& device,
 // Says which layers got the device's workspaces on the fly: the prediction includes them.
 void printFittedWorkspaces(const WorkspaceFit& fit, const std::string& device, std::ostream& out) {
   if (fit.raisedLayers.empty()) return;
-  out << "workspaces   the " << device << " kernels' scratch written into the wf / wb of " << fit.raisedLayers.size()
-      << " layer" << (fit.raisedLayers.size() == 1 ? "" : "s") << " for this run (`remat profile --device " << device
-      << " -o FILE` saves them with measured times)\n";
+  out << "workspaces   the " << device << " kernels' scratch taken as the forward and backward workspaces of "
+      << fit.raisedLayers.size() << " layer" << (fit.raisedLayers.size() == 1 ? "" : "s")
+      << " for this run (`remat profile --device " << device << " -o FILE` saves them with measured times)\n";
 }
 
 Status runRun(const RunArgs& args, Io& io) {

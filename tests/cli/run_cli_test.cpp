@@ -85,7 +85,7 @@ TEST_F(RunCli, UnprofiledChainsGetTheCpuWorkspacesOnTheFly) {
   }
   const auto table = runRemat({"run", chain, "--planner", "none", "--device", "cpu"});
   ASSERT_EQ(table.exitCode, 0) << table.err;
-  EXPECT_NE(table.out.find("kernels' scratch written into the wf / wb of"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("kernels' scratch taken as the forward and backward workspaces of"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("oneDNN"), std::string::npos) << table.out;
   // A chain profiled on the CPU needs nothing more.
   const auto profiled = runRemat({"profile", chain, "--device", "cpu", "--repeats", "1", "--output", path("p.json")});
