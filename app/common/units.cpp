@@ -19,11 +19,7 @@ std::optional<std::uint64_t> parseBytes(const QString& text) {
 }
 
 QString readablePlannerName(const QString& planner) {
-  const QString prefix = QStringLiteral("budget:");
-  if (!planner.startsWith(prefix)) return planner;
-  const std::optional<std::uint64_t> bytes = parseBytes(planner.mid(prefix.size()));
-  if (!bytes) return planner;
-  return QStringLiteral("budget (dynamic %1 %2)").arg(QChar(0x2264)).arg(formatBytes(*bytes));
+  return QString::fromStdString(remat::readablePlannerName(planner.toStdString()));
 }
 
 }  // namespace remat::ui

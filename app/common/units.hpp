@@ -24,8 +24,7 @@ ByteUnit byteUnitFor(double maxBytes);
 // negative numbers and values beyond 64 bits.
 std::optional<std::uint64_t> parseBytes(const QString& text);
 
-// A planner's name as people read it: "budget:54951085" is "budget (dynamic ≤ 52.40 MiB)" (the
-// budget planner bounds the dynamic peak E, not the total); other names as they are.
+// core's readablePlannerName (planners/registry.hpp) as a QString.
 QString readablePlannerName(const QString& planner);
 
 }  // namespace remat::ui

@@ -84,6 +84,14 @@ TEST(PlannerRegistry, EveryRegisteredPlannerRunsOnASmallChain) {
             (std::vector<std::string>{"none", "sqrt", "greedy", "uniform:4", "dp", "linear", "optimal"}));
 }
 
+TEST(PlannerRegistry, TheBudgetPlannersNameReadsAsADynamicBound) {
+  EXPECT_EQ(readablePlannerName(budgetPlannerName(54951085)), "budget (dynamic \u2264 52.40 MiB)");
+  EXPECT_EQ(readablePlannerName("budget:1GiB"), "budget (dynamic \u2264 1.00 GiB)");
+  EXPECT_EQ(readablePlannerName("dp"), "dp");
+  EXPECT_EQ(readablePlannerName("uniform:4"), "uniform:4");
+  EXPECT_EQ(readablePlannerName("budget:x"), "budget:x");  // what does not parse stays as it is
+}
+
 TEST(PlannerRegistry, ParametersAreReadAsTheirKindSays) {
   auto parsedUniform = parsePlannerName("uniform:2");
   ASSERT_TRUE(parsedUniform.isOk());

@@ -161,6 +161,12 @@ std::string budgetPlannerName(std::uint64_t budgetBytes) {
   return join({kBudget, ":", std::to_string(budgetBytes)});
 }
 
+std::string readablePlannerName(std::string_view name) {
+  Result<ParsedPlannerName> parsed = parsePlannerName(name);
+  if (!parsed || parsed->entry->plan != budget) return std::string(name);
+  return join({"budget (dynamic \u2264 ", formatBytes(parsed->parameter), ")"});
+}
+
 std::string PlannerEntry::listedName() const {
   return hasParameter() ? join({name, ":", parameter.symbol}) : std::string(name);
 }

@@ -72,6 +72,11 @@ Result<std::uint64_t> parsePlannerParameter(const PlannerEntry& entry, std::stri
 // spelling the command line's --fit, the explorer's budget field and the trade-off front use.
 std::string budgetPlannerName(std::uint64_t budgetBytes);
 
+// A planner's name as people read it: "budget:54951085" is "budget (dynamic ≤ 52.40 MiB)" (the
+// budget planner bounds the dynamic peak E, not the total); every other name, and a name that does
+// not parse, as it is.
+std::string readablePlannerName(std::string_view name);
+
 // "none, sqrt, greedy, uniform:K (K >= 1), dp, linear, optimal": the valid-names message.
 std::string validPlannerNames();
 
