@@ -10,6 +10,7 @@
 
 #include "common/palette.hpp"
 #include "common/qt_text.hpp"
+#include "common/units.hpp"
 #include "image_file.hpp"
 #include "memory_chart_parts.hpp"
 
@@ -231,7 +232,8 @@ void MemoryChart::rebuild() {
 // The measured line's legend: its device, run and plan, and whether it still belongs to this one.
 QString MemoryChart::measuredLegend() const {
   const ChartData& d = parts_->data;
-  const QString plan = d.measuredPlan.isEmpty() ? QString::fromStdString(d.measured->planner) : d.measuredPlan;
+  const QString plan =
+      ui::readablePlannerName(d.measuredPlan.isEmpty() ? QString::fromStdString(d.measured->planner) : d.measuredPlan);
   const QString source = QString::fromStdString(d.measured->source);
   // Short: the legend gives each entry one line.
   if (d.measuredStale) return tr("measured (%1), plan %2: stale").arg(source, plan);

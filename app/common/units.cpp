@@ -2,6 +2,7 @@
 
 #include "common/qt_text.hpp"
 #include "remat/base/units.hpp"
+#include "remat/planners/registry.hpp"
 
 namespace remat::ui {
 

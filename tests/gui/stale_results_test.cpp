@@ -51,6 +51,17 @@ class StaleResultsTest : public test::MainWindowFixture {
   Document* document() const { return window_.document(); }
 };
 
+TEST_F(StaleResultsTest, ABudgetPlansMeasuredLegendReadsAsThePlanCardDoes) {
+  // Issue 25's walk: the legend said "budget:2.5GiB" while the Plan card said "budget (dynamic <= ...)".
+  document()->resetChain(tinyCnn(), QString());
+  ASSERT_TRUE(document()->applyPlan(Plan{{3, 9}}, QStringLiteral("budget:2GiB")).isOk());
+  measureOnCpu();
+  ASSERT_EQ(measuredLegend().size(), 1);
+  EXPECT_TRUE(measuredLegend().first().contains(QStringLiteral("budget (dynamic")))
+      << measuredLegend().first().toStdString();
+  EXPECT_FALSE(measuredLegend().first().contains(QStringLiteral("budget:"))) << measuredLegend().first().toStdString();
+}
+
 TEST_F(StaleResultsTest, AnEditMakesTheMeasurementStaleAndUndoMakesItCurrentAgain) {
   document()->resetChain(tinyCnn(), QString());
   ASSERT_TRUE(document()->applyPlan(Plan{{3, 9}}, QStringLiteral("linear")).isOk());

@@ -85,7 +85,7 @@ TEST(PlannerRegistry, EveryRegisteredPlannerRunsOnASmallChain) {
 }
 
 TEST(PlannerRegistry, TheBudgetPlannersNameReadsAsADynamicBound) {
-  EXPECT_EQ(readablePlannerName(budgetPlannerName(54951085)), "budget (dynamic \u2264 52.40 MiB)");
+  EXPECT_EQ(readablePlannerName(budgetPlannerName(54951085)), "budget (dynamic \u2264 52.41 MiB)");
   EXPECT_EQ(readablePlannerName("budget:1GiB"), "budget (dynamic \u2264 1.00 GiB)");
   EXPECT_EQ(readablePlannerName("dp"), "dp");
   EXPECT_EQ(readablePlannerName("uniform:4"), "uniform:4");
