@@ -223,16 +223,17 @@ def pattern_half(m, rng):
         m.graph.node.insert(at + 1, helper.make_node("Relu", [erf.output[0]], ["erf_again"], "/HostileRelu"))
         return False, False
     else:
-        node, known, wrong = rng.choice([(div, div.input[0], [1.41, 2.0, -SQRT2, 1.0 / SQRT2]),
-                                         (add, erf.output[0], [2.0, 0.5, -1.0]),
-                                         (half, mul.output[0], [0.25, 1.0, -0.5, 2.0])])
+        node, known, right, wrong = rng.choice([(div, div.input[0], SQRT2, [1.41, 2.0, -SQRT2, 1.0 / SQRT2]),
+                                                (add, erf.output[0], 1.0, [2.0, 0.5, -1.0]),
+                                                (half, mul.output[0], 0.5, [0.25, 1.0, -0.5, 2.0])])
         tensor = _other(node, known)
         value = rng.choice(wrong + [math.nan, math.inf, 0.0])
         if kind == "constant-vector":
             ok = _set_scalar(m, tensor, value if rng.random() < 0.5 else {1.41: SQRT2}.get(value, value),
                              dims=(2,))
-        elif kind == "constant-int":
-            ok = _set_scalar(m, tensor, 1, TensorProto.INT64)
+        elif kind == "constant-int":  # the right value in another type: Add(float, int64) is invalid ONNX
+            ok = _set_scalar(m, tensor, *rng.choice([(1, TensorProto.INT64), (right, TensorProto.DOUBLE),
+                                                     (right, TensorProto.FLOAT16)]))
         else:
             ok = _set_scalar(m, tensor, value)
         if not ok:
