@@ -6,8 +6,9 @@ name; `random-field` changes any field of any message through the descriptors, a
 mutator does. scripts/hostile-campaign.py runs them (--families onnx); scripts/make-onnx-regressions.py
 writes one model of each family into tests/data/regressions/onnx.
 
-mutate_onnx(base, rng) -> (bytes, surely_invalid, family, blamed_node): blamed_node says whether the
-message must name a node.
+mutate_onnx(base, rng) -> (bytes, surely_invalid, family, blamed_node, must_import): blamed_node says
+whether the message must name a node; must_import that the model is valid and must import. The
+families of issue 22's activations are in scripts/hostile_onnx_activations.py.
 """
 import copy
 import math
@@ -15,6 +16,8 @@ import os
 
 import onnx
 from onnx import helper, numpy_helper, TensorProto  # noqa: F401  (numpy_helper: Debian's numpy)
+
+import hostile_onnx_activations
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORTS = os.path.join(HERE, "..", "tests", "data", "onnx")
@@ -62,6 +65,7 @@ def bases():
     for name in sorted(os.listdir(EXPORTS)) if os.path.isdir(EXPORTS) else []:
         if name.endswith(".onnx"):
             models[name[:-5]] = onnx.load(os.path.join(EXPORTS, name))
+    models.update(hostile_onnx_activations.activation_bases())
     return models
 
 
@@ -351,11 +355,12 @@ def random_field(m, rng, depth=0):
 
 FAMILIES = [empty_input, dangling_input, duplicate_name, many_outputs, initializer_data, weight_dtype,
             output_declaration, value_info, attribute_twice, graph_attribute, attribute_type, plumbing, producer,
-            many_inputs, random_field]
+            many_inputs, random_field] + hostile_onnx_activations.ACTIVATION_FAMILIES
 
 
 def mutate_onnx(models, rng, family=None):
-    """One structural mutation of a base model: (bytes, surely_invalid, family, blamed_node)."""
+    """One structural mutation of a base model: (bytes, surely_invalid, family, blamed_node,
+    must_import)."""
     for _ in range(20):
         name = rng.choice(sorted(models))
         m = copy.deepcopy(models[name])
@@ -363,9 +368,10 @@ def mutate_onnx(models, rng, family=None):
         result = f(m, rng)
         if result is None:
             continue
-        surely_invalid, blamed = result
-        return m.SerializeToString(), surely_invalid, "%s/%s" % (f.__name__.replace("_", "-"), name), blamed
-    return models["small-op13"].SerializeToString(), False, "unchanged", False
+        surely_invalid, blamed, must_import = (tuple(result) + (False,))[:3]
+        return (m.SerializeToString(), surely_invalid, "%s/%s" % (f.__name__.replace("_", "-"), name), blamed,
+                must_import)
+    return models["small-op13"].SerializeToString(), False, "unchanged", False, False
 
 
 # ---- One run of the campaign ----------------------------------------------------------------------
@@ -374,7 +380,7 @@ _BASES = None
 CONTROL = set(range(0x00, 0x20)) - {0x0a} | {0x7f}
 
 
-def judge_onnx(code, out, err, surely_invalid, blamed, model, written, timed_out):
+def judge_onnx(code, out, err, surely_invalid, blamed, model, written, timed_out, must_import=False):
     if timed_out:
         return "hang"
     if code < 0:
@@ -387,6 +393,8 @@ def judge_onnx(code, out, err, surely_invalid, blamed, model, written, timed_out
         return "a line over 2000 characters"
     if code == 0:
         return "accepted invalid" if surely_invalid else "ok"
+    if must_import and code == 2:
+        return "refused a valid model"
     if written:
         return "wrote its output on a failure"
     if not err.startswith("remat:"):
@@ -412,7 +420,7 @@ def run_one_onnx(task):
     rng = random.Random(seed)
     folder = os.path.join(work, "o%06d" % index)
     os.makedirs(folder)
-    data, surely_invalid, family, blamed = mutate_onnx(_BASES, rng)
+    data, surely_invalid, family, blamed, must_import = mutate_onnx(_BASES, rng)
     model = os.path.join(folder, "m%06d.onnx" % index)
     with open(model, "wb") as f:
         f.write(data)
@@ -432,7 +440,7 @@ def run_one_onnx(task):
         code, out, err, timed_out = -9, "", (expired.stderr or b"").decode("utf-8", "replace"), True
     seconds = time.time() - started
     written = code != 0 and os.path.exists(output)
-    verdict = judge_onnx(code, out, err, surely_invalid, blamed, model, written, timed_out)
+    verdict = judge_onnx(code, out, err, surely_invalid, blamed, model, written, timed_out, must_import)
     result = {"index": index, "base": family.split("/", 1)[-1], "mutation": family, "command": args[0],
               "writer": None, "exit": code, "verdict": verdict, "seconds": round(seconds, 3),
               "message": err[:300], "message_chars": len(err)}

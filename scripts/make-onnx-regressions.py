@@ -15,6 +15,7 @@ from onnx import helper, TensorProto
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hostile_onnx import small_model  # noqa: E402
+from hostile_onnx_activations import activation_model  # noqa: E402
 
 
 def node(m, op):
@@ -101,6 +102,61 @@ def cases():
         m.graph.node.append(helper.make_node("Relu", ["y"], ["%d" % k]))
         m.graph.output.append(helper.make_tensor_value_info("%d" % k, TensorProto.FLOAT, None))
     assert not math.isnan(0.0)
+    out.update(activation_cases())
+    return out
+
+
+def activation_cases():
+    """Issue 22's activations (scripts/hostile_onnx_activations.py's families): attributes other
+    than PyTorch's, half-matched patterns, extra inputs and outputs."""
+    out = {}
+
+    def case(name, opset=13):
+        m = activation_model(opset)
+        out[name] = m
+        return m
+
+    def attribute(m, op, name, value):
+        n = node(m, op)
+        for a in [a for a in n.attribute if a.name == name]:
+            n.attribute.remove(a)
+        n.attribute.append(helper.make_attribute(name, value))
+
+    attribute(case("hardsigmoid-alpha-nan"), "HardSigmoid", "alpha", math.nan)
+    attribute(case("hardsigmoid-alpha-inf"), "HardSigmoid", "alpha", math.inf)
+    attribute(case("hardsigmoid-alpha-onnx-default"), "HardSigmoid", "alpha", 0.2)
+    attribute(case("hardsigmoid-beta-0.6"), "HardSigmoid", "beta", 0.6)
+    attribute(case("hardsigmoid-alpha-of-type-int"), "HardSigmoid", "alpha", 1)
+    m = case("hardsigmoid-alpha-twice")
+    node(m, "HardSigmoid").attribute.append(helper.make_attribute("alpha", 1.0 / 6.0))
+    attribute(case("gelu-approximate-tanh", 20), "Gelu", "approximate", "tanh")
+    attribute(case("gelu-approximate-with-control-characters", 20), "Gelu", "approximate", "\x1b[2Jnone")
+    attribute(case("gelu-approximate-of-type-float", 20), "Gelu", "approximate", 0.5)
+    m = case("gelu-approximate-twice", 20)
+    node(m, "Gelu").attribute.append(helper.make_attribute("approximate", "none"))
+    m = case("silu-of-another-tensor")  # x * Sigmoid(y), y != x: not SiLU
+    node(m, "Mul").input[:] = ["x", "s"]
+    m = case("silu-squared-gate")  # Sigmoid(x) * Sigmoid(x)
+    node(m, "Mul").input[:] = ["s", "s"]
+    m = case("erf-without-its-tail")  # Div -> Erf, the Add / Mul / Mul gone
+    for n in [n for n in m.graph.node if n.name in ("/act4/Add", "/act4/Mul", "/act4/Mul_1") or
+              n.output[0] in ("gelu.one", "gelu.half")]:
+        m.graph.node.remove(n)
+    node(m, "Flatten").input[0] = "g_erf"
+    for name, value in (("gelu-divisor-not-sqrt-2", ("gelu.sqrt2", 1.41)), ("gelu-one-is-2", ("gelu.one", 2.0)),
+                        ("gelu-half-is-nan", ("gelu.half", math.nan))):
+        m = case(name)
+        target = next(n for n in m.graph.node if n.op_type == "Constant" and n.output[0] == value[0])
+        target.attribute[0].t.CopyFrom(helper.make_tensor(value[0], TensorProto.FLOAT, [], [value[1]]))
+    m = case("gelu-one-of-type-int64")  # the campaign's find: Add(float, int64) is no GELU (no valid model)
+    target = next(n for n in m.graph.node if n.op_type == "Constant" and n.output[0] == "gelu.one")
+    target.attribute[0].t.CopyFrom(helper.make_tensor("gelu.one", TensorProto.INT64, [], [1]))
+    m = case("gelu-divisor-a-vector")
+    target = next(n for n in m.graph.node if n.op_type == "Constant" and n.output[0] == "gelu.sqrt2")
+    target.attribute[0].t.CopyFrom(helper.make_tensor("gelu.sqrt2", TensorProto.FLOAT, [2], [math.sqrt(2.0)] * 2))
+    node(case("sigmoid-with-two-inputs"), "Sigmoid").input.append("x")
+    node(case("tanh-with-two-outputs"), "Tanh").output.append("t_second")
+    node(case("hardswish-without-input", 14), "HardSwish").input[0] = ""
     return out
 
 

@@ -120,6 +120,32 @@ TEST(OnnxActivations, OnnxOpsAndPatternsMapOntoOneLayerEach) {
             (std::vector<std::string>{"conv2d", "hardswish", "flatten", "linear"}));
 }
 
+// torch's GELU pattern with `divisor` and, when `swapped`, every commutative node's operands the
+// other way round: Add(1, erf), Mul(erf + 1, x), Mul(0.5, .) (scripts/hostile_onnx_activations.py).
+std::string geluPattern(float divisor, bool swapped) {
+  return withMiddle([=](OnnxBuilder& b, const std::string& x) {
+    const std::string d = b.node("Div", {x, b.constantFloat(divisor)}, "act");
+    const std::string e = b.node("Erf", {d}, "act");
+    const std::string one = b.constantFloat(1.0F);
+    const std::string a =
+        b.node("Add", swapped ? std::vector<std::string>{one, e} : std::vector<std::string>{e, one}, "act");
+    const std::string m =
+        b.node("Mul", swapped ? std::vector<std::string>{a, x} : std::vector<std::string>{x, a}, "act");
+    const std::string half = b.constantFloat(0.5F);
+    return b.node("Mul", swapped ? std::vector<std::string>{half, m} : std::vector<std::string>{m, half}, "act");
+  });
+}
+
+TEST(OnnxActivations, GeluPatternIsReadWithItsOperandsEitherWayAndOnlyWithItsConstants) {
+  const std::vector<std::string> gelu{"conv2d", "gelu", "flatten", "linear"};
+  EXPECT_EQ(importedKinds(geluPattern(std::sqrt(2.0F), false)), gelu);
+  EXPECT_EQ(importedKinds(geluPattern(std::sqrt(2.0F), true)), gelu);
+  // 1.4142 is 1.5e-5 from sqrt 2 (relative): another computation, and Div is not read on its own.
+  auto refused = importOnnxModel(geluPattern(1.4142F, true), "near.onnx", OnnxImportOptions{2});
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("/act/Div"), std::string::npos) << refused.status().message();
+}
+
 std::string importError(const std::string& bytes) {
   auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{2});
   EXPECT_FALSE(imported.isOk());

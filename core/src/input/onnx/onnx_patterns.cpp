@@ -62,9 +62,31 @@ std::optional<double> scalarOf(const Graph& g, std::size_t from, const std::stri
   return std::nullopt;
 }
 
+// The constant is of the model's float type, as ONNX's Add / Mul / Div require of both operands
+// (an int64 1 beside the Erf is an invalid model, not GELU): an initializer, or a Constant node
+// near the pattern (torch writes it just before its reader). Anything else is not the pattern.
+bool hasModelType(const Graph& g, std::size_t from, const std::string& tensor) {
+  using T = onnx::TensorProto;
+  const std::int32_t want = g.dtype() == DType::Float16    ? T::FLOAT16
+                            : g.dtype() == DType::BFloat16 ? T::BFLOAT16
+                                                           : T::FLOAT;
+  if (const Weight* w = g.weight(tensor); w != nullptr && w->initializer != nullptr)
+    return w->initializer->data_type() == want;
+  const auto count = static_cast<std::size_t>(g.proto().node_size());
+  const std::size_t window = 5 * kLookahead;
+  for (std::size_t n = from > window ? from - window : 0; n < count && n <= from + window; ++n) {
+    const onnx::NodeProto& node = nodeAt(g, n);
+    if (node.op_type() != "Constant" || node.output_size() != 1 || node.output(0) != tensor) continue;
+    if (findAttribute(node, "value_float") != nullptr) return want == T::FLOAT;
+    const onnx::AttributeProto* value = findAttribute(node, "value");
+    return value != nullptr && value->has_t() && value->t().data_type() == want;
+  }
+  return false;
+}
+
 bool isScalar(const Graph& g, std::size_t from, const std::string& tensor, double value) {
   const std::optional<double> v = scalarOf(g, from, tensor);
-  return v && std::fabs(*v - value) <= 1e-6 * std::fabs(value);
+  return v && std::fabs(*v - value) <= 1e-6 * std::fabs(value) && hasModelType(g, from, tensor);
 }
 
 Status appendPointwise(Graph& g, std::size_t first, LayerKind kind, std::size_t input, const std::string& output,
