@@ -124,18 +124,7 @@ TEST(ActivationsRun, MeasuredFootprintEqualsPredictionUnderEveryPlan) {
   ASSERT_TRUE(built.isOk()) << built.status().message();
   cpu::CpuDevice device({.poisonMemory = true});
   const Chain chain = testing::fittedTo(*built, device);
-  auto interp = Interpreter::create(chain, device, testing::seeded(7));
-  ASSERT_TRUE(interp.isOk()) << interp.status().message();
-  const RunOptions options{.digestGradients = true, .captureDigests = true};
-  auto reference = (*interp)->run(Plan{}, options);
-  ASSERT_TRUE(reference.isOk()) << reference.status().message();
-  testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
-  for (const auto& [name, plan] : testing::plannerPlans(chain, testing::allPlanners())) {
-    SCOPED_TRACE(name + " [" + formatCheckpointList(plan) + "]");
-    auto run = (*interp)->run(plan, options);
-    ASSERT_TRUE(run.isOk()) << run.status().message();
-    testing::expectReproducesStoreAll(chain, plan, *run, *reference);
-  }
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
 }
 
 }  // namespace

@@ -16,29 +16,10 @@
 #include "remat/exec/interpreter.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/report/timeline_formats.hpp"
+#include "timeline_checks.hpp"
 
 namespace remat {
 namespace {
-
-void expectSameTimelines(const std::vector<Timeline>& a, const std::vector<Timeline>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].planner, b[i].planner);
-    EXPECT_EQ(a[i].source, b[i].source);
-    EXPECT_EQ(a[i].run, b[i].run);
-    EXPECT_EQ(a[i].staticBytes, b[i].staticBytes);
-    EXPECT_EQ(a[i].layerNames, b[i].layerNames);
-    ASSERT_EQ(a[i].entries.size(), b[i].entries.size());
-    for (std::size_t k = 0; k < a[i].entries.size(); ++k) {
-      const TimelineEntry& x = a[i].entries[k];
-      const TimelineEntry& y = b[i].entries[k];
-      EXPECT_EQ(x.op, y.op) << "entry " << k;
-      EXPECT_EQ(x.footprintBytes, y.footprintBytes) << "entry " << k;
-      EXPECT_EQ(x.liveAfterBytes, y.liveAfterBytes) << "entry " << k;
-      EXPECT_EQ(x.timeUs, y.timeUs) << "entry " << k;  // exact: shortest round-trip text
-    }
-  }
-}
 
 // A predicted and two measured timelines of a golden chain with extras and recomputes, with
 // names that need CSV quoting.
@@ -71,7 +52,7 @@ TEST(Exporters, CsvRoundTripsExactly) {
       0u);
   auto back = parseTimelinesCsv(csv, "t.csv");
   ASSERT_TRUE(back.isOk()) << back.status().message();
-  expectSameTimelines(timelines, *back);
+  testing::expectSameTimelines(timelines, *back);
   // SEED rows leave the layer empty.
   EXPECT_NE(csv.find(",SEED,,,backward,"), std::string::npos);
 }
@@ -81,7 +62,7 @@ TEST(Exporters, JsonTimelineRoundTripsExactly) {
   const std::string text = timelinesToJson(timelines);
   auto back = parseTimelinesJson(text, "t.json");
   ASSERT_TRUE(back.isOk()) << back.status().message();
-  expectSameTimelines(timelines, *back);
+  testing::expectSameTimelines(timelines, *back);
   const auto j = nlohmann::json::parse(text);
   EXPECT_EQ(j["format"], kTimelineFormat);
   EXPECT_EQ(j["timelines"][1]["source"], "cpu");
@@ -166,7 +147,7 @@ TEST(Exporters, FilesByExtensionAndLocaleIndependent) {
     }
     auto back = readTimelines(path);
     ASSERT_TRUE(back.isOk()) << back.status().message();
-    expectSameTimelines(timelines, *back);
+    testing::expectSameTimelines(timelines, *back);
   }
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {

@@ -4,7 +4,6 @@
 // exported as snapshots (JSON and pickle) read back to the same timelines, and hostile pickles are
 // refused at their byte offset without running anything.
 #include "remat/report/snapshot.hpp"
-#include "remat/report/timeline_formats.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,11 +16,13 @@
 #include "golden.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
-#include "remat/report/exporters.hpp"
 #include "remat/input/json_document.hpp"
 #include "remat/input/pickle.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/report/exporters.hpp"
+#include "remat/report/timeline_formats.hpp"
 #include "temp_folder.hpp"
+#include "timeline_checks.hpp"
 
 namespace remat {
 namespace {
@@ -39,26 +40,6 @@ std::string readBytes(const fs::path& path) {
 }
 
 json expected() { return json::parse(readBytes(kFolder / "expected.json")); }
-
-void expectSameTimelines(const std::vector<Timeline>& a, const std::vector<Timeline>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].planner, b[i].planner);
-    EXPECT_EQ(a[i].source, b[i].source);
-    EXPECT_EQ(a[i].run, b[i].run);
-    EXPECT_EQ(a[i].staticBytes, b[i].staticBytes);
-    EXPECT_EQ(a[i].layerNames, b[i].layerNames);
-    ASSERT_EQ(a[i].entries.size(), b[i].entries.size());
-    for (std::size_t k = 0; k < a[i].entries.size(); ++k) {
-      const TimelineEntry& x = a[i].entries[k];
-      const TimelineEntry& y = b[i].entries[k];
-      EXPECT_EQ(x.op, y.op) << "entry " << k;
-      EXPECT_EQ(x.footprintBytes, y.footprintBytes) << "entry " << k;
-      EXPECT_EQ(x.liveAfterBytes, y.liveAfterBytes) << "entry " << k;
-      EXPECT_EQ(x.timeUs, y.timeUs) << "entry " << k;
-    }
-  }
-}
 
 void expectNumbers(const Timeline& t, const json& want) {
   EXPECT_EQ(t.dynamicPeakBytes(), want["dynamic_peak_bytes"].get<std::uint64_t>());
@@ -84,7 +65,7 @@ TEST(Snapshot, PythonPicklesOfEveryProtocolReadAsTheirJson) {
     const std::string bytes = readBytes(path);
     auto timelines = parseSnapshot(bytes, path.string());
     ASSERT_TRUE(timelines.isOk()) << timelines.status().message();
-    expectSameTimelines(*fromJson, *timelines);
+    testing::expectSameTimelines(*fromJson, *timelines);
     // The decoded values are the JSON's (tuples become lists).
     auto doc = decodePickle(bytes, path.string(), kSnapshotMaxDepth);
     ASSERT_TRUE(doc.isOk()) << doc.status().message();
@@ -142,13 +123,13 @@ TEST(Snapshot, ExportedTimelinesReadBackTheSame) {
   const auto timelines = sampleTimelines();
   auto fromJson = parseSnapshot(timelinesToSnapshotJson(timelines), "t.snapshot.json");
   ASSERT_TRUE(fromJson.isOk()) << fromJson.status().message();
-  expectSameTimelines(timelines, *fromJson);
+  testing::expectSameTimelines(timelines, *fromJson);
   const std::string pickle = timelinesToSnapshotPickle(timelines);
   EXPECT_EQ(static_cast<unsigned char>(pickle[0]), 0x80);
   EXPECT_EQ(pickle[1], 4);  // protocol 4
   auto fromPickle = parseSnapshot(pickle, "t.pickle");
   ASSERT_TRUE(fromPickle.isOk()) << fromPickle.status().message();
-  expectSameTimelines(timelines, *fromPickle);
+  testing::expectSameTimelines(timelines, *fromPickle);
 }
 
 // Ops that change nothing, free more than the newest block holds, or free everything.
@@ -162,7 +143,7 @@ TEST(Snapshot, AwkwardOpsRoundTrip) {
                {{OpKind::B, 1}, 0, 0, 0.0}};
   auto back = parseSnapshot(timelinesToSnapshotJson({t}), "t.json");
   ASSERT_TRUE(back.isOk()) << back.status().message();
-  expectSameTimelines({t}, *back);
+  testing::expectSameTimelines({t}, *back);
 }
 
 // What PyTorch's Active Memory Timeline reads: alloc / free_completed with addr, size, frames;
@@ -195,7 +176,7 @@ TEST_F(SnapshotFiles, ChosenByExtensionAndByContent) {
     ASSERT_TRUE(writeTimelines(path(name), timelines).isOk());
     auto back = readTimelines(path(name));
     ASSERT_TRUE(back.isOk()) << back.status().message();
-    expectSameTimelines(timelines, *back);
+    testing::expectSameTimelines(timelines, *back);
   }
   // A snapshot in a plain .json file, and a pickle under any name, are still snapshots.
   fs::copy_file(path("t.snapshot.json"), path("plain.json"));
@@ -203,7 +184,7 @@ TEST_F(SnapshotFiles, ChosenByExtensionAndByContent) {
   for (const char* name : {"plain.json", "odd.csv"}) {
     auto back = readTimelines(path(name));
     ASSERT_TRUE(back.isOk()) << name << ": " << back.status().message();
-    expectSameTimelines(timelines, *back);
+    testing::expectSameTimelines(timelines, *back);
   }
 }
 

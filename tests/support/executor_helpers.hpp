@@ -109,4 +109,21 @@ inline const std::vector<std::string>& allPlanners() {
   return names;
 }
 
+// Runs store-all and every planner's plan of `chain` on `device`: each run's footprint equals the
+// prediction op by op, and every plan reproduces store-all's gradients.
+inline void expectEveryPlanReproducesStoreAll(const Chain& chain, Device& device, std::uint64_t seed) {
+  auto interp = Interpreter::create(chain, device, seeded(seed));
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  const RunOptions options{.digestGradients = true, .captureDigests = true};
+  auto reference = (*interp)->run(Plan{}, options);
+  ASSERT_TRUE(reference.isOk()) << reference.status().message();
+  expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
+  for (const auto& [name, plan] : plannerPlans(chain, allPlanners())) {
+    SCOPED_TRACE(name + " [" + formatCheckpointList(plan) + "]");
+    auto run = (*interp)->run(plan, options);
+    ASSERT_TRUE(run.isOk()) << run.status().message();
+    expectReproducesStoreAll(chain, plan, *run, *reference);
+  }
+}
+
 }  // namespace remat::testing
