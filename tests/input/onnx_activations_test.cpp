@@ -22,6 +22,7 @@ namespace {
 
 using nlohmann::json;
 using testing::OnnxBuilder;
+using testing::withMiddle;
 using Ints = std::vector<std::int64_t>;
 
 const std::string kFolder = std::string(REMAT_TEST_DATA_DIR) + "/onnx/activations/";
@@ -62,18 +63,6 @@ TEST(OnnxActivations, TorchExportsRunWithTheMeasuredFootprintPredicted) {
     const Chain chain = testing::fittedTo(importedChain(kFolder + m.at("file").get<std::string>(), 2), device);
     testing::expectEveryPlanReproducesStoreAll(chain, device, 11);
   }
-}
-
-// x -> Conv(3 -> 4) -> [middle] -> Flatten -> Gemm.
-std::string withMiddle(const std::function<std::string(OnnxBuilder&, const std::string&)>& middle,
-                       std::int64_t opset = 13) {
-  OnnxBuilder b(opset);
-  std::string t = b.input("x", {2, 3, 4, 4});
-  t = b.node("Conv", {t, b.weight("features.0.weight", {4, 3, 1, 1})}, "features.0");
-  t = middle(b, t);
-  t = b.node("Flatten", {t}, "");
-  b.output(b.node("Gemm", {t, b.weight("fc.weight", {2, 64})}, "fc", {{"transB", std::int64_t{1}}}));
-  return b.bytes();
 }
 
 std::vector<std::string> importedKinds(const std::string& bytes) {

@@ -21,6 +21,7 @@ namespace {
 using nlohmann::json;
 using testing::OnnxAttr;
 using testing::OnnxBuilder;
+using testing::withMiddle;
 using Ints = std::vector<std::int64_t>;
 
 constexpr std::int64_t kOpsets[] = {9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
@@ -315,18 +316,6 @@ std::string importError(const std::string& bytes, std::int64_t batch = 2) {
   if (imported.isOk()) return "";
   EXPECT_EQ(imported.status().code(), ErrorCode::InvalidInput);
   return imported.status().message();
-}
-
-// x -> Conv(3 -> 4) -> [op] -> Gemm: a small chain whose middle node each error test replaces.
-std::string withMiddle(const std::function<std::string(OnnxBuilder&, const std::string&)>& middle,
-                       std::int64_t opset = 13) {
-  OnnxBuilder b(opset);
-  std::string t = b.input("x", {2, 3, 4, 4});
-  t = b.node("Conv", {t, b.weight("features.0.weight", {4, 3, 1, 1})}, "features.0");
-  t = middle(b, t);
-  t = b.node("Flatten", {t}, "");
-  b.output(b.node("Gemm", {t, b.weight("fc.weight", {2, 64})}, "fc", {{"transB", std::int64_t{1}}}));
-  return b.bytes();
 }
 
 void expectContains(const std::string& message, std::initializer_list<const char*> parts) {

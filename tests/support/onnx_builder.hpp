@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -167,5 +168,18 @@ class OnnxBuilder {
   onnx::ModelProto model_;
   bool weightsInFile_;
 };
+
+// x -> Conv(3 -> 4) -> [middle] -> Flatten -> Gemm: a small model whose middle node(s) a test
+// chooses (the op under test, or the error it must refuse).
+inline std::string withMiddle(const std::function<std::string(OnnxBuilder&, const std::string&)>& middle,
+                              std::int64_t opset = 13) {
+  OnnxBuilder b(opset);
+  std::string t = b.input("x", {2, 3, 4, 4});
+  t = b.node("Conv", {t, b.weight("features.0.weight", {4, 3, 1, 1})}, "features.0");
+  t = middle(b, t);
+  t = b.node("Flatten", {t}, "");
+  b.output(b.node("Gemm", {t, b.weight("fc.weight", {2, 64})}, "fc", {{"transB", std::int64_t{1}}}));
+  return b.bytes();
+}
 
 }  // namespace remat::testing
