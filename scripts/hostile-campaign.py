@@ -306,6 +306,8 @@ def main():
     parser.add_argument("--limit", type=float, default=30.0, help="seconds per run")
     parser.add_argument("--memory-gib", type=float, default=4.0, help="address-space cap per run (0: none)")
     parser.add_argument("--out", default="build/campaign")
+    parser.add_argument("--seconds", type=float, default=0,
+                        help="stop starting runs after this many seconds (0: run all --runs)")
     parser.add_argument("--families", default="chains,onnx",
                         help="chains (mutated chain files), onnx (hostile ONNX models), or both")
     args = parser.parse_args()
@@ -334,6 +336,10 @@ def main():
             results.append(result)
             if n % 1000 == 0:
                 print("campaign: %d runs, %.0f s" % (n, time.time() - started), file=sys.stderr)
+            if args.seconds and time.time() - started > args.seconds:
+                # The hour-long runs are bounded by time, not count: stop the pool, keep what ran.
+                pool.terminate()
+                break
     verdicts = collections.Counter(r["verdict"] for r in results)
     by_command = collections.Counter((r["command"], r["verdict"]) for r in results)
     slowest = sorted(results, key=lambda r: -r["seconds"])[:5]
