@@ -6,6 +6,8 @@
 #   scripts/fuzz.sh 3600                                 the long run: an hour per target
 #   REMAT_FUZZ_JOBS=N     fuzzing processes per target (default 1)
 #   REMAT_FUZZ_TARGETS_AT_ONCE=N  targets fuzzed side by side (default 1: one after another)
+#   REMAT_FUZZ_TIMEOUT=S   seconds one input may take before it counts as a hang (default 10; more
+#                         when the run shares a loaded machine at a low priority)
 #   REMAT_FUZZ_BUILD=DIR  build folder (default build/fuzz); its corpus/ grows from run to run
 #   REMAT_CAMPAIGN_RUNS=N hostile ONNX models through this build's (sanitized) remat after the
 #                         fuzzers when onnx_importer is among the targets (default 300; 0: none;
@@ -89,7 +91,7 @@ fuzz_target() {
   echo "== fuzz: $target for ${seconds} s ($(ls "$seeds/$target" | wc -l) seeds, $(ls "$corpus" | wc -l) in the corpus)"
   local log="$build/$target.log" parallel=()
   [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
-  if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+  if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout="${REMAT_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -max_len="$max_len" \
       -dict="$dict" "${parallel[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
       "$corpus" "$seeds/$target" >"$log" 2>&1); then
     status=1

@@ -279,6 +279,7 @@ void MemoryChart::updatePaintedContent() {
   PaintedContent& c = p.painted;
   c.base = p.predicted.base / div;
   c.drawStatic = p.options.includeStatic;
+  ++c.generation;
   c.outline = scaledY(p.predicted.footprint, div);
   c.measured = scaledY(p.measured.footprint, div);
   c.measuredStale = p.data.measuredStale;

@@ -2,6 +2,7 @@
 
 #include <QAbstractSeries>
 #include <QChart>
+#include <QPaintEngine>
 #include <QPainter>
 #include <QPainterPath>
 #include <algorithm>
@@ -16,6 +17,15 @@ namespace {
 // at 5: fills go between grid and lines, markers between lines and legend.
 constexpr double kFillsZ = 3.5;
 constexpr double kMarkersZ = 4.5;
+
+bool isRaster(const QPainter* painter) {
+  return painter->paintEngine() && painter->paintEngine()->type() == QPaintEngine::Raster;
+}
+
+std::array<QColor, 3> phaseFills() {
+  return {ui::phaseColor(Phase::Forward, 150), ui::phaseColor(Phase::Recompute, 170),
+          ui::phaseColor(Phase::Backward, 150)};
+}
 }  // namespace
 
 ChartPaintItem::ChartPaintItem(QChart* chart, QAbstractSeries* reference, const PaintedContent* content, Layer layer)
@@ -67,23 +77,57 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
     painter->fillRect(QRect(QPoint(left, baseY), QPoint(right - 1, py(0.0) - 1)),
                       ui::paletteColor(ui::PaletteRole::Static));
   }
-  const std::array<QColor, 3> fills = {ui::phaseColor(Phase::Forward, 150), ui::phaseColor(Phase::Recompute, 170),
-                                       ui::phaseColor(Phase::Backward, 150)};
-  for (const PhaseBar& bar : c.bars) {
-    // Integer edges from the same rounding: neighbouring bars abut without gaps or overlaps.
-    const int left = px(bar.x0);
-    const int right = px(bar.x1);
-    const int top = py(bar.y);
-    if (right <= left || top >= baseY) continue;
-    painter->fillRect(QRect(left, top, right - left, baseY - top), fills[static_cast<std::size_t>(bar.phase)]);
+  const PixelMapping mapping{origin.x(), sx, origin.y(), sy};
+  const int plotLeft = static_cast<int>(std::floor(plot.left()));
+  const int plotRight = static_cast<int>(std::ceil(plot.right()));
+  if (isRaster(painter)) {
+    // One image blit: thousands of tall fillRects each wake Qt's fill threads (tens of ms).
+    const FillsImage& image = fillsImage(mapping, plotLeft, plotRight);
+    if (!image.image.isNull()) painter->drawImage(image.topLeft, image.image);
+  } else {
+    const std::array<QColor, 3> fills = phaseFills();
+    const ColumnFills columns = columnFills(c.bars, c.base, mapping, plotLeft, plotRight);
+    for (const FillRun& run : fillRuns(columns))
+      painter->fillRect(QRect(run.left, run.top, run.right - run.left, columns.baseY - run.top),
+                        fills[static_cast<std::size_t>(run.phase)]);
   }
-  QPen outline(ui::paletteColor(ui::PaletteRole::Outline), 1.2);
+  // One pixel wide: Qt's raster engine strokes wider cosmetic pens through its general stroker,
+  // which cost several ms per repaint on a 1,000-layer chain.
+  QPen outline(ui::paletteColor(ui::PaletteRole::Outline), 1.0);
   outline.setCosmetic(true);
   paintLine(painter, c.outline, outline);
   // The rug: a short tick at the bottom of the plot wherever recompute ops run.
   const QColor rug = ui::paletteColor(ui::PaletteRole::RecomputeMark);
   const int rugBottom = static_cast<int>(plot.bottom()) - 1;
   for (double x : c.recomputeX) painter->fillRect(QRect(px(x) - 1, rugBottom - 6, 2, 6), rug);
+}
+
+const ChartPaintItem::FillsImage& ChartPaintItem::fillsImage(const PixelMapping& mapping, int plotLeft,
+                                                             int plotRight) const {
+  const PaintedContent& c = *content_;
+  FillsImage& cache = fillsCache_;
+  if (cache.generation == c.generation && cache.mapping == mapping && cache.plotLeft == plotLeft &&
+      cache.plotRight == plotRight)
+    return cache;
+  const ColumnFills columns = columnFills(c.bars, c.base, mapping, plotLeft, plotRight);
+  const int top = columns.minTop();
+  cache = FillsImage{c.generation, mapping, plotLeft, plotRight, QPoint(plotLeft, top), QImage()};
+  const int width = static_cast<int>(columns.columns.size());
+  const int height = columns.baseY - top;
+  if (width <= 0 || height <= 0) return cache;
+  const std::array<QColor, 3> fills = phaseFills();
+  std::array<QRgb, 3> pixels{};
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = qPremultiply(fills[i].rgba());
+  QImage image(width, height, QImage::Format_ARGB32_Premultiplied);
+  for (int y = 0; y < height; ++y) {
+    auto* row = reinterpret_cast<QRgb*>(image.scanLine(y));
+    for (int x = 0; x < width; ++x) {
+      const FillColumn& column = columns.columns[static_cast<std::size_t>(x)];
+      row[x] = column.top <= top + y ? pixels[static_cast<std::size_t>(column.phase)] : 0;
+    }
+  }
+  cache.image = std::move(image);
+  return cache;
 }
 
 void ChartPaintItem::paintLine(QPainter* painter, const QList<QPointF>& points, const QPen& pen) const {
@@ -99,35 +143,67 @@ void ChartPaintItem::paintLine(QPainter* painter, const QList<QPointF>& points, 
   painter->drawPolyline(polygon);
 }
 
-void ChartPaintItem::paintMarkers(QPainter* painter) const {
+void ChartPaintItem::paintMeasured(QPainter* painter) const {
   const PaintedContent& c = *content_;
-  if (!c.measured.isEmpty()) {
-    painter->save();
-    painter->setClipRect(chart_->plotArea());
-    painter->setRenderHint(QPainter::Antialiasing, false);
-    QPen pen(ui::paletteColor(c.measuredStale ? ui::PaletteRole::MeasuredStale : ui::PaletteRole::Measured), 1.8,
-             c.measuredStale ? Qt::DashLine : Qt::SolidLine);
+  painter->save();
+  painter->setClipRect(chart_->plotArea());
+  painter->setRenderHint(QPainter::Antialiasing, false);
+  const QColor colour = ui::paletteColor(c.measuredStale ? ui::PaletteRole::MeasuredStale : ui::PaletteRole::Measured);
+  const Qt::PenStyle style = c.measuredStale ? Qt::DashLine : Qt::SolidLine;
+  if (isRaster(painter)) {
+    // Two one-pixel lines a pixel apart look like the 1.8-pixel pen and stay on the fast path.
+    QPen pen(colour, 1.0, style);
     pen.setCosmetic(true);
     paintLine(painter, c.measured, pen);
-    painter->restore();
+    painter->translate(1.0, 1.0);
+    paintLine(painter, c.measured, pen);
+  } else {
+    QPen pen(colour, 1.8, style);
+    pen.setCosmetic(true);
+    paintLine(painter, c.measured, pen);
   }
+  painter->restore();
+}
+
+void ChartPaintItem::paintShapes(QPainter* painter, const std::vector<QPointF>& values, const QList<QPointF>& shape,
+                                 const QColor& colour) const {
   const QRectF plot = chart_->plotArea().adjusted(-1, -1, 1, 1);
-  painter->setPen(QPen(ui::paletteColor(ui::PaletteRole::Checkpoint).darker(150), 1.0));
-  painter->setBrush(ui::paletteColor(ui::PaletteRole::Checkpoint));
-  for (const QPointF& v : c.stored) {
-    const QPointF p = toPosition(v);
-    if (!plot.contains(p)) continue;
-    const QPointF tri[3] = {p + QPointF(-5, -9), p + QPointF(5, -9), p};  // pointing down at the op
-    painter->drawPolygon(tri, 3);
+  const QPen outline(colour.darker(150), 1.0);
+  if (!isRaster(painter)) {
+    painter->setPen(outline);
+    painter->setBrush(colour);
+    for (const QPointF& v : values) {
+      const QPointF p = toPosition(v);
+      if (plot.contains(p)) painter->drawPolygon(QPolygonF(shape).translated(p));
+    }
+    return;
   }
-  painter->setPen(QPen(ui::paletteColor(ui::PaletteRole::CheckpointFreed).darker(150), 1.0));
-  painter->setBrush(ui::paletteColor(ui::PaletteRole::CheckpointFreed));
-  for (const QPointF& v : c.freed) {
-    const QPointF p = toPosition(v);
-    if (!plot.contains(p)) continue;
-    const QPointF diamond[4] = {p + QPointF(0, -4), p + QPointF(4, 0), p + QPointF(0, 4), p + QPointF(-4, 0)};
-    painter->drawPolygon(diamond, 4);
+  // On screen one antialiased sprite, blitted at each marker: hundreds of antialiased polygons
+  // per repaint were a third of a 1,000-layer chain's repaint.
+  const QRectF bounds = QPolygonF(shape).boundingRect().adjusted(-2, -2, 2, 2);
+  QImage sprite(bounds.size().toSize(), QImage::Format_ARGB32_Premultiplied);
+  sprite.fill(Qt::transparent);
+  {
+    QPainter sp(&sprite);
+    sp.setRenderHint(QPainter::Antialiasing, true);
+    sp.setPen(outline);
+    sp.setBrush(colour);
+    sp.drawPolygon(QPolygonF(shape).translated(-bounds.topLeft()));
   }
+  for (const QPointF& v : values) {
+    const QPointF p = toPosition(v);
+    if (plot.contains(p)) painter->drawImage((p + bounds.topLeft()).toPoint(), sprite);
+  }
+}
+
+void ChartPaintItem::paintMarkers(QPainter* painter) const {
+  const PaintedContent& c = *content_;
+  if (!c.measured.isEmpty()) paintMeasured(painter);
+  const QRectF plot = chart_->plotArea().adjusted(-1, -1, 1, 1);
+  const QList<QPointF> triangle = {{-5, -9}, {5, -9}, {0, 0}};  // pointing down at the op
+  const QList<QPointF> diamond = {{0, -4}, {4, 0}, {0, 4}, {-4, 0}};
+  paintShapes(painter, c.stored, triangle, ui::paletteColor(ui::PaletteRole::Checkpoint));
+  paintShapes(painter, c.freed, diamond, ui::paletteColor(ui::PaletteRole::CheckpointFreed));
   if (c.peak && plot.contains(toPosition(*c.peak))) {  // zoomed away: no marker at the plot's edge
     const QPointF p = toPosition(*c.peak);
     painter->setPen(QPen(Qt::white, 1.5));

@@ -9,6 +9,7 @@
 #include <QSignalBlocker>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "charts/memory_chart.hpp"
 #include "common/palette.hpp"
@@ -178,6 +179,7 @@ QLabel* PlanView::addCard(QLayout* row, const QString& key, const QString& title
   big.setBold(true);
   value->setFont(big);
   value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  value->setFixedHeight(value->sizeHint().height());  // with setCardValue's width: a fixed size
   box->addWidget(caption);
   box->addWidget(value);
   row->addWidget(frame);
@@ -207,24 +209,39 @@ void PlanView::setCapacityBytes(std::uint64_t bytes) {
 }
 
 void PlanView::refreshChain() {
+  // Another chain's numbers may be narrower: the cards fit them afresh.
+  for (QLabel* value : std::as_const(values_)) {
+    value->setMinimumWidth(0);
+    value->setMaximumWidth(QWIDGETSIZE_MAX);
+  }
   if (document_->hasChain()) strip_->setChain(document_->chain());
+}
+
+// A card's value keeps its width while the numbers change (a drag does not make the cards jump),
+// growing when a value needs more. A label of fixed size also stops Qt from laying out the whole
+// window again on every new value, which was most of a checkpoint toggle's repaint.
+void PlanView::setCardValue(const QString& key, const QString& text) {
+  QLabel* value = values_.value(key);
+  if (value->text() != text) value->setText(text);
+  const int width = std::max(value->sizeHint().width(), value->minimumWidth());
+  if (width != value->minimumWidth() || width != value->maximumWidth()) value->setFixedWidth(width);
 }
 
 void PlanView::refreshPlan() {
   if (!document_->hasChain()) return;
   const Chain& chain = document_->chain();
   const Simulation& sim = document_->simulation();
-  values_["peak"]->setText(ui::formatBytes(sim.peakBytes()));
-  values_["dynamic"]->setText(ui::formatBytes(sim.dynamicPeakBytes));
-  values_["static"]->setText(ui::formatBytes(sim.staticBytes));
-  values_["A"]->setText(ui::formatBytes(sim.aBytes));
-  values_["R"]->setText(ui::formatBytes(sim.rBytes));
-  values_["recompute"]->setText(recomputeCostWithShare(chain, sim.recomputeCost));
+  setCardValue("peak", ui::formatBytes(sim.peakBytes()));
+  setCardValue("dynamic", ui::formatBytes(sim.dynamicPeakBytes));
+  setCardValue("static", ui::formatBytes(sim.staticBytes));
+  setCardValue("A", ui::formatBytes(sim.aBytes));
+  setCardValue("R", ui::formatBytes(sim.rBytes));
+  setCardValue("recompute", recomputeCostWithShare(chain, sim.recomputeCost));
   values_["recompute"]->setToolTip(tr("Forward cost of the recomputed ops (R and RE), in %1; in brackets, its share of "
                                       "one forward pass")
                                        .arg(recomputeUnitDescription(chain)));
-  values_["checkpoints"]->setText(QString::number(sim.plan.checkpoints.size()));
-  values_["plan"]->setText(ui::readablePlannerName(document_->planner()));
+  setCardValue("checkpoints", QString::number(sim.plan.checkpoints.size()));
+  setCardValue("plan", ui::readablePlannerName(document_->planner()));
   values_["plan"]->setToolTip(tr("Where the plan came from: %1").arg(document_->planner()));
   values_["peak"]->setToolTip(peakDescription(chain, sim, document_->liveness()));
   updatePeakWarning();
@@ -250,8 +267,8 @@ void PlanView::refreshChart() {
 void PlanView::updatePeakWarning() {
   const std::uint64_t capacity = capacityBytes_;
   const bool over = document_->hasChain() && capacity > 0 && document_->simulation().peakBytes() > capacity;
-  values_["peak"]->setStyleSheet(over ? QStringLiteral("color: %1;").arg(ui::paletteName(PaletteRole::OverCapacity))
-                                      : QString());
+  const QString style = over ? QStringLiteral("color: %1;").arg(ui::paletteName(PaletteRole::OverCapacity)) : QString();
+  if (values_["peak"]->styleSheet() != style) values_["peak"]->setStyleSheet(style);
   values_["peak"]->setProperty("overCapacity", over);
   if (over)
     values_["peak"]->setToolTip(tr("Above the device capacity of %1\n\n").arg(ui::formatBytes(capacity)) +

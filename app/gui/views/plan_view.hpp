@@ -54,6 +54,7 @@ class PlanView : public QWidget {
   CheckpointStrip* strip_;
   charts::MemoryChart* chart_;
   QHash<QString, QLabel*> values_;
+  void setCardValue(const QString& key, const QString& text);
   QCheckBox* showStatic_;
   QCheckBox* proportional_;
   QComboBox* xAxis_;
