@@ -227,6 +227,26 @@ void MemoryChart::rebuild() {
   for (QAbstractSeries* series : p.all())
     for (QLegendMarker* marker : p.chart->legend()->markers(series))
       marker->setVisible(series->isVisible() && series != p.footprint);
+  placeLegend();
+}
+
+// Under the plot when its entries fit in one row, else beside it: Qt Charts elides a row that is
+// too narrow ("reco...", "check..." at 1,024 x 700), and a column keeps every name readable.
+void MemoryChart::placeLegend() {
+  QLegend* legend = parts_->chart->legend();
+  const QFontMetrics metrics(legend->font());
+  int rowWidth = 16;  // the legend's own margins
+  for (QLegendMarker* marker : legend->markers())
+    if (marker->isVisible()) rowWidth += metrics.horizontalAdvance(marker->label()) + 2 * metrics.height() + 4;
+  const Qt::Alignment alignment = rowWidth > width() ? Qt::AlignRight : Qt::AlignBottom;
+  if (legend->alignment() != alignment) legend->setAlignment(alignment);
+}
+
+bool MemoryChart::legendBeside() const { return parts_->chart->legend()->alignment() == Qt::AlignRight; }
+
+void MemoryChart::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  placeLegend();
 }
 
 // The measured line's legend: its device, run and plan, and whether it still belongs to this one.

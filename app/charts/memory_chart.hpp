@@ -70,6 +70,7 @@ class MemoryChart : public QWidget {
   QList<QPointF> footprintPoints() const;
   QPointF peakPoint() const;
   QStringList visibleSeriesNames() const;
+  bool legendBeside() const;          // the legend stands right of the plot (too narrow a chart for a row)
   QString tooltipAt(double x) const;  // what hovering over the footprint at x shows (data units)
   // Where a data point (x, bytes) is drawn, in the coordinates of viewport(); and that viewport,
   // which takes the mouse.
@@ -88,6 +89,8 @@ class MemoryChart : public QWidget {
   void rebuild();
   void applyRanges();
   void updatePaintedContent();
+  void placeLegend();
+  void resizeEvent(QResizeEvent* event) override;
   QString measuredLegend() const;
   bool eventFilter(QObject* watched, QEvent* event) override;
   // The mouse on the plot (memory_chart_input.cpp): hover text, zoom and pan.

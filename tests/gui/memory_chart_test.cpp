@@ -131,6 +131,23 @@ TEST_F(ChartTest, AxisLabelsNeverRepeatEvenOnAnEmptyChart) {
   for (const QString& label : zoomed) EXPECT_FALSE(label.contains(QLatin1Char('.'))) << label.toStdString();
 }
 
+// At 1,024 x 700 the chart is about 580 pixels wide: a row of nine legend entries was elided to
+// "reco...", "check..."; a narrow chart puts its legend beside the plot, a wide one under it.
+TEST_F(ChartTest, ANarrowChartsLegendStandsBesideThePlotSoNoNameIsCut) {
+  view_->setCapacityBytes(1ull << 30);  // every entry shown: phases, capacity, markers, peak
+  QCoreApplication::processEvents();
+  EXPECT_GE(chart()->visibleSeriesNames().size(), 8);
+  view_->resize(1600, 700);
+  QCoreApplication::processEvents();
+  EXPECT_FALSE(chart()->legendBeside()) << chart()->width();
+  view_->resize(620, 700);
+  QCoreApplication::processEvents();
+  EXPECT_TRUE(chart()->legendBeside()) << chart()->width();
+  view_->resize(1600, 700);
+  QCoreApplication::processEvents();
+  EXPECT_FALSE(chart()->legendBeside());
+}
+
 TEST_F(ChartTest, WithoutStaticMemoryThePeakMarkerSaysDynamicAndTheTotal) {
   const Simulation& sim = document_.simulation();
   EXPECT_EQ(chart()->peakLabel(), QStringLiteral("peak %1").arg(ui::formatBytes(sim.peakBytes())));
