@@ -330,6 +330,18 @@ TEST(OnnxImportErrors, UnsupportedOperatorNamesTheNodeAndListsTheSupportedOnes) 
                            "Conv, BatchNormalization, Relu", "Sigmoid, Tanh", "Concat (channels)"});
 }
 
+// torchvision's StochasticDepth in training mode: a random mask, refused with what to do instead.
+TEST(OnnxImportErrors, RandomOpsOfStochasticDepthSayHowToExport) {
+  for (const char* op : {"Bernoulli", "RandomUniformLike"}) {
+    SCOPED_TRACE(op);
+    const std::string message = importError(withMiddle([&](OnnxBuilder& b, const std::string& t) {
+      return b.node("Mul", {t, b.node(op, {t}, "features.1.stochastic_depth")}, "features.1.stochastic_depth");
+    }));
+    expectContains(message, {"node 1 ('/features/features.1/stochastic_depth/", "draws random numbers",
+                             "stochastic_depth_prob=0.0"});
+  }
+}
+
 TEST(OnnxImportErrors, SymbolicDimensionsNameTheDimension) {
   OnnxBuilder b;
   std::string t = b.input("x", {-1, 3, 4, 4});
