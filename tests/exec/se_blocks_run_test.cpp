@@ -138,12 +138,15 @@ TEST(SqueezeExcitationModel, RefusesShapesThatDoNotBroadcast) {
 // scale cross the block's arena, E and the gradient arena under every plan.
 TEST(SqueezeExcitationRun, MeasuredFootprintEqualsPredictionUnderEveryPlan) {
   auto conv = [](const std::string& name, std::int64_t out, std::int64_t kernel, std::int64_t groups) {
-    return json{{"name", name},         {"kind", "conv2d"}, {"out_channels", out}, {"kernel", kernel},
+    return json{{"name", name},          {"kind", "conv2d"}, {"out_channels", out}, {"kernel", kernel},
                 {"padding", kernel / 2}, {"groups", groups}, {"bias", false}};
   };
-  json mb = json::array({conv("expand", 16, 1, 1), {{"name", "bn0"}, {"kind", "batchnorm"}},
-                         {{"name", "act0"}, {"kind", "silu"}}, conv("dw", 16, 3, 16),
-                         {{"name", "bn1"}, {"kind", "batchnorm"}}, {{"name", "act1"}, {"kind", "silu"}}});
+  json mb = json::array({conv("expand", 16, 1, 1),
+                         {{"name", "bn0"}, {"kind", "batchnorm"}},
+                         {{"name", "act0"}, {"kind", "silu"}},
+                         conv("dw", 16, 3, 16),
+                         {{"name", "bn1"}, {"kind", "batchnorm"}},
+                         {{"name", "act1"}, {"kind", "silu"}}});
   for (json op : seOps(16, 4, "silu", "sigmoid", 6)) mb.push_back(op);
   mb.push_back({{"name", "scale"}, {"kind", "mul"}, {"inputs", {11, 6}}});
   mb.push_back(conv("project", 8, 1, 1));

@@ -1,9 +1,9 @@
 // Real torch exports (tests/data/onnx, made by scripts/make-onnx-test-models.py with Debian's
 // torch 1.13, without weights): each imports with torch's parameter count (eval exports: the count
 // of the folded graph's own weights); ResNet-18, VGG-11-BN, EfficientNet-B0 and MobileNetV3-Large
-// are the zoo's models layer for layer with every planner's E equal (and optimal's E the lowest); MobileNetV2 is finer than the zoo, optimal's E no higher; and every
-// small one runs on the CPU under every planner's plan with the measured footprint of every op equal
-// to the prediction and the gradients bitwise store-all's.
+// are the zoo's models layer for layer with every planner's E equal (and optimal's E the lowest); MobileNetV2 is finer
+// than the zoo, optimal's E no higher; and every small one runs on the CPU under every planner's plan with the measured
+// footprint of every op equal to the prediction and the gradients bitwise store-all's.
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -2,7 +2,6 @@
 // independent check that the byte layout of every zoo block is valid (no two tensors alive at the
 // same time share bytes) by replaying the executor's protocol (block.hpp).
 #include "remat/model/block.hpp"
-#include "remat/model/operators.hpp"
 
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -11,6 +10,7 @@
 #include <set>
 
 #include "chain_helpers.hpp"
+#include "remat/model/operators.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat {

@@ -22,7 +22,9 @@ Index at(const Dims4& d, Index n, Index c, Index h, Index w) {
 struct Range {
   Index lo = 0, hi = 0;
 };
-Range gathered(Index self, Index out, Index index) { return self == 1 && out > 1 ? Range{0, out} : Range{index, index + 1}; }
+Range gathered(Index self, Index out, Index index) {
+  return self == 1 && out > 1 ? Range{0, out} : Range{index, index + 1};
+}
 
 }  // namespace
 

@@ -108,21 +108,21 @@ class GraphBuilder {
     Shape shape(sa.size());
     for (std::size_t i = 0; i < sa.size(); ++i) {
       if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
-        return Status::invalid("inner op '" + name + "' multiplies " + shapeToString(sa) + " and " +
-                               shapeToString(sb) + ": axis " + std::to_string(i) +
-                               " differs and is 1 in neither (NumPy broadcasting)");
+        return Status::invalid("inner op '" + name + "' multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
+                               ": axis " + std::to_string(i) + " differs and is 1 in neither (NumPy broadcasting)");
       shape[i] = std::max(sa[i], sb[i]);
     }
     std::uint64_t bytes = dtypeBytes(graph_.dtype);
     for (std::int64_t d : shape)
       if (!detail::checkedMul(bytes, static_cast<std::uint64_t>(d), bytes))
-        return Status::invalid("inner op '" + name + "' gives " + shapeToString(shape) + ", which overflows 64-bit bytes");
+        return Status::invalid("inner op '" + name + "' gives " + shapeToString(shape) +
+                               ", which overflows 64-bit bytes");
     BlockOp op;
     op.kind = BlockOpKind::Mul;
     op.layer.name = std::move(name);
     op.layer.kind = LayerKind::Abstract;
     op.inputs = {a, b};
-    op.readsInput = true;  // derivatives.yaml mul.Tensor: other's gradient is grad * self
+    op.readsInput = true;        // derivatives.yaml mul.Tensor: other's gradient is grad * self
     op.readsSecondInput = true;  // and self's is grad * other
     op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one product per element
     return append(std::move(op), std::move(shape), bytes);
@@ -263,7 +263,7 @@ Status checkBlockOpInputs(const BlockOpSpec& op, std::size_t index, std::size_t 
   const bool arityOk = binary ? count == 2 : op.kind == BlockOpKind::Concat ? count >= 1 : count == 1;
   if (!arityOk)
     return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " takes " +
-                           (binary                          ? "two inputs"
+                           (binary                           ? "two inputs"
                             : op.kind == BlockOpKind::Concat ? "one or more inputs"
                                                              : "one input") +
                            ", it has " + std::to_string(count));

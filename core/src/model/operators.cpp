@@ -143,8 +143,8 @@ const std::array<OperatorInfo, 21>& table() {
       // Its backward reads only shapes (derivatives.yaml: _adaptive_avg_pool2d_backward(grad, self) uses
       // self's sizes; the shape rule says in = no). A block holds it pooled to 1x1, as the squeeze of
       // Squeeze-and-Excitation (GlobalAveragePool, or ReduceMean over H and W with keepdims).
-      primitive(K::AdaptiveAvgPool, "adaptive_avgpool", kAdaptiveFields, detail::inferAdaptiveAvgPool,
-                B::GlobalAvgPool, "GlobalAveragePool", "_adaptive_avg_pool2d"),
+      primitive(K::AdaptiveAvgPool, "adaptive_avgpool", kAdaptiveFields, detail::inferAdaptiveAvgPool, B::GlobalAvgPool,
+                "GlobalAveragePool", "_adaptive_avg_pool2d"),
       primitive(K::BatchNorm, "batchnorm", {}, detail::inferBatchNorm, B::BatchNorm, "BatchNormalization",
                 "native_batch_norm"),
       primitive(K::Linear, "linear", kLinearFields, detail::inferLinear, std::nullopt, "Gemm", "addmm"),

@@ -1,6 +1,6 @@
 // torchvision's classification CNNs as layer chains, module for module (torchvision/models/
-// alexnet.py, vgg.py, resnet.py, mobilenetv2.py, efficientnet.py, mobilenetv3.py). Layer names are torchvision's module paths; the
-// functional flatten of the forward() methods is a flatten layer named "flatten".
+// alexnet.py, vgg.py, resnet.py, mobilenetv2.py, efficientnet.py, mobilenetv3.py). Layer names are torchvision's module
+// paths; the functional flatten of the forward() methods is a flatten layer named "flatten".
 #include "remat/model/zoo.hpp"
 
 #include <algorithm>
@@ -167,8 +167,8 @@ BlockOpSpec innerOp(std::string name, BlockOpKind kind, std::vector<std::size_t>
   return op;
 }
 
-BlockOpSpec innerConv(std::string name, std::int64_t out, std::int64_t kernel, std::int64_t stride,
-                      std::int64_t groups, bool bias) {
+BlockOpSpec innerConv(std::string name, std::int64_t out, std::int64_t kernel, std::int64_t stride, std::int64_t groups,
+                      bool bias) {
   BlockOpSpec op = innerOp(std::move(name), BlockOpKind::Conv2d);
   op.layer.kind = LayerKind::Conv2d;
   op.layer.outChannels = out;
@@ -208,7 +208,7 @@ class OpsBuilder {
 // the chain imports it from ONNX: the plain layers of a block without its skip, and the
 // Squeeze-and-Excitation between them a block of its own; with the skip, the whole block is one.
 struct InvertedResidualSpec {
-  std::string name;  // "features.2.1"
+  std::string name;                                                                 // "features.2.1"
   std::int64_t in = 0, expanded = 0, out = 0, kernel = 3, stride = 1, squeeze = 0;  // squeeze 0: no SE
   BlockOpKind activation = BlockOpKind::Silu, seActivation = BlockOpKind::Silu, seScale = BlockOpKind::Sigmoid;
 };
@@ -287,7 +287,7 @@ void efficientNetB0(SpecBuilder& b, const ZooOptions& o) {
   b.conv("features.0.0", 32, 3, 2, 1, false);
   b.add("features.0.1", LayerKind::BatchNorm);
   b.add("features.0.2", LayerKind::Silu);
-  const int stages[7][6] = {{1, 3, 1, 32, 16, 1},  {6, 3, 2, 16, 24, 2},  {6, 5, 2, 24, 40, 2},  {6, 3, 2, 40, 80, 3},
+  const int stages[7][6] = {{1, 3, 1, 32, 16, 1},  {6, 3, 2, 16, 24, 2},   {6, 5, 2, 24, 40, 2},  {6, 3, 2, 40, 80, 3},
                             {6, 5, 1, 80, 112, 3}, {6, 5, 2, 112, 192, 4}, {6, 3, 1, 192, 320, 1}};
   for (int s = 0; s < 7; ++s) {
     const auto& c = stages[s];
@@ -396,10 +396,10 @@ const std::vector<ZooModel>& models() {
     m.push_back({{"efficientnet_b0",
                   "EfficientNet-B0: 16 MBConv pieces with Squeeze-and-Excitation (blocks), SiLU, 5.3M parameters", 1},
                  efficientNetB0});
-    m.push_back({{"mobilenet_v3_large",
-                  "MobileNetV3-Large: 15 inverted residuals, 8 with Squeeze-and-Excitation, hardswish, 5.5M parameters",
-                  1},
-                 mobilenetV3Large});
+    m.push_back(
+        {{"mobilenet_v3_large",
+          "MobileNetV3-Large: 15 inverted residuals, 8 with Squeeze-and-Excitation, hardswish, 5.5M parameters", 1},
+         mobilenetV3Large});
     return m;
   }();
   return kModels;

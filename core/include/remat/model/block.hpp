@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 

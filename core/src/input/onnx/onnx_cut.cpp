@@ -148,11 +148,13 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
     const DataOp& op = g.ops()[order[k]];
     BlockOpSpec inner;
     if (!blockKindOf(op, inner.kind))
-      return g.fail(op.node, "is inside a multi-branch piece (nodes " + std::to_string(g.ops()[order[from]].node) +
-                                 " to " + std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
-                                 quoteText(g.activations()[input].tensor) +
-                                 "); a block holds Conv, BatchNormalization, the activations, GlobalAveragePool (or ReduceMean over H "
-                                 "and W), Add, Mul and Concat only");
+      return g.fail(
+          op.node,
+          "is inside a multi-branch piece (nodes " + std::to_string(g.ops()[order[from]].node) + " to " +
+              std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
+              quoteText(g.activations()[input].tensor) +
+              "); a block holds Conv, BatchNormalization, the activations, GlobalAveragePool (or ReduceMean over H "
+              "and W), Add, Mul and Concat only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);
     tensorOf[op.output] = k - from + 1;

@@ -68,9 +68,10 @@ Status convertMul(Graph& g, std::size_t index) {
   const auto a = g.activation(nodeInput(node, 0));
   const auto b = g.activation(nodeInput(node, 1));
   if (!a || !b)
-    return g.fail(index, "multiplies an activation by a constant or a weight; the importer reads Mul only as the "
-                         "product of two activations (Squeeze-and-Excitation's scale) or in x * Sigmoid(x) (SiLU), "
-                         "x * HardSigmoid(x) (HardSwish) and GELU's Erf pattern");
+    return g.fail(index,
+                  "multiplies an activation by a constant or a weight; the importer reads Mul only as the "
+                  "product of two activations (Squeeze-and-Excitation's scale) or in x * Sigmoid(x) (SiLU), "
+                  "x * HardSigmoid(x) (HardSwish) and GELU's Erf pattern");
   const Shape& sa = g.activations()[*a].shape;
   const Shape& sb = g.activations()[*b].shape;
   if (sa.size() != 4 || sb.size() != 4)
@@ -289,8 +290,8 @@ Status convertReduceMean(Graph& g, std::size_t index) {
 }  // namespace
 
 bool isViewOp(const std::string& opType) {
-  return opType == "Add" || opType == "Mul" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" || opType == "Identity" ||
-         opType == "Pad" || opType == "ReduceMean";
+  return opType == "Add" || opType == "Mul" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" ||
+         opType == "Identity" || opType == "Pad" || opType == "ReduceMean";
 }
 
 Status convertViewNode(Graph& graph, std::size_t node) {
