@@ -18,6 +18,7 @@ import onnx
 from onnx import helper, numpy_helper, TensorProto  # noqa: F401  (numpy_helper: Debian's numpy)
 
 import hostile_onnx_activations
+import hostile_onnx_se
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORTS = os.path.join(HERE, "..", "tests", "data", "onnx")
@@ -355,7 +356,8 @@ def random_field(m, rng, depth=0):
 
 FAMILIES = [empty_input, dangling_input, duplicate_name, many_outputs, initializer_data, weight_dtype,
             output_declaration, value_info, attribute_twice, graph_attribute, attribute_type, plumbing, producer,
-            many_inputs, random_field] + hostile_onnx_activations.ACTIVATION_FAMILIES
+            many_inputs, random_field] + hostile_onnx_activations.ACTIVATION_FAMILIES + \
+    hostile_onnx_se.SE_FAMILIES
 
 
 def mutate_onnx(models, rng, family=None):

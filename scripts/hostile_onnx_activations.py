@@ -176,8 +176,10 @@ def activation_attribute(m, rng):
 def pattern_half(m, rng):
     """A pattern half-matched: x * Sigmoid(y) with y != x, the Erf without its Add / Mul tail, GELU's
     constants other than sqrt 2 / 1 / 0.5 (or not scalars), a pattern node with a second reader.
-    None of these is the fused op; until Mul / Div / Erf are read on their own (issue 22) the import
-    must refuse them, at the node."""
+    None of these is the fused op. Div and Erf are not read on their own: the import must refuse those,
+    at the node. A Mul of two activations is (issue 22's Squeeze-and-Excitation product): Sigmoid(x) *
+    Sigmoid(x) must import as a sigmoid and a mul; x * Sigmoid(y) imports when the shapes broadcast and
+    is refused at the node when they do not."""
     pairs, chains = _times_self(m), _gelu_chains(m)
     kind = _pick(rng, (["other-operand", "square", "gate-read-twice"] if pairs else []) +
                  (["erf-alone", "no-half", "constant", "constant-vector", "constant-int", "erf-read-twice"]
@@ -189,12 +191,14 @@ def pattern_half(m, rng):
         x, s = gate.input[0], gate.output[0]
         if kind == "square":
             mul.input[:] = [s, s]
+            return False, False, True
         elif kind == "other-operand":
             source = _producer(m, x)
             other = source.input[0] if source is not None and source.input else None
             if other is None or other == x:
                 return None
             mul.input[:] = [other, s] if rng.random() < 0.5 else [s, other]
+            return False, False  # imported or refused at the node, as the shapes broadcast or not
         else:  # a dead reader of the gate's result: fused or refused, either is right
             at = list(m.graph.node).index(mul)
             m.graph.node.insert(at + 1, helper.make_node("Relu", [s], [s + "_again"], "/HostileRelu"))

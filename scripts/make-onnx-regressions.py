@@ -134,9 +134,9 @@ def activation_cases():
     attribute(case("gelu-approximate-of-type-float", 20), "Gelu", "approximate", 0.5)
     m = case("gelu-approximate-twice", 20)
     node(m, "Gelu").attribute.append(helper.make_attribute("approximate", "none"))
-    m = case("silu-of-another-tensor")  # x * Sigmoid(y), y != x: not SiLU
+    m = case("silu-of-another-tensor")  # x * Sigmoid(y), y != x: not SiLU; shapes that do not broadcast
     node(m, "Mul").input[:] = ["x", "s"]
-    m = case("silu-squared-gate")  # Sigmoid(x) * Sigmoid(x)
+    m = case("silu-squared-gate")  # Sigmoid(x) * Sigmoid(x): imports as sigmoid, mul (expected.json "imports")
     node(m, "Mul").input[:] = ["s", "s"]
     m = case("erf-without-its-tail")  # Div -> Erf, the Add / Mul / Mul gone
     for n in [n for n in m.graph.node if n.name in ("/act4/Add", "/act4/Mul", "/act4/Mul_1") or

@@ -97,6 +97,39 @@ TEST(ChainFile, RealKindsRoundTrip) {
   EXPECT_EQ(chainSpecToJson(*again), chainSpecToJson(*spec));
 }
 
+// Squeeze-and-Excitation's inner ops: global_avgpool (no fields: pooled to 1x1) and mul with its two
+// inputs, written back as read; a field on them is refused.
+TEST(ChainFile, SqueezeExcitationRoundTrip) {
+  const json j = json::parse(R"({"format": "remat-chain/1", "name": "se",
+    "input": {"shape": [2, 8, 5, 5]},
+    "layers": [{"name": "se", "kind": "block", "ops": [
+                 {"name": "avgpool", "kind": "global_avgpool"},
+                 {"name": "fc1", "kind": "conv2d", "out_channels": 2, "kernel": 1},
+                 {"name": "activation", "kind": "silu"},
+                 {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+                 {"name": "scale_activation", "kind": "sigmoid"},
+                 {"name": "mul", "kind": "mul", "inputs": [5, 0]}]}]})");
+  auto spec = chainSpecFromJson(j, "se.json");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  EXPECT_EQ(spec->layers[0].ops[0].kind, BlockOpKind::GlobalAvgPool);
+  EXPECT_EQ(spec->layers[0].ops[5].kind, BlockOpKind::Mul);
+  const json written = chainSpecToJson(*spec);
+  EXPECT_EQ(written["layers"][0]["ops"][0], json::parse(R"({"name": "avgpool", "kind": "global_avgpool"})"));
+  EXPECT_EQ(written["layers"][0]["ops"][5]["inputs"], json({5, 0}));
+  auto again = parseChainSpec(chainSpecToText(*spec), "again.json");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(chainSpecToJson(*again), written);
+  auto chain = buildChain(*again);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  EXPECT_EQ(chain->paramCount(), 8u * 2 + 2 + 2 * 8 + 8);  // fc1, fc2 with their biases
+  json bad = j;
+  bad["layers"][0]["ops"][0]["output_height"] = 2;
+  expectRejected(bad, {"output_height"});
+  bad = j;
+  bad["layers"][0]["ops"][5]["inputs"] = json({5});
+  expectRejected(bad, {"inner op 5 ('mul', mul)", "mul takes two inputs, it has 1"});
+}
+
 // The pointwise activations as chain layers and as inner ops: spelled as operators.cpp says, no
 // fields of their own, the measured numbers of `remat profile` kept.
 TEST(ChainFile, ActivationsRoundTrip) {

@@ -1,9 +1,9 @@
 // Real torch exports (tests/data/onnx, made by scripts/make-onnx-test-models.py with Debian's
 // torch 1.13, without weights): each imports with torch's parameter count (eval exports: the count
-// of the folded graph's own weights); ResNet-18 and VGG-11-BN are the zoo's models layer for layer
-// with every planner's E equal; MobileNetV2 is finer than the zoo, optimal's E no higher; and every
-// small one runs on the CPU under every planner's plan with the measured footprint of every op equal
-// to the prediction and the gradients bitwise store-all's.
+// of the folded graph's own weights); ResNet-18, VGG-11-BN, EfficientNet-B0 and MobileNetV3-Large
+// are the zoo's models layer for layer with every planner's E equal (and optimal's E the lowest); MobileNetV2 is finer
+// than the zoo, optimal's E no higher; and every small one runs on the CPU under every planner's plan with the measured
+// footprint of every op equal to the prediction and the gradients bitwise store-all's.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -62,7 +62,7 @@ std::map<std::string, std::uint64_t> plannerPeaks(const Chain& chain) {
 
 TEST(OnnxExports, TheManifestListsEveryCommittedExport) {
   const std::vector<json> models = manifest();
-  ASSERT_EQ(models.size(), 6u);
+  ASSERT_EQ(models.size(), 8u);
   for (const json& m : models) EXPECT_TRUE(std::ifstream(kFolder + fileOf(m)).good()) << fileOf(m);
 }
 
@@ -103,7 +103,9 @@ void expectSameLayers(const Chain& mine, const Chain& theirs) {
   }
 }
 
-TEST(OnnxExports, ResNetAndVggAreTheZoosModels) {
+// EfficientNet-B0 and MobileNetV3-Large too: the zoo cuts their Squeeze-and-Excitation pieces as
+// the importer does (a block of their own without the skip, inside the block with it).
+TEST(OnnxExports, ResNetVggEfficientNetAndMobileNetV3AreTheZoosModels) {
   int compared = 0;
   for (const json& m : manifest()) {
     if (m.at("zoo").is_null() || m.at("zoo") == "mobilenet_v2") continue;
@@ -116,7 +118,22 @@ TEST(OnnxExports, ResNetAndVggAreTheZoosModels) {
     }
     ++compared;
   }
-  EXPECT_EQ(compared, 2);  // resnet18, vgg11_bn
+  EXPECT_EQ(compared, 4);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large
+}
+
+// The exports with Squeeze-and-Excitation (global average pooling, 1x1 convs with bias on [N, C, 1,
+// 1], the broadcasting product inside blocks): optimal's E is no higher than any other planner's.
+TEST(OnnxExports, OptimalIsNoWorseThanAnyPlannerOnTheSqueezeExcitationModels) {
+  int checked = 0;
+  for (const json& m : manifest()) {
+    if (m.at("zoo") != "efficientnet_b0" && m.at("zoo") != "mobilenet_v3_large") continue;
+    SCOPED_TRACE(fileOf(m));
+    const std::map<std::string, std::uint64_t> peaks = plannerPeaks(imported(m, 4));
+    ASSERT_TRUE(peaks.count("optimal"));
+    for (const auto& [planner, peak] : peaks) EXPECT_LE(peaks.at("optimal"), peak) << planner;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 // The zoo groups every inverted residual into one layer; the graph forces only those with a skip
@@ -179,7 +196,8 @@ TEST_P(OnnxExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
 INSTANTIATE_TEST_SUITE_P(CommittedExports, OnnxExecution,
                          ::testing::Values("resnet18_train_op17_dynamic.onnx", "resnet18_eval_op15.onnx",
                                            "mobilenet_v2_train_op13.onnx", "squeezenet1_0_train_op12.onnx",
-                                           "densenet_small_train_op14.onnx"),
+                                           "densenet_small_train_op14.onnx", "efficientnet_b0_train_op13.onnx",
+                                           "mobilenet_v3_large_train_op17_dynamic.onnx"),
                          [](const auto& info) {
                            std::string name = info.param.substr(0, info.param.find('.'));
                            return name;

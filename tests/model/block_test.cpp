@@ -10,6 +10,7 @@
 #include <set>
 
 #include "chain_helpers.hpp"
+#include "remat/model/operators.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat {
@@ -66,12 +67,19 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     }
     const bool conv = op.kind == BlockOpKind::Conv2d;
     const bool bn = op.kind == BlockOpKind::BatchNorm;
-    const bool relu = op.kind == BlockOpKind::Relu;
-    const bool relu6 = op.kind == BlockOpKind::Relu6;  // reads its input, as PyTorch's hardtanh
-    EXPECT_EQ(op.readsInput, conv || bn || relu6) << where << " " << op.layer.name;
-    EXPECT_EQ(op.readsOutput, relu) << where << " " << op.layer.name;
-    if (conv || bn || relu6) backwardReads.insert(op.inputs[0]);
-    if (relu) backwardReads.insert(op.output);
+    const bool mul = op.kind == BlockOpKind::Mul;  // reads both operands (derivatives.yaml mul.Tensor)
+    // A pointwise activation reads what its description says (relu its output, relu6 its input as
+    // PyTorch's hardtanh, ...); global average pooling reads nothing but shapes.
+    const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
+    const bool pointwise = layer && isPointwise(*layer);
+    const bool readsIn = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Input;
+    const bool readsOut = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Output;
+    EXPECT_EQ(op.readsInput, conv || bn || readsIn || mul) << where << " " << op.layer.name;
+    EXPECT_EQ(op.readsOutput, readsOut) << where << " " << op.layer.name;
+    EXPECT_EQ(op.readsSecondInput, mul) << where << " " << op.layer.name;
+    if (conv || bn || readsIn || mul) backwardReads.insert(op.inputs[0]);
+    if (mul) backwardReads.insert(op.inputs[1]);
+    if (readsOut) backwardReads.insert(op.output);
     EXPECT_EQ(op.statsBytes, bn ? 2 * static_cast<std::uint64_t>(g.tensors[op.output].shape[1]) * 4 : 0u) << where;
     statsTotal += op.statsBytes;
   }
@@ -352,13 +360,14 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
         EXPECT_EQ(layer.numbers.bwdWorkspaceBytes, g.bwdWorkspaceBytes) << where;
         EXPECT_EQ(layer.numbers.needsOutput, g.needsOutput) << where;
         EXPECT_EQ(layer.paramCount, g.paramCount) << where;
-        // ResNet blocks end in a ReLU (out = yes); MobileNetV2 blocks in a batch norm or add.
-        EXPECT_EQ(g.needsOutput, layer.kind != LayerKind::InvertedResidual) << where;
+        // ResNet blocks end in a ReLU (out = yes); MobileNetV2 blocks in a batch norm or add;
+        // EfficientNet's and MobileNetV3's in an add or SE's product (which reads its operands).
+        EXPECT_EQ(g.needsOutput, layer.kind == LayerKind::BasicBlock || layer.kind == LayerKind::Bottleneck) << where;
         ++blocks;
       }
     }
   }
-  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17));
+  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13));  // ..., mobilenet_v2, efficientnet_b0, v3
 }
 
 }  // namespace

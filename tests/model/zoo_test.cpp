@@ -41,15 +41,16 @@ TEST(Zoo, ListsTorchvisionModels) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn",
                                              "vgg16_bn", "vgg19_bn", "resnet18", "resnet34", "resnet50", "resnet101",
-                                             "resnet152", "mobilenet_v2"}));
+                                             "resnet152", "mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large"}));
 }
 
 TEST(Zoo, ParameterCountsEqualTorchvision) {
   const std::map<std::string, std::uint64_t> expected = {
-      {"alexnet", 61100840},   {"vgg11", 132863336},    {"vgg13", 133047848},     {"vgg16", 138357544},
-      {"vgg19", 143667240},    {"vgg11_bn", 132868840}, {"vgg13_bn", 133053736},  {"vgg16_bn", 138365992},
-      {"vgg19_bn", 143678248}, {"resnet18", 11689512},  {"resnet34", 21797672},   {"resnet50", 25557032},
-      {"resnet101", 44549160}, {"resnet152", 60192808}, {"mobilenet_v2", 3504872}};
+      {"alexnet", 61100840},          {"vgg11", 132863336},    {"vgg13", 133047848},      {"vgg16", 138357544},
+      {"vgg19", 143667240},           {"vgg11_bn", 132868840}, {"vgg13_bn", 133053736},   {"vgg16_bn", 138365992},
+      {"vgg19_bn", 143678248},        {"resnet18", 11689512},  {"resnet34", 21797672},    {"resnet50", 25557032},
+      {"resnet101", 44549160},        {"resnet152", 60192808}, {"mobilenet_v2", 3504872}, {"efficientnet_b0", 5288548},
+      {"mobilenet_v3_large", 5483032}};  // sum(p.numel() for p in m.parameters())
   ASSERT_EQ(expected.size(), zooModels().size());
   for (const auto& [name, count] : expected) {
     const Chain chain = zooBuilt(name);
@@ -206,8 +207,9 @@ TEST(Zoo, DTypeScalesBytes) {
 }
 
 // docs/memory-model.md section 4: u(k) = T(k-1) + a(k) is nondecreasing along the zoo's chains,
-// except MobileNetV2's, whose last ReLU6 output only the global average pooling (a mean, which
-// keeps nothing) reads: u falls at the pooling, and `linear` takes its O(n log n) path there.
+// except MobileNetV2's, EfficientNet-B0's and MobileNetV3's, whose last activation's output (ReLU6,
+// SiLU and hardswish read their input) only the global average pooling (a mean, which keeps
+// nothing) reads: u falls at the pooling, and `linear` takes its O(n log n) path there.
 TEST(Zoo, KeptPrefixPlusOutputIsNondecreasing) {
   for (const auto& entry : zooModels()) {
     const Chain chain = zooBuilt(entry.name);
@@ -222,7 +224,9 @@ TEST(Zoo, KeptPrefixPlusOutputIsNondecreasing) {
       kept += keptBytes(chain, k);
     }
     const std::vector<std::string> expected =
-        entry.name == "mobilenet_v2" ? std::vector<std::string>{"avgpool"} : std::vector<std::string>{};
+        entry.name == "mobilenet_v2" || entry.name == "efficientnet_b0" || entry.name == "mobilenet_v3_large"
+            ? std::vector<std::string>{"avgpool"}
+            : std::vector<std::string>{};
     EXPECT_EQ(falls, expected) << entry.name << ": the layers where u(k) < u(k-1)";
   }
 }

@@ -97,6 +97,21 @@ struct ActivationLayout {
   }
 };
 
+// An NCHW shape's extents; the data itself is channels-last ([N][H][W][C]).
+struct Dims4 {
+  Index n = 1, c = 1, h = 1, w = 1;
+};
+// Global average pooling x [N, C, H, W] -> y [N, C, 1, 1] (PyTorch's mean over H and W), and its
+// backward d(x) (=|+=) d(y) / (H * W); it reads no activation.
+void globalAvgPoolForward(const Dims4& in, const float* x, float* y);
+void globalAvgPoolBackward(const Dims4& in, const float* dy, float* dx, bool accumulate);
+// y = a * b with NumPy broadcasting (an axis of extent 1 repeats); `out` is the broadcast shape.
+void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x, const float* z, float* y);
+// One operand's gradient: d(self) (=|+=) the sum, over the axes self was broadcast along, of
+// d(y) * other (`value` holds the other operand, of dims `other`).
+void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
+                        float* dSelf, bool accumulate);
+
 // Dropout with probability p and the inverted scale 1/(1-p). The keep decision of an element is a
 // pure function of (key, sample, canonical index), see counter_rng.hpp; mask (may be null: discard
 // mode) receives one byte per element, 1 = kept.

@@ -1,8 +1,10 @@
 // Blocks on the CPU: block.hpp's protocol (inner tensors at their arena offsets in the ONE
 // forward workspace, saved ones and batch-norm statistics in E in keep mode; inner gradients in the
 // ONE backward workspace) with oneDNN primitives for the inner convolutions, batch norms and relus
-// and own kernels for the residual add and the channel concatenation (strided copies: a copy
-// needs no primitive, and its backward is the same copies the other way). Each workspace holds,
+// and own kernels for the residual add, the channel concatenation (strided copies: a copy needs no
+// primitive, and its backward is the same copies the other way) and Squeeze-and-Excitation's
+// global average pooling and broadcasting product (kernels_broadcast.cpp: oneDNN's reduction of
+// d(y) * x would need a full-size temporary that the model does not count). Each workspace holds,
 // after its arena at a 256-byte boundary, the scratch of the inner op that needs the most (ops
 // run one at a time), so a block's wf / wb are the arena plus that scratch.
 #include <algorithm>
@@ -37,7 +39,9 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
       return wrap(BatchNormOp::create(context, floatDesc({in[0], in[1], in[2], in[3]}, dnnl::memory::format_tag::nhwc),
                                       in[1], grad, where));
     case BlockOpKind::Add:
-    case BlockOpKind::Concat: return KindOp{};
+    case BlockOpKind::Concat:
+    case BlockOpKind::GlobalAvgPool:
+    case BlockOpKind::Mul: return KindOp{};
     default: break;
   }
   const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
@@ -77,6 +81,27 @@ void concatBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBl
     float* d = tensors.grad(op.inputs[j]);
     if (d != nullptr) copyOrAddRows(p.rows, channels, dOut + offset, p.channels, d, channels, op.gradAccumulate[j]);
     offset += channels;
+  }
+}
+
+Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
+  const Shape& s = graph.tensors[tensor].shape;
+  return Dims4{s[0], s[1], s[2], s[3]};
+}
+
+// y = a * b; its backward gives each operand d(y) times the other, summed where it was broadcast.
+void mulForwardOp(const BlockGraph& graph, const BlockOp& op, const BlockForwardTensors& tensors, float* out) {
+  mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), dimsOf(graph, op.inputs[1]),
+             tensors.tensor(op.inputs[0]), tensors.tensor(op.inputs[1]), out);
+}
+
+void mulBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors, const float* dOut) {
+  for (std::size_t j = 0; j < 2; ++j) {
+    float* d = tensors.grad(op.inputs[j]);
+    const std::size_t other = op.inputs[1 - j];
+    if (d != nullptr)
+      mulBackwardOperand(dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, other), dOut,
+                         tensors.value(other), d, op.gradAccumulate[j]);
   }
 }
 
@@ -146,6 +171,10 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       add(p.count, in, tensors.tensor(op.inputs[1]), out);
     } else if (op.kind == BlockOpKind::Concat) {
       concatForward(graph, op, p, tensors, out);
+    } else if (op.kind == BlockOpKind::GlobalAvgPool) {
+      globalAvgPoolForward(dimsOf(graph, op.inputs[0]), in, out);
+    } else if (op.kind == BlockOpKind::Mul) {
+      mulForwardOp(graph, op, tensors, out);
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -188,6 +217,10 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
       }
     } else if (op.kind == BlockOpKind::Concat) {
       concatBackward(graph, op, p, tensors, dOut);
+    } else if (op.kind == BlockOpKind::GlobalAvgPool) {
+      if (dIn != nullptr) globalAvgPoolBackward(dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::Mul) {
+      mulBackwardOp(graph, op, tensors, dOut);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();

@@ -28,7 +28,8 @@ Status BlockBackwardTensors::check(const std::string& where) const {
 }
 
 Status BlockBackwardTensors::checkReads(const BlockOp& op, const std::string& where) const {
-  if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr))
+  if ((op.readsInput && value(op.inputs[0]) == nullptr) || (op.readsOutput && value(op.output) == nullptr) ||
+      (op.readsSecondInput && value(op.inputs[1]) == nullptr))
     return Status::internal(where + ": inner op '" + op.layer.name + "' lacks a saved tensor");
   return Status::ok();
 }

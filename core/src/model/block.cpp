@@ -3,6 +3,8 @@
 // torchvision.models.mobilenetv2.InvertedResidual; and the `block` kind, whose ops its spec lists.
 #include "remat/model/block.hpp"
 
+#include <algorithm>
+
 #include "layers_common.hpp"
 #include "remat/model/operators.hpp"
 
@@ -95,6 +97,34 @@ class GraphBuilder {
     op.fwdCost = static_cast<double>(elementCount(a.shape)) / 1e9;  // one add per element
     Shape shape = a.shape;
     const std::uint64_t bytes = a.bytes;
+    return append(std::move(op), std::move(shape), bytes);
+  }
+
+  // a * b with NumPy broadcasting over NCHW: every axis equal, or 1 in one of them.
+  Result<std::size_t> mul(std::size_t a, std::size_t b, std::string name) {
+    const Shape& sa = graph_.tensors[a].shape;
+    const Shape& sb = graph_.tensors[b].shape;
+    name = graph_.name + "." + name;
+    Shape shape(sa.size());
+    for (std::size_t i = 0; i < sa.size(); ++i) {
+      if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
+        return Status::invalid("inner op '" + name + "' multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
+                               ": axis " + std::to_string(i) + " differs and is 1 in neither (NumPy broadcasting)");
+      shape[i] = std::max(sa[i], sb[i]);
+    }
+    std::uint64_t bytes = dtypeBytes(graph_.dtype);
+    for (std::int64_t d : shape)
+      if (!detail::checkedMul(bytes, static_cast<std::uint64_t>(d), bytes))
+        return Status::invalid("inner op '" + name + "' gives " + shapeToString(shape) +
+                               ", which overflows 64-bit bytes");
+    BlockOp op;
+    op.kind = BlockOpKind::Mul;
+    op.layer.name = std::move(name);
+    op.layer.kind = LayerKind::Abstract;
+    op.inputs = {a, b};
+    op.readsInput = true;        // derivatives.yaml mul.Tensor: other's gradient is grad * self
+    op.readsSecondInput = true;  // and self's is grad * other
+    op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one product per element
     return append(std::move(op), std::move(shape), bytes);
   }
 
@@ -229,12 +259,11 @@ Result<BlockGraph> invertedResidual(const LayerSpec& spec, GraphBuilder b) {
 // Every inner op's inputs exist when it runs and have the count its kind takes.
 Status checkBlockOpInputs(const BlockOpSpec& op, std::size_t index, std::size_t tensorCount, const std::string& where) {
   const std::size_t count = op.inputs.size();
-  const bool arityOk = op.kind == BlockOpKind::Add      ? count == 2
-                       : op.kind == BlockOpKind::Concat ? count >= 1
-                                                        : count == 1;
+  const bool binary = op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Mul;
+  const bool arityOk = binary ? count == 2 : op.kind == BlockOpKind::Concat ? count >= 1 : count == 1;
   if (!arityOk)
     return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " takes " +
-                           (op.kind == BlockOpKind::Add      ? "two inputs"
+                           (binary                           ? "two inputs"
                             : op.kind == BlockOpKind::Concat ? "one or more inputs"
                                                              : "one input") +
                            ", it has " + std::to_string(count));
@@ -270,11 +299,14 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
     Result<std::size_t> out = std::size_t{0};
     if (op.kind == BlockOpKind::Add) {
       out = b.add(op.inputs[0], op.inputs[1], op.layer.name);
+    } else if (op.kind == BlockOpKind::Mul) {
+      out = b.mul(op.inputs[0], op.inputs[1], op.layer.name);
     } else if (op.kind == BlockOpKind::Concat) {
       out = b.concat(op.inputs, op.layer.name);
     } else {
       LayerSpec layer = op.layer;
       layer.kind = layerKindOf(op.kind);
+      layer.outputHeight = layer.outputWidth = 1;  // global_avgpool: pooled to 1x1, dims kept
       out = b.layer(std::move(layer), op.inputs[0]);
     }
     if (!out) return out.status().withContext(where);

@@ -89,8 +89,10 @@ Status setLifetimesAndNumbers(BlockGraph& graph) {
   auto& ops = graph.ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     for (std::size_t in : ops[i].inputs) tensors[in].lastForwardReader = i;
-    if (ops[i].readsInput) {
-      const std::size_t in = ops[i].inputs.front();
+    for (std::size_t j = 0; j < ops[i].inputs.size(); ++j) {
+      const bool read = j == 0 ? ops[i].readsInput : j == 1 && ops[i].readsSecondInput;
+      if (!read) continue;
+      const std::size_t in = ops[i].inputs[j];
       if (in == 0) graph.needsInput = true;
       if (graph.isInner(in)) tensors[in].saved = true;
     }

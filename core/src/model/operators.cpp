@@ -140,7 +140,10 @@ const std::array<OperatorInfo, 21>& table() {
       primitive(K::MaxPool, "maxpool", kPoolFields, detail::inferPool, std::nullopt, "MaxPool",
                 "max_pool2d_with_indices"),
       primitive(K::AvgPool, "avgpool", kPoolFields, detail::inferPool, std::nullopt, "AveragePool", "avg_pool2d"),
-      primitive(K::AdaptiveAvgPool, "adaptive_avgpool", kAdaptiveFields, detail::inferAdaptiveAvgPool, std::nullopt,
+      // Its backward reads only shapes (derivatives.yaml: _adaptive_avg_pool2d_backward(grad, self) uses
+      // self's sizes; the shape rule says in = no). A block holds it pooled to 1x1, as the squeeze of
+      // Squeeze-and-Excitation (GlobalAveragePool, or ReduceMean over H and W with keepdims).
+      primitive(K::AdaptiveAvgPool, "adaptive_avgpool", kAdaptiveFields, detail::inferAdaptiveAvgPool, B::GlobalAvgPool,
                 "GlobalAveragePool", "_adaptive_avg_pool2d"),
       primitive(K::BatchNorm, "batchnorm", {}, detail::inferBatchNorm, B::BatchNorm, "BatchNormalization",
                 "native_batch_norm"),
@@ -164,7 +167,7 @@ const std::array<OperatorInfo, 21>& table() {
   return kTable;
 }
 
-constexpr std::array<BlockOpInfo, 12> kBlockOps = {{
+constexpr std::array<BlockOpInfo, 14> kBlockOps = {{
     {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d},
     {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
     {BlockOpKind::Relu, "relu", LayerKind::Relu},
@@ -177,6 +180,10 @@ constexpr std::array<BlockOpInfo, 12> kBlockOps = {{
     {BlockOpKind::HardSwish, "hardswish", LayerKind::HardSwish},
     {BlockOpKind::HardSigmoid, "hardsigmoid", LayerKind::HardSigmoid},
     {BlockOpKind::Gelu, "gelu", LayerKind::Gelu},
+    {BlockOpKind::GlobalAvgPool, "global_avgpool", LayerKind::AdaptiveAvgPool},
+    // mul: y = a * b with NumPy broadcasting; derivatives.yaml's mul.Tensor saves `other` for self's
+    // gradient and `self` for other's, so its backward reads both operands (block.hpp).
+    {BlockOpKind::Mul, "mul", std::nullopt},
 }};
 
 }  // namespace

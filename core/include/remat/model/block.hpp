@@ -22,8 +22,10 @@
 //   E when statsBytes > 0, and writes d(inputs[j]) (d(l-1) for tensor 0, else workspace +
 //   gradOffset), overwriting when gradAccumulate[j] is false and adding when it is true. Add's
 //   backward copies (or adds) d(output) into both inputs' gradients; Concat's copies (or adds) each
-//   input's channel slice of d(output) into that input's gradient. An inner conv2d may have a bias
-//   (its parameters: the weights, then the bias).
+//   input's channel slice of d(output) into that input's gradient. Mul (y = a * b, NumPy
+//   broadcasting over NCHW) reads both operands: d(a) is d(y) * b summed over the axes a was
+//   broadcast along, d(b) likewise. Global average pooling reads nothing but shapes. An inner conv2d
+//   may have a bias (its parameters: the weights, then the bias).
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -31,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -75,6 +77,8 @@ struct BlockOp {
   std::vector<bool> gradAccumulate;            // per input: the backward adds into d(input) instead of writing it
   bool readsInput = false;                     // its backward reads inputs[0] (conv2d, batchnorm, relu6)
   bool readsOutput = false;                    // its backward reads its output (relu)
+  bool readsSecondInput = false;               // its backward reads inputs[1] too (mul: each operand's
+                                               // gradient is d(output) times the other operand)
   std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, second statistic; float32)
   std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
   std::uint64_t paramCount = 0;

@@ -46,8 +46,9 @@ Result<LayerKind> parseKind(std::string_view name);
 std::span<const LayerKind> layerKinds();  // every kind, in the order parseKind's message lists them
 bool isComposite(LayerKind kind);
 
-// The kinds of a composite layer's inner ops: the primitive kinds a block may hold, the residual add
-// and the channel concatenation (block.hpp; operators.hpp maps them to layer kinds).
+// The kinds of a composite layer's inner ops: the primitive kinds a block may hold, the residual add,
+// the channel concatenation and the broadcasting product (block.hpp; operators.hpp maps them to
+// layer kinds).
 enum class BlockOpKind {
   Conv2d,
   BatchNorm,
@@ -60,7 +61,9 @@ enum class BlockOpKind {
   Silu,
   HardSwish,
   HardSigmoid,
-  Gelu
+  Gelu,
+  GlobalAvgPool,  // adaptive_avgpool to 1x1 with the dims kept: Squeeze-and-Excitation's squeeze
+  Mul,            // a * b with NumPy broadcasting (Squeeze-and-Excitation's [N, C, 1, 1] scale)
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are

@@ -80,6 +80,7 @@ std::string commonModule(const std::vector<std::string>& names) {
 bool blockKindOf(const DataOp& op, BlockOpKind& kind) {
   if (op.role == OpRole::Add) return (kind = BlockOpKind::Add), true;
   if (op.role == OpRole::Concat) return (kind = BlockOpKind::Concat), true;
+  if (op.role == OpRole::Mul) return (kind = BlockOpKind::Mul), true;
   const std::optional<BlockOpKind> inner = operatorInfo(op.layer.kind).blockOp;  // the kind's description
   if (!inner) return false;
   kind = *inner;
@@ -92,7 +93,7 @@ bool sameGraph(const BlockGraph& a, const BlockGraph& b) {
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
     const BlockOp &x = a.ops[i], &y = b.ops[i];
     std::vector<std::size_t> xi = x.inputs, yi = y.inputs;
-    if (x.kind == BlockOpKind::Add) {
+    if (x.kind == BlockOpKind::Add || x.kind == BlockOpKind::Mul) {
       std::sort(xi.begin(), xi.end());
       std::sort(yi.begin(), yi.end());
     }
@@ -147,10 +148,13 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
     const DataOp& op = g.ops()[order[k]];
     BlockOpSpec inner;
     if (!blockKindOf(op, inner.kind))
-      return g.fail(op.node, "is inside a multi-branch piece (nodes " + std::to_string(g.ops()[order[from]].node) +
-                                 " to " + std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
-                                 quoteText(g.activations()[input].tensor) +
-                                 "); a block holds Conv, BatchNormalization, Relu, Clip (ReLU6), Add and Concat only");
+      return g.fail(
+          op.node,
+          "is inside a multi-branch piece (nodes " + std::to_string(g.ops()[order[from]].node) + " to " +
+              std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
+              quoteText(g.activations()[input].tensor) +
+              "); a block holds Conv, BatchNormalization, the activations, GlobalAveragePool (or ReduceMean over H "
+              "and W), Add, Mul and Concat only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);
     tensorOf[op.output] = k - from + 1;

@@ -14,8 +14,22 @@ namespace remat {
 namespace onnx_import {
 namespace {
 
+bool isRandomOp(const std::string& opType) {
+  return opType == "Bernoulli" || opType == "RandomUniform" || opType == "RandomUniformLike" ||
+         opType == "RandomNormal" || opType == "RandomNormalLike";
+}
+
 Status unsupported(const Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  // torchvision's StochasticDepth (EfficientNet, ConvNeXt) draws its [N, 1, 1, 1] mask in training
+  // mode; torch writes that as a random op (torch 1.13 cannot export it at all). With probability 0
+  // it is the identity: the same layers and parameters, without the mask (docs/import.md).
+  if (n.domain().empty() && isRandomOp(n.op_type()))
+    return g.fail(node, "draws random numbers (" + n.op_type() +
+                            "); the importer models no random op but Dropout. torchvision's StochasticDepth "
+                            "(EfficientNet, ConvNeXt) exports its training-mode mask this way: export the model "
+                            "built with stochastic_depth_prob=0.0 (e.g. torchvision.models.efficientnet_b0("
+                            "stochastic_depth_prob=0.0)), which has the same layers and parameters");
   const std::string domain =
       n.domain().empty() || n.domain() == "ai.onnx" ? "" : " of domain " + quoteText(n.domain(), 40);
   return g.fail(node, "the operator " + opTypeText(n.op_type()) + domain + " is not supported; the importer takes " +

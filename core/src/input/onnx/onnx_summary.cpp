@@ -37,7 +37,8 @@ bool isOnnxFile(const std::string& path) {
 std::string onnxSupportedOperators() {
   return "Conv, BatchNormalization, Relu, Clip (as ReLU or ReLU6), Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu, "
          "x * Sigmoid(x) (as SiLU), Div-Erf-Add-Mul-Mul (as GELU), MaxPool, AveragePool, GlobalAveragePool, "
-         "ReduceMean (over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Concat (channels), "
+         "ReduceMean (over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Mul (of two activations, "
+         "NumPy broadcasting), Concat (channels), "
          "Flatten, Reshape (to [N, features]), Identity, Pad (zeros, into the next Conv or AveragePool), and the "
          "constant plumbing Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add, Sub, Mul, Div";
 }

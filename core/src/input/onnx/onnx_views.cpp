@@ -1,4 +1,4 @@
-// The ONNX ops that are no primitive layer: the merges Add and Concat (which only blocks hold, or
+// The ONNX ops that are no primitive layer: the merges Add, Mul and Concat (which only blocks hold, or
 // the bias Add of a MatMul, folded into it), the views Flatten and Reshape (a chain's flatten, or
 // nothing), Identity, a zero Pad (nothing, or padding for the Conv / AveragePool after it) and
 // ReduceMean over the spatial axes (global average pooling).
@@ -56,6 +56,36 @@ Status convertAdd(Graph& g, std::size_t index) {
   DataOp op = makeOp(g, index, LayerKind::Abstract, {*a, *b});
   op.role = OpRole::Add;
   const Shape shape = sa;
+  appendOp(g, std::move(op), shape);
+  return Status::ok();
+}
+
+// a * b of two activations with NumPy broadcasting (Squeeze-and-Excitation's scale * x); torch's
+// x * sigmoid(x) and x * hardsigmoid(x) are SiLU and HardSwish (onnx_patterns.cpp) before this.
+Status convertMul(Graph& g, std::size_t index) {
+  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
+  if (node.input_size() != 2) return g.fail(index, "multiplies " + std::to_string(node.input_size()) + " inputs");
+  const auto a = g.activation(nodeInput(node, 0));
+  const auto b = g.activation(nodeInput(node, 1));
+  if (!a || !b)
+    return g.fail(index,
+                  "multiplies an activation by a constant or a weight; the importer reads Mul only as the "
+                  "product of two activations (Squeeze-and-Excitation's scale) or in x * Sigmoid(x) (SiLU), "
+                  "x * HardSigmoid(x) (HardSwish) and GELU's Erf pattern");
+  const Shape& sa = g.activations()[*a].shape;
+  const Shape& sb = g.activations()[*b].shape;
+  if (sa.size() != 4 || sb.size() != 4)
+    return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
+                             "; only NCHW tensors (4 dimensions each) are supported");
+  Shape shape(4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
+      return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
+                               ": the shapes do not broadcast (axis " + std::to_string(i) + ")");
+    shape[i] = std::max(sa[i], sb[i]);
+  }
+  DataOp op = makeOp(g, index, LayerKind::Abstract, {*a, *b});
+  op.role = OpRole::Mul;
   appendOp(g, std::move(op), shape);
   return Status::ok();
 }
@@ -260,13 +290,14 @@ Status convertReduceMean(Graph& g, std::size_t index) {
 }  // namespace
 
 bool isViewOp(const std::string& opType) {
-  return opType == "Add" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" || opType == "Identity" ||
-         opType == "Pad" || opType == "ReduceMean";
+  return opType == "Add" || opType == "Mul" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" ||
+         opType == "Identity" || opType == "Pad" || opType == "ReduceMean";
 }
 
 Status convertViewNode(Graph& graph, std::size_t node) {
   const std::string& op = graph.proto().node(static_cast<int>(node)).op_type();
   if (op == "Add") return convertAdd(graph, node);
+  if (op == "Mul") return convertMul(graph, node);
   if (op == "Concat") return convertConcat(graph, node);
   if (op == "Flatten") return convertFlatten(graph, node);
   if (op == "Reshape") return convertReshape(graph, node);
