@@ -91,7 +91,9 @@ void printReport(const Chain& chain, const std::string& planner, const std::stri
   for (std::size_t i = 0; i < rows && i < predicted.entries.size(); ++i) {
     const TimelineEntry& m = entries[i];
     const TimelineEntry& p = predicted.entries[i];
-    const std::string name = m.op.kind == OpKind::Seed ? std::string("(loss)") : chain.layers[m.op.layer - 1].name;
+    const std::string name = m.op.kind == OpKind::Seed   ? std::string("(loss)")
+                             : m.op.kind == OpKind::Step ? std::string("(optimizer)")
+                                                         : chain.layers[m.op.layer - 1].name;
     const bool differs = p.footprintBytes != m.footprintBytes || p.liveAfterBytes != m.liveAfterBytes;
     std::snprintf(line, sizeof line, "%8zu  %-10s  %-22.22s  %-9s  %12s  %12s  %12s  %12s  %10.1f%s\n", i,
                   opLabel(m.op).c_str(), name.c_str(), std::string(phaseName(m.op.phase())).c_str(),

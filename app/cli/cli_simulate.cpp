@@ -40,7 +40,7 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
       << (sim.plan.checkpoints.empty() ? std::string("(none: store all)") : formatCheckpointList(sim.plan)) << "\n";
   out << "peak (E)     " << formatBytes(sim.dynamicPeakBytes) << " dynamic at op " << sim.peakOpIndex << " "
       << opLabel(peakOp);
-  if (peakOp.kind != OpKind::Seed) out << " '" << chain.layers[peakOp.layer - 1].name << "'";
+  if (peakOp.hasLayer()) out << " '" << chain.layers[peakOp.layer - 1].name << "'";
   out << "\n";
   out << "static       " << formatBytes(sim.staticBytes) << " (input + parameters + parameter gradients)\n";
   out << "total peak   " << formatBytes(sim.peakBytes()) << "\n";
@@ -54,7 +54,9 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
   out << line;
   for (std::size_t i = 0; i < rows; ++i) {
     const TimelineEntry& e = entries[i];
-    const std::string name = e.op.kind == OpKind::Seed ? std::string("(loss)") : chain.layers[e.op.layer - 1].name;
+    const std::string name = e.op.kind == OpKind::Seed   ? std::string("(loss)")
+                             : e.op.kind == OpKind::Step ? std::string("(optimizer)")
+                                                         : chain.layers[e.op.layer - 1].name;
     std::snprintf(line, sizeof line, "%8zu  %-10s  %-24.24s  %-9s  %14s  %14s%s\n", i, opLabel(e.op).c_str(),
                   name.c_str(), std::string(phaseName(e.op.phase())).c_str(), formatBytes(e.footprintBytes).c_str(),
                   formatBytes(e.liveAfterBytes).c_str(), i == sim.peakOpIndex ? "  <- peak" : "");

@@ -43,7 +43,7 @@ nlohmann::json simulationToJson(const Simulation& simulation) {
   nlohmann::json ops = nlohmann::json::array();
   for (const TimelineEntry& e : simulation.timeline.entries) {
     nlohmann::json op = {{"op", std::string(opName(e.op.kind))}};
-    op["layer"] = e.op.kind == OpKind::Seed ? nlohmann::json(nullptr) : nlohmann::json(e.op.layer);
+    op["layer"] = !e.op.hasLayer() ? nlohmann::json(nullptr) : nlohmann::json(e.op.layer);
     op["footprint_bytes"] = e.footprintBytes;
     op["live_after_bytes"] = e.liveAfterBytes;
     ops.push_back(std::move(op));
