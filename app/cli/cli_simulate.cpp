@@ -22,6 +22,7 @@ namespace {
 struct SimulateOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  StepArguments step;
   std::string checkpoints;
   bool checkpointsGiven = false;
   std::string plan;  // --plan FILE
@@ -42,7 +43,8 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
       << opLabel(peakOp);
   if (peakOp.hasLayer()) out << " '" << chain.layers[peakOp.layer - 1].name << "'";
   out << "\n";
-  out << "static       " << formatBytes(sim.staticBytes) << " (input + parameters + parameter gradients)\n";
+  out << "static       " << formatBytes(sim.staticBytes) << " " << describeStaticParts(chain) << "\n";
+  if (chain.step != StepOptions{}) out << "step         " << describeStepOptions(chain.step) << "\n";
   out << "total peak   " << formatBytes(sim.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(sim.aBytes) << "\n";
   out << "objective R  " << formatBytes(sim.rBytes) << "\n";
@@ -122,7 +124,7 @@ Status runSimulate(const SimulateOptions& options, Io& io) {
     REMAT_RETURN_IF_ERROR(timelineFormatForPath(options.timeline).status().withContext("--timeline"));
     REMAT_RETURN_IF_ERROR(checkOutputFile(options.timeline, timelineWrite).withContext("--timeline"));
   }
-  auto chain = loadChainArgument(options.chainPath, options.batch);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
   if (!chain) return chain.status();
   std::string planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
   auto plan =
@@ -162,6 +164,7 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict the memory timeline of a checkpoint set");
   addChainArgument(cmd, options->chainPath, options->batch);
+  addStepOptions(cmd, options->step);
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all");
   cmd->add_option("--plan", options->plan,

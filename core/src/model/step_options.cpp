@@ -77,6 +77,13 @@ StaticBreakdown staticBreakdown(const Chain& chain) {
   return b;
 }
 
+std::string describeStaticParts(const Chain& chain) {
+  std::string text = "(input + parameters";
+  if (chain.step.grads == GradMode::Static) text += " + parameter gradients";
+  if (optimizerStateFactor(chain.step.optimizer) > 0) text += " + optimizer state";
+  return text + ")";
+}
+
 std::uint64_t optimizerScratchBytes(const Chain& chain) {
   if (!isAdam(chain.step.optimizer)) return 0;
   if (chain.step.foreach) return chain.paramBytes();

@@ -48,10 +48,24 @@ struct StaticBreakdown {
   std::uint64_t total() const { return inputBytes + weightBytes + gradientBytes + optimizerStateBytes; }
 };
 StaticBreakdown staticBreakdown(const Chain& chain);
+// The parts in words: "(input + parameters + parameter gradients)" (core's default), "(input +
+// parameters + optimizer state)" (gradients on backward, Adam), ...
+std::string describeStaticParts(const Chain& chain);
 
 // The optimizer step's scratch (section 11.3): P for foreach Adam/AdamW, max over layers of
 // p(previous layer with parameters) + 2 p(l) for their single-tensor loop, 0 for SGD and momentum.
 std::uint64_t optimizerScratchBytes(const Chain& chain);
+
+// The hyperparameters the executors update with: PyTorch's defaults (torch.optim), with lr 1e-3
+// for every optimizer (SGD's default since PyTorch 2.2) and momentum 0.9.
+struct OptimizerHyperparameters {
+  static constexpr float kLearningRate = 1e-3f;
+  static constexpr float kMomentum = 0.9f;
+  static constexpr float kBeta1 = 0.9f;
+  static constexpr float kBeta2 = 0.999f;
+  static constexpr float kEpsilon = 1e-8f;
+  static constexpr float kAdamWWeightDecay = 1e-2f;
+};
 
 // True when the op sequence ends in a STEP op (every optimizer but none).
 inline bool hasOptimizerStep(const StepOptions& options) { return options.optimizer != OptimizerKind::None; }
