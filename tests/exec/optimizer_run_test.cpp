@@ -29,7 +29,11 @@ Result<RunResult> runFresh(const Chain& chain, Device& device, const Plan& plan,
 void runEveryPlan(const Chain& built, std::uint64_t seed) {
   cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
   const Chain chain = testing::fittedTo(built, device);
+  ASSERT_EQ(chain.step, built.step);
   auto reference = runFresh(chain, device, Plan{}, seed);
+  // The step ends in STEP exactly when there is an optimizer.
+  ASSERT_TRUE(reference.isOk()) << reference.status().message();
+  EXPECT_EQ(reference->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
   ASSERT_TRUE(reference.isOk()) << reference.status().message();
   for (const Timeline& t : reference->timelines) testing::expectMatchesSimulation(chain, Plan{}, t);
   for (const auto& [name, plan] : testing::plannerPlans(chain, {"sqrt", "linear", "optimal"})) {
