@@ -35,12 +35,49 @@ void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch)
       ->check(CLI::PositiveNumber);
 }
 
-Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch) {
+void addStepOptions(CLI::App* command, StepArguments& step) {
+  command
+      ->add_option("--optimizer", step.optimizer,
+                   "The optimizer step that ends the training step: none, sgd, momentum (0.9), adam, adamw "
+                   "(PyTorch's defaults; its state is static memory, its temporaries the STEP op's)")
+      ->capture_default_str();
+  command
+      ->add_option("--foreach", step.foreach,
+                   "on: the optimizer's multi-tensor (foreach) implementation, PyTorch's default on CUDA; off: its "
+                   "per-parameter loop")
+      ->capture_default_str();
+  command
+      ->add_option("--grads", step.grads,
+                   "When weight gradients exist: static (zero_grad(set_to_none=False)) or on-backward (PyTorch 2's "
+                   "zero_grad(): allocated by each layer's backward, freed after the optimizer step)")
+      ->capture_default_str();
+}
+
+Result<StepOptions> parseStepArguments(const StepArguments& step) {
+  StepOptions options;
+  auto optimizer = parseOptimizer(step.optimizer);
+  if (!optimizer) return optimizer.status().withContext("--optimizer");
+  auto foreach = parseForeach(step.foreach);
+  if (!foreach) return foreach.status().withContext("--foreach");
+  auto grads = parseGradMode(step.grads);
+  if (!grads) return grads.status().withContext("--grads");
+  options.optimizer = *optimizer;
+  options.foreach = *foreach;
+  options.grads = *grads;
+  return options;
+}
+
+Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, const StepArguments& step) {
+  // The options first: a bad value is reported without loading a big chain.
+  auto options = parseStepArguments(step);
+  if (!options) return options.status();
   if (batch > 0 && chainSourceKind(path) == ChainSourceKind::ChainFile)
     return Status::invalid(path +
                            ": --batch applies to ONNX models and zoo:NAME; a chain file states its batch in "
                            "input.shape");
-  return openChainSource(path, ChainSourceOptions{batch});
+  auto chain = openChainSource(path, ChainSourceOptions{batch});
+  if (chain) chain->step = *options;
+  return chain;
 }
 
 namespace {

@@ -19,6 +19,7 @@ namespace {
 struct PlanOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  StepArguments step;
   std::string planner;
   std::string fit;                     // --fit CAPACITY: the budget planner for CAPACITY - static
   std::string device{kGpuDeviceName};  // whose available memory --fit device means
@@ -29,6 +30,7 @@ struct PlanOptions {
 struct CompareOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  StepArguments step;
   std::string planners;  // empty: defaultComparePlanners
   bool json = false;
   PlanningArgs planning;
@@ -43,7 +45,8 @@ void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
               : formatCheckpointList(r.plan) + " (" + std::to_string(r.plan.checkpoints.size()) + " checkpoints)")
       << "\n";
   out << "peak (E)     " << formatBytes(r.dynamicPeakBytes) << " dynamic\n";
-  out << "static       " << formatBytes(r.staticBytes) << " (input + parameters + parameter gradients)\n";
+  out << "static       " << formatBytes(r.staticBytes) << " " << describeStaticParts(chain) << "\n";
+  if (chain.step != StepOptions{}) out << "step         " << describeStepOptions(chain.step) << "\n";
   out << "total peak   " << formatBytes(r.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(r.aBytes) << "\n";
   out << "objective R  " << formatBytes(r.rBytes) << "\n";
@@ -54,7 +57,7 @@ void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
 
 void printComparison(const Chain& chain, const std::vector<PlanReport>& results, std::ostream& out) {
   out << "chain " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << "), static "
-      << formatBytes(chain.staticBytes()) << " (input + parameters + parameter gradients)\n";
+      << formatBytes(chain.staticBytes()) << " " << describeStaticParts(chain) << "\n";
   out << describeCostUnit(chain) << "\n\n";
   char line[320];
   std::snprintf(line, sizeof line, "%-14s  %-3s  %12s  %12s  %12s  %11s  %22s  %8s  %10s\n", "planner", "obj",
@@ -75,7 +78,7 @@ Status runPlan(const PlanOptions& options, Io& io) {
     return Status::invalid("give exactly one of --planner NAME and --fit CAPACITY");
   // Check the name first so a bad name is reported without loading a big chain.
   if (!options.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
-  auto chain = loadChainArgument(options.chainPath, options.batch);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
   if (!chain) return chain.status();
   std::optional<FitBudget> fit;
   Result<PlanReport> result = Status::internal("no planner ran");
@@ -107,7 +110,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
     auto names = parsePlannerList(options.planners, 1);
     if (!names) return names.status();
   }
-  auto chain = loadChainArgument(options.chainPath, options.batch);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -155,6 +158,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   auto plan = std::make_shared<PlanOptions>();
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
   addChainArgument(planCmd, plan->chainPath, plan->batch);
+  addStepOptions(planCmd, plan->step);
   planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames());
   planCmd->add_option("--fit", plan->fit,
                       "The least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
@@ -168,6 +172,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
   auto compare = std::make_shared<CompareOptions>();
   CLI::App* compareCmd = app.add_subcommand("compare", "Run several planners on one chain and compare their plans");
   addChainArgument(compareCmd, compare->chainPath, compare->batch);
+  addStepOptions(compareCmd, compare->step);
   compareCmd->add_option("--planners", compare->planners,
                          "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");
   compareCmd->add_flag("--json", compare->json, "Print {\"plans\": [plan objects]}");

@@ -28,6 +28,7 @@ namespace {
 struct RunArgs {
   std::string chain;
   std::int64_t batch = 0;
+  StepArguments step;
   std::string planner;
   std::string checkpoints;
   bool checkpointsGiven = false;
@@ -91,7 +92,9 @@ void printReport(const Chain& chain, const std::string& planner, const std::stri
   for (std::size_t i = 0; i < rows && i < predicted.entries.size(); ++i) {
     const TimelineEntry& m = entries[i];
     const TimelineEntry& p = predicted.entries[i];
-    const std::string name = m.op.kind == OpKind::Seed ? std::string("(loss)") : chain.layers[m.op.layer - 1].name;
+    const std::string name = m.op.kind == OpKind::Seed   ? std::string("(loss)")
+                             : m.op.kind == OpKind::Step ? std::string("(optimizer)")
+                                                         : chain.layers[m.op.layer - 1].name;
     const bool differs = p.footprintBytes != m.footprintBytes || p.liveAfterBytes != m.liveAfterBytes;
     std::snprintf(line, sizeof line, "%8zu  %-10s  %-22.22s  %-9s  %12s  %12s  %12s  %12s  %10.1f%s\n", i,
                   opLabel(m.op).c_str(), name.c_str(), std::string(phaseName(m.op.phase())).c_str(),
@@ -171,7 +174,7 @@ Status runRun(const RunArgs& args, Io& io) {
     REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status().withContext("--timeline"));
     REMAT_RETURN_IF_ERROR(checkOutputFile(args.timeline, timelineWrite).withContext("--timeline"));
   }
-  auto loaded = loadChainArgument(args.chain, args.batch);
+  auto loaded = loadChainArgument(args.chain, args.batch, args.step);
   if (!loaded) return loaded.status();
   DeviceOptions deviceOptions;
   deviceOptions.cpuThreads = args.threads;
@@ -219,6 +222,7 @@ void addRunCommands(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "run", "Execute training steps of a plan on a device and measure the memory it really allocates, op by op");
   addChainArgument(cmd, args->chain, args->batch);
+  addStepOptions(cmd, args->step);
   cmd->add_option("--planner", args->planner, "Planner whose plan to run: one of " + validPlannerNames());
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", args->checkpoints, "Explicit checkpoint list, e.g. 3,7,12 (\"\" = store all)");

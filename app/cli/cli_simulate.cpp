@@ -22,6 +22,7 @@ namespace {
 struct SimulateOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  StepArguments step;
   std::string checkpoints;
   bool checkpointsGiven = false;
   std::string plan;  // --plan FILE
@@ -40,9 +41,10 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
       << (sim.plan.checkpoints.empty() ? std::string("(none: store all)") : formatCheckpointList(sim.plan)) << "\n";
   out << "peak (E)     " << formatBytes(sim.dynamicPeakBytes) << " dynamic at op " << sim.peakOpIndex << " "
       << opLabel(peakOp);
-  if (peakOp.kind != OpKind::Seed) out << " '" << chain.layers[peakOp.layer - 1].name << "'";
+  if (peakOp.hasLayer()) out << " '" << chain.layers[peakOp.layer - 1].name << "'";
   out << "\n";
-  out << "static       " << formatBytes(sim.staticBytes) << " (input + parameters + parameter gradients)\n";
+  out << "static       " << formatBytes(sim.staticBytes) << " " << describeStaticParts(chain) << "\n";
+  if (chain.step != StepOptions{}) out << "step         " << describeStepOptions(chain.step) << "\n";
   out << "total peak   " << formatBytes(sim.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(sim.aBytes) << "\n";
   out << "objective R  " << formatBytes(sim.rBytes) << "\n";
@@ -54,7 +56,9 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
   out << line;
   for (std::size_t i = 0; i < rows; ++i) {
     const TimelineEntry& e = entries[i];
-    const std::string name = e.op.kind == OpKind::Seed ? std::string("(loss)") : chain.layers[e.op.layer - 1].name;
+    const std::string name = e.op.kind == OpKind::Seed   ? std::string("(loss)")
+                             : e.op.kind == OpKind::Step ? std::string("(optimizer)")
+                                                         : chain.layers[e.op.layer - 1].name;
     std::snprintf(line, sizeof line, "%8zu  %-10s  %-24.24s  %-9s  %14s  %14s%s\n", i, opLabel(e.op).c_str(),
                   name.c_str(), std::string(phaseName(e.op.phase())).c_str(), formatBytes(e.footprintBytes).c_str(),
                   formatBytes(e.liveAfterBytes).c_str(), i == sim.peakOpIndex ? "  <- peak" : "");
@@ -120,7 +124,7 @@ Status runSimulate(const SimulateOptions& options, Io& io) {
     REMAT_RETURN_IF_ERROR(timelineFormatForPath(options.timeline).status().withContext("--timeline"));
     REMAT_RETURN_IF_ERROR(checkOutputFile(options.timeline, timelineWrite).withContext("--timeline"));
   }
-  auto chain = loadChainArgument(options.chainPath, options.batch);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
   if (!chain) return chain.status();
   std::string planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
   auto plan =
@@ -160,6 +164,7 @@ void addSimulateCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict the memory timeline of a checkpoint set");
   addChainArgument(cmd, options->chainPath, options->batch);
+  addStepOptions(cmd, options->step);
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all");
   cmd->add_option("--plan", options->plan,

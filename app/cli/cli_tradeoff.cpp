@@ -19,6 +19,7 @@ namespace {
 struct TradeoffOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  StepArguments step;
   std::string planners;  // empty: compare's defaults
   bool json = false;
   PlanningArgs planning;
@@ -85,7 +86,7 @@ void printPlanners(const Chain& chain, const TradeoffFront& front, const std::ve
 }
 
 Status runTradeoff(const TradeoffOptions& options, Io& io) {
-  auto chain = loadChainArgument(options.chainPath, options.batch);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -105,7 +106,7 @@ Status runTradeoff(const TradeoffOptions& options, Io& io) {
     return Status::ok();
   }
   io.out << "chain " << chain->name << " (" << chain->size() << " layers, " << dtypeName(chain->dtype) << "), static "
-         << formatBytes(chain->staticBytes()) << " (input + parameters + parameter gradients)\n";
+         << formatBytes(chain->staticBytes()) << " " << describeStaticParts(*chain) << "\n";
   io.out << describeCostUnit(*chain) << "\n";
   printFront(*chain, *front, seconds, io.out);
   printPlanners(*chain, *front, planners, io.out);
@@ -119,6 +120,7 @@ void addTradeoffCommand(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "tradeoff", "The exact Pareto front of peak memory against recompute cost, and the planners placed on it");
   addChainArgument(cmd, options->chainPath, options->batch);
+  addStepOptions(cmd, options->step);
   cmd->add_option(
       "--planners", options->planners,
       "Comma-separated planners to place against the front (default: " + defaultComparePlannersText() + ")");

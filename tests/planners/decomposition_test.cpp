@@ -7,9 +7,9 @@
 
 #include "chain_helpers.hpp"
 #include "golden.hpp"
-#include "remat/planners/planners.hpp"
-#include "remat/model/random_chain.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat {
 namespace {
@@ -63,7 +63,9 @@ TEST(Decomposition, EveryPlanOfSmallChainsOpByOp) {
   std::size_t plansChecked = 0;
   for (std::uint64_t seed = 0; seed < 600; ++seed) {
     const std::size_t n = 1 + seed % 10;
-    const Chain chain = makeRandomChain(mixedRandomChainOptions(n, seed));
+    Chain chain = makeRandomChain(mixedRandomChainOptions(n, seed));
+    // Odd seeds: parameters and one of the 20 step modes (weight gradients, optimizer step).
+    if (seed % 2 == 1) chain = testing::withParameters(chain, seed, seed / 2);
     std::vector<std::vector<std::uint64_t>> seg(n);
     for (std::size_t i = 0; i < n; ++i) seg[i] = segmentPeaks(chain, i);
     for (std::uint64_t mask = 0; mask < (std::uint64_t{1} << (n - 1)); ++mask) {
@@ -81,6 +83,11 @@ TEST(Decomposition, EveryPlanOfSmallChainsOpByOp) {
         start = end;
       }
       for (const TimelineEntry& e : sim->timeline.entries) {
+        if (e.op.kind == OpKind::Step) {
+          // No segment's: its footprint is the floor, the same under every plan (section 11.4).
+          ASSERT_EQ(e.footprintBytes, optimizerStepFootprint(chain));
+          continue;
+        }
         const std::size_t j = segmentOf(plan, e.op);
         ASSERT_GE(e.footprintBytes, held[j]) << chain.name << " plan " << formatCheckpointList(plan);
         local[j] = std::max(local[j], e.footprintBytes - held[j]);
@@ -103,7 +110,8 @@ TEST(Decomposition, RandomPlansOfLongerChains) {
   SplitMix64 rng(7);
   for (std::uint64_t seed = 0; seed < 3000; ++seed) {
     const std::size_t n = 10 + seed % 71;
-    const Chain chain = makeRandomChain(mixedRandomChainOptions(n, 1000 + seed));
+    Chain chain = makeRandomChain(mixedRandomChainOptions(n, 1000 + seed));
+    if (seed % 2 == 1) chain = testing::withParameters(chain, seed, seed / 2);
     const Plan plan = randomPlan(rng, n);
     ASSERT_EQ(decomposedPeak(chain, plan), dynamicPeak(chain, plan)) << chain.name << " " << formatCheckpointList(plan);
   }

@@ -2,6 +2,10 @@
 // least R (both of its methods), optimal the least E (the simulator's dynamicPeak), and each
 // planner's reported value is what its plan scores.
 //
+// Every other chain has parameters and one of the 20 step modes (optimizer x foreach x gradients,
+// memory-model.md section 11), so every mode is covered at every size; dp and linear stay exact for
+// A and R, which know nothing of the step.
+//
 // Chains: 2,700 seeded random abstract chains from mixedRandomChainOptions (CNN-like, equal sizes,
 // general with random flags; extras and workspaces switched independently), n = 1..16:
 // 200 chains for each n = 1..12, 100 for n = 13..14, 50 for n = 15..16 (about 11 million plans).
@@ -10,10 +14,11 @@
 #include <algorithm>
 #include <limits>
 
-#include "remat/planners/planners.hpp"
-#include "remat/model/random_chain.hpp"
+#include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
+#include "remat/planners/planners.hpp"
 
 namespace remat {
 namespace {
@@ -45,6 +50,7 @@ void expectExact(const Chain& chain) {
   auto dp = planDp(chain);
   auto optimal = planOptimal(chain);
   auto linear = planLinear(chain, {}, LinearMethod::Heap);
+  EXPECT_EQ(decomposedPeak(chain, optimal->plan), m.e);
   ASSERT_TRUE(dp.isOk() && optimal.isOk() && linear.isOk());
   EXPECT_EQ(dp->objectiveBytes, m.a);
   EXPECT_EQ(objectiveA(chain, dp->plan), m.a);
@@ -72,7 +78,9 @@ TEST_P(BruteForce, ExactPlannersAttainTheMinima) {
   const std::size_t n = GetParam();
   std::size_t monotone = 0;
   for (std::uint64_t i = 0; i < chainsFor(n); ++i) {
-    const Chain chain = makeRandomChain(mixedRandomChainOptions(n, 100000 * n + i));
+    Chain chain = makeRandomChain(mixedRandomChainOptions(n, 100000 * n + i));
+    // Every other chain gets parameters and one of the 20 step modes (memory-model.md section 11).
+    if (i % 2 == 1) chain = testing::withParameters(chain, 100000 * n + i, i / 2);
     monotone += segmentEndCostsNondecreasing(chain);
     expectExact(chain);
     if (::testing::Test::HasFailure()) return;

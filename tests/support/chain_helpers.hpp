@@ -10,6 +10,8 @@
 
 #include "remat/input/chain_file.hpp"
 #include "remat/model/chain.hpp"
+#include "remat/model/random_chain.hpp"
+#include "remat/model/step_options.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::testing {
@@ -103,6 +105,36 @@ inline Chain zooBuilt(const std::string& name, const ZooOptions& options = {}) {
   auto chain = buildChain(*spec);
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
   return chain.isOk() ? std::move(chain).value() : Chain{};
+}
+
+// Every combination of optimizer, foreach and gradient mode (memory-model.md section 11), 20 in all.
+inline StepOptions stepMode(std::size_t index) {
+  const auto kinds = optimizerKinds();
+  StepOptions options;
+  options.optimizer = kinds[index % kinds.size()];
+  options.foreach = (index / kinds.size()) % 2 == 0;
+  options.grads = (index / (2 * kinds.size())) % 2 == 0 ? GradMode::OnBackward : GradMode::Static;
+  return options;
+}
+inline constexpr std::size_t kStepModeCount = 20;
+
+// `chain` (abstract) with parameters on about two layers in three, each up to one to three times the
+// largest activation (multiples of 4 bytes) (so the weight gradients and the optimizer step sometimes make the
+// peak and sometimes do not), and step mode `mode`.
+inline Chain withParameters(const Chain& chain, std::uint64_t seed, std::size_t mode) {
+  SplitMix64 rng(seed ^ 0x5851f42d4c957f2dull);
+  std::uint64_t largest = 1;
+  for (std::size_t l = 1; l <= chain.size(); ++l) largest = std::max(largest, chain.at(l).outBytes);
+  const std::uint64_t scale = 1 + rng.next() % 3;  // 1..3 times
+  std::vector<LayerNumbers> layers;
+  for (std::size_t l = 1; l <= chain.size(); ++l) {
+    LayerNumbers m = chain.at(l);
+    m.paramBytes = rng.chance(2, 3) ? 4 * (1 + rng.next() % (scale * largest / 4 + 1)) : 0;
+    layers.push_back(m);
+  }
+  Chain out = makeAbstractChain(chain.name + " +params", chain.inputBytes, layers);
+  out.step = stepMode(mode);
+  return out;
 }
 
 }  // namespace remat::testing

@@ -32,7 +32,7 @@ std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {
   const auto& entries = simulation.timeline.entries;
   if (simulation.peakOpIndex >= entries.size()) return 0;
   const Op& op = entries[simulation.peakOpIndex].op;
-  return op.kind == OpKind::Seed ? chain.size() : op.layer;
+  return !op.hasLayer() ? chain.size() : op.layer;
 }
 
 QString peakDescription(const Chain& chain, const Simulation& simulation, const LivenessTrace& trace,

@@ -54,6 +54,11 @@ Status Device::checkFits(std::uint64_t predictedPeakBytes) {
                              formatBytes(*available) + " available; try a smaller batch or a plan with a lower peak");
 }
 
+Status Device::optimizerStep(const OptimizerCall& call) {
+  return Status::invalid("the " + name() + " device cannot run the optimizer step (" +
+                         std::string(optimizerName(call.optimizer)) + "); use --optimizer none there");
+}
+
 std::string Device::describe() const { return name(); }
 
 Result<std::string> Device::describeLayer(std::size_t layer) const {

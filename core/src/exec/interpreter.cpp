@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 
+#include "optimizer_run.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/owned_buffers.hpp"
 #include "remat/memory/simulator.hpp"
@@ -24,7 +25,7 @@ constexpr std::uint32_t kInput = kNone - 1;  // the static x0
 
 struct TensorMeta {
   std::uint64_t bytes = 0;
-  char kind = 'x';
+  char kind = 'x';  // x, E, d; W: a weight gradient (GradMode::OnBackward), held to the step's end
   std::size_t layer = 0;
   std::uint32_t readers = 0;
 };
@@ -35,20 +36,22 @@ struct OpProgram {
   // Reads: x(l-1) (F, R, RE; x(n) for SEED), and for B: d(l), x(l-1), x(l), E(l).
   std::uint32_t input = kNone;
   std::uint32_t gradOutput = kNone, bwdInput = kNone, bwdOutput = kNone, extraIn = kNone;
-  // Writes: x(l) (F, R) or d(l-1) (B) or d(n) (SEED); E(l) (keep-mode F, R, RE).
-  std::uint32_t output = kNone, extraOut = kNone;
+  // Writes: x(l) (F, R) or d(l-1) (B) or d(n) (SEED); E(l) (keep-mode F, R, RE); the weight
+  // gradient G(l) (B under GradMode::OnBackward).
+  std::uint32_t output = kNone, extraOut = kNone, weightGrad = kNone;
   std::uint64_t workspaceBytes = 0;
   std::uint64_t transientBytes = 0;  // RE's copy of x(c)
 
   std::array<std::uint32_t, 5> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn}; }
-  std::array<std::uint32_t, 2> writes() const { return {output, extraOut}; }
+  std::array<std::uint32_t, 3> writes() const { return {output, extraOut, weightGrad}; }
 };
 
 struct Program {
   std::vector<OpProgram> ops;
   std::vector<TensorMeta> tensors;
-  std::vector<double> opCost;  // RunProgress's modelled cost of each op
-  double stepCost = 0.0;       // their sum
+  std::vector<double> opCost;               // RunProgress's modelled cost of each op
+  double stepCost = 0.0;                    // their sum
+  std::vector<std::uint32_t> weightGradOf;  // by layer: G(l)'s tensor (kNone: static or p = 0)
 };
 
 bool isTensor(std::uint32_t id) { return id != kNone && id != kInput; }
@@ -64,6 +67,7 @@ class ProgramBuilder {
         extra_(chain.size() + 1, kNone),
         grad_(chain.size() + 1, kNone) {
     x_[0] = kInput;
+    program_.weightGradOf.assign(chain.size() + 1, kNone);
   }
 
   // Internal error when the op reads a tensor no earlier op wrote (a bug in buildOpSequence).
@@ -76,14 +80,16 @@ class ProgramBuilder {
       case OpKind::RE: recomputeExtras(p); break;
       case OpKind::Seed: seed(p); break;
       case OpKind::B: REMAT_RETURN_IF_ERROR(backward(p)); break;
+      case OpKind::Step: break;  // reads the parameters, gradients and state: none is a step tensor
     }
-    if (op.kind != OpKind::B && p.input == kNone) return Status::internal(opLabel(op) + " reads an unwritten x");
+    if (op.kind != OpKind::B && op.kind != OpKind::Step && p.input == kNone)
+      return Status::internal(opLabel(op) + " reads an unwritten x");
     for (std::uint32_t id : p.reads())
       if (isTensor(id)) ++program_.tensors[id].readers;
     program_.ops.push_back(p);
-    const double cost = op.kind == OpKind::Seed ? 0.0
-                        : op.kind == OpKind::B  ? chain_.at(op.layer).bwdCost
-                                                : chain_.at(op.layer).fwdCost;
+    const double cost = !op.hasLayer()         ? 0.0
+                        : op.kind == OpKind::B ? chain_.at(op.layer).bwdCost
+                                               : chain_.at(op.layer).fwdCost;
     program_.opCost.push_back(cost);
     program_.stepCost += cost;
     return Status::ok();
@@ -135,6 +141,8 @@ class ProgramBuilder {
     if (m.needsOutput) p.bwdOutput = x_[l];
     if (m.extraBytes > 0) p.extraIn = extra_[l];
     if (l > 1) p.output = grad_[l - 1] = tensor(chain_.at(l - 1).outBytes, 'd', l - 1);
+    if (chain_.step.grads == GradMode::OnBackward && m.paramBytes > 0)
+      p.weightGrad = program_.weightGradOf[l] = tensor(m.paramBytes, 'W', l);
     p.workspaceBytes = m.bwdWorkspaceBytes;
     if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
         (m.extraBytes > 0 && p.extraIn == kNone))
@@ -163,7 +171,12 @@ struct Interpreter::State {
   OwnedBuffer input;
   OwnedBuffer labels;
   std::vector<OwnedBuffer> params;  // index l; holds nothing when p = 0
-  std::vector<OwnedBuffer> grads;
+  std::vector<OwnedBuffer> grads;   // static gradients only (GradMode::Static)
+  // The optimizer's state (memory-model.md section 11.1), zeroed as torch.zeros_like makes it:
+  // momentum_buffer or exp_avg, and exp_avg_sq. PyTorch creates it in the first step; here it
+  // exists from the start, so every measured step is the steady state.
+  std::vector<OwnedBuffer> state, stateSquare;
+  int updates = 0;  // optimizer steps taken: Adam's step count, a host integer as in PyTorch
   std::uint64_t staticBytes = 0;
   std::uint64_t labelBytes = 0;
   // Host copy for digests, kept between runs so large downloads do not fault in fresh pages.
@@ -196,6 +209,9 @@ struct Interpreter::State {
     input = std::move(*x0);
     params.resize(chain.size() + 1);
     grads.resize(chain.size() + 1);
+    state.resize(chain.size() + 1);
+    stateSquare.resize(chain.size() + 1);
+    const std::uint64_t stateBuffers = optimizerStateFactor(chain.step.optimizer);
     for (std::size_t l = 1; l <= chain.size(); ++l) {
       const std::uint64_t p = chain.at(l).paramBytes;
       if (p == 0) continue;
@@ -204,9 +220,14 @@ struct Interpreter::State {
       auto layerParams = allocateStatic(p, TensorRole::Parameters, l, values);
       if (!layerParams) return layerParams.status();
       params[l] = std::move(*layerParams);
-      auto layerGrads = allocateStatic(p, TensorRole::Raw, l, {});
-      if (!layerGrads) return layerGrads.status();
-      grads[l] = std::move(*layerGrads);
+      for (std::vector<OwnedBuffer>* slot : {&grads, &state, &stateSquare}) {
+        const bool wanted = slot == &grads ? chain.step.grads == GradMode::Static
+                                           : (slot == &state ? stateBuffers >= 1 : stateBuffers >= 2);
+        if (!wanted) continue;
+        auto buffer = allocateStatic(p, TensorRole::Raw, l, {});
+        if (!buffer) return buffer.status();
+        (*slot)[l] = std::move(*buffer);
+      }
     }
     staticBytes = device->allocator().bytesHeld() - before;
     return Status::ok();
@@ -283,8 +304,12 @@ class RunMonitor {
 // the device is left holding only the static tensors.
 class StepRun {
  public:
-  StepRun(Interpreter::State& state, const Program& program, std::uint64_t stepSeed, RunMonitor& monitor)
-      : state_(state),
+  // gradients: when set, called with each layer's weight gradient (invalid for p = 0) once the
+  // backward pass is done, before the step's last op frees them (GradMode::OnBackward).
+  StepRun(Interpreter::State& state, const Program& program, std::uint64_t stepSeed, RunMonitor& monitor,
+          std::function<Status(const std::vector<DeviceBuffer>&)> gradients = {})
+      : gradients_(std::move(gradients)),
+        state_(state),
         monitor_(monitor),
         device_(*state.device),
         allocator_(device_.allocator()),
@@ -366,7 +391,13 @@ class StepRun {
       case OpKind::R:
       case OpKind::RE: return device_.forward(forwardCall(p));
       case OpKind::Seed: return device_.lossSeed(seedCall(p));
-      case OpKind::B: return device_.backward(backwardCall(p));
+      case OpKind::B:
+        // A gradient made on backward starts at zero: the kernels add into it.
+        if (isTensor(p.weightGrad)) REMAT_RETURN_IF_ERROR(device_.fill(buffers_[p.weightGrad].get(), 0));
+        return device_.backward(backwardCall(p));
+      case OpKind::Step:
+        ++state_.updates;
+        return detail::runOptimizerStep(device_, state_.chain, state_.updates, optimizerBuffers());
     }
     return Status::internal(opLabel(p.op) + ": unknown op kind");
   }
@@ -403,9 +434,28 @@ class StepRun {
     call.gradInput = buffer(p.output);
     call.workspace = workspace_.get();
     call.params = state_.params[p.op.layer].get();
-    call.paramGrads = state_.grads[p.op.layer].get();
+    call.paramGrads = weightGradient(p.op.layer);
     call.seed = stepSeed_;
     return call;
+  }
+
+  // G(l): the static buffer, or the one B(l) allocated (GradMode::OnBackward).
+  DeviceBuffer weightGradient(std::size_t l) const {
+    const std::uint32_t id = program_.weightGradOf[l];
+    return isTensor(id) ? buffers_[id].get() : state_.grads[l].get();
+  }
+
+  detail::OptimizerBuffers optimizerBuffers() const {
+    detail::OptimizerBuffers b;
+    const std::size_t n = state_.chain.size();
+    for (auto* v : {&b.params, &b.grads, &b.state, &b.stateSquare}) v->resize(n + 1);
+    for (std::size_t l = 1; l <= n; ++l) {
+      b.params[l] = state_.params[l].get();
+      b.grads[l] = weightGradient(l);
+      b.state[l] = state_.state[l].get();
+      b.stateSquare[l] = state_.stateSquare[l].get();
+    }
+    return b;
   }
 
   // Downloaded in canonical layout into the state's host copy, then hashed.
@@ -413,7 +463,9 @@ class StepRun {
     for (std::uint32_t id : p.writes()) {
       if (!isTensor(id)) continue;
       const TensorMeta& meta = program_.tensors[id];
-      const TensorRole role = meta.kind == 'E' ? TensorRole::Extra : TensorRole::Activation;
+      const TensorRole role = meta.kind == 'E'   ? TensorRole::Extra
+                              : meta.kind == 'W' ? TensorRole::Parameters
+                                                 : TensorRole::Activation;
       std::span<std::byte> bytes = state_.hostSpan(meta.bytes);
       REMAT_RETURN_IF_ERROR(device_.download(buffers_[id].get(), role, meta.layer, bytes));
       digests.push_back({i, p.op, meta.kind, meta.layer, checksumBytes(bytes)});
@@ -428,7 +480,23 @@ class StepRun {
     for (std::uint32_t id : p.reads())
       if (isTensor(id) && --readers_[id] == 0) REMAT_RETURN_IF_ERROR(buffers_[id].release());
     for (std::uint32_t id : p.writes())
-      if (isTensor(id) && program_.tensors[id].readers == 0) REMAT_RETURN_IF_ERROR(buffers_[id].release());
+      if (isTensor(id) && program_.tensors[id].readers == 0 && program_.tensors[id].kind != 'W')
+        REMAT_RETURN_IF_ERROR(buffers_[id].release());
+    if (&p == &program_.ops.back()) return releaseWeightGradients();
+    return Status::ok();
+  }
+
+  // After the step's last op (STEP, or B(1) without an optimizer): zero_grad(set_to_none=True)
+  // drops the gradients made on backward. The caller's sink sees them first.
+  Status releaseWeightGradients() {
+    const std::size_t n = state_.chain.size();
+    if (gradients_) {
+      std::vector<DeviceBuffer> byLayer(n + 1);
+      for (std::size_t l = 1; l <= n; ++l) byLayer[l] = weightGradient(l);
+      REMAT_RETURN_IF_ERROR(gradients_(byLayer));
+    }
+    for (std::size_t l = 1; l <= n; ++l)
+      if (isTensor(program_.weightGradOf[l])) REMAT_RETURN_IF_ERROR(buffers_[program_.weightGradOf[l]].release());
     return Status::ok();
   }
 
@@ -437,6 +505,7 @@ class StepRun {
     return isTensor(id) ? buffers_[id].get() : DeviceBuffer{};
   }
 
+  std::function<Status(const std::vector<DeviceBuffer>&)> gradients_;
   Interpreter::State& state_;
   RunMonitor& monitor_;
   Device& device_;
@@ -450,7 +519,33 @@ class StepRun {
   OwnedBuffer transient_;
 };
 
-// Step `step` with zeroed parameter gradients: appends its timeline and time to `result` (and,
+// Each layer's parameter gradients after the last step (index l; invalid for p = 0): digests and /
+// or canonical bytes.
+Status collectGradients(Interpreter::State& s, const RunOptions& options, const std::vector<DeviceBuffer>& grads,
+                        RunResult& result) {
+  const std::size_t n = s.chain.size();
+  if (options.digestGradients) {
+    result.parameterGradientDigests.assign(n, 0);
+    for (std::size_t l = 1; l <= n; ++l) {
+      if (!grads[l].valid()) continue;
+      auto digest = s.device->checksum(grads[l]);
+      if (!digest) return digest.status();
+      result.parameterGradientDigests[l - 1] = *digest;
+    }
+  }
+  if (options.captureGradients) {
+    result.parameterGradients.resize(n);
+    for (std::size_t l = 1; l <= n; ++l) {
+      if (!grads[l].valid()) continue;
+      std::vector<std::byte>& bytes = result.parameterGradients[l - 1];
+      bytes.resize(grads[l].bytes);
+      REMAT_RETURN_IF_ERROR(s.device->download(grads[l], TensorRole::Parameters, l, bytes));
+    }
+  }
+  return Status::ok();
+}
+
+// Step `step` (static parameter gradients zeroed first): appends its timeline and time to `result` (and,
 // when asked, the digests). Errors name the step.
 Status runStep(Interpreter::State& s, const Program& program, const RunOptions& options, int step,
                const std::vector<std::string>& layerNames, RunMonitor& monitor, RunResult& result) {
@@ -468,34 +563,14 @@ Status runStep(Interpreter::State& s, const Program& program, const RunOptions& 
   timeline.layerNames = layerNames;
   timeline.staticBytes = s.staticBytes;
   monitor.beginStep(step);
-  Status status = StepRun(s, program, stepSeed, monitor).runOps(timeline, digests);
+  // Gradients made on backward are gone after the step: the last step's are read before that.
+  std::function<Status(const std::vector<DeviceBuffer>&)> gradients;
+  if (lastStep && s.chain.step.grads == GradMode::OnBackward && (options.captureGradients || options.digestGradients))
+    gradients = [&](const std::vector<DeviceBuffer>& grads) { return collectGradients(s, options, grads, result); };
+  Status status = StepRun(s, program, stepSeed, monitor, std::move(gradients)).runOps(timeline, digests);
   if (!status) return status.withContext("step " + std::to_string(step));
   result.stepSeconds.push_back(seconds(Clock::now() - stepStart));
   result.timelines.push_back(std::move(timeline));
-  return Status::ok();
-}
-
-// Each layer's parameter gradients after the last step: digests and / or canonical bytes.
-Status collectGradients(Interpreter::State& s, const RunOptions& options, RunResult& result) {
-  const std::size_t n = s.chain.size();
-  if (options.digestGradients) {
-    result.parameterGradientDigests.assign(n, 0);
-    for (std::size_t l = 1; l <= n; ++l) {
-      if (!s.grads[l].valid()) continue;
-      auto digest = s.device->checksum(s.grads[l].get());
-      if (!digest) return digest.status();
-      result.parameterGradientDigests[l - 1] = *digest;
-    }
-  }
-  if (options.captureGradients) {
-    result.parameterGradients.resize(n);
-    for (std::size_t l = 1; l <= n; ++l) {
-      if (!s.grads[l].valid()) continue;
-      std::vector<std::byte>& bytes = result.parameterGradients[l - 1];
-      bytes.resize(s.grads[l].get().bytes);
-      REMAT_RETURN_IF_ERROR(s.device->download(s.grads[l].get(), TensorRole::Parameters, l, bytes));
-    }
-  }
   return Status::ok();
 }
 
@@ -569,7 +644,11 @@ Result<RunResult> Interpreter::run(const Plan& plan, const RunOptions& options) 
   RunMonitor monitor(options, *program);
   for (int step = 0; step < options.steps; ++step)
     REMAT_RETURN_IF_ERROR(runStep(s, *program, options, step, layerNames, monitor, result));
-  REMAT_RETURN_IF_ERROR(collectGradients(s, options, result));
+  if (s.chain.step.grads == GradMode::Static) {
+    std::vector<DeviceBuffer> grads(s.chain.size() + 1);
+    for (std::size_t l = 1; l <= s.chain.size(); ++l) grads[l] = s.grads[l].get();
+    REMAT_RETURN_IF_ERROR(collectGradients(s, options, grads, result));
+  }
   return result;
 }
 

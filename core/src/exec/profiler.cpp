@@ -205,6 +205,7 @@ Result<WorkspaceFit> fitWorkspacesToDevice(const Chain& chain, Device& device) {
   auto rebuilt = buildChain(spec);
   if (!rebuilt) return rebuilt.status().withContext("fitting the workspaces of chain '" + chain.name + "'");
   fit.chain = std::move(rebuilt).value();
+  fit.chain.step = chain.step;  // not in the spec: the step options travel with the chain
   return fit;
 }
 

@@ -51,6 +51,7 @@ std::string tensorName(const TensorLife& tensor) {
     case TensorLife::Kind::Activation: return "x" + layer;
     case TensorLife::Kind::Gradient: return "dx" + layer;
     case TensorLife::Kind::Extra: return "E" + layer;
+    case TensorLife::Kind::WeightGradient: return "dW" + layer;
   }
   return "?";
 }

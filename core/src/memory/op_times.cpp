@@ -22,7 +22,7 @@ std::string speedText(double gflopPerSecond) {
 }  // namespace
 
 double opMicroseconds(const Chain& chain, const Op& op, const OpTimeModel& model) {
-  if (op.kind == OpKind::Seed) return 0.0;
+  if (!op.hasLayer()) return 0.0;  // SEED; STEP has no cost in the chain (an estimate of 0)
   const LayerNumbers& numbers = chain.at(op.layer);
   const double cost = op.kind == OpKind::B ? numbers.bwdCost : numbers.fwdCost;
   // Measured and stated costs are read as milliseconds; only estimated GFLOP need the speed.
@@ -36,7 +36,7 @@ Status modelOpTimes(const Chain& chain, Timeline& timeline, const OpTimeModel& m
                            " GFLOP/s");
   for (std::size_t i = 0; i < timeline.entries.size(); ++i) {
     const Op& op = timeline.entries[i].op;
-    if (op.kind != OpKind::Seed && (op.layer < 1 || op.layer > chain.size()))
+    if (op.hasLayer() && (op.layer < 1 || op.layer > chain.size()))
       return Status::invalid("timeline op " + std::to_string(i) + " (" + opLabel(op) + ") is not a layer of chain '" +
                              chain.name + "' (1.." + std::to_string(chain.size()) + ")");
   }

@@ -30,6 +30,9 @@ void sweepGraph(const TensorGraph& graph, Visit&& visit) {
       if (id != kNoTensor && graph.lastReader[id] == i) alive -= graph.tensorBytes[id];
     for (std::uint32_t id : t.writes)
       if (id != kNoTensor && graph.lastReader[id] == kNoReader) alive -= graph.tensorBytes[id];
+    // The weight gradients live to the step's last op (STEP, or B(1) without an optimizer), which
+    // leaves nothing alive (memory-model.md section 11.2).
+    if (i + 1 == graph.traffic.size()) alive = 0;
     visit(i, footprint, alive);
   }
 }
@@ -48,7 +51,7 @@ std::vector<Op> buildOpSequence(const Chain& chain, const Plan& plan) {
   const std::size_t n = chain.size();
   std::vector<Op> ops;
   const auto& c = plan.checkpoints;
-  ops.reserve(3 * n + 2);
+  ops.reserve(3 * n + 3);
   for (std::size_t l = 1; l <= n; ++l) ops.push_back({OpKind::F, l});
   if (n == 0) return ops;
   ops.push_back({OpKind::Seed, 0});
@@ -62,6 +65,7 @@ std::vector<Op> buildOpSequence(const Chain& chain, const Plan& plan) {
     }
     for (std::size_t l = end; l > start; --l) ops.push_back({OpKind::B, l});
   }
+  if (hasOptimizerStep(chain.step)) ops.push_back({OpKind::Step, 0});
   return ops;
 }
 

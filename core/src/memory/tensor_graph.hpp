@@ -18,7 +18,9 @@ namespace remat::detail {
 inline constexpr std::size_t kNoReader = std::numeric_limits<std::size_t>::max();
 inline constexpr std::uint32_t kNoTensor = std::numeric_limits<std::uint32_t>::max();
 
-// One op with its tensor traffic. x0 is static and never appears as a tensor.
+// One op with its tensor traffic. x0 is static and never appears as a tensor. B writes d(l-1) and,
+// under GradMode::OnBackward, the weight gradient G(l); STEP reads the G(l) implicitly: they are
+// alive until the step's last op (lastReader), and the sweep frees everything after it.
 struct OpTraffic {
   std::uint32_t reads[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
   std::uint32_t writes[2] = {kNoTensor, kNoTensor};
@@ -48,10 +50,14 @@ class TensorGraphBuilder {
         graph_(graph),
         x_(chain.size() + 1, kNoTensor),
         extra_(chain.size() + 1, kNoTensor),
-        grad_(chain.size() + 1, kNoTensor) {}
+        grad_(chain.size() + 1, kNoTensor),
+        gradientsOnBackward_(chain.step.grads == GradMode::OnBackward),
+        stepScratchBytes_(optimizerScratchBytes(chain)) {}
 
   // The number of tensors the ops added so far write.
   std::size_t tensorCount() const { return tensorCount_; }
+  // The weight gradients B wrote (GradMode::OnBackward): they live until the step's last op.
+  const std::vector<std::uint32_t>& weightGradients() const { return weightGradients_; }
 
   void add(const Op& op, OpTraffic& traffic) {
     traffic_ = &traffic;
@@ -63,6 +69,7 @@ class TensorGraphBuilder {
       case OpKind::RE: recomputeExtras(op.layer); break;
       case OpKind::Seed: seed(); break;
       case OpKind::B: backward(op.layer); break;
+      case OpKind::Step: traffic_->scratchBytes = stepScratchBytes_; break;
     }
   }
 
@@ -116,6 +123,9 @@ class TensorGraphBuilder {
     if (m.needsOutput) read(x_[l]);
     if (m.extraBytes > 0) read(extra_[l]);
     if (l > 1) grad_[l - 1] = write(Kind::Gradient, l - 1, chain_.at(l - 1).outBytes);
+    // zero_grad(set_to_none=True): the backward allocates the weight gradient (section 11.2).
+    if (gradientsOnBackward_ && m.paramBytes > 0)
+      weightGradients_.push_back(write(Kind::WeightGradient, l, m.paramBytes));
     traffic_->scratchBytes = m.bwdWorkspaceBytes;
   }
 
@@ -124,6 +134,9 @@ class TensorGraphBuilder {
   OnTensor& onTensor_;
   TensorGraph& graph_;
   std::vector<std::uint32_t> x_, extra_, grad_;  // newest versions; index 0 of x is the static input
+  const bool gradientsOnBackward_;
+  const std::uint64_t stepScratchBytes_;  // the STEP op's temporaries
+  std::vector<std::uint32_t> weightGradients_;
   std::size_t tensorCount_ = 0;
   OpTraffic* traffic_ = nullptr;  // of the op being added
   int reads_ = 0;
@@ -146,6 +159,7 @@ TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std
   for (std::size_t i = 0; i < ops.size(); ++i)
     for (std::uint32_t id : graph.traffic[i].reads)
       if (id != kNoTensor) graph.lastReader[id] = i;
+  for (std::uint32_t id : builder.weightGradients()) graph.lastReader[id] = ops.size() - 1;
   return graph;
 }
 

@@ -9,6 +9,7 @@ std::string_view opName(OpKind kind) {
     case OpKind::R: return "R";
     case OpKind::RE: return "RE";
     case OpKind::B: return "B";
+    case OpKind::Step: return "STEP";
   }
   return "?";
 }
@@ -23,25 +24,27 @@ std::string_view phaseName(Phase phase) {
 }
 
 std::string opLabel(const Op& op) {
-  if (op.kind == OpKind::Seed) return "SEED";
+  if (!op.hasLayer()) return std::string(opName(op.kind));
   return std::string(opName(op.kind)) + "(" + std::to_string(op.layer) + ")";
 }
 
 std::string opLabel(const Op& op, const std::vector<std::string>& layerNames) {
   std::string label = opLabel(op);
-  if (op.kind != OpKind::Seed && op.layer >= 1 && op.layer <= layerNames.size() && !layerNames[op.layer - 1].empty())
+  if (op.hasLayer() && op.layer >= 1 && op.layer <= layerNames.size() && !layerNames[op.layer - 1].empty())
     label += " " + layerNames[op.layer - 1];
   return label;
 }
 
-// SEED starts the backward pass: it writes the first gradient.
+// SEED starts the backward pass: it writes the first gradient. STEP is drawn with the backward
+// pass until the charts get an optimizer band (memory-model.md section 11.3).
 Phase Op::phase() const {
   switch (kind) {
     case OpKind::F: return Phase::Forward;
     case OpKind::R:
     case OpKind::RE: return Phase::Recompute;
     case OpKind::Seed:
-    case OpKind::B: return Phase::Backward;
+    case OpKind::B:
+    case OpKind::Step: return Phase::Backward;
   }
   return Phase::Forward;
 }

@@ -81,7 +81,7 @@ std::uint64_t Chain::paramCount() const {
   return total;
 }
 
-std::uint64_t Chain::staticBytes() const { return inputBytes + 2 * paramBytes(); }
+std::uint64_t Chain::staticBytes() const { return staticBreakdown(*this).total(); }
 
 Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::vector<LayerNumbers>& layers) {
   Chain chain;

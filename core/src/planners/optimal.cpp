@@ -5,8 +5,8 @@
 // E(C) = V_0 and V_j = max(seg(c_j, c_(j+1)), h(c_j, c_(j+1)) + V_(j+1)). The right-hand side is
 // nondecreasing in V_(j+1), so the best suffix from a checkpoint does not depend on what lies to
 // its left: g(i) = min over k of max(seg(i, k), h(i, k) + g(k)), g over the last segment = seg(i, n),
-// and E* = g(0). seg(i, k) for all k of one i comes from one SegmentScanner sweep: O(n^2) time,
-// O(n) memory.
+// and E* = max(g(0), floor), floor the optimizer step's footprint (section 11.4). seg(i, k) for all k of one i comes
+// from one SegmentScanner sweep: O(n^2) time, O(n) memory.
 #include <limits>
 
 #include "remat/planners/planners.hpp"
@@ -50,7 +50,7 @@ std::uint64_t decomposedPeak(const Chain& chain, const Plan& plan) {
     heldLeft += scanner.held();
     start = end;
   }
-  return peak;
+  return std::max(peak, tables.floor);
 }
 
 Result<PlannerOutput> planOptimal(const Chain& chain, const PlannerOptions& options) {
@@ -82,6 +82,8 @@ Result<PlannerOutput> planOptimal(const Chain& chain, const PlannerOptions& opti
         candidate = std::max(candidate, scanner.held() + best[k]);
         candidateCost = costPrefix[k - 1] - costPrefix[i] + (tables.e[k] > 0 ? chain.at(k).fwdCost : 0.0) + bestCost[k];
       }
+      // E = max(V_0, floor): under the optimizer step's footprint, first segments tie on E.
+      if (i == 0) candidate = std::max(candidate, tables.floor);
       if (candidate < value || (candidate == value && candidateCost < cost)) {
         value = candidate;
         cost = candidateCost;

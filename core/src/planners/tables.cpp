@@ -9,8 +9,8 @@ LayerTables makeLayerTables(const Chain& chain) {
   LayerTables t;
   t.n = n;
   const std::size_t size = n + 2;
-  for (auto* v : {&t.a, &t.e, &t.wf, &t.wb, &t.w, &t.transient, &t.T, &t.forwardPair, &t.recomputeTerm, &t.backwardTerm,
-                  &t.keepSuffixMax, &t.backwardSuffixMax})
+  for (auto* v : {&t.a, &t.e, &t.wf, &t.wb, &t.w, &t.transient, &t.T, &t.gradAfter, &t.forwardPair, &t.recomputeTerm,
+                  &t.backwardTerm, &t.keepSuffixMax, &t.backwardSuffixMax})
     v->assign(size, 0);
   t.in.assign(size, 0);
   t.out.assign(size, 0);
@@ -26,8 +26,11 @@ LayerTables makeLayerTables(const Chain& chain) {
     t.transient[l] = t.a[l] + t.e[l] - t.w[l];
     t.T[l] = t.T[l - 1] + t.w[l];
   }
+  if (chain.step.grads == GradMode::OnBackward)
+    for (std::size_t l = n; l-- > 0;) t.gradAfter[l] = t.gradAfter[l + 1] + chain.at(l + 1).paramBytes;
+  t.floor = optimizerStepFootprint(chain);
   for (std::size_t l = 1; l <= n; ++l) {
-    t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + t.wb[l];
+    t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + t.wb[l] + t.gradAfter[l - 1];
     if (l >= 2) {
       t.forwardPair[l] = t.a[l - 1] + t.a[l] + t.wf[l];
       t.recomputeTerm[l] = t.T[l - 1] + t.transient[l - 1] + t.a[l] + t.e[l] + t.wf[l];

@@ -21,11 +21,17 @@ struct LayerTables {
   std::vector<std::uint64_t> w;          // kept bytes w(l) (simulator's keptBytes)
   std::vector<std::uint64_t> transient;  // a(l) when no backward reads x(l), else 0
   std::vector<std::uint64_t> T;          // T(l) = w(1) + ... + w(l)
+  // Gafter(l) = p(l+1) + ... + p(n) under GradMode::OnBackward, else 0: the weight gradients alive
+  // during the recompute ops of a segment ending at l, and (as Gafter(l-1)) during B(l)
+  // (memory-model.md section 11.4).
+  std::vector<std::uint64_t> gradAfter;
+  // The STEP op's footprint, which no plan changes: E = max(the decomposition, floor).
+  std::uint64_t floor = 0;
   // Footprint terms that depend on one layer only; a segment's footprints subtract T(start).
-  std::vector<std::uint64_t> forwardPair;        // l >= 2: a(l-1) + a(l) + wf(l)   (discard-mode F(l))
-  std::vector<std::uint64_t> recomputeTerm;      // l >= 2: T(l-1) + transient(l-1) + a(l) + e(l) + wf(l)
-  std::vector<std::uint64_t> backwardTerm;       // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l)
-  std::vector<std::uint64_t> keepSuffixMax;      // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
+  std::vector<std::uint64_t> forwardPair;    // l >= 2: a(l-1) + a(l) + wf(l)   (discard-mode F(l))
+  std::vector<std::uint64_t> recomputeTerm;  // l >= 2: T(l-1) + transient(l-1) + a(l) + e(l) + wf(l)
+  std::vector<std::uint64_t> backwardTerm;   // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l) + Gafter(l-1)
+  std::vector<std::uint64_t> keepSuffixMax;  // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
   std::vector<std::uint64_t> backwardSuffixMax;  // l >= 1: max over l' in [l, n] of backwardTerm(l')
 };
 
@@ -89,8 +95,9 @@ class SegmentScanner {
     if (k == t.n) return lastSegmentPeak(t, i, heldBackward_, backward);
     // Discard-mode forward; x(start) stays alive through it when R(start+1) will read it.
     std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.wf[i + 1]);
-    // The gradient d(k) entering the segment, and the checkpoint x(k) when B(k) reads it.
-    const std::uint64_t base = t.a[k] * (t.out[k] ? 2 : 1);
+    // The gradient d(k) entering the segment, the checkpoint x(k) when B(k) reads it, and the weight
+    // gradients of the layers right of the segment.
+    const std::uint64_t base = t.a[k] * (t.out[k] ? 2 : 1) + t.gradAfter[k];
     if (k >= i + 2) peak = std::max({peak, t.a[i] + forwardMax_, base + recomputeMax_});
     if (t.e[k] > 0) {
       // RE(k) reads x(k-1) (or x(start)) and holds a transient copy of x(k).

@@ -289,21 +289,30 @@ Result<TradeoffFront> paretoFront(const Chain& chain, const PlannerOptions& opti
   if (!solver) return solver.status();
   TradeoffFront front;
   front.statistics = solver->statistics();
+  // E = max(V, floor) (memory-model.md section 11.4): the labels up to floor are one point at floor,
+  // the last of them, which costs least.
+  const std::uint64_t floor = optimizerStepFootprint(chain);
+  std::span<const Label> labels = solver->labelsAt(0);
+  while (labels.size() > 1 && labels[1].peak <= floor) labels = labels.subspan(1);
   const Label* previous = nullptr;
-  for (const Label& label : solver->labelsAt(0)) {
+  for (const Label& label : labels) {
     // A label that costs what the one before it costs has the same cost at a higher E (and fewer
     // checkpoints): not on the front of (E, cost).
     if (previous != nullptr && previous->cost == label.cost) continue;
     previous = &label;
     Plan plan = solver->planOf(label);
     const double cost = recomputeCost(chain, plan);
-    front.points.push_back({std::move(plan), label.peak, cost});
+    front.points.push_back({std::move(plan), std::max(label.peak, floor), cost});
   }
   return front;
 }
 
 Result<PlannerOutput> planBudget(const Chain& chain, std::uint64_t budgetBytes, const PlannerOptions& options,
                                  FrontStatistics* statistics) {
+  const std::uint64_t floor = optimizerStepFootprint(chain);
+  if (budgetBytes < floor)
+    return Status::invalid("no plan fits in " + formatBytes(budgetBytes) + ": the optimizer step alone takes " +
+                           formatBytes(floor) + " (" + describeStepOptions(chain.step) + ")");
   auto solver = solveFront(chain, budgetBytes, options);
   if (!solver) return solver.status();
   if (statistics) *statistics = solver->statistics();
@@ -316,11 +325,12 @@ Result<PlannerOutput> planBudget(const Chain& chain, std::uint64_t budgetBytes, 
   }
   // The least cost is the last label's; of the labels with it, the first has the least E.
   const std::uint64_t leastCost = labels.back().cost;
-  const Label& chosen =
-      *std::find_if(labels.begin(), labels.end(), [&](const Label& l) { return l.cost == leastCost; });
+  auto chosen = std::find_if(labels.begin(), labels.end(), [&](const Label& l) { return l.cost == leastCost; });
+  // Of those whose E = max(V, floor) ties at floor, the last has the fewest checkpoints.
+  while (chosen + 1 != labels.end() && chosen[1].cost == leastCost && chosen[1].peak <= floor) ++chosen;
   PlannerOutput output;
-  output.plan = solver->planOf(chosen);
-  output.objectiveBytes = chosen.peak;
+  output.plan = solver->planOf(*chosen);
+  output.objectiveBytes = std::max(chosen->peak, floor);
   output.labels = solver->statistics().labels;
   return output;
 }

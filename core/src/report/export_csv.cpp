@@ -172,7 +172,7 @@ Status appendEntry(const CsvRow& row, Timeline& t) {
   auto kind = detail::parseOpName(row.field("op"));
   if (!kind) return row.error("op", kind.status().message());
   e.op.kind = *kind;
-  if (e.op.kind != OpKind::Seed) {
+  if (e.op.hasLayer()) {
     auto layer = row.number<std::size_t>("layer");
     if (!layer) return layer.status();
     if (*layer == 0) return row.error("layer", "layers are numbered from 1");
@@ -206,7 +206,7 @@ std::string timelinesToCsv(const std::vector<Timeline>& timelines) {
       const TimelineEntry& e = t.entries[i];
       appendField(out, t.planner);
       out += ',' + std::to_string(t.run) + ',' + std::to_string(i) + ',' + std::string(opName(e.op.kind)) + ',';
-      if (e.op.kind != OpKind::Seed) out += std::to_string(e.op.layer);
+      if (e.op.hasLayer()) out += std::to_string(e.op.layer);
       out += ',';
       appendField(out, detail::layerName(t, e.op));
       out += ',' + std::string(phaseName(e.op.phase())) + ',' + detail::formatDouble(e.timeUs) + ',' +
@@ -248,7 +248,7 @@ Result<std::vector<Timeline>> parseTimelinesCsv(const std::string& text, const s
     if (!timeline) return timeline.status();
     REMAT_RETURN_IF_ERROR(appendEntry(row, **timeline));
     ++entries;
-    if (const Op& op = (*timeline)->entries.back().op; op.kind != OpKind::Seed && op.layer > farthestLayer) {
+    if (const Op& op = (*timeline)->entries.back().op; op.hasLayer() && op.layer > farthestLayer) {
       farthestLayer = op.layer;
       farthestAt = row.error("layer", std::to_string(op.layer) + " is more than the file's ");
     }

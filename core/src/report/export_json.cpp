@@ -23,13 +23,13 @@ std::string formatDouble(double value) {
 }
 
 Result<OpKind> parseOpName(const std::string& name) {
-  for (OpKind kind : {OpKind::F, OpKind::Seed, OpKind::R, OpKind::RE, OpKind::B})
+  for (OpKind kind : {OpKind::F, OpKind::Seed, OpKind::R, OpKind::RE, OpKind::B, OpKind::Step})
     if (opName(kind) == name) return kind;
   return Status::invalid("unknown op " + quoteText(name, 40) + " (expected F, SEED, R, RE or B)");
 }
 
 std::string layerName(const Timeline& timeline, const Op& op) {
-  if (op.kind == OpKind::Seed || op.layer == 0 || op.layer > timeline.layerNames.size()) return "";
+  if (!op.hasLayer() || op.layer == 0 || op.layer > timeline.layerNames.size()) return "";
   return timeline.layerNames[op.layer - 1];
 }
 
@@ -51,7 +51,7 @@ std::string timelinesToJson(const std::vector<Timeline>& timelines) {
     json entries = json::array();
     for (const TimelineEntry& e : t.entries) {
       entries.push_back({{"op", opName(e.op.kind)},
-                         {"layer", e.op.kind == OpKind::Seed ? json(nullptr) : json(e.op.layer)},
+                         {"layer", !e.op.hasLayer() ? json(nullptr) : json(e.op.layer)},
                          {"phase", phaseName(e.op.phase())},
                          {"time_us", e.timeUs},
                          {"footprint_bytes", e.footprintBytes},
@@ -83,7 +83,7 @@ Result<TimelineEntry> readEntry(const JsonDocument& doc, const json& je, const s
   if (!kind) return r.error("op", kind.status().message());
   TimelineEntry e;
   e.op.kind = *kind;
-  if (*kind != OpKind::Seed) {
+  if (e.op.hasLayer()) {
     std::uint64_t layer = 0;
     REMAT_RETURN_IF_ERROR(r.readBytes("layer", layer, true));
     if (layer == 0 || layer > layerCount)

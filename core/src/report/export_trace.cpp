@@ -43,7 +43,7 @@ json opEvent(const Timeline& t, std::size_t k, double ts, double dur, int pid) {
           {"args",
            {{"op_index", k},
             {"op", opName(e.op.kind)},
-            {"layer", e.op.kind == OpKind::Seed ? json(nullptr) : json(e.op.layer)},
+            {"layer", !e.op.hasLayer() ? json(nullptr) : json(e.op.layer)},
             {"layer_name", detail::layerName(t, e.op)},
             {"phase", phaseName(e.op.phase())},
             {"footprint_bytes", e.footprintBytes},

@@ -36,6 +36,15 @@ nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
   for (std::size_t l : report.plan.checkpoints)
     names.push_back(l >= 1 && l <= chain.size() ? nlohmann::json(chain.layers[l - 1].name) : nlohmann::json(nullptr));
   j["checkpoint_names"] = std::move(names);
+  // The static block by part and the step that makes it (memory-model.md section 11).
+  const StaticBreakdown parts = staticBreakdown(chain);
+  j["static"] = {{"input_bytes", parts.inputBytes},
+                 {"weight_bytes", parts.weightBytes},
+                 {"gradient_bytes", parts.gradientBytes},
+                 {"optimizer_state_bytes", parts.optimizerStateBytes}};
+  j["step"] = {{"optimizer", std::string(optimizerName(chain.step.optimizer))},
+               {"foreach", chain.step.foreach},
+               {"grads", std::string(gradModeName(chain.step.grads))}};
   return j;
 }
 
@@ -43,7 +52,7 @@ nlohmann::json simulationToJson(const Simulation& simulation) {
   nlohmann::json ops = nlohmann::json::array();
   for (const TimelineEntry& e : simulation.timeline.entries) {
     nlohmann::json op = {{"op", std::string(opName(e.op.kind))}};
-    op["layer"] = e.op.kind == OpKind::Seed ? nlohmann::json(nullptr) : nlohmann::json(e.op.layer);
+    op["layer"] = !e.op.hasLayer() ? nlohmann::json(nullptr) : nlohmann::json(e.op.layer);
     op["footprint_bytes"] = e.footprintBytes;
     op["live_after_bytes"] = e.liveAfterBytes;
     ops.push_back(std::move(op));

@@ -79,10 +79,11 @@ struct EventFrame {
 // "F(3)", "RE(12)", "SEED" (after the prefix) into an op whose layer is at most maxLayer.
 Result<Op> parseLabel(const std::string& label, std::size_t maxLayer) {
   if (label == "SEED") return Op{OpKind::Seed, 0};
+  if (label == "STEP") return Op{OpKind::Step, 0};
   const std::size_t open = label.find('(');
   if (open == std::string::npos || label.back() != ')') return Status::invalid("is no op label");
   auto kind = detail::parseOpName(label.substr(0, open));
-  if (!kind || *kind == OpKind::Seed) return Status::invalid("is no op label");
+  if (!kind || !Op{*kind, 1}.hasLayer()) return Status::invalid("is no op label");
   const std::string digits = label.substr(open + 1, label.size() - open - 2);
   if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
     return Status::invalid("has no layer number");

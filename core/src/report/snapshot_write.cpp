@@ -46,7 +46,9 @@ class TraceWriter {
 
  private:
   json frames(const Op& op) const {
-    const std::string name = op.kind == OpKind::Seed ? "(loss)" : detail::layerName(timeline_, op);
+    const std::string name = op.kind == OpKind::Seed   ? "(loss)"
+                             : op.kind == OpKind::Step ? "(optimizer)"
+                                                       : detail::layerName(timeline_, op);
     return json::array({{{"filename", name}, {"line", op.layer}, {"name", "remat::" + opLabel(op)}}});
   }
   void event(const char* action, const Block& block, std::uint64_t timeUs) {

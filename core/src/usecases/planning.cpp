@@ -30,8 +30,7 @@ Result<CapacityBudget> budgetForCapacity(const Chain& chain, std::uint64_t capac
   const std::uint64_t staticBytes = chain.staticBytes();
   if (staticBytes > capacityBytes)
     return Status::invalid("no plan fits in " + (capacityText.empty() ? formatBytes(capacityBytes) : capacityText) +
-                           ": static memory alone is " + formatBytes(staticBytes) +
-                           " (input + parameters + parameter gradients)");
+                           ": static memory alone is " + formatBytes(staticBytes) + " " + describeStaticParts(chain));
   const std::uint64_t budgetBytes = capacityBytes - staticBytes;
   return CapacityBudget{capacityBytes, budgetBytes, budgetPlannerName(budgetBytes)};
 }

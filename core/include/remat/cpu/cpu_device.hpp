@@ -81,6 +81,8 @@ class CpuDevice final : public Device {
   Status forward(const ForwardCall& call) override;
   Status backward(const BackwardCall& call) override;
   Status lossSeed(const SeedCall& call) override;
+  // SGD, momentum, Adam, AdamW in plain loops (optimizer_step.cpp).
+  Status optimizerStep(const OptimizerCall& call) override;
   Status synchronize() override { return Status::ok(); }
   // capacityBytes less what is held; without a capacity, this machine's physical memory less it.
   Result<std::uint64_t> availableBytes() const override;

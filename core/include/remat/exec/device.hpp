@@ -102,6 +102,21 @@ struct SeedCall {
   std::uint64_t seed = 0;
 };
 
+// The optimizer's update of one layer's parameters, in place (memory-model.md section 11.3): the
+// STEP op calls it for every layer with parameters, in layer order. Buffers are p bytes each; the
+// update is elementwise, so it reads every buffer in the layout the device keeps parameters in.
+struct OptimizerCall {
+  std::size_t layer = 0;
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  int step = 1;              // 1-based count of updates so far, this one included (Adam's bias correction)
+  DeviceBuffer params;       // updated in place
+  DeviceBuffer grads;        // read
+  DeviceBuffer state;        // momentum_buffer or exp_avg; empty for SGD
+  DeviceBuffer stateSquare;  // exp_avg_sq; Adam and AdamW only
+  DeviceBuffer denominator;  // Adam and AdamW: sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps
+  DeviceBuffer squareRoot;   // single-tensor Adam and AdamW: sqrt(exp_avg_sq) before the division; else empty
+};
+
 enum class TensorRole {
   Raw,         // bytes as they are
   Activation,  // x(l) or d(l) of layer l (l = 0: the input)
@@ -140,6 +155,9 @@ class Device {
   virtual Status forward(const ForwardCall& call) = 0;
   virtual Status backward(const BackwardCall& call) = 0;
   virtual Status lossSeed(const SeedCall& call) = 0;
+  // One layer's optimizer update. The default refuses (InvalidInput naming the device): a backend
+  // without the kernels runs chains without an optimizer only.
+  virtual Status optimizerStep(const OptimizerCall& call);
 
   // Waits until every kernel issued so far has finished (a no-op on the CPU); the interpreter calls
   // it before reading the clock at the end of an op.

@@ -71,14 +71,14 @@ struct RunOptions {
 struct TensorDigest {
   std::size_t opIndex = 0;
   Op op;
-  char tensor = 'x';  // 'x' (x(layer)), 'E' (E(layer)), 'd' (d(layer))
+  char tensor = 'x';  // 'x' (x(layer)), 'E' (E(layer)), 'd' (d(layer)), 'W' (G(layer), gradients on backward)
   std::size_t layer = 0;
   std::uint64_t digest = 0;
 };
 
 struct RunResult {
   std::vector<Timeline> timelines;  // one per step, run = step index, source = the device's name
-  std::uint64_t staticBytes = 0;    // measured: x0 + parameters + parameter gradients
+  std::uint64_t staticBytes = 0;    // measured: x0 + parameters (+ static gradients) + optimizer state
   std::uint64_t labelBytes = 0;     // measured: the int32 labels (static too; not in the model)
   std::vector<double> stepSeconds;  // wall time of each step
   // Per layer (index l-1), the parameter gradients after the last step; empty unless captured.
@@ -87,7 +87,7 @@ struct RunResult {
   std::vector<TensorDigest> digests;                    // of the last step, in op order; empty unless captured
 };
 
-// Holds a chain's static tensors (x0, parameters, their gradients, labels) on a device, allocated
+// Holds a chain's static tensors (x0, parameters, static gradients, optimizer state, labels) on a device, allocated
 // and initialised once, and runs plans over them.
 class Interpreter {
  public:
@@ -101,8 +101,10 @@ class Interpreter {
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
 
-  // Runs options.steps training steps of the plan. Parameter gradients are zeroed before each step
-  // (no optimizer update: the weights stay as initialised, so every step computes the same).
+  // Runs options.steps training steps of the plan with the chain's step options (memory-model.md
+  // section 11): static parameter gradients are zeroed before each step, gradients made on backward
+  // are allocated by their B and freed after the step's last op, and an optimizer's STEP op updates
+  // the weights (without one, they stay as initialised and every step computes the same).
   // Cancelled (see RunOptions::cancel) leaves the device holding only the static tensors.
   Result<RunResult> run(const Plan& plan, const RunOptions& options = {});
 

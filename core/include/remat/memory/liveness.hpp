@@ -16,7 +16,8 @@
 namespace remat {
 
 struct TensorLife {
-  enum class Kind { Activation, Gradient, Extra };
+  // WeightGradient: G(l), the parameter gradient B(l) allocates under GradMode::OnBackward.
+  enum class Kind { Activation, Gradient, Extra, WeightGradient };
   Kind kind = Kind::Activation;
   std::size_t layer = 0;  // x(l), d(l) or E(l)
   std::uint64_t bytes = 0;
@@ -47,7 +48,7 @@ Result<Simulation> simulateWithLiveness(const Chain& chain, const Plan& plan, Li
 // the benchmark of "each result once" count (one per checkpoint drag in the explorer).
 std::uint64_t opSequenceBuildCount();
 
-// "x12", "dx12", "E12": the model's names of the tensors.
+// "x12", "dx12", "E12", "dW12": the model's names of the tensors.
 std::string tensorName(const TensorLife& tensor);
 
 // When each checkpoint's kept output is allocated (its forward op) and freed (its last reader).

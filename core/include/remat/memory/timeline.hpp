@@ -8,20 +8,23 @@
 
 namespace remat {
 
-enum class OpKind { F, Seed, R, RE, B };
-std::string_view opName(OpKind kind);  // "F", "SEED", "R", "RE", "B"
+// Step is the optimizer step that ends the sequence when the step has an optimizer
+// (memory-model.md section 11.3); like SEED it has no layer.
+enum class OpKind { F, Seed, R, RE, B, Step };
+std::string_view opName(OpKind kind);  // "F", "SEED", "R", "RE", "B", "STEP"
 
 enum class Phase { Forward, Recompute, Backward };
 std::string_view phaseName(Phase phase);  // "forward", "recompute", "backward"
 
 struct Op {
   OpKind kind = OpKind::F;
-  std::size_t layer = 0;  // 1..n; 0 for SEED
+  std::size_t layer = 0;  // 1..n; 0 for SEED and STEP
   Phase phase() const;
+  bool hasLayer() const { return kind != OpKind::Seed && kind != OpKind::Step; }
   bool operator==(const Op&) const = default;
 };
 
-// How every table, message, chart and export names an op: "F(3)", "RE(7)", "SEED".
+// How every table, message, chart and export names an op: "F(3)", "RE(7)", "SEED", "STEP".
 std::string opLabel(const Op& op);
 // The label and the layer's name when known: "B(12) features.21" ("SEED" alone).
 std::string opLabel(const Op& op, const std::vector<std::string>& layerNames);

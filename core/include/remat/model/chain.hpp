@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "remat/base/status.hpp"
+#include "remat/model/step_options.hpp"
 
 namespace remat {
 
@@ -163,6 +164,9 @@ struct Chain {
   Shape inputShape;
   std::vector<ChainLayer> layers;
   ChainSpec spec;  // what it was built from, for saving
+  // The optimizer, foreach and gradient mode of the step (memory-model.md section 11); not part of
+  // the chain file: front ends set it from their options.
+  StepOptions step;
 
   std::size_t size() const { return layers.size(); }
   // Model numbering: l in 1..n.
@@ -170,7 +174,8 @@ struct Chain {
   std::uint64_t outBytes(std::size_t l) const { return l == 0 ? inputBytes : layers[l - 1].numbers.outBytes; }
   std::uint64_t paramBytes() const;
   std::uint64_t paramCount() const;
-  // x0 + parameters + parameter gradients (docs/memory-model.md section 1).
+  // x0 + parameters + parameter gradients when static + optimizer state (memory-model.md
+  // sections 1 and 11.1; staticBreakdown has the parts).
   std::uint64_t staticBytes() const;
 };
 

@@ -1,0 +1,77 @@
+#pragma once
+// What the training step does besides forward and backward (docs/memory-model.md section 11): the
+// optimizer, whether it runs its foreach (multi-tensor) implementation, and when the weight
+// gradients exist. One place for the options, their names and what they cost in bytes.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "remat/base/status.hpp"
+
+namespace remat {
+
+struct Chain;
+
+enum class OptimizerKind { None, Sgd, Momentum, Adam, AdamW };
+enum class GradMode { Static, OnBackward };
+
+// Core's defaults (none, foreach on, static) are the model before section 11: static memory
+// a(0) + 2P, no optimizer step. PyTorch 2 on a GPU is {AdamW, true, OnBackward}.
+struct StepOptions {
+  OptimizerKind optimizer = OptimizerKind::None;
+  bool foreach = true;
+  GradMode grads = GradMode::Static;
+  bool operator==(const StepOptions&) const = default;
+};
+
+std::string_view optimizerName(OptimizerKind kind);  // "none", "sgd", "momentum", "adam", "adamw"
+std::span<const OptimizerKind> optimizerKinds();     // every kind, in the order messages list them
+// InvalidInput naming the value and the valid ones.
+Result<OptimizerKind> parseOptimizer(std::string_view name);
+std::string_view gradModeName(GradMode mode);  // "static", "on-backward"
+Result<GradMode> parseGradMode(std::string_view name);
+Result<bool> parseForeach(std::string_view name);  // "on" / "off"
+// "adamw, foreach on, gradients on backward".
+std::string describeStepOptions(const StepOptions& options);
+
+// Bytes of optimizer state per parameter byte in the steady state (second and later steps):
+// 0, 0, 1 (momentum_buffer), 2 (exp_avg, exp_avg_sq), 2.
+std::uint64_t optimizerStateFactor(OptimizerKind kind);
+
+// The static block of section 11.1, by part. total() is Chain::staticBytes().
+struct StaticBreakdown {
+  std::uint64_t inputBytes = 0;           // a(0)
+  std::uint64_t weightBytes = 0;          // P
+  std::uint64_t gradientBytes = 0;        // P under GradMode::Static, else 0
+  std::uint64_t optimizerStateBytes = 0;  // S
+  std::uint64_t total() const { return inputBytes + weightBytes + gradientBytes + optimizerStateBytes; }
+};
+StaticBreakdown staticBreakdown(const Chain& chain);
+// The parts in words: "(input + parameters + parameter gradients)" (core's default), "(input +
+// parameters + optimizer state)" (gradients on backward, Adam), ...
+std::string describeStaticParts(const Chain& chain);
+
+// The optimizer step's scratch (section 11.3): P for foreach Adam/AdamW, max over layers of
+// p(previous layer with parameters) + 2 p(l) for their single-tensor loop, 0 for SGD and momentum.
+std::uint64_t optimizerScratchBytes(const Chain& chain);
+
+// The hyperparameters the executors update with: PyTorch's defaults (torch.optim), with lr 1e-3
+// for every optimizer (SGD's default since PyTorch 2.2) and momentum 0.9.
+struct OptimizerHyperparameters {
+  static constexpr float kLearningRate = 1e-3f;
+  static constexpr float kMomentum = 0.9f;
+  static constexpr float kBeta1 = 0.9f;
+  static constexpr float kBeta2 = 0.999f;
+  static constexpr float kEpsilon = 1e-8f;
+  static constexpr float kAdamWWeightDecay = 1e-2f;
+};
+
+// True when the op sequence ends in a STEP op (every optimizer but none).
+inline bool hasOptimizerStep(const StepOptions& options) { return options.optimizer != OptimizerKind::None; }
+
+// The footprint of the STEP op, which no plan changes: the gradients alive before it (all of
+// them under OnBackward) plus its scratch; 0 without an optimizer step.
+std::uint64_t optimizerStepFootprint(const Chain& chain);
+
+}  // namespace remat

@@ -1,0 +1,23 @@
+#pragma once
+// The STEP op of the interpreter (memory-model.md section 11.3): every layer's optimizer update,
+// with the temporaries PyTorch's implementation allocates, through the device's allocator so the
+// op's measured footprint is the model's. Internal to the exec stage.
+#include <vector>
+
+#include "remat/exec/device.hpp"
+#include "remat/model/chain.hpp"
+
+namespace remat::detail {
+
+// Per layer (index l; invalid where p(l) = 0 or the optimizer keeps no such buffer).
+struct OptimizerBuffers {
+  std::vector<DeviceBuffer> params, grads, state, stateSquare;
+};
+
+// foreach Adam/AdamW: one denominator per layer, all allocated before the first update and freed
+// after the last (torch._foreach_sqrt's list); single-tensor: per layer the square root and the
+// denominator, the square root freed after the update and the previous layer's denominator then
+// (Python's `denom` rebinding). SGD and momentum: no temporaries. `step` is 1-based.
+Status runOptimizerStep(Device& device, const Chain& chain, int step, const OptimizerBuffers& buffers);
+
+}  // namespace remat::detail

@@ -1,0 +1,108 @@
+#include "remat/model/step_options.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "remat/model/chain.hpp"
+
+namespace remat {
+namespace {
+
+constexpr std::array kOptimizers = {OptimizerKind::None, OptimizerKind::Sgd, OptimizerKind::Momentum,
+                                    OptimizerKind::Adam, OptimizerKind::AdamW};
+
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out + (text.size() > 40 ? "...'" : "'");
+}
+
+bool isAdam(OptimizerKind kind) { return kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW; }
+
+}  // namespace
+
+std::string_view optimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::None: return "none";
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Momentum: return "momentum";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::span<const OptimizerKind> optimizerKinds() { return kOptimizers; }
+
+Result<OptimizerKind> parseOptimizer(std::string_view name) {
+  std::string valid;
+  for (OptimizerKind kind : kOptimizers) {
+    if (optimizerName(kind) == name) return kind;
+    valid += (valid.empty() ? "" : ", ") + std::string(optimizerName(kind));
+  }
+  return Status::invalid("unknown optimizer " + quoted(name) + " (valid: " + valid + ")");
+}
+
+std::string_view gradModeName(GradMode mode) { return mode == GradMode::Static ? "static" : "on-backward"; }
+
+Result<GradMode> parseGradMode(std::string_view name) {
+  if (name == "static") return GradMode::Static;
+  if (name == "on-backward") return GradMode::OnBackward;
+  return Status::invalid("unknown gradient mode " + quoted(name) + " (valid: on-backward, static)");
+}
+
+Result<bool> parseForeach(std::string_view name) {
+  if (name == "on") return true;
+  if (name == "off") return false;
+  return Status::invalid("unknown foreach setting " + quoted(name) + " (valid: on, off)");
+}
+
+std::string describeStepOptions(const StepOptions& options) {
+  return std::string(optimizerName(options.optimizer)) + ", foreach " + (options.foreach ? "on" : "off") +
+         ", gradients " + (options.grads == GradMode::Static ? "static" : "on backward");
+}
+
+std::uint64_t optimizerStateFactor(OptimizerKind kind) {
+  if (kind == OptimizerKind::Momentum) return 1;
+  return isAdam(kind) ? 2 : 0;
+}
+
+StaticBreakdown staticBreakdown(const Chain& chain) {
+  StaticBreakdown b;
+  const std::uint64_t params = chain.paramBytes();
+  b.inputBytes = chain.inputBytes;
+  b.weightBytes = params;
+  b.gradientBytes = chain.step.grads == GradMode::Static ? params : 0;
+  b.optimizerStateBytes = optimizerStateFactor(chain.step.optimizer) * params;
+  return b;
+}
+
+std::string describeStaticParts(const Chain& chain) {
+  std::string text = "(input + parameters";
+  if (chain.step.grads == GradMode::Static) text += " + parameter gradients";
+  if (optimizerStateFactor(chain.step.optimizer) > 0) text += " + optimizer state";
+  return text + ")";
+}
+
+std::uint64_t optimizerScratchBytes(const Chain& chain) {
+  if (!isAdam(chain.step.optimizer)) return 0;
+  if (chain.step.foreach) return chain.paramBytes();
+  // The previous parameter's denominator is still bound while the next one's sqrt and quotient exist.
+  std::uint64_t previous = 0;
+  std::uint64_t most = 0;
+  for (const ChainLayer& layer : chain.layers) {
+    const std::uint64_t p = layer.numbers.paramBytes;
+    if (p == 0) continue;
+    most = std::max(most, previous + 2 * p);
+    previous = p;
+  }
+  return most;
+}
+
+std::uint64_t optimizerStepFootprint(const Chain& chain) {
+  if (!hasOptimizerStep(chain.step)) return 0;
+  const std::uint64_t grads = chain.step.grads == GradMode::OnBackward ? chain.paramBytes() : 0;
+  return grads + optimizerScratchBytes(chain);
+}
+
+}  // namespace remat
