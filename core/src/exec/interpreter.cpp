@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 
+#include "interpreter_support.hpp"
 #include "optimizer_run.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/owned_buffers.hpp"
@@ -519,32 +520,6 @@ class StepRun {
   OwnedBuffer transient_;
 };
 
-// Each layer's parameter gradients after the last step (index l; invalid for p = 0): digests and /
-// or canonical bytes.
-Status collectGradients(Interpreter::State& s, const RunOptions& options, const std::vector<DeviceBuffer>& grads,
-                        RunResult& result) {
-  const std::size_t n = s.chain.size();
-  if (options.digestGradients) {
-    result.parameterGradientDigests.assign(n, 0);
-    for (std::size_t l = 1; l <= n; ++l) {
-      if (!grads[l].valid()) continue;
-      auto digest = s.device->checksum(grads[l]);
-      if (!digest) return digest.status();
-      result.parameterGradientDigests[l - 1] = *digest;
-    }
-  }
-  if (options.captureGradients) {
-    result.parameterGradients.resize(n);
-    for (std::size_t l = 1; l <= n; ++l) {
-      if (!grads[l].valid()) continue;
-      std::vector<std::byte>& bytes = result.parameterGradients[l - 1];
-      bytes.resize(grads[l].bytes);
-      REMAT_RETURN_IF_ERROR(s.device->download(grads[l], TensorRole::Parameters, l, bytes));
-    }
-  }
-  return Status::ok();
-}
-
 // Step `step` (static parameter gradients zeroed first): appends its timeline and time to `result` (and,
 // when asked, the digests). Errors name the step.
 Status runStep(Interpreter::State& s, const Program& program, const RunOptions& options, int step,
@@ -566,7 +541,9 @@ Status runStep(Interpreter::State& s, const Program& program, const RunOptions& 
   // Gradients made on backward are gone after the step: the last step's are read before that.
   std::function<Status(const std::vector<DeviceBuffer>&)> gradients;
   if (lastStep && s.chain.step.grads == GradMode::OnBackward && (options.captureGradients || options.digestGradients))
-    gradients = [&](const std::vector<DeviceBuffer>& grads) { return collectGradients(s, options, grads, result); };
+    gradients = [&](const std::vector<DeviceBuffer>& grads) {
+      return detail::collectGradients(*s.device, s.chain.size(), options, grads, result);
+    };
   Status status = StepRun(s, program, stepSeed, monitor, std::move(gradients)).runOps(timeline, digests);
   if (!status) return status.withContext("step " + std::to_string(step));
   result.stepSeconds.push_back(seconds(Clock::now() - stepStart));
@@ -574,40 +551,7 @@ Status runStep(Interpreter::State& s, const Program& program, const RunOptions& 
   return Status::ok();
 }
 
-// The chain's wf and wb must cover the scratch the device's kernels need, or a measured run would
-// hold bytes the model does not count.
-Status checkWorkspaces(const Chain& chain, const Device& device) {
-  for (std::size_t l = 1; l <= chain.size(); ++l) {
-    const LayerNumbers& m = chain.at(l);
-    for (Pass pass : {Pass::Forward, Pass::Backward}) {
-      auto needed = device.requiredWorkspaceBytes(l, pass);
-      if (!needed) return needed.status();
-      const std::uint64_t given = pass == Pass::Forward ? m.fwdWorkspaceBytes : m.bwdWorkspaceBytes;
-      if (*needed > given)
-        return Status::invalid("layer " + std::to_string(l) + " ('" + chain.layers[l - 1].name + "'): the " +
-                               device.name() + " kernels need " + std::to_string(*needed) + " bytes of " +
-                               (pass == Pass::Forward ? "forward" : "backward") + " workspace, the chain gives " +
-                               (pass == Pass::Forward ? "wf" : "wb") + " = " + std::to_string(given) +
-                               " (profile the chain on this device, or fit its workspaces to it first)");
-    }
-  }
-  return Status::ok();
-}
-
 }  // namespace
-
-double RunProgress::fraction() const {
-  if (costTotal > 0.0) return std::clamp(costDone / costTotal, 0.0, 1.0);
-  const double ops = static_cast<double>(opCount) * steps;
-  return ops > 0.0 ? (static_cast<double>(step) * static_cast<double>(opCount) + static_cast<double>(opIndex)) / ops
-                   : 0.0;
-}
-
-double RunProgress::secondsLeft() const {
-  const double done = fraction();
-  if (done <= 0.0) return -1.0;
-  return elapsedSeconds * (1.0 - done) / done;
-}
 
 Interpreter::Interpreter(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Interpreter::~Interpreter() = default;
@@ -619,7 +563,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Dev
                                                          const InterpreterOptions& options) {
   if (chain.size() == 0) return Status::invalid("chain '" + chain.name + "' has no layers");
   REMAT_RETURN_IF_ERROR(device.prepare(chain));
-  REMAT_RETURN_IF_ERROR(checkWorkspaces(chain, device));
+  REMAT_RETURN_IF_ERROR(detail::checkWorkspaces(chain, device));
   auto state = std::make_unique<State>();
   state->chain = chain;
   state->device = &device;
@@ -647,7 +591,7 @@ Result<RunResult> Interpreter::run(const Plan& plan, const RunOptions& options) 
   if (s.chain.step.grads == GradMode::Static) {
     std::vector<DeviceBuffer> grads(s.chain.size() + 1);
     for (std::size_t l = 1; l <= s.chain.size(); ++l) grads[l] = s.grads[l].get();
-    REMAT_RETURN_IF_ERROR(collectGradients(s, options, grads, result));
+    REMAT_RETURN_IF_ERROR(detail::collectGradients(*s.device, s.chain.size(), options, grads, result));
   }
   return result;
 }

@@ -1,0 +1,98 @@
+// The step options (--optimizer, --foreach, --grads; docs/memory-model.md section 11) through
+// runCli: every chain command takes them and refuses a bad value naming the option (exit 2);
+// plan --json breaks the static block down; a CPU run under AdamW with gradients on backward
+// measures what the simulator predicts, STEP included, and its timeline files read back.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+#include "remat/report/exporters.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+using testing::runRemat;
+
+class StepOptionsCli : public testing::CliTest {};
+
+TEST_F(StepOptionsCli, EveryChainCommandRefusesBadValuesNamingTheOption) {
+  const std::string chain = writeGoldenChain(0);
+  const std::vector<std::vector<std::string>> commands = {{"simulate", chain, "--checkpoints", ""},
+                                                          {"plan", chain, "--planner", "optimal"},
+                                                          {"compare", chain},
+                                                          {"tradeoff", chain},
+                                                          {"run", chain, "--planner", "none", "--device", "cpu"}};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--optimizer", "rmsprop"},
+       "--optimizer: unknown optimizer 'rmsprop' (valid: none, sgd, momentum, adam, adamw)"},
+      {{"--foreach", "yes"}, "--foreach: unknown foreach setting 'yes' (valid: on, off)"},
+      {{"--grads", "lazy"}, "--grads: unknown gradient mode 'lazy' (valid: on-backward, static)"}};
+  for (const auto& command : commands) {
+    for (const auto& [option, message] : bad) {
+      std::vector<std::string> args = command;
+      args.insert(args.end(), option.begin(), option.end());
+      const auto result = runRemat(args);
+      EXPECT_EQ(result.exitCode, 2) << command[0] << " " << option[0];
+      EXPECT_NE(result.err.find(message), std::string::npos) << command[0] << ": " << result.err;
+    }
+    std::vector<std::string> good = command;
+    good.insert(good.end(), {"--optimizer", "adamw", "--foreach", "off", "--grads", "on-backward"});
+    const auto result = runRemat(good);
+    EXPECT_EQ(result.exitCode, 0) << command[0] << ": " << result.err;
+  }
+}
+
+TEST_F(StepOptionsCli, PlanJsonBreaksTheStaticBlockDown) {
+  const auto plain = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json"});
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  const json before = json::parse(plain.out);
+  const json& parts = before["static"];
+  EXPECT_EQ(parts["gradient_bytes"], parts["weight_bytes"]);  // the defaults: static gradients, no state
+  EXPECT_EQ(parts["optimizer_state_bytes"], 0);
+  EXPECT_EQ(before["step"], json({{"optimizer", "none"}, {"foreach", true}, {"grads", "static"}}));
+
+  const auto adamw = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json", "--optimizer",
+                               "adamw", "--grads", "on-backward"});
+  ASSERT_EQ(adamw.exitCode, 0) << adamw.err;
+  const json after = json::parse(adamw.out);
+  const json& s = after["static"];
+  const std::uint64_t weights = s["weight_bytes"];
+  EXPECT_EQ(s["gradient_bytes"], 0);
+  EXPECT_EQ(s["optimizer_state_bytes"], 2 * weights);
+  EXPECT_EQ(after["static_bytes"].get<std::uint64_t>(), s["input_bytes"].get<std::uint64_t>() + 3 * weights);
+  // Every gradient is alive at the optimizer step, so E is at least P.
+  EXPECT_GE(after["dynamic_peak_bytes"].get<std::uint64_t>(), weights);
+  EXPECT_GT(after["peak_bytes"].get<std::uint64_t>(), before["peak_bytes"].get<std::uint64_t>());
+}
+
+TEST_F(StepOptionsCli, CpuRunUnderAdamWMatchesThePredictionAndReadsBack) {
+  const std::string file = path("resnet18.json");
+  ASSERT_EQ(runRemat({"zoo", "export", "resnet18", "--batch", "2", "--resolution", "8", "--output", file}).exitCode, 0);
+  for (const char* name : {"t.csv", "t.json"}) {
+    const auto result = runRemat({"run", file, "--planner", "optimal", "--device", "cpu", "--steps", "2", "--json",
+                                  "--optimizer", "adamw", "--grads", "on-backward", "--timeline", path(name)});
+    ASSERT_EQ(result.exitCode, 0) << result.err;
+    EXPECT_EQ(json::parse(result.out)["matches_prediction"], true) << result.out;
+    auto timelines = readTimelines(path(name));
+    ASSERT_TRUE(timelines.isOk()) << timelines.status().message();
+    ASSERT_EQ(timelines->size(), 3u);
+    for (const Timeline& t : *timelines) {
+      ASSERT_FALSE(t.entries.empty());
+      EXPECT_EQ(t.entries.back().op, (Op{OpKind::Step, 0})) << name;
+      EXPECT_EQ(t.entries.back().footprintBytes, (*timelines)[0].entries.back().footprintBytes);
+    }
+  }
+}
+
+TEST_F(StepOptionsCli, FitCountsTheOptimizerState) {
+  // ResNet-18's weights are 44.6 MiB: with AdamW's state the static block alone is over 100 MiB.
+  const auto result = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--fit", "100MiB", "--optimizer", "adamw"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("(input + parameters + parameter gradients + optimizer state)"), std::string::npos)
+      << result.err;
+}
+
+}  // namespace
+}  // namespace remat
