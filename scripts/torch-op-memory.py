@@ -229,7 +229,8 @@ def sequence_cases():
 
 
 ZOO = ["alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
-       "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "mobilenet_v2"]
+       "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "mobilenet_v2", "efficientnet_b0",
+       "mobilenet_v3_large"]
 
 
 def zoo_case(name):

@@ -94,6 +94,25 @@ Status concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpS
   return Status::ok();
 }
 
+kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
+  const Shape& s = graph.tensors[tensor].shape;
+  return kernels::Dims4{s[0], s[1], s[2], s[3]};
+}
+
+// y = a * b: each operand's gradient is d(y) times the other, summed where it was broadcast.
+Status mulBackward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                   const BlockBackwardTensors& tensors, const float* dOut) {
+  for (std::size_t j = 0; j < 2; ++j) {
+    float* d = tensors.grad(op.inputs[j]);
+    const std::size_t other = op.inputs[1 - j];
+    if (d != nullptr)
+      REMAT_RETURN_IF_ERROR(kernels::mulBackwardOperand(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]),
+                                                        dimsOf(graph, other), dOut, tensors.value(other), d,
+                                                        op.gradAccumulate[j]));
+  }
+  return Status::ok();
+}
+
 // A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
 // saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena.
 Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
@@ -120,6 +139,13 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
         REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensors.tensor(op.inputs[1]), out));
         break;
       case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatForward(graph, op, o, c, tensors, out)); break;
+      case BlockOpKind::GlobalAvgPool:
+        REMAT_RETURN_IF_ERROR(kernels::globalAvgPoolForward(c.stream, dimsOf(graph, op.inputs[0]), in, out));
+        break;
+      case BlockOpKind::Mul:
+        REMAT_RETURN_IF_ERROR(kernels::mulForward(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                                                  dimsOf(graph, op.inputs[1]), in, tensors.tensor(op.inputs[1]), out));
+        break;
       default:  // a pointwise activation
         REMAT_RETURN_IF_ERROR(activationForward(op.layer.kind, c.stream, o.count, in, out));
         break;
@@ -169,6 +195,12 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
         }
         break;
       case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatBackward(graph, op, o, c, tensors, dOut)); break;
+      case BlockOpKind::GlobalAvgPool:
+        if (dIn != nullptr)
+          REMAT_RETURN_IF_ERROR(
+              kernels::globalAvgPoolBackward(c.stream, dimsOf(graph, op.inputs[0]), dOut, dIn, accumulate));
+        break;
+      case BlockOpKind::Mul: REMAT_RETURN_IF_ERROR(mulBackward(graph, op, c, tensors, dOut)); break;
       default: {  // a pointwise activation: only the tensor its backward reads is there
         const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
         const float* x = fromOutput ? nullptr : tensors.value(op.inputs[0]);

@@ -87,10 +87,6 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       auto bn = BatchNormOp::create(*dims);
       if (!bn) return bn.status().withContext("gpu: " + state.label);
       s.bn = std::move(*bn);
-    } else if (op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul) {
-      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                        ", Squeeze-and-Excitation) does not run on the GPU backend yet; measure this model with "
-                        "--device cpu");
     } else {
       const Shape& out = graph->tensors[op.output].shape;
       s.batch = out[0];

@@ -1,7 +1,7 @@
 #pragma once
 // Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
 // elementwise activations with the CPU backend's exact rules, the residual add, the channel
-// concatenation's strided copies, dropout with the
+// concatenation's strided copies, Squeeze-and-Excitation's pooling and product, dropout with the
 // counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
 // pooling, the softmax cross-entropy seed and the synthetic kernels of abstract layers. Every
 // launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
@@ -38,6 +38,21 @@ Status copyOrAdd(cudaStream_t stream, Index count, const float* a, float* out, b
 // sample of the output ([N][C_out * H * W]); its backward copies (or adds) the slices back.
 Status copyOrAddRows(cudaStream_t stream, Index rows, Index width, const float* from, Index fromStride, float* to,
                      Index toStride, bool accumulate);
+
+// An NCHW shape's extents.
+struct Dims4 {
+  Index n = 1, c = 1, h = 1, w = 1;
+};
+// Squeeze-and-Excitation's inner ops (kernels_broadcast.cu): global average pooling x [N, C, H, W]
+// -> y [N, C, 1, 1] and its backward d(x) (=|+=) d(y) / (H * W); y = a * b with NumPy broadcasting
+// (`out` the broadcast shape) and one operand's gradient, d(self) (=|+=) the sum over the axes self
+// was broadcast along of d(y) * other (`value` the other operand, of dims `other`).
+Status globalAvgPoolForward(cudaStream_t stream, const Dims4& in, const float* x, float* y);
+Status globalAvgPoolBackward(cudaStream_t stream, const Dims4& in, const float* dy, float* dx, bool accumulate);
+Status mulForward(cudaStream_t stream, const Dims4& out, const Dims4& a, const Dims4& b, const float* x, const float* z,
+                  float* y);
+Status mulBackwardOperand(cudaStream_t stream, const Dims4& out, const Dims4& self, const Dims4& other, const float* dy,
+                          const float* value, float* dSelf, bool accumulate);
 
 // Element i (NCHW order) is kept when uniform01(at(key, i)) >= p, as on the CPU; kept elements are
 // scaled by 1 / (1 - p). mask (null in discard mode) gets 1 for kept, 0 for dropped.

@@ -124,6 +124,38 @@ constexpr const char* kActivationChain = R"({"format": "remat-chain/1", "name": 
   {"name": "gelu", "kind": "gelu"},
   {"name": "fc2", "kind": "linear", "out_features": 10}]})";
 
+// Squeeze-and-Excitation (global_avgpool, 1x1 convs with bias, mul with broadcasting) without and
+// with a skip, as EfficientNet's and MobileNetV3's blocks hold it.
+constexpr const char* kSqueezeExcitationChain = R"({"format": "remat-chain/1", "name": "gpu-se",
+ "input": {"shape": [2, 3, 12, 12], "dtype": "float32"},
+ "layers": [
+  {"name": "conv1", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "bn1", "kind": "batchnorm"},
+  {"name": "silu", "kind": "silu"},
+  {"name": "se", "kind": "block", "ops": [
+    {"name": "avgpool", "kind": "global_avgpool"},
+    {"name": "fc1", "kind": "conv2d", "out_channels": 2, "kernel": 1},
+    {"name": "activation", "kind": "relu"},
+    {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+    {"name": "scale_activation", "kind": "hardsigmoid"},
+    {"name": "mul", "kind": "mul", "inputs": [5, 0]}]},
+  {"name": "mbconv", "kind": "block", "ops": [
+    {"name": "dw", "kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "groups": 8, "bias": false},
+    {"name": "bn", "kind": "batchnorm"},
+    {"name": "act", "kind": "silu"},
+    {"name": "avgpool", "kind": "global_avgpool"},
+    {"name": "fc1", "kind": "conv2d", "out_channels": 2, "kernel": 1},
+    {"name": "activation", "kind": "silu"},
+    {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+    {"name": "scale_activation", "kind": "sigmoid"},
+    {"name": "mul", "kind": "mul", "inputs": [3, 8]},
+    {"name": "project", "kind": "conv2d", "out_channels": 8, "kernel": 1, "bias": false},
+    {"name": "bn2", "kind": "batchnorm"},
+    {"name": "add", "kind": "add", "inputs": [11, 0]}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
@@ -180,7 +212,8 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 }
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
-  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain}) {
+  for (const char* text :
+       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -204,7 +237,8 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 }
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
-  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain}) {
+  for (const char* text :
+       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};

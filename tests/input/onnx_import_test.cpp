@@ -330,6 +330,63 @@ TEST(OnnxImportErrors, UnsupportedOperatorNamesTheNodeAndListsTheSupportedOnes) 
                            "Conv, BatchNormalization, Relu", "Sigmoid, Tanh", "Concat (channels)"});
 }
 
+// Squeeze-and-Excitation as torch exports it: GlobalAveragePool (or ReduceMean over H and W with
+// keepdims), 1x1 Conv with bias, ReLU, 1x1 Conv with bias, HardSigmoid, Mul(scale, x): one block.
+std::string seModel(bool reduceMean, const std::function<std::string(OnnxBuilder&, const std::string&,
+                                                                     const std::string&)>& product = nullptr) {
+  return withMiddle([&](OnnxBuilder& b, const std::string& x) {
+    std::string t = reduceMean ? b.node("ReduceMean", {x}, "se.avgpool",
+                                        {{"axes", std::vector<std::int64_t>{2, 3}}, {"keepdims", std::int64_t{1}}})
+                               : b.node("GlobalAveragePool", {x}, "se.avgpool");
+    t = b.node("Conv", {t, b.weight("se.fc1.weight", {2, 4, 1, 1}), b.weight("se.fc1.bias", {2})}, "se.fc1");
+    t = b.node("Relu", {t}, "se.activation");
+    t = b.node("Conv", {t, b.weight("se.fc2.weight", {4, 2, 1, 1}), b.weight("se.fc2.bias", {4})}, "se.fc2");
+    t = b.node("HardSigmoid", {t}, "se.scale_activation", {{"alpha", 1.0 / 6.0}});
+    return product ? product(b, t, x) : b.node("Mul", {t, x}, "se");
+  });
+}
+
+TEST(OnnxImport, SqueezeExcitationIsOneBlockWithTheProductInside) {
+  for (bool reduceMean : {false, true}) {
+    SCOPED_TRACE(reduceMean ? "ReduceMean" : "GlobalAveragePool");
+    auto imported = importOnnxModel(seModel(reduceMean), "se.onnx", OnnxImportOptions{2});
+    ASSERT_TRUE(imported.isOk()) << imported.status().message();
+    const ChainSpec& spec = imported->spec;
+    ASSERT_EQ(spec.layers.size(), 4u);  // features.0, the SE block, flatten, fc
+    const LayerSpec& se = spec.layers[1];
+    EXPECT_EQ(se.name, "se");
+    std::vector<std::string> kinds;
+    for (const BlockOpSpec& op : se.ops) kinds.emplace_back(blockOpKindName(op.kind));
+    EXPECT_EQ(kinds, (std::vector<std::string>{"global_avgpool", "conv2d", "relu", "conv2d", "hardsigmoid", "mul"}));
+    EXPECT_EQ(se.ops.back().inputs, (std::vector<std::size_t>{5, 0}));
+    EXPECT_TRUE(se.ops[1].layer.bias);
+    auto chain = buildChain(spec);
+    ASSERT_TRUE(chain.isOk()) << chain.status().message();
+    EXPECT_EQ(chain->layers[1].paramCount, 4u * 2 + 2 + 2 * 4 + 4);
+    EXPECT_TRUE(chain->layers[1].numbers.needsInput);  // the product reads x
+  }
+}
+
+TEST(OnnxImportErrors, ProductsThatDoNotBroadcastOrReadAWeightNameTheNode) {
+  std::string message = importError(seModel(false, [](OnnxBuilder& b, const std::string& scale, const std::string&) {
+    return b.node("Mul", {scale, "x"}, "se");  // [2, 4, 1, 1] times the model's input [2, 3, 4, 4]
+  }));
+  expectContains(message, {"('/se/Mul', Mul): multiplies [2, 4, 1, 1] and [2, 3, 4, 4]",
+                           "the shapes do not broadcast (axis 1)"});
+  message = importError(seModel(false, [](OnnxBuilder& b, const std::string&, const std::string& x) {
+    return b.node("Mul", {x, b.constantFloat(0.5f)}, "se");
+  }));
+  expectContains(message, {"('/se/Mul', Mul): multiplies an activation by a constant or a weight"});
+  message = importError(seModel(false, [](OnnxBuilder& b, const std::string&, const std::string& x) {
+    return b.node("Mul", {x, b.weight("se.gamma", {1, 4, 1, 1})}, "se");  // a parameter used directly
+  }));
+  expectContains(message, {"more than one data input ('x', 'se.gamma')"});
+  message = importError(seModel(false, [](OnnxBuilder& b, const std::string& scale, const std::string& x) {
+    return b.node("Mul", {scale, x, x}, "se");
+  }));
+  expectContains(message, {"('/se/Mul', Mul): has 3 inputs"});
+}
+
 // torchvision's StochasticDepth in training mode: a random mask, refused with what to do instead.
 TEST(OnnxImportErrors, RandomOpsOfStochasticDepthSayHowToExport) {
   for (const char* op : {"Bernoulli", "RandomUniformLike"}) {

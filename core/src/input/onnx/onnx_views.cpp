@@ -84,6 +84,12 @@ Status convertMul(Graph& g, std::size_t index) {
                                ": the shapes do not broadcast (axis " + std::to_string(i) + ")");
     shape[i] = std::max(sa[i], sb[i]);
   }
+  // Broadcasting can make a tensor larger than either operand: [1, 1, 1, W] * [1, 1, H, 1].
+  std::uint64_t bytes = dtypeBytes(g.dtype());
+  for (std::int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
+      return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
+                               " into more than 2^64 bytes");
   DataOp op = makeOp(g, index, LayerKind::Abstract, {*a, *b});
   op.role = OpRole::Mul;
   appendOp(g, std::move(op), shape);
