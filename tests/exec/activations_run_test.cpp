@@ -14,34 +14,14 @@
 #include "remat/exec/interpreter.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/operators.hpp"
+#include "torch_reference.hpp"
 
 namespace remat {
 namespace {
 
 using nlohmann::json;
 
-const json& reference() {
-  static const json j = [] {
-    std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/activations/torch_reference.json");
-    return json::parse(in);
-  }();
-  return j;
-}
-
-// |a - b| <= 1e-4 * the reference tensor's largest magnitude: relative to its scale, since single
-// elements near zero (sigmoid's far tail) have no meaningful relative error.
-void expectClose(const std::vector<float>& got, const json& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1e-12;
-  for (const json& v : want) scale = std::max(scale, std::abs(v.get<double>()));
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double w = want[i].get<double>();
-    if (std::abs(double(got[i]) - w) > 1e-4 * scale && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", PyTorch " << w;
-  }
-  EXPECT_EQ(bad, 0u) << what;
-}
+const json& reference() { return test::torchReference("activations"); }
 
 std::vector<float> floats(const json& values) { return values.get<std::vector<float>>(); }
 
@@ -50,9 +30,9 @@ void checkAgainstTorch(const std::string& name, const json& layer) {
   testing::LayerHarness h(ref["shape"].get<std::vector<std::int64_t>>(), layer);
   ASSERT_EQ(h.error(), "");
   const std::vector<float> y = h.forward(floats(ref["x"]), {}, /*keep=*/true);
-  expectClose(y, ref["ops"][name]["y"], name + " y");
+  test::expectCloseToTorch(y, ref["ops"][name]["y"], name + " y");
   const auto g = h.backward(floats(ref["r"]));
-  expectClose(g.dx, ref["ops"][name]["dx"], name + " dx");
+  test::expectCloseToTorch(g.dx, ref["ops"][name]["dx"], name + " dx");
 }
 
 const char* const kActivations[] = {"relu", "relu6", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "gelu"};

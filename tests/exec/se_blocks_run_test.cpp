@@ -16,33 +16,14 @@
 #include "remat/exec/interpreter.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/block.hpp"
+#include "torch_reference.hpp"
 
 namespace remat {
 namespace {
 
 using nlohmann::json;
 
-const json& reference() {
-  static const json j = [] {
-    std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/se/torch_reference.json");
-    return json::parse(in);
-  }();
-  return j;
-}
-
-// |a - b| <= 1e-4 * the reference tensor's largest magnitude.
-void expectClose(const std::vector<float>& got, const json& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1e-12;
-  for (const json& v : want) scale = std::max(scale, std::abs(v.get<double>()));
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double w = want[i].get<double>();
-    if (std::abs(double(got[i]) - w) > 1e-4 * scale && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", PyTorch " << w;
-  }
-  EXPECT_EQ(bad, 0u) << what;
-}
+const json& reference() { return test::torchReference("se"); }
 
 json conv1x1(const std::string& name, std::int64_t outChannels) {
   return {{"name", name}, {"kind", "conv2d"}, {"out_channels", outChannels}, {"kernel", 1}, {"bias", true}};
@@ -75,10 +56,10 @@ void checkAgainstTorch(const std::string& variant, const std::string& activation
   ASSERT_EQ(h.paramCount(), want["params"].size());
   const std::vector<float> y =
       h.forward(ref["x"].get<std::vector<float>>(), want["params"].get<std::vector<float>>(), /*keep=*/true);
-  expectClose(y, want["y"], variant + " y");
+  test::expectCloseToTorch(y, want["y"], variant + " y");
   const auto g = h.backward(ref["r"].get<std::vector<float>>());
-  expectClose(g.dx, want["dx"], variant + " dx");
-  expectClose(g.dparams, want["dparams"], variant + " dparams");
+  test::expectCloseToTorch(g.dx, want["dx"], variant + " dx");
+  test::expectCloseToTorch(g.dparams, want["dparams"], variant + " dparams");
 }
 
 TEST(SqueezeExcitationVsTorch, EfficientNetsForwardAndGradientsMatchPyTorch) {

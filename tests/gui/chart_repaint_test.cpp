@@ -119,13 +119,20 @@ class LayoutRequests : public QObject {
   }
 };
 
-TEST(PlanViewToggle, ATogglesNewNumbersDoNotLayTheViewOutAgainAndCardsKeepTheirWidth) {
-  Document document;
-  PlanView view(&document);
-  view.resize(1100, 700);
-  view.show();
-  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
-  document.resetChain(test::smallCnn(), QString());
+// A plan view on the small CNN, shown.
+class PlanViewToggle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    view.resize(1100, 700);
+    view.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    document.resetChain(test::smallCnn(), QString());
+  }
+  Document document;  // declared before the view: destroyed after it
+  PlanView view{&document};
+};
+
+TEST_F(PlanViewToggle, ATogglesNewNumbersDoNotLayTheViewOutAgainAndCardsKeepTheirWidth) {
   ASSERT_TRUE(document.applyPlan(Plan{{3, 9}}, QStringLiteral("manual")).isOk());
   QCoreApplication::processEvents();
   // Two rounds of toggling let every card reach the widest of the values it shows.
@@ -153,13 +160,7 @@ TEST(PlanViewToggle, ATogglesNewNumbersDoNotLayTheViewOutAgainAndCardsKeepTheirW
   EXPECT_EQ(peak->width(), peakWidth);
 }
 
-TEST(PlanViewToggle, AnotherChainsCardsFitItsOwnNumbers) {
-  Document document;
-  PlanView view(&document);
-  view.resize(1100, 700);
-  view.show();
-  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
-  document.resetChain(test::smallCnn(), QString());
+TEST_F(PlanViewToggle, AnotherChainsCardsFitItsOwnNumbers) {
   QCoreApplication::processEvents();
   auto* checkpoints = view.findChild<QLabel*>(QStringLiteral("value_checkpoints"));
   ASSERT_NE(checkpoints, nullptr);
