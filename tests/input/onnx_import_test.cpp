@@ -332,8 +332,9 @@ TEST(OnnxImportErrors, UnsupportedOperatorNamesTheNodeAndListsTheSupportedOnes) 
 
 // Squeeze-and-Excitation as torch exports it: GlobalAveragePool (or ReduceMean over H and W with
 // keepdims), 1x1 Conv with bias, ReLU, 1x1 Conv with bias, HardSigmoid, Mul(scale, x): one block.
-std::string seModel(bool reduceMean, const std::function<std::string(OnnxBuilder&, const std::string&,
-                                                                     const std::string&)>& product = nullptr) {
+std::string seModel(
+    bool reduceMean,
+    const std::function<std::string(OnnxBuilder&, const std::string&, const std::string&)>& product = nullptr) {
   return withMiddle([&](OnnxBuilder& b, const std::string& x) {
     std::string t = reduceMean ? b.node("ReduceMean", {x}, "se.avgpool",
                                         {{"axes", std::vector<std::int64_t>{2, 3}}, {"keepdims", std::int64_t{1}}})
@@ -371,8 +372,8 @@ TEST(OnnxImportErrors, ProductsThatDoNotBroadcastOrReadAWeightNameTheNode) {
   std::string message = importError(seModel(false, [](OnnxBuilder& b, const std::string& scale, const std::string&) {
     return b.node("Mul", {scale, "x"}, "se");  // [2, 4, 1, 1] times the model's input [2, 3, 4, 4]
   }));
-  expectContains(message, {"('/se/Mul', Mul): multiplies [2, 4, 1, 1] and [2, 3, 4, 4]",
-                           "the shapes do not broadcast (axis 1)"});
+  expectContains(
+      message, {"('/se/Mul', Mul): multiplies [2, 4, 1, 1] and [2, 3, 4, 4]", "the shapes do not broadcast (axis 1)"});
   message = importError(seModel(false, [](OnnxBuilder& b, const std::string&, const std::string& x) {
     return b.node("Mul", {x, b.constantFloat(0.5f)}, "se");
   }));
@@ -569,56 +570,6 @@ TEST(OnnxImport, FilesAreReadAndRecognised) {
   EXPECT_EQ(missing.status().code(), ErrorCode::IoError);
   EXPECT_NE(missing.status().message().find("/nonexistent/model.onnx: cannot open"), std::string::npos);
   EXPECT_NE(missing.status().message().find("No such file"), std::string::npos) << missing.status().message();
-}
-
-// The layer kinds of a spec in order, a block's inner op kinds in its place.
-std::vector<std::string> flatKinds(const ChainSpec& spec) {
-  std::vector<std::string> kinds;
-  for (const LayerSpec& layer : spec.layers) {
-    if (layer.kind != LayerKind::Block) kinds.emplace_back(kindName(layer.kind));
-    for (const BlockOpSpec& op : layer.ops) kinds.emplace_back(blockOpKindName(op.kind));
-  }
-  return kinds;
-}
-
-// Every model that ever broke the importer (tests/data/regressions/onnx, the fuzzer's finds) is
-// refused with expected.json's message, bounded and printable; or, where expected.json says
-// "imports" (a half-matched pattern that became valid when Mul was read on its own, issue 22), it
-// imports as those unfused kinds (no SiLU).
-TEST(OnnxImportRegressions, EveryModelIsRefusedWithItsMessage) {
-  const std::filesystem::path folder = std::filesystem::path(REMAT_TEST_DATA_DIR) / "regressions";
-  const json expected = json::parse(std::ifstream(folder / "expected.json"));
-  std::size_t files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(folder / "onnx")) {
-    const std::string key = "onnx/" + entry.path().filename().string();
-    ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
-    auto refused = importOnnxFile(entry.path().string(), OnnxImportOptions{2});
-    if (expected[key].contains("imports")) {
-      ASSERT_TRUE(refused.isOk()) << key << ": " << refused.status().message();
-      EXPECT_EQ(flatKinds(refused->spec), expected[key]["imports"].get<std::vector<std::string>>()) << key;
-      ++files;
-      continue;
-    }
-    ASSERT_FALSE(refused.isOk()) << key << " was accepted";
-    const std::string& message = refused.status().message();
-    EXPECT_EQ(message.rfind(entry.path().string() + ": ", 0), 0u) << message;
-    EXPECT_NE(message.find(expected[key]["message"].get<std::string>()), std::string::npos) << message;
-    EXPECT_LE(message.size(), 1000u);
-    for (unsigned char c : message) EXPECT_GE(c, 0x20) << "a control character in " << message;
-    ++files;
-  }
-  EXPECT_GE(files, 1u);
-}
-
-// What is not a regular file is refused before a byte is read: /dev/zero would never end.
-TEST(OnnxImport, RefusesWhatIsNotAFile) {
-  for (const char* path : {"/dev/zero", "/tmp"}) {
-    auto refused = importOnnxFile(path);
-    ASSERT_FALSE(refused.isOk()) << path;
-    EXPECT_EQ(refused.status().code(), ErrorCode::IoError);
-    EXPECT_NE(refused.status().message().find(std::string(path) + ": not a regular file"), std::string::npos)
-        << refused.status().message();
-  }
 }
 
 }  // namespace
