@@ -84,7 +84,7 @@ Status readBlockOp(const JsonDocument& doc, const json& object, std::size_t inde
     what += " (" + quoteText(name->get_ref<const std::string&>(), 40) + ")";
   FieldReader r(doc, object, what);
   op.layer.name = "op" + std::to_string(index);
-  REMAT_RETURN_IF_ERROR(r.readString("name", op.layer.name, false));
+  REMAT_RETURN_IF_ERROR(r.readName("name", op.layer.name, false));
   std::string kind;
   REMAT_RETURN_IF_ERROR(r.readString("kind", kind, true));
   auto parsed = parseBlockOpKind(kind);
@@ -139,7 +139,7 @@ Status readLayer(const JsonDocument& doc, const json& object, std::size_t index,
     what += " (" + quoteText(name->get_ref<const std::string&>(), 40) + ")";
   FieldReader r(doc, object, what);
   layer.name = "layer" + std::to_string(index);
-  REMAT_RETURN_IF_ERROR(r.readString("name", layer.name, false));
+  REMAT_RETURN_IF_ERROR(r.readName("name", layer.name, false));
   std::string kind;
   REMAT_RETURN_IF_ERROR(r.readString("kind", kind, true));
   auto parsedKind = parseKind(kind);
@@ -277,7 +277,7 @@ Result<ChainSpec> chainSpecFromDocument(const JsonDocument& doc) {
     return r.error("format", "is " + quoteText(format, 40) + ", expected '" + std::string(kChainFormat) + "'");
   ChainSpec spec;
   spec.name = fileStem(doc.source());
-  REMAT_RETURN_IF_ERROR(r.readString("name", spec.name, false));
+  REMAT_RETURN_IF_ERROR(r.readName("name", spec.name, false));
   const json* input = r.member("input");
   const json* layers = r.member("layers");
   REMAT_RETURN_IF_ERROR(r.rejectUnknown("a chain file"));

@@ -32,6 +32,14 @@ Status FieldReader::readString(const char* field, std::string& out, bool require
   return Status::ok();
 }
 
+Status FieldReader::readName(const char* field, std::string& out, bool required) {
+  REMAT_RETURN_IF_ERROR(readString(field, out, required));
+  for (const char c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F)
+      return error(field, "holds a control character: " + quoteText(out, 40));
+  return Status::ok();
+}
+
 Status FieldReader::readBool(const char* field, bool& out, bool required) {
   const json* v = member(field);
   if (!v) return required ? error(field, "is missing") : Status::ok();

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "layers_common.hpp"
+#include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 
 namespace remat {
@@ -18,7 +19,7 @@ Result<BlockOpKind> parseBlockOpKind(std::string_view name) {
     if (info.name == name) return info.kind;
     known += (known.empty() ? "" : ", ") + std::string(info.name);
   }
-  return Status::invalid("unknown inner op kind '" + std::string(name) + "' (known: " + known + ")");
+  return Status::invalid("unknown inner op kind " + quoteText(name, 40) + " (known: " + known + ")");
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "layers_common.hpp"
+#include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 
 namespace remat {
@@ -424,7 +425,7 @@ Result<ChainSpec> zooChain(std::string_view name, const ZooOptions& options) {
   for (const auto& m : models())
     if (m.entry.name == name) model = &m;
   if (model == nullptr)
-    return Status::invalid("unknown zoo model '" + std::string(name) + "' (known models: " + knownNames() + ")");
+    return Status::invalid("unknown zoo model " + quoteText(name, 40) + " (known models: " + knownNames() + ")");
   const std::string label = "zoo model '" + model->entry.name + "'";
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("batch", options.batch).withContext(label));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("resolution", options.resolution).withContext(label));

@@ -26,6 +26,9 @@ class FieldReader {
   Status error(const std::string& field, const std::string& message) const;
 
   Status readString(const char* field, std::string& out, bool required);
+  // A string shown to people (a layer's, an inner op's or a chain's name): one printable line, so
+  // that every later message can name it as it is. Control characters are refused here.
+  Status readName(const char* field, std::string& out, bool required);
   Status readBool(const char* field, bool& out, bool required = false);
   // Non-negative integers that fit in 64 bits (sizes in bytes).
   Status readBytes(const char* field, std::uint64_t& out, bool required, bool* present = nullptr);
