@@ -25,11 +25,13 @@ ColumnFills columnFills(const std::vector<PhaseBar>& bars, double base, const Pi
     long right = std::max(px(bar.x1), left + 1);
     const auto top = static_cast<int>(std::lround(mapping.originY + bar.y * mapping.scaleY));
     if (top >= fills.baseY) continue;
+    const auto gradientRow = static_cast<int>(std::lround(mapping.originY + bar.gradientY * mapping.scaleY));
+    const int gradientTop = gradientRow < fills.baseY ? std::max(gradientRow, top) : INT_MAX;
     left = std::max<long>(left, plotLeft);
     right = std::min<long>(right, plotRight);
     for (long x = left; x < right; ++x) {
       FillColumn& column = fills.columns[static_cast<std::size_t>(x - plotLeft)];
-      if (top < column.top) column = {top, bar.phase};
+      if (top < column.top) column = {top, bar.phase, gradientTop};
     }
   }
   return fills;
@@ -41,10 +43,11 @@ std::vector<FillRun> fillRuns(const ColumnFills& fills) {
     const FillColumn& column = fills.columns[i];
     if (!column.filled()) continue;
     const int x = fills.left + static_cast<int>(i);
-    if (!runs.empty() && runs.back().right == x && runs.back().top == column.top && runs.back().phase == column.phase)
+    if (!runs.empty() && runs.back().right == x && runs.back().top == column.top && runs.back().phase == column.phase &&
+        runs.back().gradientTop == column.gradientTop)
       ++runs.back().right;
     else
-      runs.push_back({x, x + 1, column.top, column.phase});
+      runs.push_back({x, x + 1, column.top, column.phase, column.gradientTop});
   }
   return runs;
 }

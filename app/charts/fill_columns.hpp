@@ -21,8 +21,9 @@ struct PixelMapping {
 };
 
 struct FillColumn {
-  int top = INT_MAX;  // first filled pixel row; INT_MAX: nothing in this column
-  int phase = 0;      // remat::Phase as an int, of the highest bar
+  int top = INT_MAX;          // first filled pixel row; INT_MAX: nothing in this column
+  int phase = 0;              // remat::Phase as an int, of the highest bar
+  int gradientTop = INT_MAX;  // first row of that bar's weight gradients (down to baseY); INT_MAX: none
   bool filled() const { return top != INT_MAX; }
   bool operator==(const FillColumn&) const = default;
 };
@@ -46,6 +47,7 @@ struct FillRun {
   int right = 0;  // exclusive
   int top = 0;
   int phase = 0;
+  int gradientTop = INT_MAX;
   bool operator==(const FillRun&) const = default;
 };
 std::vector<FillRun> fillRuns(const ColumnFills& fills);

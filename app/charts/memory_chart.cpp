@@ -44,6 +44,13 @@ QLineSeries* makeLine(QObject* parent, const QColor& color, double width, Qt::Pe
 }
 
 // Markers are painted by ChartPaintItem; these empty series give them their legend entries.
+QAreaSeries* areaLegend(QChart* chart, const QColor& color) {
+  auto* legend = new QAreaSeries(new QLineSeries(chart));
+  legend->setColor(color);
+  legend->setBorderColor(color.darker(120));
+  return legend;
+}
+
 QScatterSeries* legendEntry(QObject* parent, const QString& name, QScatterSeries::MarkerShape shape,
                             const QColor& color) {
   auto* series = new QScatterSeries(parent);
@@ -77,17 +84,15 @@ void MemoryChart::Parts::createChart() {
 }
 
 void MemoryChart::Parts::createSeries() {
-  staticLegend = new QAreaSeries(new QLineSeries(chart));
-  staticLegend->setName(MemoryChart::tr("static"));
-  staticLegend->setColor(ui::paletteColor(ui::PaletteRole::Static));
-  staticLegend->setBorderColor(ui::paletteColor(ui::PaletteRole::Static).darker(120));
-  for (Phase phase : {Phase::Forward, Phase::Recompute, Phase::Backward}) {
+  for (QAreaSeries*& legend : staticLegends) legend = areaLegend(chart, ui::paletteColor(ui::PaletteRole::Static));
+  for (Phase phase : {Phase::Forward, Phase::Recompute, Phase::Backward, Phase::Step}) {
     QAreaSeries*& legend = phaseLegend[static_cast<std::size_t>(phase)];
-    legend = new QAreaSeries(new QLineSeries(chart));
-    legend->setName(ui::toQString(phaseName(phase)));
-    legend->setColor(ui::phaseColor(phase, 170));
+    legend = areaLegend(chart, ui::phaseColor(phase, 170));
+    legend->setName(phase == Phase::Step ? MemoryChart::tr("optimizer step") : ui::toQString(phaseName(phase)));
     legend->setBorderColor(ui::phaseColor(phase));
   }
+  gradientsLegend = areaLegend(chart, ui::paletteColor(ui::PaletteRole::WeightGradients, 200));
+  gradientsLegend->setName(MemoryChart::tr("weight gradients"));
   // The footprint series holds no points: it maps axis units for the paint items.
   footprint = makeLine(chart, ui::paletteColor(ui::PaletteRole::Outline), 1.2);
   footprint->setName(MemoryChart::tr("footprint"));
@@ -108,6 +113,15 @@ void MemoryChart::Parts::createSeries() {
   }
   fills = new ChartPaintItem(chart, footprint, &painted, ChartPaintItem::Layer::Fills);
   markers = new ChartPaintItem(chart, footprint, &painted, ChartPaintItem::Layer::Markers);
+}
+
+std::vector<StaticPart> MemoryChart::Parts::staticBands() const {
+  std::vector<StaticPart> bands;
+  for (const StaticPart& part : data.staticParts)
+    if (part.bytes > 0 && bands.size() < kStaticLegends) bands.push_back(part);
+  if (bands.empty() && data.predicted.staticBytes > 0)
+    bands.push_back({MemoryChart::tr("static"), data.predicted.staticBytes, ui::PaletteRole::Static});
+  return bands;
 }
 
 MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_unique<Parts>()) {
@@ -187,7 +201,7 @@ void MemoryChart::rebuild() {
   const bool measuredClock =
       hasMeasured && !d.measuredStale && d.measured->entries.size() == d.predicted.entries.size();
   p.predictedEdges = timeMode && measuredClock ? p.measuredEdges : opEdges(d.predicted, p.options.xAxis);
-  p.predicted = buildTimelineSeries(d.predicted, p.predictedEdges, p.options);
+  p.predicted = buildTimelineSeries(d.predicted, p.predictedEdges, p.options, d.weightGradientBytes);
   p.measured = hasMeasured ? buildTimelineSeries(*d.measured, p.measuredEdges, p.options) : TimelineSeries{};
   p.storedPoints.clear();
   p.freedPoints.clear();
@@ -213,8 +227,20 @@ void MemoryChart::rebuild() {
   p.measuredLine->setColor(
       ui::paletteColor(d.measuredStale ? ui::PaletteRole::MeasuredStale : ui::PaletteRole::Measured));
   p.capacity->setName(tr("capacity %1").arg(ui::formatBytes(p.options.capacityBytes)));
-  p.staticLegend->setVisible(hasPrediction && p.predicted.base > 0.0);
+  const std::vector<StaticPart> bands = p.staticBands();
+  for (std::size_t i = 0; i < p.staticLegends.size(); ++i) {
+    QAreaSeries* legend = p.staticLegends[i];
+    legend->setVisible(hasPrediction && p.predicted.base > 0.0 && i < bands.size());
+    if (i >= bands.size()) continue;
+    legend->setName(bands[i].name);
+    legend->setColor(ui::paletteColor(bands[i].role));
+    legend->setBorderColor(ui::paletteColor(bands[i].role).darker(120));
+  }
   for (QAreaSeries* area : p.phaseLegend) area->setVisible(hasPrediction);
+  const bool hasStep = hasPrediction && d.predicted.entries.back().op.kind == OpKind::Step;
+  p.phaseLegend[static_cast<std::size_t>(Phase::Step)]->setVisible(hasStep);
+  p.gradientsLegend->setVisible(hasPrediction && std::any_of(d.weightGradientBytes.begin(), d.weightGradientBytes.end(),
+                                                             [](std::uint64_t bytes) { return bytes > 0; }));
   p.footprint->setVisible(hasPrediction);
   p.peakLegend->setVisible(hasPrediction);
   p.measuredLine->setVisible(hasMeasured);
@@ -299,12 +325,21 @@ void MemoryChart::updatePaintedContent() {
   PaintedContent& c = p.painted;
   c.base = p.predicted.base / div;
   c.drawStatic = p.options.includeStatic;
+  c.staticBands.clear();
+  double top = 0.0;
+  for (const StaticPart& part : p.staticBands()) {
+    top += static_cast<double>(part.bytes) / div;
+    c.staticBands.push_back({std::min(top, c.base), ui::paletteColor(part.role)});
+  }
   ++c.generation;
   c.outline = scaledY(p.predicted.footprint, div);
   c.measured = scaledY(p.measured.footprint, div);
   c.measuredStale = p.data.measuredStale;
   c.bars = p.predicted.bars;
-  for (PhaseBar& bar : c.bars) bar.y /= div;
+  for (PhaseBar& bar : c.bars) {
+    bar.y /= div;
+    bar.gradientY /= div;
+  }
   c.recomputeX.clear();
   for (const QPointF& mark : p.predicted.recomputeMarks) c.recomputeX.push_back(mark.x());
   c.stored.clear();

@@ -22,9 +22,12 @@ bool isRaster(const QPainter* painter) {
   return painter->paintEngine() && painter->paintEngine()->type() == QPaintEngine::Raster;
 }
 
-std::array<QColor, 3> phaseFills() {
+// One per phase, then the weight gradients' colour (index kPhaseCount).
+using Fills = std::array<QColor, kPhaseCount + 1>;
+Fills phaseFills() {
   return {ui::phaseColor(Phase::Forward, 150), ui::phaseColor(Phase::Recompute, 170),
-          ui::phaseColor(Phase::Backward, 150)};
+          ui::phaseColor(Phase::Backward, 150), ui::phaseColor(Phase::Step, 170),
+          ui::paletteColor(ui::PaletteRole::WeightGradients, 200)};
 }
 }  // namespace
 
@@ -69,13 +72,16 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
   const double sy = unit.y() - origin.y();
   auto px = [&](double x) { return static_cast<int>(std::lround(origin.x() + x * sx)); };
   auto py = [&](double y) { return static_cast<int>(std::lround(origin.y() + y * sy)); };
-  const int baseY = py(c.base);
   const QRectF plot = chart_->plotArea();
   if (c.drawStatic && c.base > 0.0 && !c.bars.empty()) {
     const int left = px(c.bars.front().x0);
     const int right = px(c.bars.back().x1);
-    painter->fillRect(QRect(QPoint(left, baseY), QPoint(right - 1, py(0.0) - 1)),
-                      ui::paletteColor(ui::PaletteRole::Static));
+    int bottom = py(0.0);
+    for (const PaintedContent::Band& band : c.staticBands) {
+      const int top = std::min(py(band.top), bottom);
+      if (top < bottom) painter->fillRect(QRect(QPoint(left, top), QPoint(right - 1, bottom - 1)), band.colour);
+      bottom = top;
+    }
   }
   const PixelMapping mapping{origin.x(), sx, origin.y(), sy};
   const int plotLeft = static_cast<int>(std::floor(plot.left()));
@@ -85,11 +91,16 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
     const FillsImage& image = fillsImage(mapping, plotLeft, plotRight);
     if (!image.image.isNull()) painter->drawImage(image.topLeft, image.image);
   } else {
-    const std::array<QColor, 3> fills = phaseFills();
+    const Fills fills = phaseFills();
     const ColumnFills columns = columnFills(c.bars, c.base, mapping, plotLeft, plotRight);
-    for (const FillRun& run : fillRuns(columns))
-      painter->fillRect(QRect(run.left, run.top, run.right - run.left, columns.baseY - run.top),
-                        fills[static_cast<std::size_t>(run.phase)]);
+    for (const FillRun& run : fillRuns(columns)) {
+      const int split = std::min(run.gradientTop, columns.baseY);
+      if (split > run.top)
+        painter->fillRect(QRect(run.left, run.top, run.right - run.left, split - run.top),
+                          fills[static_cast<std::size_t>(run.phase)]);
+      if (split < columns.baseY)
+        painter->fillRect(QRect(run.left, split, run.right - run.left, columns.baseY - split), fills[kPhaseCount]);
+    }
   }
   // One pixel wide: Qt's raster engine strokes wider cosmetic pens through its general stroker,
   // which cost several ms per repaint on a 1,000-layer chain.
@@ -115,15 +126,18 @@ const ChartPaintItem::FillsImage& ChartPaintItem::fillsImage(const PixelMapping&
   const int width = static_cast<int>(columns.columns.size());
   const int height = columns.baseY - top;
   if (width <= 0 || height <= 0) return cache;
-  const std::array<QColor, 3> fills = phaseFills();
-  std::array<QRgb, 3> pixels{};
+  const Fills fills = phaseFills();
+  std::array<QRgb, kPhaseCount + 1> pixels{};
   for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = qPremultiply(fills[i].rgba());
   QImage image(width, height, QImage::Format_ARGB32_Premultiplied);
   for (int y = 0; y < height; ++y) {
     auto* row = reinterpret_cast<QRgb*>(image.scanLine(y));
     for (int x = 0; x < width; ++x) {
       const FillColumn& column = columns.columns[static_cast<std::size_t>(x)];
-      row[x] = column.top <= top + y ? pixels[static_cast<std::size_t>(column.phase)] : 0;
+      const int rowY = top + y;
+      row[x] = column.top > rowY            ? 0
+               : column.gradientTop <= rowY ? pixels[kPhaseCount]
+                                            : pixels[static_cast<std::size_t>(column.phase)];
     }
   }
   cache.image = std::move(image);

@@ -5,6 +5,7 @@
 // Qt's fill threads each time), drawn as one cached image on screen, the recompute rug, the checkpoint markers and the
 // peak. Two items share one content: fills under the series' lines, markers above them. Qt Charts
 // series stay in the chart for the legend and the lines.
+#include <QColor>
 #include <QGraphicsItem>
 #include <QImage>
 #include <QPointF>
@@ -25,6 +26,12 @@ namespace remat::charts {
 struct PaintedContent {
   double base = 0.0;  // where the dynamic bars start (static bytes when drawn)
   bool drawStatic = false;
+  // The static parts' bands, stacked from 0: each one's top and colour (the last top is base).
+  struct Band {
+    double top = 0.0;
+    QColor colour;
+  };
+  std::vector<Band> staticBands;
   std::vector<PhaseBar> bars;
   std::vector<double> recomputeX;  // a rug mark at each bucket holding recompute ops
   std::vector<QPointF> stored;     // checkpoint stored / freed markers

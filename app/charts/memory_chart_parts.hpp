@@ -48,8 +48,12 @@ struct MemoryChart::Parts {
   QChart* chart = nullptr;
   QValueAxis* axisX = nullptr;
   QValueAxis* axisY = nullptr;
-  QAreaSeries* staticLegend = nullptr;
-  std::array<QAreaSeries*, 3> phaseLegend{};
+  // Legend entries of the static bands, bottom up (ChartData::staticParts; one "static" when it
+  // has none), of the phases and of the weight gradients inside the bars.
+  static constexpr std::size_t kStaticLegends = 4;
+  std::array<QAreaSeries*, kStaticLegends> staticLegends{};
+  std::array<QAreaSeries*, kPhaseCount> phaseLegend{};
+  QAreaSeries* gradientsLegend = nullptr;
   QLineSeries* footprint = nullptr;
   QLineSeries* measuredLine = nullptr;
   QLineSeries* capacity = nullptr;
@@ -68,9 +72,14 @@ struct MemoryChart::Parts {
   std::optional<XRange> clampZoom(std::optional<XRange> range) const;
 
   std::vector<QAbstractSeries*> all() const {
-    return {staticLegend, phaseLegend[0],  phaseLegend[1], phaseLegend[2], footprint, measuredLine,
-            capacity,     recomputeLegend, storedLegend,   freedLegend,    peakLegend};
+    std::vector<QAbstractSeries*> series(staticLegends.begin(), staticLegends.end());
+    series.insert(series.end(), phaseLegend.begin(), phaseLegend.end());
+    series.insert(series.end(), {gradientsLegend, footprint, measuredLine, capacity, recomputeLegend, storedLegend,
+                                 freedLegend, peakLegend});
+    return series;
   }
+  // The static bands to draw and name: ChartData::staticParts without empty parts, or one "static".
+  std::vector<StaticPart> staticBands() const;
 };
 
 }  // namespace remat::charts

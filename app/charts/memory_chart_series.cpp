@@ -16,7 +16,7 @@ std::vector<double> opEdges(const Timeline& timeline, XAxisMode mode) {
 }
 
 TimelineSeries buildTimelineSeries(const Timeline& timeline, const std::vector<double>& edges,
-                                   const ChartOptions& options) {
+                                   const ChartOptions& options, const std::vector<std::uint64_t>& gradientBytes) {
   TimelineSeries series;
   const std::size_t count = timeline.entries.size();
   series.base = options.includeStatic ? static_cast<double>(timeline.staticBytes) : 0.0;
@@ -33,7 +33,10 @@ TimelineSeries buildTimelineSeries(const Timeline& timeline, const std::vector<d
     const double x1 = edges[bucket.last + 1];
     series.footprint.append({x0, bucket.maxValue});
     series.footprint.append({x1, bucket.maxValue});
-    series.bars.push_back({x0, x1, bucket.maxValue, static_cast<int>(timeline.entries[bucket.maxIndex].op.phase())});
+    const double gradients =
+        bucket.maxIndex < gradientBytes.size() ? static_cast<double>(gradientBytes[bucket.maxIndex]) : 0.0;
+    series.bars.push_back({x0, x1, bucket.maxValue, static_cast<int>(timeline.entries[bucket.maxIndex].op.phase()),
+                           series.base + gradients});
     bool recompute = false;
     for (std::size_t i = bucket.first; i <= bucket.last && !recompute; ++i)
       recompute = timeline.entries[i].op.phase() == Phase::Recompute;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/palette.hpp"
 #include "remat/memory/timeline.hpp"
 
 namespace remat::charts {
@@ -18,6 +19,14 @@ enum class XAxisMode { OpIndex, Time };
 struct ChartMarker {
   std::size_t opIndex = 0;
   QString text;
+};
+
+// A part of static memory (memory-model.md section 11.1): its band under the ops, stacked from 0 in
+// the order given, and its legend entry.
+struct StaticPart {
+  QString name;  // "input", "weights", "gradients", "optimizer state"
+  std::uint64_t bytes = 0;
+  ui::PaletteRole role = ui::PaletteRole::Static;
 };
 
 // Everything one chart shows: a predicted timeline and, optionally, a measured one on top.
@@ -31,6 +40,12 @@ struct ChartData {
   std::vector<ChartMarker> checkpointFreed;
   QString peakText;  // tooltip of the peak marker: the op and what is alive
   QString title;
+  // Static memory by part; empty: predicted.staticBytes as one "static" band. The parts add up to
+  // predicted.staticBytes.
+  std::vector<StaticPart> staticParts;
+  // Per predicted op, the bytes of weight gradients alive (--grads on-backward: they grow during
+  // the backward pass), drawn at the bottom of each bar; empty when there are none.
+  std::vector<std::uint64_t> weightGradientBytes;
 };
 
 struct ChartOptions {
@@ -50,7 +65,8 @@ struct PhaseBar {
   double x0 = 0.0;
   double x1 = 0.0;
   double y = 0.0;
-  int phase = 0;  // remat::Phase as an int
+  int phase = 0;           // remat::Phase as an int
+  double gradientY = 0.0;  // top of the weight gradients at the bucket's maximum; base when none
 };
 
 struct TimelineSeries {
@@ -66,8 +82,9 @@ struct TimelineSeries {
 };
 
 // Downsamples timeline (values = footprint + base) to at most options.maxBuckets buckets.
+// gradientBytes: per op, the weight gradients within the footprint (empty: none).
 TimelineSeries buildTimelineSeries(const Timeline& timeline, const std::vector<double>& edges,
-                                   const ChartOptions& options);
+                                   const ChartOptions& options, const std::vector<std::uint64_t>& gradientBytes = {});
 
 // The value drawn for op i (footprint plus static when drawn) and its position, for markers.
 QPointF opPoint(const Timeline& timeline, const std::vector<double>& edges, std::size_t op, double base);

@@ -13,8 +13,13 @@ enum class PaletteRole {
   Forward,           // forward ops on the chart
   Recompute,         // recompute ops (R, RE)
   Backward,          // backward ops (SEED, B)
+  OptimizerStep,     // the optimizer's STEP op
+  WeightGradients,   // weight gradients made by the backward pass (--grads on-backward), under its bars
   RecomputeMark,     // the chart's rug under buckets that hold recompute ops
-  Static,            // static memory under the ops
+  Static,            // static memory under the ops: the weights (and all of it in the legend)
+  StaticInput,       // static memory's parts, stacked under the ops: the input batch
+  StaticGradients,   //   weight gradients that exist for the whole step (--grads static)
+  StaticOptimizer,   //   the optimizer's state
   KeptLayer,         // a strip cell whose output stays from the forward pass (a light Forward)
   RecomputedLayer,   // a strip cell recomputed in the backward pass (a light Recompute)
   Checkpoint,        // a checkpoint: the strip's cell, the chart's "stored" marker, table tints
@@ -43,8 +48,13 @@ inline QColor paletteColor(PaletteRole role, int alpha = 255) {
     case PaletteRole::Forward: color = QColor(76, 120, 168); break;
     case PaletteRole::Recompute: color = QColor(245, 133, 24); break;
     case PaletteRole::Backward: color = QColor(84, 162, 75); break;
+    case PaletteRole::OptimizerStep: color = QColor(140, 86, 75); break;
+    case PaletteRole::WeightGradients: color = QColor(188, 160, 50); break;
     case PaletteRole::RecomputeMark: color = paletteColor(PaletteRole::Recompute).darker(125); break;
     case PaletteRole::Static: color = QColor(205, 205, 205); break;
+    case PaletteRole::StaticInput: color = QColor(228, 228, 228); break;
+    case PaletteRole::StaticGradients: color = QColor(222, 208, 160); break;
+    case PaletteRole::StaticOptimizer: color = QColor(180, 180, 196); break;
     case PaletteRole::KeptLayer: color = QColor(164, 194, 226); break;
     case PaletteRole::RecomputedLayer: color = QColor(250, 190, 130); break;
     case PaletteRole::Checkpoint: color = QColor(23, 150, 160); break;
@@ -76,6 +86,7 @@ inline PaletteRole phaseRole(Phase phase) {
     case Phase::Forward: return PaletteRole::Forward;
     case Phase::Recompute: return PaletteRole::Recompute;
     case Phase::Backward: return PaletteRole::Backward;
+    case Phase::Step: return PaletteRole::OptimizerStep;
   }
   return PaletteRole::Forward;
 }

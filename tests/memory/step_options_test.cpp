@@ -115,6 +115,11 @@ TEST(StepOptions, LivenessNamesTheWeightGradients) {
   EXPECT_EQ(names, (std::vector<std::string>{"dW3", "dW1"}));
   for (std::size_t i = 0; i < trace.ops.size(); ++i)
     EXPECT_EQ(trace.footprint(i), sim->timeline.entries[i].footprintBytes);
+  // The gradients' growth the explorer draws: none in forward, G(3) from B(3), G(1) from B(1).
+  EXPECT_EQ(trace.bytesAlivePerOp(TensorLife::Kind::WeightGradient),
+            (std::vector<std::uint64_t>{0, 0, 0, 0, 12, 12, 52, 52}));
+  EXPECT_EQ(sim->timeline.entries.back().op.phase(), Phase::Step);
+  EXPECT_EQ(phaseName(Phase::Step), "step");
 }
 
 TEST(StepOptions, NamesRoundTripAndBadValuesSayWhatIsValid) {

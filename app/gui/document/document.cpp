@@ -68,9 +68,24 @@ bool Document::isCheckpoint(std::size_t layer) const {
   return std::binary_search(plan_.checkpoints.begin(), plan_.checkpoints.end(), layer);
 }
 
+Status Document::setStepOptions(const StepOptions& step) {
+  if (step == chain_.step) return Status::ok();
+  if (!hasChain_) {
+    chain_.step = step;
+    return Status::ok();
+  }
+  Chain next = chain_;
+  next.step = step;
+  const QString text = tr("Set the step to %1").arg(QString::fromStdString(describeStepOptions(step)));
+  undoStack_.push(new ChainCommand(this, std::move(next), plan_, planner_, ++lastRevision_, text));
+  return Status::ok();
+}
+
 void Document::resetChain(Chain chain, const QString& filePath, const Plan& plan, const QString& source) {
   undoStack_.clear();
+  const StepOptions step = chain_.step;
   chain_ = std::move(chain);
+  chain_.step = step;
   hasChain_ = true;
   plan_ = validatePlan(plan, chain_.size()).isOk() ? plan : Plan{};
   planner_ = source;
@@ -152,6 +167,7 @@ Status Document::editChain(const ChainSpec& spec, const QString& description, co
   if (!hasChain_) return Status::invalid("no chain is loaded");
   Result<Chain> built = buildChain(spec);
   if (!built) return built.status();
+  built->step = chain_.step;  // not in the spec
   Plan plan = remapPlan(chain_, *built, plan_, remap);
   const QString source = plan == plan_ ? planner_ : QStringLiteral("manual");
   undoStack_.push(

@@ -62,8 +62,15 @@ class Document : public QObject {
   const QString& filePath() const { return filePath_; }  // empty for zoo models and new chains
   bool isCheckpoint(std::size_t layer) const;
 
-  // Starts over with a new chain (open, zoo, new); clears the undo history and the measurement,
-  // and says chainReplaced() so per-chain state elsewhere (messages, capacity) starts over too.
+  // What the training step does besides forward and backward (optimizer, foreach, gradients;
+  // memory-model.md section 11): a setting of the explorer that every chain opened takes.
+  const StepOptions& stepOptions() const { return chain_.step; }
+  // Undoable with a chain loaded (the plan stays; its simulation and every planner's score change).
+  Status setStepOptions(const StepOptions& step);
+
+  // Starts over with a new chain (open, zoo, new) under the step options shown; clears the undo
+  // history and the measurement, and says chainReplaced() so per-chain state elsewhere (messages,
+  // capacity) starts over too.
   void resetChain(Chain chain, const QString& filePath, const Plan& plan = {}, const QString& source = "none");
 
   // Undoable edits. A refused edit changes nothing and says why.

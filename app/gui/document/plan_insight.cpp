@@ -77,6 +77,14 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
   return text;
 }
 
+std::vector<charts::StaticPart> staticParts(const Chain& chain) {
+  const StaticBreakdown parts = staticBreakdown(chain);
+  return {{QObject::tr("input"), parts.inputBytes, ui::PaletteRole::StaticInput},
+          {QObject::tr("weights"), parts.weightBytes, ui::PaletteRole::Static},
+          {QObject::tr("gradients"), parts.gradientBytes, ui::PaletteRole::StaticGradients},
+          {QObject::tr("optimizer state"), parts.optimizerStateBytes, ui::PaletteRole::StaticOptimizer}};
+}
+
 charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const LivenessTrace& trace,
                             const std::optional<Timeline>& measured, const QString& title) {
   charts::ChartData data;
@@ -85,9 +93,14 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
   data.title = title;
   data.peakText = peakDescription(chain, simulation, trace);
   data.predictedClock = QString::fromStdString(describeOpTimeModel(chain));
+  // Core's default step (no optimizer, static gradients) keeps one static band: the legend then
+  // fits beside a small window's chart (docs/gui.md).
+  if (chain.step != StepOptions{}) data.staticParts = staticParts(chain);
   if (chain.size() == 0 || simulation.timeline.entries.empty() ||
       trace.ops.size() != simulation.timeline.entries.size())
     return data;
+  if (chain.step.grads == GradMode::OnBackward)
+    data.weightGradientBytes = trace.bytesAlivePerOp(TensorLife::Kind::WeightGradient);
   for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {
     const QString layer = QStringLiteral("x%1 (%2), %3")
                               .arg(life.layer)

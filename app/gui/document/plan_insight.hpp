@@ -23,7 +23,12 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
 // The layer whose op sets the peak (0 for SEED, which belongs to layer n's gradient).
 std::size_t peakLayer(const Chain& chain, const Simulation& simulation);
 
-// The chart's input: the simulation's timeline, its checkpoint events and peak text, and measured.
+// Static memory by part, bottom up as the chart stacks them: input, weights, gradients (under
+// --grads static), optimizer state.
+std::vector<charts::StaticPart> staticParts(const Chain& chain);
+
+// The chart's input: the simulation's timeline, its checkpoint events and peak text, static memory
+// by part, the weight gradients' growth (--grads on-backward) and measured.
 charts::ChartData chartData(const Chain& chain, const Simulation& simulation, const LivenessTrace& liveness,
                             const std::optional<Timeline>& measured, const QString& title);
 

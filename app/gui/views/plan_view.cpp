@@ -192,6 +192,11 @@ QString PlanView::summaryText(const QString& key) const {
   return label ? label->text() : QString();
 }
 
+QString PlanView::summaryToolTip(const QString& key) const {
+  const QLabel* label = values_.value(key);
+  return label ? label->toolTip() : QString();
+}
+
 void PlanView::setCapacityBytes(std::uint64_t bytes) {
   // The exact bytes are kept: the spin box shows them rounded to its decimals, in MiB below a GiB
   // (50 MiB, not 0.049 GiB) and in GiB above; typing goes on in the unit shown.
@@ -234,6 +239,10 @@ void PlanView::refreshPlan() {
   setCardValue("peak", ui::formatBytes(sim.peakBytes()));
   setCardValue("dynamic", ui::formatBytes(sim.dynamicPeakBytes));
   setCardValue("static", ui::formatBytes(sim.staticBytes));
+  QString parts = tr("Alive the whole step (%1):").arg(QString::fromStdString(describeStepOptions(chain.step)));
+  for (const charts::StaticPart& part : staticParts(chain))
+    if (part.bytes > 0) parts += QStringLiteral("\n  %1  %2").arg(part.name, ui::formatBytes(part.bytes));
+  values_["static"]->setToolTip(parts);
   setCardValue("A", ui::formatBytes(sim.aBytes));
   setCardValue("R", ui::formatBytes(sim.rBytes));
   setCardValue("recompute", recomputeCostWithShare(chain, sim.recomputeCost));

@@ -32,6 +32,7 @@ class PlanView : public QWidget {
   // The text a summary card shows now: "peak", "dynamic", "static", "A", "R", "recompute",
   // "checkpoints", "plan".
   QString summaryText(const QString& key) const;
+  QString summaryToolTip(const QString& key) const;  // the static card's lists its parts
   void setCapacityBytes(std::uint64_t bytes);
 
  signals:

@@ -17,6 +17,7 @@
 #include "remat/model/random_chain.hpp"
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
+#include "views/step_bar.hpp"
 #include "views/tradeoff_view.hpp"
 #include "views/zoo_bar.hpp"
 #include "window/file_controller.hpp"
@@ -43,6 +44,16 @@ struct OptionSpecs {
                                       QStringLiteral("R"), QStringLiteral("224")};
   const QCommandLineOption dtype{QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
                                  QStringLiteral("T"), QStringLiteral("float32")};
+  const QCommandLineOption optimizer{
+      QStringLiteral("optimizer"),
+      QStringLiteral("The optimizer step ending the training step: none, sgd, momentum, adam, adamw (none)."),
+      QStringLiteral("NAME"), QStringLiteral("none")};
+  const QCommandLineOption foreach{QStringLiteral("foreach"),
+                                   QStringLiteral("The optimizer's foreach implementation: on or off (on)."),
+                                   QStringLiteral("on|off"), QStringLiteral("on")};
+  const QCommandLineOption grads{QStringLiteral("grads"),
+                                 QStringLiteral("When weight gradients exist: static or on-backward (static)."),
+                                 QStringLiteral("MODE"), QStringLiteral("static")};
   const QCommandLineOption planner{QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
                                    QStringLiteral("NAME")};
   const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
@@ -65,8 +76,8 @@ struct OptionSpecs {
                                    QStringLiteral("N")};
 
   QList<QCommandLineOption> all() const {
-    return {chain, zoo,      batch,      resolution, dtype,     planner, timeline,
-            tab,   capacity, screenshot, size,       measureOn, measure};
+    return {chain,   zoo,      batch, resolution, dtype,      optimizer, foreach,   grads,
+            planner, timeline, tab,   capacity,   screenshot, size,      measureOn, measure};
   }
 };
 
@@ -85,6 +96,13 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
   Result<DType> parsedDtype = parseDType(parser.value(specs.dtype).toStdString());
   if (!parsedDtype) return Status::invalid("--dtype: " + parsedDtype.status().message());
   options.zoo.dtype = *parsedDtype;
+  auto optimizer = parseOptimizer(parser.value(specs.optimizer).toStdString());
+  if (!optimizer) return optimizer.status().withContext("--optimizer");
+  auto foreach = parseForeach(parser.value(specs.foreach).toStdString());
+  if (!foreach) return foreach.status().withContext("--foreach");
+  auto grads = parseGradMode(parser.value(specs.grads).toStdString());
+  if (!grads) return grads.status().withContext("--grads");
+  options.step = {*optimizer, *foreach, *grads};
   return Status::ok();
 }
 
@@ -176,6 +194,9 @@ Status applyAppOptions(MainWindow& window, const AppOptions& options) {
     if (!window.plannerPicker()->setPlannerName(options.planner))
       return Status::invalid("unknown planner '" + options.planner.toStdString() + "'");
   }
+  // The step first: every chain opened takes it.
+  REMAT_RETURN_IF_ERROR(window.document()->setStepOptions(options.step));
+  window.stepBar()->setStepOptions(options.step);
   if (!options.chainPath.isEmpty()) REMAT_RETURN_IF_ERROR(openChainOption(window, options));
   if (!options.zooName.isEmpty()) REMAT_RETURN_IF_ERROR(window.files()->loadZoo(options.zooName, options.zoo));
   // Nothing asked for: the zoo bar's model, so a first start shows a plan rather than an empty chart.

@@ -1,6 +1,7 @@
 #pragma once
 // The explorer's command line:
 //   remat-explorer [--chain FILE [--batch B] | --zoo NAME [--batch B] [--resolution R] [--dtype T]]
+//                  [--optimizer NAME] [--foreach on|off] [--grads static|on-backward]
 //                  [--planner NAME] [--timeline FILE] [--tab plan|compare] [--capacity GIB]
 //                  [--size WxH] [--measure cpu|gpu] [--screenshot OUT.png]
 //                  [--measure-update N]
@@ -12,6 +13,7 @@
 #include <QStringList>
 
 #include "remat/base/status.hpp"
+#include "remat/model/step_options.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat::gui {
@@ -23,6 +25,7 @@ struct AppOptions {
   QString zooName;
   ZooOptions zoo;
   bool batchGiven = false;  // --batch: also the batch an ONNX model (--chain model.onnx) is imported at
+  StepOptions step;         // --optimizer, --foreach, --grads (the command line's defaults)
   QString planner;
   QString timelinePath;
   QString tab = QStringLiteral("plan");

@@ -35,6 +35,7 @@ class MessageBar;
 class PlanController;
 class PlannerPicker;
 class PlanView;
+class StepBar;
 class TradeoffView;
 class ZooBar;
 
@@ -61,6 +62,7 @@ class MainWindow : public QMainWindow {
   // The batch an opened ONNX model gets (0: as exported); changing it re-imports the model.
   QSpinBox* onnxBatch() const { return onnxBatch_; }
   ZooBar* zooBar() const { return zooBar_; }
+  StepBar* stepBar() const { return stepBar_; }
 
   // What the menus do, callable directly (tests, the command line). Errors are also shown.
   FileController* files() const { return files_; }
@@ -101,6 +103,7 @@ class MainWindow : public QMainWindow {
   void buildToolBars();  // main_window_toolbars.cpp
   void fitToolBarRows();
   void buildOnnxBatchField(QToolBar* bar);
+  void buildStepBar(QToolBar* bar);  // and its link to the document
   void buildStatusBar();
   void connectJobs();
   void updateTitle();
@@ -117,7 +120,9 @@ class MainWindow : public QMainWindow {
   ZooBar* zooBar_;
   QToolBar* mainToolBar_ = nullptr;
   QToolBar* zooToolBar_ = nullptr;
+  QToolBar* stepToolBar_ = nullptr;
   QSpinBox* onnxBatch_;
+  StepBar* stepBar_ = nullptr;
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;
   QProgressBar* progress_;

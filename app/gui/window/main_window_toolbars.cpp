@@ -1,8 +1,8 @@
-// MainWindow's toolbars: the main one (files, undo / redo, planner, measure) and the zoo bar. They
-// share one row when both fit and take two rows otherwise, so no control ever sits in the "»"
-// overflow; undo and redo keep short fixed labels (the edit they undo is in their tooltip and the
-// Edit menu), so the controls do not move with every edit. A control added to the main toolbar
-// later (a budget field) takes part in the same fitting.
+// MainWindow's toolbars: the main one (files, undo / redo, planner, measure), the zoo bar and the
+// step bar. Each joins the row before it when it fits there and starts a row of its own otherwise,
+// so no control ever sits in the "»" overflow; undo and redo keep short fixed labels (the edit they undo is in their
+// tooltip and the Edit menu), so the controls do not move with every edit. A control added to the main toolbar later (a
+// budget field) takes part in the same fitting.
 #include <QAction>
 #include <QEvent>
 #include <QLabel>
@@ -14,9 +14,11 @@
 
 #include "document/document.hpp"
 #include "views/planner_picker.hpp"
+#include "views/step_bar.hpp"
 #include "views/zoo_bar.hpp"
 #include "window/file_controller.hpp"
 #include "window/main_window.hpp"
+#include "window/plan_controller.hpp"
 
 namespace remat::gui {
 namespace {
@@ -77,22 +79,29 @@ void MainWindow::buildToolBars() {
   zooBar_ = new ZooBar(zooToolBar_);
   zooToolBar_->addWidget(zooBar_);
   buildOnnxBatchField(zooToolBar_);
+  stepToolBar_ = addToolBar(tr("Step"));
+  stepToolBar_->setObjectName(QStringLiteral("stepToolBar"));
+  buildStepBar(stepToolBar_);
   // A toolbar whose contents change (an action shown, a wider widget) asks for a new layout.
-  for (QToolBar* bar : {mainToolBar_, zooToolBar_}) bar->installEventFilter(this);
+  for (QToolBar* bar : {mainToolBar_, zooToolBar_, stepToolBar_}) bar->installEventFilter(this);
   fitToolBarRows();
 }
 
 bool MainWindow::toolBarsOnTwoRows() const { return toolBarBreak(zooToolBar_); }
 
 void MainWindow::fitToolBarRows() {
-  if (!mainToolBar_ || !zooToolBar_) return;
-  const int oneRow = mainToolBar_->sizeHint().width() + zooToolBar_->sizeHint().width() + kToolBarRowSlackPx;
-  const bool twoRows = oneRow > width();
-  if (twoRows == toolBarsOnTwoRows()) return;
-  if (twoRows) {
-    insertToolBarBreak(zooToolBar_);
-  } else {
-    removeToolBarBreak(zooToolBar_);
+  if (!mainToolBar_ || !zooToolBar_ || !stepToolBar_) return;
+  int rowWidth = mainToolBar_->sizeHint().width() + kToolBarRowSlackPx;
+  for (QToolBar* bar : {zooToolBar_, stepToolBar_}) {
+    const int barWidth = bar->sizeHint().width();
+    const bool newRow = rowWidth + barWidth > width();
+    rowWidth = newRow ? barWidth + kToolBarRowSlackPx : rowWidth + barWidth;
+    if (newRow == toolBarBreak(bar)) continue;
+    if (newRow) {
+      insertToolBarBreak(bar);
+    } else {
+      removeToolBarBreak(bar);
+    }
   }
 }
 
@@ -102,7 +111,8 @@ void MainWindow::resizeEvent(QResizeEvent* event) {
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
-  if ((watched == mainToolBar_ || watched == zooToolBar_) && event->type() == QEvent::LayoutRequest)
+  if ((watched == mainToolBar_ || watched == zooToolBar_ || watched == stepToolBar_) &&
+      event->type() == QEvent::LayoutRequest)
     QTimer::singleShot(0, this, &MainWindow::fitToolBarRows);  // after the toolbar's own layout
   return QMainWindow::eventFilter(watched, event);
 }
@@ -119,6 +129,22 @@ void MainWindow::buildOnnxBatchField(QToolBar* bar) {
          "fixed one ('as exported' keeps the model's own)"));
   bar->addWidget(onnxBatch_);
   connect(onnxBatch_, &QSpinBox::valueChanged, files_, &FileController::onnxBatchChanged);
+}
+
+void MainWindow::buildStepBar(QToolBar* bar) {
+  stepBar_ = new StepBar(bar);
+  stepBar_->setStepOptions(document_->stepOptions());
+  bar->addWidget(stepBar_);
+  connect(stepBar_, &StepBar::stepChanged, this, [this](const StepOptions& step) {
+    // A planner's plan is planned again for the new step (its best checkpoints move with the
+    // gradients and the optimizer's floor); a hand-made plan stays as it is.
+    const bool replan = document_->hasChain() && document_->planner() == plannerPicker_->plannerName();
+    if (!report(document_->setStepOptions(step))) return;
+    if (replan) plans_->runPlanner(plannerPicker_->plannerName());
+  });
+  // An undo of a step change, or of an edit before it, shows the step of the chain it restores.
+  connect(document_, &Document::chainChanged, stepBar_,
+          [this]() { stepBar_->setStepOptions(document_->stepOptions()); });
 }
 
 }  // namespace remat::gui

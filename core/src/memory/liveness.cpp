@@ -1,5 +1,7 @@
 #include "remat/memory/liveness.hpp"
 
+#include <algorithm>
+
 #include "remat/memory/simulator.hpp"
 #include "tensor_graph.hpp"
 
@@ -42,6 +44,23 @@ std::vector<std::size_t> LivenessTrace::aliveDuring(std::size_t op) const {
 std::uint64_t LivenessTrace::footprint(std::size_t op) const {
   std::uint64_t bytes = op < scratchBytes.size() ? scratchBytes[op] : 0;
   for (std::size_t t : aliveDuring(op)) bytes += tensors[t].bytes;
+  return bytes;
+}
+
+std::vector<std::uint64_t> LivenessTrace::bytesAlivePerOp(TensorLife::Kind kind) const {
+  // A difference array: +bytes at the writer, -bytes after the last reader.
+  std::vector<std::int64_t> change(ops.size() + 1, 0);
+  for (const TensorLife& tensor : tensors) {
+    if (tensor.kind != kind || tensor.writer >= ops.size()) continue;
+    change[tensor.writer] += static_cast<std::int64_t>(tensor.bytes);
+    change[std::min(tensor.freedAfter() + 1, ops.size())] -= static_cast<std::int64_t>(tensor.bytes);
+  }
+  std::vector<std::uint64_t> bytes(ops.size(), 0);
+  std::int64_t alive = 0;
+  for (std::size_t op = 0; op < ops.size(); ++op) {
+    alive += change[op];
+    bytes[op] = static_cast<std::uint64_t>(alive);
+  }
   return bytes;
 }
 

@@ -19,6 +19,7 @@ std::string_view phaseName(Phase phase) {
     case Phase::Forward: return "forward";
     case Phase::Recompute: return "recompute";
     case Phase::Backward: return "backward";
+    case Phase::Step: return "step";
   }
   return "?";
 }
@@ -35,16 +36,16 @@ std::string opLabel(const Op& op, const std::vector<std::string>& layerNames) {
   return label;
 }
 
-// SEED starts the backward pass: it writes the first gradient. STEP is drawn with the backward
-// pass until the charts get an optimizer band (memory-model.md section 11.3).
+// SEED starts the backward pass: it writes the first gradient. STEP is a phase of its own, as
+// PyTorch's optimizer.step() is a call of its own after loss.backward().
 Phase Op::phase() const {
   switch (kind) {
     case OpKind::F: return Phase::Forward;
     case OpKind::R:
     case OpKind::RE: return Phase::Recompute;
     case OpKind::Seed:
-    case OpKind::B:
-    case OpKind::Step: return Phase::Backward;
+    case OpKind::B: return Phase::Backward;
+    case OpKind::Step: return Phase::Step;
   }
   return Phase::Forward;
 }

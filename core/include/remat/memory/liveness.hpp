@@ -34,6 +34,9 @@ struct LivenessTrace {
   // Tensors alive during op (allocated at or before it, freed at or after it), in allocation order.
   std::vector<std::size_t> aliveDuring(std::size_t op) const;
   std::uint64_t footprint(std::size_t op) const;  // alive tensors + scratch: the simulator's footprint
+  // Per op (ops.size() values), the bytes of the tensors of this kind alive during it; O(ops +
+  // tensors). The explorer draws the weight gradients' growth during backward with it.
+  std::vector<std::uint64_t> bytesAlivePerOp(TensorLife::Kind kind) const;
 };
 
 // The plan must be valid for the chain.

@@ -1,6 +1,7 @@
 #pragma once
 // A timeline is the per-op memory of one training step, predicted (simulator) or measured
 // (executor). Both are the same plain value type so every chart and exporter takes either.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,8 +14,10 @@ namespace remat {
 enum class OpKind { F, Seed, R, RE, B, Step };
 std::string_view opName(OpKind kind);  // "F", "SEED", "R", "RE", "B", "STEP"
 
-enum class Phase { Forward, Recompute, Backward };
-std::string_view phaseName(Phase phase);  // "forward", "recompute", "backward"
+// Step: the optimizer step that ends the training step (memory-model.md section 11.3).
+enum class Phase { Forward, Recompute, Backward, Step };
+inline constexpr std::size_t kPhaseCount = 4;
+std::string_view phaseName(Phase phase);  // "forward", "recompute", "backward", "step"
 
 struct Op {
   OpKind kind = OpKind::F;

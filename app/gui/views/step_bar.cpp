@@ -1,0 +1,70 @@
+#include "views/step_bar.hpp"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+
+#include "common/qt_text.hpp"
+
+namespace remat::gui {
+
+StepBar::StepBar(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(4);
+  optimizer_ = new QComboBox(this);
+  optimizer_->setObjectName(QStringLiteral("stepOptimizer"));
+  for (OptimizerKind kind : optimizerKinds()) optimizer_->addItem(ui::toQString(optimizerName(kind)));
+  optimizer_->setToolTip(
+      tr("The optimizer step that ends the training step (PyTorch's defaults): its state (momentum: one "
+         "copy of the weights; Adam, AdamW: two) is static memory, its temporaries the step op's"));
+  grads_ = new QComboBox(this);
+  grads_->setObjectName(QStringLiteral("stepGrads"));
+  for (GradMode mode : {GradMode::Static, GradMode::OnBackward})
+    grads_->addItem(tr("gradients %1").arg(ui::toQString(gradModeName(mode))), ui::toQString(gradModeName(mode)));
+  grads_->setToolTip(
+      tr("When weight gradients exist: static (zero_grad(set_to_none=False): allocated for the whole step) or "
+         "on-backward (PyTorch 2's zero_grad(): each layer's backward allocates them, the optimizer step frees "
+         "them)"));
+  foreach_ = new QCheckBox(tr("foreach"), this);
+  foreach_->setObjectName(QStringLiteral("stepForeach"));
+  foreach_->setToolTip(
+      tr("The optimizer's multi-tensor (foreach) implementation, PyTorch's default on CUDA; off: its "
+         "per-parameter loop"));
+  layout->addWidget(new QLabel(tr("Step:"), this));
+  layout->addWidget(optimizer_);
+  layout->addWidget(foreach_);
+  layout->addWidget(grads_);
+  setStepOptions(StepOptions{});
+  const auto changed = [this]() {
+    updateForeach();
+    emit stepChanged(stepOptions());
+  };
+  connect(optimizer_, &QComboBox::currentIndexChanged, this, changed);
+  connect(grads_, &QComboBox::currentIndexChanged, this, changed);
+  connect(foreach_, &QCheckBox::toggled, this, changed);
+}
+
+StepOptions StepBar::stepOptions() const {
+  StepOptions options;
+  options.optimizer = optimizerKinds()[static_cast<std::size_t>(std::max(0, optimizer_->currentIndex()))];
+  options.foreach = foreach_->isChecked();
+  options.grads = grads_->currentIndex() == 1 ? GradMode::OnBackward : GradMode::Static;
+  return options;
+}
+
+void StepBar::setStepOptions(const StepOptions& options) {
+  const QSignalBlocker blockOptimizer(optimizer_);
+  const QSignalBlocker blockGrads(grads_);
+  const QSignalBlocker blockForeach(foreach_);
+  optimizer_->setCurrentText(ui::toQString(optimizerName(options.optimizer)));
+  grads_->setCurrentIndex(options.grads == GradMode::OnBackward ? 1 : 0);
+  foreach_->setChecked(options.foreach);
+  updateForeach();
+}
+
+void StepBar::updateForeach() { foreach_->setEnabled(optimizer_->currentIndex() > 0); }
+
+}  // namespace remat::gui

@@ -1,0 +1,177 @@
+// Issue 24 in the explorer: the step bar picks the optimizer, foreach and gradient mode as the
+// command line's --optimizer, --foreach and --grads do; the choice is undoable, survives opening
+// another chain, and the chart shows static memory by part (input, weights, gradients, optimizer
+// state), the weight gradients' growth during backward and the optimizer step in a colour of its own.
+#include <gtest/gtest.h>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QImage>
+#include <QUndoStack>
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+#include "charts/fill_columns.hpp"
+#include "charts/memory_chart.hpp"
+#include "common/units.hpp"
+#include "document/document.hpp"
+#include "document/job_runner.hpp"
+#include "document/plan_insight.hpp"
+#include "main_window_fixture.hpp"
+#include "remat/memory/liveness.hpp"
+#include "remat/model/zoo.hpp"
+#include "views/plan_view.hpp"
+#include "views/planner_picker.hpp"
+#include "views/step_bar.hpp"
+#include "window/app_options.hpp"
+#include "window/file_controller.hpp"
+
+namespace remat::gui {
+namespace {
+
+class StepOptionsGuiTest : public test::MainWindowFixture {
+ protected:
+  QComboBox* optimizer() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepOptimizer")); }
+  QComboBox* grads() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepGrads")); }
+  QCheckBox* foreachBox() { return window_.stepBar()->findChild<QCheckBox*>(QStringLiteral("stepForeach")); }
+  void loadResnet() {
+    ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 2, .resolution = 64}).isOk());
+    ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  }
+  QStringList series() { return window_.planView()->chart()->visibleSeriesNames(); }
+};
+
+TEST_F(StepOptionsGuiTest, TheStepBarSetsTheStepAndTheChartShowsItsParts) {
+  loadResnet();
+  const Chain plain = window_.document()->chain();
+  EXPECT_EQ(plain.step, StepOptions{});
+  EXPECT_TRUE(series().contains(QStringLiteral("static")));  // core's default step: one band
+  EXPECT_FALSE(series().contains(QStringLiteral("optimizer step")));
+  EXPECT_FALSE(foreachBox()->isEnabled());  // nothing to run foreach without an optimizer
+
+  optimizer()->setCurrentText(QStringLiteral("adamw"));
+  grads()->setCurrentIndex(1);
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));  // the picked planner plans again
+  const Chain& chain = window_.document()->chain();
+  EXPECT_EQ(chain.step, (StepOptions{OptimizerKind::AdamW, true, GradMode::OnBackward}));
+  EXPECT_TRUE(foreachBox()->isEnabled());
+  // AdamW's two states replace the static gradients: static grows by one P.
+  EXPECT_EQ(chain.staticBytes(), plain.staticBytes() + chain.paramBytes());
+  EXPECT_EQ(window_.document()->simulation().timeline.entries.back().op.kind, OpKind::Step);
+  EXPECT_EQ(window_.document()->planner(), window_.plannerPicker()->plannerName());
+  const QStringList names = series();
+  for (const char* name : {"input", "weights", "optimizer state", "weight gradients", "optimizer step"})
+    EXPECT_TRUE(names.contains(QString::fromLatin1(name))) << name << ": " << names.join(", ").toStdString();
+  EXPECT_FALSE(names.contains(QStringLiteral("gradients")));  // made on backward: not static
+  const QString parts = window_.planView()->summaryToolTip(QStringLiteral("static"));
+  EXPECT_TRUE(parts.contains(QStringLiteral("adamw, foreach on, gradients on backward"))) << parts.toStdString();
+  EXPECT_TRUE(parts.contains(QStringLiteral("optimizer state  ") + ui::formatBytes(2 * chain.paramBytes())))
+      << parts.toStdString();
+
+  // Undo goes back to core's defaults, and the bar shows them.
+  QUndoStack* undo = window_.document()->undoStack();
+  while (window_.document()->chain().step != StepOptions{} && undo->canUndo()) undo->undo();
+  EXPECT_EQ(window_.document()->chain().step, StepOptions{});
+  EXPECT_EQ(optimizer()->currentText(), QStringLiteral("none"));
+  EXPECT_EQ(grads()->currentIndex(), 0);
+}
+
+TEST_F(StepOptionsGuiTest, AnotherChainTakesTheStepShown) {
+  loadResnet();
+  optimizer()->setCurrentText(QStringLiteral("momentum"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(window_.document()->chain().step.optimizer, OptimizerKind::Momentum);
+  EXPECT_EQ(window_.document()->chain().name, "vgg11");
+}
+
+TEST(StepChartData, StaticPartsAddUpAndGradientsGrowDuringBackward) {
+  auto spec = zooChain("resnet18", ZooOptions{.batch = 2, .resolution = 64});
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto built = buildChain(*spec);
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  Chain chain = *built;
+  chain.step = {OptimizerKind::Adam, false, GradMode::OnBackward};
+  LivenessTrace trace;
+  auto simulation = simulateWithLiveness(chain, Plan{}, trace);
+  ASSERT_TRUE(simulation.isOk()) << simulation.status().message();
+  const charts::ChartData data = chartData(chain, *simulation, trace, std::nullopt, QString());
+  std::uint64_t parts = 0;
+  for (const charts::StaticPart& part : data.staticParts) parts += part.bytes;
+  EXPECT_EQ(parts, simulation->timeline.staticBytes);
+  ASSERT_EQ(data.weightGradientBytes.size(), simulation->timeline.entries.size());
+  // None in the forward pass, every parameter's at the optimizer step, never shrinking before it.
+  const auto& entries = simulation->timeline.entries;
+  const std::size_t seed = static_cast<std::size_t>(
+      std::find_if(entries.begin(), entries.end(), [](const TimelineEntry& e) { return e.op.kind == OpKind::Seed; }) -
+      entries.begin());
+  for (std::size_t i = 0; i < seed; ++i) EXPECT_EQ(data.weightGradientBytes[i], 0u) << i;
+  EXPECT_EQ(data.weightGradientBytes.back(), chain.paramBytes());
+  EXPECT_TRUE(std::is_sorted(data.weightGradientBytes.begin(), data.weightGradientBytes.end()));
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    EXPECT_LE(data.weightGradientBytes[i], entries[i].footprintBytes) << i;  // inside the bar
+  chain.step.grads = GradMode::Static;
+  auto staticSim = simulateWithLiveness(chain, Plan{}, trace);
+  ASSERT_TRUE(staticSim.isOk());
+  EXPECT_TRUE(chartData(chain, *staticSim, trace, std::nullopt, QString()).weightGradientBytes.empty());
+}
+
+// How many pixels of the image are within 8 of colour in every channel, in columns [from, to).
+int pixelsNear(const QImage& image, const QColor& colour, int from, int to) {
+  int count = 0;
+  for (int y = 0; y < image.height(); ++y)
+    for (int x = from; x < to; ++x) {
+      const QColor c = image.pixelColor(x, y);
+      if (std::abs(c.red() - colour.red()) <= 8 && std::abs(c.green() - colour.green()) <= 8 &&
+          std::abs(c.blue() - colour.blue()) <= 8)
+        ++count;
+    }
+  return count;
+}
+
+TEST(StepChartImage, TheGradientsBandIsDrawnOnlyWhereGradientsAreAlive) {
+  // Ten forward ops, then ten backward ops whose last five hold gradients (at the chart's scale).
+  charts::ChartData data;
+  for (std::size_t i = 0; i < 20; ++i)
+    data.predicted.entries.push_back({Op{i < 10 ? OpKind::F : OpKind::B, i < 10 ? i + 1 : 20 - i}, 1000, 1000, 1.0});
+  data.predicted.staticBytes = 200;
+  data.weightGradientBytes.assign(20, 0);
+  for (std::size_t i = 15; i < 20; ++i) data.weightGradientBytes[i] = 600;
+  charts::MemoryChart chart;
+  chart.setData(data);
+  const QImage image = chart.renderImage(QSize(1000, 500)).convertToFormat(QImage::Format_RGB32);
+  const QColor ochre = ui::paletteColor(ui::PaletteRole::WeightGradients);
+  const QColor onWhite((ochre.red() * 200 + 255 * 55) / 255, (ochre.green() * 200 + 255 * 55) / 255,
+                       (ochre.blue() * 200 + 255 * 55) / 255);
+  const int split = image.width() / 2;  // the plot's middle is near the image's
+  EXPECT_EQ(pixelsNear(image, onWhite, 0, split - 60), 0);
+  EXPECT_GT(pixelsNear(image, onWhite, split + 60, image.width()), 1000);
+}
+
+TEST(StepFillColumns, TheWeightGradientsFillTheBottomOfTheirBar) {
+  const charts::PixelMapping pixels{0.0, 1.0, 100.0, -1.0};  // one unit a pixel, 0 at row 100
+  const int backward = static_cast<int>(Phase::Backward);
+  const std::vector<charts::PhaseBar> bars = {{0.0, 2.0, 50.0, backward, 30.0}, {2.0, 4.0, 60.0, backward, 10.0}};
+  const charts::ColumnFills fills = charts::columnFills(bars, 10.0, pixels, 0, 6);
+  EXPECT_EQ(fills.columns[0], (charts::FillColumn{50, backward, 70}));
+  EXPECT_EQ(fills.columns[2], (charts::FillColumn{40, backward, INT_MAX}));  // none above the base
+  const std::vector<charts::FillRun> runs = charts::fillRuns(fills);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0], (charts::FillRun{0, 2, 50, backward, 70}));
+}
+
+TEST(StepAppOptions, TheExplorerTakesTheCommandLinesStepOptions) {
+  auto options = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--optimizer"),
+                                  QStringLiteral("adam"), QStringLiteral("--grads"), QStringLiteral("on-backward"),
+                                  QStringLiteral("--foreach"), QStringLiteral("off")});
+  ASSERT_TRUE(options.isOk()) << options.status().message();
+  EXPECT_EQ(options->step, (StepOptions{OptimizerKind::Adam, false, GradMode::OnBackward}));
+  auto bad = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--optimizer"), QStringLiteral("lion")});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message(), "--optimizer: unknown optimizer 'lion' (valid: none, sgd, momentum, adam, adamw)");
+}
+
+}  // namespace
+}  // namespace remat::gui
