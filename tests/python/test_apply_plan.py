@@ -75,6 +75,14 @@ class KeepsExactlyThePlan(unittest.TestCase):
         # The last segment (drop, fc) saves what its ops save: dropout's mask and fc's input.
         self.assertIn(storage_ptr(kept.outputs["drop"]), kept.packed)
 
+    def test_a_lone_max_pooling_keeps_no_indices(self):
+        # (relu2, pool] is one layer with extras (the int64 indices): the model recomputes them in
+        # RE(pool), so the segment runs under checkpoint; plainly, PyTorch would keep the indices.
+        applied = apply_plan(self.model, ["relu2", "pool"], self.x)
+        kept = Kept(applied, self.model, self.x)
+        self.assertIn(storage_ptr(kept.outputs["relu2"]), [storage_ptr(t) for t in kept.checkpoint_inputs])
+        self.assertFalse([t for t in kept.packed.values() if t.dtype == torch.int64], "max pooling indices kept")
+
     def test_store_all_saves_every_layer(self):
         applied = apply_plan(self.model, [], self.x)
         kept = Kept(applied, self.model, self.x)
