@@ -142,7 +142,8 @@ def _profile(args) -> int:
     mib = 1 << 20
     for name, w in profile.layers.items():
         if w.fwd_bytes or w.bwd_bytes:
-            print(f"{name}: wf {w.fwd_bytes / mib:.2f} MiB ({w.fwd_at or '-'}), wb {w.bwd_bytes / mib:.2f} MiB ({w.bwd_at or '-'})")
+            print(f"{name}: wf {w.fwd_bytes / mib:.2f} MiB ({w.fwd_at or '-'}), wb {w.bwd_bytes / mib:.2f} MiB "
+                  f"({w.bwd_at or '-'}); forward discarding what it saves: {w.fwd_discard_bytes / mib:.2f} MiB")
     print(f"{args.model}: PyTorch {profile.torch_version}, {profile.threads} thread(s), batch {args.batch}; wrote {args.out}")
     return 0
 

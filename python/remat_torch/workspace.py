@@ -18,8 +18,15 @@ and the gradient it was given). Its scratch is the most of that over the op, les
 leaves allocated (its output, what it saves, the input gradient): wf = max(0, peak - kept), and
 the model's footprint of the op (bytes alive before + what it writes + the workspace) is then
 PyTorch's peak inside it. Parameter gradients (allocated by the backward and kept: static in the
-model) count nowhere. A forward is measured twice, keeping what autograd saves (F in keep mode, R)
-and discarding it (F in discard mode, as under torch.utils.checkpoint); wf is the larger scratch.
+model) count nowhere.
+
+wf is the forward's scratch when it keeps what autograd saves (F in keep mode, R, RE). The model
+has one wf for both modes of a forward (keep: a + e + wf, discard: a + wf), while PyTorch computes
+the saved tensors in a discarding forward too and frees them as it goes (a max pooling's indices, a
+block's inner tensors): its discard-mode scratch is measured as well (``fwd_discard_bytes``, a
+forward under saved_tensors_hooks that drop everything, as torch.utils.checkpoint's) and reported,
+not written: taking it as wf would overstate every keep-mode forward and recompute by up to e(l)
+(docs/memory-model.md 10.4).
 
 A composite block (a ResNet block, an inverted residual) is one chain layer, so its measured wf and
 wb replace the block's arenas: PyTorch runs the block's ReLUs and add in place, which the arenas
@@ -51,10 +58,11 @@ _EVALUATE = "autograd::engine::evaluate_function"
 class LayerWorkspace:
     """One chain layer's measured scratch in bytes, and the op (innermost) at its peak."""
 
-    fwd_bytes: int = 0
-    bwd_bytes: int = 0
+    fwd_bytes: int = 0  # wf: the forward's scratch when it keeps what autograd saves
+    bwd_bytes: int = 0  # wb
     fwd_at: str = ""
     bwd_at: str = ""
+    fwd_discard_bytes: int = 0  # the forward's scratch when nothing is saved (under a checkpoint): reported
 
 
 @dataclass
@@ -156,17 +164,15 @@ def profile_workspaces(
     for name in names:
         result.layers[name] = LayerWorkspace()
     for (phase, layer), (scratch, at) in op_scratch(keep, example_input.device).items():
-        _raise(result.layers.setdefault(layer, LayerWorkspace()), phase, scratch, at)
-    for (phase, layer), (scratch, at) in op_scratch(discard, example_input.device).items():
-        _raise(result.layers.setdefault(layer, LayerWorkspace()), phase, scratch, at)
+        w = result.layers.setdefault(layer, LayerWorkspace())
+        if phase == "F":
+            w.fwd_bytes, w.fwd_at = scratch, at if scratch else ""
+        else:
+            w.bwd_bytes, w.bwd_at = scratch, at if scratch else ""
+    for (phase, layer), (scratch, _) in op_scratch(discard, example_input.device).items():
+        if phase == "F":
+            result.layers.setdefault(layer, LayerWorkspace()).fwd_discard_bytes = scratch
     return result
-
-
-def _raise(w: LayerWorkspace, phase: str, scratch: int, at: str) -> None:
-    if phase == "F" and scratch >= w.fwd_bytes:
-        w.fwd_bytes, w.fwd_at = scratch, at if scratch else w.fwd_at
-    elif phase == "B" and scratch >= w.bwd_bytes:
-        w.bwd_bytes, w.bwd_at = scratch, at if scratch else w.bwd_at
 
 
 def _events(prof, device):

@@ -118,6 +118,13 @@ class Profile(unittest.TestCase):
         w = self.profile.layers["relu"]
         self.assertEqual((w.fwd_bytes, w.bwd_bytes), (0, 0))
 
+    def test_max_pooling_indices_are_scratch_only_when_nothing_is_saved(self):
+        model = ConvNet().train()
+        x = torch.randn(8, 3, 32, 32)
+        w = profile_workspaces(model, x, ["conv1", "bn1", "relu1", "conv2", "relu2", "pool", "fc"]).layers["pool"]
+        self.assertEqual(w.fwd_bytes, 0, "keeping them, max_pool2d_with_indices's output and indices both stay")
+        self.assertEqual(w.fwd_discard_bytes, 8 * 64 * 8 * 8 * 8, "discarding them, the int64 indices are freed")
+
     def test_the_model_is_left_as_it_was(self):
         self.assertTrue(all(p.grad is None for p in self.model.parameters()))
 
