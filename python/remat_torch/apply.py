@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import operator
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -279,6 +280,9 @@ def _no_inplace_on_input(segment: fx.GraphModule, input_name: str) -> None:
             changed = True
         elif user.op == "call_method" and user.target in _INPLACE_METHODS and user.args and user.args[0] is x:
             user.target = str(user.target)[:-1]
+            changed = True
+        elif user.op == "call_function" and user.target is operator.iadd and user.args and user.args[0] is x:
+            user.target = operator.add  # `x += y` on the checkpoint: a new tensor instead
             changed = True
     if changed:
         segment.recompile()
