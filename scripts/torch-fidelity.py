@@ -32,6 +32,7 @@ except ImportError as error:
     sys.exit(77)
 
 from remat_torch import apply_plan, record_step, summarize  # noqa: E402
+from remat_torch.workspace import profile_workspaces, write_profiled_chain  # noqa: E402
 from remat_torch.remat_cli import RematError, export_onnx, find_remat, make_model, run_remat  # noqa: E402
 
 ZOO = ["alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
@@ -55,6 +56,9 @@ def parse_args(argv):
     p.add_argument("--report", action="store_true", help="print the table, exit 0 whatever the rows say")
     p.add_argument("--explain", action="store_true",
                    help="per row: what PyTorch and remat hold after the forward pass, and what PyTorch holds at its peak")
+    p.add_argument("--workspaces", choices=("torch", "none"), default="torch",
+                   help="torch (default): plan the chain with PyTorch's own in-op scratch profiled into each layer's "
+                        "wf / wb (remat_torch.profile_workspaces); none: the chain as imported (wf = wb = 0)")
     p.add_argument("--known", default=KNOWN, help="known mismatches: rows that may miss the tolerance (default %(default)s)")
     args = p.parse_args(argv)
     if args.fast:
@@ -115,65 +119,75 @@ def measure(model, x, plan, name, explain=False):
 
 
 def chain_for(name, model, x, args, folder):
-    """The chain remat plans: the model's ONNX export, as a user's would be; the zoo's model of the
-    same name where torch cannot export it (1.13 exports adaptive pooling only to a size that divides
-    the input: VGG and AlexNet below 224 x 224). The zoo's VGG and ResNet equal their imports layer
-    for layer (docs/import.md)."""
+    """The chain remat plans, as a remat-chain/1 file: the model's ONNX export imported, as a user's
+    would be; the zoo's model of the same name where torch cannot export it (1.13 exports adaptive
+    pooling only to a size that divides the input: VGG and AlexNet below 224 x 224). The zoo's VGG and
+    ResNet equal their imports layer for layer (docs/import.md)."""
     onnx_path = os.path.join(folder, name + ".onnx")
+    chain_path = os.path.join(folder, name + ".json")
     try:
         export_onnx(model, x, onnx_path)
-        return onnx_path, "onnx"
+        cmd, source = [args.remat, "import", onnx_path, "--batch", str(args.batch), "--output", chain_path], "onnx"
     except Exception as error:  # torch.onnx raises several kinds
         if name not in ZOO:
             raise RuntimeError(f"ONNX export failed: {error}") from error
-    chain_path = os.path.join(folder, name + ".json")
-    cmd = [args.remat, "zoo", "export", name, "--batch", str(args.batch), "--resolution", str(args.resolution),
-           "--output", chain_path]
+        cmd = [args.remat, "zoo", "export", name, "--batch", str(args.batch), "--resolution", str(args.resolution),
+               "--output", chain_path]
+        source = "zoo"
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RematError(f"remat zoo export {name}: {proc.stderr.strip()}")
-    return chain_path, "zoo"
+        raise RematError(f"remat {cmd[1]} {name}: {proc.stderr.strip()}")
+    return chain_path, source
+
+
+def profiled_chain(model, x, chain_path, folder, name):
+    """The chain with PyTorch's in-op scratch of each layer as its wf / wb (docs/memory-model.md 10.4)."""
+    profile = profile_workspaces(model, x, chain_path)
+    path = os.path.join(folder, name + ".torch-workspaces.json")
+    write_profiled_chain(chain_path, profile, path)
+    return path
 
 
 def rows_for(name, planners, args, folder):
     torch.manual_seed(0)
     model = make_model(name).train()
     x = torch.randn(args.batch, 3, args.resolution, args.resolution)
-    chain_path, source = chain_for(name, model, x, args, folder)
+    plain_path, source = chain_for(name, model, x, args, folder)
     # One unrecorded step first: oneDNN's first calls set up caches a later step does not allocate.
     torch.nn.functional.cross_entropy(model(x), torch.zeros(args.batch, dtype=torch.long)).backward()
+    chain_path = profiled_chain(model, x, plain_path, folder, name) if args.workspaces == "torch" else plain_path
     rows = []
     for planner in planners:
-        batch = ["--batch", str(args.batch)] if source == "onnx" else []  # a zoo export has its batch
-        plan = run_remat(["plan", chain_path, "--planner", planner, *batch], args.remat)
+        plan = run_remat(["plan", chain_path, "--planner", planner], args.remat)
+        checkpoints = ",".join(map(str, plan["checkpoints"]))
+        plain = run_remat(["simulate", plain_path, "--checkpoints", checkpoints], args.remat)
         started = time.time()
         m = measure(model, x, plan, name, args.explain)
         if args.explain:
-            sim = run_remat(["simulate", chain_path, "--checkpoints", ",".join(map(str, plan["checkpoints"])), *batch],
-                            args.remat)
+            sim = run_remat(["simulate", chain_path, "--checkpoints", checkpoints], args.remat)
             seed = next(i for i, op in enumerate(sim["ops"]) if op["op"] == "SEED")
             print(f"   remat holds {sim['ops'][seed - 1]['live_after_bytes'] / MIB:.2f} MiB after the forward pass, "
                   f"E at op {sim['peak_op_index']} ({sim['ops'][sim['peak_op_index']]['op']}"
                   f"({sim['ops'][sim['peak_op_index']]['layer']}))", flush=True)
         e = plan["dynamic_peak_bytes"]
         rows.append({"model": name, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
-                     "seconds": time.time() - started, **m})
+                     "E_plain": plain["dynamic_peak_bytes"], "seconds": time.time() - started, **m})
     return rows
 
 
 def print_table(rows, args):
-    head = ["model", "chain", "plan", "ckpts", "remat E (MiB)", "PyTorch peak (MiB)", "peak / E", "between ops (MiB)",
-            "between / E", "PyTorch's peak at"]
+    head = ["model", "chain", "plan", "ckpts", "remat E (MiB)", "PyTorch peak (MiB)", "peak / E",
+            "E without scratch (MiB)", "between ops (MiB)", "between / E without scratch", "PyTorch's peak at"]
     if args.markdown:
         print("| " + " | ".join(head) + " |")
-        print("|" + "|".join(["---"] * 3 + ["---:"] * 6 + ["---"]) + "|")
+        print("|" + "|".join(["---"] * 3 + ["---:"] * 7 + ["---"]) + "|")
     for r in rows:
         if "error" in r:
-            cells = [r["model"], "-", r["planner"], "-", "-", "-", "-", "-", "-", r["error"]]
+            cells = [r["model"], "-", r["planner"], "-", "-", "-", "-", "-", "-", "-", r["error"]]
         else:
             cells = [r["model"], r["chain"], r["planner"], str(r["checkpoints"]), f"{r['E'] / MIB:.2f}",
-                     f"{r['measured'] / MIB:.2f}", f"{r['measured'] / r['E']:.3f}", f"{r['between'] / MIB:.2f}",
-                     f"{r['between'] / r['E']:.3f}", r["at"]]
+                     f"{r['measured'] / MIB:.2f}", f"{r['measured'] / r['E']:.3f}", f"{r['E_plain'] / MIB:.2f}",
+                     f"{r['between'] / MIB:.2f}", f"{r['between'] / r['E_plain']:.3f}", r["at"]]
         print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells), flush=True)
 
 
@@ -205,7 +219,8 @@ def main(argv=None):
 
 
 def row_key(r, args):
-    return f"{r['model']}/{r['planner']}/batch {args.batch}/{args.resolution}x{args.resolution}"
+    key = f"{r['model']}/{r['planner']}/batch {args.batch}/{args.resolution}x{args.resolution}"
+    return key + ("/no workspaces" if args.workspaces == "none" else "")
 
 
 def verdict(rows, args):

@@ -4,7 +4,9 @@
   but the last under non-reentrant torch.utils.checkpoint (apply.py; the layer mapping: layer_map.py).
 - record_step(model, batch, out=PATH): one training step under memory recording, written as a
   PyTorch memory snapshot with remat's "remat" key (record.py).
-- python -m remat_torch plan|record ...: the command line (cli.py).
+- profile_workspaces(model, example_input, chain) / write_profiled_chain: PyTorch's in-op scratch of
+  each chain layer, written into the chain as its workspaces wf / wb (workspace.py).
+- python -m remat_torch plan|record|profile ...: the command line (cli.py).
 
 docs/pytorch.md describes all of it.
 """
@@ -14,8 +16,10 @@ from .layer_map import LayerMapError, TraceError
 from .memory_trace import TraceSummary, summarize
 from .plan import PlanError, chain_layer_names, checkpoint_names
 from .record import read_snapshot, record_step, write_snapshot
+from .workspace import WorkspaceProfile, profile_workspaces, write_profiled_chain
 
 __all__ = [
     "CheckpointedModel", "LayerMapError", "PlanError", "TraceError", "TraceSummary", "apply_plan",
     "chain_layer_names", "checkpoint_names", "read_snapshot", "record_step", "summarize", "write_snapshot",
+    "WorkspaceProfile", "profile_workspaces", "write_profiled_chain",
 ]

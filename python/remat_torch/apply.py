@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import operator
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -151,7 +152,10 @@ def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[Tuple[fx.GraphModule
 
 
 _VIEWS = {"flatten", "view", "reshape"}
-_WITH_EXTRAS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd)
+# Layers with extras e(l) > 0 (memory-model.md 5.1): a batch norm's statistics, a dropout's mask and a
+# max pooling's int64 indices, which PyTorch saves beside the input (MaxPool2DWithIndicesBackward0).
+_WITH_EXTRAS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd,
+                torch.nn.modules.pooling._MaxPoolNd)
 
 
 def _computing(gm: fx.GraphModule, body: List[fx.Node]) -> List[fx.Node]:
@@ -179,12 +183,14 @@ def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool):
     the layers before the segment's end c and never c itself: x(c) is the checkpoint. PyTorch's
     checkpoint reruns the whole function, and keeps a second x(c) when c's backward saves its output.
 
-    - A segment of one layer without extras (a conv, a ReLU, a pooling, a linear layer: no R op, no
-      RE op in the model) runs plainly: nothing to recompute, and a checkpoint would keep its input
+    - A segment of one layer without extras (a conv, a ReLU, an average pooling, a linear layer: no R
+      op, no RE op in the model) runs plainly: nothing to recompute, and a checkpoint would keep its input
       even where the model frees it (a dead checkpoint, memory-model.md 3.4).
     - A segment that ends in a ReLU (a ResNet block, conv-ReLU) runs the ReLU plainly after the
       checkpointed rest: the ReLU saves only its output, the checkpoint itself.
-    - Anything else (a batch norm or dropout alone: the model's RE(c); a block): checkpointed whole.
+    - Anything else (a batch norm, dropout or max pooling alone: the model's RE(c), which recomputes
+      the statistics, the mask or the indices from x(c-1); a block): checkpointed whole. Run plainly,
+      a max pooling would keep its indices through the forward pass, which the plan does not.
     """
     exit_node = body[-1]
     computing = _computing(gm, body)
@@ -204,9 +210,8 @@ def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool):
 def _has_extras(gm: fx.GraphModule, n: fx.Node) -> bool:
     if n.op == "call_module":
         return isinstance(gm.get_submodule(str(n.target)), _WITH_EXTRAS)
-    return "dropout" in str(getattr(n.target, "__name__", n.target)) or "batch_norm" in str(
-        getattr(n.target, "__name__", n.target)
-    )
+    name = str(getattr(n.target, "__name__", n.target))
+    return "dropout" in name or "batch_norm" in name or "max_pool" in name
 
 
 def _read_after(body: List[fx.Node], value: fx.Node, reader: fx.Node) -> bool:
@@ -275,6 +280,9 @@ def _no_inplace_on_input(segment: fx.GraphModule, input_name: str) -> None:
             changed = True
         elif user.op == "call_method" and user.target in _INPLACE_METHODS and user.args and user.args[0] is x:
             user.target = str(user.target)[:-1]
+            changed = True
+        elif user.op == "call_function" and user.target is operator.iadd and user.args and user.args[0] is x:
+            user.target = operator.add  # `x += y` on the checkpoint: a new tensor instead
             changed = True
     if changed:
         segment.recompile()

@@ -3,6 +3,7 @@
   plan MODEL --planner NAME [--batch N] [--resolution R] [--remat PATH] [--output PLAN.json]
        [--record FILE] [--onnx FILE] [--threads N]
   record MODEL --out FILE [--plan PLAN.json] [--batch N] [--resolution R] [--threads N]
+  profile MODEL --out CHAIN.json [--chain CHAIN.json] [--batch N] [--resolution R] [--remat PATH] [--threads N]
 
 MODEL is a torchvision model name (resnet18, vgg16, mobilenet_v2, ...) or package.module:factory.
 Exit 2 with a message on bad input (an unknown model, a model fx cannot trace, a plan that names
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     common(record)
     record.add_argument("--out", required=True, help="the recording: *.json or a pickle (*.pickle)")
     record.add_argument("--plan", help="apply this plan first (remat plan --json output, or a JSON list of names)")
+    profile = sub.add_parser("profile", help="PyTorch's in-op scratch of each layer, written into the chain as wf / wb")
+    common(profile)
+    profile.add_argument("--out", required=True, help="the profiled chain (remat-chain/1 JSON)")
+    profile.add_argument("--chain", help="the model's chain (default: its ONNX export, imported with remat)")
+    profile.add_argument("--remat", help="the remat binary (default $REMAT, build/dev/app/cli/remat, PATH)")
     return p
 
 
@@ -118,13 +124,37 @@ def _record(args) -> int:
     return 0
 
 
+def _profile(args) -> int:
+    from .remat_cli import import_chain
+    from .workspace import profile_workspaces, write_profiled_chain
+
+    _check_output(args.out)
+    model = make_model(args.model).train()
+    x = _example(args)
+    if args.chain:
+        if not os.path.isfile(args.chain):
+            raise ValueError(f"--chain {args.chain}: no such file")
+        chain = args.chain
+    else:
+        chain = import_chain(model, x, args.remat)
+    profile = profile_workspaces(model, x, chain)
+    write_profiled_chain(chain, profile, args.out)
+    mib = 1 << 20
+    for name, w in profile.layers.items():
+        if w.fwd_bytes or w.bwd_bytes:
+            print(f"{name}: wf {w.fwd_bytes / mib:.2f} MiB ({w.fwd_at or '-'}), wb {w.bwd_bytes / mib:.2f} MiB "
+                  f"({w.bwd_at or '-'}); forward discarding what it saves: {w.fwd_discard_bytes / mib:.2f} MiB")
+    print(f"{args.model}: PyTorch {profile.torch_version}, {profile.threads} thread(s), batch {args.batch}; wrote {args.out}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     try:
-        return _plan(args) if args.command == "plan" else _record(args)
+        return {"plan": _plan, "record": _record, "profile": _profile}[args.command](args)
     except (ValueError, TraceError, LayerMapError, PlanError, RematError, OSError) as error:
         print(f"remat_torch: error: {error}", file=sys.stderr)
         return 2

@@ -39,6 +39,16 @@ class LayerMapError(ValueError):
     """A plan's layer names no node of the traced model, or cannot be cut there."""
 
 
+class _InplaceAddProxy(fx.Proxy):
+    """fx's Proxy has no ``__iadd__``, so ``out += identity`` (torchvision's residual blocks) would be
+    traced as an out-of-place add that allocates the sum: one block output more than the eager
+    model holds. This one records it as ``operator.iadd``, which fx's code generator writes back as
+    ``out += identity``: in place, as written."""
+
+    def __iadd__(self, other):
+        return self.tracer.create_proxy("call_function", operator.iadd, (self, other), {})
+
+
 class _ScopeTracer(fx.Tracer):
     """fx's tracer, noting on every node the module being traced when the node was made."""
 
@@ -60,6 +70,9 @@ class _ScopeTracer(fx.Tracer):
             ) from error
         finally:
             self._scopes.pop()
+
+    def proxy(self, node):
+        return _InplaceAddProxy(node, self)
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)

@@ -105,6 +105,21 @@ def plan_model(
         return run_remat(["plan", path, "--planner", planner, "--batch", str(example_input.shape[0])], remat)
 
 
+def import_chain(model: torch.nn.Module, example_input: torch.Tensor, remat: Optional[str] = None) -> dict:
+    """The model's chain as ``remat import`` writes it from the training-mode export (parsed)."""
+    binary = find_remat(remat)
+    with tempfile.TemporaryDirectory(prefix="remat-torch-") as folder:
+        onnx_path = os.path.join(folder, "model.onnx")
+        chain_path = os.path.join(folder, "chain.json")
+        export_onnx(model, example_input, onnx_path)
+        cmd = [binary, "import", onnx_path, "--batch", str(example_input.shape[0]), "--output", chain_path]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RematError(f"remat import: exit {proc.returncode}: {proc.stderr.strip()}")
+        with open(chain_path, encoding="utf-8") as f:
+            return json.load(f)
+
+
 def simulate_names(onnx_or_chain: str, checkpoints: List[int], batch: int, remat: Optional[str] = None) -> dict:
     """``remat simulate`` of a plan given as layer indices."""
     return run_remat(

@@ -4,7 +4,7 @@ import copy
 import unittest
 from unittest import mock
 
-from support import SMALL_LAYERS, SmallNet, import_chain_names, needs_remat, temp_dir, torch
+from support import SMALL_LAYERS, SmallNet, import_chain_names, needs_remat, nn, temp_dir, torch
 
 import remat_torch
 from remat_torch import LayerMapError, PlanError, TraceError, apply_plan, layer_map, record_step
@@ -75,6 +75,14 @@ class KeepsExactlyThePlan(unittest.TestCase):
         # The last segment (drop, fc) saves what its ops save: dropout's mask and fc's input.
         self.assertIn(storage_ptr(kept.outputs["drop"]), kept.packed)
 
+    def test_a_lone_max_pooling_keeps_no_indices(self):
+        # (relu2, pool] is one layer with extras (the int64 indices): the model recomputes them in
+        # RE(pool), so the segment runs under checkpoint; plainly, PyTorch would keep the indices.
+        applied = apply_plan(self.model, ["relu2", "pool"], self.x)
+        kept = Kept(applied, self.model, self.x)
+        self.assertIn(storage_ptr(kept.outputs["relu2"]), [storage_ptr(t) for t in kept.checkpoint_inputs])
+        self.assertFalse([t for t in kept.packed.values() if t.dtype == torch.int64], "max pooling indices kept")
+
     def test_store_all_saves_every_layer(self):
         applied = apply_plan(self.model, [], self.x)
         kept = Kept(applied, self.model, self.x)
@@ -98,6 +106,33 @@ class KeepsExactlyThePlan(unittest.TestCase):
             s = record_step(applied, self.x)
             summary = remat_torch.summarize(s["device_traces"][0], s["remat"]["phases"])
             self.assertEqual(summary.forward_end_live_bytes, expected, f"plan {plan}")
+
+
+class AddIntoConvOutput(nn.Module):
+    """``x += ...`` into a tensor no backward saves, as torchvision's blocks write their residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        x += 1.0
+        return self.fc(torch.flatten(self.conv2(x), 1))
+
+
+class InPlaceAdd(unittest.TestCase):
+    def test_traced_in_place(self):
+        import operator
+
+        gm = remat_torch.layer_map.trace(AddIntoConvOutput())
+        self.assertIn(operator.iadd, [n.target for n in gm.graph.nodes])
+
+    def test_not_into_a_checkpoint(self):
+        # Cuts after conv1 and conv2: x is the input of a recomputed segment, `x += 1` must not change it.
+        GradientsEqual().check(AddIntoConvOutput, ["conv1", "conv2"], torch.randn(2, 3, 8, 8))
 
 
 class GradientsEqual(unittest.TestCase):

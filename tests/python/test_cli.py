@@ -57,6 +57,21 @@ class Cli(unittest.TestCase):
             self.assertEqual(code, 0, stderr)
             self.assertIn("support:SmallNet: activation peak", stdout)
 
+    @needs_remat
+    def test_profile_writes_the_workspaces(self):
+        with temp_dir() as folder:
+            out = os.path.join(folder, "chain.json")
+            code, stdout, stderr = run_main("profile", "test_workspace:ConvNet", "--batch", "8", "--resolution", "32",
+                                            "--threads", "1", "--out", out)
+            self.assertEqual(code, 0, stderr)
+            self.assertIn("conv2: wf ", stdout)
+            with open(out, encoding="utf-8") as f:
+                layers = {layer["name"]: layer for layer in json.load(f)["layers"]}
+            self.assertGreater(layers["conv2"]["bwd_workspace_bytes"], 0)
+            self.assertTrue(all("fwd_workspace_bytes" in layers[n] for n in ("conv1", "bn1", "relu1", "pool", "fc")))
+            p = subprocess.run([remat_binary(), "simulate", out, "--checkpoints", ""], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_bad_input_is_exit_2(self):
         with temp_dir() as folder:
             cases = [
@@ -64,6 +79,8 @@ class Cli(unittest.TestCase):
                 (["record", "support:Nothing", "--out", os.path.join(folder, "a.json")], "has no callable 'Nothing'"),
                 (["record", "resnet18", "--out", os.path.join(folder, "missing", "a.json")], "does not exist"),
                 (["plan", "resnet18", "--planner", "optimal", "--remat", os.path.join(folder, "nope")], None),
+                (["profile", "resnet18", "--chain", os.path.join(folder, "none.json"), "--out",
+                  os.path.join(folder, "p.json")], "no such file"),
             ]
             for args, message in cases:
                 code, _, stderr = run_main(*args)
