@@ -62,7 +62,7 @@ std::map<std::string, std::uint64_t> plannerPeaks(const Chain& chain) {
 
 TEST(OnnxExports, TheManifestListsEveryCommittedExport) {
   const std::vector<json> models = manifest();
-  ASSERT_EQ(models.size(), 8u);
+  ASSERT_EQ(models.size(), 9u);
   for (const json& m : models) EXPECT_TRUE(std::ifstream(kFolder + fileOf(m)).good()) << fileOf(m);
 }
 
@@ -103,9 +103,9 @@ void expectSameLayers(const Chain& mine, const Chain& theirs) {
   }
 }
 
-// EfficientNet-B0 and MobileNetV3-Large too: the zoo cuts their Squeeze-and-Excitation pieces as
-// the importer does (a block of their own without the skip, inside the block with it).
-TEST(OnnxExports, ResNetVggEfficientNetAndMobileNetV3AreTheZoosModels) {
+// EfficientNet-B0, MobileNetV3-Large and RegNetY-400MF too: the zoo cuts their Squeeze-and-Excitation
+// pieces as the importer does (a block of their own without the skip, inside the block with it).
+TEST(OnnxExports, ResNetVggEfficientNetMobileNetV3AndRegNetYAreTheZoosModels) {
   int compared = 0;
   for (const json& m : manifest()) {
     if (m.at("zoo").is_null() || m.at("zoo") == "mobilenet_v2") continue;
@@ -118,7 +118,7 @@ TEST(OnnxExports, ResNetVggEfficientNetAndMobileNetV3AreTheZoosModels) {
     }
     ++compared;
   }
-  EXPECT_EQ(compared, 4);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large
+  EXPECT_EQ(compared, 5);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large, regnet_y_400mf
 }
 
 // The exports with Squeeze-and-Excitation (global average pooling, 1x1 convs with bias on [N, C, 1,
@@ -126,14 +126,15 @@ TEST(OnnxExports, ResNetVggEfficientNetAndMobileNetV3AreTheZoosModels) {
 TEST(OnnxExports, OptimalIsNoWorseThanAnyPlannerOnTheSqueezeExcitationModels) {
   int checked = 0;
   for (const json& m : manifest()) {
-    if (m.at("zoo") != "efficientnet_b0" && m.at("zoo") != "mobilenet_v3_large") continue;
+    if (m.at("zoo") != "efficientnet_b0" && m.at("zoo") != "mobilenet_v3_large" && m.at("zoo") != "regnet_y_400mf")
+      continue;
     SCOPED_TRACE(fileOf(m));
     const std::map<std::string, std::uint64_t> peaks = plannerPeaks(imported(m, 4));
     ASSERT_TRUE(peaks.count("optimal"));
     for (const auto& [planner, peak] : peaks) EXPECT_LE(peaks.at("optimal"), peak) << planner;
     ++checked;
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 3);
 }
 
 // The zoo groups every inverted residual into one layer; the graph forces only those with a skip
@@ -197,7 +198,8 @@ INSTANTIATE_TEST_SUITE_P(CommittedExports, OnnxExecution,
                          ::testing::Values("resnet18_train_op17_dynamic.onnx", "resnet18_eval_op15.onnx",
                                            "mobilenet_v2_train_op13.onnx", "squeezenet1_0_train_op12.onnx",
                                            "densenet_small_train_op14.onnx", "efficientnet_b0_train_op13.onnx",
-                                           "mobilenet_v3_large_train_op17_dynamic.onnx"),
+                                           "mobilenet_v3_large_train_op17_dynamic.onnx",
+                                           "regnet_y_400mf_train_op15_dynamic.onnx"),
                          [](const auto& info) {
                            std::string name = info.param.substr(0, info.param.find('.'));
                            return name;

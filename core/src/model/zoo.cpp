@@ -1,6 +1,6 @@
 // torchvision's classification CNNs as layer chains, module for module (torchvision/models/
-// alexnet.py, vgg.py, resnet.py, mobilenetv2.py, efficientnet.py, mobilenetv3.py). Layer names are torchvision's module
-// paths; the functional flatten of the forward() methods is a flatten layer named "flatten".
+// alexnet.py, vgg.py, resnet.py, mobilenetv2.py, efficientnet.py, mobilenetv3.py, regnet.py). Layer names are
+// torchvision's module paths; the functional flatten of the forward() methods is a flatten layer named "flatten".
 #include "remat/model/zoo.hpp"
 
 #include <algorithm>
@@ -356,6 +356,56 @@ void mobilenetV3Large(SpecBuilder& b, const ZooOptions& o) {
   b.linear("classifier.3", o.numClasses);
 }
 
+// torchvision.models.regnet_y_400mf: the stem, then Y blocks (ResBottleneckBlock, bottleneck
+// multiplier 1, group width 8, SE squeezing to round(0.25 * the block's input width)) in stages of
+// widths 48, 104, 208, 440 and depths 1, 3, 6, 6, each stage's first block strided with a
+// conv-BN projection; every block is one block layer (its skip forces it, as the importer cuts it).
+std::vector<BlockOpSpec> regnetYBlockOps(std::int64_t in, std::int64_t out, std::int64_t stride) {
+  OpsBuilder o;
+  std::size_t skip = 0;
+  if (in != out || stride != 1) {
+    skip = o.conv("proj.0", out, 1, stride, 1, false, 0);
+    skip = o.op("proj.1", BlockOpKind::BatchNorm, skip);
+  }
+  std::size_t t = o.conv("f.a.0", out, 1, 1, 1, false, 0);
+  t = o.op("f.a.1", BlockOpKind::BatchNorm, t);
+  t = o.op("f.a.2", BlockOpKind::Relu, t);
+  t = o.conv("f.b.0", out, 3, stride, out / 8, false, t);
+  t = o.op("f.b.1", BlockOpKind::BatchNorm, t);
+  const std::size_t x = o.op("f.b.2", BlockOpKind::Relu, t);
+  t = o.op("f.se.avgpool", BlockOpKind::GlobalAvgPool, x);
+  t = o.conv("f.se.fc1", (in + 2) / 4, 1, 1, 1, true, t);  // round(in / 4); no width here ends in .5
+  t = o.op("f.se.activation", BlockOpKind::Relu, t);
+  t = o.conv("f.se.fc2", out, 1, 1, 1, true, t);
+  t = o.op("f.se.scale_activation", BlockOpKind::Sigmoid, t);
+  t = o.binary("f.se", BlockOpKind::Mul, t, x);
+  t = o.conv("f.c.0", out, 1, 1, 1, false, t);
+  t = o.op("f.c.1", BlockOpKind::BatchNorm, t);
+  t = o.binary("add", BlockOpKind::Add, skip, t);
+  o.op("activation", BlockOpKind::Relu, t);
+  return std::move(o).take();
+}
+
+void regnetY400mf(SpecBuilder& b, const ZooOptions& o) {
+  b.conv("stem.0", 32, 3, 2, 1, false);
+  b.add("stem.1", LayerKind::BatchNorm);
+  b.add("stem.2", LayerKind::Relu);
+  const std::int64_t widths[4] = {48, 104, 208, 440};
+  const int depths[4] = {1, 3, 6, 6};
+  std::int64_t in = 32;
+  for (int s = 0; s < 4; ++s) {
+    for (int i = 0; i < depths[s]; ++i) {
+      const std::string stage = "block" + std::to_string(s + 1);
+      b.add("trunk_output." + stage + "." + stage + "-" + std::to_string(i), LayerKind::Block).ops =
+          regnetYBlockOps(in, widths[s], i == 0 ? 2 : 1);
+      in = widths[s];
+    }
+  }
+  b.adaptiveAvgPool("avgpool", 1);
+  b.add("flatten", LayerKind::Flatten);
+  b.linear("fc", o.numClasses);
+}
+
 struct ZooModel {
   ZooEntry entry;
   std::function<void(SpecBuilder&, const ZooOptions&)> build;
@@ -401,6 +451,9 @@ const std::vector<ZooModel>& models() {
         {{"mobilenet_v3_large",
           "MobileNetV3-Large: 15 inverted residuals, 8 with Squeeze-and-Excitation, hardswish, 5.5M parameters", 1},
          mobilenetV3Large});
+    m.push_back({{"regnet_y_400mf",
+                  "RegNetY-400MF: 16 Y blocks (grouped 3x3 conv, Squeeze-and-Excitation, skip), 4.3M parameters", 1},
+                 regnetY400mf});
     return m;
   }();
   return kModels;
