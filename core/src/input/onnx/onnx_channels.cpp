@@ -3,11 +3,15 @@
 // as Reshape [N, g, C/g, H, W] -> Transpose perm [0, 2, 1, 3, 4] -> Reshape [N, C, H, W]. Both
 // become block inner ops (slice, channel_shuffle: docs/memory-model.md section 6); anything else
 // a Slice or Transpose of activations does is refused at its node.
+#include <algorithm>
+
 #include "onnx_graph.hpp"
 #include "remat/base/text.hpp"
 
 namespace remat::onnx_import {
 namespace {
+
+constexpr double kBeyondAnyAxis = 9007199254740992.0;  // 2^53
 
 const onnx::NodeProto& nodeAt(const Graph& g, std::size_t node) { return g.proto().node(static_cast<int>(node)); }
 
@@ -30,7 +34,11 @@ Result<std::vector<std::int64_t>> sliceValues(const Graph& g, std::size_t index,
   if (c == nullptr)
     return g.fail(index, "its " + std::string(attribute) + " (input " + std::to_string(input) +
                              ") is not a constant the importer can evaluate");
-  auto values = integersOf(*c, "its " + std::string(attribute) + " (input " + std::to_string(input) + ")");
+  // torch writes INT64_MAX (INT64_MIN) for a bound past the end (before the start): any bound
+  // beyond 2^53 clamps to the axis all the same, so it is read as 2^53.
+  Constant clamped = *c;
+  for (double& v : clamped.values) v = std::clamp(v, -kBeyondAnyAxis, kBeyondAnyAxis);
+  auto values = integersOf(clamped, "its " + std::string(attribute) + " (input " + std::to_string(input) + ")");
   if (!values) return g.fail(index, values.status().message());
   return std::move(values).value();
 }
