@@ -8,7 +8,8 @@ writes one model of each family into tests/data/regressions/onnx.
 
 mutate_onnx(base, rng) -> (bytes, surely_invalid, family, blamed_node, must_import): blamed_node says
 whether the message must name a node; must_import that the model is valid and must import. The
-families of issue 22's activations are in scripts/hostile_onnx_activations.py.
+families of issue 22's activations are in scripts/hostile_onnx_activations.py (Squeeze-and-Excitation's
+in hostile_onnx_se.py, ShuffleNetV2's channel ops in hostile_onnx_shuffle.py).
 """
 import copy
 import math
@@ -19,6 +20,7 @@ from onnx import helper, numpy_helper, TensorProto  # noqa: F401  (numpy_helper:
 
 import hostile_onnx_activations
 import hostile_onnx_se
+import hostile_onnx_shuffle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORTS = os.path.join(HERE, "..", "tests", "data", "onnx")
@@ -357,7 +359,7 @@ def random_field(m, rng, depth=0):
 FAMILIES = [empty_input, dangling_input, duplicate_name, many_outputs, initializer_data, weight_dtype,
             output_declaration, value_info, attribute_twice, graph_attribute, attribute_type, plumbing, producer,
             many_inputs, random_field] + hostile_onnx_activations.ACTIVATION_FAMILIES + \
-    hostile_onnx_se.SE_FAMILIES
+    hostile_onnx_se.SE_FAMILIES + hostile_onnx_shuffle.SHUFFLE_FAMILIES
 
 
 def mutate_onnx(models, rng, family=None):

@@ -103,7 +103,55 @@ def cases():
         m.graph.output.append(helper.make_tensor_value_info("%d" % k, TensorProto.FLOAT, None))
     assert not math.isnan(0.0)
     out.update(activation_cases())
+    out.update(shuffle_cases())
     return out
+
+
+def shuffle_model(middle):
+    """x [2, 4, 2, 2] -> Conv (4, 1x1) -> the nodes `middle` makes of "c1" (returning its output) -> Conv
+    (4, 1x1) -> y, weights as graph inputs (an export without weights): ShuffleNetV2's channel ops
+    on their own."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 2, 2])
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], "/c1/Conv", kernel_shape=[1, 1])]
+    mid, channels = middle(nodes)
+    nodes.append(helper.make_node("Conv", [mid, "w2"], ["y"], "/c2/Conv", kernel_shape=[1, 1]))
+    weights = [helper.make_tensor_value_info("w1", TensorProto.FLOAT, [4, 4, 1, 1]),
+               helper.make_tensor_value_info("w2", TensorProto.FLOAT, [4, channels, 1, 1])]
+    graph = helper.make_graph(nodes, "shuffle", [x] + weights, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                              None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def int64s(name, values):
+    return helper.make_node("Constant", [], [name], "/" + name,
+                            value=helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+
+
+def shuffle_cases():
+    """Issue 22's ShuffleNetV2 channel ops (scripts/hostile_onnx_shuffle.py's family): the campaign's
+    find (a Slice bound of INT64_MAX, torch's "to the end", must import), a shuffle alone (imports) and two refusals."""
+    def open_slice(nodes):
+        nodes += [int64s("starts", [2]), int64s("ends", [2 ** 63 - 1]), int64s("axes", [1]),
+                  helper.make_node("Slice", ["c1", "starts", "ends", "axes"], ["s"], "/s/Slice")]
+        return "s", 2
+
+    def shuffle(perm):
+        def make(nodes):
+            nodes += [int64s("split", [2, 2, 2, 2, 2]), helper.make_node("Reshape", ["c1", "split"], ["r"], "/r/Reshape"),
+                      helper.make_node("Transpose", ["r"], ["t"], "/r/Transpose", perm=perm),
+                      int64s("back", [2, 4, 2, 2]), helper.make_node("Reshape", ["t", "back"], ["b"], "/r/Reshape_1")]
+            return "b", 4
+        return make
+
+    def batch_inside(nodes):  # a Reshape whose leading dimension is not the batch: --batch cannot rewrite it
+        nodes += [int64s("to", [4, 8]), helper.make_node("Reshape", ["c1", "to"], ["f"], "/f/Reshape"),
+                  int64s("again", [2, 4, 2, 2]), helper.make_node("Reshape", ["f", "again"], ["g"], "/f/Reshape_1")]
+        return "g", 4
+
+    return {"slice-ends-int64-max": shuffle_model(open_slice),
+            "channel-shuffle-perm-identity": shuffle_model(shuffle([0, 1, 2, 3, 4])),
+            "channel-shuffle-alone": shuffle_model(shuffle([0, 2, 1, 3, 4])),
+            "reshape-batch-not-leading": shuffle_model(batch_inside)}
 
 
 def activation_cases():

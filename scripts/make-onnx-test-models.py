@@ -42,12 +42,15 @@ COMMITTED = [
     ("densenet_small_train_op14", "densenet_small", None, "train", 14, 2, 32),
     ("efficientnet_b0_train_op13", "efficientnet_b0", "efficientnet_b0", "train", 13, 2, 64),
     ("mobilenet_v3_large_train_op17_dynamic", "mobilenet_v3_large", "mobilenet_v3_large", "train", 17, None, 64),
+    ("regnet_y_400mf_train_op15_dynamic", "regnet_y_400mf", "regnet_y_400mf", "train", 15, None, 64),
+    ("shufflenet_v2_x1_0_train_op13", "shufflenet_v2_x1_0", "shufflenet_v2_x1_0", "train", 13, 2, 64),
 ]
 
 MATRIX_MODELS = ["vgg11_bn", "resnet34", "resnet101", "mobilenet_v2", "alexnet", "squeezenet1_0", "densenet121",
-                 "efficientnet_b0", "mobilenet_v3_large"]
+                 "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf",
+                 "shufflenet_v2_x1_0"]
 ZOO_EQUAL = {"vgg11_bn", "resnet34", "resnet101", "alexnet"}  # the zoo has them layer for layer
-ZOO_BOUND = {"mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large"}  # optimal's E at most the zoo's
+ZOO_BOUND = {"mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0"}  # optimal's E at most the zoo's
 
 
 def build(name):

@@ -230,7 +230,7 @@ def sequence_cases():
 
 ZOO = ["alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
        "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "mobilenet_v2", "efficientnet_b0",
-       "mobilenet_v3_large"]
+       "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0"]
 
 
 def zoo_case(name):

@@ -64,6 +64,12 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset, m.bwdWorkspaceBytes, block.bwdScratchOffset);
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
+    // ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
+    // allocation rather than run by a kernel that no device has checked.
+    if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
+      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                        "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
+                        "--device cpu");
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));

@@ -130,6 +130,40 @@ TEST(ChainFile, SqueezeExcitationRoundTrip) {
   expectRejected(bad, {"inner op 5 ('mul', mul)", "mul takes two inputs, it has 1"});
 }
 
+// ShuffleNetV2's inner ops: slice with its begin and out_channels, channel_shuffle with its groups,
+// written back as read; a missing or out-of-range field, or a conv's field on them, is refused.
+TEST(ChainFile, ChannelSplitAndShuffleRoundTrip) {
+  const json j = json::parse(R"({"format": "remat-chain/1", "name": "shuffle",
+    "input": {"shape": [2, 8, 4, 4]},
+    "layers": [{"name": "b", "kind": "block", "ops": [
+                 {"name": "slice", "kind": "slice", "begin": 0, "out_channels": 4},
+                 {"name": "slice_1", "kind": "slice", "begin": 4, "out_channels": 4, "inputs": [0]},
+                 {"name": "concat", "kind": "concat", "inputs": [2, 1]},
+                 {"name": "channel_shuffle", "kind": "channel_shuffle", "groups": 2}]}]})");
+  auto spec = chainSpecFromJson(j, "shuffle.json");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  EXPECT_EQ(spec->layers[0].ops[1].layer.channelBegin, 4);
+  EXPECT_EQ(spec->layers[0].ops[3].layer.groups, 2);
+  const json written = chainSpecToJson(*spec);
+  EXPECT_EQ(written["layers"][0]["ops"], j["layers"][0]["ops"]);
+  auto again = parseChainSpec(chainSpecToText(*spec), "again.json");
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(chainSpecToJson(*again), written);
+  ASSERT_TRUE(buildChain(*again).isOk());
+  json bad = j;
+  bad["layers"][0]["ops"][0].erase("begin");
+  expectRejected(bad, {"inner op 0", "begin"});
+  bad = j;
+  bad["layers"][0]["ops"][1]["begin"] = -1;
+  expectRejected(bad, {"inner op 1", "begin"});
+  bad = j;
+  bad["layers"][0]["ops"][3]["groups"] = 0;
+  expectRejected(bad, {"inner op 3", "groups"});
+  bad = j;
+  bad["layers"][0]["ops"][3]["kernel"] = 3;
+  expectRejected(bad, {"inner op 3", "kernel"});
+}
+
 // The pointwise activations as chain layers and as inner ops: spelled as operators.cpp says, no
 // fields of their own, the measured numbers of `remat profile` kept.
 TEST(ChainFile, ActivationsRoundTrip) {

@@ -54,6 +54,20 @@ TEST(OnnxImportRegressions, EveryModelIsRefusedWithItsMessage) {
   EXPECT_GE(files, 1u);
 }
 
+// A fixed-batch export whose Reshape constant does not lead with that batch ([4, 8] for [2, 4, 2, 2]):
+// at its own batch it is refused as a reshape that does not chain, under --batch the message says
+// to export with a symbolic batch, since the constant cannot be rewritten safely.
+TEST(OnnxImport, AReshapeConstantWithoutTheBatchInFrontAsksForDynamicAxes) {
+  const std::string path =
+      (std::filesystem::path(REMAT_TEST_DATA_DIR) / "regressions" / "onnx" / "reshape-batch-not-leading.onnx").string();
+  auto refused = importOnnxFile(path, OnnxImportOptions{3});
+  ASSERT_FALSE(refused.isOk());
+  const std::string& message = refused.status().message();
+  EXPECT_NE(message.find("node 2 ('/f/Reshape', Reshape)"), std::string::npos) << message;
+  EXPECT_NE(message.find("does not carry the model's fixed batch 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("dynamic_axes"), std::string::npos) << message;
+}
+
 // What is not a regular file is refused before a byte is read: /dev/zero would never end.
 TEST(OnnxImport, RefusesWhatIsNotAFile) {
   for (const char* path : {"/dev/zero", "/tmp"}) {

@@ -464,7 +464,7 @@ TEST(OnnxImportErrors, ShapesThatDoNotChainNameTheNode) {
   expectContains(importError(withMiddle([](OnnxBuilder& b, const std::string& t) {
                    return b.node("Reshape", {t, b.constantInts({2, 4, 16})}, "r");
                  })),
-                 {"('/r/Reshape', Reshape)", "the only reshape that chains is a flatten"});
+                 {"('/r/Reshape', Reshape)", "the only reshapes that chain are a flatten"});
 }
 
 TEST(OnnxImportErrors, OpsABlockCannotHold) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "executor_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -62,7 +63,7 @@ std::map<std::string, std::uint64_t> plannerPeaks(const Chain& chain) {
 
 TEST(OnnxExports, TheManifestListsEveryCommittedExport) {
   const std::vector<json> models = manifest();
-  ASSERT_EQ(models.size(), 8u);
+  ASSERT_EQ(models.size(), 10u);
   for (const json& m : models) EXPECT_TRUE(std::ifstream(kFolder + fileOf(m)).good()) << fileOf(m);
 }
 
@@ -103,9 +104,10 @@ void expectSameLayers(const Chain& mine, const Chain& theirs) {
   }
 }
 
-// EfficientNet-B0 and MobileNetV3-Large too: the zoo cuts their Squeeze-and-Excitation pieces as
-// the importer does (a block of their own without the skip, inside the block with it).
-TEST(OnnxExports, ResNetVggEfficientNetAndMobileNetV3AreTheZoosModels) {
+// EfficientNet-B0, MobileNetV3-Large and RegNetY-400MF too: the zoo cuts their Squeeze-and-Excitation
+// pieces as the importer does (a block of their own without the skip, inside the block with it);
+// and ShuffleNetV2, whose fixed-batch export at batch 16 has its Reshape constants' batch rewritten.
+TEST(OnnxExports, EveryExportOfAZooModelButMobileNetV2IsTheZoosModel) {
   int compared = 0;
   for (const json& m : manifest()) {
     if (m.at("zoo").is_null() || m.at("zoo") == "mobilenet_v2") continue;
@@ -118,22 +120,46 @@ TEST(OnnxExports, ResNetVggEfficientNetAndMobileNetV3AreTheZoosModels) {
     }
     ++compared;
   }
-  EXPECT_EQ(compared, 4);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large
+  EXPECT_EQ(compared, 6);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large, regnet_y_400mf, shufflenet
 }
 
 // The exports with Squeeze-and-Excitation (global average pooling, 1x1 convs with bias on [N, C, 1,
-// 1], the broadcasting product inside blocks): optimal's E is no higher than any other planner's.
-TEST(OnnxExports, OptimalIsNoWorseThanAnyPlannerOnTheSqueezeExcitationModels) {
+// 1], the broadcasting product inside blocks) and ShuffleNetV2's channel slices and shuffles:
+// optimal's E is no higher than any other planner's.
+TEST(OnnxExports, OptimalIsNoWorseThanAnyPlannerOnTheNewModels) {
+  const std::set<std::string> models = {"efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf",
+                                        "shufflenet_v2_x1_0"};
   int checked = 0;
   for (const json& m : manifest()) {
-    if (m.at("zoo") != "efficientnet_b0" && m.at("zoo") != "mobilenet_v3_large") continue;
+    if (!m.at("zoo").is_string() || models.count(m.at("zoo").get<std::string>()) == 0) continue;
     SCOPED_TRACE(fileOf(m));
     const std::map<std::string, std::uint64_t> peaks = plannerPeaks(imported(m, 4));
     ASSERT_TRUE(peaks.count("optimal"));
     for (const auto& [planner, peak] : peaks) EXPECT_LE(peaks.at("optimal"), peak) << planner;
     ++checked;
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 4);
+}
+
+// ShuffleNetV2's export fixes the batch (2) in the constants of its channel shuffles' Reshapes;
+// --batch rewrites that leading dimension, and every layer follows the new batch.
+TEST(OnnxExports, AFixedBatchChannelShuffleTakesAnyBatch) {
+  for (const json& m : manifest()) {
+    if (m.at("zoo") != "shufflenet_v2_x1_0") continue;
+    ASSERT_EQ(m.at("batch"), 2);
+    for (std::int64_t batch : {1, 2, 5}) {
+      const Chain chain = imported(m, batch);
+      ASSERT_GT(chain.size(), 0u);
+      std::size_t shuffles = 0;
+      for (const ChainLayer& layer : chain.layers) {
+        EXPECT_EQ(layer.outputShape[0], batch) << layer.name;
+        shuffles += layer.name.ends_with(".channel_shuffle") ? 1 : 0;
+      }
+      EXPECT_EQ(shuffles, 16u);
+    }
+    return;
+  }
+  FAIL() << "no shufflenet_v2_x1_0 export in the manifest";
 }
 
 // The zoo groups every inverted residual into one layer; the graph forces only those with a skip
@@ -197,7 +223,9 @@ INSTANTIATE_TEST_SUITE_P(CommittedExports, OnnxExecution,
                          ::testing::Values("resnet18_train_op17_dynamic.onnx", "resnet18_eval_op15.onnx",
                                            "mobilenet_v2_train_op13.onnx", "squeezenet1_0_train_op12.onnx",
                                            "densenet_small_train_op14.onnx", "efficientnet_b0_train_op13.onnx",
-                                           "mobilenet_v3_large_train_op17_dynamic.onnx"),
+                                           "mobilenet_v3_large_train_op17_dynamic.onnx",
+                                           "regnet_y_400mf_train_op15_dynamic.onnx",
+                                           "shufflenet_v2_x1_0_train_op13.onnx"),
                          [](const auto& info) {
                            std::string name = info.param.substr(0, info.param.find('.'));
                            return name;

@@ -63,9 +63,16 @@ TEST(Operators, InnerOpKindsMapToLayerKindsAndBack) {
       if (op.kind != BlockOpKind::GlobalAvgPool) EXPECT_EQ(kindName(*op.layer), op.name);
     }
   }
-  EXPECT_EQ(seen.size(), static_cast<std::size_t>(BlockOpKind::Mul) + 1);
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(BlockOpKind::ChannelShuffle) + 1);
   EXPECT_FALSE(blockOpInfo(BlockOpKind::Add).layer.has_value());
   EXPECT_FALSE(blockOpInfo(BlockOpKind::Mul).layer.has_value());
+  // ShuffleNetV2's channel ops: block-only, with their own fields, a backward that reads nothing.
+  for (BlockOpKind kind : {BlockOpKind::Slice, BlockOpKind::ChannelShuffle}) {
+    EXPECT_FALSE(blockOpInfo(kind).layer.has_value());
+    EXPECT_FALSE(blockOpInfo(kind).fields.empty());
+    EXPECT_EQ(blockOpInfo(kind).backwardReads, BackwardReads::Nothing);
+  }
+  EXPECT_EQ(blockOpInfo(BlockOpKind::Conv2d).fields.size(), operatorInfo(LayerKind::Conv2d).fields.size());
   EXPECT_EQ(blockOpInfo(BlockOpKind::GlobalAvgPool).layer, LayerKind::AdaptiveAvgPool);
 }
 

@@ -41,16 +41,31 @@ TEST(Zoo, ListsTorchvisionModels) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn",
                                              "vgg16_bn", "vgg19_bn", "resnet18", "resnet34", "resnet50", "resnet101",
-                                             "resnet152", "mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large"}));
+                                             "resnet152", "mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large",
+                                             "regnet_y_400mf", "shufflenet_v2_x1_0"}));
 }
 
 TEST(Zoo, ParameterCountsEqualTorchvision) {
   const std::map<std::string, std::uint64_t> expected = {
-      {"alexnet", 61100840},          {"vgg11", 132863336},    {"vgg13", 133047848},      {"vgg16", 138357544},
-      {"vgg19", 143667240},           {"vgg11_bn", 132868840}, {"vgg13_bn", 133053736},   {"vgg16_bn", 138365992},
-      {"vgg19_bn", 143678248},        {"resnet18", 11689512},  {"resnet34", 21797672},    {"resnet50", 25557032},
-      {"resnet101", 44549160},        {"resnet152", 60192808}, {"mobilenet_v2", 3504872}, {"efficientnet_b0", 5288548},
-      {"mobilenet_v3_large", 5483032}};  // sum(p.numel() for p in m.parameters())
+      {"alexnet", 61100840},
+      {"vgg11", 132863336},
+      {"vgg13", 133047848},
+      {"vgg16", 138357544},
+      {"vgg19", 143667240},
+      {"vgg11_bn", 132868840},
+      {"vgg13_bn", 133053736},
+      {"vgg16_bn", 138365992},
+      {"vgg19_bn", 143678248},
+      {"resnet18", 11689512},
+      {"resnet34", 21797672},
+      {"resnet50", 25557032},
+      {"resnet101", 44549160},
+      {"resnet152", 60192808},
+      {"mobilenet_v2", 3504872},
+      {"efficientnet_b0", 5288548},
+      {"mobilenet_v3_large", 5483032},
+      {"regnet_y_400mf", 4344144},
+      {"shufflenet_v2_x1_0", 2278604}};  // sum(p.numel() for p in m.parameters())
   ASSERT_EQ(expected.size(), zooModels().size());
   for (const auto& [name, count] : expected) {
     const Chain chain = zooBuilt(name);

@@ -112,6 +112,14 @@ void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x
 void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
                         float* dSelf, bool accumulate);
 
+// ShuffleNetV2's channel split and shuffle on channels-last rows (rows = N * H * W). A slice's
+// backward writes d(output) into its channels of d(input) and (not accumulating) zeros into the
+// others, as PyTorch's slice_backward; the shuffle's output channel k * g + i is input channel
+// i * (C / g) + k, its backward the inverse permutation. Both read no activation.
+void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const float* dy, float* dx, bool accumulate);
+void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, float* y);
+void channelShuffleBackward(Index rows, Index channels, Index groups, const float* dy, float* dx, bool accumulate);
+
 // Dropout with probability p and the inverted scale 1/(1-p). The keep decision of an element is a
 // pure function of (key, sample, canonical index), see counter_rng.hpp; mask (may be null: discard
 // mode) receives one byte per element, 1 = kept.

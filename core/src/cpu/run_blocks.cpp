@@ -2,9 +2,10 @@
 // forward workspace, saved ones and batch-norm statistics in E in keep mode; inner gradients in the
 // ONE backward workspace) with oneDNN primitives for the inner convolutions, batch norms and relus
 // and own kernels for the residual add, the channel concatenation (strided copies: a copy needs no
-// primitive, and its backward is the same copies the other way) and Squeeze-and-Excitation's
+// primitive, and its backward is the same copies the other way), Squeeze-and-Excitation's
 // global average pooling and broadcasting product (kernels_broadcast.cpp: oneDNN's reduction of
-// d(y) * x would need a full-size temporary that the model does not count). Each workspace holds,
+// d(y) * x would need a full-size temporary that the model does not count) and ShuffleNetV2's
+// channel slice and shuffle (kernels_channels.cpp, copies as well). Each workspace holds,
 // after its arena at a 256-byte boundary, the scratch of the inner op that needs the most (ops
 // run one at a time), so a block's wf / wb are the arena plus that scratch.
 #include <algorithm>
@@ -41,7 +42,9 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     case BlockOpKind::Add:
     case BlockOpKind::Concat:
     case BlockOpKind::GlobalAvgPool:
-    case BlockOpKind::Mul: return KindOp{};
+    case BlockOpKind::Mul:
+    case BlockOpKind::Slice:
+    case BlockOpKind::ChannelShuffle: return KindOp{};
     default: break;
   }
   const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
@@ -125,7 +128,7 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
     p.weightOffset = offset;
     if (op.kind == BlockOpKind::Conv2d && op.layer.bias)
       p.biasOffset = offset + static_cast<Index>(op.paramCount) - static_cast<Index>(op.layer.outChannels);
-    if (op.kind == BlockOpKind::Concat) {
+    if (op.kind == BlockOpKind::Concat || op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle) {
       p.rows = out[0] * out[2] * out[3];
       p.channels = out[1];
     }
@@ -175,6 +178,11 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       globalAvgPoolForward(dimsOf(graph, op.inputs[0]), in, out);
     } else if (op.kind == BlockOpKind::Mul) {
       mulForwardOp(graph, op, tensors, out);
+    } else if (op.kind == BlockOpKind::Slice) {
+      const Index inChannels = graph.tensors[op.inputs[0]].shape[1];
+      copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, inChannels, out, p.channels, false);
+    } else if (op.kind == BlockOpKind::ChannelShuffle) {
+      channelShuffleForward(p.rows, p.channels, op.layer.groups, in, out);
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -221,6 +229,12 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
       if (dIn != nullptr) globalAvgPoolBackward(dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::Mul) {
       mulBackwardOp(graph, op, tensors, dOut);
+    } else if (op.kind == BlockOpKind::Slice) {
+      if (dIn != nullptr)
+        sliceBackward(p.rows, graph.tensors[op.inputs[0]].shape[1], op.layer.channelBegin, p.channels, dOut, dIn,
+                      op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::ChannelShuffle) {
+      if (dIn != nullptr) channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();

@@ -54,8 +54,8 @@ Status readAbstractFields(FieldReader& r, LayerNumbers& m) {
 }
 
 // A kind's fields as its description lists them (operators.cpp): name, type, bounds, default.
-Status readDescribedFields(FieldReader& r, const OperatorInfo& info, LayerSpec& layer) {
-  for (const FieldInfo& f : info.fields) {
+Status readDescribedFields(FieldReader& r, std::span<const FieldInfo> fields, std::string_view kind, LayerSpec& layer) {
+  for (const FieldInfo& f : fields) {
     const char* name = f.name.data();
     if (f.integer != nullptr) {
       if (f.defaultFrom != nullptr) layer.*f.integer = layer.*f.defaultFrom;
@@ -66,15 +66,14 @@ Status readDescribedFields(FieldReader& r, const OperatorInfo& info, LayerSpec& 
       REMAT_RETURN_IF_ERROR(r.readDouble(name, layer.*f.real, 0.0, f.realMaximum, f.required));
       if (!f.atMaximum.empty() && layer.*f.real >= f.realMaximum) return r.error(name, std::string(f.atMaximum));
     } else {
-      return Status::internal("the field '" + std::string(f.name) + "' of " + std::string(info.name) +
-                              " has no reader");
+      return Status::internal("the field '" + std::string(f.name) + "' of " + std::string(kind) + " has no reader");
     }
   }
   return Status::ok();
 }
 
-// One inner op of a block: name, kind, inputs (default: the tensor written just before it), and a
-// conv2d's fields.
+// One inner op of a block: name, kind, inputs (default: the tensor written just before it), and the
+// fields its description lists (a conv2d's, a slice's, a channel shuffle's).
 Status readBlockOp(const JsonDocument& doc, const json& object, std::size_t index, const std::string& where,
                    BlockOpSpec& op) {
   std::string what = where + ", inner op " + std::to_string(index);
@@ -103,8 +102,8 @@ Status readBlockOp(const JsonDocument& doc, const json& object, std::size_t inde
       op.inputs.push_back(t.get<std::size_t>());
     }
   }
-  if (op.kind == BlockOpKind::Conv2d)
-    REMAT_RETURN_IF_ERROR(readDescribedFields(r, operatorInfo(LayerKind::Conv2d), op.layer));
+  const BlockOpInfo& info = blockOpInfo(op.kind);
+  REMAT_RETURN_IF_ERROR(readDescribedFields(r, info.fields, info.name, op.layer));
   return r.rejectUnknown(std::string(blockOpKindName(op.kind)) + " inner ops");
 }
 
@@ -126,7 +125,11 @@ Status readKindFields(FieldReader& r, const std::string& what, LayerSpec& layer)
     case LayerKind::Abstract: return readAbstractFields(r, layer.numbers);  // its numbers are given, not measured
     case LayerKind::Flatten: return Status::ok();                           // a view: no kernel to measure
     case LayerKind::Block: REMAT_RETURN_IF_ERROR(readBlockFields(r, what, layer)); break;
-    default: REMAT_RETURN_IF_ERROR(readDescribedFields(r, operatorInfo(layer.kind), layer)); break;
+    default: {
+      const OperatorInfo& info = operatorInfo(layer.kind);
+      REMAT_RETURN_IF_ERROR(readDescribedFields(r, info.fields, info.name, layer));
+      break;
+    }
   }
   return readMeasured(r, layer);
 }
@@ -213,9 +216,9 @@ void writeAbstractFields(const LayerNumbers& m, json& j) {
 
 // A kind's fields as its description lists them; a field marked so only when it is not LayerSpec's
 // default (a conv's groups 1, a pool's ceil_mode false).
-void writeDescribedFields(const OperatorInfo& info, const LayerSpec& layer, json& j) {
+void writeDescribedFields(std::span<const FieldInfo> fields, const LayerSpec& layer, json& j) {
   static const LayerSpec defaults;
-  for (const FieldInfo& f : info.fields) {
+  for (const FieldInfo& f : fields) {
     const std::string name(f.name);
     if (f.integer != nullptr && !(f.omitDefault && layer.*f.integer == defaults.*f.integer)) j[name] = layer.*f.integer;
     if (f.flag != nullptr && !(f.omitDefault && layer.*f.flag == defaults.*f.flag)) j[name] = layer.*f.flag;
@@ -244,7 +247,7 @@ void writeBlockOps(const LayerSpec& layer, json& j) {
     o["name"] = op.layer.name;
     o["kind"] = std::string(blockOpKindName(op.kind));
     if (op.inputs != std::vector<std::size_t>{i}) o["inputs"] = op.inputs;
-    if (op.kind == BlockOpKind::Conv2d) writeDescribedFields(operatorInfo(LayerKind::Conv2d), op.layer, o);
+    writeDescribedFields(blockOpInfo(op.kind).fields, op.layer, o);
     ops.push_back(std::move(o));
   }
   j["ops"] = std::move(ops);
@@ -258,7 +261,7 @@ json layerToJson(const LayerSpec& layer) {
     case LayerKind::Abstract: writeAbstractFields(layer.numbers, j); return j;  // its numbers are all given
     case LayerKind::Flatten: return j;
     case LayerKind::Block: writeBlockOps(layer, j); break;
-    default: writeDescribedFields(operatorInfo(layer.kind), layer, j); break;
+    default: writeDescribedFields(operatorInfo(layer.kind).fields, layer, j); break;
   }
   writeMeasured(layer, j);
   return j;

@@ -154,6 +154,47 @@ class GraphBuilder {
     return append(std::move(op), std::move(shape), bytes);
   }
 
+  // Channels [begin, begin + count) of an NCHW tensor (ShuffleNetV2's channel split), a copy of its own.
+  Result<std::size_t> slice(std::size_t in, std::int64_t begin, std::int64_t count, std::string name) {
+    name = graph_.name + "." + name;
+    const BlockTensor& x = graph_.tensors[in];
+    if (begin < 0 || count <= 0 || begin > x.shape[1] || count > x.shape[1] - begin)
+      return Status::invalid("inner op '" + name + "' takes channels [" + std::to_string(begin) + ", " +
+                             std::to_string(begin) + " + " + std::to_string(count) + ") of " + shapeToString(x.shape) +
+                             ": past its " + std::to_string(x.shape[1]) + " channels");
+    Shape shape = x.shape;
+    shape[1] = count;
+    const std::uint64_t bytes = x.bytes / static_cast<std::uint64_t>(x.shape[1]) * static_cast<std::uint64_t>(count);
+    BlockOp op;
+    op.kind = BlockOpKind::Slice;
+    op.layer.name = std::move(name);
+    op.layer.kind = LayerKind::Abstract;
+    op.layer.channelBegin = begin;
+    op.layer.outChannels = count;
+    op.inputs = {in};
+    op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one copy per element
+    return append(std::move(op), std::move(shape), bytes);
+  }
+
+  // ShuffleNetV2's channel shuffle of an NCHW tensor in `groups` groups: a permuted copy.
+  Result<std::size_t> channelShuffle(std::size_t in, std::int64_t groups, std::string name) {
+    name = graph_.name + "." + name;
+    const BlockTensor& x = graph_.tensors[in];
+    if (groups <= 0 || x.shape[1] % groups != 0)
+      return Status::invalid("inner op '" + name + "' shuffles " + std::to_string(x.shape[1]) + " channels in groups " +
+                             std::to_string(groups) + ": groups must divide the channels");
+    BlockOp op;
+    op.kind = BlockOpKind::ChannelShuffle;
+    op.layer.name = std::move(name);
+    op.layer.kind = LayerKind::Abstract;
+    op.layer.groups = groups;
+    op.inputs = {in};
+    op.fwdCost = static_cast<double>(x.bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one copy per element
+    Shape shape = x.shape;
+    const std::uint64_t bytes = x.bytes;
+    return append(std::move(op), std::move(shape), bytes);
+  }
+
   std::size_t tensorCount() const { return graph_.tensors.size(); }
   const std::vector<BlockTensor>& tensors() const { return graph_.tensors; }
   const std::vector<BlockOp>& ops() const { return graph_.ops; }
@@ -304,6 +345,10 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
       out = b.mul(op.inputs[0], op.inputs[1], op.layer.name);
     } else if (op.kind == BlockOpKind::Concat) {
       out = b.concat(op.inputs, op.layer.name);
+    } else if (op.kind == BlockOpKind::Slice) {
+      out = b.slice(op.inputs[0], op.layer.channelBegin, op.layer.outChannels, op.layer.name);
+    } else if (op.kind == BlockOpKind::ChannelShuffle) {
+      out = b.channelShuffle(op.inputs[0], op.layer.groups, op.layer.name);
     } else {
       LayerSpec layer = op.layer;
       layer.kind = layerKindOf(op.kind);

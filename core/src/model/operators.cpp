@@ -90,6 +90,10 @@ constexpr FieldInfo kInvertedResidualFields[] = {integer("out_channels", &S::out
                                                  integer("stride", &S::stride, false),
                                                  integer("expand_ratio", &S::expandRatio, false)};
 constexpr FieldInfo kBlockFields[] = {named("ops")};
+// A block's channel slice: `begin` is its first channel, out_channels how many it takes.
+constexpr FieldInfo kSliceFields[] = {integer("begin", &S::channelBegin, true, 0),
+                                      integer("out_channels", &S::outChannels, true)};
+constexpr FieldInfo kShuffleFields[] = {integer("groups", &S::groups, true)};
 
 OperatorInfo primitive(LayerKind kind, std::string_view name, FieldList fields, InferFn infer,
                        std::optional<BlockOpKind> blockOp, std::string_view onnxOp, std::string_view torchOp) {
@@ -167,13 +171,14 @@ const std::array<OperatorInfo, 21>& table() {
   return kTable;
 }
 
-constexpr std::array<BlockOpInfo, 14> kBlockOps = {{
-    {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d},
+constexpr std::array<BlockOpInfo, 16> kBlockOps = {{
+    {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d, kConvFields},
     {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
     {BlockOpKind::Relu, "relu", LayerKind::Relu},
     {BlockOpKind::Relu6, "relu6", LayerKind::Relu6},
-    {BlockOpKind::Add, "add", std::nullopt},
-    {BlockOpKind::Concat, "concat", std::nullopt},
+    // add: d(output) passes to both inputs unchanged; concat: each input its channels of it.
+    {BlockOpKind::Add, "add", std::nullopt, {}, BackwardReads::Nothing, "add"},
+    {BlockOpKind::Concat, "concat", std::nullopt, {}, BackwardReads::Nothing, "cat"},
     {BlockOpKind::Sigmoid, "sigmoid", LayerKind::Sigmoid},
     {BlockOpKind::Tanh, "tanh", LayerKind::Tanh},
     {BlockOpKind::Silu, "silu", LayerKind::Silu},
@@ -183,9 +188,18 @@ constexpr std::array<BlockOpInfo, 14> kBlockOps = {{
     {BlockOpKind::GlobalAvgPool, "global_avgpool", LayerKind::AdaptiveAvgPool},
     // mul: y = a * b with NumPy broadcasting; derivatives.yaml's mul.Tensor saves `other` for self's
     // gradient and `self` for other's, so its backward reads both operands (block.hpp).
-    {BlockOpKind::Mul, "mul", std::nullopt},
+    {BlockOpKind::Mul, "mul", std::nullopt, {}, BackwardReads::Input, "mul"},
+    // slice: channels [begin, begin + out_channels) of an NCHW tensor, written to a tensor of its own
+    // (PyTorch's chunk is a view; a block's tensors are its own slots, so the model counts a copy:
+    // docs/memory-model.md section 6.3). Its backward reads nothing: d(input) gets d(output) in
+    // those channels and zeros elsewhere (slice_backward).
+    {BlockOpKind::Slice, "slice", std::nullopt, kSliceFields, BackwardReads::Nothing, "slice"},
+    // channel_shuffle: view [N, g, C/g, H, W], transpose(1, 2), contiguous, view [N, C, H, W]: output
+    // channel k * g + i is input channel i * (C/g) + k. A permutation: its backward reads nothing
+    // and writes d(input) through the inverse permutation.
+    {BlockOpKind::ChannelShuffle, "channel_shuffle", std::nullopt, kShuffleFields, BackwardReads::Nothing,
+     "transpose + clone"},
 }};
-
 }  // namespace
 
 std::string_view backwardReadsName(BackwardReads reads) {

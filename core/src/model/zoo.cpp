@@ -1,6 +1,7 @@
 // torchvision's classification CNNs as layer chains, module for module (torchvision/models/
-// alexnet.py, vgg.py, resnet.py, mobilenetv2.py, efficientnet.py, mobilenetv3.py). Layer names are torchvision's module
-// paths; the functional flatten of the forward() methods is a flatten layer named "flatten".
+// alexnet.py, vgg.py, resnet.py, mobilenetv2.py, efficientnet.py, mobilenetv3.py, regnet.py, shufflenetv2.py). Layer
+// names are torchvision's module paths; the functional flatten of the forward() methods is a flatten layer named
+// "flatten".
 #include "remat/model/zoo.hpp"
 
 #include <algorithm>
@@ -194,6 +195,18 @@ class OpsBuilder {
     ops_.push_back(innerOp(name, kind, {a, b}));
     return ops_.size();
   }
+  // ShuffleNetV2's channel ops: channels [begin, begin + count) of `in`; `in` shuffled in `groups`.
+  std::size_t slice(const std::string& name, std::int64_t begin, std::int64_t count, std::size_t in) {
+    BlockOpSpec op = innerOp(name, BlockOpKind::Slice);
+    op.layer.channelBegin = begin;
+    op.layer.outChannels = count;
+    return push(std::move(op), in);
+  }
+  std::size_t shuffle(const std::string& name, std::int64_t groups, std::size_t in) {
+    BlockOpSpec op = innerOp(name, BlockOpKind::ChannelShuffle);
+    op.layer.groups = groups;
+    return push(std::move(op), in);
+  }
   std::vector<BlockOpSpec> take() && { return std::move(ops_); }
 
  private:
@@ -356,6 +369,115 @@ void mobilenetV3Large(SpecBuilder& b, const ZooOptions& o) {
   b.linear("classifier.3", o.numClasses);
 }
 
+// torchvision.models.regnet_y_400mf: the stem, then Y blocks (ResBottleneckBlock, bottleneck
+// multiplier 1, group width 8, SE squeezing to round(0.25 * the block's input width)) in stages of
+// widths 48, 104, 208, 440 and depths 1, 3, 6, 6, each stage's first block strided with a
+// conv-BN projection; every block is one block layer (its skip forces it, as the importer cuts it).
+std::vector<BlockOpSpec> regnetYBlockOps(std::int64_t in, std::int64_t out, std::int64_t stride) {
+  OpsBuilder o;
+  std::size_t skip = 0;
+  if (in != out || stride != 1) {
+    skip = o.conv("proj.0", out, 1, stride, 1, false, 0);
+    skip = o.op("proj.1", BlockOpKind::BatchNorm, skip);
+  }
+  std::size_t t = o.conv("f.a.0", out, 1, 1, 1, false, 0);
+  t = o.op("f.a.1", BlockOpKind::BatchNorm, t);
+  t = o.op("f.a.2", BlockOpKind::Relu, t);
+  t = o.conv("f.b.0", out, 3, stride, out / 8, false, t);
+  t = o.op("f.b.1", BlockOpKind::BatchNorm, t);
+  const std::size_t x = o.op("f.b.2", BlockOpKind::Relu, t);
+  t = o.op("f.se.avgpool", BlockOpKind::GlobalAvgPool, x);
+  t = o.conv("f.se.fc1", (in + 2) / 4, 1, 1, 1, true, t);  // round(in / 4); no width here ends in .5
+  t = o.op("f.se.activation", BlockOpKind::Relu, t);
+  t = o.conv("f.se.fc2", out, 1, 1, 1, true, t);
+  t = o.op("f.se.scale_activation", BlockOpKind::Sigmoid, t);
+  t = o.binary("f.se", BlockOpKind::Mul, t, x);
+  t = o.conv("f.c.0", out, 1, 1, 1, false, t);
+  t = o.op("f.c.1", BlockOpKind::BatchNorm, t);
+  t = o.binary("add", BlockOpKind::Add, skip, t);
+  o.op("activation", BlockOpKind::Relu, t);
+  return std::move(o).take();
+}
+
+void regnetY400mf(SpecBuilder& b, const ZooOptions& o) {
+  b.conv("stem.0", 32, 3, 2, 1, false);
+  b.add("stem.1", LayerKind::BatchNorm);
+  b.add("stem.2", LayerKind::Relu);
+  const std::int64_t widths[4] = {48, 104, 208, 440};
+  const int depths[4] = {1, 3, 6, 6};
+  std::int64_t in = 32;
+  for (int s = 0; s < 4; ++s) {
+    for (int i = 0; i < depths[s]; ++i) {
+      const std::string stage = "block" + std::to_string(s + 1);
+      b.add("trunk_output." + stage + "." + stage + "-" + std::to_string(i), LayerKind::Block).ops =
+          regnetYBlockOps(in, widths[s], i == 0 ? 2 : 1);
+      in = widths[s];
+    }
+  }
+  b.adaptiveAvgPool("avgpool", 1);
+  b.add("flatten", LayerKind::Flatten);
+  b.linear("fc", o.numClasses);
+}
+
+// torchvision.models.shufflenet_v2_x1_0: stem conv-BN-ReLU and max pool, stages of 4, 8 and 4
+// InvertedResidual blocks (116, 232, 464 channels), conv5, x.mean([2, 3]) and fc. A strided block
+// concatenates branch1 (depthwise conv-BN, 1x1 conv-BN-ReLU) and branch2 of its input; the others
+// split the channels in halves (x.chunk(2, dim=1): two slices) and concatenate the first half with
+// branch2 of the second; both end in channel_shuffle(x, 2). As the importer cuts torch's export:
+// the concatenation is an articulation point, so each block is a block layer up to the concat and
+// a one-op block of the shuffle (the mean is named after its ReduceMean).
+std::vector<BlockOpSpec> shuffleBlockOps(std::int64_t in, std::int64_t out, std::int64_t stride) {
+  OpsBuilder o;
+  const std::int64_t half = out / 2;
+  std::size_t left = 0, right = 0;
+  if (stride > 1) {
+    left = o.conv("branch1.0", in, 3, stride, in, false, 0);
+    left = o.op("branch1.1", BlockOpKind::BatchNorm, left);
+    left = o.conv("branch1.2", half, 1, 1, 1, false, left);
+    left = o.op("branch1.3", BlockOpKind::BatchNorm, left);
+    left = o.op("branch1.4", BlockOpKind::Relu, left);
+  } else {
+    left = o.slice("slice", 0, in / 2, 0);
+    right = o.slice("slice_1", in / 2, in / 2, 0);
+  }
+  std::size_t t = o.conv("branch2.0", half, 1, 1, 1, false, right);
+  t = o.op("branch2.1", BlockOpKind::BatchNorm, t);
+  t = o.op("branch2.2", BlockOpKind::Relu, t);
+  t = o.conv("branch2.3", half, 3, stride, half, false, t);
+  t = o.op("branch2.4", BlockOpKind::BatchNorm, t);
+  t = o.conv("branch2.5", half, 1, 1, 1, false, t);
+  t = o.op("branch2.6", BlockOpKind::BatchNorm, t);
+  t = o.op("branch2.7", BlockOpKind::Relu, t);
+  o.binary("concat", BlockOpKind::Concat, left, t);
+  return std::move(o).take();
+}
+
+void shufflenetV2(SpecBuilder& b, const ZooOptions& o) {
+  b.conv("conv1.0", 24, 3, 2, 1, false);
+  b.add("conv1.1", LayerKind::BatchNorm);
+  b.add("conv1.2", LayerKind::Relu);
+  b.maxpool("maxpool", 3, 2, 1);
+  const std::int64_t widths[3] = {116, 232, 464};
+  const int repeats[3] = {4, 8, 4};
+  std::int64_t in = 24;
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < repeats[s]; ++i) {
+      const std::string name = "stage" + std::to_string(s + 2) + "." + std::to_string(i);
+      b.add(name, LayerKind::Block).ops = shuffleBlockOps(in, widths[s], i == 0 ? 2 : 1);
+      OpsBuilder shuffle;
+      shuffle.shuffle("channel_shuffle", 2, 0);
+      b.add(name + ".channel_shuffle", LayerKind::Block).ops = std::move(shuffle).take();
+      in = widths[s];
+    }
+  }
+  b.conv("conv5.0", 1024, 1, 1, 0, false);
+  b.add("conv5.1", LayerKind::BatchNorm);
+  b.add("conv5.2", LayerKind::Relu);
+  b.adaptiveAvgPool("reducemean", 1);
+  b.add("reducemean.flatten", LayerKind::Flatten);
+  b.linear("fc", o.numClasses);
+}
+
 struct ZooModel {
   ZooEntry entry;
   std::function<void(SpecBuilder&, const ZooOptions&)> build;
@@ -401,6 +523,14 @@ const std::vector<ZooModel>& models() {
         {{"mobilenet_v3_large",
           "MobileNetV3-Large: 15 inverted residuals, 8 with Squeeze-and-Excitation, hardswish, 5.5M parameters", 1},
          mobilenetV3Large});
+    m.push_back({{"regnet_y_400mf",
+                  "RegNetY-400MF: 16 Y blocks (grouped 3x3 conv, Squeeze-and-Excitation, skip), 4.3M parameters", 1},
+                 regnetY400mf});
+    m.push_back({{"shufflenet_v2_x1_0",
+                  "ShuffleNetV2 1.0x: 16 blocks (channel split, branches, concat), each with a channel shuffle, 2.3M "
+                  "parameters",
+                  1},
+                 shufflenetV2});
     return m;
   }();
   return kModels;

@@ -63,8 +63,10 @@ enum class BlockOpKind {
   HardSwish,
   HardSigmoid,
   Gelu,
-  GlobalAvgPool,  // adaptive_avgpool to 1x1 with the dims kept: Squeeze-and-Excitation's squeeze
-  Mul,            // a * b with NumPy broadcasting (Squeeze-and-Excitation's [N, C, 1, 1] scale)
+  GlobalAvgPool,   // adaptive_avgpool to 1x1 with the dims kept: Squeeze-and-Excitation's squeeze
+  Mul,             // a * b with NumPy broadcasting (Squeeze-and-Excitation's [N, C, 1, 1] scale)
+  Slice,           // channels [begin, begin + out_channels) of one input (ShuffleNetV2's channel split)
+  ChannelShuffle,  // ShuffleNetV2's Reshape [N, g, C/g, H, W] -> Transpose(1, 2) -> Reshape [N, C, H, W]
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are
@@ -108,6 +110,8 @@ struct LayerSpec {
   // bottleneck: inner width; inverted_residual: expansion ratio
   std::int64_t width = 0;
   std::int64_t expandRatio = 1;
+  // a block's slice: its first channel (out_channels says how many it takes)
+  std::int64_t channelBegin = 0;
   // abstract: the numbers themselves; for real kinds, optional measured overrides of the
   // workspaces and costs (written by `remat profile`).
   LayerNumbers numbers;
@@ -120,7 +124,8 @@ struct LayerSpec {
 // One inner op of a `block` layer. Tensors are numbered as in BlockGraph: 0 is the block's input
 // x(l-1) and i (1-based) the output of op i-1, so an op reads only tensors written before it.
 // `layer` holds the name (relative to the block; the graph prefixes "<block>.") and, for conv2d,
-// its fields (out_channels, kernel, stride, padding, groups, bias); its kind follows `kind`.
+// its fields (out_channels, kernel, stride, padding, groups, bias; a slice's begin and out_channels,
+// a channel shuffle's groups: blockOpInfo(kind).fields); its kind follows `kind`.
 struct BlockOpSpec {
   BlockOpKind kind = BlockOpKind::Relu;
   LayerSpec layer;

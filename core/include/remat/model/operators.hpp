@@ -74,12 +74,19 @@ const OperatorInfo* findOperator(std::string_view name);  // by chain-file spell
 const OperatorInfo* findOnnxOperator(std::string_view onnxOp);
 bool isPointwise(LayerKind kind);
 
-// The inner ops of a block: every kind whose description names a block op, and the two ops that
-// exist only inside blocks (the residual add and the channel concatenation).
+// The inner ops of a block: every kind whose description names a block op, and the ops that exist
+// only inside blocks (the residual add, the channel concatenation, the broadcasting product, the
+// channel slice and the channel shuffle).
 struct BlockOpInfo {
   BlockOpKind kind = BlockOpKind::Relu;
   std::string_view name;
-  std::optional<LayerKind> layer;  // the primitive kind it runs; none for add and concat
+  std::optional<LayerKind> layer;  // the primitive kind it runs; none for the block-only ops
+  // The op's own chain-file fields in a block's `ops` (conv2d's are conv2d's; a slice's begin and
+  // out_channels; a channel shuffle's groups); read and written through these.
+  std::span<const FieldInfo> fields = {};
+  // What its backward reads (block-only ops; the others' follow their layer kind's rule).
+  BackwardReads backwardReads = BackwardReads::Nothing;
+  std::string_view torchOp = {};  // what PyTorch runs, for docs and messages
 };
 std::span<const BlockOpInfo> blockOpTable();
 const BlockOpInfo& blockOpInfo(BlockOpKind kind);

@@ -81,6 +81,8 @@ bool blockKindOf(const DataOp& op, BlockOpKind& kind) {
   if (op.role == OpRole::Add) return (kind = BlockOpKind::Add), true;
   if (op.role == OpRole::Concat) return (kind = BlockOpKind::Concat), true;
   if (op.role == OpRole::Mul) return (kind = BlockOpKind::Mul), true;
+  if (op.role == OpRole::Slice) return (kind = BlockOpKind::Slice), true;
+  if (op.role == OpRole::ChannelShuffle) return (kind = BlockOpKind::ChannelShuffle), true;
   const std::optional<BlockOpKind> inner = operatorInfo(op.layer.kind).blockOp;  // the kind's description
   if (!inner) return false;
   kind = *inner;
@@ -154,7 +156,7 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
               std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
               quoteText(g.activations()[input].tensor) +
               "); a block holds Conv, BatchNormalization, the activations, GlobalAveragePool (or ReduceMean over H "
-              "and W), Add, Mul and Concat only");
+              "and W), Add, Mul, Concat and ShuffleNetV2's channel slice and shuffle only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);
     tensorOf[op.output] = k - from + 1;

@@ -102,7 +102,8 @@ std::string scopedNameOf(const onnx::NodeProto& node, std::size_t index) {
   }
   if (path.empty()) return op;
   // A merge is no module of its own: name it after the module whose forward() calls it.
-  const bool merge = node.op_type() == "Add" || node.op_type() == "Concat" || node.op_type() == "Sum";
+  const bool merge =
+      node.op_type() == "Add" || node.op_type() == "Concat" || node.op_type() == "Sum" || node.op_type() == "Slice";
   return merge ? path + "." + op : path;
 }
 
@@ -269,6 +270,8 @@ Status Graph::readDataInput(const std::vector<std::string>& candidates, OnnxImpo
   dtype_ = *dtype;
   Shape shape;
   REMAT_RETURN_IF_ERROR(readBatch(*input, shape, summary));
+  const auto& dims = input->type().tensor_type().shape().dim();
+  exportBatch_ = !dims.empty() && dims[0].has_dim_value() && dims[0].dim_value() > 0 ? dims[0].dim_value() : 0;
   addActivation(input->name(), std::move(shape), kNone);
   for (const auto& i : graph_.input())
     if (i.name() != input->name() && i.type().has_tensor_type()) {

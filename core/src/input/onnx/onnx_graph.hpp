@@ -7,6 +7,7 @@
 //   onnx_constants.cpp  values of the constant plumbing (Constant, Shape, Gather, Unsqueeze, ...);
 //   onnx_layers.cpp     Conv, pools, BatchNormalization, Gemm, MatMul, Relu, Clip, Dropout, ...;
 //   onnx_views.cpp      Add, Mul, Concat, Flatten, Reshape, Identity, Pad, ReduceMean: views and merges;
+//   onnx_channels.cpp   ShuffleNetV2's channel split (Slice) and channel shuffle (Reshape-Transpose-Reshape);
 //   onnx_cut.cpp        the cut at articulation tensors into plain layers and blocks;
 //   onnx_import.cpp     the walk over the nodes and the public entry points.
 #include <onnx/onnx_pb.h>
@@ -37,7 +38,7 @@ struct Activation {
 
 // What a data op is in the chain: a layer of a primitive kind (or a flatten view), or one of the
 // merges that only a block holds.
-enum class OpRole { Layer, Add, Concat, Mul };
+enum class OpRole { Layer, Add, Concat, Mul, Slice, ChannelShuffle };
 
 // One ONNX node (or a fused pair, MatMul + Add) that computes on activations.
 struct DataOp {
@@ -79,6 +80,9 @@ class Graph {
   std::int64_t opset() const { return opset_; }
   DType dtype() const { return dtype_; }
   const std::string& outputTensor() const { return output_; }
+  // The batch the model's input fixes (0: symbolic). Where --batch changes it, a Reshape constant
+  // whose leading dimension is this batch is rewritten to the new one (onnx_views.cpp).
+  std::int64_t exportBatch() const { return exportBatch_; }
 
   // "model.onnx: node 12 ('/layer1/layer1.0/Add', Add)"
   std::string where(std::size_t node) const;
@@ -158,6 +162,7 @@ class Graph {
   std::map<std::string, std::size_t> producers_;  // node output -> the node's index
   std::set<std::size_t> fused_;
   bool weightsInFile_ = false;
+  std::int64_t exportBatch_ = 0;
 };
 
 // The validation's parts (onnx_validate.cpp, onnx_tensors.cpp); each error names the file, and the
@@ -210,6 +215,15 @@ bool isLayerOp(const std::string& opType);
 // op; false when the node starts none (onnx_patterns.cpp).
 Result<bool> convertPatternNode(Graph& graph, std::size_t node);
 bool isViewOp(const std::string& opType);
+// ONNX's Reshape rule on `in` for Reshape node `index` (0 copies, one -1 takes the rest), with a
+// fixed export batch in the leading dimension rewritten to --batch's (onnx_views.cpp).
+Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, const Constant& target);
+// ShuffleNetV2's channel ops (onnx_channels.cpp): a Slice along the channels; the channel shuffle
+// that starts at Reshape `index` of activation `a` to the 5-dimensional `split`; a Transpose
+// anywhere else is refused.
+Status convertSlice(Graph& graph, std::size_t index);
+Status convertChannelShuffle(Graph& graph, std::size_t index, std::size_t a, const Shape& split);
+Status convertTranspose(const Graph& graph, std::size_t index);
 
 // Appends a data op writing a new activation of `shape` into `tensor` (default: the node's output
 // 0); returns the activation id.

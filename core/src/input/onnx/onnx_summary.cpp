@@ -39,6 +39,7 @@ std::string onnxSupportedOperators() {
          "x * Sigmoid(x) (as SiLU), Div-Erf-Add-Mul-Mul (as GELU), MaxPool, AveragePool, GlobalAveragePool, "
          "ReduceMean (over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Mul (of two activations, "
          "NumPy broadcasting), Concat (channels), "
+         "Slice (channels), Reshape-Transpose-Reshape (channel shuffle), "
          "Flatten, Reshape (to [N, features]), Identity, Pad (zeros, into the next Conv or AveragePool), and the "
          "constant plumbing Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add, Sub, Mul, Div";
 }

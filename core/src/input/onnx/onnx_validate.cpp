@@ -27,7 +27,7 @@ std::optional<Arity> arityOf(const std::string& op, std::int64_t opset) {
   if (op == "MaxPool") return Arity{1, 1, 1, 2, 0, bit(1)};
   if (op == "AveragePool" || op == "GlobalAveragePool" || op == "Relu" || op == "Flatten" || op == "Identity" ||
       op == "Shape" || op == "Cast" || op == "Sigmoid" || op == "Tanh" || op == "HardSigmoid" || op == "HardSwish" ||
-      op == "Gelu" || op == "Erf")
+      op == "Gelu" || op == "Erf" || op == "Transpose")
     return Arity{};
   if (op == "BatchNormalization") return Arity{5, 5, 1, opset < 14 ? 5 : 3, 0, bit(1) | bit(2) | bit(3) | bit(4)};
   if (op == "MatMul" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Gather" || op == "Reshape")
@@ -86,6 +86,7 @@ const std::map<std::string, std::map<std::string, AttrType>>& attributeTable() {
         {"Unsqueeze", axes},
         {"Squeeze", axes},
         {"Slice", {{"starts", A::INTS}, {"ends", A::INTS}, {"axes", A::INTS}}},
+        {"Transpose", {{"perm", A::INTS}}},
         {"Cast", {{"to", A::INT}, {"saturate", A::INT}}},
         {"Relu", none},
         {"Sigmoid", none},

@@ -88,8 +88,8 @@ Status convertMul(Graph& g, std::size_t index) {
   std::uint64_t bytes = dtypeBytes(g.dtype());
   for (std::int64_t d : shape)
     if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
-      return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
-                               " into more than 2^64 bytes");
+      return g.fail(index,
+                    "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) + " into more than 2^64 bytes");
   DataOp op = makeOp(g, index, LayerKind::Abstract, {*a, *b});
   op.role = OpRole::Mul;
   appendOp(g, std::move(op), shape);
@@ -152,38 +152,6 @@ Status convertFlatten(Graph& g, std::size_t index) {
   return Status::ok();
 }
 
-// ONNX's Reshape rule: 0 copies the input's dimension (unless allowzero), one -1 takes the rest.
-Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, const Constant& target) {
-  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
-  const bool allowZero = intAttribute(node, "allowzero", 0) != 0;
-  auto dims = integersOf(target, "its shape (input 1)");
-  if (!dims) return g.fail(index, dims.status().message());
-  Shape out;
-  std::int64_t known = 1, inferred = -1;
-  for (std::size_t i = 0; i < dims->size(); ++i) {
-    std::int64_t d = (*dims)[i];
-    if (d == 0 && !allowZero) {
-      if (i >= in.size()) return g.fail(index, "copies dimension " + std::to_string(i) + ", which the input lacks");
-      d = in[i];
-    }
-    if (d == -1) {
-      if (inferred >= 0) return g.fail(index, "has more than one -1 in its shape");
-      inferred = static_cast<std::int64_t>(i);
-    } else if (d <= 0) {
-      return g.fail(index, "has dimension " + std::to_string(d) + " in its shape");
-    } else if (__builtin_mul_overflow(known, d, &known)) {
-      return g.fail(index, "has a shape of more than 2^63 values");
-    }
-    out.push_back(d);
-  }
-  const auto total = static_cast<std::int64_t>(elementCount(in));
-  if (inferred >= 0 && total % known == 0) out[static_cast<std::size_t>(inferred)] = total / known;
-  if (static_cast<std::int64_t>(elementCount(out)) != total || (inferred >= 0 && total % known != 0))
-    return g.fail(index, "reshapes " + shapeToString(in) + " (" + std::to_string(total) +
-                             " values) to a shape of another size (the shapes do not chain)");
-  return out;
-}
-
 Status convertReshape(Graph& g, std::size_t index) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   std::optional<std::size_t> a;
@@ -197,9 +165,11 @@ Status convertReshape(Graph& g, std::size_t index) {
     dropAsAlias(g, index, *a);
     return Status::ok();
   }
+  if (out->size() == 5) return convertChannelShuffle(g, index, *a, *out);
   if (out->size() != 2 || (*out)[0] != in[0])
     return g.fail(index, "reshapes " + shapeToString(in) + " to " + shapeToString(*out) +
-                             "; the only reshape that chains is a flatten to [N, features]");
+                             "; the only reshapes that chain are a flatten to [N, features] and ShuffleNetV2's "
+                             "channel shuffle");
   appendFlatten(g, index, *a, layerNameOf(node, index), node.output(0));
   g.countFolded(node.op_type());
   return Status::ok();
@@ -295,9 +265,52 @@ Status convertReduceMean(Graph& g, std::size_t index) {
 
 }  // namespace
 
+// ONNX's Reshape rule: 0 copies the input's dimension (unless allowzero), one -1 takes the rest.
+// A fixed-batch export writes its batch into the constants of x.view(N, ...): where --batch changed
+// the batch, a leading dimension equal to the export batch is that batch and takes the new one.
+Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, const Constant& target) {
+  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
+  const bool allowZero = intAttribute(node, "allowzero", 0) != 0;
+  auto dims = integersOf(target, "its shape (input 1)");
+  if (!dims) return g.fail(index, dims.status().message());
+  const bool batchChanged = g.exportBatch() > 0 && !in.empty() && in[0] != g.exportBatch();
+  if (batchChanged && !dims->empty() && (*dims)[0] == g.exportBatch()) (*dims)[0] = in[0];
+  Shape out;
+  std::int64_t known = 1, inferred = -1;
+  for (std::size_t i = 0; i < dims->size(); ++i) {
+    std::int64_t d = (*dims)[i];
+    if (d == 0 && !allowZero) {
+      if (i >= in.size()) return g.fail(index, "copies dimension " + std::to_string(i) + ", which the input lacks");
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0) return g.fail(index, "has more than one -1 in its shape");
+      inferred = static_cast<std::int64_t>(i);
+    } else if (d <= 0) {
+      return g.fail(index, "has dimension " + std::to_string(d) + " in its shape");
+    } else if (__builtin_mul_overflow(known, d, &known)) {
+      return g.fail(index, "has a shape of more than 2^63 values");
+    }
+    out.push_back(d);
+  }
+  const auto total = static_cast<std::int64_t>(elementCount(in));
+  if (inferred >= 0 && total % known == 0) out[static_cast<std::size_t>(inferred)] = total / known;
+  if (static_cast<std::int64_t>(elementCount(out)) != total || (inferred >= 0 && total % known != 0))
+    return g.fail(index, "reshapes " + shapeToString(in) + " (" + std::to_string(total) +
+                             " values) to a shape of another size (the shapes do not chain)" +
+                             (batchChanged ? "; its shape constant does not carry the model's fixed batch " +
+                                                 std::to_string(g.exportBatch()) +
+                                                 " as its leading dimension, so --batch cannot rewrite it: export "
+                                                 "with a symbolic batch (torch.onnx.export(..., dynamic_axes={'input': "
+                                                 "{0: 'batch'}}))"
+                                           : std::string()));
+  return out;
+}
+
 bool isViewOp(const std::string& opType) {
   return opType == "Add" || opType == "Mul" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" ||
-         opType == "Identity" || opType == "Pad" || opType == "ReduceMean";
+         opType == "Identity" || opType == "Pad" || opType == "ReduceMean" || opType == "Slice" ||
+         opType == "Transpose";
 }
 
 Status convertViewNode(Graph& graph, std::size_t node) {
@@ -309,6 +322,8 @@ Status convertViewNode(Graph& graph, std::size_t node) {
   if (op == "Reshape") return convertReshape(graph, node);
   if (op == "Pad") return convertPad(graph, node);
   if (op == "ReduceMean") return convertReduceMean(graph, node);
+  if (op == "Slice") return convertSlice(graph, node);
+  if (op == "Transpose") return convertTranspose(graph, node);
   std::optional<std::size_t> a;
   REMAT_RETURN_IF_ERROR(requireDataInput(graph, node, a));
   dropAsAlias(graph, node, *a);  // Identity
