@@ -8,12 +8,12 @@ activation, scale * x. For each: a fixed input x ([2, 8, 5, 5], float32, NCHW), 
 a fixed upstream gradient r, and PyTorch's y, dx and d(parameters) of sum(y * r). Run with Debian's
 PyTorch (/usr/bin/python3); rewrites tests/data/se/torch_reference.json.
 """
-import json
 import math
-import pathlib
 
 import torch
 from torchvision.ops import SqueezeExcitation
+
+from torch_reference_values import backward_record, set_parameters, spread, write_reference
 
 SHAPE = [2, 8, 5, 5]
 SQUEEZE = 4
@@ -21,10 +21,6 @@ VARIANTS = {
     "efficientnet": (torch.nn.SiLU, torch.nn.Sigmoid),
     "mobilenet_v3": (torch.nn.ReLU, torch.nn.Hardsigmoid),
 }
-
-
-def spread(count, phase, scale):
-    return [scale * math.sin(1.3 * i + phase) for i in range(count)]
 
 
 def main():
@@ -36,25 +32,12 @@ def main():
     for name, (activation, scale_activation) in VARIANTS.items():
         se = SqueezeExcitation(SHAPE[1], SQUEEZE, activation=activation, scale_activation=scale_activation)
         params = [se.fc1.weight, se.fc1.bias, se.fc2.weight, se.fc2.bias]
-        flat = spread(sum(p.numel() for p in params), 0.4, 0.5)
-        offset = 0
-        with torch.no_grad():
-            for p in params:
-                p.copy_(torch.tensor(flat[offset:offset + p.numel()]).reshape(p.shape))
-                offset += p.numel()
+        flat = set_parameters(params)
         x = torch.tensor(x_values, dtype=torch.float32).reshape(SHAPE).requires_grad_(True)
         r = torch.tensor(r_values, dtype=torch.float32).reshape(SHAPE)
         y = se(x)
-        (y * r).sum().backward()
-        result["variants"][name] = {
-            "params": flat,
-            "y": [float(v) for v in y.detach().flatten()],
-            "dx": [float(v) for v in x.grad.flatten()],
-            "dparams": [float(v) for p in params for v in p.grad.flatten()],
-        }
-    out = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "se" / "torch_reference.json"
-    out.write_text(json.dumps(result, indent=None, separators=(",", ":")) + "\n")
-    print(f"wrote {out}")
+        result["variants"][name] = {"params": flat, **backward_record(y, r, x, params)}
+    write_reference("se", result)
 
 
 if __name__ == "__main__":

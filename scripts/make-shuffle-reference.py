@@ -9,19 +9,15 @@ flattened in order: the chain's parameter order), a fixed upstream gradient r, a
 and d(parameters) of sum(y * r). Run with Debian's PyTorch (/usr/bin/python3); rewrites
 tests/data/shuffle/torch_reference.json.
 """
-import json
 import math
-import pathlib
 
 import torch
 from torchvision.models.shufflenetv2 import InvertedResidual
 
+from torch_reference_values import backward_record, set_parameters, spread, write_reference
+
 SHAPE = [2, 8, 6, 6]
 VARIANTS = {"split": (8, 1), "strided": (16, 2)}  # out channels, stride
-
-
-def spread(count, phase, scale):
-    return [scale * math.sin(1.3 * i + phase) for i in range(count)]
 
 
 def main():
@@ -30,28 +26,14 @@ def main():
     for name, (out, stride) in VARIANTS.items():
         block = InvertedResidual(SHAPE[1], out, stride).train()
         params = list(block.parameters())
-        flat = spread(sum(p.numel() for p in params), 0.4, 0.5)
-        offset = 0
-        with torch.no_grad():
-            for p in params:
-                p.copy_(torch.tensor(flat[offset:offset + p.numel()]).reshape(p.shape))
-                offset += p.numel()
+        flat = set_parameters(params)
         x = torch.tensor(x_values, dtype=torch.float32).reshape(SHAPE).requires_grad_(True)
         y = block(x)
         r = torch.tensor(spread(y.numel(), 0.7, 1.0), dtype=torch.float32).reshape(y.shape)
-        (y * r).sum().backward()
-        result["variants"][name] = {
-            "out_channels": out,
-            "stride": stride,
-            "params": flat,
-            "r": [float(v) for v in r.flatten()],
-            "y": [float(v) for v in y.detach().flatten()],
-            "dx": [float(v) for v in x.grad.flatten()],
-            "dparams": [float(v) for p in params for v in p.grad.flatten()],
-        }
-    out = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "shuffle" / "torch_reference.json"
-    out.write_text(json.dumps(result, indent=None, separators=(",", ":")) + "\n")
-    print(f"wrote {out}")
+        recorded = backward_record(y, r, x, params)
+        result["variants"][name] = {"out_channels": out, "stride": stride, "params": flat,
+                                    "r": [float(v) for v in r.flatten()], **recorded}
+    write_reference("shuffle", result)
 
 
 if __name__ == "__main__":
