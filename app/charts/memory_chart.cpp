@@ -124,6 +124,24 @@ std::vector<StaticPart> MemoryChart::Parts::staticBands() const {
   return bands;
 }
 
+void MemoryChart::Parts::updateAreaLegends(bool hasPrediction) {
+  const std::vector<StaticPart> bands = staticBands();
+  for (std::size_t i = 0; i < staticLegends.size(); ++i) {
+    QAreaSeries* legend = staticLegends[i];
+    legend->setVisible(hasPrediction && predicted.base > 0.0 && i < bands.size());
+    if (i >= bands.size()) continue;
+    legend->setName(bands[i].name);
+    legend->setColor(ui::paletteColor(bands[i].role));
+    legend->setBorderColor(ui::paletteColor(bands[i].role).darker(120));
+  }
+  for (QAreaSeries* area : phaseLegend) area->setVisible(hasPrediction);
+  const bool hasStep = hasPrediction && data.predicted.entries.back().op.kind == OpKind::Step;
+  phaseLegend[static_cast<std::size_t>(Phase::Step)]->setVisible(hasStep);
+  const std::vector<std::uint64_t>& gradients = data.weightGradientBytes;
+  gradientsLegend->setVisible(
+      hasPrediction && std::any_of(gradients.begin(), gradients.end(), [](std::uint64_t bytes) { return bytes > 0; }));
+}
+
 MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent), parts_(std::make_unique<Parts>()) {
   Parts& p = *parts_;
   p.createChart();
@@ -227,20 +245,7 @@ void MemoryChart::rebuild() {
   p.measuredLine->setColor(
       ui::paletteColor(d.measuredStale ? ui::PaletteRole::MeasuredStale : ui::PaletteRole::Measured));
   p.capacity->setName(tr("capacity %1").arg(ui::formatBytes(p.options.capacityBytes)));
-  const std::vector<StaticPart> bands = p.staticBands();
-  for (std::size_t i = 0; i < p.staticLegends.size(); ++i) {
-    QAreaSeries* legend = p.staticLegends[i];
-    legend->setVisible(hasPrediction && p.predicted.base > 0.0 && i < bands.size());
-    if (i >= bands.size()) continue;
-    legend->setName(bands[i].name);
-    legend->setColor(ui::paletteColor(bands[i].role));
-    legend->setBorderColor(ui::paletteColor(bands[i].role).darker(120));
-  }
-  for (QAreaSeries* area : p.phaseLegend) area->setVisible(hasPrediction);
-  const bool hasStep = hasPrediction && d.predicted.entries.back().op.kind == OpKind::Step;
-  p.phaseLegend[static_cast<std::size_t>(Phase::Step)]->setVisible(hasStep);
-  p.gradientsLegend->setVisible(hasPrediction && std::any_of(d.weightGradientBytes.begin(), d.weightGradientBytes.end(),
-                                                             [](std::uint64_t bytes) { return bytes > 0; }));
+  p.updateAreaLegends(hasPrediction);
   p.footprint->setVisible(hasPrediction);
   p.peakLegend->setVisible(hasPrediction);
   p.measuredLine->setVisible(hasMeasured);

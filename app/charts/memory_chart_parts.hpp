@@ -80,6 +80,8 @@ struct MemoryChart::Parts {
   }
   // The static bands to draw and name: ChartData::staticParts without empty parts, or one "static".
   std::vector<StaticPart> staticBands() const;
+  // Shows the static parts', the phases' and the weight gradients' legend entries that apply.
+  void updateAreaLegends(bool hasPrediction);
 };
 
 }  // namespace remat::charts
