@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 
+#include "interpreter_program.hpp"
 #include "interpreter_support.hpp"
 #include "optimizer_run.hpp"
 #include "remat/exec/counter_rng.hpp"
@@ -21,148 +22,13 @@
 namespace remat {
 namespace {
 
-constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
-constexpr std::uint32_t kInput = kNone - 1;  // the static x0
-
-struct TensorMeta {
-  std::uint64_t bytes = 0;
-  char kind = 'x';  // x, E, d; W: a weight gradient (GradMode::OnBackward), held to the step's end
-  std::size_t layer = 0;
-  std::uint32_t readers = 0;
-};
-
-struct OpProgram {
-  Op op;
-  ForwardMode mode = ForwardMode::Discard;
-  // Reads: x(l-1) (F, R, RE; x(n) for SEED), and for B: d(l), x(l-1), x(l), E(l).
-  std::uint32_t input = kNone;
-  std::uint32_t gradOutput = kNone, bwdInput = kNone, bwdOutput = kNone, extraIn = kNone;
-  // Writes: x(l) (F, R) or d(l-1) (B) or d(n) (SEED); E(l) (keep-mode F, R, RE); the weight
-  // gradient G(l) (B under GradMode::OnBackward).
-  std::uint32_t output = kNone, extraOut = kNone, weightGrad = kNone;
-  std::uint64_t workspaceBytes = 0;
-  std::uint64_t transientBytes = 0;  // RE's copy of x(c)
-
-  std::array<std::uint32_t, 5> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn}; }
-  std::array<std::uint32_t, 3> writes() const { return {output, extraOut, weightGrad}; }
-};
-
-struct Program {
-  std::vector<OpProgram> ops;
-  std::vector<TensorMeta> tensors;
-  std::vector<double> opCost;               // RunProgress's modelled cost of each op
-  double stepCost = 0.0;                    // their sum
-  std::vector<std::uint32_t> weightGradOf;  // by layer: G(l)'s tensor (kNone: static or p = 0)
-};
-
-bool isTensor(std::uint32_t id) { return id != kNone && id != kInput; }
-
-// Compiles the op sequence one op at a time: each op reads the newest version of x(l), E(l) and
-// d(l) written before it.
-class ProgramBuilder {
- public:
-  ProgramBuilder(const Chain& chain, const Plan& plan)
-      : chain_(chain),
-        lastSegmentStart_(plan.checkpoints.empty() ? 0 : plan.checkpoints.back()),
-        x_(chain.size() + 1, kNone),
-        extra_(chain.size() + 1, kNone),
-        grad_(chain.size() + 1, kNone) {
-    x_[0] = kInput;
-    program_.weightGradOf.assign(chain.size() + 1, kNone);
-  }
-
-  // Internal error when the op reads a tensor no earlier op wrote (a bug in buildOpSequence).
-  Status add(const Op& op) {
-    OpProgram p;
-    p.op = op;
-    switch (op.kind) {
-      case OpKind::F:
-      case OpKind::R: forward(p); break;
-      case OpKind::RE: recomputeExtras(p); break;
-      case OpKind::Seed: seed(p); break;
-      case OpKind::B: REMAT_RETURN_IF_ERROR(backward(p)); break;
-      case OpKind::Step: break;  // reads the parameters, gradients and state: none is a step tensor
-    }
-    if (op.kind != OpKind::B && op.kind != OpKind::Step && p.input == kNone)
-      return Status::internal(opLabel(op) + " reads an unwritten x");
-    for (std::uint32_t id : p.reads())
-      if (isTensor(id)) ++program_.tensors[id].readers;
-    program_.ops.push_back(p);
-    const double cost = !op.hasLayer()         ? 0.0
-                        : op.kind == OpKind::B ? chain_.at(op.layer).bwdCost
-                                               : chain_.at(op.layer).fwdCost;
-    program_.opCost.push_back(cost);
-    program_.stepCost += cost;
-    return Status::ok();
-  }
-
-  Program take() && { return std::move(program_); }
-
- private:
-  std::uint32_t tensor(std::uint64_t bytes, char kind, std::size_t layer) {
-    program_.tensors.push_back({bytes, kind, layer, 0});
-    return static_cast<std::uint32_t>(program_.tensors.size() - 1);
-  }
-
-  // F and R write x(l); in keep mode (R, and F in the last segment) also E(l).
-  void forward(OpProgram& p) {
-    const std::size_t l = p.op.layer;
-    const LayerNumbers& m = chain_.at(l);
-    const bool keep = p.op.kind == OpKind::R || l > lastSegmentStart_;
-    p.mode = keep ? ForwardMode::Keep : ForwardMode::Discard;
-    p.input = x_[l - 1];
-    p.output = x_[l] = tensor(m.outBytes, 'x', l);
-    if (keep && m.extraBytes > 0) p.extraOut = extra_[l] = tensor(m.extraBytes, 'E', l);
-    p.workspaceBytes = m.fwdWorkspaceBytes;
-  }
-
-  // RE writes only E(l); its x(l) goes to a transient buffer.
-  void recomputeExtras(OpProgram& p) {
-    const std::size_t l = p.op.layer;
-    const LayerNumbers& m = chain_.at(l);
-    p.mode = ForwardMode::Keep;
-    p.input = x_[l - 1];
-    p.extraOut = extra_[l] = tensor(m.extraBytes, 'E', l);
-    p.workspaceBytes = m.fwdWorkspaceBytes;
-    p.transientBytes = m.outBytes;
-  }
-
-  void seed(OpProgram& p) {
-    const std::size_t n = chain_.size();
-    p.input = x_[n];
-    p.output = grad_[n] = tensor(chain_.at(n).outBytes, 'd', n);
-  }
-
-  // B reads d(l) and what the layer's numbers say its backward needs; writes d(l-1) (none for l = 1).
-  Status backward(OpProgram& p) {
-    const std::size_t l = p.op.layer;
-    const LayerNumbers& m = chain_.at(l);
-    p.gradOutput = grad_[l];
-    if (m.needsInput) p.bwdInput = x_[l - 1];
-    if (m.needsOutput) p.bwdOutput = x_[l];
-    if (m.extraBytes > 0) p.extraIn = extra_[l];
-    if (l > 1) p.output = grad_[l - 1] = tensor(chain_.at(l - 1).outBytes, 'd', l - 1);
-    if (chain_.step.grads == GradMode::OnBackward && m.paramBytes > 0)
-      p.weightGrad = program_.weightGradOf[l] = tensor(m.paramBytes, 'W', l);
-    p.workspaceBytes = m.bwdWorkspaceBytes;
-    if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
-        (m.extraBytes > 0 && p.extraIn == kNone))
-      return Status::internal("B(" + std::to_string(l) + ") reads a tensor no earlier op wrote");
-    return Status::ok();
-  }
-
-  const Chain& chain_;
-  const std::size_t lastSegmentStart_;
-  std::vector<std::uint32_t> x_, extra_, grad_;
-  Program program_;
-};
-
-Result<Program> compile(const Chain& chain, const Plan& plan) {
-  ProgramBuilder builder(chain, plan);
-  for (const Op& op : buildOpSequence(chain, plan)) REMAT_RETURN_IF_ERROR(builder.add(op));
-  return std::move(builder).take();
-}
-
+using program::compile;
+using program::isTensor;
+using program::kInput;
+using program::kNone;
+using program::OpProgram;
+using program::Program;
+using program::TensorMeta;
 }  // namespace
 
 struct Interpreter::State {
