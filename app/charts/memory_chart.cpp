@@ -204,6 +204,19 @@ QString labelFormatFor(double step) {
   return QStringLiteral("%.%1f").arg(decimals);
 }
 
+// Dynamic ticks every `step` from 0, over [from, to]. Only what changed is set: an edit usually
+// keeps the axes, and Qt Charts makes the axis' labels again on every setLabelFormat. The interval
+// goes before the range: a wide range with the old fine interval would create thousands of tick
+// items for a moment.
+void setTicks(QValueAxis& axis, double step, double from, double to) {
+  if (axis.tickType() != QValueAxis::TicksDynamic) axis.setTickType(QValueAxis::TicksDynamic);
+  axis.setTickAnchor(0.0);
+  axis.setTickInterval(step);
+  const QString format = labelFormatFor(step);
+  if (axis.labelFormat() != format) axis.setLabelFormat(format);
+  axis.setRange(from, to);
+}
+
 }  // namespace
 
 void MemoryChart::rebuild() {
@@ -232,7 +245,9 @@ void MemoryChart::rebuild() {
       {p.predicted.yMax, p.measured.yMax, static_cast<double>(p.options.capacityBytes), p.predicted.base, 1.0});
 
   const bool hasPrediction = !d.predicted.entries.empty();
-  p.chart->setTitle(hasPrediction || !d.title.isEmpty() ? d.title : tr("No plan to show"));
+  // QChart::setTitle lays the whole chart out again (axes, legend) even when the text is the same.
+  const QString title = hasPrediction || !d.title.isEmpty() ? d.title : tr("No plan to show");
+  if (p.chart->title() != title) p.chart->setTitle(title);
   if (!timeMode) {
     p.axisX->setTitleText(tr("op (forward, then backward)"));
   } else if (measuredClock) {
@@ -300,26 +315,18 @@ void MemoryChart::applyRanges() {
   p.unit = ui::byteUnitFor(p.displayed.yMaxBytes);
   const double div = p.unit.divisor;
   const XRange visible = visibleXRange();
-  // Axes first: every later replace() then lays out against the final ranges once. The tick
-  // interval goes before the range: a wide range with the old fine interval would create
-  // thousands of tick items for a moment. Op numbers are whole: their ticks are too.
+  // Axes first: every later replace() then lays out against the final ranges once. Op numbers are
+  // whole: their ticks are too.
   double xStep = niceStep((visible.to - visible.from) / kXTicks);
   if (p.options.xAxis == XAxisMode::OpIndex) xStep = std::max(xStep, 1.0);
   const double yStep = niceStep(p.displayed.yMaxBytes * 1.05 / div / 6.0);
-  p.axisX->setTickType(QValueAxis::TicksDynamic);
-  p.axisX->setTickAnchor(0.0);
-  p.axisX->setTickInterval(xStep);
-  p.axisX->setLabelFormat(labelFormatFor(xStep));
-  p.axisX->setRange(visible.from, visible.to);
-  p.axisY->setTickType(QValueAxis::TicksDynamic);
-  p.axisY->setTickAnchor(0.0);
-  p.axisY->setTickInterval(yStep);
-  p.axisY->setRange(0.0, std::ceil(p.displayed.yMaxBytes * 1.05 / div / yStep) * yStep);
-  p.axisY->setLabelFormat(labelFormatFor(yStep));
+  setTicks(*p.axisX, xStep, visible.from, visible.to);
+  setTicks(*p.axisY, yStep, 0.0, std::ceil(p.displayed.yMaxBytes * 1.05 / div / yStep) * yStep);
   p.axisY->setTitleText(tr("memory (%1)").arg(p.unit.name));
 
   const double capacity = static_cast<double>(p.options.capacityBytes) / div;
-  p.capacity->replace(QList<QPointF>{{0.0, capacity}, {p.displayed.xMax, capacity}});
+  const QList<QPointF> capacityLine = {{0.0, capacity}, {p.displayed.xMax, capacity}};
+  if (p.capacity->points() != capacityLine) p.capacity->replace(capacityLine);
   updatePaintedContent();
 }
 

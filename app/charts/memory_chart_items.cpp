@@ -7,6 +7,7 @@
 #include <QPainterPath>
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 
 #include "common/palette.hpp"
@@ -110,7 +111,14 @@ void ChartPaintItem::paintFills(QPainter* painter) const {
   // The rug: a short tick at the bottom of the plot wherever recompute ops run.
   const QColor rug = ui::paletteColor(ui::PaletteRole::RecomputeMark);
   const int rugBottom = static_cast<int>(plot.bottom()) - 1;
-  for (double x : c.recomputeX) painter->fillRect(QRect(px(x) - 1, rugBottom - 6, 2, 6), rug);
+  int lastRugX = INT_MIN;  // one tick per pixel column on screen: neighbouring buckets share pixels
+  const bool raster = isRaster(painter);
+  for (double x : c.recomputeX) {
+    const int rugX = px(x);
+    if (raster && rugX == lastRugX) continue;
+    painter->fillRect(QRect(rugX - 1, rugBottom - 6, 2, 6), rug);
+    lastRugX = rugX;
+  }
 }
 
 const ChartPaintItem::FillsImage& ChartPaintItem::fillsImage(const PixelMapping& mapping, int plotLeft,

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 namespace remat::gui {
 namespace {
 
@@ -70,6 +74,55 @@ TEST(StripGeometry, HandleHitTestUsesATolerance) {
   EXPECT_EQ(g.handleAt(36.0, handles, 5.0), 4u);  // nearest of two in range
   EXPECT_EQ(g.handleAt(55.0, handles, 5.0), std::nullopt);
   EXPECT_EQ(g.handleAt(80.0, {}, 5.0), std::nullopt);
+}
+
+// The strip's cells painted one by one (each at least a pixel wide, later over earlier), as the
+// widget painted them before runs: the pixels the runs must reproduce. -1: unpainted.
+std::vector<int> paintedCells(const std::vector<int>& edges, const std::vector<int>& values, int width) {
+  std::vector<int> pixels(static_cast<std::size_t>(width), -1);
+  for (std::size_t l = 0; l < values.size(); ++l)
+    for (int x = edges[l]; x < std::max(edges[l + 1], edges[l] + 1); ++x)
+      pixels[static_cast<std::size_t>(x)] = values[l];
+  return pixels;
+}
+
+std::vector<int> paintedRuns(const std::vector<CellRun>& runs, int width) {
+  std::vector<int> pixels(static_cast<std::size_t>(width), -1);
+  for (const CellRun& run : runs)
+    for (int x = run.left; x < run.right; ++x) pixels[static_cast<std::size_t>(x)] = run.value;
+  return pixels;
+}
+
+TEST(CellRuns, RunsPaintTheSamePixelsAsOneFillPerCell) {
+  for (std::size_t layers : {1u, 7u, 300u, 1000u, 5000u}) {
+    for (double width : {50.0, 400.0, 1400.0}) {
+      const StripGeometry g = StripGeometry::uniform(layers, 10.0, width);
+      std::vector<int> edges(layers + 1);
+      for (std::size_t b = 0; b <= layers; ++b) edges[b] = static_cast<int>(std::lround(g.boundaryX(b)));
+      // Mostly one value, checkpoints (value 2) every 25 layers and the kept tail (value 1).
+      std::vector<int> values(layers, 0);
+      for (std::size_t l = 0; l < layers; ++l) values[l] = l % 25 == 24 ? 2 : (l > layers * 3 / 4 ? 1 : 0);
+      const std::vector<CellRun> runs = cellRuns(edges, values);
+      const int pixels = static_cast<int>(width) + 20;
+      EXPECT_EQ(paintedRuns(runs, pixels), paintedCells(edges, values, pixels)) << layers << " in " << width;
+      for (std::size_t r = 1; r < runs.size(); ++r) {
+        EXPECT_LE(runs[r - 1].right, runs[r].left);                                             // apart, in order
+        EXPECT_FALSE(runs[r - 1].right == runs[r].left && runs[r - 1].value == runs[r].value);  // merged
+      }
+      if (layers >= 1000 && width <= 400.0) {
+        EXPECT_LT(runs.size(), layers / 4) << layers << " in " << width;  // runs, not cells
+      }
+    }
+  }
+}
+
+TEST(CellRuns, ALoneCheckpointNarrowerThanAPixelStillShows) {
+  // Ten cells in three pixels; the seventh (a checkpoint) is the last one painted in its pixel.
+  const std::vector<int> edges = {0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 3};
+  const std::vector<int> values = {0, 0, 0, 0, 0, 0, 2, 0, 0, 0};
+  EXPECT_EQ(cellRuns(edges, values), (std::vector<CellRun>{{0, 1, 0}, {1, 2, 2}, {2, 3, 0}}));
+  EXPECT_EQ(paintedRuns(cellRuns(edges, values), 3), paintedCells(edges, values, 3));
+  EXPECT_TRUE(cellRuns({}, {}).empty());
 }
 
 }  // namespace

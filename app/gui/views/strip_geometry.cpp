@@ -70,4 +70,21 @@ std::optional<std::size_t> StripGeometry::handleAt(double x, const std::vector<s
   return best;
 }
 
+std::vector<CellRun> cellRuns(const std::vector<int>& edges, const std::vector<int>& values) {
+  std::vector<CellRun> runs;
+  const std::size_t n = std::min(values.size(), edges.empty() ? 0 : edges.size() - 1);
+  for (std::size_t l = 0; l < n; ++l) {
+    const int left = edges[l];
+    const int right = std::max(edges[l + 1], left + 1);
+    // This cell covers whatever earlier cells painted from its left edge on.
+    while (!runs.empty() && runs.back().left >= left) runs.pop_back();
+    if (!runs.empty()) runs.back().right = std::min(runs.back().right, left);
+    if (!runs.empty() && runs.back().value == values[l] && runs.back().right == left)
+      runs.back().right = right;
+    else
+      runs.push_back({left, right, values[l]});
+  }
+  return runs;
+}
+
 }  // namespace remat::gui

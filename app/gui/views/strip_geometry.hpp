@@ -38,4 +38,19 @@ class StripGeometry {
   std::vector<double> edges_;  // n + 1 increasing x positions
 };
 
+// Neighbouring pixel columns of the strip painted alike: [left, right) with one cell value.
+struct CellRun {
+  int left = 0;
+  int right = 0;  // exclusive
+  int value = 0;
+  bool operator==(const CellRun&) const = default;
+};
+
+// The cells as they are painted one after another, cell l (1..n) from pixel edges[l - 1] to
+// edges[l] and at least one pixel wide, a later cell over an earlier one; merged into runs of equal
+// value. One fill per run paints the same pixels as one per cell: a thousand cells in a few hundred
+// pixels cost a few dozen fills, and a cell narrower than a pixel still shows when it is painted
+// last there. edges: n + 1 non-decreasing pixels; values: n.
+std::vector<CellRun> cellRuns(const std::vector<int>& edges, const std::vector<int>& values);
+
 }  // namespace remat::gui

@@ -50,11 +50,14 @@ Status writeScreenshot(MainWindow& window, const QString& path, int waitMs = 600
 
 // Mean seconds of one checkpoint toggle on an abstract CNN-like chain of n layers, over `toggles`
 // toggles: the simulation alone, the edit with every view's update (document, simulate, strip,
-// summary, chart data), and the repaint that follows. For the docs note on update speed.
+// summary, chart data), and the repaint that follows; wall time, and the process' CPU time of the
+// last two (what a loaded machine does not inflate). For the docs note on update speed.
 struct UpdateTiming {
   double simulateSeconds = 0.0;
   double editSeconds = 0.0;
   double paintSeconds = 0.0;
+  double editCpuSeconds = 0.0;
+  double paintCpuSeconds = 0.0;
 };
 UpdateTiming measureUpdateSeconds(int layers, int toggles);
 
