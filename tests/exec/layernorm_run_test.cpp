@@ -79,7 +79,7 @@ TEST(LayerNormOperator, ChainFileRoundTripKeepsEpsilon) {
 }
 
 std::string chainError(const json& layer, std::vector<std::int64_t> shape = {4, 8}) {
-  auto chain = parseChain(chainWith({layer}, std::move(shape)).dump(), "bad.json");
+  auto chain = parseChain(chainWith(json::array({layer}), std::move(shape)).dump(), "bad.json");
   EXPECT_FALSE(chain.isOk());
   return chain ? "" : chain.status().message();
 }
