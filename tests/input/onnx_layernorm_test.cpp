@@ -84,6 +84,7 @@ struct Decomposed {
   float exponent = 2.0F;
   float epsilon = 1e-5F;
   Ints varianceAxes = {-1};
+  std::int64_t meanKeepDims = 1;
   bool sqrt = true;
   bool affine = true;
   Ints biasShape = {16};
@@ -92,7 +93,7 @@ struct Decomposed {
 
 std::string decomposed(const Decomposed& d) {
   return mlpWith([d](OnnxBuilder& b, const std::string& x) {
-    const std::string mean = b.node("ReduceMean", {x}, "norm", {{"axes", Ints{-1}}});
+    const std::string mean = b.node("ReduceMean", {x}, "norm", {{"axes", Ints{-1}}, {"keepdims", d.meanKeepDims}});
     const std::string centred = b.node("Sub", {x, mean}, "norm");
     const std::string pow = b.node("Pow", {centred, b.constantFloat(d.exponent)}, "norm");
     const std::string variance = b.node("ReduceMean", {pow}, "norm", {{"axes", d.varianceAxes}});
@@ -144,6 +145,9 @@ TEST(OnnxLayerNorm, HalfMatchedDecompositionsAreRefusedWhereTheyDepart) {
   Decomposed otherAxis;
   otherAxis.varianceAxes = {0};
   expectContains(importError(decomposed(otherAxis)), {"/norm/ReduceMean", "last axis"});
+  Decomposed dropped;
+  dropped.meanKeepDims = 0;
+  expectContains(importError(decomposed(dropped)), {"/norm/ReduceMean", "keepdims 0"});
   Decomposed plain;
   plain.affine = false;
   expectContains(importError(decomposed(plain)), {"decomposed LayerNorm", "weight and bias"});

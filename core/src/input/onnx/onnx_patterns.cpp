@@ -143,10 +143,10 @@ Result<bool> convertGelu(Graph& g, std::size_t node, std::size_t x) {
   return true;
 }
 
-// ReduceMean over the last axis of a 2-D tensor with its dims kept: the axes attribute, or (opset
-// 18 on) the constant input 1.
-bool meansLastAxis(const Graph& g, const onnx::NodeProto& node) {
-  if (node.op_type() != "ReduceMean" || intAttribute(node, "keepdims", 1) != 1) return false;
+// ReduceMean over the last axis of a 2-D tensor (with its dims kept unless `anyKeepDims`): the axes
+// attribute, or (opset 18 on) the constant input 1.
+bool meansLastAxis(const Graph& g, const onnx::NodeProto& node, bool anyKeepDims = false) {
+  if (node.op_type() != "ReduceMean" || (!anyKeepDims && intAttribute(node, "keepdims", 1) != 1)) return false;
   std::optional<std::vector<std::int64_t>> axes = intsAttribute(node, "axes");
   if (g.opset() >= 18 && !nodeInput(node, 1).empty()) {
     const Constant* c = g.constant(nodeInput(node, 1));
@@ -197,7 +197,7 @@ class LayerNormWalk {
 
 Result<bool> convertLayerNormPattern(Graph& g, std::size_t node, std::size_t x) {
   const onnx::NodeProto& mean = nodeAt(g, node);
-  if (g.activations()[x].shape.size() != 2 || !meansLastAxis(g, mean) || mean.output_size() != 1) return false;
+  if (g.activations()[x].shape.size() != 2 || !meansLastAxis(g, mean, true) || mean.output_size() != 1) return false;
   const auto subAt = nextNode(g, node);
   if (!subAt) return false;
   const onnx::NodeProto& sub = nodeAt(g, *subAt);
@@ -205,6 +205,8 @@ Result<bool> convertLayerNormPattern(Graph& g, std::size_t node, std::size_t x) 
       sub.input(1) != mean.output(0))
     return false;
   const LayerNormWalk walk(g, node);
+  if (!meansLastAxis(g, mean))
+    return walk.broken(node, "its mean drops the averaged axis (keepdims 0), so x - mean does not broadcast per row");
   REMAT_RETURN_IF_ERROR(walk.readBy(node, 1));
   REMAT_RETURN_IF_ERROR(walk.readBy(*subAt, 2));  // Pow and Div
   const std::string& centred = sub.output(0);
