@@ -83,7 +83,7 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
     case LayerKind::LayerNorm:
       needs.params = {2 * u64(in[1]), 0};
       needs.readsInput = true;
-      needs.extraBytes = 2 * u64(in[0]) * 4;  // float32 mean and variance (CPU) of each row
+      needs.extraBytes = 2 * u64(in[0]) * 4;  // float32 mean and variance (CPU) or rstd (GPU) of each row
       return needs;
     default: break;
   }
