@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "kernels.hpp"
-#include "remat/model/block.hpp"
 #include "remat/exec/device_calls.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
+#include "remat/model/block.hpp"
 
 namespace remat::gpu {
 
@@ -54,6 +54,7 @@ struct LayerState {
   std::optional<BatchNormOp> bn;
   Index rows = 0, inFeatures = 0, outFeatures = 0;  // linear
   double dropoutP = 0.0;
+  float epsilon = 0.0f;  // layernorm (rows and inFeatures: its [N, F])
   std::optional<BlockState> block;
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
@@ -64,7 +65,7 @@ struct LayerState {
 
 // Builds the state of layer l (layers[0] is the input x0) and appends it. Errors name the layer.
 Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
-                 std::vector<LayerState>& layers);
+                    std::vector<LayerState>& layers);
 
 // The real (non-abstract) kinds; the buffers were checked by CudaDevice (device_calls.hpp).
 Status forwardLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,

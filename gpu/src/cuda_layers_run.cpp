@@ -233,6 +233,9 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
       return s.bn->forward(c.cudnn, p.x, p.params, p.params + s.bn->channels(), p.y,
                            keep ? reinterpret_cast<float*>(p.extra) : nullptr);
     case LayerKind::Linear: return linearForward(s, c, p.x, p.params, p.y);
+    case LayerKind::LayerNorm:
+      return kernels::layerNormForward(c.stream, s.rows, s.inFeatures, s.epsilon, p.x, p.params, p.y,
+                                       keep ? reinterpret_cast<float*>(p.extra) : nullptr);
     case LayerKind::Dropout:
       return kernels::dropoutForward(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),
                                      p.x, p.y, keep ? reinterpret_cast<std::uint8_t*>(p.extra) : nullptr);
@@ -268,6 +271,9 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
                             p.paramGrads + s.bn->channels());
     }
     case LayerKind::Linear: return linearBackward(s, c, p);
+    case LayerKind::LayerNorm:
+      return kernels::layerNormBackward(c.stream, s.rows, s.inFeatures, p.x, p.dy, p.params,
+                                        reinterpret_cast<const float*>(p.extra), p.dx, p.paramGrads);
     case LayerKind::Dropout:
       if (p.dx != nullptr)
         return kernels::dropoutBackward(c.stream, s.inCount, s.dropoutP, reinterpret_cast<const std::uint8_t*>(p.extra),

@@ -194,6 +194,11 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
     case LayerKind::BatchNorm: return prepareBatchNorm(chain, l, check, state);
     case LayerKind::Linear: return prepareLinear(layer, check, *params, state);
     case LayerKind::Dropout: state.dropoutP = spec.dropoutP; return Status::ok();
+    case LayerKind::LayerNorm:  // own kernels (kernels_layernorm.cu), no workspace
+      state.rows = in[0];
+      state.inFeatures = in[1];
+      state.epsilon = static_cast<float>(spec.epsilon);
+      return Status::ok();
     default: return isPointwise(layer.kind) ? Status::ok() : check.noKernel();
   }
 }

@@ -61,6 +61,15 @@ Status dropoutForward(cudaStream_t stream, Index count, double p, std::uint64_t 
 Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const float* dy,
                        float* dx);
 
+// Layer norm over the last axis of a row-major [rows][features] matrix (kernels_layernorm.cu), weight
+// and bias one [2][features] buffer: the forward writes y and, when stats is not null (keep mode),
+// the row means then the row rstd (2 * rows floats); the backward writes dx (when not null) from x,
+// the stats and the weight, and adds d(weight, bias) into dWeightBias.
+Status layerNormForward(cudaStream_t stream, Index rows, Index features, float epsilon, const float* x,
+                        const float* weightBias, float* y, float* stats);
+Status layerNormBackward(cudaStream_t stream, Index rows, Index features, const float* x, const float* dy,
+                         const float* weightBias, const float* stats, float* dx, float* dWeightBias);
+
 // y[r][f] += bias[f] for a row-major [rows][features] matrix.
 Status addRowBias(cudaStream_t stream, Index rows, Index features, const float* bias, float* y);
 // db[f] += sum over r of dy[r][f], summed in row order (deterministic).

@@ -124,6 +124,21 @@ constexpr const char* kActivationChain = R"({"format": "remat-chain/1", "name": 
   {"name": "gelu", "kind": "gelu"},
   {"name": "fc2", "kind": "linear", "out_features": 10}]})";
 
+// layernorm (own kernels, kernels_layernorm.cu) right after a flatten and between linear layers.
+constexpr const char* kLayerNormChain = R"({"format": "remat-chain/1", "name": "gpu-layernorm",
+ "input": {"shape": [3, 3, 6, 6], "dtype": "float32"},
+ "layers": [
+  {"name": "conv1", "kind": "conv2d", "out_channels": 4, "kernel": 3, "stride": 1, "padding": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "norm0", "kind": "layernorm"},
+  {"name": "fc1", "kind": "linear", "out_features": 300},
+  {"name": "norm1", "kind": "layernorm"},
+  {"name": "gelu", "kind": "gelu"},
+  {"name": "fc2", "kind": "linear", "out_features": 16},
+  {"name": "norm2", "kind": "layernorm", "epsilon": 0.01},
+  {"name": "silu", "kind": "silu"},
+  {"name": "fc3", "kind": "linear", "out_features": 10}]})";
+
 // Squeeze-and-Excitation (global_avgpool, 1x1 convs with bias, mul with broadcasting) without and
 // with a skip, as EfficientNet's and MobileNetV3's blocks hold it.
 constexpr const char* kSqueezeExcitationChain = R"({"format": "remat-chain/1", "name": "gpu-se",
@@ -213,7 +228,7 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
   for (const char* text :
-       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain}) {
+       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain, kLayerNormChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -238,7 +253,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
   for (const char* text :
-       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain}) {
+       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain, kLayerNormChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};

@@ -29,7 +29,7 @@ struct ParamSegment {
 
 // The oneDNN primitives of a layer or of an inner op of a block; monostate for the kinds that run
 // own kernels only (dropout, adaptive average pooling, the residual add, abstract layers).
-using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormOp, EltwiseOp>;
+using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormOp, EltwiseOp, LayerNormOp>;
 
 // One inner op of a block with its primitives.
 struct PreparedBlockOp {

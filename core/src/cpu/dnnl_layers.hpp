@@ -130,6 +130,31 @@ class BatchNormOp {
   std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
 };
 
+// Layer norm in training mode over the last axis of [rows][features] (dnnl_layernorm.cpp):
+// statistics saved as mean [rows] then variance [rows], weight and bias as one [2][features] buffer.
+// A discard-mode forward keeps its statistics in the scratch.
+class LayerNormOp {
+ public:
+  static Result<LayerNormOp> create(const DnnlContext& context, Index rows, Index features, float epsilon,
+                                    InputGrad grad, const std::string& label);
+  std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
+  std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
+  // stats: E's 2*rows floats in keep mode, null in discard mode.
+  Status forward(const DnnlContext& context, const float* x, const float* weightBias, float* y, float* stats,
+                 std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const float* x, const float* dy, const float* weightBias,
+                  const float* stats, float* dx, float* dWeightBias, std::byte* scratch) const;
+
+ private:
+  Index rows_ = 0, features_ = 0;
+  InputGrad grad_ = InputGrad::Write;
+  std::string label_;
+  dnnl::memory::desc data_, statistic_, weightBias_;
+  Step forward_, backward_;
+  std::uint64_t forwardStatsOffset_ = 0, forwardBytes_ = 0;
+  std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
+};
+
 // The pointwise activations (operators.hpp): oneDNN's eltwise forward and backward, from the
 // tensor the kind's description says PyTorch's backward keeps (the *_use_dst_for_bwd algorithms
 // for relu, sigmoid and tanh); relu6 and hardsigmoid run our own kernels from x (oneDNN 2.6's clip

@@ -118,6 +118,18 @@ Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad g
   return setOp(BatchNormOp::create(context, data, channels, grad, prepared.label), prepared);
 }
 
+// Over a flattened channels-last input the features sit in (h, w, c) order: the weight and bias
+// follow them (the row statistics do not depend on the order).
+Status prepareLayerNorm(const DnnlContext& context, const LayerSpec& spec, InputGrad grad, PreparedLayer& prepared) {
+  const Index features = prepared.in.perSample();
+  const auto type = prepared.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
+  prepared.params.push_back({type, 0, features, 0, prepared.in});
+  prepared.params.push_back({type, features, features, 0, prepared.in});
+  return setOp(
+      LayerNormOp::create(context, prepared.in.batch, features, static_cast<float>(spec.epsilon), grad, prepared.label),
+      prepared);
+}
+
 Status prepareLinear(const DnnlContext& context, const Shape& out, const PrimitiveParameters& params, InputGrad grad,
                      PreparedLayer& prepared) {
   const Index inFeatures = prepared.in.perSample(), outFeatures = out[1];
@@ -150,7 +162,8 @@ Status preparePool(const DnnlContext& context, const ChainLayer& layer, const La
 // Elementwise kinds write their output in their input's layout: a 2-D tensor from a flatten keeps
 // its channels-last order.
 bool keepsInputLayout(LayerKind kind) {
-  return isPointwise(kind) || kind == LayerKind::Dropout || kind == LayerKind::BatchNorm;
+  return isPointwise(kind) || kind == LayerKind::Dropout || kind == LayerKind::BatchNorm ||
+         kind == LayerKind::LayerNorm;
 }
 
 // Layer 1's backward writes no d(x0).
@@ -175,6 +188,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), prepared);
     case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
+    case LayerKind::LayerNorm: return prepareLayerNorm(c.dnnl, spec, c.grad(), prepared);
     default:
       if (isPointwise(layer.kind))
         return setOp(EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind, c.grad(), prepared.label), prepared);

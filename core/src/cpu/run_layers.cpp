@@ -84,6 +84,11 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
       float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
     }
+    case LayerKind::LayerNorm: {
+      auto norm = opOf<LayerNormOp>(prepared);
+      float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
+      return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
+    }
     case LayerKind::Dropout:
       dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), b.x, b.y,
                      keep ? reinterpret_cast<std::uint8_t*>(b.extra) : nullptr);
@@ -120,6 +125,12 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::AdaptiveAvgPool: return backwardPool(context, prepared, b);
     case LayerKind::BatchNorm: {
       auto norm = opOf<BatchNormOp>(prepared);
+      return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
+                                      b.paramGrads, b.workspace)
+                  : norm.status();
+    }
+    case LayerKind::LayerNorm: {
+      auto norm = opOf<LayerNormOp>(prepared);
       return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
                                       b.paramGrads, b.workspace)
                   : norm.status();

@@ -59,7 +59,8 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
       initWeighted(data, weights, layer.paramCount - weights, fanIn, seed, l, 0);
       return Status::ok();
     }
-    case LayerKind::BatchNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();
+    case LayerKind::BatchNorm:
+    case LayerKind::LayerNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();  // weight 1, bias 0
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:

@@ -37,6 +37,7 @@ bool ranksFit(LayerKind kind, const Shape& in, const Shape& out) {
     case LayerKind::AdaptiveAvgPool: return in.size() == 4 && out.size() == 4;
     case LayerKind::BatchNorm: return in.size() == 2 || in.size() == 4;
     case LayerKind::Linear: return in.size() == 2 && out.size() == 2;
+    case LayerKind::LayerNorm: return in.size() == 2 && out == in;
     default: return true;
   }
 }
@@ -79,6 +80,11 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
       needs.readsInput = true;
       return needs;
     case LayerKind::Dropout: needs.extraBytes = elementCount(out); return needs;  // the mask, a byte each
+    case LayerKind::LayerNorm:
+      needs.params = {2 * u64(in[1]), 0};
+      needs.readsInput = true;
+      needs.extraBytes = 2 * u64(in[0]) * 4;  // float32 mean and variance (CPU) or rstd (GPU) of each row
+      return needs;
     default: break;
   }
   // The pointwise kinds' kernels read what their description says PyTorch's backward reads (relu:

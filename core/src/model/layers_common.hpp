@@ -32,6 +32,7 @@ Status inferAdaptiveAvgPool(const LayerSpec& spec, const Shape& input, DType dty
 Status inferBatchNorm(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
 Status inferLinear(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
 Status inferDropout(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
+Status inferLayerNorm(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
 // Any pointwise kind: y has x's shape; in/out from the description's backward reads; no E.
 Status inferPointwise(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out);
 

@@ -251,6 +251,27 @@ Status inferDropout(const LayerSpec& spec, const Shape& input, DType dtype, Chai
   return Status::ok();
 }
 
+// nn.LayerNorm(F) over the last axis of [N, F] with its weight and bias [F] (2F parameters). PyTorch's
+// native_layer_norm saves the float32 mean and rstd of each row whatever the dtype, and its backward
+// reads the input: in = yes, out = no, E = 2 N float32 (docs/memory-model.md section 5.1).
+Status inferLayerNorm(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
+  if (input.size() != 2)
+    return Status::invalid("layernorm normalizes the features of an [N, F] input, got " + shapeToString(input) +
+                           "; add a flatten layer before it");
+  if (!(spec.epsilon >= 0.0 && spec.epsilon < 1.0))
+    return Status::invalid("epsilon is " + std::to_string(spec.epsilon) + ", must be in [0, 1)");
+  const auto rows = static_cast<std::uint64_t>(input[0]);
+  const auto features = static_cast<std::uint64_t>(input[1]);
+  // mean, variance, normalise, scale, shift: five flops per element.
+  REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 2 * features, 5.0 * toDouble(elementCount(input))));
+  out.numbers.needsInput = true;
+  out.numbers.needsOutput = false;
+  // mean and rstd, float32 whatever the dtype (a float16 input's rows may make more bytes than it has)
+  if (!checkedMul(rows, 2 * 4, out.numbers.extraBytes))
+    return Status::invalid("the saved statistics of " + std::to_string(rows) + " rows overflow 64 bits");
+  return Status::ok();
+}
+
 Status inferPrimitiveLayer(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
   const OperatorInfo& info = operatorInfo(spec.kind);
   if (info.infer == nullptr) return Status::internal("'" + std::string(info.name) + "' is not a primitive layer kind");

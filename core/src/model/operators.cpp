@@ -58,6 +58,17 @@ constexpr FieldInfo named(std::string_view name) {
   return f;
 }
 
+// layernorm's epsilon: a variance offset; 1 or more is no model's (PyTorch's default is 1e-5).
+constexpr FieldInfo layerNormEpsilon() {
+  FieldInfo f;
+  f.name = "epsilon";
+  f.type = FieldType::Real;
+  f.real = &S::epsilon;
+  f.realMaximum = 1.0;
+  f.atMaximum = "must be below 1 (it is added to a variance of values normalised to 1)";
+  return f;
+}
+
 constexpr FieldInfo kAbstractFields[] = {named("out_bytes"),
                                          named("needs_input"),
                                          named("needs_output"),
@@ -81,6 +92,7 @@ constexpr FieldInfo kAdaptiveFields[] = {integer("output_height", &S::outputHeig
                                          integer("output_width", &S::outputWidth, false)};
 constexpr FieldInfo kLinearFields[] = {integer("out_features", &S::outFeatures, true), flag("bias", &S::bias)};
 constexpr FieldInfo kDropoutFields[] = {dropoutP()};
+constexpr FieldInfo kLayerNormFields[] = {layerNormEpsilon()};
 constexpr FieldInfo kBasicBlockFields[] = {integer("out_channels", &S::outChannels, true),
                                            integer("stride", &S::stride, false)};
 constexpr FieldInfo kBottleneckFields[] = {integer("width", &S::width, true),
@@ -129,12 +141,12 @@ OperatorInfo other(LayerKind kind, std::string_view name, OperatorFamily family,
 }
 
 // The order is parseKind's message's: the original kinds first, the newer ones after them.
-const std::array<OperatorInfo, 21>& table() {
+const std::array<OperatorInfo, 22>& table() {
   using K = LayerKind;
   using B = BlockOpKind;
   using R = BackwardReads;
   using F = OperatorFamily;
-  static const std::array<OperatorInfo, 21> kTable = {
+  static const std::array<OperatorInfo, 22> kTable = {
       other(K::Abstract, "abstract", F::Abstract, kAbstractFields),
       primitive(K::Conv2d, "conv2d", kConvFields, detail::inferConv2d, B::Conv2d, "Conv", "convolution"),
       // relu: ReluBackward0 keeps its result (threshold_backward(grad, result, 0)); one compare per element.
@@ -167,6 +179,10 @@ const std::array<OperatorInfo, 21>& table() {
       pointwise(K::HardSwish, "hardswish", R::Input, 4.0, B::HardSwish, "HardSwish", "hardswish"),
       pointwise(K::HardSigmoid, "hardsigmoid", R::Input, 3.0, B::HardSigmoid, "HardSigmoid", "hardsigmoid"),
       pointwise(K::Gelu, "gelu", R::Input, 8.0, B::Gelu, "Gelu", "gelu"),
+      // native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias): the
+      // input and the float32 mean and rstd ([N] each, E), never the output. Its shape rule says so.
+      primitive(K::LayerNorm, "layernorm", kLayerNormFields, detail::inferLayerNorm, std::nullopt, "LayerNormalization",
+                "native_layer_norm"),
   };
   return kTable;
 }

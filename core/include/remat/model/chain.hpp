@@ -41,6 +41,7 @@ enum class LayerKind {
   HardSwish,
   HardSigmoid,  // PyTorch's: relu6(x + 3) / 6
   Gelu,         // the exact (erf) form, torch's GELU(approximate='none')
+  LayerNorm,    // torch's LayerNorm over the last axis of [N, F], elementwise affine (weight and bias)
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
@@ -107,6 +108,8 @@ struct LayerSpec {
   std::int64_t outFeatures = 0;
   // dropout
   double dropoutP = 0.5;
+  // layernorm: added to the variance before its square root (PyTorch's and ONNX's default)
+  double epsilon = 1e-5;
   // bottleneck: inner width; inverted_residual: expansion ratio
   std::int64_t width = 0;
   std::int64_t expandRatio = 1;

@@ -215,6 +215,12 @@ bool isLayerOp(const std::string& opType);
 // op; false when the node starts none (onnx_patterns.cpp).
 Result<bool> convertPatternNode(Graph& graph, std::size_t node);
 bool isViewOp(const std::string& opType);
+// A layernorm of activation `x` ([N, F]) for node `first` with weight `scale` and bias `bias`
+// (weights of shape [F]) and `epsilon` (finite, in [0, 1)), writing `output` (default: the node's
+// output 0); every error names node `first` (onnx_layers.cpp). LayerNormalization and torch's
+// decomposed form below opset 17 (onnx_patterns.cpp) both end here.
+Status appendLayerNorm(Graph& graph, std::size_t first, std::size_t x, const std::string& scale,
+                       const std::string& bias, double epsilon, const std::string& output = {});
 // ONNX's Reshape rule on `in` for Reshape node `index` (0 copies, one -1 takes the rest), with a
 // fixed export batch in the leading dimension rewritten to --batch's (onnx_views.cpp).
 Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, const Constant& target);

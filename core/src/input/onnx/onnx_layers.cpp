@@ -1,5 +1,6 @@
 // The ONNX ops that become chain layers of a primitive kind: Conv, MaxPool, AveragePool,
-// GlobalAveragePool, BatchNormalization, Gemm, MatMul, Relu, Clip (ReLU6), Dropout and the pointwise
+// GlobalAveragePool, BatchNormalization, Gemm, MatMul, Relu, Clip (ReLU6), Dropout, LayerNormalization
+// (and the layernorm that torch's decomposed form becomes, onnx_patterns.cpp) and the pointwise
 // ops the operator table maps (Sigmoid, Tanh, HardSwish, HardSigmoid, Gelu). Each reads
 // its attributes in every opset form (attributes, or constant inputs in newer opsets), checks that
 // its weights and shapes chain, and computes its output shape by ONNX's rules; onnx_cut.cpp checks
@@ -295,7 +296,45 @@ Status convertDropout(Graph& g, std::size_t index) {
   return Status::ok();
 }
 
+// LayerNormalization (opset 17): over the last axis of [N, F] (axis -1 or 1), Scale and B weights of
+// shape [F], its Mean and InvStdDev outputs unused (PyTorch keeps its own, the model counts them).
+Status convertLayerNormalization(Graph& g, std::size_t index) {
+  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
+  const auto a = g.activation(nodeInput(node, 0));
+  if (!a) return g.fail(index, "its input 0 is not computed from the model's input");
+  const Shape shape = g.activations()[*a].shape;
+  const std::int64_t axis = intAttribute(node, "axis", -1);
+  if (shape.size() != 2 || (axis != -1 && axis != 1))
+    return g.fail(index, "normalizes axis " + std::to_string(axis) + " of a " + shapeToString(shape) +
+                             " input; layernorm takes the last axis of [N, F]");
+  if (nodeInput(node, 2).empty())
+    return g.fail(index, "has no bias (input 2); layernorm layers have a weight and a bias (nn.LayerNorm's affine)");
+  REMAT_RETURN_IF_ERROR(checkUnusedOutputs(g, index, "the saved mean or inverse standard deviation"));
+  return appendLayerNorm(g, index, *a, nodeInput(node, 1), nodeInput(node, 2), floatAttribute(node, "epsilon", 1e-5));
+}
+
 }  // namespace
+
+Status appendLayerNorm(Graph& g, std::size_t first, std::size_t x, const std::string& scale, const std::string& bias,
+                       double epsilon, const std::string& output) {
+  const Shape shape = g.activations()[x].shape;
+  if (shape.size() != 2)
+    return g.fail(first, "normalizes a " + shapeToString(shape) + " input; layernorm takes [N, F]");
+  const char* roles[] = {"weight", "bias"};
+  const std::string* names[] = {&scale, &bias};
+  for (int i = 0; i < 2; ++i) {
+    const Weight* w = g.weight(*names[i]);
+    if (w == nullptr || w->shape != Shape{shape[1]})
+      return g.fail(first, std::string("its ") + roles[i] + " " + quoteText(*names[i]) + " is not a weight of shape [" +
+                               std::to_string(shape[1]) + "]");
+    g.noteWeight(*w);
+  }
+  if (!(epsilon >= 0.0 && epsilon < 1.0)) return g.fail(first, "epsilon " + numberText(epsilon) + " is not in [0, 1)");
+  DataOp op = makeOp(g, first, LayerKind::LayerNorm, {x});
+  op.layer.epsilon = epsilon;
+  appendOp(g, std::move(op), shape, output);
+  return Status::ok();
+}
 
 Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shape& input,
                                       const std::vector<std::int64_t>& kernel,
@@ -340,7 +379,7 @@ bool isPointwiseOnnxOp(const std::string& opType) {
 bool isLayerOp(const std::string& opType) {
   return opType == "Conv" || opType == "MaxPool" || opType == "AveragePool" || opType == "GlobalAveragePool" ||
          opType == "BatchNormalization" || opType == "Gemm" || opType == "MatMul" || opType == "Relu" ||
-         opType == "Clip" || opType == "Dropout" || isPointwiseOnnxOp(opType);
+         opType == "Clip" || opType == "Dropout" || opType == "LayerNormalization" || isPointwiseOnnxOp(opType);
 }
 
 Status convertLayerNode(Graph& graph, std::size_t node) {
@@ -352,6 +391,7 @@ Status convertLayerNode(Graph& graph, std::size_t node) {
   if (op == "Gemm" || op == "MatMul") return convertLinear(graph, node);
   if (op == "Clip" || isPointwiseOnnxOp(op)) return convertActivation(graph, node);
   if (op == "Dropout") return convertDropout(graph, node);
+  if (op == "LayerNormalization") return convertLayerNormalization(graph, node);
   return graph.fail(node, "is not a layer op");
 }
 

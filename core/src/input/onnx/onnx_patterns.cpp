@@ -3,9 +3,12 @@
 //   SiLU:  Sigmoid(x) -> Mul(x, that)                                  (nn.SiLU at every opset)
 //   HardSwish: HardSigmoid(x; 1/6, 1/2) -> Mul(x, that)                (nn.Hardswish below opset 14)
 //   GELU:  Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x, that) -> Mul(0.5) (nn.GELU below opset 20)
+//   LayerNorm: ReduceMean(x) -> Sub(x, mean) -> Pow(2) -> ReduceMean -> Add(epsilon) -> Sqrt ->
+//          Div(Sub's, that) -> Mul(weight) -> Add(bias)             (nn.LayerNorm below opset 17)
 // A pattern's nodes follow each other (Constant nodes between them skipped) and each inner result
 // has no other reader; anything else is left to the ordinary conversion, which refuses what it
-// cannot read.
+// cannot read. A LayerNorm that starts (ReduceMean over the last axis, then Sub(x, mean)) and does
+// not go on as torch writes it is refused at the node where it departs.
 #include <cmath>
 
 #include "onnx_graph.hpp"
@@ -140,6 +143,114 @@ Result<bool> convertGelu(Graph& g, std::size_t node, std::size_t x) {
   return true;
 }
 
+// ReduceMean over the last axis of a 2-D tensor (with its dims kept unless `anyKeepDims`): the axes
+// attribute, or (opset 18 on) the constant input 1.
+bool meansLastAxis(const Graph& g, const onnx::NodeProto& node, bool anyKeepDims = false) {
+  if (node.op_type() != "ReduceMean" || (!anyKeepDims && intAttribute(node, "keepdims", 1) != 1)) return false;
+  std::optional<std::vector<std::int64_t>> axes = intsAttribute(node, "axes");
+  if (g.opset() >= 18 && !nodeInput(node, 1).empty()) {
+    const Constant* c = g.constant(nodeInput(node, 1));
+    if (c == nullptr) return false;
+    auto values = integersOf(*c, "axes");
+    if (!values) return false;
+    axes = std::move(values).value();
+  }
+  return axes && axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == 1);
+}
+
+// The walk over a decomposed LayerNorm once it has begun: each step is the next node, of its op,
+// reading what the step before wrote; otherwise the error says where and what was expected.
+class LayerNormWalk {
+ public:
+  LayerNormWalk(Graph& g, std::size_t start) : g_(g), start_(start) {}
+
+  // The node after `prev` (Constants skipped) if it is `op` and reads `input`.
+  Result<std::size_t> next(std::size_t prev, const char* op, const std::string& input, const char* expected) const {
+    const auto n = nextNode(g_, prev);
+    if (!n) return broken(prev, std::string("nothing follows it; expected ") + expected);
+    const onnx::NodeProto& node = nodeAt(g_, *n);
+    bool reads = false;
+    for (const auto& in : node.input()) reads = reads || in == input;
+    if (node.op_type() != op || !reads || node.output_size() != 1)
+      return broken(*n, std::string("expected ") + expected);
+    return *n;
+  }
+
+  // Node `n`'s output has `readers` readers, as the pattern's own nodes read it.
+  Status readBy(std::size_t n, std::size_t readers) const {
+    if (g_.readers(nodeAt(g_, n).output(0)) != readers)
+      return broken(n, "its output is read outside the pattern, which reads it " + std::to_string(readers) + " time" +
+                           (readers == 1 ? "" : "s"));
+    return Status::ok();
+  }
+
+  Status broken(std::size_t at, const std::string& why) const {
+    return g_.fail(at, "breaks the decomposed LayerNorm that starts at node " + std::to_string(start_) + ": " + why +
+                           " (torch writes ReduceMean, Sub, Pow(2), ReduceMean, Add(epsilon), Sqrt, Div, "
+                           "Mul(weight), Add(bias))");
+  }
+
+ private:
+  Graph& g_;
+  std::size_t start_;
+};
+
+Result<bool> convertLayerNormPattern(Graph& g, std::size_t node, std::size_t x) {
+  const onnx::NodeProto& mean = nodeAt(g, node);
+  if (g.activations()[x].shape.size() != 2 || !meansLastAxis(g, mean, true) || mean.output_size() != 1) return false;
+  const auto subAt = nextNode(g, node);
+  if (!subAt) return false;
+  const onnx::NodeProto& sub = nodeAt(g, *subAt);
+  if (sub.op_type() != "Sub" || sub.input_size() != 2 || sub.input(0) != mean.input(0) ||
+      sub.input(1) != mean.output(0))
+    return false;
+  const LayerNormWalk walk(g, node);
+  if (!meansLastAxis(g, mean))
+    return walk.broken(node, "its mean drops the averaged axis (keepdims 0), so x - mean does not broadcast per row");
+  REMAT_RETURN_IF_ERROR(walk.readBy(node, 1));
+  REMAT_RETURN_IF_ERROR(walk.readBy(*subAt, 2));  // Pow and Div
+  const std::string& centred = sub.output(0);
+  auto pow = walk.next(*subAt, "Pow", centred, "Pow(x - mean, 2)");
+  if (!pow) return pow.status();
+  if (nodeAt(g, *pow).input(0) != centred || !isScalar(g, node, nodeAt(g, *pow).input(1), 2.0))
+    return walk.broken(*pow, "its exponent is not the constant 2 of the model's float type");
+  REMAT_RETURN_IF_ERROR(walk.readBy(*pow, 1));
+  auto variance = walk.next(*pow, "ReduceMean", nodeAt(g, *pow).output(0), "ReduceMean over the last axis");
+  if (!variance) return variance.status();
+  if (!meansLastAxis(g, nodeAt(g, *variance)))
+    return walk.broken(*variance, "it does not average over the last axis with its dims kept");
+  REMAT_RETURN_IF_ERROR(walk.readBy(*variance, 1));
+  auto add = walk.next(*variance, "Add", nodeAt(g, *variance).output(0), "Add(variance, epsilon)");
+  if (!add) return add.status();
+  const std::string epsilonName = partner(nodeAt(g, *add), nodeAt(g, *variance).output(0));
+  const std::optional<double> epsilon = scalarOf(g, node, epsilonName);
+  if (!epsilon || !hasModelType(g, node, epsilonName))
+    return walk.broken(*add, "its epsilon is not a constant scalar of the model's float type");
+  REMAT_RETURN_IF_ERROR(walk.readBy(*add, 1));
+  auto sqrt = walk.next(*add, "Sqrt", nodeAt(g, *add).output(0), "Sqrt(variance + epsilon)");
+  if (!sqrt) return sqrt.status();
+  REMAT_RETURN_IF_ERROR(walk.readBy(*sqrt, 1));
+  auto div = walk.next(*sqrt, "Div", nodeAt(g, *sqrt).output(0), "Div(x - mean, that)");
+  if (!div) return div.status();
+  if (nodeAt(g, *div).input(0) != centred) return walk.broken(*div, "it does not divide x - mean");
+  REMAT_RETURN_IF_ERROR(walk.readBy(*div, 1));
+  const std::string& normalized = nodeAt(g, *div).output(0);
+  const char* affine = "Mul(normalized, weight): layernorm layers have nn.LayerNorm's weight and bias";
+  auto mul = walk.next(*div, "Mul", normalized, affine);
+  if (!mul) return mul.status();
+  REMAT_RETURN_IF_ERROR(walk.readBy(*mul, 1));
+  auto shift = walk.next(*mul, "Add", nodeAt(g, *mul).output(0), "Add(scaled, bias)");
+  if (!shift) return shift.status();
+  const std::string weight = partner(nodeAt(g, *mul), normalized);
+  const std::string bias = partner(nodeAt(g, *shift), nodeAt(g, *mul).output(0));
+  REMAT_RETURN_IF_ERROR(appendLayerNorm(g, node, x, weight, bias, *epsilon, nodeAt(g, *shift).output(0)));
+  for (std::size_t n : {*subAt, *pow, *variance, *add, *sqrt, *div, *mul, *shift}) {
+    g.markFused(n);
+    g.countFolded(nodeAt(g, n).op_type());
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<bool> convertPatternNode(Graph& g, std::size_t node) {
@@ -149,6 +260,7 @@ Result<bool> convertPatternNode(Graph& g, std::size_t node) {
   if (!x) return false;
   if (n.op_type() == "Sigmoid" || n.op_type() == "HardSigmoid") return convertTimesSelf(g, node, *x);
   if (n.op_type() == "Div") return convertGelu(g, node, *x);
+  if (n.op_type() == "ReduceMean") return convertLayerNormPattern(g, node, *x);
   return false;
 }
 

@@ -36,7 +36,8 @@ bool isOnnxFile(const std::string& path) {
 
 std::string onnxSupportedOperators() {
   return "Conv, BatchNormalization, Relu, Clip (as ReLU or ReLU6), Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu, "
-         "x * Sigmoid(x) (as SiLU), Div-Erf-Add-Mul-Mul (as GELU), MaxPool, AveragePool, GlobalAveragePool, "
+         "x * Sigmoid(x) (as SiLU), Div-Erf-Add-Mul-Mul (as GELU), LayerNormalization and its decomposition "
+         "(ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div-Mul-Add), MaxPool, AveragePool, GlobalAveragePool, "
          "ReduceMean (over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Mul (of two activations, "
          "NumPy broadcasting), Concat (channels), "
          "Slice (channels), Reshape-Transpose-Reshape (channel shuffle), "

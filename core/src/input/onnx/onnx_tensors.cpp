@@ -107,7 +107,7 @@ enum class Accepts { Float, Ratio, Index, Int64, Bool, Any };
 
 Accepts acceptsAt(const std::string& op, int position) {
   if (op == "Conv" || op == "Gemm" || op == "MatMul" || op == "BatchNormalization" || op == "Clip" ||
-      (op == "Pad" && position != 1 && position != 3))
+      op == "LayerNormalization" || (op == "Pad" && position != 1 && position != 3))
     return Accepts::Float;
   if (op == "Relu" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "Flatten" ||
       op == "ReduceMean" || op == "Dropout")

@@ -27,8 +27,11 @@ std::optional<Arity> arityOf(const std::string& op, std::int64_t opset) {
   if (op == "MaxPool") return Arity{1, 1, 1, 2, 0, bit(1)};
   if (op == "AveragePool" || op == "GlobalAveragePool" || op == "Relu" || op == "Flatten" || op == "Identity" ||
       op == "Shape" || op == "Cast" || op == "Sigmoid" || op == "Tanh" || op == "HardSigmoid" || op == "HardSwish" ||
-      op == "Gelu" || op == "Erf" || op == "Transpose")
+      op == "Gelu" || op == "Erf" || op == "Transpose" || op == "Sqrt")
     return Arity{};
+  // X, Scale, B (optional); Y, Mean and InvStdDev (both optional).
+  if (op == "LayerNormalization") return Arity{2, 3, 1, 3, bit(2), bit(1) | bit(2)};
+  if (op == "Pow") return Arity{2, 2, 1, 1, 0, 0};
   if (op == "BatchNormalization") return Arity{5, 5, 1, opset < 14 ? 5 : 3, 0, bit(1) | bit(2) | bit(3) | bit(4)};
   if (op == "MatMul" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Gather" || op == "Reshape")
     return Arity{2, 2, 1, 1, 0, 0};
@@ -95,6 +98,9 @@ const std::map<std::string, std::map<std::string, AttrType>>& attributeTable() {
         {"HardSigmoid", {{"alpha", A::FLOAT}, {"beta", A::FLOAT}}},
         {"Gelu", {{"approximate", A::STRING}}},
         {"Erf", none},
+        {"LayerNormalization", {{"axis", A::INT}, {"epsilon", A::FLOAT}, {"stash_type", A::INT}}},
+        {"Pow", none},
+        {"Sqrt", none},
         {"GlobalAveragePool", none},
         {"MatMul", none},
         {"Add", none},
