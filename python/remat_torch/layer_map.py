@@ -20,6 +20,8 @@ graph's order) whose name is the layer's name or lies inside it (``layer1.0`` ho
 
 from __future__ import annotations
 
+import dis
+import inspect
 import operator
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -47,6 +49,21 @@ class _InplaceAddProxy(fx.Proxy):
 
     def __iadd__(self, other):
         return self.tracer.create_proxy("call_function", operator.iadd, (self, other), {})
+
+    def __iter__(self):
+        """``a, b = x.chunk(2, dim=1)`` and ``n, c, h, w = x.size()`` (torchvision's ShuffleNetV2):
+        fx unpacks a proxy when the caller's next instruction is UNPACK_SEQUENCE, but torch 1.13
+        finds that instruction at index f_lasti // 2, which Python 3.11's inline caches make wrong
+        (PyTorch 2.x looks it up by offset, as here)."""
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is not None:
+            for inst in dis.get_instructions(caller.f_code):
+                if inst.offset == caller.f_lasti:
+                    if inst.opname == "UNPACK_SEQUENCE":
+                        return (self[i] for i in range(inst.argval))
+                    break
+        return self.tracer.iter(self)
 
 
 class _ScopeTracer(fx.Tracer):
