@@ -1,4 +1,6 @@
 // `remat zoo list` and `remat zoo export NAME [--batch B] [--resolution R] [--dtype D] [--output FILE]`
+#include <algorithm>
+#include <cstdio>
 #include <ostream>
 
 #include "cli.hpp"
@@ -17,8 +19,11 @@ struct ZooExportOptions {
 };
 
 Status listModels(Io& io) {
-  char line[256];
-  std::snprintf(line, sizeof line, "%-14s  %7s  %12s  %10s  %s\n", "name", "layers", "params", "min_res",
+  // The name column is as wide as the longest name, so descriptions line up however long names get.
+  int nameWidth = 4;
+  for (const ZooEntry& entry : zooModels()) nameWidth = std::max(nameWidth, static_cast<int>(entry.name.size()));
+  char line[512];
+  std::snprintf(line, sizeof line, "%-*s  %7s  %12s  %10s  %s\n", nameWidth, "name", "layers", "params", "min_res",
                 "description");
   io.out << line;
   for (const ZooEntry& entry : zooModels()) {
@@ -28,7 +33,7 @@ Status listModels(Io& io) {
     if (!spec) return spec.status();
     auto chain = buildChain(*spec);
     if (!chain) return chain.status();
-    std::snprintf(line, sizeof line, "%-14s  %7zu  %12llu  %10lld  %s\n", entry.name.c_str(), chain->size(),
+    std::snprintf(line, sizeof line, "%-*s  %7zu  %12llu  %10lld  %s\n", nameWidth, entry.name.c_str(), chain->size(),
                   static_cast<unsigned long long>(chain->paramCount()), static_cast<long long>(entry.minResolution),
                   entry.description.c_str());
     io.out << line;

@@ -1,8 +1,11 @@
 // `remat simulate` and `remat zoo`, end to end through runCli.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "cli_runner.hpp"
 #include "remat/base/units.hpp"
@@ -137,6 +140,15 @@ TEST_F(SimulateCli, ZooListAndExportRoundTrip) {
   for (const char* name : {"alexnet", "vgg16", "vgg19_bn", "resnet50", "resnet152", "mobilenet_v2"})
     EXPECT_NE(result.out.find(name), std::string::npos) << name;
   EXPECT_NE(result.out.find("138357544"), std::string::npos) << result.out;
+  // Every row's layer count ends in the header's "layers" column, whatever the name's length.
+  std::istringstream rows(result.out);
+  std::string header, row;
+  std::getline(rows, header);
+  const std::size_t layersEnd = header.find("layers") + std::string("layers").size();
+  while (std::getline(rows, row)) {
+    ASSERT_GT(row.size(), layersEnd) << row;
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(row[layersEnd - 1])) && row[layersEnd] == ' ') << row;
+  }
 
   const std::string out = (folder_ / "vgg16.json").string();
   result = runRemat({"zoo", "export", "vgg16", "--batch", "8", "--resolution", "64", "--output", out});

@@ -2,9 +2,9 @@
 // concatenation and the channel shuffle as a block's inner ops. The forward, the input gradient and
 // the parameter gradients equal PyTorch's for torchvision's InvertedResidual in both forms
 // (reference values made by scripts/make-shuffle-reference.py with Debian's torch,
-// tests/data/shuffle/torch_reference.json); the slice and the shuffle keep nothing for their
-// backward; a ShuffleNet-like chain run under every planner's plan has the measured footprint of the
-// simulator op by op and store-all's gradients; bad fields are refused at the inner op.
+// tests/data/shuffle/torch_reference.json); the slices are views that keep the block input, the
+// shuffle keeps nothing for its backward; a ShuffleNet-like chain run under every planner's plan has the measured
+// footprint of the simulator op by op and store-all's gradients; bad fields are refused at the inner op.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -88,10 +88,12 @@ Result<Chain> parseBlock(const json& block, const Shape& input) {
                     "shuffle");
 }
 
-// The slices and the shuffle are copies whose backward reads nothing (a slice's scatters d(output)
-// into its channels, the shuffle's permutes back): what the split block keeps is the branch's, and
-// the slices' outputs only as the conv reads them (the second half, saved as branch2.0's input).
-TEST(ShuffleBlocksModel, TheSliceAndTheShuffleKeepNothing) {
+// The slices are views of the block input (PyTorch's chunk) and the shuffle a copy; neither's
+// backward reads anything. branch2.0 saves its input, the second half, which keeps the whole block
+// input alive (in = yes) rather than a copy of the half in E; the concat reads the first half in
+// place, and branch2.0 reads a contiguous copy of the second made during its forward and again
+// during its backward (PyTorch's convolution calls .contiguous()).
+TEST(ShuffleBlocksModel, TheSlicesAreViewsThatKeepTheBlockInput) {
   const Shape input = {2, 8, 6, 6};
   auto chain = parseBlock(shuffleBlock(8, 8, 1), input);
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
@@ -101,12 +103,27 @@ TEST(ShuffleBlocksModel, TheSliceAndTheShuffleKeepNothing) {
     if (o.kind == BlockOpKind::Slice || o.kind == BlockOpKind::ChannelShuffle) {
       EXPECT_FALSE(o.readsInput) << o.layer.name;
       EXPECT_FALSE(o.readsOutput) << o.layer.name;
+      if (o.kind == BlockOpKind::Slice) {
+        EXPECT_EQ(o.fwdCost, 0.0) << o.layer.name;  // a view copies nothing
+      }
     }
-  EXPECT_EQ(graph->tensors[1].shape, (Shape{2, 4, 6, 6}));
-  EXPECT_EQ(graph->tensors[2].shape, (Shape{2, 4, 6, 6}));
-  EXPECT_FALSE(graph->tensors[1].saved);  // the first half: read by the concat only
-  EXPECT_TRUE(graph->tensors[2].saved);   // the second half: branch2.0's input
-  EXPECT_FALSE(graph->needsInput);
+  for (std::size_t t : {1u, 2u}) {
+    const BlockTensor& half = graph->tensors[t];
+    EXPECT_EQ(half.shape, (Shape{2, 4, 6, 6}));
+    EXPECT_TRUE(half.isView());
+    EXPECT_EQ(half.viewOf, 0u);
+    EXPECT_EQ(half.viewChannelBegin, t == 1 ? 0 : 4);
+    EXPECT_FALSE(half.saved);
+    EXPECT_EQ(half.arenaOffset, kBlockNoOffset);
+  }
+  const BlockOp& branchConv = graph->ops[2];
+  ASSERT_EQ(branchConv.layer.name, "block.branch2.0");
+  EXPECT_NE(branchConv.gatherOffset[0], kBlockNoOffset);
+  EXPECT_NE(branchConv.gatherGradOffset[0], kBlockNoOffset);
+  const BlockOp& concat = graph->ops[graph->ops.size() - 2];
+  ASSERT_EQ(concat.kind, BlockOpKind::Concat);
+  EXPECT_EQ(concat.gatherOffset, (std::vector<std::uint64_t>{kBlockNoOffset, kBlockNoOffset}));
+  EXPECT_TRUE(graph->needsInput);
   EXPECT_FALSE(graph->needsOutput);
   EXPECT_EQ(graph->outBytes, elementCount(input) * 4);
 }
@@ -160,6 +177,58 @@ TEST(ShuffleBlocksRun, MeasuredFootprintEqualsPredictionUnderEveryPlan) {
   cpu::CpuDevice device({.poisonMemory = true});
   const Chain chain = testing::fittedTo(*built, device);
   testing::expectEveryPlanReproducesStoreAll(chain, device, 11);
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+// Views beyond ShuffleNet's: views of an inner tensor (a relu's output, kept whole in E because a
+// reader's backward reads a view of it), a view of a view, a view read by a relu6 and a mul (both
+// gather contiguous copies, forward and backward) and by a concat (in place). The measured
+// footprint equals the prediction op by op and the gradients equal store-all's under every plan.
+TEST(ShuffleBlocksRun, ViewsOfInnerTensorsRunUnderEveryPlan) {
+  auto sliceOp = [](const std::string& name, std::int64_t begin, std::int64_t count, std::size_t input) {
+    return json{{"name", name}, {"kind", "slice"}, {"begin", begin}, {"out_channels", count}, {"inputs", {input}}};
+  };
+  json ops = json::array();
+  ops.push_back(conv("expand", 8, 1, 1, 1, 0));                                 // tensor 1
+  ops.push_back({{"name", "act"}, {"kind", "relu"}, {"inputs", {1}}});          // 2
+  ops.push_back(sliceOp("left", 0, 4, 2));                                      // 3: view of 2
+  ops.push_back(sliceOp("right", 4, 4, 2));                                     // 4: view of 2
+  ops.push_back(sliceOp("quarter", 2, 2, 4));                                   // 5: view of 2, channels 6, 7
+  ops.push_back({{"name", "clip"}, {"kind", "relu6"}, {"inputs", {5}}});        // 6
+  ops.push_back({{"name", "gate"}, {"kind", "mul"}, {"inputs", {4, 3}}});       // 7
+  ops.push_back({{"name", "cat"}, {"kind", "concat"}, {"inputs", {3, 7, 6}}});  // 8: 10 channels
+  const json block = {{"name", "views"}, {"kind", "block"}, {"ops", ops}};
+  const Shape input = {2, 8, 6, 6};
+  auto parsed = parseBlock(block, input);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  auto graph = buildBlockGraph(parsed->spec.layers[0], input, DType::Float32);
+  ASSERT_TRUE(graph.isOk()) << graph.status().message();
+  EXPECT_EQ(graph->tensors[5].viewOf, 2u);
+  EXPECT_EQ(graph->tensors[5].viewChannelBegin, 6);
+  EXPECT_TRUE(graph->tensors[2].saved);  // relu's output, read by its own backward and through the views
+  EXPECT_NE(graph->ops[5].gatherOffset[0], kBlockNoOffset);      // relu6 reads a view
+  EXPECT_NE(graph->ops[5].gatherGradOffset[0], kBlockNoOffset);  // and its backward reads its input
+  EXPECT_NE(graph->ops[6].gatherGradOffset[1], kBlockNoOffset);  // mul's both operands are views
+
+  const json j = {{"format", "remat-chain/1"},
+                  {"name", "views-chain"},
+                  {"input", {{"shape", {2, 3, 6, 6}}, {"dtype", "float32"}}},
+                  {"layers",
+                   {{{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8}, {"kernel", 3}, {"padding", 1}},
+                    block,
+                    {{"name", "gap"}, {"kind", "adaptive_avgpool"}},
+                    {{"name", "flat"}, {"kind", "flatten"}},
+                    {{"name", "fc"}, {"kind", "linear"}, {"out_features", 5}}}}};
+  auto built = parseChain(j.dump(), "views-chain");
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  cpu::CpuDevice device({.poisonMemory = true});
+  const Chain chain = testing::fittedTo(*built, device);
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 13);
 }
 
 }  // namespace

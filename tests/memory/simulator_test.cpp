@@ -130,6 +130,42 @@ TEST(Rules, WorkspacesAndOutFlag) {
   expectTimeline(*sim, {{"F", 1, 110, 10}, {"F", 2, 80, 30}, {"SEED", 0, 50, 30}, {"B", 2, 100, 20}, {"B", 1, 220, 0}});
 }
 
+// A channel slice inside a block is a view (memory-model.md section 6): the conv that reads it keeps
+// the whole block input alive, as PyTorch's chunk does, where the old copy rule kept the half in E.
+// x0 [1, 8, 4, 4] (512 bytes); conv 1x1 -> x1 (512); block: slice channels [4, 8) of x1 (a view),
+// conv 1x1 4 -> 4 reading it -> x2 (256); conv 1x1 4 -> 2 -> x3 (128).
+TEST(Rules, ASliceViewKeepsItsSourceAlive) {
+  const nlohmann::json conv1x1 = {{"kind", "conv2d"}, {"kernel", 1}, {"bias", false}};
+  nlohmann::json c1 = conv1x1, c3 = conv1x1, inner = conv1x1;
+  c1["name"] = "c1", c1["out_channels"] = 8;
+  c3["name"] = "c3", c3["out_channels"] = 2;
+  inner["name"] = "conv", inner["out_channels"] = 4, inner["inputs"] = {1};
+  const nlohmann::json slice = {
+      {"name", "half"}, {"kind", "slice"}, {"begin", 4}, {"out_channels", 4}, {"inputs", {0}}};
+  const nlohmann::json block = {{"name", "split"}, {"kind", "block"}, {"ops", {slice, inner}}};
+  const Chain chain = testing::chainFromJson({{"format", "remat-chain/1"},
+                                              {"name", "view"},
+                                              {"input", {{"shape", {1, 8, 4, 4}}, {"dtype", "float32"}}},
+                                              {"layers", {c1, block, c3}}});
+  ASSERT_EQ(chain.layers.size(), 3u);
+  const LayerNumbers& b = chain.layers[1].numbers;
+  EXPECT_TRUE(b.needsInput);             // the inner conv saves the view, so the block keeps x1: all 8 channels
+  EXPECT_EQ(b.extraBytes, 0u);           // no copy of the half in E (the copy rule: 256)
+  EXPECT_EQ(b.fwdWorkspaceBytes, 256u);  // the conv's contiguous copy of the view, during its forward
+  EXPECT_EQ(b.bwdWorkspaceBytes, 512u);  // d(view) + the same copy during its backward
+  auto sim = simulate(chain, plan({}));
+  ASSERT_TRUE(sim.isOk());
+  // F2: x1 + x2 + wf; x1 stays (B2 reads it). B2: x1 + d2 + d1 + wb. (The copy rule: E = 1280.)
+  expectTimeline(*sim, {{"F", 1, 512, 512},
+                        {"F", 2, 1024, 768},
+                        {"F", 3, 896, 896},
+                        {"SEED", 0, 1024, 896},
+                        {"B", 3, 1152, 768},
+                        {"B", 2, 1792, 512},
+                        {"B", 1, 512, 0}});
+  EXPECT_EQ(sim->dynamicPeakBytes, 1792u);
+}
+
 TEST(Rules, SingleLayerChain) {
   const Chain chain = makeAbstractChain("one", 4, {numbers(16)});
   auto sim = simulate(chain, plan({}));

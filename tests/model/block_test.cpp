@@ -52,13 +52,23 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
   const std::size_t out = g.tensors.size() - 1;
   const std::size_t m = g.ops.size();
   ASSERT_GE(g.tensors.size(), 2u) << where;  // a one-op block (ShuffleNetV2's channel shuffle) has no inner tensor
-  // Readers of each tensor, and which tensors a backward reads.
+  // Readers of each tensor, and which tensors a backward reads. A channel slice that does not
+  // write the block's output is a view: a backward that reads it reads (keeps) the tensor that
+  // owns its buffer, and that buffer lives until the view's last reader.
   std::map<std::size_t, std::size_t> lastReader;
   std::set<std::size_t> backwardReads;
+  std::vector<std::size_t> ownerOf(g.tensors.size());
+  for (std::size_t t = 0; t < g.tensors.size(); ++t) ownerOf[t] = t;
   std::uint64_t statsTotal = 0;
   for (std::size_t i = 0; i < m; ++i) {
     const BlockOp& op = g.ops[i];
     EXPECT_EQ(g.tensors[op.output].producer, i) << where;
+    const bool view = op.kind == BlockOpKind::Slice && op.output != out;
+    if (view) ownerOf[op.output] = ownerOf[op.inputs[0]];
+    EXPECT_EQ(g.tensors[op.output].isView(), view) << where << " " << op.layer.name;
+    if (view) {
+      EXPECT_EQ(g.tensors[op.output].viewOf, ownerOf[op.inputs[0]]) << where << " " << op.layer.name;
+    }
     for (std::size_t in : op.inputs) {
       if (in != 0) {
         EXPECT_LT(g.tensors[in].producer, i) << where;  // ops are in a valid forward order
@@ -77,8 +87,8 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     EXPECT_EQ(op.readsInput, conv || bn || readsIn || mul) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsOutput, readsOut) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsSecondInput, mul) << where << " " << op.layer.name;
-    if (conv || bn || readsIn || mul) backwardReads.insert(op.inputs[0]);
-    if (mul) backwardReads.insert(op.inputs[1]);
+    if (conv || bn || readsIn || mul) backwardReads.insert(ownerOf[op.inputs[0]]);
+    if (mul) backwardReads.insert(ownerOf[op.inputs[1]]);
     if (readsOut) backwardReads.insert(op.output);
     EXPECT_EQ(op.statsBytes, bn ? 2 * static_cast<std::uint64_t>(g.tensors[op.output].shape[1]) * 4 : 0u) << where;
     statsTotal += op.statsBytes;
@@ -86,17 +96,44 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
   EXPECT_EQ(g.needsInput, backwardReads.count(0) > 0) << where;
   EXPECT_EQ(g.needsOutput, backwardReads.count(out) > 0) << where;
 
-  // Forward, discard mode: inner tensors in the workspace, alive from their producer to their
-  // last reader. Keep mode uses the same offsets for the unsaved ones, so it is covered.
+  std::map<std::size_t, std::size_t> storageLast = lastReader;
+  for (std::size_t t = 1; t < out; ++t) storageLast[ownerOf[t]] = std::max(storageLast[ownerOf[t]], lastReader[t]);
+  // A view read by an op other than concat, slice or shuffle is gathered into a copy of its own
+  // during that op (and during its backward when the backward reads it).
+  auto gathers = [&](const BlockOp& op, std::size_t j, bool backward) {
+    const bool inPlace =
+        op.kind == BlockOpKind::Concat || op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle;
+    const bool read = !backward || (j == 0 ? op.readsInput : op.readsSecondInput);
+    return ownerOf[op.inputs[j]] != op.inputs[j] && !inPlace && read;
+  };
+  auto gatherRanges = [&](const BlockOp& op, bool backward, std::vector<Range>& live) {
+    ASSERT_EQ(op.gatherOffset.size(), op.inputs.size()) << where;
+    ASSERT_EQ(op.gatherGradOffset.size(), op.inputs.size()) << where;
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const std::uint64_t offset = backward ? op.gatherGradOffset[j] : op.gatherOffset[j];
+      EXPECT_EQ(offset != kBlockNoOffset, gathers(op, j, backward)) << where << " " << op.layer.name;
+      if (offset == kBlockNoOffset) continue;
+      EXPECT_EQ(offset % kBlockTensorAlignBytes, 0u) << where;
+      live.push_back({offset, offset + g.tensors[op.inputs[j]].bytes, op.layer.name + " gathered input"});
+    }
+  };
+  // Forward, discard mode: inner tensors that own their bytes in the workspace, alive from their
+  // producer to their last reader or their views' last reader. Keep mode uses the same offsets for
+  // the unsaved ones, so it is covered.
   for (std::size_t i = 0; i < m; ++i) {
     std::vector<Range> live;
     for (std::size_t t = 1; t < out; ++t) {
       const BlockTensor& x = g.tensors[t];
-      if (x.producer <= i && i <= lastReader[t]) {
+      if (x.isView()) {
+        EXPECT_EQ(x.arenaOffset, kBlockNoOffset) << where;
+        continue;
+      }
+      if (x.producer <= i && i <= storageLast[t]) {
         EXPECT_EQ(x.arenaOffset % kBlockTensorAlignBytes, 0u) << where;
         live.push_back({x.arenaOffset, x.arenaOffset + x.bytes, x.name});
       }
     }
+    gatherRanges(g.ops[i], false, live);
     expectDisjoint(live, g.fwdWorkspaceBytes, where + " forward op " + std::to_string(i));
   }
   // E: the saved tensors and the statistics, all at once. e is exactly their total when every
@@ -147,6 +184,7 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
       EXPECT_EQ(x.gradOffset % kBlockTensorAlignBytes, 0u) << where;
       live.push_back({x.gradOffset, x.gradOffset + x.bytes, "d(" + x.name + ")"});
     }
+    gatherRanges(op, true, live);
     expectDisjoint(live, g.bwdWorkspaceBytes, where + " backward op " + std::to_string(i));
     liveGrads.erase(op.output);
   }

@@ -117,7 +117,8 @@ void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other,
 // others, as PyTorch's slice_backward; the shuffle's output channel k * g + i is input channel
 // i * (C / g) + k, its backward the inverse permutation. Both read no activation.
 void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const float* dy, float* dx, bool accumulate);
-void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, float* y);
+// x's rows are xStride floats apart (a view of a wider tensor's channels; channels otherwise).
+void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, Index xStride, float* y);
 void channelShuffleBackward(Index rows, Index channels, Index groups, const float* dy, float* dx, bool accumulate);
 
 // Dropout with probability p and the inverted scale 1/(1-p). The keep decision of an element is a

@@ -21,11 +21,11 @@ void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const
   }
 }
 
-void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, float* y) {
+void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, Index xStride, float* y) {
   const Index perGroup = channels / groups;
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < rows; ++r) {
-    const float* in = x + r * channels;
+    const float* in = x + r * xStride;
     float* out = y + r * channels;
     for (Index k = 0; k < perGroup; ++k)
       for (Index i = 0; i < groups; ++i) out[k * groups + i] = in[i * perGroup + k];

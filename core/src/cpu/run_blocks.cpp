@@ -5,7 +5,10 @@
 // primitive, and its backward is the same copies the other way), Squeeze-and-Excitation's
 // global average pooling and broadcasting product (kernels_broadcast.cpp: oneDNN's reduction of
 // d(y) * x would need a full-size temporary that the model does not count) and ShuffleNetV2's
-// channel slice and shuffle (kernels_channels.cpp, copies as well). Each workspace holds,
+// channel shuffle (kernels_channels.cpp, copies as well). A channel slice inside a block is a view
+// (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the owner's
+// stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's
+// convolution does the same: .contiguous()). Each workspace holds,
 // after its arena at a 256-byte boundary, the scratch of the inner op that needs the most (ops
 // run one at a time), so a block's wf / wb are the arena plus that scratch.
 #include <algorithm>
@@ -64,14 +67,39 @@ std::pair<std::uint64_t, std::uint64_t> scratchBytes(const KindOp& op) {
       op);
 }
 
+// A view's values as one contiguous channels-last tensor.
+const float* gatherView(const BlockGraph& graph, std::size_t view, const float* values, std::byte* copy) {
+  const Shape& s = graph.tensors[view].shape;
+  auto* to = reinterpret_cast<float*>(copy);
+  copyOrAddRows(s[0] * s[2] * s[3], s[1], values, graph.rowChannels(view), to, s[1], false);
+  return to;
+}
+
+// Input j of an op as the op reads it: a view it needs contiguous is gathered into its slot first.
+const float* forwardInput(const BlockGraph& graph, const BlockOp& op, std::size_t j, const BlockForwardTensors& tensors,
+                          std::byte* workspace) {
+  const float* values = tensors.tensor(op.inputs[j]);
+  if (op.gatherOffset[j] == kBlockNoOffset) return values;
+  return gatherView(graph, op.inputs[j], values, workspace + op.gatherOffset[j]);
+}
+
+// The same in the backward, for an input the op's backward reads (from x(l-1) or E).
+const float* backwardInput(const BlockGraph& graph, const BlockOp& op, std::size_t j,
+                           const BlockBackwardTensors& tensors, std::byte* workspace) {
+  const float* values = tensors.value(op.inputs[j]);
+  if (op.gatherGradOffset[j] == kBlockNoOffset) return values;
+  return gatherView(graph, op.inputs[j], values, workspace + op.gatherGradOffset[j]);
+}
+
 // Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
-// of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j).
+// of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j). An
+// input that is a view is read with its owner's row stride.
 void concatForward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
                    const BlockForwardTensors& tensors, float* out) {
   Index offset = 0;
   for (std::size_t in : op.inputs) {
     const Index channels = graph.tensors[in].shape[1];
-    copyOrAddRows(p.rows, channels, tensors.tensor(in), channels, out + offset, p.channels, false);
+    copyOrAddRows(p.rows, channels, tensors.tensor(in), graph.rowChannels(in), out + offset, p.channels, false);
     offset += channels;
   }
 }
@@ -93,18 +121,19 @@ Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
 }
 
 // y = a * b; its backward gives each operand d(y) times the other, summed where it was broadcast.
-void mulForwardOp(const BlockGraph& graph, const BlockOp& op, const BlockForwardTensors& tensors, float* out) {
-  mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), dimsOf(graph, op.inputs[1]),
-             tensors.tensor(op.inputs[0]), tensors.tensor(op.inputs[1]), out);
+void mulForwardOp(const BlockGraph& graph, const BlockOp& op, const float* a, const float* b, float* out) {
+  mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), dimsOf(graph, op.inputs[1]), a, b, out);
 }
 
-void mulBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors, const float* dOut) {
+void mulBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors, const float* dOut,
+                   std::byte* workspace) {
+  const float* values[2] = {backwardInput(graph, op, 0, tensors, workspace),
+                            backwardInput(graph, op, 1, tensors, workspace)};
   for (std::size_t j = 0; j < 2; ++j) {
     float* d = tensors.grad(op.inputs[j]);
-    const std::size_t other = op.inputs[1 - j];
     if (d != nullptr)
-      mulBackwardOperand(dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, other), dOut,
-                         tensors.value(other), d, op.gradAccumulate[j]);
+      mulBackwardOperand(dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, op.inputs[1 - j]), dOut,
+                         values[1 - j], d, op.gradAccumulate[j]);
   }
 }
 
@@ -159,7 +188,8 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
     const PreparedBlockOp& p = prepared.blockOps[i];
-    const float* in = tensors.tensor(op.inputs[0]);
+    if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
+    const float* in = forwardInput(graph, op, 0, tensors, b.workspace);
     float* out = tensors.tensor(op.output);
     const float* w = b.params + p.weightOffset;
     Status status;
@@ -171,18 +201,18 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       auto norm = opAs<BatchNormOp>(p, prepared.label);
       status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
     } else if (op.kind == BlockOpKind::Add) {
-      add(p.count, in, tensors.tensor(op.inputs[1]), out);
+      add(p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
       concatForward(graph, op, p, tensors, out);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
       globalAvgPoolForward(dimsOf(graph, op.inputs[0]), in, out);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulForwardOp(graph, op, tensors, out);
-    } else if (op.kind == BlockOpKind::Slice) {
-      const Index inChannels = graph.tensors[op.inputs[0]].shape[1];
-      copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, inChannels, out, p.channels, false);
+      mulForwardOp(graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+    } else if (op.kind == BlockOpKind::Slice) {  // the block's output: a copy
+      copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, graph.rowChannels(op.inputs[0]), out, p.channels,
+                    false);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      channelShuffleForward(p.rows, p.channels, op.layer.groups, in, out);
+      channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -209,14 +239,15 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     Status status;
     if (op.kind == BlockOpKind::Conv2d) {
       auto conv = opAs<ConvOp>(p, prepared.label);
-      status = conv ? (*conv)->backward(context, tensors.value(op.inputs[0]), dOut, b.params + p.weightOffset, dIn,
-                                        b.paramGrads + p.weightOffset,
+      status = conv ? (*conv)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), dOut,
+                                        b.params + p.weightOffset, dIn, b.paramGrads + p.weightOffset,
                                         p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr, scratch)
                     : conv.status();
     } else if (op.kind == BlockOpKind::BatchNorm) {
       auto norm = opAs<BatchNormOp>(p, prepared.label);
-      status = norm ? (*norm)->backward(context, tensors.value(op.inputs[0]), dOut, b.params + p.weightOffset,
-                                        tensors.stats(op), dIn, b.paramGrads + p.weightOffset, scratch)
+      status = norm ? (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), dOut,
+                                        b.params + p.weightOffset, tensors.stats(op), dIn,
+                                        b.paramGrads + p.weightOffset, scratch)
                     : norm.status();
     } else if (op.kind == BlockOpKind::Add) {
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
@@ -228,7 +259,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
       if (dIn != nullptr) globalAvgPoolBackward(dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulBackwardOp(graph, op, tensors, dOut);
+      mulBackwardOp(graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Slice) {
       if (dIn != nullptr)
         sliceBackward(p.rows, graph.tensors[op.inputs[0]].shape[1], op.layer.channelBegin, p.channels, dOut, dIn,
@@ -238,7 +269,8 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();
-      const float* saved = tensors.value((*eltwise)->savedIsOutput() ? op.output : op.inputs[0]);
+      const float* saved =
+          (*eltwise)->savedIsOutput() ? tensors.value(op.output) : backwardInput(graph, op, 0, tensors, b.workspace);
       status = (*eltwise)->backward(context, saved, dOut, dIn, scratch);
     }
     REMAT_RETURN_IF_ERROR(status);

@@ -10,6 +10,8 @@ Status BlockForwardTensors::check(const std::string& where) const {
 }
 
 float* BlockForwardTensors::tensor(std::size_t t) const {
+  const BlockTensor& view = graph_.tensors[t];
+  if (view.isView()) return tensor(view.viewOf) + view.viewChannelBegin;  // channels-last rows
   if (t == 0) return const_cast<float*>(b_.x);
   if (t == graph_.outputTensor()) return b_.y;
   const BlockTensor& bt = graph_.tensors[t];
@@ -35,6 +37,11 @@ Status BlockBackwardTensors::checkReads(const BlockOp& op, const std::string& wh
 }
 
 const float* BlockBackwardTensors::value(std::size_t t) const {
+  const BlockTensor& view = graph_.tensors[t];
+  if (view.isView()) {
+    const float* owner = value(view.viewOf);
+    return owner == nullptr ? nullptr : owner + view.viewChannelBegin;  // channels-last rows
+  }
   if (t == 0) return b_.x;
   if (t == graph_.outputTensor()) return b_.y;
   return reinterpret_cast<const float*>(b_.extra + graph_.tensors[t].extrasOffset);

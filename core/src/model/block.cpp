@@ -154,7 +154,8 @@ class GraphBuilder {
     return append(std::move(op), std::move(shape), bytes);
   }
 
-  // Channels [begin, begin + count) of an NCHW tensor (ShuffleNetV2's channel split), a copy of its own.
+  // Channels [begin, begin + count) of an NCHW tensor (ShuffleNetV2's channel split): a view of
+  // `in` unless it is the block's output (layoutBlockGraph decides, block.hpp's BlockTensor::viewOf).
   Result<std::size_t> slice(std::size_t in, std::int64_t begin, std::int64_t count, std::string name) {
     name = graph_.name + "." + name;
     const BlockTensor& x = graph_.tensors[in];

@@ -82,17 +82,35 @@ Status checkSlotTotal(const BlockGraph& graph) {
   return Status::ok();
 }
 
+// A channel slice whose output is an inner tensor is a view of its input's owner, as PyTorch's
+// chunk (docs/memory-model.md section 6): it copies nothing, so it costs no flops either. The
+// block's output is the chain's own buffer x(l), so a slice that writes it stays a copy.
+void resolveViews(BlockGraph& graph) {
+  for (BlockOp& op : graph.ops) {
+    if (op.kind != BlockOpKind::Slice || !graph.isInner(op.output)) continue;
+    const BlockTensor& in = graph.tensors[op.inputs[0]];
+    BlockTensor& view = graph.tensors[op.output];
+    view.viewOf = graph.owner(op.inputs[0]);
+    view.viewChannelBegin = in.viewChannelBegin + op.layer.channelBegin;
+    op.fwdCost = 0.0;
+  }
+}
+
+// Whether the op reads its input j in its backward (conv2d, batchnorm, ...: the first; mul both).
+bool backwardReadsInput(const BlockOp& op, std::size_t j) {
+  return j == 0 ? op.readsInput : j == 1 && op.readsSecondInput;
+}
+
 // Each tensor's last forward reader, which inner tensors E saves, and the block's own flags, a, p
-// and forward cost.
+// and forward cost. A backward that reads a view keeps the view's owner: the whole buffer.
 Status setLifetimesAndNumbers(BlockGraph& graph) {
   auto& tensors = graph.tensors;
   auto& ops = graph.ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     for (std::size_t in : ops[i].inputs) tensors[in].lastForwardReader = i;
     for (std::size_t j = 0; j < ops[i].inputs.size(); ++j) {
-      const bool read = j == 0 ? ops[i].readsInput : j == 1 && ops[i].readsSecondInput;
-      if (!read) continue;
-      const std::size_t in = ops[i].inputs[j];
+      if (!backwardReadsInput(ops[i], j)) continue;
+      const std::size_t in = graph.owner(ops[i].inputs[j]);
       if (in == 0) graph.needsInput = true;
       if (graph.isInner(in)) tensors[in].saved = true;
     }
@@ -111,28 +129,77 @@ Status setLifetimesAndNumbers(BlockGraph& graph) {
   return Status::ok();
 }
 
-// Forward arena: inner tensor t is alive over ops [producer, lastForwardReader] in discard mode.
-// Gradient arena: d(t) is written by the backward of t's last reader and read by the backward of
-// its producer: alive over the same op indices, so the same intervals (laid out on their own).
+// The kinds that read a view in place, row by row with its owner's stride (PyTorch's cat and the
+// shuffle's view-transpose-contiguous do too); every other kind gets a contiguous copy first.
+bool readsViewsInPlace(BlockOpKind kind) {
+  return kind == BlockOpKind::Concat || kind == BlockOpKind::Slice || kind == BlockOpKind::ChannelShuffle;
+}
+
+// A view input's gathered copy (BlockOp::gatherOffset), alive during its op only; gathersOf(graph,
+// true) lists the backward's, which exist where the op's backward reads that input.
+struct Gather {
+  std::size_t op = 0;
+  std::size_t input = 0;
+};
+
+std::vector<Gather> gathersOf(const BlockGraph& graph, bool backward) {
+  std::vector<Gather> gathers;
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    if (readsViewsInPlace(op.kind)) continue;
+    for (std::size_t j = 0; j < op.inputs.size(); ++j)
+      if (graph.tensors[op.inputs[j]].isView() && (!backward || backwardReadsInput(op, j))) gathers.push_back({i, j});
+  }
+  return gathers;
+}
+
+// Forward arena: inner tensor t that owns its bytes is alive over ops [producer, last reader of t
+// or of a view of t] in discard mode; a view has no slot. Gradient arena: d(t) (views included: a
+// gradient is a tensor of its own) is written by the backward of t's last reader and read by the
+// backward of its producer: alive over [producer, lastForwardReader], laid out on its own. The
+// gathered copies of views are slots alive during their op only, in the arena of their pass.
 Status layoutArenas(BlockGraph& graph) {
   auto& tensors = graph.tensors;
-  std::vector<Slot> slots;
-  std::vector<std::size_t> slotTensor;
+  std::vector<std::size_t> storageLast(tensors.size(), 0);
   for (std::size_t t = 1; t < graph.outputTensor(); ++t) {
     if (tensors[t].lastForwardReader == kBlockNoOp) return Status::internal("inner tensor nobody reads");
-    slots.push_back(
-        {tensors[t].producer, tensors[t].lastForwardReader, alignUp(tensors[t].bytes, kBlockTensorAlignBytes), 0});
-    slotTensor.push_back(t);
+    std::size_t& last = storageLast[graph.owner(t)];
+    last = std::max(last, tensors[t].lastForwardReader);
   }
+  std::vector<Slot> slots, gradSlots;
+  std::vector<std::size_t> slotTensor, gradSlotTensor;
+  for (std::size_t t = 1; t < graph.outputTensor(); ++t) {
+    const std::uint64_t bytes = alignUp(tensors[t].bytes, kBlockTensorAlignBytes);
+    if (!tensors[t].isView()) {
+      slots.push_back({tensors[t].producer, storageLast[t], bytes, 0});
+      slotTensor.push_back(t);
+    }
+    gradSlots.push_back({tensors[t].producer, tensors[t].lastForwardReader, bytes, 0});
+    gradSlotTensor.push_back(t);
+  }
+  const std::vector<Gather> forwardGathers = gathersOf(graph, false);
+  const std::vector<Gather> backwardGathers = gathersOf(graph, true);
+  auto addGathers = [&](const std::vector<Gather>& gathers, std::vector<Slot>& to) {
+    for (const Gather& g : gathers)
+      to.push_back({g.op, g.op, alignUp(tensors[graph.ops[g.op].inputs[g.input]].bytes, kBlockTensorAlignBytes), 0});
+  };
+  addGathers(forwardGathers, slots);
+  addGathers(backwardGathers, gradSlots);
   graph.fwdWorkspaceBytes = packSlots(slots);
   graph.fwdLiveLowerBoundBytes = liveLowerBound(slots, graph.ops.size());
-  std::vector<Slot> gradSlots = slots;
   graph.bwdWorkspaceBytes = packSlots(gradSlots);
   graph.bwdLiveLowerBoundBytes = liveLowerBound(gradSlots, graph.ops.size());
-  for (std::size_t s = 0; s < slots.size(); ++s) {
-    tensors[slotTensor[s]].arenaOffset = slots[s].offset;
-    tensors[slotTensor[s]].gradOffset = gradSlots[s].offset;
+  for (std::size_t s = 0; s < slotTensor.size(); ++s) tensors[slotTensor[s]].arenaOffset = slots[s].offset;
+  for (std::size_t s = 0; s < gradSlotTensor.size(); ++s) tensors[gradSlotTensor[s]].gradOffset = gradSlots[s].offset;
+  for (BlockOp& op : graph.ops) {
+    op.gatherOffset.assign(op.inputs.size(), kBlockNoOffset);
+    op.gatherGradOffset.assign(op.inputs.size(), kBlockNoOffset);
   }
+  for (std::size_t g = 0; g < forwardGathers.size(); ++g)
+    graph.ops[forwardGathers[g].op].gatherOffset[forwardGathers[g].input] = slots[slotTensor.size() + g].offset;
+  for (std::size_t g = 0; g < backwardGathers.size(); ++g)
+    graph.ops[backwardGathers[g].op].gatherGradOffset[backwardGathers[g].input] =
+        gradSlots[gradSlotTensor.size() + g].offset;
   return Status::ok();
 }
 
@@ -173,6 +240,7 @@ Status layoutBlockGraph(BlockGraph& graph) {
   if (graph.tensors.size() < 2 || graph.ops.empty())
     return Status::internal("block '" + graph.name + "' has no inner ops");
   REMAT_RETURN_IF_ERROR(checkSlotTotal(graph));
+  resolveViews(graph);
   REMAT_RETURN_IF_ERROR(setLifetimesAndNumbers(graph));
   REMAT_RETURN_IF_ERROR(layoutArenas(graph));
   layoutExtras(graph);

@@ -189,10 +189,10 @@ constexpr std::array<BlockOpInfo, 16> kBlockOps = {{
     // mul: y = a * b with NumPy broadcasting; derivatives.yaml's mul.Tensor saves `other` for self's
     // gradient and `self` for other's, so its backward reads both operands (block.hpp).
     {BlockOpKind::Mul, "mul", std::nullopt, {}, BackwardReads::Input, "mul"},
-    // slice: channels [begin, begin + out_channels) of an NCHW tensor, written to a tensor of its own
-    // (PyTorch's chunk is a view; a block's tensors are its own slots, so the model counts a copy:
-    // docs/memory-model.md section 6.3). Its backward reads nothing: d(input) gets d(output) in
-    // those channels and zeros elsewhere (slice_backward).
+    // slice: channels [begin, begin + out_channels) of an NCHW tensor, a view as PyTorch's chunk: it
+    // allocates nothing and whatever keeps it keeps its source's whole buffer (block.hpp's viewOf;
+    // a slice writing the block's output copies, docs/memory-model.md section 6). Its backward reads
+    // nothing: d(input) gets d(output) in those channels and zeros elsewhere (slice_backward).
     {BlockOpKind::Slice, "slice", std::nullopt, kSliceFields, BackwardReads::Nothing, "slice"},
     // channel_shuffle: view [N, g, C/g, H, W], transpose(1, 2), contiguous, view [N, C, H, W]: output
     // channel k * g + i is input channel i * (C/g) + k. A permutation: its backward reads nothing

@@ -1,12 +1,14 @@
 #pragma once
 // Where the inner tensors of a residual block live while a backend runs the block's inner ops
 // (block.hpp's protocol), given the layer's checked buffers. The CPU and CUDA backends place them
-// alike; only their kernels differ.
+// alike; only their kernels differ. A view (a channel slice, BlockTensor::viewOf) is its owner's
+// pointer plus its first channel: a channels-last row of the owner (the CPU backend's layout; the
+// GPU backend refuses the slice).
 #include <cstddef>
 #include <string>
 
-#include "remat/model/block.hpp"
 #include "remat/exec/device_calls.hpp"
+#include "remat/model/block.hpp"
 
 namespace remat {
 

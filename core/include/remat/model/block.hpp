@@ -20,7 +20,9 @@
 //   d(output) (d(l) when the output is the last tensor, else workspace + gradOffset), its input
 //   from x(l-1) or E when readsInput, its output from x(l) or E when readsOutput, its stats from
 //   E when statsBytes > 0, and writes d(inputs[j]) (d(l-1) for tensor 0, else workspace +
-//   gradOffset), overwriting when gradAccumulate[j] is false and adding when it is true. Add's
+//   gradOffset), overwriting when gradAccumulate[j] is false and adding when it is true. A view
+//   (a channel slice, BlockTensor::viewOf) is never written: its values are its owner's channels,
+//   read with the owner's row stride, or from a gathered copy (BlockOp::gatherOffset). Add's
 //   backward copies (or adds) d(output) into both inputs' gradients; Concat's copies (or adds) each
 //   input's channel slice of d(output) into that input's gradient. Mul (y = a * b, NumPy
 //   broadcasting over NCHW) reads both operands: d(a) is d(y) * b summed over the axes a was
@@ -62,6 +64,14 @@ struct BlockTensor {
   std::uint64_t arenaOffset = kBlockNoOffset;   // forward workspace (discard mode; keep mode unless saved)
   std::uint64_t extrasOffset = kBlockNoOffset;  // in E, keep mode, saved tensors only
   std::uint64_t gradOffset = kBlockNoOffset;    // d(tensor) in the backward workspace
+  // A channel slice that is not the block's output is a VIEW, as PyTorch's chunk: it owns no bytes
+  // (no arena slot, never in E itself) and aliases channels [viewChannelBegin, + its channels) of
+  // tensor viewOf, the tensor that owns the buffer (a view of a view resolves to it). Whatever keeps
+  // the view keeps viewOf: a backward that reads the view saves viewOf (x(l-1): the block's in flag),
+  // and viewOf's buffer lives until the view's last reader. d(view) is a tensor of its own (gradOffset).
+  std::size_t viewOf = kBlockNoOp;
+  std::int64_t viewChannelBegin = 0;
+  bool isView() const { return viewOf != kBlockNoOp; }
 };
 
 struct BlockOp {
@@ -83,6 +93,13 @@ struct BlockOp {
   std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
   std::uint64_t paramCount = 0;
   double fwdCost = 0.0;  // GFLOP
+  // Per input: when it is a view and the op needs it contiguous (every kind but concat, slice and
+  // channel_shuffle, which read rows with a stride), the executor first gathers it into a copy of
+  // its own, as PyTorch's convolution calls .contiguous(): at this offset of the forward workspace
+  // during the op's forward, and, when the op's backward reads that input, at gatherGradOffset of
+  // the backward workspace during its backward. kBlockNoOffset otherwise.
+  std::vector<std::uint64_t> gatherOffset;
+  std::vector<std::uint64_t> gatherGradOffset;
 };
 
 struct BlockGraph {
@@ -105,6 +122,10 @@ struct BlockGraph {
 
   std::size_t outputTensor() const { return tensors.size() - 1; }
   bool isInner(std::size_t tensor) const { return tensor != 0 && tensor != outputTensor(); }
+  // The tensor whose buffer holds t's values (t itself unless t is a view) and the channel count
+  // of that buffer's rows (channels-last: a view's row stride).
+  std::size_t owner(std::size_t tensor) const { return tensors[tensor].isView() ? tensors[tensor].viewOf : tensor; }
+  std::int64_t rowChannels(std::size_t tensor) const { return tensors[owner(tensor)].shape[1]; }
   // d(t) is alive from the backward of t's last reader to the backward of its producer, i.e.
   // over the same op indices [producer, lastForwardReader] as t itself in the forward.
 };
