@@ -87,6 +87,11 @@ def timeline(n, layers, checkpoints, rule):
                 writes.append(grad[l - 1])
             scratch = m["bwd_workspace_bytes"]
         traffic.append(([r for r in reads if r is not None], writes, scratch))
+    return sweep(ops, traffic, sizes)
+
+
+def sweep(ops, traffic, sizes):
+    """Sections 3.1-3.2: a tensor lives from its writer to its last reader (or its writer)."""
     last_reader = {}
     for i, (reads, _, _) in enumerate(traffic):
         for r in reads:
