@@ -126,7 +126,7 @@ def apply_plan(
             f"the traced model has {len(placeholders)} inputs ({', '.join(p.name for p in placeholders)}); "
             "a chain follows one input"
         )
-    pieces = _split(gm, cuts)
+    pieces = _split(gm, cuts, [name for _, name in pairs])
     applied = CheckpointedModel(pieces, [name for _, name in pairs], [n.name for n, _ in pairs])
     applied.train(model.training)
     if example_input is not None:
@@ -134,7 +134,7 @@ def apply_plan(
     return applied
 
 
-def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[Tuple[fx.GraphModule, bool]]:
+def _split(gm: fx.GraphModule, cuts: List[fx.Node], names: List[str]) -> List[Tuple[fx.GraphModule, bool]]:
     nodes = list(gm.graph.nodes)
     bounds = [nodes.index(c) for c in cuts]
     pieces = []
@@ -145,7 +145,7 @@ def _split(gm: fx.GraphModule, cuts: List[fx.Node]) -> List[Tuple[fx.GraphModule
         if j == len(bounds):  # the last segment: never recomputed
             pieces.append((_segment(gm, body, entry, None, j > 0, boxed=j > 0), False))
         else:
-            pieces += _pieces(gm, body, entry, j > 0)
+            pieces += _pieces(gm, body, entry, j > 0, names[j])
         entry = nodes[end]
         start = end + 1
     return pieces
@@ -178,7 +178,7 @@ def _is_relu(gm: fx.GraphModule, n: fx.Node) -> bool:
     return n.op == "call_method" and n.target in ("relu", "relu_")
 
 
-def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool):
+def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool, end_layer: str):
     """A recomputed chain segment as PyTorch runs it. remat's model (memory-model.md 2.4) recomputes
     the layers before the segment's end c and never c itself: x(c) is the checkpoint. PyTorch's
     checkpoint reruns the whole function, and keeps a second x(c) when c's backward saves its output.
@@ -186,17 +186,22 @@ def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool):
     - A segment of one layer without extras (a conv, a ReLU, an average pooling, a linear layer: no R
       op, no RE op in the model) runs plainly: nothing to recompute, and a checkpoint would keep its input
       even where the model frees it (a dead checkpoint, memory-model.md 3.4).
-    - A segment that ends in a ReLU (a ResNet block, conv-ReLU) runs the ReLU plainly after the
-      checkpointed rest: the ReLU saves only its output, the checkpoint itself.
+    - A segment whose end c is a ReLU layer of the chain (conv-ReLU, ResNet's stem) runs the ReLU
+      plainly after the checkpointed rest: the ReLU saves only its output, the checkpoint itself, and
+      c has no extras, so the model has no RE(c) and B(c) reads the checkpoint.
     - Anything else (a batch norm, dropout or max pooling alone: the model's RE(c), which recomputes
-      the statistics, the mask or the indices from x(c-1); a block): checkpointed whole. Run plainly,
-      a max pooling would keep its indices through the forward pass, which the plan does not.
+      the statistics, the mask or the indices from x(c-1); a block, a ResNet block's final ReLU
+      included): checkpointed whole. Run plainly, a max pooling would keep its indices through the
+      forward pass, which the plan does not. A block's final ReLU under the checkpoint saves the
+      recomputed output, which is what the model's RE(c) writes for B(c) (memory-model.md 2.3);
+      run outside, its backward would come before the recompute, an order the model has no op for.
     """
     exit_node = body[-1]
     computing = _computing(gm, body)
     if len(computing) == 1 and not _has_extras(gm, computing[0]):
         return [(_segment(gm, body, entry, exit_node, after_cut, boxed=entry is not None), False)]
-    if len(computing) > 1 and computing[-1] is exit_node and _is_relu(gm, exit_node):
+    relu_layer = exit_node.meta.get(layer_map.NAME_KEY) == end_layer  # the ReLU is the chain layer c
+    if len(computing) > 1 and computing[-1] is exit_node and relu_layer and _is_relu(gm, exit_node):
         inner = exit_node.all_input_nodes
         if len(inner) == 1 and inner[0] in body and not _read_after(body, inner[0], exit_node):
             head = body[: body.index(exit_node)]

@@ -20,7 +20,11 @@ graph's order) whose name is the layer's name or lies inside it (``layer1.0`` ho
 
 from __future__ import annotations
 
+import contextlib
+import dis
+import inspect
 import operator
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -47,6 +51,21 @@ class _InplaceAddProxy(fx.Proxy):
 
     def __iadd__(self, other):
         return self.tracer.create_proxy("call_function", operator.iadd, (self, other), {})
+
+    def __iter__(self):
+        """``a, b = x.chunk(2, dim=1)`` and ``n, c, h, w = x.size()`` (torchvision's ShuffleNetV2):
+        fx unpacks a proxy when the caller's next instruction is UNPACK_SEQUENCE, but torch 1.13
+        finds that instruction at index f_lasti // 2, which Python 3.11's inline caches make wrong
+        (PyTorch 2.x looks it up by offset, as here)."""
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is not None:
+            for inst in dis.get_instructions(caller.f_code):
+                if inst.offset == caller.f_lasti:
+                    if inst.opname == "UNPACK_SEQUENCE":
+                        return (self[i] for i in range(inst.argval))
+                    break
+        return self.tracer.iter(self)
 
 
 class _ScopeTracer(fx.Tracer):
@@ -80,11 +99,45 @@ class _ScopeTracer(fx.Tracer):
         return node
 
 
+# Functions whose ops remat's import makes a chain layer of their own, named after the calling
+# module plus a suffix (docs/import.md): torchvision's ShuffleNetV2 channel_shuffle(x, groups),
+# ``stage2.1.channel_shuffle``. While one runs, the tracer's scope is that layer's name.
+_OWN_LAYER_FUNCTIONS = (("torchvision.models.shufflenetv2", "channel_shuffle"),)
+_OWN_LAYER_SUFFIXES = tuple("." + name for _, name in _OWN_LAYER_FUNCTIONS)
+_FLATTEN_SUFFIX = ".flatten"
+
+
+@contextlib.contextmanager
+def _scoped_functions(tracer: "_ScopeTracer"):
+    patched = []
+    for module_name, name in _OWN_LAYER_FUNCTIONS:
+        module = sys.modules.get(module_name)
+        original = getattr(module, name, None) if module is not None else None
+        if original is None:
+            continue
+
+        def scoped(*args, _original=original, _suffix="." + name, **kwargs):
+            tracer._scopes.append(tracer._scopes[-1] + _suffix)
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                tracer._scopes.pop()
+
+        setattr(module, name, scoped)
+        patched.append((module, name, original))
+    try:
+        yield
+    finally:
+        for module, name, original in patched:
+            setattr(module, name, original)
+
+
 def trace(model: torch.nn.Module) -> fx.GraphModule:
     """Traces ``model`` with torch.fx and names every node as remat's ONNX import would."""
     tracer = _ScopeTracer()
     try:
-        graph = tracer.trace(model)
+        with _scoped_functions(tracer):
+            graph = tracer.trace(model)
     except TraceError:
         raise
     except Exception as error:
@@ -152,19 +205,29 @@ def node_names(gm: fx.GraphModule) -> List[str]:
     return [n.meta[NAME_KEY] for n in gm.graph.nodes if n.meta.get(NAME_KEY)]
 
 
+def _inside(name: str, layer_name: str) -> bool:
+    """Whether a node named ``name`` belongs to chain layer ``layer_name``: the layer itself, or a
+    name inside it that is not a layer of its own (``stage2.1.channel_shuffle`` follows ``stage2.1``)."""
+    if name == layer_name:
+        return True
+    if not name.startswith(layer_name + "."):
+        return False
+    return not any(name == layer_name + s or name.startswith(layer_name + s + ".") for s in _OWN_LAYER_SUFFIXES)
+
+
 def layer_output_node(gm: fx.GraphModule, layer_name: str) -> fx.Node:
-    """The node that writes chain layer ``layer_name``'s output x(l)."""
-    exact: Optional[fx.Node] = None
-    inside: Optional[fx.Node] = None
+    """The node that writes chain layer ``layer_name``'s output x(l): the last of the layer's nodes.
+    (A block's own forward can name nodes after the block itself, ShuffleNetV2's chunk before its
+    branches: the output is still the last one, the concatenation.)"""
+    found: Optional[fx.Node] = None
     for node in gm.graph.nodes:
         name = node.meta.get(NAME_KEY)
-        if not name:
-            continue
-        if name == layer_name:
-            exact = node
-        elif name.startswith(layer_name + "."):
-            inside = node
-    found = exact if exact is not None else inside
+        if name and _inside(name, layer_name):
+            found = node
+    if found is None and layer_name.endswith(_FLATTEN_SUFFIX):
+        # The import writes `x.mean([2, 3])` (keepdims 0) as a pooling and a flatten layer
+        # ``reducemean.flatten``; in PyTorch the mean's result is already flat: the same tensor.
+        return layer_output_node(gm, layer_name[: -len(_FLATTEN_SUFFIX)])
     if found is None:
         known = sorted(set(node_names(gm)))
         shown = ", ".join(known[:40]) + (", ..." if len(known) > 40 else "")

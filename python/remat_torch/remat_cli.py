@@ -50,12 +50,23 @@ def export_onnx(model: torch.nn.Module, example_input: torch.Tensor, path: str) 
     """Exports as docs/import.md says: training mode, no constant folding, no weights, symbolic batch.
     A copy is exported: the export's forward would update the model's batch-norm statistics."""
     clone = copy.deepcopy(model).train()
+    _without_stochastic_depth(clone)
     kwargs = {}
     if hasattr(torch.onnx, "TrainingMode"):
         kwargs["training"] = torch.onnx.TrainingMode.TRAINING
     with warnings.catch_warnings():  # a training-mode export warns about every batch norm's counter
         warnings.simplefilter("ignore")
         _export(clone, example_input, path, kwargs)
+
+
+def _without_stochastic_depth(clone: torch.nn.Module) -> None:
+    """torchvision's StochasticDepth (EfficientNet's blocks, default p 0.2) draws a Bernoulli mask in
+    training, which torch's ONNX export cannot write (docs/import.md: export with
+    stochastic_depth_prob=0.0). The copy exported gets p = 0, the identity; the model itself keeps
+    its p. What the chain leaves out is each block's [N, 1, 1, 1] mask (32 bytes at batch 8)."""
+    for module in clone.modules():
+        if type(module).__name__ == "StochasticDepth" and isinstance(getattr(module, "p", None), float):
+            module.p = 0.0
 
 
 def _export(clone, example_input, path, kwargs):

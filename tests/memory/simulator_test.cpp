@@ -101,6 +101,25 @@ TEST(Rules, ExtrasKeepModeAndRecomputeExtras) {
                         {"B", 1, 13, 0}});
 }
 
+// A recomputed segment's end c with out(c) and extras: RE(c) writes the x(c) that B(c) reads (PyTorch's
+// checkpoint recomputes every saved tensor, the output too), so the checkpoint x(c) is freed after
+// its last reader right of it (here B(3)) and RE(c) has no transient copy (memory-model.md 2.3).
+TEST(Rules, RecomputeExtrasWritesTheOutputBackwardReads) {
+  const Chain chain =
+      makeAbstractChain("t", 8, {numbers(10, true, false, 0), numbers(20, true, true, 5), numbers(30, true, false, 0)});
+  auto sim = simulate(chain, plan({2}));
+  ASSERT_TRUE(sim.isOk());
+  expectTimeline(*sim, {{"F", 1, 10, 10},
+                        {"F", 2, 30, 20},
+                        {"F", 3, 50, 50},
+                        {"SEED", 0, 80, 50},
+                        {"B", 3, 70, 20},  // frees d3 and the checkpoint x2: B2 reads RE2's x2
+                        {"R", 1, 30, 30},
+                        {"RE", 2, 55, 55},  // E2 (5) and x2 (20), no transient
+                        {"B", 2, 65, 10},
+                        {"B", 1, 10, 0}});
+}
+
 // Workspaces count only during their op; `out` keeps x(l) alive until B(l).
 TEST(Rules, WorkspacesAndOutFlag) {
   const Chain chain =

@@ -46,12 +46,14 @@ std::uint64_t specFormulaPeak(const Chain& chain, const Plan& plan) {
 }
 
 // True when some checkpoint other than the last has no reader in the backward pass (nothing in
-// segment (c, next] recomputes from it and neither B(c+1) nor B(c) reads it).
+// segment (c, next] recomputes from it and neither B(c+1) nor B(c) reads it; B(c) reads RE(c)'s
+// x(c) instead when c has extras, memory-model.md 2.3).
 bool hasDeadCheckpoint(const Chain& chain, const Plan& plan) {
   const auto& c = plan.checkpoints;
   for (std::size_t m = 0; m + 1 < c.size(); ++m) {
     const std::size_t i = c[m], k = c[m + 1];
-    const bool read = chain.at(i + 1).needsInput || chain.at(i).needsOutput || k > i + 1 || chain.at(k).extraBytes > 0;
+    const bool backwardReadsIt = chain.at(i).needsOutput && chain.at(i).extraBytes == 0;
+    const bool read = chain.at(i + 1).needsInput || backwardReadsIt || k > i + 1 || chain.at(k).extraBytes > 0;
     if (!read) return true;
   }
   return false;

@@ -174,6 +174,51 @@ class GradientsEqual(unittest.TestCase):
         self.check(lambda: torchvision.models.mobilenet_v2(num_classes=5), plan, torch.randn(2, 3, 32, 32))
 
 
+    def test_newer_torchvision_models(self):
+        # SE blocks (a Mul by a broadcast gate), SiLU / Hardswish / Hardsigmoid, EfficientNet's
+        # stochastic depth (its masks drawn again alike in the recompute: checkpoint keeps the RNG
+        # state), RegNetY's blocks ending in a ReLU, ShuffleNetV2's chunk and channel shuffle.
+        import torchvision
+
+        plans = {
+            "efficientnet_b0": ["features.1.0.block.1", "features.2.0.block.0.2", "features.2.1", "features.3.0.block.2",
+                                "features.4.2"],
+            "mobilenet_v3_large": ["features.0.2", "features.2.block.0.2", "features.4.block.2", "features.5",
+                                   "features.12"],
+            "regnet_y_400mf": ["stem.2", "trunk_output.block1.block1-0", "trunk_output.block2.block2-1"],
+            "shufflenet_v2_x1_0": ["maxpool", "stage2.0", "stage2.0.channel_shuffle", "stage2.2", "stage3.1.channel_shuffle"],
+        }
+        for name, plan in plans.items():
+            with self.subTest(model=name):
+                self.check(lambda: getattr(torchvision.models, name)(num_classes=5), plan, torch.randn(2, 3, 32, 32))
+
+
+class BlockEndsUnderTheCheckpoint(unittest.TestCase):
+    """A segment that ends in a block whose last op is a ReLU (ResNet's, RegNetY's) runs whole under
+    the checkpoint: the ReLU saves the recomputed output, which the model's RE(c) writes for B(c)
+    (memory-model.md 2.3), not the checkpoint. A ReLU that is a chain layer of its own still runs
+    plainly after the checkpointed rest (test_checkpointed_segments_keep_only_their_inputs)."""
+
+    def test_resnet_block_relu_is_inside(self):
+        import torchvision
+
+        torch.manual_seed(0)
+        model = torchvision.models.resnet18(num_classes=5).train()
+        x = torch.randn(2, 3, 32, 32)
+        applied = apply_plan(model, ["relu", "layer1.0", "layer1.1"], x)
+        # (0, relu]: conv1-bn1 checkpointed, the stem's ReLU plainly; (relu, layer1.0] and
+        # (layer1.0, layer1.1] each one checkpointed piece; the last segment plainly.
+        self.assertEqual(applied.checkpointed, [True, False, True, True, False])
+        kept = Kept(applied, model, x)
+        # The checkpointed pieces read x0, x(relu) and x(layer1.0) (fx inlines the blocks, so their
+        # outputs are known here as the pieces' inputs).
+        inputs = [storage_ptr(t) for t in kept.checkpoint_inputs]
+        self.assertEqual(inputs[:2], [storage_ptr(x), storage_ptr(kept.outputs["relu"])])
+        self.assertEqual(len(inputs), 3)
+        self.assertIn(inputs[1], kept.packed, "the stem ReLU saves its output, the checkpoint")
+        self.assertNotIn(inputs[2], kept.packed, "layer1.0's final ReLU saved its output outside the checkpoint")
+
+
 class PlanForms(unittest.TestCase):
     def setUp(self):
         self.model = SmallNet().train()
@@ -233,10 +278,40 @@ class NamesMatchTheOnnxImport(unittest.TestCase):
     def test_torchvision_models(self):
         import torchvision
 
-        for name in ("resnet18", "vgg11_bn", "mobilenet_v2", "alexnet"):
+        for name in ("resnet18", "vgg11_bn", "mobilenet_v2", "alexnet", "efficientnet_b0", "mobilenet_v3_large",
+                     "regnet_y_400mf", "shufflenet_v2_x1_0"):
             with self.subTest(model=name):
                 res = 224 if name in ("alexnet", "vgg11_bn") else 32  # 1.13 exports adaptive pooling to a divisor only
                 self.check(getattr(torchvision.models, name)(), torch.randn(1 if res == 224 else 2, 3, res, res))
+
+
+class ShuffleNetNames(unittest.TestCase):
+    """ShuffleNetV2 traces (fx unpacks ``x.chunk(2, dim=1)`` on Python 3.11 too), its channel shuffle
+    is a layer of its own as remat's import names it, and the head's mean is also
+    ``reducemean.flatten``."""
+
+    def test_names(self):
+        import operator
+
+        import torchvision
+
+        model = torchvision.models.shufflenet_v2_x1_0().eval()
+        gm = layer_map.trace(model)
+        x = torch.randn(1, 3, 32, 32)
+        with torch.no_grad():
+            self.assertTrue(torch.equal(gm(x), model(x)))
+        names = layer_map.node_names(gm)
+        self.assertIn("stage2.1.channel_shuffle", names)
+        block = layer_map.layer_output_node(gm, "stage2.1")
+        self.assertIs(block.target, torch.cat, "a block's output is its concatenation, not its chunk")
+        shuffle = layer_map.layer_output_node(gm, "stage2.1.channel_shuffle")
+        self.assertEqual(shuffle.meta[layer_map.NAME_KEY], "stage2.1.channel_shuffle")
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        self.assertLess(order[block], order[shuffle])
+        self.assertTrue(all(u.meta[layer_map.NAME_KEY] == "stage2.1.channel_shuffle" for u in block.users),
+                        "only the shuffle reads the concatenation")
+        self.assertIs(layer_map.layer_output_node(gm, "reducemean.flatten"), layer_map.layer_output_node(gm, "reducemean"))
+        self.assertNotIn(operator.getitem, [layer_map.layer_output_node(gm, f"stage{s}.1").target for s in (2, 3, 4)])
 
 
 if __name__ == "__main__":

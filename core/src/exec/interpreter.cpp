@@ -239,7 +239,7 @@ class StepRun {
     for (std::uint32_t id : p.writes())
       if (isTensor(id)) REMAT_RETURN_IF_ERROR(allocateInto(buffers_[id], program_.tensors[id].bytes, p, ""));
     if (p.workspaceBytes > 0) REMAT_RETURN_IF_ERROR(allocateInto(workspace_, p.workspaceBytes, p, " workspace"));
-    if (p.transientBytes > 0 || p.op.kind == OpKind::RE)
+    if (p.transientBytes > 0 || (p.op.kind == OpKind::RE && !isTensor(p.output)))
       REMAT_RETURN_IF_ERROR(allocateInto(transient_, p.transientBytes, p, " transient x"));
     return Status::ok();
   }
@@ -274,7 +274,8 @@ class StepRun {
     call.layer = p.op.layer;
     call.mode = p.mode;
     call.input = buffer(p.input);
-    call.output = p.op.kind == OpKind::RE ? transient_.get() : buffer(p.output);
+    // RE's x(l) is a tensor version when B(l) reads it, else the transient buffer.
+    call.output = p.op.kind == OpKind::RE && !isTensor(p.output) ? transient_.get() : buffer(p.output);
     call.extra = buffer(p.extraOut);
     call.workspace = workspace_.get();
     call.params = state_.params[p.op.layer].get();

@@ -64,15 +64,19 @@ class ProgramBuilder {
     p.workspaceBytes = m.fwdWorkspaceBytes;
   }
 
-  // RE writes only E(l); its x(l) goes to a transient buffer.
+  // RE writes E(l); its x(l) is a new version B(l) reads when out(l), else a transient buffer
+  // (memory-model.md 2.3).
   void recomputeExtras(OpProgram& p) {
     const std::size_t l = p.op.layer;
     const LayerNumbers& m = chain_.at(l);
     p.mode = ForwardMode::Keep;
     p.input = x_[l - 1];
     p.extraOut = extra_[l] = tensor(m.extraBytes, 'E', l);
+    if (m.needsOutput)
+      p.output = x_[l] = tensor(m.outBytes, 'x', l);
+    else
+      p.transientBytes = m.outBytes;
     p.workspaceBytes = m.fwdWorkspaceBytes;
-    p.transientBytes = m.outBytes;
   }
 
   void seed(OpProgram& p) {

@@ -78,7 +78,8 @@ std::string tensorName(const TensorLife& tensor) {
 std::vector<CheckpointLife> checkpointLives(const LivenessTrace& trace, const Plan& plan) {
   std::vector<CheckpointLife> lives;
   for (std::size_t c : plan.checkpoints) {
-    // A checkpoint's output is written once, by F(c): recomputation never rewrites a segment's end.
+    // A checkpoint's output is F(c)'s version, the first: R never rewrites a segment's end, and the
+    // x(c) that RE(c) writes for B(c) (out(c), memory-model.md 2.3) is a later version.
     for (const TensorLife& t : trace.tensors) {
       if (t.kind == TensorLife::Kind::Activation && t.layer == c) {
         lives.push_back({c, t.writer, t.freedAfter()});

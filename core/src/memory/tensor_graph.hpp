@@ -101,12 +101,19 @@ class TensorGraphBuilder {
     traffic_->scratchBytes = m.fwdWorkspaceBytes;
   }
 
-  // RE writes only E(l); its x(l) is scratch, like the workspace.
+  // RE writes E(l). Its x(l) is a new version when B(l) reads it (out(l)): PyTorch's checkpoint
+  // recomputes every tensor the segment's backward reads, so B(l) reads the recomputed output, not
+  // the checkpoint (memory-model.md 2.3). Otherwise that x(l) is scratch, like the workspace.
   void recomputeExtras(std::size_t l) {
     const LayerNumbers& m = chain_.at(l);
     read(x_[l - 1]);
     extra_[l] = write(Kind::Extra, l, m.extraBytes);
-    traffic_->scratchBytes = m.fwdWorkspaceBytes + m.outBytes;
+    if (m.needsOutput) {
+      x_[l] = write(Kind::Activation, l, m.outBytes);
+      traffic_->scratchBytes = m.fwdWorkspaceBytes;
+    } else {
+      traffic_->scratchBytes = m.fwdWorkspaceBytes + m.outBytes;
+    }
   }
 
   void seed() {

@@ -42,9 +42,13 @@ LayerTables makePrefixTables(const Chain& chain);
 // The least possible largest segment cost s(c_j, c_(j+1)) over all plans (planner_linear.cpp).
 std::uint64_t minimalMaxSegmentCost(const LayerTables& tables);
 
+// Whether B(c) reads the checkpoint x(c) itself: out(c) and no RE(c). With e(c) > 0 the segment
+// ending at c has RE(c), which writes the x(c) that B(c) reads (memory-model.md 2.3).
+inline bool backwardReadsCheckpoint(const LayerTables& t, std::size_t c) { return t.out[c] && t.e[c] == 0; }
+
 // What x(start) holds during the segment's backward ops, once R(start+1) / RE are done.
 inline std::uint64_t heldDuringBackward(const LayerTables& t, std::size_t start) {
-  return start > 0 && (t.in[start + 1] || t.out[start]) ? t.a[start] : 0;
+  return start > 0 && (t.in[start + 1] || backwardReadsCheckpoint(t, start)) ? t.a[start] : 0;
 }
 
 // seg(start, n), the last segment (keep-mode forward, SEED, backward; never recomputed), given
@@ -97,10 +101,11 @@ class SegmentScanner {
     std::uint64_t peak = std::max(backward, t.a[i] + t.a[i + 1] + t.wf[i + 1]);
     // The gradient d(k) entering the segment, the checkpoint x(k) when B(k) reads it, and the weight
     // gradients of the layers right of the segment.
-    const std::uint64_t base = t.a[k] * (t.out[k] ? 2 : 1) + t.gradAfter[k];
+    const std::uint64_t base = t.a[k] * (backwardReadsCheckpoint(t, k) ? 2 : 1) + t.gradAfter[k];
     if (k >= i + 2) peak = std::max({peak, t.a[i] + forwardMax_, base + recomputeMax_});
     if (t.e[k] > 0) {
-      // RE(k) reads x(k-1) (or x(start)) and holds a transient copy of x(k).
+      // RE(k) reads x(k-1) (or x(start)) and writes x(k): the version B(k) reads when out(k), else a
+      // transient copy.
       const std::uint64_t before = k == i + 1 ? t.a[i] : heldBackward_ + t.T[k - 1] - t.T[i] + t.transient[k - 1];
       peak = std::max(peak, base + before + t.e[k] + t.wf[k] + t.a[k]);
     }
@@ -114,7 +119,8 @@ class SegmentScanner {
   // h(start, end): the bytes x(start) holds during every segment to the right.
   std::uint64_t held() const {
     if (i_ == 0) return 0;
-    const bool readInBackward = t_.in[i_ + 1] || t_.out[i_] || (k_ < t_.n && (k_ > i_ + 1 || t_.e[k_] > 0));
+    const bool readInBackward =
+        t_.in[i_ + 1] || backwardReadsCheckpoint(t_, i_) || (k_ < t_.n && (k_ > i_ + 1 || t_.e[k_] > 0));
     return readInBackward ? t_.a[i_] : 0;
   }
 
