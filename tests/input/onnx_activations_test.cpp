@@ -14,6 +14,7 @@
 
 #include "executor_helpers.hpp"
 #include "onnx_builder.hpp"
+#include "onnx_exports.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/onnx/onnx_import.hpp"
 
@@ -27,19 +28,9 @@ using Ints = std::vector<std::int64_t>;
 
 const std::string kFolder = std::string(REMAT_TEST_DATA_DIR) + "/onnx/activations/";
 
-std::vector<json> manifest() {
-  std::ifstream in(kFolder + "manifest.json");
-  return json::parse(in).at("models").get<std::vector<json>>();
-}
+std::vector<json> manifest() { return testing::exportManifest(kFolder + "manifest.json"); }
 
-Chain importedChain(const std::string& path, std::int64_t batch) {
-  auto result = importOnnxFile(path, {.batch = batch});
-  EXPECT_TRUE(result.isOk()) << result.status().message();
-  if (!result) return {};
-  auto chain = buildChain(result->spec);
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain ? *chain : Chain{};
-}
+Chain importedChain(const std::string& path, std::int64_t batch) { return testing::importedExport(path, batch); }
 
 TEST(OnnxActivations, TorchExportsImportAsTheOpsTorchRan) {
   const std::vector<json> models = manifest();
