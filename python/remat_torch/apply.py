@@ -42,7 +42,12 @@ class CheckpointedModel(torch.nn.Module):
     def forward(self, x):
         for segment, checkpointed in zip(self.segments, self.checkpointed):
             if checkpointed:
-                x = torch_checkpoint.checkpoint(_SegmentRun(segment), x, use_reentrant=False)
+                # The input travels in the run, not as checkpoint's argument: torch 1.13's
+                # non-reentrant checkpoint closes over its arguments until the segment's last saved
+                # tensor is released, which would hold x(c) through the segment's whole backward.
+                run = _SegmentRun(segment, x)
+                x = None
+                x = torch_checkpoint.checkpoint(run, use_reentrant=False)
             elif getattr(segment, "boxed", False):
                 # The segment takes its input out of the list: no frame here holds x(c) while the
                 # segment runs, so x(c) is freed after its last reader, as the model frees it.
@@ -57,20 +62,34 @@ class CheckpointedModel(torch.nn.Module):
 class _SegmentRun:
     """One forward of a checkpointed segment: the first call is the forward pass, later calls recompute.
 
+    It holds the segment's input, the checkpoint x(c), from the forward pass to the recompute, and
+    lets go of it when the recompute takes it: from then on x(c) lives as long as what the
+    recomputed ops save of it (a convolution's input, a chunk's view), and is freed after its last
+    reader, as memory-model.md 3.1 says. Passed as checkpoint's argument instead, x(c) would be held
+    by the checkpoint's unpack hook until the last saved tensor of the segment is released, the end
+    of the segment's backward, even when no backward op reads it (a channel shuffle or a ReLU first
+    after the cut).
+
     A recompute runs the segment's batch norms again in training mode; they must not update their
     running statistics a second time, or the model would not train like the original.
     """
 
-    def __init__(self, segment: fx.GraphModule):
+    def __init__(self, segment: fx.GraphModule, x: torch.Tensor):
         self.segment = segment
+        self.input: Optional[torch.Tensor] = x
         self.calls = 0
 
-    def __call__(self, x):
+    def __call__(self):
         self.calls += 1
         if self.calls == 1:
-            return self.segment(x)
+            return self.segment([self.input])  # boxed (_pieces): the run keeps x(c) for the recompute
+        if self.input is None:
+            raise RuntimeError("a checkpointed segment is recomputed a second time (backward with retain_graph?); "
+                               "apply_plan's segments recompute once per forward")
+        box = [self.input]
+        self.input = None
         with _frozen_batchnorm_statistics(self.segment):
-            return self.segment(x)
+            return self.segment(box)
 
 
 @contextlib.contextmanager
@@ -206,10 +225,10 @@ def _pieces(gm: fx.GraphModule, body: List[fx.Node], entry, after_cut: bool, end
         if len(inner) == 1 and inner[0] in body and not _read_after(body, inner[0], exit_node):
             head = body[: body.index(exit_node)]
             return [
-                (_segment(gm, head, entry, inner[0], after_cut), True),
+                (_segment(gm, head, entry, inner[0], after_cut, boxed=True), True),
                 (_segment(gm, [exit_node], inner[0], exit_node, False, boxed=True), False),  # in place, as written
             ]
-    return [(_segment(gm, body, entry, exit_node, after_cut), True)]
+    return [(_segment(gm, body, entry, exit_node, after_cut, boxed=True), True)]
 
 
 def _has_extras(gm: fx.GraphModule, n: fx.Node) -> bool:

@@ -31,7 +31,7 @@ class Kept:
         real = remat_torch.apply.torch_checkpoint.checkpoint
 
         def spy(fn, *args, **kwargs):
-            self.checkpoint_inputs.append(args[0])
+            self.checkpoint_inputs.append(fn.input)  # the run holds x(c) (apply._SegmentRun)
             return real(fn, *args, **kwargs)
 
         def hook(name):
@@ -217,6 +217,47 @@ class BlockEndsUnderTheCheckpoint(unittest.TestCase):
         self.assertEqual(len(inputs), 3)
         self.assertIn(inputs[1], kept.packed, "the stem ReLU saves its output, the checkpoint")
         self.assertNotIn(inputs[2], kept.packed, "layer1.0's final ReLU saved its output outside the checkpoint")
+
+
+class CheckpointFreedAfterItsLastReader(unittest.TestCase):
+    """A checkpoint x(c) that no backward op of the segment right of c reads lives until the
+    recompute's last read, as memory-model.md 3.1 says, not through the segment's whole backward:
+    torch's non-reentrant checkpoint would hold its argument that long (ShuffleNetV2's `linear`
+    plan: a channel shuffle first after the cut, 0.9 MiB more than E in stage3.0's backward)."""
+
+    def test_relu_after_the_cut_frees_the_checkpoint(self):
+        import weakref
+
+        torch.manual_seed(0)
+        model = SmallNet().train()
+        x = torch.randn(2, 3, 8, 8)
+        # (conv2, pool]: relu2 saves only its output and pool saves relu2's, so after the recompute
+        # nothing reads x(conv2).
+        applied = apply_plan(model, ["conv2", "pool"], x)
+        self.assertEqual(applied.checkpointed, [True, True, False])
+        inputs = []
+        real = remat_torch.apply.torch_checkpoint.checkpoint
+
+        def spy(fn, *args, **kwargs):
+            inputs.append(weakref.ref(fn.input))
+            return real(fn, *args, **kwargs)
+
+        alive_in_backward = []
+
+        def on_relu2(module, args, output):
+            if not alive_in_backward and output.requires_grad:  # the forward pass: its graph's node
+                # Runs in the backward after the segment's recompute, before relu2's backward.
+                output.register_hook(lambda grad: alive_in_backward.append(inputs[1]() is not None))
+
+        handle = model.relu2.register_forward_hook(on_relu2)
+        try:
+            with mock.patch.object(remat_torch.apply.torch_checkpoint, "checkpoint", spy):
+                out = applied(x)
+            self.assertIsNotNone(inputs[1](), "x(conv2) is the checkpoint: held through the forward pass")
+            out.sum().backward()
+        finally:
+            handle.remove()
+        self.assertEqual(alive_in_backward, [False], "x(conv2) held after the recompute's last read")
 
 
 class PlanForms(unittest.TestCase):
