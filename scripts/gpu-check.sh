@@ -6,7 +6,11 @@
 #      uniform:K, dp, linear and optimal, run each plan for 5 steps, print predicted against
 #      measured peaks and step times (remat_gpu_check);
 #   4. where PyTorch and torchvision import, run the same models with PyTorch (store-all and
-#      checkpoint_sequential for every K) and print the comparison (scripts/torch_baseline.py).
+#      checkpoint_sequential for every K) and print the comparison (scripts/torch_baseline.py);
+#   5. where that PyTorch has CUDA, the fidelity table's GPU rows (docs/executor.md): each plan applied
+#      with remat_torch.apply_plan, PyTorch's measured activation peak against our E
+#      (scripts/torch-fidelity.py --device cuda; FIDELITY_MODELS, default resnet18,mobilenet_v2,
+#      batch 8, 128x128), written to $OUT/fidelity-gpu.md.
 # Output goes to stdout and to $OUT/gpu-check.txt when OUT is set (else build/gpu-check/).
 # Environment: MODELS (vgg16,resnet50), BATCH (64), RESOLUTION (224), STEPS (5), BUILD_DIR, and
 # DNNL_ROOT: where the machine has no libdnnl-dev (the CPU backend's oneDNN), a folder with
@@ -56,7 +60,7 @@ fi
 grep -E "Remat Explorer|CUDA" "$build/configure.log" | head -5
 
 echo "== build $(elapsed)"
-targets=(remat_gpu_check)
+targets=(remat_gpu_check remat)  # the test loop below skips what is not under tests/
 for t in gpu_gpu_host_test gpu_cuda_device_test cli_profile_cli_test; do
   cmake --build "$build" --target help 2>/dev/null | grep -q "\b$t\b" && targets+=("$t")
 done
@@ -96,6 +100,17 @@ if "$python" -c "import torch, torchvision" 2>/dev/null; then
   fi
 else
   echo "== PyTorch baseline skipped: '$python -c \"import torch, torchvision\"' fails"
+fi
+if "$python" -c "import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "== PyTorch against the prediction, GPU rows $(elapsed)"
+  if ! timeout 300 "$python" scripts/torch-fidelity.py --device cuda --chain zoo --markdown \
+      --models "${FIDELITY_MODELS:-resnet18,mobilenet_v2}" --batch 8 --resolution 128 \
+      --remat "$build/app/cli/remat" | tee "$results/fidelity-gpu.md"; then
+    echo "gpu-check: a GPU fidelity row is further than 5% from E, or the script failed"
+    status=1
+  fi
+else
+  echo "== GPU fidelity rows skipped: '$python' has no PyTorch with CUDA"
 fi
 echo "== done $(elapsed), status $status; results in $results"
 exit $status

@@ -9,6 +9,7 @@ further than --tolerance from E (unless --report), 2 on bad input.
 
   scripts/torch-fidelity.py --fast                       # CI: batch 2, 32x32, two models
   scripts/torch-fidelity.py --batch 8 --resolution 128 --threads 1 --markdown   # the full table
+  scripts/torch-fidelity.py --device cuda --chain zoo --markdown   # the GPU rows (scripts/gpu-check.sh)
 
 Run with the Python that has PyTorch (/usr/bin/python3 on Debian: python3-torch).
 """
@@ -60,6 +61,12 @@ def parse_args(argv):
     p.add_argument("--workspaces", choices=("torch", "none"), default="torch",
                    help="torch (default): plan the chain with PyTorch's own in-op scratch profiled into each layer's "
                         "wf / wb (remat_torch.profile_workspaces); none: the chain as imported (wf = wb = 0)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where PyTorch trains: cpu (default) or cuda (the first CUDA device; the GPU rows)")
+    p.add_argument("--chain", choices=("onnx", "zoo"), default="onnx",
+                   help="onnx (default): plan the model's ONNX export imported, as a user's would be; zoo: the zoo's "
+                        "chain of the same name (equal to the import layer for layer, docs/import.md), for a remat "
+                        "built without the ONNX importer")
     p.add_argument("--known", default=KNOWN, help="known mismatches: rows that may miss the tolerance (default %(default)s)")
     args = p.parse_args(argv)
     if args.fast:
@@ -126,15 +133,20 @@ def chain_for(name, model, x, args, folder):
     ResNet equal their imports layer for layer (docs/import.md)."""
     onnx_path = os.path.join(folder, name + ".onnx")
     chain_path = os.path.join(folder, name + ".json")
-    try:
-        export_onnx(model, x, onnx_path)
-        cmd, source = [args.remat, "import", onnx_path, "--batch", str(args.batch), "--output", chain_path], "onnx"
-    except Exception as error:  # torch.onnx raises several kinds
-        if name not in ZOO:
-            raise RuntimeError(f"ONNX export failed: {error}") from error
-        cmd = [args.remat, "zoo", "export", name, "--batch", str(args.batch), "--resolution", str(args.resolution),
+    zoo_cmd = [args.remat, "zoo", "export", name, "--batch", str(args.batch), "--resolution", str(args.resolution),
                "--output", chain_path]
-        source = "zoo"
+    if args.chain == "zoo":
+        if name not in ZOO:
+            raise RematError(f"--chain zoo: the zoo has no '{name}'")
+        cmd, source = zoo_cmd, "zoo"
+    else:
+        try:
+            export_onnx(model, x, onnx_path)
+            cmd, source = [args.remat, "import", onnx_path, "--batch", str(args.batch), "--output", chain_path], "onnx"
+        except Exception as error:  # torch.onnx raises several kinds
+            if name not in ZOO:
+                raise RuntimeError(f"ONNX export failed: {error}") from error
+            cmd, source = zoo_cmd, "zoo"
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RematError(f"remat {cmd[1]} {name}: {proc.stderr.strip()}")
@@ -151,11 +163,14 @@ def profiled_chain(model, x, chain_path, folder, name):
 
 def rows_for(name, planners, args, folder):
     torch.manual_seed(0)
-    model = make_model(name).train()
-    x = torch.randn(args.batch, 3, args.resolution, args.resolution)
+    device = torch.device(args.device)
+    model = make_model(name).train().to(device)
+    x = torch.randn(args.batch, 3, args.resolution, args.resolution, device=device)
     plain_path, source = chain_for(name, model, x, args, folder)
-    # One unrecorded step first: oneDNN's first calls set up caches a later step does not allocate.
-    torch.nn.functional.cross_entropy(model(x), torch.zeros(args.batch, dtype=torch.long)).backward()
+    # One unrecorded step first: oneDNN's (and cuDNN's) first calls set up caches a later step does not
+    # allocate.
+    labels = torch.zeros(args.batch, dtype=torch.long, device=device)
+    torch.nn.functional.cross_entropy(model(x), labels).backward()
     chain_path = profiled_chain(model, x, plain_path, folder, name) if args.workspaces == "torch" else plain_path
     rows = []
     for planner in planners:
@@ -201,9 +216,15 @@ def main(argv=None):
     except RematError as error:
         print(f"torch-fidelity: error: {error}", file=sys.stderr)
         return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"torch-fidelity: error: --device cuda: this PyTorch ({torch.__version__}) sees no CUDA device",
+              file=sys.stderr)
+        return 2
     models = [m for m in args.models.split(",") if m]
     planners = [p for p in args.planners.split(",") if p]
-    print(f"# PyTorch {torch.__version__}, CPU, {torch.get_num_threads()} thread(s), batch {args.batch}, "
+    where = (f"CUDA ({torch.cuda.get_device_name(0)})" if args.device == "cuda"
+             else f"CPU, {torch.get_num_threads()} thread(s)")
+    print(f"# PyTorch {torch.__version__}, {where}, batch {args.batch}, "
           f"{args.resolution}x{args.resolution}, float32; tolerance {args.tolerance:.0%}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch-fidelity-") as folder:
@@ -221,7 +242,7 @@ def main(argv=None):
 
 def row_key(r, args):
     key = f"{r['model']}/{r['planner']}/batch {args.batch}/{args.resolution}x{args.resolution}"
-    return key + ("/no workspaces" if args.workspaces == "none" else "")
+    return key + ("/no workspaces" if args.workspaces == "none" else "") + ("/cuda" if args.device == "cuda" else "")
 
 
 def verdict(rows, args):
