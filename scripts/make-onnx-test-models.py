@@ -52,6 +52,10 @@ MATRIX_MODELS = ["vgg11_bn", "resnet34", "resnet101", "mobilenet_v2", "alexnet",
 ZOO_EQUAL = {"vgg11_bn", "resnet34", "resnet101", "alexnet"}  # the zoo has them layer for layer
 ZOO_BOUND = {"mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0"}  # optimal's E at most the zoo's
 
+# The step these scripts measure in PyTorch: forward and backward, no optimizer, the weight gradients
+# kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
+STEP = ["--optimizer", "none", "--grads", "static"]
+
 
 def build(name):
     torch.manual_seed(0)
@@ -141,7 +145,7 @@ def same_layer_specs(mine, zoo):
 
 
 def planner_peaks(remat, chain, batch):
-    plans = remat_json(remat, "compare", chain, "--batch", str(batch), "--json")["plans"]
+    plans = remat_json(remat, "compare", chain, "--batch", str(batch), "--json", *STEP)["plans"]
     return {p["planner"]: p["dynamic_peak_bytes"] for p in plans}
 
 
@@ -162,7 +166,7 @@ def check_one(remat, name, path, mode, batch, expected_params):
     if name in ZOO_BOUND:
         ok = mine["optimal"] <= theirs["optimal"]
         return ok, f"optimal E {mine['optimal']} <= zoo {theirs['optimal']}" if ok else "optimal E above the zoo's"
-    sim = [remat_json(remat, "simulate", c, "--batch", str(run_batch), "--checkpoints", "", "--json") for c in (path, zoo)]
+    sim = [remat_json(remat, "simulate", c, "--batch", str(run_batch), "--checkpoints", "", "--json", *STEP) for c in (path, zoo)]
     same_timeline = [o["footprint_bytes"] for o in sim[0]["ops"]] == [o["footprint_bytes"] for o in sim[1]["ops"]]
     same_static = sim[0]["static_bytes"] == sim[1]["static_bytes"]
     same_layers = same_layer_specs(json.loads(out.stdout)["layers"],

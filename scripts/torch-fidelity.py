@@ -43,6 +43,10 @@ FAST = {"models": "resnet18,vgg11", "batch": 2, "resolution": 32}
 KNOWN = os.path.join(REPO, "scripts", "torch-fidelity-known.json")
 MIB = float(1 << 20)
 
+# The step these scripts measure in PyTorch: forward and backward, no optimizer, the weight gradients
+# kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
+STEP = ["--optimizer", "none", "--grads", "static"]
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -174,13 +178,13 @@ def rows_for(name, planners, args, folder):
     chain_path = profiled_chain(model, x, plain_path, folder, name) if args.workspaces == "torch" else plain_path
     rows = []
     for planner in planners:
-        plan = run_remat(["plan", chain_path, "--planner", planner], args.remat)
+        plan = run_remat(["plan", chain_path, "--planner", planner, *STEP], args.remat)
         checkpoints = ",".join(map(str, plan["checkpoints"]))
-        plain = run_remat(["simulate", plain_path, "--checkpoints", checkpoints], args.remat)
+        plain = run_remat(["simulate", plain_path, "--checkpoints", checkpoints, *STEP], args.remat)
         started = time.time()
         m = measure(model, x, plan, name, args.explain)
         if args.explain:
-            sim = run_remat(["simulate", chain_path, "--checkpoints", checkpoints], args.remat)
+            sim = run_remat(["simulate", chain_path, "--checkpoints", checkpoints, *STEP], args.remat)
             seed = next(i for i, op in enumerate(sim["ops"]) if op["op"] == "SEED")
             print(f"   remat holds {sim['ops'][seed - 1]['live_after_bytes'] / MIB:.2f} MiB after the forward pass, "
                   f"E at op {sim['peak_op_index']} ({sim['ops'][sim['peak_op_index']]['op']}"

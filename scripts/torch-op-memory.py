@@ -36,6 +36,10 @@ MiB = 1024.0 * 1024.0
 
 # --- What PyTorch allocates -------------------------------------------------------------------
 
+# The step these scripts measure in PyTorch: forward and backward, no optimizer, the weight gradients
+# kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
+STEP = ["--optimizer", "none", "--grads", "static"]
+
 
 def _top_op(parents):
     """The op call an allocation happens in: a forward op called by the module, or one autograd
@@ -143,7 +147,7 @@ def remat_simulate(remat, chain):
             made = subprocess.run([remat, "zoo", "export", *chain, "-o", path], capture_output=True, text=True)
             if made.returncode != 0:
                 raise RuntimeError("remat zoo export failed: " + made.stderr.strip())
-        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--json"], capture_output=True, text=True)
+        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--json", *STEP], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError("remat simulate failed: " + run.stderr.strip())
     sim = json.loads(run.stdout)

@@ -37,6 +37,9 @@ std::optional<XRange> MemoryChart::Parts::clampZoom(std::optional<XRange> range)
   const double xMax = displayed.xMax;
   const double width = std::max(range->to - range->from, minimumZoomWidth());
   if (!(width < xMax)) return std::nullopt;
+  // A range that is already valid stays bit for bit: recentring it would move its ends by an ulp on
+  // every redraw, and a zoom shared between charts (the compare view) would drift apart.
+  if (range->to - range->from >= minimumZoomWidth() && range->from >= 0.0 && range->to <= xMax) return range;
   const double center = (range->from + range->to) / 2.0;
   const double from = std::clamp(center - width / 2.0, 0.0, xMax - width);
   return XRange{from, from + width};

@@ -66,10 +66,11 @@ int runAction(const Action& action, Io& io);
 void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch);
 // --optimizer, --foreach, --grads (docs/memory-model.md section 11) as given; checked by
 // loadChainArgument, whose errors name the option (exit 2). The defaults are core's (StepOptions).
+// The command line's step options as typed; their defaults are kPyTorchDefaultStep's.
 struct StepArguments {
-  std::string optimizer = "none";
-  std::string foreach = "on";
-  std::string grads = "static";
+  std::string optimizer{optimizerName(kPyTorchDefaultStep.optimizer)};
+  std::string foreach = kPyTorchDefaultStep.foreach ? "on" : "off";
+  std::string grads{gradModeName(kPyTorchDefaultStep.grads)};
 };
 void addStepOptions(CLI::App* command, StepArguments& step);
 Result<StepOptions> parseStepArguments(const StepArguments& step);

@@ -3,6 +3,7 @@
 // writes it, with exactly the model's bytes) before dispatching to the kernels.
 #include <cudnn.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -268,6 +269,59 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   return kernels::softmaxCrossEntropyBackward(
       stream, batch, last.outCount / batch, reinterpret_cast<const float*>(logits),
       reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));
+}
+
+// The buffers checked as the CPU backend checks them (cpu/optimizer_step.cpp): every one the
+// optimizer needs present with p bytes; the update then runs on the device's stream.
+Status CudaDevice::optimizerStep(const OptimizerCall& call) {
+  Impl& d = *impl_;
+  REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
+  const std::uint64_t p = d.chain->at(call.layer).paramBytes;
+  const std::string where = "layer " + std::to_string(call.layer) + " optimizer step";
+  if (call.optimizer == OptimizerKind::None) return Status::internal(where + ": no optimizer");
+  const bool adamLike = call.optimizer == OptimizerKind::Adam || call.optimizer == OptimizerKind::AdamW;
+  const bool needsState = call.optimizer != OptimizerKind::Sgd;
+  std::byte* spans[6] = {};
+  const DeviceBuffer buffers[6] = {call.params,      call.grads,       call.state,
+                                   call.stateSquare, call.denominator, call.squareRoot};
+  const bool required[6] = {true, true, needsState, adamLike, adamLike, false};
+  for (int k = 0; k < 6; ++k) {
+    if (!buffers[k].valid()) {
+      if (required[k]) return Status::internal(where + ": buffer " + std::to_string(k) + " missing");
+      continue;
+    }
+    if (buffers[k].bytes != p) return Status::internal(where + ": a buffer is not p = " + std::to_string(p) + " bytes");
+    auto data = d.memory(buffers[k], "optimizerStep");
+    if (!data) return data.status();
+    spans[k] = *data;
+  }
+  const cudaStream_t stream = d.stream.get();
+  if (d.chain->layers[call.layer - 1].kind == LayerKind::Abstract)
+    return kernels::abstractOptimizerUpdate(stream, spans[0], spans[1], spans[2], spans[4], p);
+  if (p % sizeof(float) != 0) return Status::internal(where + ": parameters are not float32");
+  auto floats = [&](int k) { return reinterpret_cast<float*>(spans[k]); };
+  const kernels::OptimizerSpans s{
+      floats(0), floats(1), floats(2), floats(3), floats(4), floats(5), static_cast<Index>(p / sizeof(float))};
+  using H = OptimizerHyperparameters;
+  const double t = static_cast<double>(call.step);
+  const auto biasCorrection1 = static_cast<float>(1.0 - std::pow(static_cast<double>(H::kBeta1), t));
+  kernels::OptimizerScalars k;
+  k.learningRate = H::kLearningRate;
+  k.momentum = H::kMomentum;
+  k.beta1 = H::kBeta1;
+  k.beta2 = H::kBeta2;
+  k.epsilon = H::kEpsilon;
+  k.weightDecay = H::kAdamWWeightDecay;
+  k.stepSize = H::kLearningRate / biasCorrection1;
+  k.biasCorrection2Sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(H::kBeta2), t)));
+  kernels::OptimizerUpdate update = kernels::OptimizerUpdate::Sgd;
+  switch (call.optimizer) {
+    case OptimizerKind::Momentum: update = kernels::OptimizerUpdate::Momentum; break;
+    case OptimizerKind::Adam: update = kernels::OptimizerUpdate::Adam; break;
+    case OptimizerKind::AdamW: update = kernels::OptimizerUpdate::AdamW; break;
+    default: break;
+  }
+  return kernels::optimizerUpdate(stream, update, s, k);
 }
 
 }  // namespace gpu

@@ -3,8 +3,8 @@
 // elementwise activations with the CPU backend's exact rules, the residual add, the channel
 // concatenation's strided copies, Squeeze-and-Excitation's pooling and product, dropout with the
 // counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
-// pooling, the softmax cross-entropy seed and the synthetic kernels of abstract layers. Every
-// launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
+// pooling, the softmax cross-entropy seed, the optimizer's update and the synthetic kernels of
+// abstract layers. Every launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -91,5 +91,32 @@ Status adaptiveAvgPoolBackward(cudaStream_t stream, const AdaptivePoolGeometry& 
 // d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N, rows of `classes` logits.
 Status softmaxCrossEntropyBackward(cudaStream_t stream, Index batch, Index classes, const float* logits,
                                    const std::int32_t* labels, float* grad);
+
+// The optimizer step of one layer (kernels_optimizer.cu), in place over `count` floats: the CPU
+// backend's formulas (core/src/cpu/optimizer_step.cpp). state is momentum_buffer or exp_avg (null
+// for SGD), stateSquare exp_avg_sq, denominator Adam's sqrt(v) / sqrt(1 - beta2^t) + eps; squareRoot
+// (single-tensor Adam only, else null) the square root before the division.
+enum class OptimizerUpdate { Sgd, Momentum, Adam, AdamW };
+struct OptimizerSpans {
+  float* params = nullptr;
+  const float* grads = nullptr;
+  float* state = nullptr;
+  float* stateSquare = nullptr;
+  float* denominator = nullptr;
+  float* squareRoot = nullptr;
+  Index count = 0;
+};
+// Host-computed as the CPU computes them: stepSize = lr / (1 - beta1^t) and sqrt(1 - beta2^t) in
+// double, then rounded to float.
+struct OptimizerScalars {
+  float learningRate = 0, momentum = 0, beta1 = 0, beta2 = 0, epsilon = 0, weightDecay = 0;
+  float stepSize = 0, biasCorrection2Sqrt = 1;
+};
+Status optimizerUpdate(cudaStream_t stream, OptimizerUpdate update, const OptimizerSpans& spans,
+                       const OptimizerScalars& scalars);
+// Abstract layers: p -= g and state += g bytewise (either of state, denominator may be null); the
+// denominator gets p's new bytes.
+Status abstractOptimizerUpdate(cudaStream_t stream, void* params, const void* grads, void* state, void* denominator,
+                               std::uint64_t bytes);
 
 }  // namespace remat::gpu::kernels

@@ -21,6 +21,10 @@ DEFAULT_REMAT = os.path.join(REPO_ROOT, "build", "dev", "app", "cli", "remat")
 class RematError(RuntimeError):
     """The remat binary is missing or failed; the message carries its own."""
 
+# The step remat_torch measures in PyTorch: forward and backward, no optimizer, the weight gradients
+# kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
+STEP = ["--optimizer", "none", "--grads", "static"]
+
 
 def make_model(spec: str, num_classes: Optional[int] = None) -> torch.nn.Module:
     """A torchvision model by name (``resnet18``) or a user's ``package.module:factory``."""
@@ -113,7 +117,7 @@ def plan_model(
     with tempfile.TemporaryDirectory(prefix="remat-torch-") as folder:
         path = onnx_path or os.path.join(folder, "model.onnx")
         export_onnx(model, example_input, path)
-        return run_remat(["plan", path, "--planner", planner, "--batch", str(example_input.shape[0])], remat)
+        return run_remat(["plan", path, "--planner", planner, "--batch", str(example_input.shape[0]), *STEP], remat)
 
 
 def import_chain(model: torch.nn.Module, example_input: torch.Tensor, remat: Optional[str] = None) -> dict:
@@ -134,5 +138,5 @@ def import_chain(model: torch.nn.Module, example_input: torch.Tensor, remat: Opt
 def simulate_names(onnx_or_chain: str, checkpoints: List[int], batch: int, remat: Optional[str] = None) -> dict:
     """``remat simulate`` of a plan given as layer indices."""
     return run_remat(
-        ["simulate", onnx_or_chain, "--batch", str(batch), "--checkpoints", ",".join(map(str, checkpoints))], remat
+        ["simulate", onnx_or_chain, "--batch", str(batch), "--checkpoints", ",".join(map(str, checkpoints)), *STEP], remat
     )

@@ -33,7 +33,8 @@ class RunCli : public testing::CliTest {
 
 TEST_F(RunCli, GoldenChainsMeasureWhatTheModelPredicts) {
   for (const auto& [chain, checkpoints, plan] : goldenPlans()) {
-    const auto result = runRemat({"run", chain, "--checkpoints", checkpoints, "--device", "cpu", "--json"});
+    const auto result = runRemat({"run", chain, "--checkpoints", checkpoints, "--device", "cpu", "--json",
+                                  "--optimizer", "none", "--grads", "static"});
     ASSERT_EQ(result.exitCode, 0) << result.err;
     const json out = json::parse(result.out);
     EXPECT_EQ(out["measured_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);
@@ -85,7 +86,8 @@ TEST_F(RunCli, UnprofiledChainsGetTheCpuWorkspacesOnTheFly) {
   }
   const auto table = runRemat({"run", chain, "--planner", "none", "--device", "cpu"});
   ASSERT_EQ(table.exitCode, 0) << table.err;
-  EXPECT_NE(table.out.find("kernels' scratch taken as the forward and backward workspaces of"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("kernels' scratch taken as the forward and backward workspaces of"), std::string::npos)
+      << table.out;
   EXPECT_NE(table.out.find("oneDNN"), std::string::npos) << table.out;
   // A chain profiled on the CPU needs nothing more.
   const auto profiled = runRemat({"profile", chain, "--device", "cpu", "--repeats", "1", "--output", path("p.json")});

@@ -44,12 +44,15 @@ TEST_F(StepOptionsCli, EveryChainCommandRefusesBadValuesNamingTheOption) {
   }
 }
 
+// Without step options a command plans PyTorch 2's step (AdamW, foreach, gradients on backward),
+// the same as naming it; --optimizer none --grads static is the static block of the paper's model.
 TEST_F(StepOptionsCli, PlanJsonBreaksTheStaticBlockDown) {
-  const auto plain = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json"});
+  const auto plain = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json", "--optimizer",
+                               "none", "--grads", "static"});
   ASSERT_EQ(plain.exitCode, 0) << plain.err;
   const json before = json::parse(plain.out);
   const json& parts = before["static"];
-  EXPECT_EQ(parts["gradient_bytes"], parts["weight_bytes"]);  // the defaults: static gradients, no state
+  EXPECT_EQ(parts["gradient_bytes"], parts["weight_bytes"]);  // static gradients, no state
   EXPECT_EQ(parts["optimizer_state_bytes"], 0);
   EXPECT_EQ(before["step"], json({{"optimizer", "none"}, {"foreach", true}, {"grads", "static"}}));
 
@@ -65,6 +68,18 @@ TEST_F(StepOptionsCli, PlanJsonBreaksTheStaticBlockDown) {
   // Every gradient is alive at the optimizer step, so E is at least P.
   EXPECT_GE(after["dynamic_peak_bytes"].get<std::uint64_t>(), weights);
   EXPECT_GT(after["peak_bytes"].get<std::uint64_t>(), before["peak_bytes"].get<std::uint64_t>());
+
+  const auto defaults = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json"});
+  ASSERT_EQ(defaults.exitCode, 0) << defaults.err;
+  const json byDefault = json::parse(defaults.out);
+  EXPECT_EQ(byDefault["step"], json({{"optimizer", "adamw"}, {"foreach", true}, {"grads", "on-backward"}}));
+  EXPECT_EQ(byDefault["static"], s);
+  EXPECT_EQ(byDefault["peak_bytes"], after["peak_bytes"]);
+  EXPECT_EQ(byDefault["checkpoints"], after["checkpoints"]);
+  // The table says which step it planned.
+  const auto table = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal"});
+  ASSERT_EQ(table.exitCode, 0) << table.err;
+  EXPECT_NE(table.out.find("adamw, foreach on, gradients on backward"), std::string::npos) << table.out;
 }
 
 TEST_F(StepOptionsCli, CpuRunUnderAdamWMatchesThePredictionAndReadsBack) {
@@ -88,10 +103,15 @@ TEST_F(StepOptionsCli, CpuRunUnderAdamWMatchesThePredictionAndReadsBack) {
 
 TEST_F(StepOptionsCli, FitCountsTheOptimizerState) {
   // ResNet-18's weights are 44.6 MiB: with AdamW's state the static block alone is over 100 MiB.
-  const auto result = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--fit", "100MiB", "--optimizer", "adamw"});
+  const auto result = runRemat(
+      {"plan", "zoo:resnet18", "--batch", "2", "--fit", "100MiB", "--optimizer", "adamw", "--grads", "static"});
   EXPECT_EQ(result.exitCode, 2);
   EXPECT_NE(result.err.find("(input + parameters + parameter gradients + optimizer state)"), std::string::npos)
       << result.err;
+  // The default step's gradients are made on backward: the static block holds the state, not them.
+  const auto byDefault = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--fit", "60MiB"});
+  EXPECT_EQ(byDefault.exitCode, 2);
+  EXPECT_NE(byDefault.err.find("(input + parameters + optimizer state)"), std::string::npos) << byDefault.err;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
@@ -430,6 +431,50 @@ TEST_F(CudaDeviceTest, AllocationFailureMidRunLeavesTheDeviceUsable) {
   auto again = runPlan(fits, Plan{{1}}, *device);
   ASSERT_TRUE(again.isOk()) << again.status().message();
   testing::expectMatchesSimulation(fits, Plan{{1}}, again->timelines[0]);
+}
+
+// The whole step (memory-model.md section 11) on the GPU under every optimizer, foreach and
+// gradient mode: each plan's two-step run measures the model's footprint op by op, STEP included;
+// the second step's gradients (made from the weights the first update left) equal the CPU's within
+// 1e-4, so both backends updated alike; abstract layers' updates equal the CPU's bit for bit.
+TEST_F(CudaDeviceTest, OptimizerStepsMatchTheModelAndTheCpu) {
+  const Chain base = profiled(parse(kPrimitiveChain));
+  const RunOptions options{.steps = 2, .captureGradients = true, .captureDigests = true};
+  for (std::size_t mode = 0; mode < testing::kStepModeCount; ++mode) {
+    Chain chain = base;
+    chain.step = testing::stepMode(mode);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto device = open();
+    ASSERT_NE(device, nullptr);
+    for (const Plan& plan : {Plan{}, Plan{{3, 8}}}) {
+      auto gpuRun = runPlan(chain, plan, *device, testing::seeded(7), options);
+      ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
+      for (const Timeline& t : gpuRun->timelines) testing::expectMatchesSimulation(chain, plan, t);
+      cpu::CpuDevice cpu;
+      auto cpuRun = runPlan(testing::fittedTo(chain, cpu), plan, cpu, testing::seeded(7), options);
+      ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
+      ASSERT_EQ(gpuRun->parameterGradients.size(), cpuRun->parameterGradients.size());
+      for (std::size_t l = 0; l < chain.size(); ++l) {
+        const std::vector<float> g = asFloats(gpuRun->parameterGradients[l]);
+        const std::vector<float> c = asFloats(cpuRun->parameterGradients[l]);
+        ASSERT_EQ(g.size(), c.size()) << "layer " << l + 1;
+        double scale = 0.0, diff = 0.0;
+        for (std::size_t i = 0; i < c.size(); ++i) {
+          scale = std::max(scale, std::fabs(static_cast<double>(c[i])));
+          diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - static_cast<double>(c[i])));
+        }
+        EXPECT_LE(diff, 1e-4 * scale + 1e-30) << "layer " << l + 1 << ": max |gpu - cpu| " << diff;
+      }
+    }
+    const Chain abstract = testing::withParameters(makeRandomChain({.layers = 7, .seed = 40 + mode}), 40 + mode, mode);
+    cpu::CpuDevice cpu;
+    auto cpuRun = runPlan(abstract, Plan{{2, 5}}, cpu, testing::seeded(3), options);
+    ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
+    auto gpuRun = runPlan(abstract, Plan{{2, 5}}, *device, testing::seeded(3), options);
+    ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
+    testing::expectMatchesSimulation(abstract, Plan{{2, 5}}, gpuRun->timelines.back());
+    EXPECT_EQ(gpuRun->parameterGradients, cpuRun->parameterGradients);
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ using Col = ChainTableModel::Column;
 class TableTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    ASSERT_TRUE(document_.setStepOptions(StepOptions{}).isOk());  // the numbers below are core's default step's
     document_.resetChain(test::smallCnn(), QString());
     model_ = std::make_unique<ChainTableModel>(&document_);
     tester_ =

@@ -29,6 +29,8 @@ class StripTest : public ::testing::Test {
     view_->resize(1100, 700);
     view_->show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(view_.get()));
+    // simulatedPeak() is core's simulation of chain_, whose step is core's default.
+    ASSERT_TRUE(document_.setStepOptions(chain_.step).isOk());
     document_.resetChain(chain_, QString());
   }
 

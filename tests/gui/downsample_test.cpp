@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "charts/memory_chart_series.hpp"
-#include "remat/model/random_chain.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/random_chain.hpp"
 
 namespace remat::charts {
 namespace {

@@ -32,6 +32,7 @@ namespace {
 
 class StepOptionsGuiTest : public test::MainWindowFixture {
  protected:
+  StepOptionsGuiTest() { keepDefaultStep_ = true; }
   QComboBox* optimizer() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepOptimizer")); }
   QComboBox* grads() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepGrads")); }
   QCheckBox* foreachBox() { return window_.stepBar()->findChild<QCheckBox*>(QStringLiteral("stepForeach")); }
@@ -44,6 +45,14 @@ class StepOptionsGuiTest : public test::MainWindowFixture {
 
 TEST_F(StepOptionsGuiTest, TheStepBarSetsTheStepAndTheChartShowsItsParts) {
   loadResnet();
+  // A new window plans the step a PyTorch 2 loop takes, and the bar shows it.
+  EXPECT_EQ(window_.document()->chain().step, kPyTorchDefaultStep);
+  EXPECT_EQ(optimizer()->currentText(), QStringLiteral("adamw"));
+  EXPECT_EQ(grads()->currentIndex(), 1);
+  EXPECT_TRUE(foreachBox()->isChecked());
+  optimizer()->setCurrentText(QStringLiteral("none"));
+  grads()->setCurrentIndex(0);
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   const Chain plain = window_.document()->chain();
   EXPECT_EQ(plain.step, StepOptions{});
   EXPECT_TRUE(series().contains(QStringLiteral("static")));  // core's default step: one band
@@ -75,6 +84,10 @@ TEST_F(StepOptionsGuiTest, TheStepBarSetsTheStepAndTheChartShowsItsParts) {
   EXPECT_EQ(window_.document()->chain().step, StepOptions{});
   EXPECT_EQ(optimizer()->currentText(), QStringLiteral("none"));
   EXPECT_EQ(grads()->currentIndex(), 0);
+  // And further to the step the chain was opened with.
+  while (undo->canUndo()) undo->undo();
+  EXPECT_EQ(window_.document()->chain().step, kPyTorchDefaultStep);
+  EXPECT_EQ(optimizer()->currentText(), QStringLiteral("adamw"));
 }
 
 TEST_F(StepOptionsGuiTest, AnotherChainTakesTheStepShown) {
@@ -168,6 +181,9 @@ TEST(StepAppOptions, TheExplorerTakesTheCommandLinesStepOptions) {
                                   QStringLiteral("--foreach"), QStringLiteral("off")});
   ASSERT_TRUE(options.isOk()) << options.status().message();
   EXPECT_EQ(options->step, (StepOptions{OptimizerKind::Adam, false, GradMode::OnBackward}));
+  auto plain = parseAppOptions({QStringLiteral("remat-explorer")});
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->step, kPyTorchDefaultStep);
   auto bad = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--optimizer"), QStringLiteral("lion")});
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.status().message(), "--optimizer: unknown optimizer 'lion' (valid: none, sgd, momentum, adam, adamw)");

@@ -62,7 +62,10 @@ QString layerLabel(const Chain& chain, std::size_t layer) {
 
 }  // namespace
 
-Document::Document(QObject* parent) : QObject(parent) { undoStack_.setUndoLimit(500); }
+Document::Document(QObject* parent) : QObject(parent) {
+  undoStack_.setUndoLimit(500);
+  chain_.step = kPyTorchDefaultStep;  // the step bar's first value
+}
 
 bool Document::isCheckpoint(std::size_t layer) const {
   return std::binary_search(plan_.checkpoints.begin(), plan_.checkpoints.end(), layer);

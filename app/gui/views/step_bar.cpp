@@ -37,7 +37,7 @@ StepBar::StepBar(QWidget* parent) : QWidget(parent) {
   layout->addWidget(optimizer_);
   layout->addWidget(foreach_);
   layout->addWidget(grads_);
-  setStepOptions(StepOptions{});
+  setStepOptions(kPyTorchDefaultStep);
   const auto changed = [this]() {
     updateForeach();
     emit stepChanged(stepOptions());

@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "charts/image_file.hpp"
+#include "common/qt_text.hpp"
 #include "common/units.hpp"
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
@@ -45,16 +46,23 @@ struct OptionSpecs {
                                       QStringLiteral("R"), QStringLiteral("224")};
   const QCommandLineOption dtype{QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
                                  QStringLiteral("T"), QStringLiteral("float32")};
+  // Defaults: kPyTorchDefaultStep, what a PyTorch 2 training loop does.
+  const QString defaultOptimizer = ui::toQString(optimizerName(kPyTorchDefaultStep.optimizer));
+  const QString defaultForeach = kPyTorchDefaultStep.foreach ? QStringLiteral("on") : QStringLiteral("off");
+  const QString defaultGrads = ui::toQString(gradModeName(kPyTorchDefaultStep.grads));
   const QCommandLineOption optimizer{
       QStringLiteral("optimizer"),
-      QStringLiteral("The optimizer step ending the training step: none, sgd, momentum, adam, adamw (none)."),
-      QStringLiteral("NAME"), QStringLiteral("none")};
-  const QCommandLineOption foreach{QStringLiteral("foreach"),
-                                   QStringLiteral("The optimizer's foreach implementation: on or off (on)."),
-                                   QStringLiteral("on|off"), QStringLiteral("on")};
-  const QCommandLineOption grads{QStringLiteral("grads"),
-                                 QStringLiteral("When weight gradients exist: static or on-backward (static)."),
-                                 QStringLiteral("MODE"), QStringLiteral("static")};
+      QStringLiteral("The optimizer step ending the training step: none, sgd, momentum, adam, adamw (%1).")
+          .arg(defaultOptimizer),
+      QStringLiteral("NAME"), defaultOptimizer};
+  const QCommandLineOption foreach{
+      QStringLiteral("foreach"),
+      QStringLiteral("The optimizer's foreach implementation: on or off (%1).").arg(defaultForeach),
+      QStringLiteral("on|off"), defaultForeach};
+  const QCommandLineOption grads{
+      QStringLiteral("grads"),
+      QStringLiteral("When weight gradients exist: static or on-backward (%1).").arg(defaultGrads),
+      QStringLiteral("MODE"), defaultGrads};
   const QCommandLineOption planner{QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
                                    QStringLiteral("NAME")};
   const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),

@@ -17,13 +17,19 @@ enum class OptimizerKind { None, Sgd, Momentum, Adam, AdamW };
 enum class GradMode { Static, OnBackward };
 
 // Core's defaults (none, foreach on, static) are the model before section 11: static memory
-// a(0) + 2P, no optimizer step. PyTorch 2 on a GPU is {AdamW, true, OnBackward}.
+// a(0) + 2P, no optimizer step; the front ends default to kPyTorchDefaultStep instead.
 struct StepOptions {
   OptimizerKind optimizer = OptimizerKind::None;
   bool foreach = true;
   GradMode grads = GradMode::Static;
   bool operator==(const StepOptions&) const = default;
 };
+
+// The step a PyTorch 2 training loop takes unless told otherwise, and the front ends' default (the
+// `remat` commands, the explorer): AdamW (the usual choice for today's networks; the issue's
+// "what a PyTorch 2 user gets"), its foreach implementation (torch.optim's default on CUDA) and
+// zero_grad()'s set_to_none=True (gradients made by each layer's backward, freed after the step).
+inline constexpr StepOptions kPyTorchDefaultStep{OptimizerKind::AdamW, true, GradMode::OnBackward};
 
 std::string_view optimizerName(OptimizerKind kind);  // "none", "sgd", "momentum", "adam", "adamw"
 std::span<const OptimizerKind> optimizerKinds();     // every kind, in the order messages list them

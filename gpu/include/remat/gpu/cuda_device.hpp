@@ -61,6 +61,7 @@ class CudaDevice final : public Device {
   Status forward(const ForwardCall& call) override;
   Status backward(const BackwardCall& call) override;
   Status lossSeed(const SeedCall& call) override;
+  Status optimizerStep(const OptimizerCall& call) override;
   Status synchronize() override;
 
   CudaAllocator& cudaAllocator();

@@ -1,0 +1,98 @@
+// The optimizer's update on the GPU (memory-model.md section 11.3): SGD, momentum, Adam and AdamW
+// as torch.optim computes them with their defaults, elementwise over float32 in place, with the
+// CPU backend's formulas and order of operations (core/src/cpu/optimizer_step.cpp) so that both
+// backends' weights agree after a step. Abstract layers' parameters get the CPU's bytewise update.
+#include "kernels.hpp"
+#include "remat/gpu/cuda_check.hpp"
+
+namespace remat::gpu::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocksFor(Index count) {
+  const Index blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
+}
+
+__device__ Index firstIndex() { return static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ Index gridStride() { return static_cast<Index>(gridDim.x) * blockDim.x; }
+
+__global__ void sgdKernel(OptimizerSpans s, OptimizerScalars k) {
+  for (Index i = firstIndex(); i < s.count; i += gridStride()) s.params[i] -= k.learningRate * s.grads[i];
+}
+
+// dampening 0: buf = momentum * buf + g; p -= lr * buf.
+__global__ void momentumKernel(OptimizerSpans s, OptimizerScalars k) {
+  for (Index i = firstIndex(); i < s.count; i += gridStride()) {
+    s.state[i] = k.momentum * s.state[i] + s.grads[i];
+    s.params[i] -= k.learningRate * s.state[i];
+  }
+}
+
+// _multi_tensor_adam(w): lerp of exp_avg, exp_avg_sq * beta2 + (1 - beta2) g^2, the denominator
+// sqrt(v) / sqrt(1 - beta2^t) + eps, then p += -(lr / (1 - beta1^t)) * m / denominator; AdamW first
+// decays p by 1 - lr * wd. The single-tensor loop keeps the square root in a buffer of its own.
+__global__ void adamKernel(OptimizerSpans s, OptimizerScalars k, bool decoupledDecay) {
+  for (Index i = firstIndex(); i < s.count; i += gridStride()) {
+    if (decoupledDecay) s.params[i] *= 1.0f - k.learningRate * k.weightDecay;
+    const float g = s.grads[i];
+    s.state[i] += (g - s.state[i]) * (1.0f - k.beta1);
+    s.stateSquare[i] = s.stateSquare[i] * k.beta2 + (1.0f - k.beta2) * g * g;
+    float root = sqrtf(s.stateSquare[i]);
+    if (s.squareRoot != nullptr) {
+      s.squareRoot[i] = root;
+      root = s.squareRoot[i];
+    }
+    s.denominator[i] = root / k.biasCorrection2Sqrt + k.epsilon;
+    s.params[i] += -k.stepSize * s.state[i] / s.denominator[i];
+  }
+}
+
+__global__ void abstractUpdateKernel(unsigned char* params, const unsigned char* grads, unsigned char* state,
+                                     unsigned char* denominator, Index bytes) {
+  for (Index i = firstIndex(); i < bytes; i += gridStride()) {
+    const unsigned char g = grads[i];
+    params[i] = static_cast<unsigned char>(params[i] - g);
+    if (state != nullptr) state[i] = static_cast<unsigned char>(state[i] + g);
+    if (denominator != nullptr) denominator[i] = params[i];
+  }
+}
+
+}  // namespace
+
+Status optimizerUpdate(cudaStream_t stream, OptimizerUpdate update, const OptimizerSpans& spans,
+                       const OptimizerScalars& scalars) {
+  if (spans.count == 0) return Status::ok();
+  const unsigned blocks = blocksFor(spans.count);
+  switch (update) {
+    case OptimizerUpdate::Sgd:
+      sgdKernel<<<blocks, kThreads, 0, stream>>>(spans, scalars);
+      REMAT_CUDA_CHECK_LAUNCH("sgdKernel");
+      break;
+    case OptimizerUpdate::Momentum:
+      momentumKernel<<<blocks, kThreads, 0, stream>>>(spans, scalars);
+      REMAT_CUDA_CHECK_LAUNCH("momentumKernel");
+      break;
+    case OptimizerUpdate::Adam:
+    case OptimizerUpdate::AdamW:
+      adamKernel<<<blocks, kThreads, 0, stream>>>(spans, scalars, update == OptimizerUpdate::AdamW);
+      REMAT_CUDA_CHECK_LAUNCH("adamKernel");
+      break;
+  }
+  return Status::ok();
+}
+
+Status abstractOptimizerUpdate(cudaStream_t stream, void* params, const void* grads, void* state, void* denominator,
+                               std::uint64_t bytes) {
+  if (bytes == 0) return Status::ok();
+  const Index count = static_cast<Index>(bytes);
+  abstractUpdateKernel<<<blocksFor(count), kThreads, 0, stream>>>(
+      static_cast<unsigned char*>(params), static_cast<const unsigned char*>(grads), static_cast<unsigned char*>(state),
+      static_cast<unsigned char*>(denominator), count);
+  REMAT_CUDA_CHECK_LAUNCH("abstractUpdateKernel");
+  return Status::ok();
+}
+
+}  // namespace remat::gpu::kernels
