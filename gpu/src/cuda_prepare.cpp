@@ -70,6 +70,12 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
                         "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
                         "--device cpu");
+    // ConvNeXt's channel layer norm and layer scale: CPU kernels only so far (the GPU keeps NCHW,
+    // where the channel axis is strided; its layer norm kernel reads contiguous rows).
+    if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale)
+      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                        "): the GPU backend has no kernel for ConvNeXt's channel layer norm and layer scale yet; "
+                        "run it with --device cpu");
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));
@@ -195,6 +201,9 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
     case LayerKind::Linear: return prepareLinear(layer, check, *params, state);
     case LayerKind::Dropout: state.dropoutP = spec.dropoutP; return Status::ok();
     case LayerKind::LayerNorm:  // own kernels (kernels_layernorm.cu), no workspace
+      if (in.size() != 2)
+        return check.fail("layernorm over the channels of " + shapeToString(in) +
+                          ": the GPU backend normalizes [N, F] rows only so far; run it with --device cpu");
       state.rows = in[0];
       state.inFeatures = in[1];
       state.epsilon = static_cast<float>(spec.epsilon);
