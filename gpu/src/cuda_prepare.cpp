@@ -51,6 +51,23 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
+// ShuffleNetV2's channel ops (kernels_channels.cpp) and ConvNeXt's channel layer norm and layer
+// scale have CPU kernels only (the GPU keeps NCHW, where the channel axis is strided; its layer norm
+// kernel reads contiguous rows): refused before any allocation rather than run by a kernel that no
+// device has checked.
+Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
+  const std::string what = "inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) + ")";
+  if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
+    return check.fail(what +
+                      ": the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
+                      "--device cpu");
+  if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale)
+    return check.fail(what +
+                      ": the GPU backend has no kernel for ConvNeXt's channel layer norm and layer scale "
+                      "yet; run it with --device cpu");
+  return Status::ok();
+}
+
 Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
                     const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
@@ -64,18 +81,7 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset, m.bwdWorkspaceBytes, block.bwdScratchOffset);
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
-    // ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
-    // allocation rather than run by a kernel that no device has checked.
-    if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
-      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                        "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
-                        "--device cpu");
-    // ConvNeXt's channel layer norm and layer scale: CPU kernels only so far (the GPU keeps NCHW,
-    // where the channel axis is strided; its layer norm kernel reads contiguous rows).
-    if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale)
-      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                        "): the GPU backend has no kernel for ConvNeXt's channel layer norm and layer scale yet; "
-                        "run it with --device cpu");
+    REMAT_RETURN_IF_ERROR(refuseCpuOnlyInnerOp(op, check));
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));

@@ -6,9 +6,12 @@
 // zoo's convnext_tiny layer for layer, every planner plans (optimal's E the lowest), and a CPU run of
 // optimal's plan at batch 2 equals the prediction op by op.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "executor_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -125,6 +128,81 @@ TEST(OnnxConvNext, OptimalsPlanRunsOnTheCpuAsPredicted) {
     ASSERT_TRUE(run.isOk()) << run.status().message();
     testing::expectReproducesStoreAll(chain, optimal->plan, *run, *reference);
   }
+}
+
+// The committed opset-17 export, changed by `edit`, imported from memory.
+Status importEdited(const std::function<void(onnx::GraphProto&)>& edit) {
+  std::ifstream in(kFolder + "convnext_small_train_op17.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromString(bytes.str()));
+  edit(*model.mutable_graph());
+  auto imported = importOnnxModel(model.SerializeAsString(), "cn.onnx", {.batch = 2});
+  return imported ? Status::ok() : imported.status();
+}
+
+onnx::NodeProto* nthOf(onnx::GraphProto& g, const std::string& op, int n) {
+  for (auto& node : *g.mutable_node())
+    if (node.op_type() == op && n-- == 0) return &node;
+  return nullptr;
+}
+
+void setPerm(onnx::NodeProto& node, std::vector<std::int64_t> perm) {
+  for (auto& a : *node.mutable_attribute())
+    if (a.name() == "perm") {
+      a.clear_ints();
+      for (std::int64_t p : perm) a.add_ints(p);
+    }
+}
+
+void expectRefusedAt(const Status& status, const std::string& node, const std::string& why) {
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("cn.onnx: node "), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(node), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(why), std::string::npos) << status.message();
+}
+
+// Hostile or unsupported forms are refused at the node, saying what the importer reads.
+TEST(OnnxConvNext, RefusesOtherPermutesAndReadersOfTheChannelsLastTensor) {
+  expectRefusedAt(importEdited([](onnx::GraphProto& g) {
+                    setPerm(*nthOf(g, "Transpose", 0), {0, 3, 2, 1});
+                  }),
+                  "features.0.1/Transpose", "ConvNeXt's permutes");
+  // A Relu between the last Linear and the permute back reads the channels-last tensor.
+  expectRefusedAt(importEdited([](onnx::GraphProto& g) {
+                    for (auto& node : *g.mutable_node()) {
+                      if (node.op_type() != "Mul" || node.name().find("layer_scale") != std::string::npos) continue;
+                      const std::string& in = node.input(1);
+                      if (in.find("block.6/Transpose") == std::string::npos) continue;
+                      // the layer_scale Mul reads the Linear's channels-last output directly
+                      const onnx::NodeProto* back = nullptr;
+                      for (const auto& b : g.node())
+                        if (b.output_size() > 0 && b.output(0) == in) back = &b;
+                      node.set_input(1, back->input(0));
+                      return;
+                    }
+                  }),
+                  "Mul", "reads a channels-last tensor");
+  expectRefusedAt(importEdited([](onnx::GraphProto& g) {
+                    for (auto& a : *nthOf(g, "LayerNormalization", 0)->mutable_attribute())
+                      if (a.name() == "axis") a.set_i(1);
+                  }),
+                  "LayerNormalization", "layernorm takes the last axis");
+}
+
+TEST(OnnxConvNext, RefusesALayerScaleOfAnotherShape) {
+  expectRefusedAt(importEdited([](onnx::GraphProto& g) {
+                    for (auto& t : *g.mutable_initializer())
+                      if (t.name().find("layer_scale") != std::string::npos) {
+                        t.set_dims(0, t.dims(0) + 1);
+                        t.clear_raw_data();
+                        t.clear_float_data();
+                        for (std::int64_t i = 0; i < t.dims(0); ++i) t.add_float_data(0.5f);
+                        return;
+                      }
+                  }),
+                  "Mul", "ConvNeXt's layer_scale");
 }
 
 }  // namespace

@@ -162,6 +162,18 @@ Result<const Op*> opAs(const PreparedBlockOp& prepared, const std::string& label
   return op;
 }
 
+// Batch norm and layer norm: one call, from the saved input and statistics.
+template <typename Norm>
+Status normBackward(const DnnlContext& context, const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
+                    const BlockBackwardTensors& tensors, const BackwardBuffers& b, std::byte* scratch,
+                    const std::string& label) {
+  auto norm = opAs<Norm>(p, label);
+  if (!norm) return norm.status();
+  return (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), tensors.grad(op.output),
+                           b.params + p.weightOffset, tensors.stats(op), tensors.grad(op.inputs[0]),
+                           b.paramGrads + p.weightOffset, scratch);
+}
+
 }  // namespace
 
 Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
@@ -267,17 +279,9 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
                                         p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr, scratch)
                     : conv.status();
     } else if (op.kind == BlockOpKind::BatchNorm) {
-      auto norm = opAs<BatchNormOp>(p, prepared.label);
-      status = norm ? (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), dOut,
-                                        b.params + p.weightOffset, tensors.stats(op), dIn,
-                                        b.paramGrads + p.weightOffset, scratch)
-                    : norm.status();
+      status = normBackward<BatchNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::LayerNorm) {
-      auto norm = opAs<LayerNormOp>(p, prepared.label);
-      status = norm ? (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), dOut,
-                                        b.params + p.weightOffset, tensors.stats(op), dIn,
-                                        b.paramGrads + p.weightOffset, scratch)
-                    : norm.status();
+      status = normBackward<LayerNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::LayerScale) {
       layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), b.params + p.weightOffset, dOut,
                          dIn, b.paramGrads + p.weightOffset);

@@ -68,19 +68,43 @@ bool convertWeightTranspose(Graph& g, std::size_t node) {
 // A node reading one of ConvNeXt's channels-last tensors (Graph::markChannelsLast) is one that
 // computes along its last axis or elementwise, as torchvision's CNBlock and LayerNorm2d do;
 // its outputs are channels-last too (the Transpose back is convertTranspose's).
+Status channelsLastRefused(const Graph& g, std::size_t node) {
+  return g.fail(node,
+                "reads a channels-last tensor (a Transpose perm [0, 2, 3, 1] of an NCHW activation); the "
+                "importer reads one only as ConvNeXt does: LayerNormalization over the last axis (or its "
+                "decomposition), MatMul with its bias Add, GELU, and Transpose perm [0, 3, 1, 2] back");
+}
+
 Result<bool> readsChannelsLast(const Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
   bool reads = false;
   for (const auto& input : n.input()) reads = reads || g.isChannelsLast(input);
   if (!reads) return false;
   const std::string& op = n.op_type();
-  if (op == "Transpose" || op == "LayerNormalization" || op == "MatMul" || op == "Add" || op == "Div" ||
-      op == "ReduceMean")
+  // An Add of two activations would add an NHWC and an NCHW tensor as if both were NCHW.
+  const bool biasAdd =
+      op == "Add" && n.input_size() == 2 && !(g.isActivation(n.input(0)) && g.isActivation(n.input(1)));
+  if (op == "Transpose" || op == "LayerNormalization" || op == "MatMul" || biasAdd || op == "Div" || op == "ReduceMean")
     return true;
-  return g.fail(node,
-                "reads a channels-last tensor (a Transpose perm [0, 2, 3, 1] of an NCHW activation); the "
-                "importer reads one only as ConvNeXt does: LayerNormalization over the last axis (or its "
-                "decomposition), MatMul with its bias Add, GELU, and Transpose perm [0, 3, 1, 2] back");
+  return channelsLastRefused(g, node);
+}
+
+// A node that reads a channels-last tensor: its outputs are channels-last too. Div and ReduceMean
+// only as the start of GELU's and LayerNorm's patterns (a lone ReduceMean would average other axes
+// than the NCHW reading says).
+Status convertChannelsLastNode(Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  const std::size_t before = g.activations().size();
+  if (n.op_type() == "Div" || n.op_type() == "ReduceMean") {
+    auto pattern = convertPatternNode(g, node);
+    if (!pattern) return pattern.status();
+    if (!*pattern) return channelsLastRefused(g, node);
+  } else {
+    REMAT_RETURN_IF_ERROR(convertDataNode(g, node));
+  }
+  for (std::size_t a = before; a < g.activations().size(); ++a) g.markChannelsLast(g.activations()[a].tensor);
+  g.markChannelsLast(n.output(0));  // a bias Add aliases the MatMul's output
+  return Status::ok();
 }
 
 Status convertNode(Graph& g, std::size_t node) {
@@ -102,13 +126,7 @@ Status convertNode(Graph& g, std::size_t node) {
   REMAT_RETURN_IF_ERROR(checkPendingPads(g, node));
   auto channelsLast = readsChannelsLast(g, node);
   if (!channelsLast) return channelsLast.status();
-  if (*channelsLast && n.op_type() != "Transpose") {
-    const std::size_t before = g.activations().size();
-    REMAT_RETURN_IF_ERROR(convertDataNode(g, node));
-    for (std::size_t a = before; a < g.activations().size(); ++a) g.markChannelsLast(g.activations()[a].tensor);
-    g.markChannelsLast(n.output(0));  // a bias Add aliases the MatMul's output
-    return Status::ok();
-  }
+  if (*channelsLast && n.op_type() != "Transpose") return convertChannelsLastNode(g, node);
   return convertDataNode(g, node);
 }
 
