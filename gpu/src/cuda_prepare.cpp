@@ -51,21 +51,22 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
-// ShuffleNetV2's channel ops (kernels_channels.cpp) and ConvNeXt's channel layer norm and layer
-// scale have CPU kernels only (the GPU keeps NCHW, where the channel axis is strided; its layer norm
-// kernel reads contiguous rows): refused before any allocation rather than run by a kernel that no
-// device has checked.
+// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp): refused before any
+// allocation rather than run by a kernel that no device has checked.
 Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
-  const std::string what = "inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) + ")";
   if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
-    return check.fail(what +
-                      ": the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
+    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                      "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
                       "--device cpu");
-  if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale)
-    return check.fail(what +
-                      ": the GPU backend has no kernel for ConvNeXt's channel layer norm and layer scale "
-                      "yet; run it with --device cpu");
   return Status::ok();
+}
+
+// The parameters of the inner ops that run own kernels: ConvNeXt's channel layer norm (2C, and its
+// statistics) and layer_scale (C); none for the others.
+Status checkOwnKernelParams(const BlockOp& op, const Shape& in, const LayerChecks& check) {
+  if (op.kind == BlockOpKind::LayerNorm) return check.innerLayerNorm(op, in);
+  if (op.kind == BlockOpKind::LayerScale) return check.innerLayerScale(op, static_cast<std::uint64_t>(in[1]));
+  return check.innerWithoutParams(op);
 }
 
 Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
@@ -109,7 +110,7 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       const Shape& out = graph->tensors[op.output].shape;
       s.batch = out[0];
       s.outPerSample = s.count / out[0];
-      REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
+      REMAT_RETURN_IF_ERROR(checkOwnKernelParams(op, in, check));
     }
     offset += static_cast<Index>(op.paramCount);
     block.ops.push_back(std::move(s));
@@ -207,10 +208,9 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
     case LayerKind::Linear: return prepareLinear(layer, check, *params, state);
     case LayerKind::Dropout: state.dropoutP = spec.dropoutP; return Status::ok();
     case LayerKind::LayerNorm:  // own kernels (kernels_layernorm.cu), no workspace
-      if (in.size() != 2)
-        return check.fail("layernorm over the channels of " + shapeToString(in) +
-                          ": the GPU backend normalizes [N, F] rows only so far; run it with --device cpu");
-      state.rows = in[0];
+      // [N, F], or NCHW over the channels (ConvNeXt's LayerNorm2d): N*H*W rows of C, H*W apart
+      state.layerNormInner = in.size() == 4 ? in[2] * in[3] : 1;
+      state.rows = in[0] * state.layerNormInner;
       state.inFeatures = in[1];
       state.epsilon = static_cast<float>(spec.epsilon);
       return Status::ok();
