@@ -19,6 +19,7 @@ import onnx
 from onnx import helper, numpy_helper, TensorProto  # noqa: F401  (numpy_helper: Debian's numpy)
 
 import hostile_onnx_activations
+import hostile_onnx_convnext
 import hostile_onnx_layernorm
 import hostile_onnx_se
 import hostile_onnx_shuffle
@@ -71,6 +72,7 @@ def bases():
             models[name[:-5]] = onnx.load(os.path.join(EXPORTS, name))
     models.update(hostile_onnx_activations.activation_bases())
     models.update(hostile_onnx_layernorm.layernorm_bases())
+    models.update(hostile_onnx_convnext.convnext_bases())
     return models
 
 
@@ -361,7 +363,8 @@ def random_field(m, rng, depth=0):
 FAMILIES = [empty_input, dangling_input, duplicate_name, many_outputs, initializer_data, weight_dtype,
             output_declaration, value_info, attribute_twice, graph_attribute, attribute_type, plumbing, producer,
             many_inputs, random_field] + hostile_onnx_activations.ACTIVATION_FAMILIES + \
-    hostile_onnx_se.SE_FAMILIES + hostile_onnx_shuffle.SHUFFLE_FAMILIES + hostile_onnx_layernorm.LAYERNORM_FAMILIES
+    hostile_onnx_se.SE_FAMILIES + hostile_onnx_shuffle.SHUFFLE_FAMILIES + hostile_onnx_layernorm.LAYERNORM_FAMILIES + \
+    hostile_onnx_convnext.CONVNEXT_FAMILIES
 
 
 def mutate_onnx(models, rng, family=None):

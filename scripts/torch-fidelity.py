@@ -38,7 +38,7 @@ from remat_torch.remat_cli import RematError, export_onnx, find_remat, make_mode
 
 ZOO = ["alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
        "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "mobilenet_v2", "efficientnet_b0",
-       "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0"]
+       "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0", "convnext_tiny"]
 FAST = {"models": "resnet18,vgg11", "batch": 2, "resolution": 32}
 KNOWN = os.path.join(REPO, "scripts", "torch-fidelity-known.json")
 MIB = float(1 << 20)

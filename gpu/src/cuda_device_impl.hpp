@@ -54,7 +54,8 @@ struct LayerState {
   std::optional<BatchNormOp> bn;
   Index rows = 0, inFeatures = 0, outFeatures = 0;  // linear
   double dropoutP = 0.0;
-  float epsilon = 0.0f;  // layernorm (rows and inFeatures: its [N, F])
+  float epsilon = 0.0f;      // layernorm (rows and inFeatures: its [N, F], or N*H*W and C over NCHW's channels)
+  Index layerNormInner = 1;  // layernorm over NCHW's channels: H*W, the stride of a row's features
   std::optional<BlockState> block;
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;

@@ -113,6 +113,32 @@ Status mulBackward(const BlockGraph& graph, const BlockOp& op, const LayerContex
   return Status::ok();
 }
 
+// ConvNeXt's inner ops on NCHW: the layer norm over the channels (N*H*W rows of C, H*W apart;
+// kernels_layernorm.cu) and layer_scale, y = gamma * x with gamma [1, C, 1, 1] (the broadcasting
+// product's kernels; gamma's gradient is added, as every parameter gradient).
+Status convNextForward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c, const float* in,
+                       const float* w, float* out, float* stats) {
+  const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
+  if (op.kind == BlockOpKind::LayerScale)
+    return kernels::mulForward(c.stream, dimsOf(graph, op.output), x, kernels::Dims4{1, x.c, 1, 1}, in, w, out);
+  return kernels::layerNormForward(c.stream, x.n * x.h * x.w, x.c, static_cast<float>(op.layer.epsilon), in, w, out,
+                                   stats, x.h * x.w);
+}
+
+Status convNextBackward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                        const BlockBackwardTensors& tensors, const float* dOut, const float* w, float* dw) {
+  const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
+  float* dIn = tensors.grad(op.inputs[0]);
+  const float* saved = tensors.value(op.inputs[0]);
+  if (op.kind == BlockOpKind::LayerNorm)
+    return kernels::layerNormBackward(c.stream, x.n * x.h * x.w, x.c, saved, dOut, w, tensors.stats(op), dIn, dw,
+                                      x.h * x.w, op.gradAccumulate[0]);
+  const kernels::Dims4 y = dimsOf(graph, op.output), gamma{1, x.c, 1, 1};
+  if (dIn != nullptr)
+    REMAT_RETURN_IF_ERROR(kernels::mulBackwardOperand(c.stream, y, x, gamma, dOut, w, dIn, op.gradAccumulate[0]));
+  return kernels::mulBackwardOperand(c.stream, y, gamma, x, dOut, saved, dw, true);
+}
+
 // A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
 // saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena.
 Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
@@ -145,6 +171,10 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
       case BlockOpKind::Mul:
         REMAT_RETURN_IF_ERROR(kernels::mulForward(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
                                                   dimsOf(graph, op.inputs[1]), in, tensors.tensor(op.inputs[1]), out));
+        break;
+      case BlockOpKind::LayerNorm:
+      case BlockOpKind::LayerScale:
+        REMAT_RETURN_IF_ERROR(convNextForward(graph, op, c, in, w, out, tensors.stats(op)));
         break;
       default:  // a pointwise activation
         REMAT_RETURN_IF_ERROR(activationForward(op.layer.kind, c.stream, o.count, in, out));
@@ -201,6 +231,8 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
               kernels::globalAvgPoolBackward(c.stream, dimsOf(graph, op.inputs[0]), dOut, dIn, accumulate));
         break;
       case BlockOpKind::Mul: REMAT_RETURN_IF_ERROR(mulBackward(graph, op, c, tensors, dOut)); break;
+      case BlockOpKind::LayerNorm:
+      case BlockOpKind::LayerScale: REMAT_RETURN_IF_ERROR(convNextBackward(graph, op, c, tensors, dOut, w, dw)); break;
       default: {  // a pointwise activation: only the tensor its backward reads is there
         const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
         const float* x = fromOutput ? nullptr : tensors.value(op.inputs[0]);
@@ -235,7 +267,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::Linear: return linearForward(s, c, p.x, p.params, p.y);
     case LayerKind::LayerNorm:
       return kernels::layerNormForward(c.stream, s.rows, s.inFeatures, s.epsilon, p.x, p.params, p.y,
-                                       keep ? reinterpret_cast<float*>(p.extra) : nullptr);
+                                       keep ? reinterpret_cast<float*>(p.extra) : nullptr, s.layerNormInner);
     case LayerKind::Dropout:
       return kernels::dropoutForward(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),
                                      p.x, p.y, keep ? reinterpret_cast<std::uint8_t*>(p.extra) : nullptr);
@@ -273,7 +305,7 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
     case LayerKind::Linear: return linearBackward(s, c, p);
     case LayerKind::LayerNorm:
       return kernels::layerNormBackward(c.stream, s.rows, s.inFeatures, p.x, p.dy, p.params,
-                                        reinterpret_cast<const float*>(p.extra), p.dx, p.paramGrads);
+                                        reinterpret_cast<const float*>(p.extra), p.dx, p.paramGrads, s.layerNormInner);
     case LayerKind::Dropout:
       if (p.dx != nullptr)
         return kernels::dropoutBackward(c.stream, s.inCount, s.dropoutP, reinterpret_cast<const std::uint8_t*>(p.extra),

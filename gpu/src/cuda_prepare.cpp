@@ -51,6 +51,24 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
+// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp): refused before any
+// allocation rather than run by a kernel that no device has checked.
+Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
+  if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
+    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                      "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
+                      "--device cpu");
+  return Status::ok();
+}
+
+// The parameters of the inner ops that run own kernels: ConvNeXt's channel layer norm (2C, and its
+// statistics) and layer_scale (C); none for the others.
+Status checkOwnKernelParams(const BlockOp& op, const Shape& in, const LayerChecks& check) {
+  if (op.kind == BlockOpKind::LayerNorm) return check.innerLayerNorm(op, in);
+  if (op.kind == BlockOpKind::LayerScale) return check.innerLayerScale(op, static_cast<std::uint64_t>(in[1]));
+  return check.innerWithoutParams(op);
+}
+
 Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
                     const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
@@ -64,12 +82,7 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset, m.bwdWorkspaceBytes, block.bwdScratchOffset);
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
-    // ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
-    // allocation rather than run by a kernel that no device has checked.
-    if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
-      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                        "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
-                        "--device cpu");
+    REMAT_RETURN_IF_ERROR(refuseCpuOnlyInnerOp(op, check));
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));
@@ -97,7 +110,7 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       const Shape& out = graph->tensors[op.output].shape;
       s.batch = out[0];
       s.outPerSample = s.count / out[0];
-      REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
+      REMAT_RETURN_IF_ERROR(checkOwnKernelParams(op, in, check));
     }
     offset += static_cast<Index>(op.paramCount);
     block.ops.push_back(std::move(s));
@@ -195,7 +208,9 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
     case LayerKind::Linear: return prepareLinear(layer, check, *params, state);
     case LayerKind::Dropout: state.dropoutP = spec.dropoutP; return Status::ok();
     case LayerKind::LayerNorm:  // own kernels (kernels_layernorm.cu), no workspace
-      state.rows = in[0];
+      // [N, F], or NCHW over the channels (ConvNeXt's LayerNorm2d): N*H*W rows of C, H*W apart
+      state.layerNormInner = in.size() == 4 ? in[2] * in[3] : 1;
+      state.rows = in[0] * state.layerNormInner;
       state.inFeatures = in[1];
       state.epsilon = static_cast<float>(spec.epsilon);
       return Status::ok();

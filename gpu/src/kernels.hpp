@@ -64,11 +64,14 @@ Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::ui
 // Layer norm over the last axis of a row-major [rows][features] matrix (kernels_layernorm.cu), weight
 // and bias one [2][features] buffer: the forward writes y and, when stats is not null (keep mode),
 // the row means then the row rstd (2 * rows floats); the backward writes dx (when not null) from x,
-// the stats and the weight, and adds d(weight, bias) into dWeightBias.
+// the stats and the weight, and adds d(weight, bias) into dWeightBias. inner > 1: over the channels
+// of NCHW (ConvNeXt's LayerNorm2d), rows = N * H * W, features = C, inner = H * W. accumulate: dx is
+// added to, not written.
 Status layerNormForward(cudaStream_t stream, Index rows, Index features, float epsilon, const float* x,
-                        const float* weightBias, float* y, float* stats);
+                        const float* weightBias, float* y, float* stats, Index inner = 1);
 Status layerNormBackward(cudaStream_t stream, Index rows, Index features, const float* x, const float* dy,
-                         const float* weightBias, const float* stats, float* dx, float* dWeightBias);
+                         const float* weightBias, const float* stats, float* dx, float* dWeightBias, Index inner = 1,
+                         bool accumulate = false);
 
 // y[r][f] += bias[f] for a row-major [rows][features] matrix.
 Status addRowBias(cudaStream_t stream, Index rows, Index features, const float* bias, float* y);

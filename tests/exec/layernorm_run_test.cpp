@@ -40,7 +40,7 @@ TEST(LayerNormOperator, TableDescribesPyTorchsNativeLayerNorm) {
   ASSERT_EQ(info->fields.size(), 1u);
   EXPECT_EQ(info->fields[0].name, "epsilon");
   EXPECT_EQ(info->fields[0].type, FieldType::Real);
-  EXPECT_FALSE(info->blockOp.has_value());
+  EXPECT_EQ(info->blockOp, BlockOpKind::LayerNorm);  // over the channels inside a block (ConvNeXt)
   EXPECT_EQ(kindName(LayerKind::LayerNorm), "layernorm");
 }
 
@@ -100,8 +100,9 @@ TEST(LayerNormOperator, HostileFieldsAndShapesAreRefusedWithTheirPlace) {
   expectContains(chainError(with(1e300)), {"epsilon"});
   expectContains(chainError(with("nan")), {"epsilon"});
   expectContains(chainError(with(nullptr)), {"epsilon"});
-  // JSON has no NaN: nlohmann writes it as null, refused above. A 4-D input needs a flatten first.
-  expectContains(chainError(ln, {2, 3, 4, 4}), {"layer 1 ('n', layernorm)", "[N, F]", "flatten"});
+  // JSON has no NaN: nlohmann writes it as null, refused above. [N, F] or NCHW (over the channels,
+  // ConvNeXt's LayerNorm2d): a 3-D input is neither.
+  expectContains(chainError(ln, {2, 3, 4}), {"layer 1 ('n', layernorm)", "[N, F]", "[N, C, H, W]"});
   json extra = ln;
   extra["out_features"] = 3;
   expectContains(chainError(extra), {"out_features"});

@@ -172,6 +172,27 @@ constexpr const char* kSqueezeExcitationChain = R"({"format": "remat-chain/1", "
   {"name": "flatten", "kind": "flatten"},
   {"name": "fc", "kind": "linear", "out_features": 10}]})";
 
+// ConvNeXt (issue 22): the stem's LayerNorm2d (layernorm over the channels of NCHW), a CNBlock
+// (depthwise 7x7, channel layer norm, 1x1 convs for the Linears, GELU, layer_scale, add) and the
+// head's LayerNorm2d over [N, C, 1, 1].
+constexpr const char* kConvNextChain = R"({"format": "remat-chain/1", "name": "gpu-convnext",
+ "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
+ "layers": [
+  {"name": "stem", "kind": "conv2d", "out_channels": 8, "kernel": 4, "stride": 4, "bias": true},
+  {"name": "stem.norm", "kind": "layernorm", "epsilon": 1e-6},
+  {"name": "block", "kind": "block", "ops": [
+    {"name": "dw", "kind": "conv2d", "out_channels": 8, "kernel": 7, "padding": 3, "groups": 8, "bias": true},
+    {"name": "norm", "kind": "layernorm", "epsilon": 1e-6},
+    {"name": "fc1", "kind": "conv2d", "out_channels": 32, "kernel": 1, "bias": true},
+    {"name": "gelu", "kind": "gelu"},
+    {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1, "bias": true},
+    {"name": "layer_scale", "kind": "layer_scale"},
+    {"name": "add", "kind": "add", "inputs": [6, 0]}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "head.norm", "kind": "layernorm", "epsilon": 1e-6},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
@@ -228,8 +249,8 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 }
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
-  for (const char* text :
-       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain, kLayerNormChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
+                           kLayerNormChain, kConvNextChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -253,8 +274,8 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 }
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
-  for (const char* text :
-       {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain, kLayerNormChain}) {
+  for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
+                           kLayerNormChain, kConvNextChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};

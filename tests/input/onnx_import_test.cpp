@@ -377,7 +377,8 @@ TEST(OnnxImportErrors, ProductsThatDoNotBroadcastOrReadAWeightNameTheNode) {
   message = importError(seModel(false, [](OnnxBuilder& b, const std::string&, const std::string& x) {
     return b.node("Mul", {x, b.constantFloat(0.5f)}, "se");
   }));
-  expectContains(message, {"('/se/Mul', Mul): multiplies an activation by a constant or a weight"});
+  // A weight times an activation is read only as ConvNeXt's layer_scale, [C, 1, 1].
+  expectContains(message, {"('/se/Mul', Mul): multiplies [2, 4, 4, 4] by the weight []", "layer_scale"});
   message = importError(seModel(false, [](OnnxBuilder& b, const std::string&, const std::string& x) {
     return b.node("Mul", {x, b.weight("se.gamma", {1, 4, 1, 1})}, "se");  // a parameter used directly
   }));

@@ -77,6 +77,10 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     }
     const bool conv = op.kind == BlockOpKind::Conv2d;
     const bool bn = op.kind == BlockOpKind::BatchNorm;
+    // ConvNeXt's layer norm over the channels reads its input and keeps a mean and rstd per
+    // position; its layer_scale reads its input (the other operand is a parameter).
+    const bool ln = op.kind == BlockOpKind::LayerNorm;
+    const bool scale = op.kind == BlockOpKind::LayerScale;
     const bool mul = op.kind == BlockOpKind::Mul;  // reads both operands (derivatives.yaml mul.Tensor)
     // A pointwise activation reads what its description says (relu its output, relu6 its input as
     // PyTorch's hardtanh, ...); global average pooling reads nothing but shapes.
@@ -84,13 +88,17 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     const bool pointwise = layer && isPointwise(*layer);
     const bool readsIn = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Input;
     const bool readsOut = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Output;
-    EXPECT_EQ(op.readsInput, conv || bn || readsIn || mul) << where << " " << op.layer.name;
+    EXPECT_EQ(op.readsInput, conv || bn || ln || scale || readsIn || mul) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsOutput, readsOut) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsSecondInput, mul) << where << " " << op.layer.name;
-    if (conv || bn || readsIn || mul) backwardReads.insert(ownerOf[op.inputs[0]]);
+    if (conv || bn || ln || scale || readsIn || mul) backwardReads.insert(ownerOf[op.inputs[0]]);
     if (mul) backwardReads.insert(ownerOf[op.inputs[1]]);
     if (readsOut) backwardReads.insert(op.output);
-    EXPECT_EQ(op.statsBytes, bn ? 2 * static_cast<std::uint64_t>(g.tensors[op.output].shape[1]) * 4 : 0u) << where;
+    const Shape& y = g.tensors[op.output].shape;
+    const std::uint64_t stats = bn   ? 2 * static_cast<std::uint64_t>(y[1]) * 4
+                                : ln ? 2 * static_cast<std::uint64_t>(y[0] * y[2] * y[3]) * 4
+                                     : 0u;
+    EXPECT_EQ(op.statsBytes, stats) << where;
     statsTotal += op.statsBytes;
   }
   EXPECT_EQ(g.needsInput, backwardReads.count(0) > 0) << where;
@@ -400,7 +408,8 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
         EXPECT_EQ(layer.paramCount, g.paramCount) << where;
         // ResNet blocks end in a ReLU (out = yes); MobileNetV2 blocks in a batch norm or add;
         // EfficientNet's and MobileNetV3's in an add or SE's product (which reads its operands);
-        // RegNetY's in a ReLU, whose backward reads its output; ShuffleNet's in a concat or shuffle.
+        // RegNetY's in a ReLU, whose backward reads its output; ShuffleNet's in a concat or shuffle;
+        // ConvNeXt's in the residual add.
         const bool endsInRelu = layer.kind == LayerKind::BasicBlock || layer.kind == LayerKind::Bottleneck ||
                                 entry.name == "regnet_y_400mf";
         EXPECT_EQ(g.needsOutput, endsInRelu) << where;
@@ -408,7 +417,7 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
       }
     }
   }
-  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13 + 16 + 32));  // ..., v3, regnet_y, shufflenet
+  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13 + 16 + 32 + 18));  // ..., shufflenet, convnext
 }
 
 }  // namespace

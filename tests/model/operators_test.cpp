@@ -63,7 +63,7 @@ TEST(Operators, InnerOpKindsMapToLayerKindsAndBack) {
       if (op.kind != BlockOpKind::GlobalAvgPool) EXPECT_EQ(kindName(*op.layer), op.name);
     }
   }
-  EXPECT_EQ(seen.size(), static_cast<std::size_t>(BlockOpKind::ChannelShuffle) + 1);
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(BlockOpKind::LayerScale) + 1);
   EXPECT_FALSE(blockOpInfo(BlockOpKind::Add).layer.has_value());
   EXPECT_FALSE(blockOpInfo(BlockOpKind::Mul).layer.has_value());
   // ShuffleNetV2's channel ops: block-only, with their own fields, a backward that reads nothing.

@@ -75,6 +75,10 @@ Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainL
           op, static_cast<std::uint64_t>(g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel)));
     } else if (op.kind == BlockOpKind::BatchNorm) {
       REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(in[1])));
+    } else if (op.kind == BlockOpKind::LayerNorm) {
+      REMAT_RETURN_IF_ERROR(check.innerLayerNorm(op, in));
+    } else if (op.kind == BlockOpKind::LayerScale) {
+      REMAT_RETURN_IF_ERROR(check.innerLayerScale(op, static_cast<std::uint64_t>(in[1])));
     } else {
       REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     }
@@ -120,7 +124,16 @@ Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad g
 
 // Over a flattened channels-last input the features sit in (h, w, c) order: the weight and bias
 // follow them (the row statistics do not depend on the order).
-Status prepareLayerNorm(const DnnlContext& context, const LayerSpec& spec, InputGrad grad, PreparedLayer& prepared) {
+Status prepareLayerNorm(const DnnlContext& context, const LayerSpec& spec, const Shape& in, InputGrad grad,
+                        PreparedLayer& prepared) {
+  if (in.size() == 4) {
+    // Over the channels of NCHW (ConvNeXt's LayerNorm2d): channels-last data is N*H*W rows of C.
+    prepared.params.push_back({ParamSegment::Type::Plain, 0, in[1], 0, {}});
+    prepared.params.push_back({ParamSegment::Type::Plain, in[1], in[1], 0, {}});
+    return setOp(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], static_cast<float>(spec.epsilon), grad,
+                                     prepared.label),
+                 prepared);
+  }
   const Index features = prepared.in.perSample();
   const auto type = prepared.in.channelsLast ? ParamSegment::Type::FeatureVector : ParamSegment::Type::Plain;
   prepared.params.push_back({type, 0, features, 0, prepared.in});
@@ -188,7 +201,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), prepared);
     case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
-    case LayerKind::LayerNorm: return prepareLayerNorm(c.dnnl, spec, c.grad(), prepared);
+    case LayerKind::LayerNorm: return prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared);
     default:
       if (isPointwise(layer.kind))
         return setOp(EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind, c.grad(), prepared.label), prepared);

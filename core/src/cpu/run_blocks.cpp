@@ -5,7 +5,9 @@
 // primitive, and its backward is the same copies the other way), Squeeze-and-Excitation's
 // global average pooling and broadcasting product (kernels_broadcast.cpp: oneDNN's reduction of
 // d(y) * x would need a full-size temporary that the model does not count) and ShuffleNetV2's
-// channel shuffle (kernels_channels.cpp, copies as well). A channel slice inside a block is a view
+// channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
+// oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
+// broadcasting product's kernels with a [1, C, 1, 1] parameter. A channel slice inside a block is a view
 // (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the owner's
 // stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's
 // convolution does the same: .contiguous()). Each workspace holds,
@@ -42,6 +44,10 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     case BlockOpKind::BatchNorm:
       return wrap(BatchNormOp::create(context, floatDesc({in[0], in[1], in[2], in[3]}, dnnl::memory::format_tag::nhwc),
                                       in[1], grad, where));
+    case BlockOpKind::LayerNorm:  // over the channels: channels-last data is N*H*W rows of C
+      return wrap(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], static_cast<float>(op.layer.epsilon), grad,
+                                      where));
+    case BlockOpKind::LayerScale:
     case BlockOpKind::Add:
     case BlockOpKind::Concat:
     case BlockOpKind::GlobalAvgPool:
@@ -137,11 +143,35 @@ void mulBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwa
   }
 }
 
+// ConvNeXt's layer_scale, y = gamma * x with gamma [1, C, 1, 1]: the broadcasting product's kernels.
+Dims4 gammaDims(const BlockGraph& graph, const BlockOp& op) {
+  return Dims4{1, graph.tensors[op.inputs[0]].shape[1], 1, 1};
+}
+
+void layerScaleBackward(const BlockGraph& graph, const BlockOp& op, const float* x, const float* gamma,
+                        const float* dOut, float* dIn, float* dGamma) {
+  const Dims4 out = dimsOf(graph, op.output), in = dimsOf(graph, op.inputs[0]), g = gammaDims(graph, op);
+  if (dIn != nullptr) mulBackwardOperand(out, in, g, dOut, gamma, dIn, op.gradAccumulate[0]);
+  mulBackwardOperand(out, g, in, dOut, x, dGamma, true);  // parameter gradients are added
+}
+
 template <typename Op>
 Result<const Op*> opAs(const PreparedBlockOp& prepared, const std::string& label) {
   const Op* op = std::get_if<Op>(&prepared.op);
   if (op == nullptr) return Status::internal(label + ": an inner op lacks its primitives");
   return op;
+}
+
+// Batch norm and layer norm: one call, from the saved input and statistics.
+template <typename Norm>
+Status normBackward(const DnnlContext& context, const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
+                    const BlockBackwardTensors& tensors, const BackwardBuffers& b, std::byte* scratch,
+                    const std::string& label) {
+  auto norm = opAs<Norm>(p, label);
+  if (!norm) return norm.status();
+  return (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), tensors.grad(op.output),
+                           b.params + p.weightOffset, tensors.stats(op), tensors.grad(op.inputs[0]),
+                           b.paramGrads + p.weightOffset, scratch);
 }
 
 }  // namespace
@@ -200,6 +230,11 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::BatchNorm) {
       auto norm = opAs<BatchNormOp>(p, prepared.label);
       status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
+    } else if (op.kind == BlockOpKind::LayerNorm) {
+      auto norm = opAs<LayerNormOp>(p, prepared.label);
+      status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
+    } else if (op.kind == BlockOpKind::LayerScale) {
+      mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), gammaDims(graph, op), in, w, out);
     } else if (op.kind == BlockOpKind::Add) {
       add(p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
@@ -244,11 +279,12 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
                                         p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr, scratch)
                     : conv.status();
     } else if (op.kind == BlockOpKind::BatchNorm) {
-      auto norm = opAs<BatchNormOp>(p, prepared.label);
-      status = norm ? (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), dOut,
-                                        b.params + p.weightOffset, tensors.stats(op), dIn,
-                                        b.paramGrads + p.weightOffset, scratch)
-                    : norm.status();
+      status = normBackward<BatchNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
+    } else if (op.kind == BlockOpKind::LayerNorm) {
+      status = normBackward<LayerNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
+    } else if (op.kind == BlockOpKind::LayerScale) {
+      layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), b.params + p.weightOffset, dOut,
+                         dIn, b.paramGrads + p.weightOffset);
     } else if (op.kind == BlockOpKind::Add) {
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
         float* d = tensors.grad(op.inputs[j]);

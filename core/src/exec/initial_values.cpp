@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "remat/model/block.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/interpreter.hpp"
+#include "remat/model/block.hpp"
 
 namespace remat {
 namespace {
@@ -43,6 +43,10 @@ void initBatchNorm(std::byte* data, std::uint64_t channels) {
   fillConstant(data + 4 * channels, channels, 0.0f);
 }
 
+// ConvNeXt's layer_scale: torchvision starts it at 1e-6, which would make the block's residual branch
+// vanish from every value a test compares; 1 keeps the branch visible (the bytes do not depend on it).
+void initLayerScale(std::byte* data, std::uint64_t channels) { fillConstant(data, channels, 1.0f); }
+
 Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed, std::byte* data) {
   const Shape& in = layer.inputShape;
   switch (layer.kind) {
@@ -75,8 +79,10 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
           const auto fanIn = static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernel);
           const std::uint64_t biases = op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0;
           initWeighted(data + 4 * offset, op.paramCount - biases, biases, fanIn, seed, l, i);
-        } else if (op.kind == BlockOpKind::BatchNorm) {
-          initBatchNorm(data + 4 * offset, op.paramCount / 2);
+        } else if (op.kind == BlockOpKind::BatchNorm || op.kind == BlockOpKind::LayerNorm) {
+          initBatchNorm(data + 4 * offset, op.paramCount / 2);  // weight 1, bias 0
+        } else if (op.kind == BlockOpKind::LayerScale) {
+          initLayerScale(data + 4 * offset, op.paramCount);
         }
         offset += op.paramCount;
       }

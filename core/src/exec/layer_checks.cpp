@@ -37,7 +37,7 @@ bool ranksFit(LayerKind kind, const Shape& in, const Shape& out) {
     case LayerKind::AdaptiveAvgPool: return in.size() == 4 && out.size() == 4;
     case LayerKind::BatchNorm: return in.size() == 2 || in.size() == 4;
     case LayerKind::Linear: return in.size() == 2 && out.size() == 2;
-    case LayerKind::LayerNorm: return in.size() == 2 && out == in;
+    case LayerKind::LayerNorm: return (in.size() == 2 || in.size() == 4) && out == in;
     default: return true;
   }
 }
@@ -83,7 +83,8 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
     case LayerKind::LayerNorm:
       needs.params = {2 * u64(in[1]), 0};
       needs.readsInput = true;
-      needs.extraBytes = 2 * u64(in[0]) * 4;  // float32 mean and variance (CPU) or rstd (GPU) of each row
+      // float32 mean and variance (CPU) or rstd (GPU) of each row: [N, F]'s N, [N, C, H, W]'s N*H*W
+      needs.extraBytes = 2 * u64(in[0]) * (in.size() == 4 ? u64(in[2]) * u64(in[3]) : 1) * 4;
       return needs;
     default: break;
   }
@@ -173,6 +174,19 @@ Status LayerChecks::innerConv(const BlockOp& op, std::uint64_t weightCount) cons
 Status LayerChecks::innerBatchNorm(const BlockOp& op, std::uint64_t channels) const {
   if (op.paramCount != 2 * channels || op.statsBytes != 2 * channels * 4)
     return fail("inner batch norm '" + op.layer.name + "' has unexpected parameter or statistics bytes");
+  return Status::ok();
+}
+
+Status LayerChecks::innerLayerNorm(const BlockOp& op, const Shape& input) const {
+  const std::uint64_t positions = u64(input[0]) * u64(input[2]) * u64(input[3]);
+  if (op.paramCount != 2 * u64(input[1]) || op.statsBytes != 2 * positions * 4)
+    return fail("inner layer norm '" + op.layer.name + "' has unexpected parameter or statistics bytes");
+  return Status::ok();
+}
+
+Status LayerChecks::innerLayerScale(const BlockOp& op, std::uint64_t channels) const {
+  if (op.paramCount != channels || !op.readsInput)
+    return fail("inner layer scale '" + op.layer.name + "' has an unexpected parameter count or saved input");
   return Status::ok();
 }
 

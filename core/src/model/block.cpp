@@ -196,6 +196,24 @@ class GraphBuilder {
     return append(std::move(op), std::move(shape), bytes);
   }
 
+  // y = gamma * x, gamma a per-channel parameter [C, 1, 1] (ConvNeXt's layer_scale): mul.Tensor
+  // saves both operands; gamma is a parameter (p, no activation bytes), x is the op's input.
+  Result<std::size_t> layerScale(std::size_t in, std::string name) {
+    name = graph_.name + "." + name;
+    const BlockTensor& x = graph_.tensors[in];
+    BlockOp op;
+    op.kind = BlockOpKind::LayerScale;
+    op.layer.name = std::move(name);
+    op.layer.kind = LayerKind::Abstract;
+    op.inputs = {in};
+    op.readsInput = true;
+    op.paramCount = static_cast<std::uint64_t>(x.shape[1]);
+    op.fwdCost = static_cast<double>(x.bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one product per element
+    Shape shape = x.shape;
+    const std::uint64_t bytes = x.bytes;
+    return append(std::move(op), std::move(shape), bytes);
+  }
+
   std::size_t tensorCount() const { return graph_.tensors.size(); }
   const std::vector<BlockTensor>& tensors() const { return graph_.tensors; }
   const std::vector<BlockOp>& ops() const { return graph_.ops; }
@@ -350,6 +368,8 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
       out = b.slice(op.inputs[0], op.layer.channelBegin, op.layer.outChannels, op.layer.name);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
       out = b.channelShuffle(op.inputs[0], op.layer.groups, op.layer.name);
+    } else if (op.kind == BlockOpKind::LayerScale) {
+      out = b.layerScale(op.inputs[0], op.layer.name);
     } else {
       LayerSpec layer = op.layer;
       layer.kind = layerKindOf(op.kind);

@@ -255,12 +255,19 @@ Status inferDropout(const LayerSpec& spec, const Shape& input, DType dtype, Chai
 // native_layer_norm saves the float32 mean and rstd of each row whatever the dtype, and its backward
 // reads the input: in = yes, out = no, E = 2 N float32 (docs/memory-model.md section 5.1).
 Status inferLayerNorm(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
-  if (input.size() != 2)
-    return Status::invalid("layernorm normalizes the features of an [N, F] input, got " + shapeToString(input) +
-                           "; add a flatten layer before it");
+  if (input.size() != 2 && input.size() != 4)
+    return Status::invalid(
+        "layernorm normalizes the features of an [N, F] input or the channels of an [N, C, H, W] "
+        "input, got " +
+        shapeToString(input));
   if (!(spec.epsilon >= 0.0 && spec.epsilon < 1.0))
     return Status::invalid("epsilon is " + std::to_string(spec.epsilon) + ", must be in [0, 1)");
-  const auto rows = static_cast<std::uint64_t>(input[0]);
+  // Over the channels of NCHW (ConvNeXt's LayerNorm2d: permute, layer_norm, permute back) each of
+  // the N*H*W positions is a row with its own mean and rstd.
+  std::uint64_t rows = static_cast<std::uint64_t>(input[0]);
+  if (input.size() == 4 && (!checkedMul(rows, static_cast<std::uint64_t>(input[2]), rows) ||
+                            !checkedMul(rows, static_cast<std::uint64_t>(input[3]), rows)))
+    return Status::invalid("the " + shapeToString(input) + " input has too many positions");
   const auto features = static_cast<std::uint64_t>(input[1]);
   // mean, variance, normalise, scale, shift: five flops per element.
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 2 * features, 5.0 * toDouble(elementCount(input))));

@@ -181,13 +181,13 @@ const std::array<OperatorInfo, 22>& table() {
       pointwise(K::Gelu, "gelu", R::Input, 8.0, B::Gelu, "Gelu", "gelu"),
       // native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias): the
       // input and the float32 mean and rstd ([N] each, E), never the output. Its shape rule says so.
-      primitive(K::LayerNorm, "layernorm", kLayerNormFields, detail::inferLayerNorm, std::nullopt, "LayerNormalization",
+      primitive(K::LayerNorm, "layernorm", kLayerNormFields, detail::inferLayerNorm, B::LayerNorm, "LayerNormalization",
                 "native_layer_norm"),
   };
   return kTable;
 }
 
-constexpr std::array<BlockOpInfo, 16> kBlockOps = {{
+constexpr std::array<BlockOpInfo, 18> kBlockOps = {{
     {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d, kConvFields},
     {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
     {BlockOpKind::Relu, "relu", LayerKind::Relu},
@@ -215,6 +215,13 @@ constexpr std::array<BlockOpInfo, 16> kBlockOps = {{
     // and writes d(input) through the inverse permutation.
     {BlockOpKind::ChannelShuffle, "channel_shuffle", std::nullopt, kShuffleFields, BackwardReads::Nothing,
      "transpose + clone"},
+    // layernorm over the channel axis: ConvNeXt's permute to channels-last, LayerNorm(C), permute
+    // back, which keeps what native_layer_norm keeps (its input, the float32 mean and rstd of each
+    // of the N*H*W positions; docs/memory-model.md section 6): the permutes are views.
+    {BlockOpKind::LayerNorm, "layernorm", LayerKind::LayerNorm, kLayerNormFields},
+    // layer_scale: y = gamma * x, gamma a [C, 1, 1] parameter (counted in p, its gradient static).
+    // mul.Tensor saves both operands; gamma is a parameter, so the block keeps x (its input).
+    {BlockOpKind::LayerScale, "layer_scale", std::nullopt, {}, BackwardReads::Input, "mul"},
 }};
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include "layers_common.hpp"
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
+#include "zoo_convnext.hpp"
 
 namespace remat {
 namespace {
@@ -49,6 +50,7 @@ class SpecBuilder {
     l.width = width;
     l.expandRatio = expandRatio;
   }
+  ChainSpec& spec() { return spec_; }  // for the models built in files of their own (zoo_convnext.cpp)
   LayerSpec& add(std::string name, LayerKind kind) {
     LayerSpec l;
     l.name = std::move(name);
@@ -531,6 +533,11 @@ const std::vector<ZooModel>& models() {
                   "parameters",
                   1},
                  shufflenetV2});
+    m.push_back({{"convnext_tiny",
+                  "ConvNeXt-Tiny: 18 CNBlocks (7x7 depthwise conv, channel LayerNorm, 4x MLP, layer scale), 28.6M "
+                  "parameters",
+                  32},
+                 [](SpecBuilder& b, const ZooOptions& o) { detail::convnextTiny(b.spec(), o); }});
     return m;
   }();
   return kModels;

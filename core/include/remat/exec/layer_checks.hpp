@@ -49,6 +49,8 @@ struct LayerChecks {
   // per output channel; a batch norm over `channels`; nothing else with parameters.
   Status innerConv(const BlockOp& op, std::uint64_t weightCount) const;
   Status innerBatchNorm(const BlockOp& op, std::uint64_t channels) const;
+  Status innerLayerNorm(const BlockOp& op, const Shape& input) const;  // over the channels: 2C, 2*N*H*W float32
+  Status innerLayerScale(const BlockOp& op, std::uint64_t channels) const;
   Status innerWithoutParams(const BlockOp& op) const;
 };
 

@@ -41,7 +41,8 @@ enum class LayerKind {
   HardSwish,
   HardSigmoid,  // PyTorch's: relu6(x + 3) / 6
   Gelu,         // the exact (erf) form, torch's GELU(approximate='none')
-  LayerNorm,    // torch's LayerNorm over the last axis of [N, F], elementwise affine (weight and bias)
+  LayerNorm,    // torch's LayerNorm over the last axis of [N, F], or over the channels of [N, C, H, W]
+                // (ConvNeXt's LayerNorm2d), elementwise affine (weight and bias)
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
@@ -68,6 +69,8 @@ enum class BlockOpKind {
   Mul,             // a * b with NumPy broadcasting (Squeeze-and-Excitation's [N, C, 1, 1] scale)
   Slice,           // channels [begin, begin + out_channels) of one input (ShuffleNetV2's channel split)
   ChannelShuffle,  // ShuffleNetV2's Reshape [N, g, C/g, H, W] -> Transpose(1, 2) -> Reshape [N, C, H, W]
+  LayerNorm,       // layernorm over the channel axis (ConvNeXt's permute - LayerNorm - permute)
+  LayerScale,      // y = gamma * x with a per-channel parameter gamma [C, 1, 1] (ConvNeXt's layer_scale)
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are

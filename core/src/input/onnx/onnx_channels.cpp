@@ -151,10 +151,31 @@ Status convertChannelShuffle(Graph& g, std::size_t index, std::size_t a, const S
   return Status::ok();
 }
 
-Status convertTranspose(const Graph& g, std::size_t index) {
+// ConvNeXt's permutes: Transpose perm [0, 2, 3, 1] of an NCHW activation makes a channels-last view
+// of it, and perm [0, 3, 1, 2] of a channels-last tensor turns it back; both are views that keep
+// nothing, so the output names the same activation (Graph::markChannelsLast).
+Status convertTranspose(Graph& g, std::size_t index) {
+  const onnx::NodeProto& node = nodeAt(g, index);
+  const auto a = g.activation(nodeInput(node, 0));
+  const auto perm = intsAttribute(node, "perm");
+  const bool channelsLast = a && g.isChannelsLast(node.input(0));
+  if (a && perm && g.activations()[*a].shape.size() == 4) {
+    if (!channelsLast && *perm == std::vector<std::int64_t>{0, 2, 3, 1}) {
+      g.alias(node.output(0), *a);
+      g.markChannelsLast(node.output(0));
+      g.countFolded("Transpose");
+      return Status::ok();
+    }
+    if (channelsLast && *perm == std::vector<std::int64_t>{0, 3, 1, 2}) {
+      g.alias(node.output(0), *a);
+      g.countFolded("Transpose");
+      return Status::ok();
+    }
+  }
   return g.fail(index,
                 "transposes an activation; the importer reads Transpose only inside ShuffleNetV2's channel shuffle "
-                "(Reshape [N, g, C/g, H, W], Transpose perm [0, 2, 1, 3, 4], Reshape back to [N, C, H, W])");
+                "(Reshape [N, g, C/g, H, W], Transpose perm [0, 2, 1, 3, 4], Reshape back to [N, C, H, W]) and "
+                "ConvNeXt's permutes (perm [0, 2, 3, 1] of an NCHW activation, perm [0, 3, 1, 2] back)");
 }
 
 }  // namespace remat::onnx_import

@@ -83,6 +83,7 @@ bool blockKindOf(const DataOp& op, BlockOpKind& kind) {
   if (op.role == OpRole::Mul) return (kind = BlockOpKind::Mul), true;
   if (op.role == OpRole::Slice) return (kind = BlockOpKind::Slice), true;
   if (op.role == OpRole::ChannelShuffle) return (kind = BlockOpKind::ChannelShuffle), true;
+  if (op.role == OpRole::LayerScale) return (kind = BlockOpKind::LayerScale), true;
   const std::optional<BlockOpKind> inner = operatorInfo(op.layer.kind).blockOp;  // the kind's description
   if (!inner) return false;
   kind = *inner;

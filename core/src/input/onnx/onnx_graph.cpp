@@ -196,6 +196,25 @@ Status Graph::readOpset() {
 
 // Non-initializer graph inputs of rank >= 2 that reach a graph output through data positions. A
 // weight fed through Identity reaches a Conv's weight input, not an output; a bias vector has rank 1.
+// ConvNeXt's layer_scale without its values (export_params=False): a [C, 1, 1] graph input that only
+// Mul nodes read is a parameter used directly as an operand, never the data (NCHW or [N, F]).
+namespace {
+bool isLayerScaleInput(const onnx::GraphProto& graph, const onnx::ValueInfoProto& input) {
+  const auto& type = input.type();
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return false;
+  const auto& dims = type.tensor_type().shape().dim();
+  if (dims.size() != 3 || dims[1].dim_value() != 1 || dims[2].dim_value() != 1) return false;
+  bool read = false;
+  for (const auto& node : graph.node())
+    for (const auto& name : node.input())
+      if (name == input.name()) {
+        if (node.op_type() != "Mul") return false;
+        read = true;
+      }
+  return read;
+}
+}  // namespace
+
 std::vector<std::string> Graph::dataInputCandidates() const {
   std::set<std::string> initializers;
   for (const auto& t : graph_.initializer()) initializers.insert(t.name());
@@ -206,6 +225,7 @@ std::vector<std::string> Graph::dataInputCandidates() const {
     if (initializers.count(input.name())) continue;
     const auto& type = input.type();
     if (type.has_tensor_type() && type.tensor_type().has_shape() && type.tensor_type().shape().dim_size() < 2) continue;
+    if (isLayerScaleInput(graph_, input)) continue;
     std::set<std::string> reached = {input.name()};
     for (const auto& node : graph_.node()) {
       if (node.op_type() == "Shape" || node.op_type() == "Size") continue;

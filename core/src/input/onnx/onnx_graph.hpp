@@ -38,7 +38,7 @@ struct Activation {
 
 // What a data op is in the chain: a layer of a primitive kind (or a flatten view), or one of the
 // merges that only a block holds.
-enum class OpRole { Layer, Add, Concat, Mul, Slice, ChannelShuffle };
+enum class OpRole { Layer, Add, Concat, Mul, Slice, ChannelShuffle, LayerScale };
 
 // One ONNX node (or a fused pair, MatMul + Add) that computes on activations.
 struct DataOp {
@@ -126,6 +126,13 @@ class Graph {
   std::vector<DataOp>& ops() { return ops_; }
   const std::vector<DataOp>& ops() const { return ops_; }
 
+  // ConvNeXt's channels-last tensors: a Transpose perm [0, 2, 3, 1] of an NCHW activation, and what
+  // LayerNormalization over the last axis, MatMul + Add and GELU compute from one. The importer keeps
+  // the NCHW activation (a permute is a view that keeps nothing; docs/memory-model.md section 6):
+  // such a tensor names an NCHW activation whose ONNX shape is its permutation.
+  void markChannelsLast(const std::string& tensor) { channelsLast_.insert(tensor); }
+  bool isChannelsLast(const std::string& tensor) const { return channelsLast_.count(tensor) > 0; }
+
   // Nodes a pattern took into the op of an earlier node (onnx_patterns.cpp); the walk skips them.
   void markFused(std::size_t node) { fused_.insert(node); }
   bool isFused(std::size_t node) const { return fused_.count(node) > 0; }
@@ -161,6 +168,7 @@ class Graph {
   std::map<std::string, std::int64_t> pendingPads_;
   std::map<std::string, std::size_t> producers_;  // node output -> the node's index
   std::set<std::size_t> fused_;
+  std::set<std::string> channelsLast_;
   bool weightsInFile_ = false;
   std::int64_t exportBatch_ = 0;
 };
@@ -229,7 +237,7 @@ Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, 
 // anywhere else is refused.
 Status convertSlice(Graph& graph, std::size_t index);
 Status convertChannelShuffle(Graph& graph, std::size_t index, std::size_t a, const Shape& split);
-Status convertTranspose(const Graph& graph, std::size_t index);
+Status convertTranspose(Graph& graph, std::size_t index);
 
 // Appends a data op writing a new activation of `shape` into `tensor` (default: the node's output
 // 0); returns the activation id.

@@ -14,6 +14,8 @@ namespace remat {
 namespace onnx_import {
 namespace {
 
+Status convertDataNode(Graph& g, std::size_t node);
+
 bool isRandomOp(const std::string& opType) {
   return opType == "Bernoulli" || opType == "RandomUniform" || opType == "RandomUniformLike" ||
          opType == "RandomNormal" || opType == "RandomNormalLike";
@@ -47,6 +49,64 @@ Status checkPendingPads(const Graph& g, std::size_t node) {
   return Status::ok();
 }
 
+// torch writes a Linear on a 4-D tensor as MatMul(x, Transpose(weight, perm [1, 0])): the transposed
+// weight is the same parameters, [in, out].
+bool convertWeightTranspose(Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  const Weight* w = g.weight(nodeInput(n, 0));
+  const auto perm = intsAttribute(n, "perm");
+  if (n.op_type() != "Transpose" || w == nullptr || w->shape.size() != 2 || !perm ||
+      *perm != std::vector<std::int64_t>{1, 0})
+    return false;
+  Weight transposed = *w;
+  transposed.shape = {w->shape[1], w->shape[0]};
+  g.addWeightAlias(n.output(0), transposed);
+  g.countFolded("Transpose");
+  return true;
+}
+
+// A node reading one of ConvNeXt's channels-last tensors (Graph::markChannelsLast) is one that
+// computes along its last axis or elementwise, as torchvision's CNBlock and LayerNorm2d do;
+// its outputs are channels-last too (the Transpose back is convertTranspose's).
+Status channelsLastRefused(const Graph& g, std::size_t node) {
+  return g.fail(node,
+                "reads a channels-last tensor (a Transpose perm [0, 2, 3, 1] of an NCHW activation); the "
+                "importer reads one only as ConvNeXt does: LayerNormalization over the last axis (or its "
+                "decomposition), MatMul with its bias Add, GELU, and Transpose perm [0, 3, 1, 2] back");
+}
+
+Result<bool> readsChannelsLast(const Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  bool reads = false;
+  for (const auto& input : n.input()) reads = reads || g.isChannelsLast(input);
+  if (!reads) return false;
+  const std::string& op = n.op_type();
+  // An Add of two activations would add an NHWC and an NCHW tensor as if both were NCHW.
+  const bool biasAdd =
+      op == "Add" && n.input_size() == 2 && !(g.isActivation(n.input(0)) && g.isActivation(n.input(1)));
+  if (op == "Transpose" || op == "LayerNormalization" || op == "MatMul" || biasAdd || op == "Div" || op == "ReduceMean")
+    return true;
+  return channelsLastRefused(g, node);
+}
+
+// A node that reads a channels-last tensor: its outputs are channels-last too. Div and ReduceMean
+// only as the start of GELU's and LayerNorm's patterns (a lone ReduceMean would average other axes
+// than the NCHW reading says).
+Status convertChannelsLastNode(Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
+  const std::size_t before = g.activations().size();
+  if (n.op_type() == "Div" || n.op_type() == "ReduceMean") {
+    auto pattern = convertPatternNode(g, node);
+    if (!pattern) return pattern.status();
+    if (!*pattern) return channelsLastRefused(g, node);
+  } else {
+    REMAT_RETURN_IF_ERROR(convertDataNode(g, node));
+  }
+  for (std::size_t a = before; a < g.activations().size(); ++a) g.markChannelsLast(g.activations()[a].tensor);
+  g.markChannelsLast(n.output(0));  // a bias Add aliases the MatMul's output
+  return Status::ok();
+}
+
 Status convertNode(Graph& g, std::size_t node) {
   const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
   if (g.isFused(node)) return Status::ok();  // part of an earlier node's pattern
@@ -54,6 +114,7 @@ Status convertNode(Graph& g, std::size_t node) {
   if (n.output_size() == 0 || n.output(0).empty()) return g.fail(node, "has no output");
   bool readsData = false;
   for (const auto& input : n.input()) readsData = readsData || g.isActivation(input);
+  if (!readsData && convertWeightTranspose(g, node)) return Status::ok();
   if (!readsData || n.op_type() == "Shape") {
     auto handled = g.evaluateConstantNode(node);
     if (!handled) return handled.status();
@@ -63,6 +124,14 @@ Status convertNode(Graph& g, std::size_t node) {
     return unsupported(g, node);
   }
   REMAT_RETURN_IF_ERROR(checkPendingPads(g, node));
+  auto channelsLast = readsChannelsLast(g, node);
+  if (!channelsLast) return channelsLast.status();
+  if (*channelsLast && n.op_type() != "Transpose") return convertChannelsLastNode(g, node);
+  return convertDataNode(g, node);
+}
+
+Status convertDataNode(Graph& g, std::size_t node) {
+  const onnx::NodeProto& n = g.proto().node(static_cast<int>(node));
   auto pattern = convertPatternNode(g, node);
   if (!pattern) return pattern.status();
   if (*pattern) return Status::ok();

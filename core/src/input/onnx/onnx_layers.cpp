@@ -184,6 +184,24 @@ Status convertBatchNorm(Graph& g, std::size_t index) {
   return Status::ok();
 }
 
+// ConvNeXt's Linear over the channels of a channels-last tensor, MatMul(x, W [C, K]): on the NCHW
+// activation that is a 1x1 convolution to K channels, the same parameters and the same saved input
+// (docs/memory-model.md section 6); its bias Add folds in as a MatMul's does (onnx_views.cpp).
+Status convertChannelsLastLinear(Graph& g, std::size_t index, std::size_t a, const Weight& w) {
+  const Shape in = g.activations()[a].shape;
+  if (w.shape.size() != 2 || w.shape[0] != in[1])
+    return g.fail(index, "weights " + shapeToString(w.shape) + " do not take the " + std::to_string(in[1]) +
+                             " channels of the channels-last input (the shapes do not chain)");
+  DataOp op = makeOp(g, index, LayerKind::Conv2d, {a});
+  op.layer.outChannels = w.shape[1];
+  op.layer.kernel = 1;
+  op.layer.stride = 1;
+  op.layer.padding = 0;
+  op.layer.bias = false;
+  appendOp(g, std::move(op), {in[0], w.shape[1], in[2], in[3]});
+  return Status::ok();
+}
+
 // Gemm (y = A B' + C with transB = 1, as torch exports nn.Linear) and MatMul (y = A B, whose bias
 // Add onnx_views.cpp folds in).
 Status convertLinear(Graph& g, std::size_t index) {
@@ -194,6 +212,8 @@ Status convertLinear(Graph& g, std::size_t index) {
   if (!a || b == nullptr) return g.fail(index, "needs the activation as input 0 and a weight as input 1");
   g.noteWeight(*b);
   const Shape in = g.activations()[*a].shape;
+  if (!gemm && in.size() == 4 && g.isChannelsLast(nodeInput(node, 0)))
+    return convertChannelsLastLinear(g, index, *a, *b);
   if (gemm && (intAttribute(node, "transA", 0) != 0 || floatAttribute(node, "alpha", 1) != 1.0 ||
                floatAttribute(node, "beta", 1) != 1.0))
     return g.fail(index, "a linear layer is Gemm with transA = 0, alpha = 1 and beta = 1");
@@ -304,9 +324,13 @@ Status convertLayerNormalization(Graph& g, std::size_t index) {
   if (!a) return g.fail(index, "its input 0 is not computed from the model's input");
   const Shape shape = g.activations()[*a].shape;
   const std::int64_t axis = intAttribute(node, "axis", -1);
-  if (shape.size() != 2 || (axis != -1 && axis != 1))
+  // A channels-last [N, H, W, C] tensor (ConvNeXt) is the NCHW activation: its last axis is C.
+  const bool channelsLast = g.isChannelsLast(nodeInput(node, 0)) && shape.size() == 4;
+  const bool lastAxis = axis == -1 || axis == (channelsLast ? 3 : 1);
+  if ((shape.size() != 2 && !channelsLast) || !lastAxis)
     return g.fail(index, "normalizes axis " + std::to_string(axis) + " of a " + shapeToString(shape) +
-                             " input; layernorm takes the last axis of [N, F]");
+                             " input; layernorm takes the last axis of [N, F] or of ConvNeXt's channels-last "
+                             "[N, H, W, C]");
   if (nodeInput(node, 2).empty())
     return g.fail(index, "has no bias (input 2); layernorm layers have a weight and a bias (nn.LayerNorm's affine)");
   REMAT_RETURN_IF_ERROR(checkUnusedOutputs(g, index, "the saved mean or inverse standard deviation"));
@@ -317,8 +341,8 @@ Status convertLayerNormalization(Graph& g, std::size_t index) {
 
 Status appendLayerNorm(Graph& g, std::size_t first, std::size_t x, const std::string& scale, const std::string& bias,
                        double epsilon, const std::string& output) {
-  const Shape shape = g.activations()[x].shape;
-  if (shape.size() != 2)
+  const Shape shape = g.activations()[x].shape;  // [N, F], or NCHW normalized over C (channels-last)
+  if (shape.size() != 2 && shape.size() != 4)
     return g.fail(first, "normalizes a " + shapeToString(shape) + " input; layernorm takes [N, F]");
   const char* roles[] = {"weight", "bias"};
   const std::string* names[] = {&scale, &bias};

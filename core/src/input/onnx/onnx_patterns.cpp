@@ -145,7 +145,7 @@ Result<bool> convertGelu(Graph& g, std::size_t node, std::size_t x) {
 
 // ReduceMean over the last axis of a 2-D tensor (with its dims kept unless `anyKeepDims`): the axes
 // attribute, or (opset 18 on) the constant input 1.
-bool meansLastAxis(const Graph& g, const onnx::NodeProto& node, bool anyKeepDims = false) {
+bool meansLastAxis(const Graph& g, const onnx::NodeProto& node, bool anyKeepDims = false, std::int64_t rank = 2) {
   if (node.op_type() != "ReduceMean" || (!anyKeepDims && intAttribute(node, "keepdims", 1) != 1)) return false;
   std::optional<std::vector<std::int64_t>> axes = intsAttribute(node, "axes");
   if (g.opset() >= 18 && !nodeInput(node, 1).empty()) {
@@ -155,7 +155,7 @@ bool meansLastAxis(const Graph& g, const onnx::NodeProto& node, bool anyKeepDims
     if (!values) return false;
     axes = std::move(values).value();
   }
-  return axes && axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == 1);
+  return axes && axes->size() == 1 && ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
 }
 
 // The walk over a decomposed LayerNorm once it has begun: each step is the next node, of its op,
@@ -197,7 +197,12 @@ class LayerNormWalk {
 
 Result<bool> convertLayerNormPattern(Graph& g, std::size_t node, std::size_t x) {
   const onnx::NodeProto& mean = nodeAt(g, node);
-  if (g.activations()[x].shape.size() != 2 || !meansLastAxis(g, mean, true) || mean.output_size() != 1) return false;
+  // [N, F], or ConvNeXt's channels-last [N, H, W, C] (the NCHW activation normalized over C).
+  const std::size_t rank = g.activations()[x].shape.size();
+  const bool channelsLast = rank == 4 && g.isChannelsLast(mean.input(0));
+  if ((rank != 2 && !channelsLast) || !meansLastAxis(g, mean, true, static_cast<std::int64_t>(rank)) ||
+      mean.output_size() != 1)
+    return false;
   const auto subAt = nextNode(g, node);
   if (!subAt) return false;
   const onnx::NodeProto& sub = nodeAt(g, *subAt);
@@ -205,7 +210,7 @@ Result<bool> convertLayerNormPattern(Graph& g, std::size_t node, std::size_t x) 
       sub.input(1) != mean.output(0))
     return false;
   const LayerNormWalk walk(g, node);
-  if (!meansLastAxis(g, mean))
+  if (!meansLastAxis(g, mean, false, static_cast<std::int64_t>(rank)))
     return walk.broken(node, "its mean drops the averaged axis (keepdims 0), so x - mean does not broadcast per row");
   REMAT_RETURN_IF_ERROR(walk.readBy(node, 1));
   REMAT_RETURN_IF_ERROR(walk.readBy(*subAt, 2));  // Pow and Div
@@ -217,7 +222,7 @@ Result<bool> convertLayerNormPattern(Graph& g, std::size_t node, std::size_t x) 
   REMAT_RETURN_IF_ERROR(walk.readBy(*pow, 1));
   auto variance = walk.next(*pow, "ReduceMean", nodeAt(g, *pow).output(0), "ReduceMean over the last axis");
   if (!variance) return variance.status();
-  if (!meansLastAxis(g, nodeAt(g, *variance)))
+  if (!meansLastAxis(g, nodeAt(g, *variance), false, static_cast<std::int64_t>(rank)))
     return walk.broken(*variance, "it does not average over the last axis with its dims kept");
   REMAT_RETURN_IF_ERROR(walk.readBy(*variance, 1));
   auto add = walk.next(*variance, "Add", nodeAt(g, *variance).output(0), "Add(variance, epsilon)");

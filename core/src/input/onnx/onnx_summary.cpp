@@ -39,8 +39,9 @@ std::string onnxSupportedOperators() {
          "x * Sigmoid(x) (as SiLU), Div-Erf-Add-Mul-Mul (as GELU), LayerNormalization and its decomposition "
          "(ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div-Mul-Add), MaxPool, AveragePool, GlobalAveragePool, "
          "ReduceMean (over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Mul (of two activations, "
-         "NumPy broadcasting), Concat (channels), "
-         "Slice (channels), Reshape-Transpose-Reshape (channel shuffle), "
+         "NumPy broadcasting; a [C, 1, 1] weight times an activation as ConvNeXt's layer_scale), Concat (channels), "
+         "Slice (channels), Reshape-Transpose-Reshape (channel shuffle), Transpose to channels-last and back "
+         "(ConvNeXt's permutes), "
          "Flatten, Reshape (to [N, features]), Identity, Pad (zeros, into the next Conv or AveragePool), and the "
          "constant plumbing Constant, Shape, Gather, Unsqueeze, Squeeze, Concat, Slice, Cast, Add, Sub, Mul, Div";
 }

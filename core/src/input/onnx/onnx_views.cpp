@@ -32,7 +32,9 @@ Status foldMatMulBias(Graph& g, std::size_t index, std::size_t a, const std::str
   const Weight* bias = g.weight(biasName);
   const bool fromMatMul = act.producer != kNone && g.ops()[act.producer].opType == "MatMul" &&
                           !g.ops()[act.producer].layer.bias && g.readers(act.tensor) == 1;
-  if (!fromMatMul || bias == nullptr || act.shape.size() != 2 ||
+  // ConvNeXt's MatMul over the channels is an NCHW 1x1 conv (onnx_layers.cpp): its bias is [C].
+  const bool pointwise = act.shape.size() == 4 && g.isChannelsLast(act.tensor);
+  if (!fromMatMul || bias == nullptr || (act.shape.size() != 2 && !pointwise) ||
       (bias->shape != Shape{act.shape[1]} && bias->shape != Shape{1, act.shape[1]}))
     return g.fail(index, "adds a constant to an activation; the importer reads that only as the bias [" +
                              std::to_string(act.shape.size() == 2 ? act.shape[1] : 0) + "] of a MatMul");
@@ -62,11 +64,31 @@ Status convertAdd(Graph& g, std::size_t index) {
 
 // a * b of two activations with NumPy broadcasting (Squeeze-and-Excitation's scale * x); torch's
 // x * sigmoid(x) and x * hardsigmoid(x) are SiLU and HardSwish (onnx_patterns.cpp) before this.
+// ConvNeXt's layer_scale * x: a [C, 1, 1] parameter times an NCHW activation of C channels, the
+// parameter used directly as an operand (counted in p, its gradient static as every parameter's).
+Status convertLayerScale(Graph& g, std::size_t index, std::size_t a, const Weight& w) {
+  const Shape& shape = g.activations()[a].shape;
+  if (shape.size() != 4 || (w.shape != Shape{shape[1], 1, 1} && w.shape != Shape{1, shape[1], 1, 1}))
+    return g.fail(index, "multiplies " + shapeToString(shape) + " by the weight " + shapeToString(w.shape) +
+                             "; the importer reads a weight times an activation only as ConvNeXt's layer_scale, "
+                             "[C, 1, 1] times an NCHW activation of C channels");
+  g.noteWeight(w);
+  DataOp op = makeOp(g, index, LayerKind::Abstract, {a});
+  op.role = OpRole::LayerScale;
+  const Shape out = shape;
+  appendOp(g, std::move(op), out);
+  return Status::ok();
+}
+
 Status convertMul(Graph& g, std::size_t index) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   if (node.input_size() != 2) return g.fail(index, "multiplies " + std::to_string(node.input_size()) + " inputs");
   const auto a = g.activation(nodeInput(node, 0));
   const auto b = g.activation(nodeInput(node, 1));
+  if ((a && !b) || (b && !a)) {
+    const Weight* w = g.weight(nodeInput(node, a ? 1 : 0));
+    if (w != nullptr) return convertLayerScale(g, index, a ? *a : *b, *w);
+  }
   if (!a || !b)
     return g.fail(index,
                   "multiplies an activation by a constant or a weight; the importer reads Mul only as the "
