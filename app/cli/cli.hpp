@@ -70,6 +70,10 @@ struct StepArguments {
   std::string optimizer = "none";
   std::string foreach = "on";
   std::string grads = "static";
+  // Transformers (docs/memory-model.md section 12): --attention math|fused ("": the chain's own; the
+  // zoo's is fused) and --sequence of a zoo token model (0: its context).
+  std::string attention;
+  std::int64_t sequence = 0;
 };
 void addStepOptions(CLI::App* command, StepArguments& step);
 Result<StepOptions> parseStepArguments(const StepArguments& step);
