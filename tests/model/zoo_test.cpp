@@ -39,10 +39,28 @@ TEST(Zoo, ListsTorchvisionModels) {
     names.push_back(e.name);
     EXPECT_FALSE(e.description.empty()) << e.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn",
-                                             "vgg16_bn", "vgg19_bn", "resnet18", "resnet34", "resnet50", "resnet101",
-                                             "resnet152", "mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large",
-                                             "regnet_y_400mf", "shufflenet_v2_x1_0"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"alexnet",
+                                             "vgg11",
+                                             "vgg13",
+                                             "vgg16",
+                                             "vgg19",
+                                             "vgg11_bn",
+                                             "vgg13_bn",
+                                             "vgg16_bn",
+                                             "vgg19_bn",
+                                             "resnet18",
+                                             "resnet34",
+                                             "resnet50",
+                                             "resnet101",
+                                             "resnet152",
+                                             "mobilenet_v2",
+                                             "efficientnet_b0",
+                                             "mobilenet_v3_large",
+                                             "regnet_y_400mf",
+                                             "shufflenet_v2_x1_0",
+                                             "gpt2",
+                                             "bert_base",
+                                             "vit_b_16"}));
 }
 
 TEST(Zoo, ParameterCountsEqualTorchvision) {
@@ -65,7 +83,11 @@ TEST(Zoo, ParameterCountsEqualTorchvision) {
       {"efficientnet_b0", 5288548},
       {"mobilenet_v3_large", 5483032},
       {"regnet_y_400mf", 4344144},
-      {"shufflenet_v2_x1_0", 2278604}};  // sum(p.numel() for p in m.parameters())
+      {"shufflenet_v2_x1_0", 2278604},
+      // Hugging Face gpt2 (tied), bert-base-uncased (BertModel with pooler), torchvision vit_b_16
+      {"gpt2", 124439808},
+      {"bert_base", 109482240},
+      {"vit_b_16", 86567656}};  // sum(p.numel() for p in m.parameters())
   ASSERT_EQ(expected.size(), zooModels().size());
   for (const auto& [name, count] : expected) {
     const Chain chain = zooBuilt(name);

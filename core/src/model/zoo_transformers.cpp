@@ -41,6 +41,7 @@ void addBlocks(ChainSpec& spec, const std::string& prefix, const Dims& dims, boo
 
 constexpr std::int64_t kGpt2Context = 1024;
 constexpr std::int64_t kBertContext = 512;
+constexpr std::int64_t kPatch = 16;  // ViT-B/16
 
 // GPT-2 small: wte + wpe, 12 pre-norm causal blocks, ln_f and the LM head tied to wte.
 // 124,439,808 parameters. Past 1,024 tokens the position table grows with the sequence.
@@ -99,7 +100,7 @@ ChainSpec vitB16(const ZooOptions& o) {
   ChainSpec spec;
   spec.input.shape = {o.batch, 3, o.resolution, o.resolution};
   LayerSpec emb = layer("conv_proj+class_token+encoder.pos_embedding", LayerKind::PatchEmbedding);
-  emb.kernel = 16;
+  emb.kernel = kPatch;
   emb.width = dims.width;
   emb.dropoutP = 0.0;
   spec.layers.push_back(emb);
@@ -138,6 +139,9 @@ Result<ChainSpec> checkedZooChain(std::string_view name, ChainSpec (*build)(cons
   if (name == "vit_b_16") {
     REMAT_RETURN_IF_ERROR(checkPositiveField("resolution", options.resolution).withContext(label));
     REMAT_RETURN_IF_ERROR(checkPositiveField("num_classes", options.numClasses).withContext(label));
+    if (options.resolution < kPatch)
+      return Status::invalid(label + ": resolution " + std::to_string(options.resolution) + " is below its minimum " +
+                             std::to_string(kPatch) + " (one patch)");
     if (options.sequence > 0)
       return Status::invalid(label + ": --sequence applies to token models; its sequence is 1 + (resolution/16)^2");
   } else if (options.sequence > kMaxIntegerField) {
