@@ -33,6 +33,28 @@ TEST_F(TransformerCli, SequenceAndAttentionReachTheChain) {
   EXPECT_GT(fused128, fused64);
 }
 
+// A zoo transformer written as a chain file reads back with the same numbers, and --attention
+// rewrites a chain file's blocks as it does the zoo's.
+TEST_F(TransformerCli, ChainFilesKeepTheRule) {
+  const std::string file = path("gpt2.json");
+  const auto exported = runRemat({"zoo", "export", "gpt2", "--batch", "1", "--output", file});
+  ASSERT_EQ(exported.exitCode, 0) << exported.err;
+  auto peakOf = [](const std::vector<std::string>& args) {
+    const auto result = runRemat(args);
+    EXPECT_EQ(result.exitCode, 0) << result.err;
+    return result.exitCode == 0 ? json::parse(result.out)["dynamic_peak_bytes"].get<std::uint64_t>() : 0;
+  };
+  const std::uint64_t fromFile = peakOf({"simulate", file, "--checkpoints", "", "--json"});
+  EXPECT_EQ(fromFile, storeAllPeak({}));
+  EXPECT_EQ(peakOf({"simulate", file, "--checkpoints", "", "--json", "--attention", "math"}),
+            storeAllPeak({"--attention", "math"}));
+  EXPECT_GT(storeAllPeak({"--attention", "math"}), fromFile);
+  const auto sequence = runRemat({"simulate", file, "--checkpoints", "", "--sequence", "64"});
+  EXPECT_EQ(sequence.exitCode, 2);
+  EXPECT_NE(sequence.err.find("a chain file or an ONNX model states its sequence in input.shape"), std::string::npos)
+      << sequence.err;
+}
+
 TEST_F(TransformerCli, BadValuesNameTheOption) {
   auto attention = runRemat({"plan", "zoo:gpt2", "--sequence", "64", "--attention", "flash", "--planner", "none"});
   EXPECT_EQ(attention.exitCode, 2);
