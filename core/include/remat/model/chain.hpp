@@ -48,7 +48,7 @@ enum class LayerKind {
   TransformerBlock,  // one encoder/decoder layer: attention + MLP, pre- or post-norm
   LmHead,            // [N, S, d] -> log-probabilities [N, S, V]: final LayerNorm, vocabulary projection, cross entropy
   PatchEmbedding,    // ViT: [N, 3, H, W] -> [N, 1 + (H/k)(W/k), d]: patch conv, class token, position table
-  ClsHead,           // the class token [N, 0, d] -> [N, out]: optional LayerNorm, linear, optional tanh (BERT's pooler)
+  ClsHead,           // token 0 of [N, S, d] -> [N, out]: optional LayerNorm, linear, optional tanh (BERT's pooler)
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
