@@ -4,6 +4,8 @@
 #include <exception>
 #include <ostream>
 
+#include "cli_args.hpp"
+#include "remat/base/text.hpp"
 #include "remat/usecases/chain_source.hpp"
 
 namespace remat::cli {
@@ -51,6 +53,11 @@ void addStepOptions(CLI::App* command, StepArguments& step) {
                    "When weight gradients exist: static (zero_grad(set_to_none=False)) or on-backward (PyTorch 2's "
                    "zero_grad(): allocated by each layer's backward, freed after the optimizer step)")
       ->capture_default_str();
+  command->add_option("--attention", step.attention,
+                      "Transformers' attention: fused (PyTorch 2's scaled_dot_product_attention: no S x S tensor "
+                      "kept; the zoo's default) or math (the exported graph's softmax probabilities kept)");
+  command->add_option("--sequence", step.sequence, "Sequence length of a zoo token model (gpt2: 1024, bert_base: 512)")
+      ->check(wholeNumberIn(1, 2147483647));
 }
 
 Result<StepOptions> parseStepArguments(const StepArguments& step) {
@@ -75,7 +82,14 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
     return Status::invalid(path +
                            ": --batch applies to ONNX models and zoo:NAME; a chain file states its batch in "
                            "input.shape");
-  auto chain = openChainSource(path, ChainSourceOptions{batch});
+  ChainSourceOptions source{batch};
+  source.sequence = step.sequence;
+  if (step.attention == "fused" || step.attention == "math") {
+    source.fusedAttention = step.attention == "fused";
+  } else if (!step.attention.empty()) {
+    return Status::invalid("--attention: " + quoteText(step.attention, 40) + " is not an attention rule (math, fused)");
+  }
+  auto chain = openChainSource(path, source);
   if (chain) chain->step = *options;
   return chain;
 }

@@ -71,6 +71,10 @@ struct StepArguments {
   std::string optimizer{optimizerName(kPyTorchDefaultStep.optimizer)};
   std::string foreach = kPyTorchDefaultStep.foreach ? "on" : "off";
   std::string grads{gradModeName(kPyTorchDefaultStep.grads)};
+  // Transformers (docs/memory-model.md section 12): --attention math|fused ("": the chain's own; the
+  // zoo's is fused) and --sequence of a zoo token model (0: its context).
+  std::string attention;
+  std::int64_t sequence = 0;
 };
 void addStepOptions(CLI::App* command, StepArguments& step);
 Result<StepOptions> parseStepArguments(const StepArguments& step);

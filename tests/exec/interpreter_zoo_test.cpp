@@ -58,7 +58,9 @@ TEST_P(ZooExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
 
 std::vector<std::string> zooNames() {
   std::vector<std::string> names;
-  for (const ZooEntry& e : zooModels()) names.push_back(e.name);
+  // The transformers have no kernels yet (tests/cli/transformer_cli_test.cpp checks the refusal).
+  for (const ZooEntry& e : zooModels())
+    if (!e.tokenModel && e.name != "vit_b_16") names.push_back(e.name);
   return names;
 }
 

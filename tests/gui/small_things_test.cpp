@@ -95,5 +95,25 @@ TEST_F(SmallThingsTest, AFirstStartOpensTheZooBarsModel) {
   EXPECT_FALSE(window_.document()->simulation().timeline.entries.empty());
 }
 
+// A token model's size field is its sequence length, starting at its context; the attention rule
+// reaches the options; a CNN gets its resolution field back.
+TEST_F(SmallThingsTest, TheZooBarTakesASequenceForTokenModels) {
+  ZooBar* bar = window_.zooBar();
+  ASSERT_TRUE(bar->setModelName(QStringLiteral("gpt2")));
+  EXPECT_EQ(bar->options().sequence, 1024);
+  EXPECT_TRUE(bar->options().fusedAttention);
+  bar->setOptions(ZooOptions{.batch = 2, .sequence = 64, .fusedAttention = false});
+  EXPECT_EQ(bar->options().sequence, 64);
+  EXPECT_EQ(bar->options().batch, 2);
+  EXPECT_FALSE(bar->options().fusedAttention);
+  ASSERT_TRUE(bar->setModelName(QStringLiteral("bert_base")));
+  EXPECT_EQ(bar->options().sequence, 64);  // still a sequence field: the value stays
+  ASSERT_TRUE(bar->setModelName(QStringLiteral("resnet18")));
+  EXPECT_EQ(bar->options().sequence, 0);
+  EXPECT_EQ(bar->options().resolution, 224);
+  ASSERT_TRUE(bar->setModelName(QStringLiteral("bert_base")));
+  EXPECT_EQ(bar->options().sequence, 512);
+}
+
 }  // namespace
 }  // namespace remat::gui

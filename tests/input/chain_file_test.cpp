@@ -212,7 +212,7 @@ TEST(ChainFileErrors, EveryDescribedFieldIsBounded) {
       SCOPED_TRACE(std::string(info.name) + "." + std::string(f.name));
       json layer = {{"name", "x"}, {"kind", std::string(info.name)}};
       for (const FieldInfo& g : info.fields)  // the required ones, valid
-        if (g.required) layer[std::string(g.name)] = 2;
+        if (g.required) layer[std::string(g.name)] = g.real != nullptr ? json(0.0) : json(2);  // a transformer's p
       const std::string field(f.name);
       const json chain = {{"format", "remat-chain/1"}, {"input", {{"shape", {2, 3, 8, 8}}}}, {"layers", {layer}}};
       json bad = chain;

@@ -58,7 +58,10 @@ TEST(Zoo, ListsTorchvisionModels) {
                                              "mobilenet_v3_large",
                                              "regnet_y_400mf",
                                              "shufflenet_v2_x1_0",
-                                             "convnext_tiny"}));
+                                             "convnext_tiny",
+                                             "gpt2",
+                                             "bert_base",
+                                             "vit_b_16"}));
 }
 
 TEST(Zoo, ParameterCountsEqualTorchvision) {
@@ -82,7 +85,11 @@ TEST(Zoo, ParameterCountsEqualTorchvision) {
       {"mobilenet_v3_large", 5483032},
       {"regnet_y_400mf", 4344144},
       {"shufflenet_v2_x1_0", 2278604},
-      {"convnext_tiny", 28589128}};  // sum(p.numel() for p in m.parameters())
+      {"convnext_tiny", 28589128},
+      // Hugging Face gpt2 (tied), bert-base-uncased (BertModel with pooler), torchvision vit_b_16
+      {"gpt2", 124439808},
+      {"bert_base", 109482240},
+      {"vit_b_16", 86567656}};  // sum(p.numel() for p in m.parameters())
   ASSERT_EQ(expected.size(), zooModels().size());
   for (const auto& [name, count] : expected) {
     const Chain chain = zooBuilt(name);

@@ -9,6 +9,21 @@
 #include "common/qt_text.hpp"
 
 namespace remat::gui {
+namespace {
+
+bool isTokenModel(const QString& name) {
+  for (const ZooEntry& entry : zooModels())
+    if (QString::fromStdString(entry.name) == name) return entry.tokenModel;
+  return false;
+}
+
+// A token model's own sequence length (its context), as the zoo builds it by default.
+int contextOf(const QString& name) {
+  auto spec = zooChain(name.toStdString(), ZooOptions{.batch = 1});
+  return spec && spec->input.shape.size() == 2 ? static_cast<int>(spec->input.shape[1]) : 1024;
+}
+
+}  // namespace
 
 ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);
@@ -37,6 +52,11 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   dtype_ = new QComboBox(this);
   for (DType dtype : dtypes()) dtype_->addItem(ui::toQString(dtypeName(dtype)));
   dtype_->setToolTip(tr("Element type of activations and parameters"));
+  attention_ = new QComboBox(this);
+  attention_->addItems({QStringLiteral("fused"), QStringLiteral("math")});
+  attention_->setToolTip(
+      tr("Transformers' attention: fused (PyTorch 2's scaled_dot_product_attention keeps no S x S tensor) or math "
+         "(the softmax probabilities kept, as an exported graph runs it)"));
   auto* load = new QPushButton(QIcon(QStringLiteral(":/icons/zoo.svg")), tr("Load"), this);
   load->setToolTip(tr("Load the model as a new chain"));
   layout->addWidget(new QLabel(tr("Zoo:"), this));
@@ -44,7 +64,10 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   layout->addWidget(batch_);
   layout->addWidget(resolution_);
   layout->addWidget(dtype_);
+  layout->addWidget(attention_);
   layout->addWidget(load);
+  connect(model_, &QComboBox::currentTextChanged, this, [this]() { modelChanged(); });
+  modelChanged();
   connect(load, &QPushButton::clicked, this, [this]() { emit loadRequested(modelName(), options()); });
 }
 
@@ -53,7 +76,12 @@ QString ZooBar::modelName() const { return model_->currentText(); }
 ZooOptions ZooBar::options() const {
   ZooOptions options;
   options.batch = batch_->value();
-  options.resolution = resolution_->value();
+  if (sequenceField_) {
+    options.sequence = resolution_->value();
+  } else {
+    options.resolution = resolution_->value();
+  }
+  options.fusedAttention = attention_->currentText() == QStringLiteral("fused");
   Result<DType> dtype = parseDType(dtype_->currentText().toStdString());
   options.dtype = dtype ? *dtype : DType::Float32;
   return options;
@@ -68,8 +96,25 @@ bool ZooBar::setModelName(const QString& name) {
 
 void ZooBar::setOptions(const ZooOptions& options) {
   batch_->setValue(static_cast<int>(options.batch));
-  resolution_->setValue(static_cast<int>(options.resolution));
+  if (sequenceField_) {
+    resolution_->setValue(options.sequence > 0 ? static_cast<int>(options.sequence) : contextOf(modelName()));
+  } else {
+    resolution_->setValue(static_cast<int>(options.resolution));
+  }
+  attention_->setCurrentText(options.fusedAttention ? QStringLiteral("fused") : QStringLiteral("math"));
   dtype_->setCurrentText(ui::toQString(dtypeName(options.dtype)));
+}
+
+// The size field follows the model: a sequence length for the token models (starting at their
+// context), a resolution for the others; the attention rule matters only to the transformers.
+void ZooBar::modelChanged() {
+  const bool tokens = isTokenModel(modelName());
+  attention_->setEnabled(tokens || modelName().startsWith(QStringLiteral("vit")));
+  if (tokens == sequenceField_) return;
+  sequenceField_ = tokens;
+  resolution_->setSuffix(tokens ? tr(" tokens") : tr(" px"));
+  resolution_->setToolTip(tokens ? tr("Sequence length") : tr("Input resolution (height = width)"));
+  resolution_->setValue(tokens ? contextOf(modelName()) : 224);
 }
 
 }  // namespace remat::gui

@@ -1,5 +1,6 @@
 #pragma once
-// Picks a zoo model with its batch size, input resolution and dtype.
+// Picks a zoo model with its batch size, input resolution (a token model's: its sequence length),
+// dtype and, for the transformers, the attention rule (docs/memory-model.md section 12).
 #include <QWidget>
 
 #include "remat/model/zoo.hpp"
@@ -27,6 +28,9 @@ class ZooBar : public QWidget {
   QSpinBox* batch_;
   QSpinBox* resolution_;
   QComboBox* dtype_;
+  QComboBox* attention_;
+  bool sequenceField_ = false;  // the size field holds a sequence length (a token model is picked)
+  void modelChanged();
 };
 
 }  // namespace remat::gui

@@ -145,7 +145,8 @@ Result<PrimitiveParameters> LayerChecks::primitiveLayer(const ChainLayer& layer,
     return fail("its kernels do not take a " + shapeToString(layer.inputShape) + " -> " +
                 shapeToString(layer.outputShape) + " layer");
   const std::optional<KernelNeeds> needs = kernelNeeds(layer, spec);
-  if (!needs) return noKernel();
+  // Kinds the model plans but no backend runs yet (the transformers): say which, by name.
+  if (!needs) return fail("no " + upper(device) + " kernel for " + std::string(kindName(layer.kind)) + " yet");
   const LayerNumbers& m = layer.numbers;
   REMAT_RETURN_IF_ERROR(expectParams(layer.paramCount, needs->params.weights + needs->params.biases));
   REMAT_RETURN_IF_ERROR(expectFlag(m.needsInput, needs->readsInput, "needs_input"));

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "layers_common.hpp"
+#include "transformer.hpp"
 
 namespace remat {
 namespace {
@@ -107,6 +108,34 @@ constexpr FieldInfo kSliceFields[] = {integer("begin", &S::channelBegin, true, 0
                                       integer("out_channels", &S::outChannels, true)};
 constexpr FieldInfo kShuffleFields[] = {integer("groups", &S::groups, true)};
 
+// The transformer kinds (docs/layers.md, "Transformers"): their dropout probability is required
+// (GPT-2 and BERT train with 0.1, torchvision's ViT with 0), not dropout's 0.5.
+constexpr FieldInfo requiredP() {
+  FieldInfo f = dropoutP();
+  f.required = true;
+  return f;
+}
+constexpr FieldInfo kTokenEmbeddingFields[] = {integer("vocab", &S::vocab, true),
+                                               integer("positions", &S::positions, true),
+                                               integer("width", &S::width, true),
+                                               omittedWhenDefault(integer("segments", &S::segments, false, 0)),
+                                               requiredP(),
+                                               flag("norm", &S::embeddingNorm, true),
+                                               layerNormEpsilon()};
+constexpr FieldInfo kTransformerBlockFields[] = {integer("heads", &S::heads, true),
+                                                 integer("hidden", &S::hidden, true),
+                                                 flag("causal", &S::causal),
+                                                 flag("pre_norm", &S::preNorm),
+                                                 flag("fused_attention", &S::fusedAttention),
+                                                 requiredP(),
+                                                 layerNormEpsilon()};
+constexpr FieldInfo kLmHeadFields[] = {integer("vocab", &S::vocab, true), flag("tied", &S::tied),
+                                       flag("norm", &S::norm), layerNormEpsilon()};
+constexpr FieldInfo kPatchEmbeddingFields[] = {integer("patch", &S::kernel, true), integer("width", &S::width, true),
+                                               requiredP()};
+constexpr FieldInfo kClsHeadFields[] = {integer("out_features", &S::outFeatures, true), flag("norm", &S::norm),
+                                        flag("tanh", &S::tanhOut), flag("bias", &S::bias), layerNormEpsilon()};
+
 OperatorInfo primitive(LayerKind kind, std::string_view name, FieldList fields, InferFn infer,
                        std::optional<BlockOpKind> blockOp, std::string_view onnxOp, std::string_view torchOp) {
   OperatorInfo info;
@@ -141,12 +170,12 @@ OperatorInfo other(LayerKind kind, std::string_view name, OperatorFamily family,
 }
 
 // The order is parseKind's message's: the original kinds first, the newer ones after them.
-const std::array<OperatorInfo, 22>& table() {
+const std::array<OperatorInfo, 27>& table() {
   using K = LayerKind;
   using B = BlockOpKind;
   using R = BackwardReads;
   using F = OperatorFamily;
-  static const std::array<OperatorInfo, 22> kTable = {
+  static const std::array<OperatorInfo, 27> kTable = {
       other(K::Abstract, "abstract", F::Abstract, kAbstractFields),
       primitive(K::Conv2d, "conv2d", kConvFields, detail::inferConv2d, B::Conv2d, "Conv", "convolution"),
       // relu: ReluBackward0 keeps its result (threshold_backward(grad, result, 0)); one compare per element.
@@ -183,6 +212,19 @@ const std::array<OperatorInfo, 22>& table() {
       // input and the float32 mean and rstd ([N] each, E), never the output. Its shape rule says so.
       primitive(K::LayerNorm, "layernorm", kLayerNormFields, detail::inferLayerNorm, B::LayerNorm, "LayerNormalization",
                 "native_layer_norm"),
+      // Transformers: one chain layer per embedding, encoder/decoder layer and head; what each keeps
+      // is docs/memory-model.md section 12's rule (transformer.cpp). No kernels yet: the executors
+      // refuse them by name.
+      primitive(K::TokenEmbedding, "token_embedding", kTokenEmbeddingFields, detail::inferTokenEmbedding, std::nullopt,
+                "", "embedding"),
+      primitive(K::TransformerBlock, "transformer_block", kTransformerBlockFields, detail::inferTransformerBlock,
+                std::nullopt, "", "layer_norm, addmm, scaled_dot_product_attention, gelu"),
+      primitive(K::LmHead, "lm_head", kLmHeadFields, detail::inferLmHead, std::nullopt, "",
+                "layer_norm, mm, log_softmax, nll_loss"),
+      primitive(K::PatchEmbedding, "patch_embedding", kPatchEmbeddingFields, detail::inferPatchEmbedding, std::nullopt,
+                "", "convolution, cat, add"),
+      primitive(K::ClsHead, "cls_head", kClsHeadFields, detail::inferClsHead, std::nullopt, "",
+                "layer_norm, select, addmm"),
   };
   return kTable;
 }

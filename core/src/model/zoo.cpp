@@ -12,6 +12,7 @@
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 #include "zoo_convnext.hpp"
+#include "zoo_transformers.hpp"
 
 namespace remat {
 namespace {
@@ -546,6 +547,7 @@ const std::vector<ZooModel>& models() {
 std::string knownNames() {
   std::string names;
   for (const auto& m : models()) names += (names.empty() ? "" : ", ") + m.entry.name;
+  for (const auto& entry : detail::transformerZooModels()) names += ", " + entry.name;
   return names;
 }
 
@@ -554,16 +556,20 @@ std::string knownNames() {
 std::vector<ZooEntry> zooModels() {
   std::vector<ZooEntry> entries;
   for (const auto& m : models()) entries.push_back(m.entry);
+  for (auto& entry : detail::transformerZooModels()) entries.push_back(std::move(entry));
   return entries;
 }
 
 Result<ChainSpec> zooChain(std::string_view name, const ZooOptions& options) {
+  if (auto spec = detail::transformerZooChain(name, options)) return std::move(*spec);
   const ZooModel* model = nullptr;
   for (const auto& m : models())
     if (m.entry.name == name) model = &m;
   if (model == nullptr)
     return Status::invalid("unknown zoo model " + quoteText(name, 40) + " (known models: " + knownNames() + ")");
   const std::string label = "zoo model '" + model->entry.name + "'";
+  if (options.sequence > 0)
+    return Status::invalid(label + ": a sequence length applies to the token models (gpt2, bert_base)");
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("batch", options.batch).withContext(label));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("resolution", options.resolution).withContext(label));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("num_classes", options.numClasses).withContext(label));

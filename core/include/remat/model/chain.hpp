@@ -43,6 +43,13 @@ enum class LayerKind {
   Gelu,         // the exact (erf) form, torch's GELU(approximate='none')
   LayerNorm,    // torch's LayerNorm over the last axis of [N, F], or over the channels of [N, C, H, W]
                 // (ConvNeXt's LayerNorm2d), elementwise affine (weight and bias)
+  // Transformers (docs/memory-model.md section 12; core/src/model/transformer.cpp): the residual
+  // stream [N, S, d] between layers is the cut.
+  TokenEmbedding,    // integer ids [N, S] -> [N, S, d]: token + position tables (BERT: + segments, LayerNorm)
+  TransformerBlock,  // one encoder/decoder layer: attention + MLP, pre- or post-norm
+  LmHead,            // [N, S, d] -> log-probabilities [N, S, V]: final LayerNorm, vocabulary projection, cross entropy
+  PatchEmbedding,    // ViT: [N, 3, H, W] -> [N, 1 + (H/k)(W/k), d]: patch conv, class token, position table
+  ClsHead,           // token 0 of [N, S, d] -> [N, out]: optional LayerNorm, linear, optional tanh (BERT's pooler)
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
@@ -118,6 +125,20 @@ struct LayerSpec {
   std::int64_t expandRatio = 1;
   // a block's slice: its first channel (out_channels says how many it takes)
   std::int64_t channelBegin = 0;
+  // transformer kinds (width is the model width d): vocabulary, position table, heads, MLP width,
+  // BERT's segment (token type) table, and the flags of docs/layers.md
+  std::int64_t vocab = 0;
+  std::int64_t positions = 0;
+  std::int64_t heads = 0;
+  std::int64_t hidden = 0;
+  std::int64_t segments = 0;
+  bool causal = false;
+  bool preNorm = true;
+  bool fusedAttention = true;  // PyTorch 2's scaled_dot_product_attention (flash / memory-efficient)
+  bool tied = false;           // lm_head: the token embedding's table is its weight (counted once)
+  bool norm = true;            // lm_head, cls_head: a LayerNorm first; token_embedding: a LayerNorm after (BERT)
+  bool tanhOut = false;        // cls_head: BERT's pooler (tanh after the linear)
+  bool embeddingNorm = false;  // token_embedding: BERT's LayerNorm after the sum of the tables
   // abstract: the numbers themselves; for real kinds, optional measured overrides of the
   // workspaces and costs (written by `remat profile`).
   LayerNumbers numbers;

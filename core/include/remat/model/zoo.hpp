@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -16,12 +16,18 @@ struct ZooOptions {
   std::int64_t resolution = 224;
   DType dtype = DType::Float32;
   std::int64_t numClasses = 1000;
+  // Token models (gpt2, bert_base): the sequence length; 0 is the model's context (1,024, 512).
+  std::int64_t sequence = 0;
+  // Transformers: PyTorch 2's scaled_dot_product_attention (true) or the math of the exported graph
+  // (docs/memory-model.md section 12).
+  bool fusedAttention = true;
 };
 
 struct ZooEntry {
   std::string name;            // torchvision's name: "vgg16", "resnet50", ...
   std::string description;     // one line
   std::int64_t minResolution;  // the smallest input resolution its shapes allow
+  bool tokenModel = false;     // its input is token ids [N, S]: a sequence length, not a resolution
 };
 
 std::vector<ZooEntry> zooModels();

@@ -3,6 +3,7 @@
 // argument, the explorer's Open, zoo bar and drop, and the GPU check's models. A source is a zoo
 // model (zoo:NAME), an ONNX model (recognised by its content, isOnnxFile) or a chain file.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,14 @@ struct ChainSourceOptions {
   // The batch of an ONNX model (sets a symbolic batch, overrides a fixed one) or of a zoo model;
   // 0: the model's own (the zoo's 64). A chain file states its batch: InvalidInput when set.
   std::int64_t batch = 0;
+  // The sequence length of a zoo token model (gpt2, bert_base); 0: the model's context. Only zoo
+  // token models take it: InvalidInput for the others.
+  std::int64_t sequence = 0;
+  // The attention rule of every transformer_block (docs/memory-model.md section 12): true fused
+  // (scaled_dot_product_attention), false math; none: as the source says (the zoo's default is
+  // fused). A layer field, not a step option: it decides the layer's saved tensors (its e, wf, wb),
+  // which shape inference computes, and a saved chain must give back the same numbers.
+  std::optional<bool> fusedAttention;
 };
 
 // The chain `source` names, built (shape inference done). Errors name the source.

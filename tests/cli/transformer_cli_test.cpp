@@ -1,0 +1,86 @@
+// Transformers on the command line: --sequence and --attention reach the zoo's token models and
+// change what the rule says they should, bad values are errors that name the option, and `remat
+// run` refuses a transformer chain with a located message (no kernels yet), exit 2.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+using testing::runRemat;
+
+class TransformerCli : public testing::CliTest {};
+
+std::uint64_t storeAllPeak(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"simulate", "zoo:gpt2", "--batch", "1", "--checkpoints", "", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto result = runRemat(args);
+  EXPECT_EQ(result.exitCode, 0) << result.err;
+  return result.exitCode == 0 ? json::parse(result.out)["dynamic_peak_bytes"].get<std::uint64_t>() : 0;
+}
+
+TEST_F(TransformerCli, SequenceAndAttentionReachTheChain) {
+  const std::uint64_t fused64 = storeAllPeak({"--sequence", "64"});
+  const std::uint64_t fusedDefault = storeAllPeak({"--sequence", "64", "--attention", "fused"});
+  const std::uint64_t math64 = storeAllPeak({"--sequence", "64", "--attention", "math"});
+  const std::uint64_t fused128 = storeAllPeak({"--sequence", "128"});
+  EXPECT_EQ(fused64, fusedDefault);  // the zoo's default is fused
+  EXPECT_GT(math64, fused64);
+  EXPECT_GT(fused128, fused64);
+}
+
+// A zoo transformer written as a chain file reads back with the same numbers, and --attention
+// rewrites a chain file's blocks as it does the zoo's.
+TEST_F(TransformerCli, ChainFilesKeepTheRule) {
+  const std::string file = path("gpt2.json");
+  const auto exported = runRemat({"zoo", "export", "gpt2", "--batch", "1", "--output", file});
+  ASSERT_EQ(exported.exitCode, 0) << exported.err;
+  auto peakOf = [](const std::vector<std::string>& args) {
+    const auto result = runRemat(args);
+    EXPECT_EQ(result.exitCode, 0) << result.err;
+    return result.exitCode == 0 ? json::parse(result.out)["dynamic_peak_bytes"].get<std::uint64_t>() : 0;
+  };
+  const std::uint64_t fromFile = peakOf({"simulate", file, "--checkpoints", "", "--json"});
+  EXPECT_EQ(fromFile, storeAllPeak({}));
+  EXPECT_EQ(peakOf({"simulate", file, "--checkpoints", "", "--json", "--attention", "math"}),
+            storeAllPeak({"--attention", "math"}));
+  EXPECT_GT(storeAllPeak({"--attention", "math"}), fromFile);
+  const auto sequence = runRemat({"simulate", file, "--checkpoints", "", "--sequence", "64"});
+  EXPECT_EQ(sequence.exitCode, 2);
+  EXPECT_NE(sequence.err.find("a chain file or an ONNX model states its sequence in input.shape"), std::string::npos)
+      << sequence.err;
+}
+
+TEST_F(TransformerCli, BadValuesNameTheOption) {
+  auto attention = runRemat({"plan", "zoo:gpt2", "--sequence", "64", "--attention", "flash", "--planner", "none"});
+  EXPECT_EQ(attention.exitCode, 2);
+  EXPECT_NE(attention.err.find("--attention: 'flash' is not an attention rule (math, fused)"), std::string::npos)
+      << attention.err;
+  auto zero = runRemat({"plan", "zoo:gpt2", "--sequence", "0", "--planner", "none"});
+  EXPECT_EQ(zero.exitCode, 2);
+  EXPECT_NE(zero.err.find("--sequence"), std::string::npos) << zero.err;
+  auto cnn = runRemat({"plan", "zoo:resnet18", "--sequence", "64", "--planner", "none"});
+  EXPECT_EQ(cnn.exitCode, 2);
+  EXPECT_NE(cnn.err.find("a sequence length applies to the token models"), std::string::npos) << cnn.err;
+  auto longBert = runRemat({"plan", "zoo:bert_base", "--batch", "1", "--sequence", "1024", "--planner", "none"});
+  EXPECT_EQ(longBert.exitCode, 2);
+  EXPECT_NE(longBert.err.find("layer 1 ('embeddings', token_embedding): the sequence length 1024 is longer than the "
+                              "position table (positions 512)"),
+            std::string::npos)
+      << longBert.err;
+}
+
+TEST_F(TransformerCli, RunRefusesTransformersByName) {
+  auto run = runRemat({"run", "zoo:gpt2", "--batch", "1", "--sequence", "8", "--planner", "none", "--device", "cpu"});
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("layer 1 ('transformer.wte+wpe', token_embedding): no CPU kernel for token_embedding yet"),
+            std::string::npos)
+      << run.err;
+}
+
+}  // namespace
+}  // namespace remat
