@@ -70,6 +70,11 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
                         "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
                         "--device cpu");
+    // Nor has it the pool branches' pooling (GoogLeNet, Inception) inside a block yet: the layers'
+    // cuDNN pooling writes d(input) and cannot add into the gradient another branch wrote.
+    if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
+      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                        "): the GPU backend has no kernel for pooling inside a block yet; run it with --device cpu");
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));

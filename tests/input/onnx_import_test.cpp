@@ -468,11 +468,12 @@ TEST(OnnxImportErrors, ShapesThatDoNotChainNameTheNode) {
 }
 
 TEST(OnnxImportErrors, OpsABlockCannotHold) {
-  expectContains(importError(withMiddle([](OnnxBuilder& b, const std::string& t) {
-                   const std::string p = b.node("MaxPool", {t}, "m.pool", {{"kernel_shape", Ints{1, 1}}});
-                   return b.node("Add", {t, p}, "m");
-                 })),
-                 {"('/m/pool/MaxPool', MaxPool)", "is inside a multi-branch piece", "a block holds Conv"});
+  expectContains(
+      importError(withMiddle([](OnnxBuilder& b, const std::string& t) {
+        const std::string p = dropout(b, 13, t, "m.drop", 0.5f);
+        return b.node("Add", {t, p}, "m");
+      })),
+      {"('/m/drop/Dropout', Dropout)", "is inside a multi-branch piece", "a block holds Conv", "MaxPool, AveragePool"});
 }
 
 // A middle node for withMiddle and a part of the error it must give.

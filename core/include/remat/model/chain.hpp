@@ -68,6 +68,8 @@ enum class BlockOpKind {
   Mul,             // a * b with NumPy broadcasting (Squeeze-and-Excitation's [N, C, 1, 1] scale)
   Slice,           // channels [begin, begin + out_channels) of one input (ShuffleNetV2's channel split)
   ChannelShuffle,  // ShuffleNetV2's Reshape [N, g, C/g, H, W] -> Transpose(1, 2) -> Reshape [N, C, H, W]
+  MaxPool,         // maxpool's fields (GoogLeNet's and Inception's pool branches); E: its int64 indices
+  AvgPool,         // avgpool's fields (Inception-v3's pool branches, count_include_pad)
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are
