@@ -24,7 +24,8 @@ Result<Chain> openChainSource(const std::string& source, const ChainSourceOption
       return openZooChain(source.substr(kZooSourcePrefix.size()), zoo);
     }
     case ChainSourceKind::OnnxModel: {
-      Result<OnnxImport> imported = importOnnxFile(source, OnnxImportOptions{options.batch});
+      Result<OnnxImport> imported =
+          importOnnxFile(source, OnnxImportOptions{.batch = options.batch, .input = options.input});
       if (!imported) return imported.status();
       return buildChain(imported->spec);
     }

@@ -23,6 +23,8 @@ struct ChainSourceOptions {
   // The batch of an ONNX model (sets a symbolic batch, overrides a fixed one) or of a zoo model;
   // 0: the model's own (the zoo's 64). A chain file states its batch: InvalidInput when set.
   std::int64_t batch = 0;
+  // An ONNX model's data input by name (OnnxImportOptions::input); empty: its only one.
+  std::string input = {};
 };
 
 // The chain `source` names, built (shape inference done). Errors name the source.
