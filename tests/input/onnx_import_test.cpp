@@ -485,6 +485,20 @@ struct Case {
 TEST(OnnxImportErrors, AttributesALayerCannotTake) {
   const Case cases[] = {
       {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("MaxPool", {t}, "c", {{"kernel_shape", Ints{3, 3}}, {"ceil_mode", std::int64_t{2}}});
+       },
+       "ceil_mode 2 is not 0 or 1"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node(
+             "AveragePool", {t}, "c",
+             {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"count_include_pad", std::int64_t{-1}}});
+       },
+       "count_include_pad -1 is not 0 or 1"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("MaxPool", {t}, "c", {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{2, 2, 2, 2}}});
+       },
+       "padding 2 is more than half of kernel 3 (PyTorch's rule for pools)"},
+      {[](OnnxBuilder& b, const std::string& t) {
          return b.node("Conv", {t, b.weight("w", {4, 4, 3, 3})}, "c", {{"pads", Ints{0, 0, 2, 2}}});
        },
        "pads [0, 0, 2, 2] are not the same on every side"},
