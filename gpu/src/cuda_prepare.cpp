@@ -51,6 +51,21 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
+// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
+// allocation rather than run by a kernel that no device has checked. Nor has the GPU backend the
+// pool branches' pooling (GoogLeNet, Inception) inside a block yet: the layers' cuDNN pooling
+// writes d(input) and cannot add into the gradient another branch wrote.
+Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
+  if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
+    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                      "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
+                      "--device cpu");
+  if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
+    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                      "): the GPU backend has no kernel for pooling inside a block yet; run it with --device cpu");
+  return Status::ok();
+}
+
 Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
                     const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
@@ -64,17 +79,7 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset, m.bwdWorkspaceBytes, block.bwdScratchOffset);
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
-    // ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
-    // allocation rather than run by a kernel that no device has checked.
-    if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
-      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                        "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
-                        "--device cpu");
-    // Nor has it the pool branches' pooling (GoogLeNet, Inception) inside a block yet: the layers'
-    // cuDNN pooling writes d(input) and cannot add into the gradient another branch wrote.
-    if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
-      return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                        "): the GPU backend has no kernel for pooling inside a block yet; run it with --device cpu");
+    REMAT_RETURN_IF_ERROR(refuseCpuOnlyInnerOp(op, check));
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));
