@@ -51,7 +51,7 @@ extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t s
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  auto imported = remat::importOnnxModel(bytes, kSource, remat::OnnxImportOptions{2});
+  auto imported = remat::importOnnxModel(bytes, kSource, remat::OnnxImportOptions{.batch = 2});
   if (imported) {
     checkImported(*imported);
   } else {

@@ -44,11 +44,14 @@ COMMITTED = [
     ("mobilenet_v3_large_train_op17_dynamic", "mobilenet_v3_large", "mobilenet_v3_large", "train", 17, None, 64),
     ("regnet_y_400mf_train_op15_dynamic", "regnet_y_400mf", "regnet_y_400mf", "train", 15, None, 64),
     ("shufflenet_v2_x1_0_train_op13", "shufflenet_v2_x1_0", "shufflenet_v2_x1_0", "train", 13, 2, 64),
+    ("googlenet_train_op13", "googlenet", None, "train", 13, 2, 64),
+    ("googlenet_train_op17_dynamic", "googlenet", None, "train", 17, None, 64),
 ]
 
 MATRIX_MODELS = ["vgg11_bn", "resnet34", "resnet101", "mobilenet_v2", "alexnet", "squeezenet1_0", "densenet121",
                  "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf",
-                 "shufflenet_v2_x1_0"]
+                 "shufflenet_v2_x1_0", "googlenet", "inception_v3", "resnext50_32x4d", "wide_resnet50_2", "mnasnet1_0",
+                 "regnet_x_400mf", "efficientnet_v2_s"]
 ZOO_EQUAL = {"vgg11_bn", "resnet34", "resnet101", "alexnet"}  # the zoo has them layer for layer
 ZOO_BOUND = {"mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf", "shufflenet_v2_x1_0"}  # optimal's E at most the zoo's
 
@@ -66,6 +69,10 @@ def build(name):
         # cannot export ("Unsupported: ONNX export of operator Bernoulli"); with probability 0 it is
         # the identity and exports nothing (docs/import.md).
         return getattr(torchvision.models, name)(stochastic_depth_prob=0.0)
+    if name in ("googlenet", "inception_v3"):
+        # In training mode the auxiliary classifiers are outputs of their own (three in all), and a chain
+        # follows one input to one output: export without them (docs/import.md).
+        return getattr(torchvision.models, name)(weights=None, aux_logits=False, init_weights=True)
     return getattr(torchvision.models, name)()
 
 
@@ -107,10 +114,19 @@ def onnx_parameter_count(path):
     return total
 
 
-def make_committed():
+def make_committed(only=None):
+    """Exports the committed models (only those stems when given, keeping models.json's other entries)."""
     os.makedirs(DATA, exist_ok=True)
+    manifest_path = os.path.join(DATA, "models.json")
+    old = {}
+    if only and os.path.exists(manifest_path):
+        with open(manifest_path) as f:
+            old = {m["file"]: m for m in json.load(f)["models"]}
     manifest = []
     for stem, name, zoo, mode, opset, batch, resolution in COMMITTED:
+        if only and stem not in only and stem + ".onnx" in old:
+            manifest.append(old[stem + ".onnx"])
+            continue
         path = os.path.join(DATA, stem + ".onnx")
         model = export(name, path, mode, opset, batch, resolution, weights=False)
         manifest.append({
@@ -120,7 +136,7 @@ def make_committed():
             "onnx_parameters": onnx_parameter_count(path),
         })
         print(f"wrote {path} ({os.path.getsize(path)} bytes)")
-    with open(os.path.join(DATA, "models.json"), "w") as f:
+    with open(manifest_path, "w") as f:
         json.dump({"generated_by": "scripts/make-onnx-test-models.py", "torch": torch.__version__,
                    "torchvision": torchvision.__version__, "models": manifest}, f, indent=1)
         f.write("\n")
@@ -176,13 +192,13 @@ def check_one(remat, name, path, mode, batch, expected_params):
                 else f"differs from the zoo (layers {same_layers}, timeline {same_timeline}, E {mine == theirs})")
 
 
-def run_matrix(folder, remat, models):
+def run_matrix(folder, remat, models, modes=("train", "eval"), opsets=range(11, 18), with_weights=(False, True)):
     os.makedirs(folder, exist_ok=True)
     rows, failures = [], 0
     for name in models:
-        for mode in ("train", "eval"):
-            for weights in (False, True):
-                for opset in (range(11, 18) if not weights else [13]):
+        for mode in modes:
+            for weights in with_weights:
+                for opset in (opsets if not weights else [13]):
                     for batch in (None, 2):
                         path = os.path.join(folder, f"{name}_{mode}_{opset}_{'w' if weights else 'nw'}.onnx")
                         model = export(name, path, mode, opset, batch, 224, weights)
@@ -206,10 +222,17 @@ def main():
     parser.add_argument("--matrix", metavar="DIR", help="export and check every variant in DIR")
     parser.add_argument("--remat", default=os.path.join(HERE, "..", "build", "dev", "app", "cli", "remat"))
     parser.add_argument("--models", default=",".join(MATRIX_MODELS), help="the matrix's models, comma-separated")
+    parser.add_argument("--only", help="export only these committed stems, comma-separated (models.json keeps the rest)")
+    parser.add_argument("--modes", default="train,eval", help="train, eval or both, comma-separated")
+    parser.add_argument("--opsets", default="11,12,13,14,15,16,17", help="the opsets without weights, comma-separated")
+    parser.add_argument("--weights", default="no,yes", help="no, yes (opset 13 with weights) or both")
     args = parser.parse_args()
     if args.matrix:
-        sys.exit(1 if run_matrix(args.matrix, args.remat, args.models.split(",")) else 0)
-    make_committed()
+        opsets = [int(o) for o in args.opsets.split(",")]
+        weights = [w == "yes" for w in args.weights.split(",")]
+        sys.exit(1 if run_matrix(args.matrix, args.remat, args.models.split(","), args.modes.split(","), opsets,
+                                 weights) else 0)
+    make_committed(args.only.split(",") if args.only else None)
 
 
 if __name__ == "__main__":

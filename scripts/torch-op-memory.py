@@ -251,11 +251,40 @@ def zoo_case(name):
             args)
 
 
+# Models the zoo does not build: measured against the import of their own training-mode export.
+ONNX = {"googlenet": dict(weights=None, aux_logits=False, init_weights=True)}
+
+
+def onnx_case(name, remat):
+    """The model, and its chain as `remat import` writes it from torch's training-mode export."""
+    import warnings
+
+    import torchvision
+
+    def make():
+        torch.manual_seed(0)
+        return getattr(torchvision.models, name)(**ONNX[name])
+
+    x = torch.randn(BATCH, 3, RES, RES)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, name + ".onnx")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(make().train(), x, path, opset_version=13, export_params=False,
+                              training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                              input_names=["input"], output_names=["logits"])
+        made = subprocess.run([remat, "import", path], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise RuntimeError("remat import failed: " + made.stderr.strip())
+    return (name, make, x, 1000, json.loads(made.stdout))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--remat", default="build/dev/app/cli/remat", help="the remat CLI (the model after)")
     ap.add_argument("--remat-before", help="a second remat CLI: its E is printed as 'before'")
     ap.add_argument("--zoo", action="store_true", help="the zoo's models too (slow: minutes on one core)")
+    ap.add_argument("--onnx", action="store_true", help="the models the zoo lacks (GoogLeNet), from their exports")
     ap.add_argument("--only", action="append", help="only cases whose name contains this (repeatable)")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--torch-cache", help="a JSON file of PyTorch's measurements by case name: read, and "
@@ -268,6 +297,8 @@ def main():
     cases = sequence_cases()
     if args.zoo:
         cases += [zoo_case(n) for n in ZOO]
+    if args.onnx:
+        cases += [onnx_case(n, args.remat) for n in ONNX]
     if args.only:
         cases = [c for c in cases if any(o in c[0] for o in args.only)]
     cache = {}

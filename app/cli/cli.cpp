@@ -28,13 +28,16 @@ int exitCodeFor(const Status& status) {
   return kExitInternal;
 }
 
-void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch) {
+void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch, std::string& input) {
   command->add_option("chain", path, "Chain file (remat-chain/1), ONNX model (.onnx) or zoo:NAME")->required();
   command
       ->add_option("--batch", batch,
                    "Batch size of an ONNX model (sets a symbolic batch, overrides a fixed one) "
                    "or of a zoo model (default 64)")
       ->check(CLI::PositiveNumber);
+  command->add_option("--input", input,
+                      "An ONNX model's data input, by name (default: its only graph input that reaches the "
+                      "output; every other graph input of an export without weights is a parameter)");
 }
 
 void addStepOptions(CLI::App* command, StepArguments& step) {
@@ -74,7 +77,8 @@ Result<StepOptions> parseStepArguments(const StepArguments& step) {
   return options;
 }
 
-Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, const StepArguments& step) {
+Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, const StepArguments& step,
+                                const std::string& input) {
   // The options first: a bad value is reported without loading a big chain.
   auto options = parseStepArguments(step);
   if (!options) return options.status();
@@ -82,7 +86,9 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
     return Status::invalid(path +
                            ": --batch applies to ONNX models and zoo:NAME; a chain file states its batch in "
                            "input.shape");
-  ChainSourceOptions source{batch};
+  if (!input.empty() && chainSourceKind(path) != ChainSourceKind::OnnxModel)
+    return Status::invalid(path + ": --input applies to ONNX models; a chain file or zoo model has one input");
+  ChainSourceOptions source{.batch = batch, .input = input};
   source.sequence = step.sequence;
   if (step.attention == "fused" || step.attention == "math") {
     source.fusedAttention = step.attention == "fused";

@@ -62,8 +62,9 @@ int runAction(const Action& action, Io& io);
 
 // Shared helpers.
 // The chain argument of simulate, plan, compare, run and profile: a chain file, an ONNX model or
-// zoo:NAME, and --batch (the batch of an ONNX model or a zoo model; 0: the model's own, the zoo's 64).
-void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch);
+// zoo:NAME, --batch (the batch of an ONNX model or a zoo model; 0: the model's own, the zoo's 64) and
+// --input (an ONNX model's data input by name; empty: its only one).
+void addChainArgument(CLI::App* command, std::string& path, std::int64_t& batch, std::string& input);
 // --optimizer, --foreach, --grads (docs/memory-model.md section 11) as given; checked by
 // loadChainArgument, whose errors name the option (exit 2). The defaults are core's (StepOptions).
 // The command line's step options as typed; their defaults are kPyTorchDefaultStep's.
@@ -78,7 +79,8 @@ struct StepArguments {
 };
 void addStepOptions(CLI::App* command, StepArguments& step);
 Result<StepOptions> parseStepArguments(const StepArguments& step);
-Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch = 0, const StepArguments& step = {});
+Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch = 0, const StepArguments& step = {},
+                                const std::string& input = {});
 // Op tables (simulate, run) print this many rows unless --ops asks for all.
 constexpr std::size_t kDefaultOpRows = 200;
 int exitCodeFor(const Status& status);

@@ -1,4 +1,4 @@
-// `remat import MODEL.onnx [--batch N] [--output CHAIN.json]`: an ONNX model as a remat-chain/1
+// `remat import MODEL.onnx [--batch N] [--input NAME] [--output CHAIN.json]`: an ONNX model as a remat-chain/1
 // file (docs/import.md), with a summary of what became which layer.
 #include <ostream>
 
@@ -13,6 +13,7 @@ namespace {
 struct ImportOptions {
   std::string model;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   std::string output;
 };
 
@@ -20,7 +21,7 @@ Status importModel(const ImportOptions& options, Io& io) {
   // A big model takes a while to read: whatever would stop the write is found first.
   const WriteOptions write{{options.model}};
   if (!options.output.empty()) REMAT_RETURN_IF_ERROR(checkOutputFile(options.output, write).withContext("--output"));
-  auto imported = importOnnxFile(options.model, OnnxImportOptions{options.batch});
+  auto imported = importOnnxFile(options.model, OnnxImportOptions{.batch = options.batch, .input = options.input});
   if (!imported) return imported.status();
   const std::string summary = formatOnnxSummary(imported->summary, options.model);
   if (options.output.empty()) {
@@ -41,6 +42,9 @@ void addImportCommand(CLI::App& app, Action& action) {
   cmd->add_option("model", options->model, "ONNX model, e.g. from torch.onnx.export")->required();
   cmd->add_option("--batch", options->batch, "Batch size: sets a symbolic batch dimension, overrides a fixed one")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--input", options->input,
+                  "The data input, by name (default: the only graph input that reaches the output; every other "
+                  "graph input of an export without weights is a parameter)");
   cmd->add_option("--output,-o", options->output,
                   "Output chain file (default: stdout; the summary then goes to stderr)");
   cmd->callback([options, &action] { action = [options](Io& io) { return importModel(*options, io); }; });

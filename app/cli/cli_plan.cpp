@@ -19,6 +19,7 @@ namespace {
 struct PlanOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   StepArguments step;
   std::string planner;
   std::string fit;                     // --fit CAPACITY: the budget planner for CAPACITY - static
@@ -30,6 +31,7 @@ struct PlanOptions {
 struct CompareOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   StepArguments step;
   std::string planners;  // empty: defaultComparePlanners
   bool json = false;
@@ -78,7 +80,7 @@ Status runPlan(const PlanOptions& options, Io& io) {
     return Status::invalid("give exactly one of --planner NAME and --fit CAPACITY");
   // Check the name first so a bad name is reported without loading a big chain.
   if (!options.planner.empty()) REMAT_RETURN_IF_ERROR(checkPlannerName(options.planner).withContext("--planner"));
-  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step, options.input);
   if (!chain) return chain.status();
   std::optional<FitBudget> fit;
   Result<PlanReport> result = Status::internal("no planner ran");
@@ -110,7 +112,7 @@ Status runCompare(const CompareOptions& options, Io& io) {
     auto names = parsePlannerList(options.planners, 1);
     if (!names) return names.status();
   }
-  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step, options.input);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -157,7 +159,7 @@ Result<std::vector<std::string>> parsePlannerList(const std::string& text, std::
 void addPlanCommands(CLI::App& app, Action& action) {
   auto plan = std::make_shared<PlanOptions>();
   CLI::App* planCmd = app.add_subcommand("plan", "Choose checkpoints with one planner");
-  addChainArgument(planCmd, plan->chainPath, plan->batch);
+  addChainArgument(planCmd, plan->chainPath, plan->batch, plan->input);
   addStepOptions(planCmd, plan->step);
   planCmd->add_option("--planner", plan->planner, "One of " + validPlannerNames());
   planCmd->add_option("--fit", plan->fit,
@@ -171,7 +173,7 @@ void addPlanCommands(CLI::App& app, Action& action) {
 
   auto compare = std::make_shared<CompareOptions>();
   CLI::App* compareCmd = app.add_subcommand("compare", "Run several planners on one chain and compare their plans");
-  addChainArgument(compareCmd, compare->chainPath, compare->batch);
+  addChainArgument(compareCmd, compare->chainPath, compare->batch, compare->input);
   addStepOptions(compareCmd, compare->step);
   compareCmd->add_option("--planners", compare->planners,
                          "Comma-separated planner names (default: " + defaultComparePlannersText() + ")");

@@ -19,6 +19,7 @@ namespace {
 struct ProfileArgs {
   std::string chain;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   std::string device{kGpuDeviceName};
   std::string output;
   int repeats = 5;
@@ -53,7 +54,7 @@ Status runProfile(const ProfileArgs& args, Io& io) {
   // Profiling takes long: whatever would stop the write is found first.
   const WriteOptions write{{args.chain}};
   if (!args.output.empty()) REMAT_RETURN_IF_ERROR(checkOutputFile(args.output, write).withContext("--output"));
-  auto chain = loadChainArgument(args.chain, args.batch);
+  auto chain = loadChainArgument(args.chain, args.batch, {}, args.input);
   if (!chain) return chain.status();
   DeviceOptions options;
   options.deterministic = !args.nondeterministic;
@@ -85,7 +86,7 @@ void addProfileCommand(CLI::App& app, Action& action) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure each layer's workspaces and forward/backward times on a device; write them into the chain");
-  addChainArgument(cmd, args->chain, args->batch);
+  addChainArgument(cmd, args->chain, args->batch, args->input);
   cmd->add_option("--device", args->device, "Device to measure on: gpu or cpu")->capture_default_str();
   cmd->add_option("--output,-o", args->output, "Write the profiled chain file here (default: stdout)");
   cmd->add_option("--repeats", args->repeats, "Timed runs per pass, after one warm-up")

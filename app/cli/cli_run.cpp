@@ -28,6 +28,7 @@ namespace {
 struct RunArgs {
   std::string chain;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   StepArguments step;
   std::string planner;
   std::string checkpoints;
@@ -174,7 +175,7 @@ Status runRun(const RunArgs& args, Io& io) {
     REMAT_RETURN_IF_ERROR(timelineFormatForPath(args.timeline).status().withContext("--timeline"));
     REMAT_RETURN_IF_ERROR(checkOutputFile(args.timeline, timelineWrite).withContext("--timeline"));
   }
-  auto loaded = loadChainArgument(args.chain, args.batch, args.step);
+  auto loaded = loadChainArgument(args.chain, args.batch, args.step, args.input);
   if (!loaded) return loaded.status();
   DeviceOptions deviceOptions;
   deviceOptions.cpuThreads = args.threads;
@@ -221,7 +222,7 @@ void addRunCommands(CLI::App& app, Action& action) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
       "run", "Execute training steps of a plan on a device and measure the memory it really allocates, op by op");
-  addChainArgument(cmd, args->chain, args->batch);
+  addChainArgument(cmd, args->chain, args->batch, args->input);
   addStepOptions(cmd, args->step);
   cmd->add_option("--planner", args->planner, "Planner whose plan to run: one of " + validPlannerNames());
   CLI::Option* checkpoints =

@@ -22,6 +22,7 @@ namespace {
 struct SimulateOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   StepArguments step;
   std::string checkpoints;
   bool checkpointsGiven = false;
@@ -124,7 +125,7 @@ Status runSimulate(const SimulateOptions& options, Io& io) {
     REMAT_RETURN_IF_ERROR(timelineFormatForPath(options.timeline).status().withContext("--timeline"));
     REMAT_RETURN_IF_ERROR(checkOutputFile(options.timeline, timelineWrite).withContext("--timeline"));
   }
-  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step, options.input);
   if (!chain) return chain.status();
   std::string planner = "checkpoints";  // as `remat run --checkpoints` names an explicit plan
   auto plan =
@@ -163,7 +164,7 @@ Status runSimulate(const SimulateOptions& options, Io& io) {
 void addSimulateCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict the memory timeline of a checkpoint set");
-  addChainArgument(cmd, options->chainPath, options->batch);
+  addChainArgument(cmd, options->chainPath, options->batch, options->input);
   addStepOptions(cmd, options->step);
   CLI::Option* checkpoints =
       cmd->add_option("--checkpoints", options->checkpoints, "Comma-separated checkpoint layers; \"\" stores all");

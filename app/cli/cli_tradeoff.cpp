@@ -19,6 +19,7 @@ namespace {
 struct TradeoffOptions {
   std::string chainPath;
   std::int64_t batch = 0;
+  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
   StepArguments step;
   std::string planners;  // empty: compare's defaults
   bool json = false;
@@ -86,7 +87,7 @@ void printPlanners(const Chain& chain, const TradeoffFront& front, const std::ve
 }
 
 Status runTradeoff(const TradeoffOptions& options, Io& io) {
-  auto chain = loadChainArgument(options.chainPath, options.batch, options.step);
+  auto chain = loadChainArgument(options.chainPath, options.batch, options.step, options.input);
   if (!chain) return chain.status();
   auto names = parsePlannerList(options.planners, chain->size());
   if (!names) return names.status();
@@ -119,7 +120,7 @@ void addTradeoffCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<TradeoffOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tradeoff", "The exact Pareto front of peak memory against recompute cost, and the planners placed on it");
-  addChainArgument(cmd, options->chainPath, options->batch);
+  addChainArgument(cmd, options->chainPath, options->batch, options->input);
   addStepOptions(cmd, options->step);
   cmd->add_option(
       "--planners", options->planners,

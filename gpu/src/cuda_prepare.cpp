@@ -51,13 +51,18 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
-// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp): refused before any
-// allocation rather than run by a kernel that no device has checked.
+// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
+// allocation rather than run by a kernel that no device has checked. Nor has the GPU backend the
+// pool branches' pooling (GoogLeNet, Inception) inside a block yet: the layers' cuDNN pooling
+// writes d(input) and cannot add into the gradient another branch wrote.
 Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
   if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
     return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
                       "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
                       "--device cpu");
+  if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
+    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
+                      "): the GPU backend has no kernel for pooling inside a block yet; run it with --device cpu");
   return Status::ok();
 }
 

@@ -90,6 +90,30 @@ TEST_F(ImportCli, EveryChainCommandTakesAnOnnxModel) {
   EXPECT_TRUE(loadChainFile(path("profiled.json")).isOk());
 }
 
+// --input NAME on import and on every chain command: the data input by name; an unknown one, or
+// --input on a chain file or zoo model, is exit 2 with a message that names it.
+TEST_F(ImportCli, InputNamesTheDataInput) {
+  const auto plain = runRemat({"import", kSqueezenet});
+  const auto named = runRemat({"import", kSqueezenet, "--input", "input"});
+  ASSERT_EQ(named.exitCode, 0) << named.err;
+  EXPECT_EQ(named.out, plain.out);
+  const auto plan = runRemat({"plan", kResnet, "--batch", "2", "--input", "input", "--planner", "optimal"});
+  EXPECT_EQ(plan.exitCode, 0) << plan.err;
+  for (const char* command : {"import", "plan"}) {
+    std::vector<std::string> args = {command, kSqueezenet, "--input", "pixels"};
+    if (std::string(command) == "plan") args.insert(args.end(), {"--planner", "none"});
+    const auto unknown = runRemat(args);
+    EXPECT_EQ(unknown.exitCode, 2);
+    EXPECT_NE(unknown.err.find("--input 'pixels': the graph has no input of that name (its inputs: 'input'"),
+              std::string::npos)
+        << unknown.err;
+    EXPECT_TRUE(unknown.out.empty() || std::string(command) == "plan");
+  }
+  const auto zoo = runRemat({"plan", "zoo:resnet18", "--input", "x", "--planner", "none"});
+  EXPECT_EQ(zoo.exitCode, 2);
+  EXPECT_NE(zoo.err.find("--input applies to ONNX models"), std::string::npos) << zoo.err;
+}
+
 // The batch of a zoo model or an ONNX model; a chain file states its own.
 TEST_F(ImportCli, BatchAppliesToOnnxAndZooModels) {
   const auto onnx = json::parse(runRemat({"plan", kResnet, "--batch", "4", "--planner", "none", "--json"}).out);

@@ -57,7 +57,7 @@ TEST(OnnxActivations, TorchExportsRunWithTheMeasuredFootprintPredicted) {
 }
 
 std::vector<std::string> importedKinds(const std::string& bytes) {
-  auto imported = importOnnxModel(bytes, "acts.onnx", OnnxImportOptions{2});
+  auto imported = importOnnxModel(bytes, "acts.onnx", OnnxImportOptions{.batch = 2});
   EXPECT_TRUE(imported.isOk()) << imported.status().message();
   std::vector<std::string> kinds;
   if (imported)
@@ -110,13 +110,13 @@ TEST(OnnxActivations, GeluPatternIsReadWithItsOperandsEitherWayAndOnlyWithItsCon
   EXPECT_EQ(importedKinds(geluPattern(std::sqrt(2.0F), false)), gelu);
   EXPECT_EQ(importedKinds(geluPattern(std::sqrt(2.0F), true)), gelu);
   // 1.4142 is 1.5e-5 from sqrt 2 (relative): another computation, and Div is not read on its own.
-  auto refused = importOnnxModel(geluPattern(1.4142F, true), "near.onnx", OnnxImportOptions{2});
+  auto refused = importOnnxModel(geluPattern(1.4142F, true), "near.onnx", OnnxImportOptions{.batch = 2});
   ASSERT_FALSE(refused.isOk());
   EXPECT_NE(refused.status().message().find("/act/Div"), std::string::npos) << refused.status().message();
 }
 
 std::string importError(const std::string& bytes) {
-  auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{2});
+  auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{.batch = 2});
   EXPECT_FALSE(imported.isOk());
   return imported ? "" : imported.status().message();
 }

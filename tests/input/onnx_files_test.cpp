@@ -36,7 +36,7 @@ TEST(OnnxImportRegressions, EveryModelIsRefusedWithItsMessage) {
   for (const auto& entry : std::filesystem::directory_iterator(folder / "onnx")) {
     const std::string key = "onnx/" + entry.path().filename().string();
     ASSERT_TRUE(expected.contains(key)) << key << " has no entry in expected.json";
-    auto refused = importOnnxFile(entry.path().string(), OnnxImportOptions{2});
+    auto refused = importOnnxFile(entry.path().string(), OnnxImportOptions{.batch = 2});
     if (expected[key].contains("imports")) {
       ASSERT_TRUE(refused.isOk()) << key << ": " << refused.status().message();
       EXPECT_EQ(flatKinds(refused->spec), expected[key]["imports"].get<std::vector<std::string>>()) << key;
@@ -60,7 +60,7 @@ TEST(OnnxImportRegressions, EveryModelIsRefusedWithItsMessage) {
 TEST(OnnxImport, AReshapeConstantWithoutTheBatchInFrontAsksForDynamicAxes) {
   const std::string path =
       (std::filesystem::path(REMAT_TEST_DATA_DIR) / "regressions" / "onnx" / "reshape-batch-not-leading.onnx").string();
-  auto refused = importOnnxFile(path, OnnxImportOptions{3});
+  auto refused = importOnnxFile(path, OnnxImportOptions{.batch = 3});
   ASSERT_FALSE(refused.isOk());
   const std::string& message = refused.status().message();
   EXPECT_NE(message.find("node 2 ('/f/Reshape', Reshape)"), std::string::npos) << message;

@@ -33,7 +33,7 @@ std::string model(const std::function<std::string(OnnxBuilder&, const std::strin
 
 // The refusal of `bytes`, checked against the rules; the message for the caller's parts.
 std::string refusal(const std::string& bytes, bool namesNode = true) {
-  auto imported = importOnnxModel(bytes, "hostile.onnx", OnnxImportOptions{2});
+  auto imported = importOnnxModel(bytes, "hostile.onnx", OnnxImportOptions{.batch = 2});
   EXPECT_FALSE(imported.isOk()) << "accepted";
   if (imported.isOk()) return "";
   const std::string& message = imported.status().message();

@@ -167,7 +167,7 @@ json expectedEveryOperator(Head head, std::int64_t batch = 2) {
 }
 
 Result<OnnxImport> importBytes(const std::string& bytes, std::int64_t batch = 0) {
-  return importOnnxModel(bytes, "every.onnx", OnnxImportOptions{batch});
+  return importOnnxModel(bytes, "every.onnx", OnnxImportOptions{.batch = batch});
 }
 
 // The imported spec equals the expected one field for field (both written out the same way), and
@@ -312,7 +312,7 @@ TEST(OnnxImport, OnlyTheModulesActivationJoinsTheBlockBeforeIt) {
 
 // The error of importing `bytes` (batch 0: as exported).
 std::string importError(const std::string& bytes, std::int64_t batch = 2) {
-  auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{batch});
+  auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{.batch = batch});
   EXPECT_FALSE(imported.isOk());
   if (imported.isOk()) return "";
   EXPECT_EQ(imported.status().code(), ErrorCode::InvalidInput);
@@ -350,7 +350,7 @@ std::string seModel(
 TEST(OnnxImport, SqueezeExcitationIsOneBlockWithTheProductInside) {
   for (bool reduceMean : {false, true}) {
     SCOPED_TRACE(reduceMean ? "ReduceMean" : "GlobalAveragePool");
-    auto imported = importOnnxModel(seModel(reduceMean), "se.onnx", OnnxImportOptions{2});
+    auto imported = importOnnxModel(seModel(reduceMean), "se.onnx", OnnxImportOptions{.batch = 2});
     ASSERT_TRUE(imported.isOk()) << imported.status().message();
     const ChainSpec& spec = imported->spec;
     ASSERT_EQ(spec.layers.size(), 4u);  // features.0, the SE block, flatten, fc
@@ -417,12 +417,12 @@ TEST(OnnxImportErrors, MoreThanOneDataInputOrOutput) {
   OnnxBuilder b;
   const std::string x = b.input("x", {2, 3, 4, 4}), y = b.input("y", {2, 3, 4, 4});
   b.output(b.node("Add", {x, y}, "sum"));
-  expectContains(importError(b.bytes()), {"bad.onnx: more than one data input ('x', 'y')"});
+  expectContains(importError(b.bytes()), {"bad.onnx: more than one data input ('x', 'y')", "--input NAME"});
   OnnxBuilder c;
   const std::string in = c.input("x", {2, 3, 4, 4});
   c.output(c.node("Relu", {in}, "a"));
   c.output(c.node("Relu", {in}, "b"));
-  expectContains(importError(c.bytes()), {"bad.onnx: more than one output"});
+  expectContains(importError(c.bytes()), {"bad.onnx: more than one output", "build them with aux_logits=False"});
 }
 
 TEST(OnnxImportErrors, NoArticulationPoint) {
@@ -469,11 +469,12 @@ TEST(OnnxImportErrors, ShapesThatDoNotChainNameTheNode) {
 }
 
 TEST(OnnxImportErrors, OpsABlockCannotHold) {
-  expectContains(importError(withMiddle([](OnnxBuilder& b, const std::string& t) {
-                   const std::string p = b.node("MaxPool", {t}, "m.pool", {{"kernel_shape", Ints{1, 1}}});
-                   return b.node("Add", {t, p}, "m");
-                 })),
-                 {"('/m/pool/MaxPool', MaxPool)", "is inside a multi-branch piece", "a block holds Conv"});
+  expectContains(
+      importError(withMiddle([](OnnxBuilder& b, const std::string& t) {
+        const std::string p = dropout(b, 13, t, "m.drop", 0.5f);
+        return b.node("Add", {t, p}, "m");
+      })),
+      {"('/m/drop/Dropout', Dropout)", "is inside a multi-branch piece", "a block holds Conv", "MaxPool, AveragePool"});
 }
 
 // A middle node for withMiddle and a part of the error it must give.
@@ -484,6 +485,20 @@ struct Case {
 
 TEST(OnnxImportErrors, AttributesALayerCannotTake) {
   const Case cases[] = {
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("MaxPool", {t}, "c", {{"kernel_shape", Ints{3, 3}}, {"ceil_mode", std::int64_t{2}}});
+       },
+       "ceil_mode 2 is not 0 or 1"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node(
+             "AveragePool", {t}, "c",
+             {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"count_include_pad", std::int64_t{-1}}});
+       },
+       "count_include_pad -1 is not 0 or 1"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("MaxPool", {t}, "c", {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{2, 2, 2, 2}}});
+       },
+       "padding 2 is more than half of kernel 3 (PyTorch's rule for pools)"},
       {[](OnnxBuilder& b, const std::string& t) {
          return b.node("Conv", {t, b.weight("w", {4, 4, 3, 3})}, "c", {{"pads", Ints{0, 0, 2, 2}}});
        },

@@ -99,7 +99,7 @@ std::string decomposed(const Decomposed& d) {
 }
 
 std::vector<std::string> importedKinds(const std::string& bytes) {
-  auto imported = importOnnxModel(bytes, "ln.onnx", OnnxImportOptions{2});
+  auto imported = importOnnxModel(bytes, "ln.onnx", OnnxImportOptions{.batch = 2});
   EXPECT_TRUE(imported.isOk()) << imported.status().message();
   std::vector<std::string> kinds;
   if (imported)
@@ -108,7 +108,7 @@ std::vector<std::string> importedKinds(const std::string& bytes) {
 }
 
 std::string importError(const std::string& bytes) {
-  auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{2});
+  auto imported = importOnnxModel(bytes, "bad.onnx", OnnxImportOptions{.batch = 2});
   EXPECT_FALSE(imported.isOk());
   return imported ? "" : imported.status().message();
 }
@@ -121,7 +121,7 @@ TEST(OnnxLayerNorm, DecomposedFormIsOneLayerNormWithItsEpsilon) {
   EXPECT_EQ(importedKinds(decomposed({})), (Names{"linear", "layernorm", "linear"}));
   Decomposed wide;
   wide.epsilon = 0.25F;
-  auto imported = importOnnxModel(decomposed(wide), "ln.onnx", OnnxImportOptions{2});
+  auto imported = importOnnxModel(decomposed(wide), "ln.onnx", OnnxImportOptions{.batch = 2});
   ASSERT_TRUE(imported.isOk()) << imported.status().message();
   EXPECT_EQ(imported->spec.layers[1].epsilon, 0.25);
 }

@@ -13,7 +13,9 @@
 
 #include "executor_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/input/onnx/onnx_import.hpp"
+#include "remat/model/block.hpp"
 #include "remat/model/zoo.hpp"
 
 namespace remat {
@@ -63,7 +65,7 @@ std::map<std::string, std::uint64_t> plannerPeaks(const Chain& chain) {
 
 TEST(OnnxExports, TheManifestListsEveryCommittedExport) {
   const std::vector<json> models = manifest();
-  ASSERT_EQ(models.size(), 10u);
+  ASSERT_EQ(models.size(), 12u);
   for (const json& m : models) EXPECT_TRUE(std::ifstream(kFolder + fileOf(m)).good()) << fileOf(m);
 }
 
@@ -139,6 +141,66 @@ TEST(OnnxExports, OptimalIsNoWorseThanAnyPlannerOnTheNewModels) {
     ++checked;
   }
   EXPECT_EQ(checked, 4);
+}
+
+// GoogLeNet (aux_logits=False): each Inception module is one block whose fourth branch is a max
+// pool (3x3, stride 1, padding 1, ceil mode) then a conv; the pool keeps its input and its int64
+// indices (E). torchvision's parameter count, and optimal's E no higher than any other planner's.
+TEST(OnnxExports, GoogLeNetsPoolBranchesAreInsideItsBlocks) {
+  int checked = 0;
+  for (const json& m : manifest()) {
+    if (m.at("model") != "googlenet") continue;
+    SCOPED_TRACE(fileOf(m));
+    const Chain chain = imported(m, 4);
+    EXPECT_EQ(chain.paramCount(), 6624904u);  // torchvision's googlenet(aux_logits=False)
+    std::size_t pooledBlocks = 0;
+    for (const ChainLayer& layer : chain.layers) {
+      if (layer.kind != LayerKind::Block) continue;
+      auto graph = buildBlockGraph(chain.spec.layers[layer.specIndex], layer.inputShape, chain.dtype);
+      ASSERT_TRUE(graph.isOk()) << graph.status().message();
+      for (const BlockOp& op : graph->ops) {
+        if (op.kind != BlockOpKind::MaxPool) continue;
+        EXPECT_TRUE(op.readsInput) << op.layer.name;
+        EXPECT_EQ(op.statsBytes, elementCount(graph->tensors[op.output].shape) * kMaxPoolIndexBytes);
+        EXPECT_TRUE(op.layer.ceilMode);
+        ++pooledBlocks;
+      }
+    }
+    EXPECT_EQ(pooledBlocks, 9u);  // inception3a to inception5b
+    const std::map<std::string, std::uint64_t> peaks = plannerPeaks(chain);
+    ASSERT_TRUE(peaks.count("optimal"));
+    for (const auto& [planner, peak] : peaks) EXPECT_LE(peaks.at("optimal"), peak) << planner;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+// --input NAME: the data input by name gives the same chain as the default (the only graph input that
+// reaches the output); an unknown name and a weight's name are errors that name the option and the
+// inputs there are.
+TEST(OnnxExports, TheDataInputCanBeNamed) {
+  const json* googlenet = nullptr;
+  const std::vector<json> models = manifest();
+  for (const json& m : models)
+    if (fileOf(m) == "googlenet_train_op13.onnx") googlenet = &m;
+  ASSERT_NE(googlenet, nullptr);
+  const std::string path = kFolder + fileOf(*googlenet);
+  auto byDefault = importOnnxFile(path);
+  auto named = importOnnxFile(path, {.input = "input"});
+  ASSERT_TRUE(byDefault.isOk() && named.isOk());
+  EXPECT_EQ(chainSpecToText(byDefault->spec), chainSpecToText(named->spec));
+  auto unknown = importOnnxFile(path, {.input = "images"});
+  ASSERT_FALSE(unknown.isOk());
+  EXPECT_NE(unknown.status().message().find(": --input 'images': the graph has no input of that name (its inputs: "
+                                            "'input', 'conv1.conv.weight'"),
+            std::string::npos)
+      << unknown.status().message();
+  auto weight = importOnnxFile(path, {.input = "conv1.conv.weight"});
+  ASSERT_FALSE(weight.isOk());
+  EXPECT_NE(weight.status().message().find("does not reach the output through the data of an op (a weight?); the "
+                                           "data inputs: 'input'"),
+            std::string::npos)
+      << weight.status().message();
 }
 
 // ShuffleNetV2's export fixes the batch (2) in the constants of its channel shuffles' Reshapes;
@@ -225,7 +287,7 @@ INSTANTIATE_TEST_SUITE_P(CommittedExports, OnnxExecution,
                                            "densenet_small_train_op14.onnx", "efficientnet_b0_train_op13.onnx",
                                            "mobilenet_v3_large_train_op17_dynamic.onnx",
                                            "regnet_y_400mf_train_op15_dynamic.onnx",
-                                           "shufflenet_v2_x1_0_train_op13.onnx"),
+                                           "shufflenet_v2_x1_0_train_op13.onnx", "googlenet_train_op13.onnx"),
                          [](const auto& info) {
                            std::string name = info.param.substr(0, info.param.find('.'));
                            return name;

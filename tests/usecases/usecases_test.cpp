@@ -22,14 +22,14 @@ const std::string kSmallCnn = REMAT_SOURCE_DIR "/resources/examples/small_cnn.js
 TEST(ChainSource, ZooModelsChainFilesAndTheirBatch) {
   EXPECT_EQ(chainSourceKind("zoo:vgg16"), ChainSourceKind::Zoo);
   EXPECT_EQ(chainSourceKind(kSmallCnn), ChainSourceKind::ChainFile);
-  Result<Chain> zoo = openChainSource("zoo:resnet18", ChainSourceOptions{4});
+  Result<Chain> zoo = openChainSource("zoo:resnet18", ChainSourceOptions{.batch = 4});
   ASSERT_TRUE(zoo.isOk()) << zoo.status().message();
   EXPECT_EQ(zoo->inputShape.at(0), 4);
   Result<Chain> file = openChainSource(kSmallCnn);
   ASSERT_TRUE(file.isOk()) << file.status().message();
   EXPECT_GT(file->size(), 5u);
   // A chain file states its batch; a zoo model or a file that is not there says what it is.
-  const Status batched = openChainSource(kSmallCnn, ChainSourceOptions{8}).status();
+  const Status batched = openChainSource(kSmallCnn, ChainSourceOptions{.batch = 8}).status();
   EXPECT_EQ(batched.code(), ErrorCode::InvalidInput);
   EXPECT_NE(batched.message().find("a chain file states its batch"), std::string::npos) << batched.message();
   EXPECT_FALSE(openChainSource("zoo:no_such_model").isOk());

@@ -45,7 +45,7 @@ Result<Chain> openChainPath(const QString& path, int batch) {
     return parseChain(file.readAll().toStdString(), path.toStdString());
   }
   const bool onnx = isOnnxModel(path);
-  Result<Chain> chain = openChainSource(path.toStdString(), ChainSourceOptions{onnx ? batch : 0});
+  Result<Chain> chain = openChainSource(path.toStdString(), ChainSourceOptions{.batch = onnx ? batch : 0});
   if (!chain && onnx && batch == 0)
     return Status(chain.status().code(),
                   chain.status().message() + " (the 'ONNX batch' field in the tool bar sets the batch)");

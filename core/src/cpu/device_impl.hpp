@@ -39,6 +39,7 @@ struct PreparedBlockOp {
   Index channels = 0;      // Concat: the output's
   Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
   Index biasOffset = -1;   // Conv2d: where its bias follows the weights; -1: none
+  PoolGeometry pool;       // MaxPool, AvgPool: the own kernels' geometry
 };
 
 struct PreparedLayer {
@@ -63,6 +64,7 @@ struct PreparedLayer {
 
 // The geometry of a conv2d layer (or inner op) from its fields and NCHW shapes.
 ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& out);
+PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& out);
 
 // Builds the preparation of layer l of a chain whose layers 1..l-1 are already prepared (layers[0] is the
 // input). Errors name the layer.

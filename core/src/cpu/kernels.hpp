@@ -45,12 +45,17 @@ struct PoolGeometry {
 // element, memory-model.md section 5.1): for each output, the index into x of the first input
 // position (in window scan order) equal to y. x and y as the forward read and wrote them.
 void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::int64_t* indices);
-// Routes each output's gradient to its saved argmax; dx is written (zeroed first).
-void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx);
+// Routes each output's gradient to its saved argmax; dx is written (zeroed first), or added into
+// when `accumulate` (a block's input read by more than one branch).
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx,
+                     bool accumulate = false);
+// The window maximum (a block's inner max pool; the layer's runs on oneDNN): the values oneDNN's
+// gives, so maxPoolIndices finds the same argmax.
+void maxPoolForward(const PoolGeometry& g, const float* x, float* y);
 // count_include_pad = true, PyTorch's divisor rule (padded window clipped at input + padding):
 // ceil-mode pools whose last window reaches past the padding, where oneDNN's divisor differs.
 void avgPoolForward(const PoolGeometry& g, const float* x, float* y);
-void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx);
+void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx, bool accumulate = false);
 // PyTorch's adaptive bins: [floor(i*In/Out), ceil((i+1)*In/Out)). kernel/stride/padding unused.
 void adaptiveAvgPoolForward(const PoolGeometry& g, const float* x, float* y);
 void adaptiveAvgPoolBackward(const PoolGeometry& g, const float* dy, float* dx);

@@ -4,6 +4,7 @@
 // pooling (PyTorch's bins). Work is split over (sample, block of channels); inside a block, window taps are visited in
 // (kh, kw) order and outputs in (oh, ow) order, so every sum has one order at any thread count.
 #include <algorithm>
+#include <limits>
 
 #include "kernels.hpp"
 
@@ -112,9 +113,9 @@ void averageForward(const PoolGeometry& g, SpanOf spanOf, const float* x, float*
 }
 
 template <typename SpanOf>
-void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, float* dx) {
+void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, float* dx, bool accumulate = false) {
   forEachBlock(g, [&](const Block& b) {
-    zeroBlock(g, b, dx);
+    if (!accumulate) zeroBlock(g, b, dx);
     forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
       const float divisor = w.divisor();
       const float* grad = dy + o;
@@ -149,9 +150,23 @@ void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::
   });
 }
 
-void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx) {
+void maxPoolForward(const PoolGeometry& g, const float* x, float* y) {
   forEachBlock(g, [&](const Block& b) {
-    zeroBlock(g, b, dx);
+    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window& w, Index o) {
+      float* out = y + o;
+      for (Index c = b.c0; c < b.c1; ++c) out[c] = -std::numeric_limits<float>::infinity();
+      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          const float* in = x + inputOffset(g, b.n, ih, iw);
+          for (Index c = b.c0; c < b.c1; ++c) out[c] = std::max(out[c], in[c]);
+        }
+    });
+  });
+}
+
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx, bool accumulate) {
+  forEachBlock(g, [&](const Block& b) {
+    if (!accumulate) zeroBlock(g, b, dx);
     forEachOutput(g, b.n, KernelSpans{g}, [&](const Window&, Index o) {
       for (Index c = b.c0; c < b.c1; ++c)
         if (indices[o + c] >= 0) dx[indices[o + c]] += dy[o + c];
@@ -160,7 +175,9 @@ void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const f
 }
 
 void avgPoolForward(const PoolGeometry& g, const float* x, float* y) { averageForward(g, KernelSpans{g}, x, y); }
-void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx) { averageBackward(g, KernelSpans{g}, dy, dx); }
+void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx, bool accumulate) {
+  averageBackward(g, KernelSpans{g}, dy, dx, accumulate);
+}
 
 void adaptiveAvgPoolForward(const PoolGeometry& g, const float* x, float* y) {
   averageForward(g, AdaptiveSpans{}, x, y);

@@ -26,6 +26,20 @@ ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& o
   return g;
 }
 
+PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
+  PoolGeometry g;
+  g.batch = in[0];
+  g.channels = in[1];
+  g.inHeight = in[2];
+  g.inWidth = in[3];
+  g.outHeight = out[2];
+  g.outWidth = out[3];
+  g.kernel = spec.kernel;
+  g.stride = spec.stride;
+  g.padding = spec.padding;
+  return g;
+}
+
 namespace {
 
 ActivationLayout layoutOf(const Shape& shape) {
@@ -43,20 +57,6 @@ ActivationLayout layoutOf(const Shape& shape) {
     layout.channels = rest;
   }
   return layout;
-}
-
-PoolGeometry poolGeometry(const LayerSpec& spec, const Shape& in, const Shape& out) {
-  PoolGeometry g;
-  g.batch = in[0];
-  g.channels = in[1];
-  g.inHeight = in[2];
-  g.inWidth = in[3];
-  g.outHeight = out[2];
-  g.outWidth = out[3];
-  g.kernel = spec.kernel;
-  g.stride = spec.stride;
-  g.padding = spec.padding;
-  return g;
 }
 
 // A block: its inner graph (checked against the chain's numbers and each inner op's parameters),

@@ -7,7 +7,8 @@
 // d(y) * x would need a full-size temporary that the model does not count) and ShuffleNetV2's
 // channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
 // oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
-// broadcasting product's kernels with a [1, C, 1, 1] parameter. A channel slice inside a block is a view
+// broadcasting product's kernels with a [1, C, 1, 1] parameter; the pool branches' max and average
+// pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A channel slice inside a block is a view
 // (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the owner's
 // stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's
 // convolution does the same: .contiguous()). Each workspace holds,
@@ -53,7 +54,9 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     case BlockOpKind::GlobalAvgPool:
     case BlockOpKind::Mul:
     case BlockOpKind::Slice:
-    case BlockOpKind::ChannelShuffle: return KindOp{};
+    case BlockOpKind::ChannelShuffle:
+    case BlockOpKind::MaxPool:
+    case BlockOpKind::AvgPool: return KindOp{};
     default: break;
   }
   const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
@@ -191,6 +194,8 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
       p.rows = out[0] * out[2] * out[3];
       p.channels = out[1];
     }
+    if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
+      p.pool = poolGeometry(op.layer, graph.tensors[op.inputs[0]].shape, out);
     auto made = innerOp(context, graph, op, firstLayer, label);
     if (!made) return made.status();
     p.op = std::move(made).value();
@@ -248,6 +253,12 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
                     false);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
       channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
+    } else if (op.kind == BlockOpKind::MaxPool) {
+      maxPoolForward(p.pool, in, out);
+      float* indices = tensors.stats(op);  // keep mode: the argmax its backward reads, in E
+      if (indices != nullptr) maxPoolIndices(p.pool, in, out, reinterpret_cast<std::int64_t*>(indices));
+    } else if (op.kind == BlockOpKind::AvgPool) {
+      avgPoolForward(p.pool, in, out);
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -302,6 +313,11 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
                       op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
       if (dIn != nullptr) channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::MaxPool) {
+      const auto* indices = reinterpret_cast<const std::int64_t*>(tensors.stats(op));
+      if (dIn != nullptr) maxPoolBackward(p.pool, indices, dOut, dIn, op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::AvgPool) {
+      if (dIn != nullptr) avgPoolBackward(p.pool, dOut, dIn, op.gradAccumulate[0]);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();

@@ -76,7 +76,7 @@ class GraphBuilder {
     op.inputs = {in};
     op.readsInput = inferred.numbers.needsInput;
     op.readsOutput = inferred.numbers.needsOutput;
-    op.statsBytes = inferred.numbers.extraBytes;  // batch norm's statistics; 0 for the others
+    op.statsBytes = inferred.numbers.extraBytes;  // batch norm's statistics, max pool's indices; else 0
     op.paramCount = inferred.paramCount;
     op.fwdCost = inferred.numbers.fwdCost;
     op.layer = std::move(layer);

@@ -182,9 +182,12 @@ const std::array<OperatorInfo, 27>& table() {
       pointwise(K::Relu, "relu", R::Output, 1.0, B::Relu, "Relu", "relu"),
       // relu6 is hardtanh(x, 0, 6): hardtanh_backward(grad, self, ...) keeps its input.
       pointwise(K::Relu6, "relu6", R::Input, 1.0, B::Relu6, "", "hardtanh"),
-      primitive(K::MaxPool, "maxpool", kPoolFields, detail::inferPool, std::nullopt, "MaxPool",
+      // Inside a block as well (GoogLeNet's and Inception's pool branches): max_pool2d_with_indices saves
+      // its input and its int64 indices (result1), which the inner op keeps in E as a batch norm keeps
+      // its statistics; avg_pool2d saves its input (AvgPool2DBackward0's _saved_self), nothing else.
+      primitive(K::MaxPool, "maxpool", kPoolFields, detail::inferPool, B::MaxPool, "MaxPool",
                 "max_pool2d_with_indices"),
-      primitive(K::AvgPool, "avgpool", kPoolFields, detail::inferPool, std::nullopt, "AveragePool", "avg_pool2d"),
+      primitive(K::AvgPool, "avgpool", kPoolFields, detail::inferPool, B::AvgPool, "AveragePool", "avg_pool2d"),
       // Its backward reads only shapes (derivatives.yaml: _adaptive_avg_pool2d_backward(grad, self) uses
       // self's sizes; the shape rule says in = no). A block holds it pooled to 1x1, as the squeeze of
       // Squeeze-and-Excitation (GlobalAveragePool, or ReduceMean over H and W with keepdims).
@@ -229,7 +232,7 @@ const std::array<OperatorInfo, 27>& table() {
   return kTable;
 }
 
-constexpr std::array<BlockOpInfo, 18> kBlockOps = {{
+constexpr std::array<BlockOpInfo, 20> kBlockOps = {{
     {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d, kConvFields},
     {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
     {BlockOpKind::Relu, "relu", LayerKind::Relu},
@@ -264,6 +267,10 @@ constexpr std::array<BlockOpInfo, 18> kBlockOps = {{
     // layer_scale: y = gamma * x, gamma a [C, 1, 1] parameter (counted in p, its gradient static).
     // mul.Tensor saves both operands; gamma is a parameter, so the block keeps x (its input).
     {BlockOpKind::LayerScale, "layer_scale", std::nullopt, {}, BackwardReads::Input, "mul"},
+    // pools: the layer kinds' fields and rules (kernel, stride, padding, ceil_mode); a max pool's
+    // indices are its E bytes (BlockOp::statsBytes), written in keep mode only.
+    {BlockOpKind::MaxPool, "maxpool", LayerKind::MaxPool, kPoolFields},
+    {BlockOpKind::AvgPool, "avgpool", LayerKind::AvgPool, kPoolFields},
 }};
 }  // namespace
 

@@ -26,7 +26,9 @@
 //   backward copies (or adds) d(output) into both inputs' gradients; Concat's copies (or adds) each
 //   input's channel slice of d(output) into that input's gradient. Mul (y = a * b, NumPy
 //   broadcasting over NCHW) reads both operands: d(a) is d(y) * b summed over the axes a was
-//   broadcast along, d(b) likewise. Global average pooling reads nothing but shapes. An inner conv2d
+//   broadcast along, d(b) likewise. Global average pooling reads nothing but shapes. A max pool
+//   reads its input and keeps its int64 argmax indices where a batch norm keeps its statistics
+//   (E + statsOffset, keep mode; discard mode computes none); an average pool reads its input. An inner conv2d
 //   may have a bias (its parameters: the weights, then the bias).
 #include <cstddef>
 #include <cstdint>
@@ -89,7 +91,8 @@ struct BlockOp {
   bool readsOutput = false;                    // its backward reads its output (relu)
   bool readsSecondInput = false;               // its backward reads inputs[1] too (mul: each operand's
                                                // gradient is d(output) times the other operand)
-  std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, second statistic; float32)
+  std::uint64_t statsBytes = 0;                // batch norm: 2 * C * 4 (mean, second statistic; float32);
+                                               // max pool: its argmax indices, 8 bytes (int64) per output element
   std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
   std::uint64_t paramCount = 0;
   double fwdCost = 0.0;  // GFLOP

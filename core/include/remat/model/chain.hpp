@@ -78,6 +78,8 @@ enum class BlockOpKind {
   ChannelShuffle,  // ShuffleNetV2's Reshape [N, g, C/g, H, W] -> Transpose(1, 2) -> Reshape [N, C, H, W]
   LayerNorm,       // layernorm over the channel axis (ConvNeXt's permute - LayerNorm - permute)
   LayerScale,      // y = gamma * x with a per-channel parameter gamma [C, 1, 1] (ConvNeXt's layer_scale)
+  MaxPool,         // maxpool's fields (GoogLeNet's and Inception's pool branches); E: its int64 indices
+  AvgPool,         // avgpool's fields (Inception-v3's pool branches, count_include_pad)
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are

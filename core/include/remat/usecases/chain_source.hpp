@@ -32,6 +32,8 @@ struct ChainSourceOptions {
   // fused). A layer field, not a step option: it decides the layer's saved tensors (its e, wf, wb),
   // which shape inference computes, and a saved chain must give back the same numbers.
   std::optional<bool> fusedAttention;
+  // An ONNX model's data input by name (OnnxImportOptions::input); empty: its only one.
+  std::string input = {};
 };
 
 // The chain `source` names, built (shape inference done). Errors name the source.

@@ -156,8 +156,8 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
           "is inside a multi-branch piece (nodes " + std::to_string(g.ops()[order[from]].node) + " to " +
               std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
               quoteText(g.activations()[input].tensor) +
-              "); a block holds Conv, BatchNormalization, the activations, GlobalAveragePool (or ReduceMean over H "
-              "and W), Add, Mul, Concat and ShuffleNetV2's channel slice and shuffle only");
+              "); a block holds Conv, BatchNormalization, the activations, MaxPool, AveragePool, GlobalAveragePool "
+              "(or ReduceMean over H and W), Add, Mul, Concat and ShuffleNetV2's channel slice and shuffle only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);
     tensorOf[op.output] = k - from + 1;

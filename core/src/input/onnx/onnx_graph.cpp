@@ -278,7 +278,7 @@ Status Graph::readDataInput(const std::vector<std::string>& candidates, OnnxImpo
     return Status::invalid(source_ + ": no data input: no graph input of rank 2 or more reaches the output");
   if (candidates.size() > 1)
     return Status::invalid(source_ + ": more than one data input (" + quotedList(candidates) +
-                           "); a chain follows one input to one output");
+                           "); a chain follows one input to one output (name the data input with --input NAME)");
   const onnx::ValueInfoProto* input = nullptr;
   for (const auto& i : graph_.input())
     if (i.name() == candidates.front()) input = &i;
@@ -302,13 +302,38 @@ Status Graph::readDataInput(const std::vector<std::string>& candidates, OnnxImpo
   return Status::ok();
 }
 
+// --input NAME: a graph input that is not a weight with values, and one that reaches the output
+// through data positions (a weight input named by mistake does not).
+Status Graph::checkNamedInput() const {
+  const std::string what = source_ + ": --input " + quoteText(options_.input, 80);
+  std::set<std::string> initializers;
+  for (const auto& t : graph_.initializer()) initializers.insert(t.name());
+  std::vector<std::string> inputs;
+  bool found = false;
+  for (const auto& i : graph_.input()) {
+    if (initializers.count(i.name())) continue;
+    inputs.push_back(i.name());
+    found = found || i.name() == options_.input;
+  }
+  if (!found)
+    return Status::invalid(what + ": the graph has no input of that name (its inputs: " + quotedList(inputs) + ")");
+  const std::vector<std::string> candidates = dataInputCandidates();
+  if (std::find(candidates.begin(), candidates.end(), options_.input) == candidates.end())
+    return Status::invalid(
+        what + ": that input does not reach the output through the data of an op (a weight?); " +
+        (candidates.empty() ? std::string("no input does") : "the data inputs: " + quotedList(candidates)));
+  return Status::ok();
+}
+
 Status Graph::readOutput() {
   std::vector<std::string> names;
   for (const auto& o : graph_.output()) names.push_back(o.name());
   if (names.empty()) return Status::invalid(source_ + ": the graph has no output");
   if (names.size() > 1)
     return Status::invalid(source_ + ": more than one output (" + quotedList(names) +
-                           "); a chain follows one input to one output");
+                           "); a chain follows one input to one output (torchvision's GoogLeNet and Inception-v3 "
+                           "return their auxiliary classifiers' outputs in training mode: build them with "
+                           "aux_logits=False)");
   output_ = names.front();
   return Status::ok();
 }
@@ -328,7 +353,9 @@ Status Graph::readInterface(OnnxImportSummary& summary) {
     for (const auto& input : node.input()) ++readers_[input];
   for (const auto& output : graph_.output()) ++readers_[output.name()];
   REMAT_RETURN_IF_ERROR(readOutput());
-  return readDataInput(dataInputCandidates(), summary);
+  if (options_.input.empty()) return readDataInput(dataInputCandidates(), summary);
+  REMAT_RETURN_IF_ERROR(checkNamedInput());
+  return readDataInput({options_.input}, summary);
 }
 
 }  // namespace remat::onnx_import

@@ -148,6 +148,7 @@ class Graph {
   Status readDataInput(const std::vector<std::string>& candidates, OnnxImportSummary& summary);
   Status readBatch(const onnx::ValueInfoProto& input, Shape& shape, OnnxImportSummary& summary) const;
   Status readOutput();
+  Status checkNamedInput() const;
   Status validateStructure();
   std::vector<std::string> dataInputCandidates() const;
 

@@ -135,11 +135,19 @@ Status convertPool(Graph& g, std::size_t index) {
   auto dilation = squareAttribute(g, index, "dilations", 1);
   if (!kernel || !stride || !dilation) return !kernel ? kernel.status() : !stride ? stride.status() : dilation.status();
   if (*dilation != 1) return g.fail(index, "dilation " + std::to_string(*dilation) + ": pools are not dilated");
+  for (const char* flag : {"ceil_mode", "count_include_pad"}) {
+    const std::int64_t value = intAttribute(node, flag, 0);
+    if (value != 0 && value != 1)
+      return g.fail(index, std::string(flag) + " " + std::to_string(value) + " is not 0 or 1");
+  }
   const bool ceil = intAttribute(node, "ceil_mode", 0) != 0;
   const std::int64_t folded = g.pendingPad(nodeInput(node, 0));  // a Pad's zeros are averaged, i.e. counted
   if (isMax && folded > 0) return g.fail(index, "a zero Pad before a MaxPool is not max pooling's padding");
   auto padding = symmetricPadding(g, index, x->shape, {*kernel, *kernel}, {*stride, *stride});
   if (!padding) return padding.status();
+  if (*padding > *kernel / 2)  // PyTorch's rule, which the chain's pools follow (checked here, at the node)
+    return g.fail(index, "padding " + std::to_string(*padding) + " is more than half of kernel " +
+                             std::to_string(*kernel) + " (PyTorch's rule for pools)");
   if (!isMax && *padding > folded && intAttribute(node, "count_include_pad", 0) == 0)
     return g.fail(index,
                   "averages without its padding (count_include_pad = 0); avgpool layers count it, "

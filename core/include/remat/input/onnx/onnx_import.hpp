@@ -25,6 +25,10 @@ struct OnnxImportOptions {
   // > 0: the batch size, for a symbolic batch dimension, overriding a fixed one. 0: as exported (a
   // symbolic batch is then an error that names the dimension).
   std::int64_t batch = 0;
+  // The data input by name (`--input NAME`): a graph input that is not an initializer; every other
+  // graph input is then a weight. Empty: the one graph input of rank 2 or more that reaches the
+  // output (a torch export's first input); more than one such is an error that asks for the name.
+  std::string input = {};
 };
 
 // What the import did, for the summary `remat import` prints (formatOnnxSummary).
