@@ -4,6 +4,7 @@
 #include <exception>
 #include <ostream>
 
+#include "remat/model/precision.hpp"
 #include "remat/usecases/chain_source.hpp"
 
 namespace remat::cli {
@@ -51,6 +52,9 @@ void addStepOptions(CLI::App* command, StepArguments& step) {
                    "When weight gradients exist: static (zero_grad(set_to_none=False)) or on-backward (PyTorch 2's "
                    "zero_grad(): allocated by each layer's backward, freed after the optimizer step)")
       ->capture_default_str();
+  command->add_option("--precision", step.precision,
+                      "fp32, bf16 or fp16 (the whole model in that dtype), bf16-mixed or fp16-mixed (torch.autocast "
+                      "around float32 master weights); default: the chain's dtype (fp32 for zoo and ONNX models)");
 }
 
 Result<StepOptions> parseStepArguments(const StepArguments& step) {
@@ -64,6 +68,11 @@ Result<StepOptions> parseStepArguments(const StepArguments& step) {
   options.optimizer = *optimizer;
   options.foreach = *foreach;
   options.grads = *grads;
+  if (!step.precision.empty()) {
+    auto precision = parsePrecision(step.precision);
+    if (!precision) return precision.status().withContext("--precision");
+    options.precision = *precision;
+  }
   return options;
 }
 
@@ -76,8 +85,11 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
                            ": --batch applies to ONNX models and zoo:NAME; a chain file states its batch in "
                            "input.shape");
   auto chain = openChainSource(path, ChainSourceOptions{batch});
-  if (chain) chain->step = *options;
-  return chain;
+  if (!chain) return chain;
+  if (step.precision.empty()) options->precision = chain->step.precision;  // the file's dtype
+  auto stepped = withStepOptions(std::move(chain).value(), *options);
+  if (!stepped) return stepped.status().withContext(path + ": --precision " + step.precision);
+  return stepped;
 }
 
 namespace {

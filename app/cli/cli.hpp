@@ -70,6 +70,7 @@ struct StepArguments {
   std::string optimizer = "none";
   std::string foreach = "on";
   std::string grads = "static";
+  std::string precision;  // empty: the chain file's dtype (memory-model.md section 11.7)
 };
 void addStepOptions(CLI::App* command, StepArguments& step);
 Result<StepOptions> parseStepArguments(const StepArguments& step);

@@ -429,12 +429,6 @@ std::uint64_t Interpreter::staticBytes() const { return state_->staticBytes; }
 Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Device& device,
                                                          const InterpreterOptions& options) {
   if (chain.size() == 0) return Status::invalid("chain '" + chain.name + "' has no layers");
-  // Autocast's per-op dtypes need half kernels beside float32 ones (memory-model.md section 11.7);
-  // no backend has them yet. The pure half precisions are refused per layer by the layer checks.
-  if (isMixedPrecision(chain.step.precision))
-    return Status::invalid("precision " + std::string(precisionName(chain.step.precision)) + ": the " + device.name() +
-                           " device runs float32 steps only (no autocast kernels); " +
-                           "plan and simulate it, or run it as fp32");
   REMAT_RETURN_IF_ERROR(device.prepare(chain));
   REMAT_RETURN_IF_ERROR(detail::checkWorkspaces(chain, device));
   auto state = std::make_unique<State>();
