@@ -55,6 +55,10 @@ struct OptionSpecs {
   const QCommandLineOption grads{QStringLiteral("grads"),
                                  QStringLiteral("When weight gradients exist: static or on-backward (static)."),
                                  QStringLiteral("MODE"), QStringLiteral("static")};
+  const QCommandLineOption precision{
+      QStringLiteral("precision"),
+      QStringLiteral("The step's precision: fp32, bf16, fp16, bf16-mixed, fp16-mixed (the chain's dtype)."),
+      QStringLiteral("NAME")};
   const QCommandLineOption planner{QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
                                    QStringLiteral("NAME")};
   const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
@@ -77,7 +81,7 @@ struct OptionSpecs {
                                    QStringLiteral("N")};
 
   QList<QCommandLineOption> all() const {
-    return {chain,   zoo,      batch, resolution, dtype,      optimizer, foreach,   grads,
+    return {chain,   zoo,      batch, resolution, dtype,      optimizer, foreach,   grads,  precision,
             planner, timeline, tab,   capacity,   screenshot, size,      measureOn, measure};
   }
 };
@@ -104,6 +108,11 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
   auto grads = parseGradMode(parser.value(specs.grads).toStdString());
   if (!grads) return grads.status().withContext("--grads");
   options.step = {*optimizer, *foreach, *grads};
+  if (parser.isSet(specs.precision)) {
+    auto precision = parsePrecision(parser.value(specs.precision).toStdString());
+    if (!precision) return precision.status().withContext("--precision");
+    options.step.precision = *precision;
+  }
   return Status::ok();
 }
 
