@@ -4,15 +4,22 @@ a small CNN under PyTorch's CPU memory profiler, float32 and under torch.autocas
 dtype=torch.bfloat16), with the activation bytes counted as scripts/torch-op-memory.py counts them
 (its measure_step: allocations of the step less the parameter gradients; with and without the ops'
 own scratch), and the allocations still alive when backward starts listed by the op that made them,
-so that autocast's weight copies and input casts can be seen.
+so that autocast's weight copies and input casts can be seen. With --remat it puts remat's store-all
+E of the same chain beside PyTorch's peak (`remat simulate --precision fp32|bf16-mixed`; the chain is
+tests/data/autocast_cnn.json at batch 8, 32x32) and exits 1 when they differ by more than the loss's
+bytes (--tolerance, 1 KiB).
 
-    /usr/bin/python3 scripts/torch-autocast-memory.py [--batch 8] [--resolution 32]
+    /usr/bin/python3 scripts/torch-autocast-memory.py [--batch 8] [--resolution 32] [--remat build/dev/app/cli/remat]
 
 One thread, batch 8, 32x32 unless told. PyTorch 1.13's CPU autocast knows bfloat16 only.
 """
 import argparse
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import tempfile
 
 import torch
 import torch.nn as nn
@@ -30,6 +37,31 @@ def model(classes):
     return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
                          nn.Conv2d(16, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
                          nn.MaxPool2d(2), nn.Conv2d(32, classes, 1, 8), nn.Flatten(), nn.LazyLinear(classes))
+
+
+def chain_json(batch, resolution, classes):
+    """The chain of model(): tests/data/autocast_cnn.json at other shapes."""
+    conv = lambda name, out, k, s, p, bias: {"kind": "conv2d", "name": name, "out_channels": out, "kernel": k,  # noqa
+                                             "stride": s, "padding": p, "bias": bias}
+    return {"format": "remat-chain/1", "name": "autocast_cnn",
+            "input": {"shape": [batch, 3, resolution, resolution], "dtype": "float32"},
+            "layers": [conv("c1", 16, 3, 1, 1, False), {"kind": "batchnorm", "name": "bn1"},
+                       {"kind": "relu", "name": "r1"}, conv("c2", 32, 3, 1, 1, False),
+                       {"kind": "batchnorm", "name": "bn2"}, {"kind": "relu", "name": "r2"},
+                       {"kind": "maxpool", "name": "p", "kernel": 2, "stride": 2}, conv("head", classes, 1, 8, 0, True),
+                       {"kind": "flatten", "name": "f"}, {"kind": "linear", "name": "fc", "out_features": classes}]}
+
+
+def remat_e(remat, chain, precision):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "chain.json")
+        with open(path, "w") as f:
+            json.dump(chain, f)
+        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--precision", precision, "--json"],
+                             capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError("remat simulate failed: " + run.stderr.strip())
+    return json.loads(run.stdout)["dynamic_peak_bytes"]
 
 
 def kept_at_backward(net, x, target, autocast):
@@ -60,7 +92,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--resolution", type=int, default=32)
+    parser.add_argument("--remat", help="the remat binary: compare its E with PyTorch's peak")
+    parser.add_argument("--tolerance", type=int, default=1024, help="bytes (the loss's, which the model leaves out)")
     args = parser.parse_args()
+    failed = 0
     torch.set_num_threads(1)
     torch.manual_seed(0)
     classes = 10
@@ -83,6 +118,14 @@ def main():
               f"(at {step['peak_no_scratch_op']}), kept when backward starts {step['kept']} B")
         for size, op in kept_at_backward(net, x, target, autocast):
             print(f"    {size:>8} B  {op}")
+        if args.remat:
+            e = remat_e(args.remat, chain_json(args.batch, args.resolution, classes),
+                        "bf16-mixed" if autocast else "fp32")
+            ok = abs(step["peak_no_scratch"] - e) <= args.tolerance
+            failed += not ok
+            print(f"{name}: remat E {e} B, PyTorch {step['peak_no_scratch']} B without scratch: "
+                  f"{'within' if ok else 'NOT within'} {args.tolerance} B")
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -215,5 +215,19 @@ TEST(StepAppOptions, TheExplorerTakesTheCommandLinesStepOptions) {
   EXPECT_EQ(bad.status().message(), "--optimizer: unknown optimizer 'lion' (valid: none, sgd, momentum, adam, adamw)");
 }
 
+TEST(StepAppOptions, TheExplorerTakesThePrecision) {
+  auto plain = parseAppOptions({QStringLiteral("remat-explorer")});
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->step.precision, Precision::Fp32);  // then a chain opened brings its file's dtype
+  auto mixed =
+      parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--precision"), QStringLiteral("fp16-mixed")});
+  ASSERT_TRUE(mixed.isOk()) << mixed.status().message();
+  EXPECT_EQ(mixed->step.precision, Precision::Fp16Mixed);
+  auto bad = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--precision"), QStringLiteral("tf32")});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message(),
+            "--precision: unknown precision 'tf32' (valid: fp32, bf16, fp16, bf16-mixed, fp16-mixed)");
+}
+
 }  // namespace
 }  // namespace remat::gui
