@@ -6,6 +6,7 @@
 
 #include "cli_args.hpp"
 #include "remat/base/text.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/usecases/chain_source.hpp"
 
 namespace remat::cli {
@@ -61,6 +62,9 @@ void addStepOptions(CLI::App* command, StepArguments& step) {
                       "kept; the zoo's default) or math (the exported graph's softmax probabilities kept)");
   command->add_option("--sequence", step.sequence, "Sequence length of a zoo token model (gpt2: 1024, bert_base: 512)")
       ->check(wholeNumberIn(1, 2147483647));
+  command->add_option("--precision", step.precision,
+                      "fp32, bf16 or fp16 (the whole model in that dtype), bf16-mixed or fp16-mixed (torch.autocast "
+                      "around float32 master weights); default: the chain's dtype (fp32 for zoo and ONNX models)");
 }
 
 Result<StepOptions> parseStepArguments(const StepArguments& step) {
@@ -74,6 +78,11 @@ Result<StepOptions> parseStepArguments(const StepArguments& step) {
   options.optimizer = *optimizer;
   options.foreach = *foreach;
   options.grads = *grads;
+  if (!step.precision.empty()) {
+    auto precision = parsePrecision(step.precision);
+    if (!precision) return precision.status().withContext("--precision");
+    options.precision = *precision;
+  }
   return options;
 }
 
@@ -98,6 +107,12 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
   auto chain = openChainSource(path, source);
   if (chain) chain->step = *options;
   return chain;
+  auto chain = openChainSource(path, ChainSourceOptions{batch});
+  if (!chain) return chain;
+  if (step.precision.empty()) options->precision = chain->step.precision;  // the file's dtype
+  auto stepped = withStepOptions(std::move(chain).value(), *options);
+  if (!stepped) return stepped.status().withContext(path + ": --precision " + step.precision);
+  return stepped;
 }
 
 namespace {

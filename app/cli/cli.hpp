@@ -76,6 +76,7 @@ struct StepArguments {
   // zoo's is fused) and --sequence of a zoo token model (0: its context).
   std::string attention;
   std::int64_t sequence = 0;
+  std::string precision;  // empty: the chain file's dtype (memory-model.md section 11.7)
 };
 void addStepOptions(CLI::App* command, StepArguments& step);
 Result<StepOptions> parseStepArguments(const StepArguments& step);

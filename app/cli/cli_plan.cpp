@@ -9,6 +9,7 @@
 #include "remat/base/device_names.hpp"
 #include "remat/base/duration.hpp"
 #include "remat/base/text.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/report/results_json.hpp"
@@ -39,7 +40,7 @@ struct CompareOptions {
 };
 
 void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
-  out << "chain        " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << ")\n";
+  out << "chain        " << chain.name << " (" << chain.size() << " layers, " << describeChainDTypes(chain) << ")\n";
   out << "planner      " << r.planner << " (" << objectiveMeaning(r.objective) << ")\n";
   out << "checkpoints  "
       << (r.plan.checkpoints.empty()
@@ -48,7 +49,7 @@ void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
       << "\n";
   out << "peak (E)     " << formatBytes(r.dynamicPeakBytes) << " dynamic\n";
   out << "static       " << formatBytes(r.staticBytes) << " " << describeStaticParts(chain) << "\n";
-  if (chain.step != StepOptions{}) out << "step         " << describeStepOptions(chain.step) << "\n";
+  if (chain.step != defaultStepOptions(chain.dtype)) out << "step         " << describeStepOptions(chain.step) << "\n";
   out << "total peak   " << formatBytes(r.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(r.aBytes) << "\n";
   out << "objective R  " << formatBytes(r.rBytes) << "\n";
@@ -58,7 +59,7 @@ void printPlan(const Chain& chain, const PlanReport& r, std::ostream& out) {
 }
 
 void printComparison(const Chain& chain, const std::vector<PlanReport>& results, std::ostream& out) {
-  out << "chain " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << "), static "
+  out << "chain " << chain.name << " (" << chain.size() << " layers, " << describeChainDTypes(chain) << "), static "
       << formatBytes(chain.staticBytes()) << " " << describeStaticParts(chain) << "\n";
   out << describeCostUnit(chain) << "\n\n";
   char line[320];

@@ -11,6 +11,7 @@
 #include "remat/input/atomic_file.hpp"
 #include "remat/memory/op_times.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/planners/planners.hpp"
 #include "remat/report/exporters.hpp"
 #include "remat/report/results_json.hpp"
@@ -37,7 +38,7 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
   const auto& entries = sim.timeline.entries;
   const Op& peakOp = entries[sim.peakOpIndex].op;
   char line[256];
-  out << "chain        " << chain.name << " (" << chain.size() << " layers, " << dtypeName(chain.dtype) << ")\n";
+  out << "chain        " << chain.name << " (" << chain.size() << " layers, " << describeChainDTypes(chain) << ")\n";
   out << "checkpoints  "
       << (sim.plan.checkpoints.empty() ? std::string("(none: store all)") : formatCheckpointList(sim.plan)) << "\n";
   out << "peak (E)     " << formatBytes(sim.dynamicPeakBytes) << " dynamic at op " << sim.peakOpIndex << " "
@@ -45,7 +46,7 @@ void printTable(const Chain& chain, const Simulation& sim, bool allOps, std::ost
   if (peakOp.hasLayer()) out << " '" << chain.layers[peakOp.layer - 1].name << "'";
   out << "\n";
   out << "static       " << formatBytes(sim.staticBytes) << " " << describeStaticParts(chain) << "\n";
-  if (chain.step != StepOptions{}) out << "step         " << describeStepOptions(chain.step) << "\n";
+  if (chain.step != defaultStepOptions(chain.dtype)) out << "step         " << describeStepOptions(chain.step) << "\n";
   out << "total peak   " << formatBytes(sim.peakBytes()) << "\n";
   out << "objective A  " << formatBytes(sim.aBytes) << "\n";
   out << "objective R  " << formatBytes(sim.rBytes) << "\n";

@@ -9,6 +9,7 @@
 
 #include "cli.hpp"
 #include "cli_args.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/planners/registry.hpp"
 #include "remat/planners/tradeoff.hpp"
 #include "remat/report/results_json.hpp"
@@ -106,8 +107,8 @@ Status runTradeoff(const TradeoffOptions& options, Io& io) {
     io.out << tradeoffToJson(*chain, *front, planners).dump() << "\n";
     return Status::ok();
   }
-  io.out << "chain " << chain->name << " (" << chain->size() << " layers, " << dtypeName(chain->dtype) << "), static "
-         << formatBytes(chain->staticBytes()) << " " << describeStaticParts(*chain) << "\n";
+  io.out << "chain " << chain->name << " (" << chain->size() << " layers, " << describeChainDTypes(*chain)
+         << "), static " << formatBytes(chain->staticBytes()) << " " << describeStaticParts(*chain) << "\n";
   io.out << describeCostUnit(*chain) << "\n";
   printFront(*chain, *front, seconds, io.out);
   printPlanners(*chain, *front, planners, io.out);

@@ -54,7 +54,8 @@ TEST_F(StepOptionsCli, PlanJsonBreaksTheStaticBlockDown) {
   const json& parts = before["static"];
   EXPECT_EQ(parts["gradient_bytes"], parts["weight_bytes"]);  // static gradients, no state
   EXPECT_EQ(parts["optimizer_state_bytes"], 0);
-  EXPECT_EQ(before["step"], json({{"optimizer", "none"}, {"foreach", true}, {"grads", "static"}}));
+  EXPECT_EQ(before["step"],
+            json({{"optimizer", "none"}, {"foreach", true}, {"grads", "static"}, {"precision", "fp32"}}));
 
   const auto adamw = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json", "--optimizer",
                                "adamw", "--grads", "on-backward"});

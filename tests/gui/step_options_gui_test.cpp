@@ -20,6 +20,8 @@
 #include "document/plan_insight.hpp"
 #include "main_window_fixture.hpp"
 #include "remat/memory/liveness.hpp"
+#include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/model/zoo.hpp"
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
@@ -35,6 +37,7 @@ class StepOptionsGuiTest : public test::MainWindowFixture {
   StepOptionsGuiTest() { keepDefaultStep_ = true; }
   QComboBox* optimizer() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepOptimizer")); }
   QComboBox* grads() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepGrads")); }
+  QComboBox* precision() { return window_.stepBar()->findChild<QComboBox*>(QStringLiteral("stepPrecision")); }
   QCheckBox* foreachBox() { return window_.stepBar()->findChild<QCheckBox*>(QStringLiteral("stepForeach")); }
   void loadResnet() {
     ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 2, .resolution = 64}).isOk());
@@ -98,6 +101,45 @@ TEST_F(StepOptionsGuiTest, AnotherChainTakesTheStepShown) {
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   EXPECT_EQ(window_.document()->chain().step.optimizer, OptimizerKind::Momentum);
   EXPECT_EQ(window_.document()->chain().name, "vgg11");
+}
+
+// --precision's field (memory-model.md section 11.7): bf16-mixed rebuilds the numbers (half
+// activations, float32 static block), survives an edit and another chain, and undoes to fp32.
+TEST_F(StepOptionsGuiTest, ThePrecisionFieldRebuildsTheNumbersAndUndoes) {
+  loadResnet();
+  const Chain plain = window_.document()->chain();
+  ASSERT_NE(precision(), nullptr);
+  EXPECT_EQ(precision()->currentText(), QStringLiteral("fp32"));
+  precision()->setCurrentText(QStringLiteral("bf16-mixed"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  const Chain& mixed = window_.document()->chain();
+  EXPECT_EQ(mixed.step.precision, Precision::Bf16Mixed);
+  EXPECT_EQ(mixed.staticBytes(), plain.staticBytes());
+  EXPECT_EQ(mixed.at(2).outBytes * 2, plain.at(2).outBytes);  // the stem's batch norm runs in half
+  // At batch 2 the weights outweigh the activations: store-all holds every half weight copy at the
+  // loss, which makes E larger than float32's.
+  EXPECT_GT(autocastWeightCopyBytes(mixed), 0u);
+  EXPECT_GE(dynamicPeak(mixed, Plan{}), autocastWeightCopyBytes(mixed));
+  EXPECT_GT(dynamicPeak(mixed, Plan{}), dynamicPeak(plain, Plan{}));
+  const QString parts = window_.planView()->summaryToolTip(QStringLiteral("static"));
+  EXPECT_TRUE(parts.contains(QStringLiteral("autocast's half weight copies"))) << parts.toStdString();
+
+  ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("vgg11"), ZooOptions{.batch = 2, .resolution = 32}).isOk());
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(window_.document()->chain().step.precision, Precision::Bf16Mixed);
+  EXPECT_EQ(precision()->currentText(), QStringLiteral("bf16-mixed"));
+
+  loadResnet();
+  precision()->setCurrentText(QStringLiteral("bf16"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(window_.document()->chain().dtype, DType::BFloat16);
+  QUndoStack* undo = window_.document()->undoStack();
+  ASSERT_TRUE(undo->canUndo());
+  // The step change, and the planner's plan planned again after it.
+  while (window_.document()->chain().step.precision == Precision::Bf16 && undo->canUndo()) undo->undo();
+  EXPECT_EQ(window_.document()->chain().step.precision, Precision::Bf16Mixed);
+  EXPECT_EQ(window_.document()->chain().dtype, DType::Float32);
+  EXPECT_EQ(precision()->currentText(), QStringLiteral("bf16-mixed"));
 }
 
 TEST(StepChartData, StaticPartsAddUpAndGradientsGrowDuringBackward) {
@@ -187,6 +229,20 @@ TEST(StepAppOptions, TheExplorerTakesTheCommandLinesStepOptions) {
   auto bad = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--optimizer"), QStringLiteral("lion")});
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.status().message(), "--optimizer: unknown optimizer 'lion' (valid: none, sgd, momentum, adam, adamw)");
+}
+
+TEST(StepAppOptions, TheExplorerTakesThePrecision) {
+  auto plain = parseAppOptions({QStringLiteral("remat-explorer")});
+  ASSERT_TRUE(plain.isOk()) << plain.status().message();
+  EXPECT_EQ(plain->step.precision, Precision::Fp32);  // then a chain opened brings its file's dtype
+  auto mixed =
+      parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--precision"), QStringLiteral("fp16-mixed")});
+  ASSERT_TRUE(mixed.isOk()) << mixed.status().message();
+  EXPECT_EQ(mixed->step.precision, Precision::Fp16Mixed);
+  auto bad = parseAppOptions({QStringLiteral("remat-explorer"), QStringLiteral("--precision"), QStringLiteral("tf32")});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message(),
+            "--precision: unknown precision 'tf32' (valid: fp32, bf16, fp16, bf16-mixed, fp16-mixed)");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
@@ -108,6 +109,31 @@ TEST(BruteForceZoo, EveryModelCutToSixteenLayers) {
     for (std::size_t l = 1; l <= std::min<std::size_t>(16, full->size()); ++l) layers.push_back(full->at(l));
     ASSERT_GE(layers.size(), 2u) << entry.name;
     expectExact(makeAbstractChain(entry.name + "[1..16]", full->inputBytes, layers));
+  }
+}
+
+// Every precision (memory-model.md section 11.7) on real layers: ResNet-18, MobileNetV2 and VGG-11
+// at batch 4 under fp32, bf16, fp16, bf16-mixed and fp16-mixed (input casts saved instead of the
+// input, weight copies in E, half weight gradients in wb), each in a step mode, cut to their first
+// 12 layers.
+TEST(BruteForceZoo, EveryPrecision) {
+  std::size_t mode = 0;
+  for (const char* name : {"resnet18", "mobilenet_v2", "vgg11"}) {
+    ZooOptions options;
+    options.batch = 4;
+    const Chain base = testing::zooBuilt(name, options);
+    for (Precision precision : precisions()) {
+      StepOptions step = testing::stepMode(mode++ % testing::kStepModeCount);
+      step.precision = precision;
+      auto full = withStepOptions(base, step);
+      ASSERT_TRUE(full.isOk()) << name << ": " << full.status().message();
+      std::vector<LayerNumbers> layers;
+      for (std::size_t l = 1; l <= std::min<std::size_t>(12, full->size()); ++l) layers.push_back(full->at(l));
+      Chain cut = makeAbstractChain(std::string(name) + " " + std::string(precisionName(precision)) + "[1..12]",
+                                    full->inputBytes, layers);
+      cut.step = full->step;
+      expectExact(cut);
+    }
   }
 }
 

@@ -3,6 +3,8 @@
 #include <QUndoCommand>
 #include <algorithm>
 
+#include "remat/model/precision.hpp"
+
 namespace remat::gui {
 namespace {
 
@@ -77,8 +79,9 @@ Status Document::setStepOptions(const StepOptions& step) {
     chain_.step = step;
     return Status::ok();
   }
-  Chain next = chain_;
-  next.step = step;
+  auto stepped = withStepOptions(chain_, step);  // a new precision rebuilds the layer numbers
+  if (!stepped) return stepped.status();
+  Chain next = std::move(stepped).value();
   const QString text = tr("Set the step to %1").arg(QString::fromStdString(describeStepOptions(step)));
   undoStack_.push(new ChainCommand(this, std::move(next), plan_, planner_, ++lastRevision_, text));
   return Status::ok();
@@ -86,9 +89,12 @@ Status Document::setStepOptions(const StepOptions& step) {
 
 void Document::resetChain(Chain chain, const QString& filePath, const Plan& plan, const QString& source) {
   undoStack_.clear();
-  const StepOptions step = chain_.step;
-  chain_ = std::move(chain);
-  chain_.step = step;
+  // The step carries over to the new chain, its precision only when mixed: fp32, bf16 and fp16 are
+  // a chain file's dtype, which the new chain brings (as on the command line without --precision).
+  StepOptions step = chain_.step;
+  if (!isMixedPrecision(step.precision)) step.precision = chain.step.precision;
+  auto stepped = withStepOptions(chain, step);
+  chain_ = stepped ? std::move(stepped).value() : std::move(chain);
   hasChain_ = true;
   plan_ = validatePlan(plan, chain_.size()).isOk() ? plan : Plan{};
   planner_ = source;
@@ -168,9 +174,10 @@ Status Document::setOpeningPlan(const Plan& plan, const QString& source, std::op
 
 Status Document::editChain(const ChainSpec& spec, const QString& description, const SpecRemap& remap) {
   if (!hasChain_) return Status::invalid("no chain is loaded");
-  Result<Chain> built = buildChain(spec);
+  Result<Chain> spelled = buildChain(spec);
+  if (!spelled) return spelled.status();
+  auto built = withStepOptions(std::move(spelled).value(), chain_.step);  // not in the spec
   if (!built) return built.status();
-  built->step = chain_.step;  // not in the spec
   Plan plan = remapPlan(chain_, *built, plan_, remap);
   const QString source = plan == plan_ ? planner_ : QStringLiteral("manual");
   undoStack_.push(

@@ -17,6 +17,7 @@
 #include "document/document.hpp"
 #include "document/plan_insight.hpp"
 #include "remat/memory/op_times.hpp"
+#include "remat/model/precision.hpp"
 #include "views/checkpoint_strip.hpp"
 #include "views/flow_layout.hpp"
 
@@ -242,6 +243,10 @@ void PlanView::refreshPlan() {
   QString parts = tr("Alive the whole step (%1):").arg(QString::fromStdString(describeStepOptions(chain.step)));
   for (const charts::StaticPart& part : staticParts(chain))
     if (part.bytes > 0) parts += QStringLiteral("\n  %1  %2").arg(part.name, ui::formatBytes(part.bytes));
+  if (const std::uint64_t copies = autocastWeightCopyBytes(chain); copies > 0)  // memory-model.md 11.7
+    parts += tr("\nNot static: autocast's half weight copies, %1, each saved by its conv or linear until its "
+                "backward (in the dynamic peak)")
+                 .arg(ui::formatBytes(copies));
   values_["static"]->setToolTip(parts);
   setCardValue("A", ui::formatBytes(sim.aBytes));
   setCardValue("R", ui::formatBytes(sim.rBytes));

@@ -33,10 +33,18 @@ StepBar::StepBar(QWidget* parent) : QWidget(parent) {
   foreach_->setToolTip(
       tr("The optimizer's multi-tensor (foreach) implementation, PyTorch's default on CUDA; off: its "
          "per-parameter loop"));
+  precision_ = new QComboBox(this);
+  precision_->setObjectName(QStringLiteral("stepPrecision"));
+  for (Precision precision : precisions()) precision_->addItem(ui::toQString(precisionName(precision)));
+  precision_->setToolTip(
+      tr("The step's dtypes: fp32; bf16 or fp16 (the whole model, weights and optimizer state in half); "
+         "bf16-mixed or fp16-mixed (torch.autocast: convolutions and linears in half, float32 master weights, "
+         "gradients and optimizer state; each conv and linear keeps a half copy of its weights for its backward)"));
   layout->addWidget(new QLabel(tr("Step:"), this));
   layout->addWidget(optimizer_);
   layout->addWidget(foreach_);
   layout->addWidget(grads_);
+  layout->addWidget(precision_);
   setStepOptions(kPyTorchDefaultStep);
   const auto changed = [this]() {
     updateForeach();
@@ -45,6 +53,7 @@ StepBar::StepBar(QWidget* parent) : QWidget(parent) {
   connect(optimizer_, &QComboBox::currentIndexChanged, this, changed);
   connect(grads_, &QComboBox::currentIndexChanged, this, changed);
   connect(foreach_, &QCheckBox::toggled, this, changed);
+  connect(precision_, &QComboBox::currentIndexChanged, this, changed);
 }
 
 StepOptions StepBar::stepOptions() const {
@@ -52,6 +61,7 @@ StepOptions StepBar::stepOptions() const {
   options.optimizer = optimizerKinds()[static_cast<std::size_t>(std::max(0, optimizer_->currentIndex()))];
   options.foreach = foreach_->isChecked();
   options.grads = grads_->currentIndex() == 1 ? GradMode::OnBackward : GradMode::Static;
+  options.precision = precisions()[static_cast<std::size_t>(std::max(0, precision_->currentIndex()))];
   return options;
 }
 
@@ -59,9 +69,11 @@ void StepBar::setStepOptions(const StepOptions& options) {
   const QSignalBlocker blockOptimizer(optimizer_);
   const QSignalBlocker blockGrads(grads_);
   const QSignalBlocker blockForeach(foreach_);
+  const QSignalBlocker blockPrecision(precision_);
   optimizer_->setCurrentText(ui::toQString(optimizerName(options.optimizer)));
   grads_->setCurrentIndex(options.grads == GradMode::OnBackward ? 1 : 0);
   foreach_->setChecked(options.foreach);
+  precision_->setCurrentText(ui::toQString(precisionName(options.precision)));
   updateForeach();
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Picks what the training step does besides forward and backward (docs/memory-model.md section
-// 11): the optimizer, its foreach implementation and when weight gradients exist. The explorer's
-// counterpart of the command line's --optimizer, --foreach and --grads.
+// 11): the optimizer, its foreach implementation, when weight gradients exist and the precision
+// (section 11.7). The explorer's counterpart of the command line's --optimizer, --foreach, --grads
+// and --precision.
 #include <QWidget>
 
 #include "remat/model/step_options.hpp"
@@ -29,6 +30,7 @@ class StepBar : public QWidget {
   QComboBox* optimizer_;
   QComboBox* grads_;
   QCheckBox* foreach_;
+  QComboBox* precision_;
 };
 
 }  // namespace remat::gui

@@ -63,6 +63,10 @@ struct OptionSpecs {
       QStringLiteral("grads"),
       QStringLiteral("When weight gradients exist: static or on-backward (%1).").arg(defaultGrads),
       QStringLiteral("MODE"), defaultGrads};
+  const QCommandLineOption precision{
+      QStringLiteral("precision"),
+      QStringLiteral("The step's precision: fp32, bf16, fp16, bf16-mixed, fp16-mixed (the chain's dtype)."),
+      QStringLiteral("NAME")};
   const QCommandLineOption planner{QStringLiteral("planner"), QStringLiteral("Plan with this planner after loading."),
                                    QStringLiteral("NAME")};
   const QCommandLineOption timeline{QStringLiteral("timeline"), QStringLiteral("Overlay a measured timeline file."),
@@ -85,7 +89,7 @@ struct OptionSpecs {
                                    QStringLiteral("N")};
 
   QList<QCommandLineOption> all() const {
-    return {chain,   zoo,      batch, resolution, dtype,      optimizer, foreach,   grads,
+    return {chain,   zoo,      batch, resolution, dtype,      optimizer, foreach,   grads,  precision,
             planner, timeline, tab,   capacity,   screenshot, size,      measureOn, measure};
   }
 };
@@ -112,6 +116,11 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
   auto grads = parseGradMode(parser.value(specs.grads).toStdString());
   if (!grads) return grads.status().withContext("--grads");
   options.step = {*optimizer, *foreach, *grads};
+  if (parser.isSet(specs.precision)) {
+    auto precision = parsePrecision(parser.value(specs.precision).toStdString());
+    if (!precision) return precision.status().withContext("--precision");
+    options.step.precision = *precision;
+  }
   return Status::ok();
 }
 

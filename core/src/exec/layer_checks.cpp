@@ -126,6 +126,11 @@ Status LayerChecks::expectParams(std::uint64_t have, std::uint64_t want) const {
 
 Status LayerChecks::realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements) const {
   const ChainLayer& layer = chain.layers[l - 1];
+  // Autocast's per-op dtypes need half kernels beside the float32 ones (memory-model.md section
+  // 11.7); neither backend has them. (Abstract layers only move bytes, in any precision.)
+  if (isMixedPrecision(chain.step.precision))
+    return fail("precision " + std::string(precisionName(chain.step.precision)) + ": the " + upper(device) +
+                " backend runs float32 steps only (no autocast kernels); plan and simulate it, or run it as fp32");
   if (chain.dtype != DType::Float32)
     return fail("the " + upper(device) + " backend runs float32 only; the chain is " +
                 std::string(dtypeName(chain.dtype)));

@@ -6,6 +6,7 @@
 #include "layer_inference.hpp"
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
+#include "remat/model/precision.hpp"
 
 namespace remat {
 namespace {
@@ -169,6 +170,7 @@ bool bytesOverflow(std::uint64_t& total, const LayerNumbers& m) {
 ChainBuilder::ChainBuilder(const ChainSpec& spec) : spec_(spec) {
   chain_.name = spec.name;
   chain_.dtype = spec.input.dtype;
+  chain_.step.precision = precisionOfDType(spec.input.dtype);  // a half file runs all in half
   chain_.inputShape = spec.input.shape;
 }
 

@@ -11,6 +11,9 @@ namespace {
 constexpr std::array kOptimizers = {OptimizerKind::None, OptimizerKind::Sgd, OptimizerKind::Momentum,
                                     OptimizerKind::Adam, OptimizerKind::AdamW};
 
+constexpr std::array kPrecisions = {Precision::Fp32, Precision::Bf16, Precision::Fp16, Precision::Bf16Mixed,
+                                    Precision::Fp16Mixed};
+
 std::string quoted(std::string_view text) {
   std::string out = "'";
   for (char c : text.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
@@ -57,9 +60,33 @@ Result<bool> parseForeach(std::string_view name) {
   return Status::invalid("unknown foreach setting " + quoted(name) + " (valid: on, off)");
 }
 
+std::string_view precisionName(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+    case Precision::Bf16Mixed: return "bf16-mixed";
+    case Precision::Fp16Mixed: return "fp16-mixed";
+  }
+  return "?";
+}
+
+std::span<const Precision> precisions() { return kPrecisions; }
+
+Result<Precision> parsePrecision(std::string_view name) {
+  std::string valid;
+  for (Precision precision : kPrecisions) {
+    if (precisionName(precision) == name) return precision;
+    valid += (valid.empty() ? "" : ", ") + std::string(precisionName(precision));
+  }
+  return Status::invalid("unknown precision " + quoted(name) + " (valid: " + valid + ")");
+}
+
 std::string describeStepOptions(const StepOptions& options) {
-  return std::string(optimizerName(options.optimizer)) + ", foreach " + (options.foreach ? "on" : "off") +
-         ", gradients " + (options.grads == GradMode::Static ? "static" : "on backward");
+  std::string text = std::string(optimizerName(options.optimizer)) + ", foreach " + (options.foreach ? "on" : "off") +
+                     ", gradients " + (options.grads == GradMode::Static ? "static" : "on backward");
+  if (options.precision != Precision::Fp32) text += ", " + std::string(precisionName(options.precision));
+  return text;
 }
 
 std::uint64_t optimizerStateFactor(OptimizerKind kind) {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "remat/model/precision.hpp"
+
 namespace remat {
 namespace {
 
@@ -44,7 +46,11 @@ nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
                  {"optimizer_state_bytes", parts.optimizerStateBytes}};
   j["step"] = {{"optimizer", std::string(optimizerName(chain.step.optimizer))},
                {"foreach", chain.step.foreach},
-               {"grads", std::string(gradModeName(chain.step.grads))}};
+               {"grads", std::string(gradModeName(chain.step.grads))},
+               {"precision", std::string(precisionName(chain.step.precision))}};
+  // Not static: under a mixed precision each conv and linear layer's saved half weight copy is
+  // part of its E (memory-model.md section 11.7); the sum, for reading the peak.
+  j["autocast_weight_copy_bytes"] = autocastWeightCopyBytes(chain);
   return j;
 }
 

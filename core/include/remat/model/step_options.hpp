@@ -15,6 +15,9 @@ struct Chain;
 
 enum class OptimizerKind { None, Sgd, Momentum, Adam, AdamW };
 enum class GradMode { Static, OnBackward };
+// The step's dtypes (memory-model.md section 11.7): float32, the whole model in half (the chain
+// file's dtype), or torch.autocast in half around float32 master weights.
+enum class Precision { Fp32, Bf16, Fp16, Bf16Mixed, Fp16Mixed };
 
 // Core's defaults (none, foreach on, static) are the model before section 11: static memory
 // a(0) + 2P, no optimizer step; the front ends default to kPyTorchDefaultStep instead.
@@ -22,6 +25,9 @@ struct StepOptions {
   OptimizerKind optimizer = OptimizerKind::None;
   bool foreach = true;
   GradMode grads = GradMode::Static;
+  // Set together with the layer numbers it changes: withPrecision / withStepOptions
+  // (remat/model/precision.hpp); buildChain sets it from the chain file's dtype.
+  Precision precision = Precision::Fp32;
   bool operator==(const StepOptions&) const = default;
 };
 
@@ -37,8 +43,12 @@ std::span<const OptimizerKind> optimizerKinds();     // every kind, in the order
 Result<OptimizerKind> parseOptimizer(std::string_view name);
 std::string_view gradModeName(GradMode mode);  // "static", "on-backward"
 Result<GradMode> parseGradMode(std::string_view name);
-Result<bool> parseForeach(std::string_view name);  // "on" / "off"
-// "adamw, foreach on, gradients on backward".
+Result<bool> parseForeach(std::string_view name);     // "on" / "off"
+std::string_view precisionName(Precision precision);  // "fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed"
+std::span<const Precision> precisions();              // every precision, in the order messages list them
+Result<Precision> parsePrecision(std::string_view name);
+inline bool isMixedPrecision(Precision p) { return p == Precision::Bf16Mixed || p == Precision::Fp16Mixed; }
+// "adamw, foreach on, gradients on backward" (", bf16-mixed" appended when not fp32).
 std::string describeStepOptions(const StepOptions& options);
 
 // Bytes of optimizer state per parameter byte in the steady state (second and later steps):

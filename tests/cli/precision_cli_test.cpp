@@ -1,0 +1,108 @@
+// --precision (docs/memory-model.md section 11.7) through runCli: every chain command takes it and
+// refuses a bad value naming the option and the valid ones (exit 2); plan --json carries the
+// precision, the float32 static block of the mixed modes and the autocast weight copies; compare
+// names the dtypes; the CPU executor refuses a precision it cannot run (exit 2).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+using testing::runRemat;
+
+class PrecisionCli : public testing::CliTest {};
+
+TEST_F(PrecisionCli, EveryChainCommandTakesItAndRefusesABadValue) {
+  const std::string chain = path("r18.json");
+  ASSERT_EQ(runRemat({"zoo", "export", "resnet18", "--batch", "2", "--resolution", "32", "--output", chain}).exitCode,
+            0);
+  const std::vector<std::vector<std::string>> commands = {{"simulate", chain, "--checkpoints", ""},
+                                                          {"plan", chain, "--planner", "optimal"},
+                                                          {"compare", chain},
+                                                          {"tradeoff", chain}};
+  for (auto command : commands) {
+    auto bad = command;
+    bad.insert(bad.end(), {"--precision", "fp8"});
+    const auto refused = runRemat(bad);
+    EXPECT_EQ(refused.exitCode, 2) << command[0];
+    EXPECT_NE(
+        refused.err.find("--precision: unknown precision 'fp8' (valid: fp32, bf16, fp16, bf16-mixed, fp16-mixed)"),
+        std::string::npos)
+        << command[0] << ": " << refused.err;
+    for (const char* precision : {"fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed"}) {
+      auto good = command;
+      good.insert(good.end(), {"--precision", precision, "--optimizer", "adamw", "--grads", "on-backward"});
+      const auto result = runRemat(good);
+      EXPECT_EQ(result.exitCode, 0) << command[0] << " " << precision << ": " << result.err;
+    }
+  }
+}
+
+json planJson(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"plan", "zoo:resnet18", "--batch", "4", "--planner", "none", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto result = runRemat(args);
+  EXPECT_EQ(result.exitCode, 0) << result.err;
+  return result.exitCode == 0 ? json::parse(result.out) : json::object();
+}
+
+TEST_F(PrecisionCli, PlanJsonCarriesThePrecisionAndTheStaticBreakdown) {
+  const json fp32 = planJson({"--optimizer", "adamw", "--grads", "on-backward"});
+  const json mixed = planJson({"--optimizer", "adamw", "--grads", "on-backward", "--precision", "bf16-mixed"});
+  const json bf16 = planJson({"--optimizer", "adamw", "--grads", "on-backward", "--precision", "bf16"});
+  ASSERT_TRUE(fp32.contains("static") && mixed.contains("static") && bf16.contains("static"));
+  EXPECT_EQ(fp32["step"]["precision"], "fp32");
+  EXPECT_EQ(mixed["step"]["precision"], "bf16-mixed");
+  EXPECT_EQ(bf16["step"]["precision"], "bf16");
+  // Mixed: float32 master weights, moments and input; pure bf16: all of it half.
+  EXPECT_EQ(mixed["static"], fp32["static"]);
+  EXPECT_EQ(bf16["static"]["weight_bytes"].get<std::uint64_t>() * 2,
+            fp32["static"]["weight_bytes"].get<std::uint64_t>());
+  EXPECT_EQ(bf16["static_bytes"].get<std::uint64_t>() * 2, fp32["static_bytes"].get<std::uint64_t>());
+  // The half weight copies: about 2 bytes a parameter (not the batch norms', not the fc's bias).
+  const std::uint64_t weights = fp32["static"]["weight_bytes"];
+  const std::uint64_t copies = mixed["autocast_weight_copy_bytes"];
+  EXPECT_EQ(fp32["autocast_weight_copy_bytes"], 0);
+  EXPECT_LT(copies, weights / 2);
+  EXPECT_GT(copies, weights / 2 * 99 / 100);
+  // Half activations make E smaller than float32's, the copies and float32 gradients larger than bf16's.
+  EXPECT_LT(mixed["dynamic_peak_bytes"].get<std::uint64_t>(), fp32["dynamic_peak_bytes"].get<std::uint64_t>());
+  EXPECT_GT(mixed["dynamic_peak_bytes"].get<std::uint64_t>(), bf16["dynamic_peak_bytes"].get<std::uint64_t>());
+}
+
+TEST_F(PrecisionCli, CompareAndPlanNameTheDtypes) {
+  const auto compare = runRemat({"compare", "zoo:resnet18", "--batch", "2", "--precision", "fp16-mixed"});
+  ASSERT_EQ(compare.exitCode, 0) << compare.err;
+  EXPECT_NE(compare.out.find("float32 weights, fp16-mixed (autocast)"), std::string::npos) << compare.out;
+  const auto plan =
+      runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "none", "--precision", "bf16-mixed"});
+  ASSERT_EQ(plan.exitCode, 0) << plan.err;
+  EXPECT_NE(plan.out.find("step         none, foreach on, gradients static, bf16-mixed"), std::string::npos)
+      << plan.out;
+}
+
+TEST_F(PrecisionCli, TheCpuExecutorRefusesWhatItCannotRun) {
+  const std::string chain = path("r18.json");
+  ASSERT_EQ(runRemat({"zoo", "export", "resnet18", "--batch", "2", "--resolution", "8", "--output", chain}).exitCode,
+            0);
+  for (const char* precision : {"bf16-mixed", "fp16-mixed"}) {
+    const auto result = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", precision});
+    EXPECT_EQ(result.exitCode, 2) << precision;
+    EXPECT_NE(result.err.find(std::string("precision ") + precision +
+                              ": the CPU backend runs float32 steps only (no autocast kernels)"),
+              std::string::npos)
+        << result.err;
+  }
+  const auto pure = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "bf16"});
+  EXPECT_EQ(pure.exitCode, 2);
+  EXPECT_NE(pure.err.find("runs float32 only; the chain is bfloat16"), std::string::npos) << pure.err;
+  const auto fp32 = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "fp32"});
+  EXPECT_EQ(fp32.exitCode, 0) << fp32.err;
+}
+
+}  // namespace
+}  // namespace remat
