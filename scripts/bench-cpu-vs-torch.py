@@ -7,10 +7,13 @@ one warm-up step, median of --repetitions). PyTorch: the torchvision model built
 (MODEL_KWARGS; both report their parameter count, and a chain whose counts differ is refused),
 a random batch, labels, CrossEntropyLoss, backward, torch.set_num_threads(t) (and OMP_NUM_THREADS=t), the median step after
 one warm-up step. Each (chain, threads) pair runs ours and then PyTorch's back to back, so a change
-in the machine's load hits both alike; the load average is printed before and after.
+in the machine's load hits both alike; the load average is printed before and after. With
+--baseline, a second cpu_step_bench (an older build) runs right after ours in each pair, so a
+change's before and after share the same load and the same PyTorch step.
 
   scripts/bench-cpu-vs-torch.py [--bench build/release/bench/cpu_step_bench] [--repetitions 3]
                                 [--steps 5] [--threads 1,all] [--chains resnet18_b8_112,...]
+                                [--baseline build/before/cpu_step_bench]
 
 PyTorch comes from Debian's python3-torch and python3-torchvision: the first of this interpreter,
 /usr/bin/python3 and python3 that imports both is used; without one the PyTorch column says so and
@@ -95,6 +98,24 @@ def torch_ms(python, chain, threads, steps):
     return float(ms), int(params)
 
 
+def row(args, python, chain, threads):
+    """One table row: ours, PyTorch's, their ratio (and the baseline's), run back to back."""
+    ours, our_params = ours_ms(args.bench, chain, threads, args.repetitions)
+    before = ours_ms(args.baseline, chain, threads, args.repetitions)[0] if args.baseline else None
+    theirs = None
+    if python:
+        theirs, their_params = torch_ms(python, chain, threads, args.steps)
+        if our_params >= 0 and our_params != their_params:
+            raise SystemExit(f"bench-cpu-vs-torch: {chain}: the zoo's chain has {our_params} parameters, "
+                             f"torchvision's model {their_params}: not the same network")
+    ratio = f"{ours / theirs:.2f}x" if theirs else "n/a"
+    theirs_text = f"{theirs:.0f}" if theirs else "not installed"
+    text = f"| {chain} | {threads} | {ours:.0f} | {theirs_text} | {ratio} |"
+    if before is not None:
+        text += f" {before:.0f} | {f'{before / theirs:.2f}x' if theirs else 'n/a'} |"
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", default="build/release/bench/cpu_step_bench")
@@ -102,10 +123,13 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="PyTorch steps timed after the warm-up")
     parser.add_argument("--threads", default="1,all", help="comma-separated counts; 'all' is every core")
     parser.add_argument("--chains", default=",".join(CHAINS))
+    parser.add_argument("--baseline", help="a second cpu_step_bench (an older build) run right after ours for "
+                        "each pair: before and after a change under the same load")
     args = parser.parse_args()
-    if not os.path.exists(args.bench):
-        raise SystemExit(f"bench-cpu-vs-torch: {args.bench} not found: build the cpu_step_bench target "
-                         "(cmake --preset release && cmake --build --preset release --target cpu_step_bench)")
+    for bench in [args.bench] + ([args.baseline] if args.baseline else []):
+        if not os.path.exists(bench):
+            raise SystemExit(f"bench-cpu-vs-torch: {bench} not found: build the cpu_step_bench target "
+                             "(cmake --preset release && cmake --build --preset release --target cpu_step_bench)")
     cores = os.cpu_count() or 1
     counts = sorted({cores if t == "all" else int(t) for t in args.threads.split(",")})
     python = torch_python()
@@ -113,20 +137,12 @@ def main():
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if python is None:
         print("# PyTorch: not installed (apt-get install python3-torch python3-torchvision); our times only")
-    print("| chain | threads | ours (ms) | PyTorch (ms) | ours / PyTorch |")
-    print("|---|---|---|---|---|")
+    baseline = "| baseline (ms) | baseline / PyTorch " if args.baseline else ""
+    print(f"| chain | threads | ours (ms) | PyTorch (ms) | ours / PyTorch {baseline}|")
+    print("|---|---|---|---|---|" + ("---|---|" if args.baseline else ""))
     for chain in args.chains.split(","):
         for threads in counts:
-            ours, our_params = ours_ms(args.bench, chain, threads, args.repetitions)
-            theirs = None
-            if python:
-                theirs, their_params = torch_ms(python, chain, threads, args.steps)
-                if our_params >= 0 and our_params != their_params:
-                    raise SystemExit(f"bench-cpu-vs-torch: {chain}: the zoo's chain has {our_params} parameters, "
-                                     f"torchvision's model {their_params}: not the same network")
-            ratio = f"{ours / theirs:.2f}x" if theirs else "n/a"
-            theirs_text = f"{theirs:.0f}" if theirs else "not installed"
-            print(f"| {chain} | {threads} | {ours:.0f} | {theirs_text} | {ratio} |", flush=True)
+            print(row(args, python, chain, threads), flush=True)
     print(f"# load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
