@@ -8,8 +8,10 @@
 // Scratch of the forward: [reordered weights][reorder's scratchpad][convolution's scratchpad].
 // Scratch of the backward: the larger of its two phases, which run one after the other:
 //   data:    [reordered weights][reorder's scratchpad][d(input) when added into][scratchpad];
-//   weights: [weight gradient][bias gradient][scratchpad][the adding reorder's scratchpad].
+//   weights: [weight gradient][bias gradient][scratchpad][the adding reorder's scratchpad]; none
+//            for a depthwise convolution whose weight gradient is our kernel (kernels_depthwise.cpp).
 #include <algorithm>
+#include <string_view>
 
 #include "dnnl_layers.hpp"
 
@@ -59,6 +61,12 @@ ConvOp::Weights weightsFor(const DnnlContext& context, const memory::desc& chose
   return w;
 }
 
+// A depthwise convolution whose weight gradient oneDNN computes without a depthwise kernel (its
+// implementation's name lacks "dw": 5x5 and 7x7 in oneDNN 2.6) takes ours (kernels_depthwise.cpp).
+bool ownDepthwiseWeightGradient(const ConvGeometry& g, const char* oneDnnImplementation) {
+  return depthwiseWeightGradientFits(g) && std::string_view(oneDnnImplementation).find("dw") == std::string_view::npos;
+}
+
 }  // namespace
 
 Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g, bool bias, InputGrad grad,
@@ -69,6 +77,7 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
   op.outChannels_ = g.outChannels;
   op.inputCount_ = g.batch * g.inChannels * g.inHeight * g.inWidth;
   op.label_ = label;
+  op.geometry_ = g;
   const ConvDescs d = descsOf(g, bias);
   op.x_ = d.x;
   op.y_ = d.y;
@@ -105,6 +114,11 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
              : convolution_backward_weights::desc(direct, d.x, d.weightsAny, d.y, d.strides, d.paddingLeft,
                                                   d.paddingRight),
         primitiveAttributes(), context.engine, forward);
+    op.ownWeightGradient_ = ownDepthwiseWeightGradient(g, backward.impl_info_str());
+    if (op.ownWeightGradient_) {  // kernels_depthwise.cpp: no scratch of its own
+      op.backwardBytes_ = data.bytes();
+      return;
+    }
     op.diffWeights_ = backward.diff_weights_desc();
     op.diffWeightsOffset_ = weights.add(op.diffWeights_.get_size());
     if (bias) op.diffBiasOffset_ = weights.add(d.bias.get_size());
@@ -165,6 +179,10 @@ Status ConvOp::backwardData(const DnnlContext& context, const float* dy, const f
 
 Status ConvOp::backwardWeights(const DnnlContext& context, const float* x, const float* dy, float* dw, float* db,
                                std::byte* scratch) const {
+  if (ownWeightGradient_) {
+    depthwiseWeightGradient(geometry_, x, dy, dw, db);
+    return Status::ok();
+  }
   std::byte* diffWeights = scratch + diffWeightsOffset_;
   auto* diffBias = reinterpret_cast<float*>(scratch + diffBiasOffset_);
   if (bias_) {
