@@ -11,6 +11,7 @@
 //   weights: [weight gradient][bias gradient][scratchpad][the adding reorder's scratchpad]; none
 //            for a depthwise convolution whose weight gradient is our kernel (kernels_depthwise.cpp).
 #include <algorithm>
+#include <optional>
 #include <string_view>
 
 #include "dnnl_layers.hpp"
@@ -61,6 +62,14 @@ ConvOp::Weights weightsFor(const DnnlContext& context, const memory::desc& chose
   return w;
 }
 
+// Squeeze-and-Excitation's 1x1 convolutions on [N, C, 1, 1] run on one thread (dnnl_support.hpp).
+bool isSmall(const ConvGeometry& g) {
+  const Index elements = g.batch * (g.inChannels * g.inHeight * g.inWidth + g.outChannels * g.outHeight * g.outWidth);
+  const Index macs =
+      g.batch * g.outHeight * g.outWidth * g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel;
+  return elements <= kSingleThreadElements && macs <= kSingleThreadMacs;
+}
+
 // A depthwise convolution whose weight gradient oneDNN computes without a depthwise kernel (its
 // implementation's name lacks "dw": 5x5 and 7x7 in oneDNN 2.6) takes ours (kernels_depthwise.cpp).
 bool ownDepthwiseWeightGradient(const ConvGeometry& g, const char* oneDnnImplementation) {
@@ -85,6 +94,8 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
   op.biasDesc_ = d.bias;
   Status made = dnnlTry(label + ", convolution", [&] {
     using namespace dnnl;
+    std::optional<ThreadScope> single;
+    if (isSmall(g)) single.emplace(1);
     const auto direct = algorithm::convolution_direct;
     const convolution_forward::primitive_desc forward(
         bias ? convolution_forward::desc(prop_kind::forward_training, direct, d.x, d.weightsAny, d.bias, d.y, d.strides,
