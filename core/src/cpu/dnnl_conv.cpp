@@ -11,7 +11,6 @@
 //   weights: [weight gradient][bias gradient][scratchpad][the adding reorder's scratchpad]; none
 //            for a depthwise convolution whose weight gradient is our kernel (kernels_depthwise.cpp).
 #include <algorithm>
-#include <optional>
 #include <string_view>
 
 #include "dnnl_layers.hpp"
@@ -94,8 +93,7 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
   op.biasDesc_ = d.bias;
   Status made = dnnlTry(label + ", convolution", [&] {
     using namespace dnnl;
-    std::optional<ThreadScope> single;
-    if (isSmall(g)) single.emplace(1);
+    const ThreadScope threads(isSmall(g) ? 1 : currentThreads());
     const auto direct = algorithm::convolution_direct;
     const convolution_forward::primitive_desc forward(
         bias ? convolution_forward::desc(prop_kind::forward_training, direct, d.x, d.weightsAny, d.bias, d.y, d.strides,
@@ -126,10 +124,8 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
                                                   d.paddingRight),
         primitiveAttributes(), context.engine, forward);
     op.ownWeightGradient_ = ownDepthwiseWeightGradient(g, backward.impl_info_str());
-    if (op.ownWeightGradient_) {  // kernels_depthwise.cpp: no scratch of its own
-      op.backwardBytes_ = data.bytes();
-      return;
-    }
+    op.backwardBytes_ = data.bytes();
+    if (op.ownWeightGradient_) return;  // kernels_depthwise.cpp: no scratch of its own
     op.diffWeights_ = backward.diff_weights_desc();
     op.diffWeightsOffset_ = weights.add(op.diffWeights_.get_size());
     if (bias) op.diffBiasOffset_ = weights.add(d.bias.get_size());

@@ -5,7 +5,6 @@
 // (oneDNN's inner product would overwrite them, and its gemm allocates packing buffers of its own,
 // which the model could not count); the bias gradient is an own reduction.
 #include <algorithm>
-#include <optional>
 
 #include "dnnl_layers.hpp"
 #include "remat/model/operators.hpp"
@@ -228,8 +227,8 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, Lay
   const bool ownBackward = kind == LayerKind::Relu6;
   Status made = dnnlTry(label + ", eltwise", [&] {
     using namespace dnnl;
-    std::optional<ThreadScope> single;  // an SE activation on [N, C, 1, 1] (dnnl_support.hpp)
-    if (count <= kSingleThreadElements / 2) single.emplace(1);
+    // An SE activation on [N, C, 1, 1] runs on one thread (dnnl_support.hpp).
+    const ThreadScope threads(count <= kSingleThreadElements / 2 ? 1 : currentThreads());
     const algorithm alg = chosen->algorithm;
     const float alpha = chosen->alpha, beta = chosen->beta;
     const eltwise_forward::primitive_desc forward(
