@@ -21,12 +21,18 @@ struct StepCase {
   std::int64_t resolution;
 };
 
-// The chains of the comparison (issue 13): small enough for a 2-core machine.
+// The chains of the comparison (issues 13 and 22): small enough for a 2-core machine.
 constexpr StepCase kCases[] = {
     {"resnet18", 8, 112},
     {"vgg11", 4, 112},
     {"vgg16", 8, 224},
     {"mobilenet_v2", 8, 112},
+    // Issue 22: the zoo's models of depthwise convolutions, Squeeze-and-Excitation, SiLU /
+    // Hardswish / Sigmoid and channel slices and shuffles.
+    {"efficientnet_b0", 8, 128},
+    {"mobilenet_v3_large", 8, 128},
+    {"regnet_y_400mf", 8, 128},
+    {"shufflenet_v2_x1_0", 8, 128},
 };
 
 void stepBenchmark(benchmark::State& state, StepCase c, int threads) {
@@ -47,6 +53,8 @@ void stepBenchmark(benchmark::State& state, StepCase c, int threads) {
     state.SetIterationTime(step->stepSeconds.front());
   }
   state.counters["threads"] = device.threads();
+  // scripts/bench-cpu-vs-torch.py compares it with the torchvision model's: the same network.
+  state.counters["params"] = static_cast<double>(fit->chain.paramCount());
   state.counters["peak_MiB"] =
       static_cast<double>(warmUp->timelines.front().dynamicPeakBytes() + (*interpreter)->staticBytes()) / (1 << 20);
 }

@@ -85,6 +85,21 @@ TEST(CpuGradient, Conv2d) {
   }
 }
 
+// Depthwise 5x5 and 7x7 (EfficientNet's, MobileNetV3's): oneDNN 2.6 has no depthwise weight-gradient
+// kernel for them, so ours runs (kernels_depthwise.cpp): channels in blocks of 16 with a partial
+// block (20, 18, 35), stride 2, padding wider than the input's edge, with and without bias.
+TEST(CpuGradient, DepthwiseConv2dWithOwnWeightGradient) {
+  const testing::ConvCase cases[] = {{{2, 20, 6, 6}, 20, 5, 1, 2, 20, true},
+                                     {{1, 18, 7, 7}, 18, 5, 2, 2, 18, false},
+                                     {{1, 35, 5, 4}, 35, 7, 1, 3, 35, true},
+                                     {{2, 16, 3, 3}, 16, 5, 2, 2, 16, false}};
+  for (const testing::ConvCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "C" << c.in[1] << " k" << c.kernel << " s" << c.stride);
+    LayerHarness h(c.inputShape(), c.layer());
+    checkGradients(h, randomFloats(h.inputCount(), 3), randomFloats(h.paramCount(), 4));
+  }
+}
+
 TEST(CpuGradient, ReluRelu6) {
   for (const char* kind : {"relu", "relu6"}) {
     LayerHarness h({2, 3, 4, 4}, json{{"name", "act"}, {"kind", kind}});

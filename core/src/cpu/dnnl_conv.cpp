@@ -8,8 +8,10 @@
 // Scratch of the forward: [reordered weights][reorder's scratchpad][convolution's scratchpad].
 // Scratch of the backward: the larger of its two phases, which run one after the other:
 //   data:    [reordered weights][reorder's scratchpad][d(input) when added into][scratchpad];
-//   weights: [weight gradient][bias gradient][scratchpad][the adding reorder's scratchpad].
+//   weights: [weight gradient][bias gradient][scratchpad][the adding reorder's scratchpad]; none
+//            for a depthwise convolution whose weight gradient is our kernel (kernels_depthwise.cpp).
 #include <algorithm>
+#include <string_view>
 
 #include "dnnl_layers.hpp"
 
@@ -59,6 +61,20 @@ ConvOp::Weights weightsFor(const DnnlContext& context, const memory::desc& chose
   return w;
 }
 
+// Squeeze-and-Excitation's 1x1 convolutions on [N, C, 1, 1] run on one thread (dnnl_support.hpp).
+bool isSmall(const ConvGeometry& g) {
+  const Index elements = g.batch * (g.inChannels * g.inHeight * g.inWidth + g.outChannels * g.outHeight * g.outWidth);
+  const Index macs =
+      g.batch * g.outHeight * g.outWidth * g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel;
+  return elements <= kSingleThreadElements && macs <= kSingleThreadMacs;
+}
+
+// A depthwise convolution whose weight gradient oneDNN computes without a depthwise kernel (its
+// implementation's name lacks "dw": 5x5 and 7x7 in oneDNN 2.6) takes ours (kernels_depthwise.cpp).
+bool ownDepthwiseWeightGradient(const ConvGeometry& g, const char* oneDnnImplementation) {
+  return depthwiseWeightGradientFits(g) && std::string_view(oneDnnImplementation).find("dw") == std::string_view::npos;
+}
+
 }  // namespace
 
 Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g, bool bias, InputGrad grad,
@@ -69,6 +85,7 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
   op.outChannels_ = g.outChannels;
   op.inputCount_ = g.batch * g.inChannels * g.inHeight * g.inWidth;
   op.label_ = label;
+  op.geometry_ = g;
   const ConvDescs d = descsOf(g, bias);
   op.x_ = d.x;
   op.y_ = d.y;
@@ -76,6 +93,7 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
   op.biasDesc_ = d.bias;
   Status made = dnnlTry(label + ", convolution", [&] {
     using namespace dnnl;
+    const ThreadScope threads(isSmall(g) ? 1 : currentThreads());
     const auto direct = algorithm::convolution_direct;
     const convolution_forward::primitive_desc forward(
         bias ? convolution_forward::desc(prop_kind::forward_training, direct, d.x, d.weightsAny, d.bias, d.y, d.strides,
@@ -105,6 +123,9 @@ Result<ConvOp> ConvOp::create(const DnnlContext& context, const ConvGeometry& g,
              : convolution_backward_weights::desc(direct, d.x, d.weightsAny, d.y, d.strides, d.paddingLeft,
                                                   d.paddingRight),
         primitiveAttributes(), context.engine, forward);
+    op.ownWeightGradient_ = ownDepthwiseWeightGradient(g, backward.impl_info_str());
+    op.backwardBytes_ = data.bytes();
+    if (op.ownWeightGradient_) return;  // kernels_depthwise.cpp: no scratch of its own
     op.diffWeights_ = backward.diff_weights_desc();
     op.diffWeightsOffset_ = weights.add(op.diffWeights_.get_size());
     if (bias) op.diffBiasOffset_ = weights.add(d.bias.get_size());
@@ -165,6 +186,10 @@ Status ConvOp::backwardData(const DnnlContext& context, const float* dy, const f
 
 Status ConvOp::backwardWeights(const DnnlContext& context, const float* x, const float* dy, float* dw, float* db,
                                std::byte* scratch) const {
+  if (ownWeightGradient_) {
+    depthwiseWeightGradient(geometry_, x, dy, dw, db);
+    return Status::ok();
+  }
   std::byte* diffWeights = scratch + diffWeightsOffset_;
   auto* diffBias = reinterpret_cast<float*>(scratch + diffBiasOffset_);
   if (bias_) {

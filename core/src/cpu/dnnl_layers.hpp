@@ -53,6 +53,8 @@ class ConvOp {
 
   InputGrad grad_ = InputGrad::Write;
   bool bias_ = false;
+  bool ownWeightGradient_ = false;  // depthwise, where oneDNN has no depthwise kernel (dnnl_conv.cpp)
+  ConvGeometry geometry_;
   Index outChannels_ = 0, inputCount_ = 0;
   std::string label_;
   dnnl::memory::desc x_, y_, weightsPlain_, biasDesc_;

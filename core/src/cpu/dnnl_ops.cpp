@@ -227,6 +227,8 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, Lay
   const bool ownBackward = kind == LayerKind::Relu6;
   Status made = dnnlTry(label + ", eltwise", [&] {
     using namespace dnnl;
+    // An SE activation on [N, C, 1, 1] runs on one thread (dnnl_support.hpp).
+    const ThreadScope threads(count <= kSingleThreadElements / 2 ? 1 : currentThreads());
     const algorithm alg = chosen->algorithm;
     const float alpha = chosen->alpha, beta = chosen->beta;
     const eltwise_forward::primitive_desc forward(

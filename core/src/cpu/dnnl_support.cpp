@@ -16,6 +16,8 @@ ThreadScope::~ThreadScope() { omp_set_num_threads(previous_); }
 
 int everyCoreThreads() { return omp_get_num_procs(); }
 
+int currentThreads() { return omp_get_max_threads(); }
+
 dnnl::primitive_attr primitiveAttributes(bool accumulate) {
   dnnl::primitive_attr attributes;
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -36,6 +38,7 @@ std::uint64_t ScratchLayout::add(std::uint64_t bytes) {
 
 Status execute(const DnnlContext& context, const Step& step, std::initializer_list<Arg> args, std::byte* scratch,
                std::string_view what) {
+  const ThreadScope threads(step.threads);
   return dnnlTry(what, [&] {
     std::unordered_map<int, dnnl::memory> memories;
     for (const Arg& arg : args)

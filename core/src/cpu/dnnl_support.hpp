@@ -7,7 +7,8 @@
 // Exactness: every primitive is created with scratchpad_mode::user, so oneDNN takes the scratch it
 // needs from the op's workspace (wf / wb, counted by the interpreter) instead of allocating it.
 // Determinism: a primitive's results depend on the thread count it was created and run with, so
-// both are the device's one fixed count (ThreadScope), and never change between F, R and B.
+// both are the device's one fixed count (ThreadScope), one thread for the smallest ops
+// (kSingleThreadElements), and never change between F, R and B.
 #include <cstdint>
 #include <initializer_list>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -56,6 +57,8 @@ class ThreadScope {
 
 // The threads every core gives: OpenMP's processor count.
 int everyCoreThreads();
+// The calling thread's OpenMP count (what a primitive made now is created for).
+int currentThreads();
 
 // Attributes of every primitive: the user-managed scratchpad; `accumulate` adds a sum post-op, so
 // the primitive adds its result into its destination instead of overwriting it.
@@ -72,20 +75,30 @@ class ScratchLayout {
   std::uint64_t end_ = 0;
 };
 
-// A primitive and where its scratchpad lies inside the op's scratch.
+// A primitive, where its scratchpad lies inside the op's scratch, and the thread count it was
+// created with, which execute() runs it with.
 struct Step {
   dnnl::primitive primitive;
   dnnl::memory::desc scratchpad;
   std::uint64_t scratchpadOffset = 0;
+  int threads = 1;
 };
 
-// Creates a Step from a primitive descriptor, reserving its scratchpad in `layout`.
+// Creates a Step from a primitive descriptor (made under the current thread count), reserving its
+// scratchpad in `layout`.
 template <typename Primitive, typename Descriptor>
 Step makeStep(const Descriptor& pd, ScratchLayout& layout) {
-  Step step{Primitive(pd), pd.scratchpad_desc(), 0};
+  Step step{Primitive(pd), pd.scratchpad_desc(), 0, currentThreads()};
   step.scratchpadOffset = layout.add(step.scratchpad.get_size());
   return step;
 }
+
+// Ops this small (Squeeze-and-Excitation's 1x1 convolutions and activations on [N, C, 1, 1]) are
+// created and run on one thread: splitting a few microseconds of work costs a fork and a barrier,
+// and on a busy host each barrier waits for a descheduled thread (issue 22: EfficientNet-B0 at two
+// threads on the shared 2-core VM). Fixed per op, so F, R and B still run the same primitive.
+constexpr std::int64_t kSingleThreadElements = 32768;  // input plus output floats
+constexpr std::int64_t kSingleThreadMacs = 4 << 20;
 
 // One argument of a primitive: a memory descriptor over caller memory.
 struct Arg {

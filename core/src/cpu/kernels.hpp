@@ -126,6 +126,14 @@ void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const
 void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, Index xStride, float* y);
 void channelShuffleBackward(Index rows, Index channels, Index groups, const float* dy, float* dx, bool accumulate);
 
+// A depthwise convolution's weight gradient (kernels_depthwise.cpp), for the kernel sizes where
+// oneDNN has no depthwise backward-weights kernel: d(w) [C][1][k][k] (PyTorch's order) and d(b)
+// [C] (null: no bias) are ADDED into; x and d(y) are channels-last. Needs no scratch.
+// depthwiseWeightGradientFits: groups = in = out channels, kernel at most kMaxDepthwiseKernel.
+constexpr Index kMaxDepthwiseKernel = 7;
+bool depthwiseWeightGradientFits(const ConvGeometry& g);
+void depthwiseWeightGradient(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db);
+
 // Dropout with probability p and the inverted scale 1/(1-p). The keep decision of an element is a
 // pure function of (key, sample, canonical index), see counter_rng.hpp; mask (may be null: discard
 // mode) receives one byte per element, 1 = kept.
