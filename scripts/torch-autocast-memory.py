@@ -31,6 +31,10 @@ tom = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tom)
 
 
+# The step this script measures in PyTorch: forward and backward, no optimizer, the weight gradients
+# kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
+STEP = ["--optimizer", "none", "--grads", "static"]
+
 def model(classes):
     """conv-BN-ReLU, conv-BN-ReLU, maxpool 2, conv 1x1 stride 8, flatten, linear: the chain
     tests/data/autocast_cnn.json describes (no biases but the linear's)."""
@@ -57,7 +61,7 @@ def remat_e(remat, chain, precision):
         path = os.path.join(tmp, "chain.json")
         with open(path, "w") as f:
             json.dump(chain, f)
-        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--precision", precision, "--json"],
+        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--precision", precision, "--json", *STEP],
                              capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError("remat simulate failed: " + run.stderr.strip())

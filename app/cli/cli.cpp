@@ -105,9 +105,6 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
     return Status::invalid("--attention: " + quoteText(step.attention, 40) + " is not an attention rule (math, fused)");
   }
   auto chain = openChainSource(path, source);
-  if (chain) chain->step = *options;
-  return chain;
-  auto chain = openChainSource(path, ChainSourceOptions{batch});
   if (!chain) return chain;
   if (step.precision.empty()) options->precision = chain->step.precision;  // the file's dtype
   auto stepped = withStepOptions(std::move(chain).value(), *options);

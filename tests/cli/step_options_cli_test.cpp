@@ -73,7 +73,8 @@ TEST_F(StepOptionsCli, PlanJsonBreaksTheStaticBlockDown) {
   const auto defaults = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--planner", "optimal", "--json"});
   ASSERT_EQ(defaults.exitCode, 0) << defaults.err;
   const json byDefault = json::parse(defaults.out);
-  EXPECT_EQ(byDefault["step"], json({{"optimizer", "adamw"}, {"foreach", true}, {"grads", "on-backward"}}));
+  EXPECT_EQ(byDefault["step"],
+            json({{"optimizer", "adamw"}, {"foreach", true}, {"grads", "on-backward"}, {"precision", "fp32"}}));
   EXPECT_EQ(byDefault["static"], s);
   EXPECT_EQ(byDefault["peak_bytes"], after["peak_bytes"]);
   EXPECT_EQ(byDefault["checkpoints"], after["checkpoints"]);

@@ -106,6 +106,9 @@ TEST_F(StepOptionsGuiTest, AnotherChainTakesTheStepShown) {
 // --precision's field (memory-model.md section 11.7): bf16-mixed rebuilds the numbers (half
 // activations, float32 static block), survives an edit and another chain, and undoes to fp32.
 TEST_F(StepOptionsGuiTest, ThePrecisionFieldRebuildsTheNumbersAndUndoes) {
+  // Without an optimizer step, whose gradients would be the peak at this batch.
+  ASSERT_TRUE(window_.document()->setStepOptions(StepOptions{}).isOk());
+  window_.stepBar()->setStepOptions(StepOptions{});
   loadResnet();
   const Chain plain = window_.document()->chain();
   ASSERT_NE(precision(), nullptr);

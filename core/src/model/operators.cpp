@@ -3,6 +3,7 @@
 // reasons in docs/memory-model.md section 5.1.
 #include "remat/model/operators.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "layers_common.hpp"
@@ -169,13 +170,14 @@ OperatorInfo other(LayerKind kind, std::string_view name, OperatorFamily family,
   return info;
 }
 
-// The order is parseKind's message's: the original kinds first, the newer ones after them.
-const std::array<OperatorInfo, 27>& table() {
-  using K = LayerKind;
-  using B = BlockOpKind;
-  using R = BackwardReads;
-  using F = OperatorFamily;
-  static const std::array<OperatorInfo, 27> kTable = {
+using K = LayerKind;
+using B = BlockOpKind;
+using R = BackwardReads;
+using F = OperatorFamily;
+
+// The CNN kinds, in the order parseKind's message lists them (the original kinds first).
+std::array<OperatorInfo, 22> cnnKinds() {
+  return {
       other(K::Abstract, "abstract", F::Abstract, kAbstractFields),
       primitive(K::Conv2d, "conv2d", kConvFields, detail::inferConv2d, B::Conv2d, "Conv", "convolution"),
       // relu: ReluBackward0 keeps its result (threshold_backward(grad, result, 0)); one compare per element.
@@ -215,6 +217,11 @@ const std::array<OperatorInfo, 27>& table() {
       // input and the float32 mean and rstd ([N] each, E), never the output. Its shape rule says so.
       primitive(K::LayerNorm, "layernorm", kLayerNormFields, detail::inferLayerNorm, B::LayerNorm, "LayerNormalization",
                 "native_layer_norm"),
+  };
+}
+
+std::array<OperatorInfo, 5> transformerKinds() {
+  return {
       // Transformers: one chain layer per embedding, encoder/decoder layer and head; what each keeps
       // is docs/memory-model.md section 12's rule (transformer.cpp). No kernels yet: the executors
       // refuse them by name.
@@ -229,6 +236,18 @@ const std::array<OperatorInfo, 27>& table() {
       primitive(K::ClsHead, "cls_head", kClsHeadFields, detail::inferClsHead, std::nullopt, "",
                 "layer_norm, select, addmm"),
   };
+}
+
+// The CNN kinds, then the transformer kinds: parseKind's message's order.
+const std::array<OperatorInfo, 27>& table() {
+  static const std::array<OperatorInfo, 27> kTable = [] {
+    std::array<OperatorInfo, 27> all;
+    const auto cnn = cnnKinds();
+    const auto transformer = transformerKinds();
+    std::copy(cnn.begin(), cnn.end(), all.begin());
+    std::copy(transformer.begin(), transformer.end(), all.begin() + cnn.size());
+    return all;
+  }();
   return kTable;
 }
 
