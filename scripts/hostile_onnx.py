@@ -459,3 +459,52 @@ def run_one_onnx(task):
         result["args"] = [a[:200] for a in args]
     shutil.rmtree(folder, ignore_errors=True)
     return result
+
+
+def run_families_alone(description, families, bases, default_runs, kind_of=None):
+    """A family module's own command line: its families alone through `remat import --output`, judged as
+    the campaign judges them; exit 1 on a finding. kind_of(family, rng) names a run in the counts (the
+    family's name by default); it gets the generator as it was before the family drew."""
+    import argparse
+    import collections
+    import random
+    import subprocess
+    import tempfile
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--remat", default="build/dev/app/cli/remat")
+    ap.add_argument("--runs", type=int, default=default_runs)
+    ap.add_argument("--seed", type=int, default=22)
+    args = ap.parse_args()
+    counts = collections.Counter()
+    findings = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(args.runs):
+            rng = random.Random(args.seed * 100003 + i)
+            family, base, result, kind = None, None, None, None
+            while result is None:
+                base = rng.choice(sorted(bases))
+                m = copy.deepcopy(bases[base])
+                family = rng.choice(families)
+                before = random.Random()
+                before.setstate(rng.getstate())
+                result = family(m, rng)
+                kind = kind_of(family, before) if kind_of else family.__name__
+            surely, blamed, must = (tuple(result) + (False,))[:3]
+            model, output = os.path.join(folder, "m%05d.onnx" % i), os.path.join(folder, "out.json")
+            with open(model, "wb") as f:
+                f.write(m.SerializeToString())
+            if os.path.exists(output):
+                os.remove(output)
+            proc = subprocess.run([args.remat, "import", model, "--batch", "2", "--output", output],
+                                  capture_output=True, text=True, timeout=60)
+            verdict = judge_onnx(proc.returncode, proc.stdout, proc.stderr, surely, blamed, model,
+                                 os.path.exists(output), False, must)
+            counts[(kind, verdict)] += 1
+            if verdict not in ("ok", "refused"):
+                findings += 1
+                print("FINDING run %d (%s on %s): %s\n  %s" % (i, kind, base, verdict, proc.stderr[:500]))
+    for (kind, verdict), n in sorted(counts.items()):
+        print("%-22s %-28s %d" % (kind, verdict, n))
+    print("%d runs, %d findings" % (args.runs, findings))
+    return 1 if findings else 0

@@ -121,53 +121,13 @@ CONVNEXT_FAMILIES = [convnext]
 def main():
     """This family alone through `remat import --output`, judged as the campaign judges it:
     /usr/bin/python3 scripts/hostile_onnx_convnext.py --remat build/dev/app/cli/remat --runs 200"""
-    import argparse
-    import collections
-    import copy
-    import random
-    import subprocess
-    import tempfile
-
     import hostile_onnx
 
-    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
-    ap.add_argument("--remat", default="build/dev/app/cli/remat")
-    ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=22)
-    args = ap.parse_args()
-    bases = convnext_bases()
-    counts = collections.Counter()
-    findings = 0
-    with tempfile.TemporaryDirectory() as folder:
-        for i in range(args.runs):
-            rng = random.Random(args.seed * 100003 + i)
-            result, base, kind = None, None, None
-            while result is None:
-                base = rng.choice(sorted(bases))
-                m = copy.deepcopy(bases[base])
-                state = rng.getstate()
-                result = convnext(m, rng)
-            rng.setstate(state)
-            kind = rng.choice(["perm-other", "back-perm-other", "back-missing", "relu-reads", "norm-axis",
-                               "weight-untransposed", "scale-shape", "swap-scale", "swap-bias"])
-            surely, blamed, must = (tuple(result) + (False,))[:3]
-            model, output = os.path.join(folder, "m%05d.onnx" % i), os.path.join(folder, "out.json")
-            with open(model, "wb") as f:
-                f.write(m.SerializeToString())
-            if os.path.exists(output):
-                os.remove(output)
-            proc = subprocess.run([args.remat, "import", model, "--batch", "2", "--output", output],
-                                  capture_output=True, text=True, timeout=60)
-            verdict = hostile_onnx.judge_onnx(proc.returncode, proc.stdout, proc.stderr, surely, blamed, model,
-                                              os.path.exists(output), False, must)
-            counts[(kind, verdict)] += 1
-            if verdict not in ("ok", "refused"):
-                findings += 1
-                print("FINDING run %d (%s on %s): %s\n  %s" % (i, kind, base, verdict, proc.stderr[:500]))
-    for (kind, verdict), n in sorted(counts.items()):
-        print("%-22s %-28s %d" % (kind, verdict, n))
-    print("%d runs, %d findings" % (args.runs, findings))
-    return 1 if findings else 0
+    # A run's kind is the family's first draw, replayed from the generator as it was before it.
+    kinds = ["perm-other", "back-perm-other", "back-missing", "relu-reads", "norm-axis", "weight-untransposed",
+             "scale-shape", "swap-scale", "swap-bias"]
+    return hostile_onnx.run_families_alone(main.__doc__.split("\n")[0], CONVNEXT_FAMILIES, convnext_bases(), 200,
+                                           lambda family, before: before.choice(kinds))
 
 
 if __name__ == "__main__":

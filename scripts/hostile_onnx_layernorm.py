@@ -121,50 +121,9 @@ LAYERNORM_FAMILIES = [fused_layernorm, decomposed_layernorm]
 def main():
     """These families alone through `remat import --output`, judged as the campaign judges them:
     /usr/bin/python3 scripts/hostile_onnx_layernorm.py --remat build/dev/app/cli/remat --runs 400"""
-    import argparse
-    import collections
-    import copy
-    import random
-    import subprocess
-    import tempfile
-
     import hostile_onnx
 
-    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
-    ap.add_argument("--remat", default="build/dev/app/cli/remat")
-    ap.add_argument("--runs", type=int, default=400)
-    ap.add_argument("--seed", type=int, default=22)
-    args = ap.parse_args()
-    bases = layernorm_bases()
-    counts = collections.Counter()
-    findings = 0
-    with tempfile.TemporaryDirectory() as folder:
-        for i in range(args.runs):
-            rng = random.Random(args.seed * 100003 + i)
-            family, base, result = None, None, None
-            while result is None:
-                base = rng.choice(sorted(bases))
-                m = copy.deepcopy(bases[base])
-                family = rng.choice(LAYERNORM_FAMILIES)
-                result = family(m, rng)
-            surely, blamed, must = (tuple(result) + (False,))[:3]
-            model, output = os.path.join(folder, "m%05d.onnx" % i), os.path.join(folder, "out.json")
-            with open(model, "wb") as f:
-                f.write(m.SerializeToString())
-            if os.path.exists(output):
-                os.remove(output)
-            proc = subprocess.run([args.remat, "import", model, "--batch", "2", "--output", output],
-                                  capture_output=True, text=True, timeout=60)
-            verdict = hostile_onnx.judge_onnx(proc.returncode, proc.stdout, proc.stderr, surely, blamed, model,
-                                              os.path.exists(output), False, must)
-            counts[(family.__name__, verdict)] += 1
-            if verdict not in ("ok", "refused"):
-                findings += 1
-                print("FINDING run %d (%s on %s): %s\n  %s" % (i, family.__name__, base, verdict, proc.stderr[:500]))
-    for (family, verdict), n in sorted(counts.items()):
-        print("%-22s %-28s %d" % (family, verdict, n))
-    print("%d runs, %d findings" % (args.runs, findings))
-    return 1 if findings else 0
+    return hostile_onnx.run_families_alone(main.__doc__.split("\n")[0], LAYERNORM_FAMILIES, layernorm_bases(), 400)
 
 
 if __name__ == "__main__":

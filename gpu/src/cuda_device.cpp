@@ -271,30 +271,16 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
       reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));
 }
 
-// The buffers checked as the CPU backend checks them (cpu/optimizer_step.cpp): every one the
-// optimizer needs present with p bytes; the update then runs on the device's stream.
+// The buffers checked as every backend checks them (checkOptimizerCall); the update then runs on
+// the device's stream.
 Status CudaDevice::optimizerStep(const OptimizerCall& call) {
   Impl& d = *impl_;
   REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
+  auto m = checkOptimizerCall(*d.allocator, *d.chain, call);
+  if (!m) return m.status();
   const std::uint64_t p = d.chain->at(call.layer).paramBytes;
   const std::string where = "layer " + std::to_string(call.layer) + " optimizer step";
-  if (call.optimizer == OptimizerKind::None) return Status::internal(where + ": no optimizer");
-  const bool adamLike = call.optimizer == OptimizerKind::Adam || call.optimizer == OptimizerKind::AdamW;
-  const bool needsState = call.optimizer != OptimizerKind::Sgd;
-  std::byte* spans[6] = {};
-  const DeviceBuffer buffers[6] = {call.params,      call.grads,       call.state,
-                                   call.stateSquare, call.denominator, call.squareRoot};
-  const bool required[6] = {true, true, needsState, adamLike, adamLike, false};
-  for (int k = 0; k < 6; ++k) {
-    if (!buffers[k].valid()) {
-      if (required[k]) return Status::internal(where + ": buffer " + std::to_string(k) + " missing");
-      continue;
-    }
-    if (buffers[k].bytes != p) return Status::internal(where + ": a buffer is not p = " + std::to_string(p) + " bytes");
-    auto data = d.memory(buffers[k], "optimizerStep");
-    if (!data) return data.status();
-    spans[k] = *data;
-  }
+  std::byte* spans[6] = {m->params, m->grads, m->state, m->stateSquare, m->denominator, m->squareRoot};
   const cudaStream_t stream = d.stream.get();
   if (d.chain->layers[call.layer - 1].kind == LayerKind::Abstract)
     return kernels::abstractOptimizerUpdate(stream, spans[0], spans[1], spans[2], spans[4], p);

@@ -3,6 +3,7 @@
 // kernels_broadcast.cpp, in the GPU's layout). One thread per output element, each summing in a
 // fixed order: bitwise reproducible whatever the launch shape; no atomics, no allocation (d(scale)
 // is summed in place, without a full-size temporary).
+#include "kernel_grid.cuh"
 #include "kernels.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -10,15 +11,10 @@ namespace remat::gpu::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocksFor(Index count) {
-  const Index blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
-}
-
-__device__ Index firstIndex() { return static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ Index gridStride() { return static_cast<Index>(gridDim.x) * blockDim.x; }
+using grid::blocksFor;
+using grid::firstIndex;
+using grid::gridStride;
+using grid::kThreads;
 
 // The NCHW index of (n, c, h, w) in a tensor of dims d, an axis of extent 1 taking index 0.
 __device__ Index at(const Dims4& d, Index n, Index c, Index h, Index w) {

@@ -2,6 +2,7 @@
 // the bias of linear layers. Grid-stride
 // loops over 64-bit indices; every element is computed the same way whatever the launch shape, so
 // results are bitwise reproducible.
+#include "kernel_grid.cuh"
 #include "kernels.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -10,16 +11,10 @@ namespace remat::gpu::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-// Enough blocks to fill the device a few times over; the grid-stride loop covers the rest.
-unsigned blocksFor(Index count) {
-  const Index blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
-}
-
-__device__ Index firstIndex() { return static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ Index gridStride() { return static_cast<Index>(gridDim.x) * blockDim.x; }
+using grid::blocksFor;
+using grid::firstIndex;
+using grid::gridStride;
+using grid::kThreads;
 
 __global__ void reluForwardKernel(Index count, const float* x, float* y) {
   for (Index i = firstIndex(); i < count; i += gridStride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;

@@ -2,6 +2,7 @@
 // as torch.optim computes them with their defaults, elementwise over float32 in place, with the
 // CPU backend's formulas and order of operations (core/src/cpu/optimizer_step.cpp) so that both
 // backends' weights agree after a step. Abstract layers' parameters get the CPU's bytewise update.
+#include "kernel_grid.cuh"
 #include "kernels.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -9,15 +10,10 @@ namespace remat::gpu::kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocksFor(Index count) {
-  const Index blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
-}
-
-__device__ Index firstIndex() { return static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ Index gridStride() { return static_cast<Index>(gridDim.x) * blockDim.x; }
+using grid::blocksFor;
+using grid::firstIndex;
+using grid::gridStride;
+using grid::kThreads;
 
 __global__ void sgdKernel(OptimizerSpans s, OptimizerScalars k) {
   for (Index i = firstIndex(); i < s.count; i += gridStride()) s.params[i] -= k.learningRate * s.grads[i];

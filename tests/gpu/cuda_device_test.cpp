@@ -205,6 +205,27 @@ std::vector<float> asFloats(const std::vector<std::byte>& bytes) {
   return out;
 }
 
+// Every layer's parameter gradients within 1e-4 of the CPU's (relative to the largest), and not
+// all zero where the layer has parameters (all-zero gradients test nothing).
+void expectGradientsNearTheCpus(const Chain& chain, const RunResult& gpuRun, const RunResult& cpuRun) {
+  ASSERT_EQ(gpuRun.parameterGradients.size(), cpuRun.parameterGradients.size());
+  for (std::size_t l = 0; l < chain.size(); ++l) {
+    const std::vector<float> g = asFloats(gpuRun.parameterGradients[l]);
+    const std::vector<float> c = asFloats(cpuRun.parameterGradients[l]);
+    ASSERT_EQ(g.size(), c.size()) << "layer " << l + 1;
+    double scale = 0.0, diff = 0.0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(c[i])));
+      diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - static_cast<double>(c[i])));
+    }
+    EXPECT_LE(diff, 1e-4 * scale + 1e-30) << "layer " << l + 1 << " ('" << chain.layers[l].name
+                                          << "'): max |gpu - cpu| " << diff << ", max |cpu| " << scale;
+    if (!c.empty()) {
+      EXPECT_GT(scale, 0.0) << "layer " << l + 1 << ": all-zero gradients test nothing";
+    }
+  }
+}
+
 class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -287,22 +308,7 @@ TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
     ASSERT_NE(device, nullptr);
     auto gpuRun = runPlan(chain, Plan{}, *device, testing::seeded(9), options);
     ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
-    ASSERT_EQ(gpuRun->parameterGradients.size(), cpuRun->parameterGradients.size());
-    for (std::size_t l = 0; l < chain.size(); ++l) {
-      const std::vector<float> g = asFloats(gpuRun->parameterGradients[l]);
-      const std::vector<float> c = asFloats(cpuRun->parameterGradients[l]);
-      ASSERT_EQ(g.size(), c.size()) << "layer " << l + 1;
-      double scale = 0.0, diff = 0.0;
-      for (std::size_t i = 0; i < c.size(); ++i) {
-        scale = std::max(scale, std::fabs(static_cast<double>(c[i])));
-        diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - static_cast<double>(c[i])));
-      }
-      EXPECT_LE(diff, 1e-4 * scale + 1e-30) << "layer " << l + 1 << " ('" << chain.layers[l].name
-                                            << "'): max |gpu - cpu| " << diff << ", max |cpu| " << scale;
-      if (!c.empty()) {
-        EXPECT_GT(scale, 0.0) << "layer " << l + 1 << ": all-zero gradients test nothing";
-      }
-    }
+    expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
   }
 }
 
@@ -474,18 +480,7 @@ TEST_F(CudaDeviceTest, OptimizerStepsMatchTheModelAndTheCpu) {
       cpu::CpuDevice cpu;
       auto cpuRun = runPlan(testing::fittedTo(chain, cpu), plan, cpu, testing::seeded(7), options);
       ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
-      ASSERT_EQ(gpuRun->parameterGradients.size(), cpuRun->parameterGradients.size());
-      for (std::size_t l = 0; l < chain.size(); ++l) {
-        const std::vector<float> g = asFloats(gpuRun->parameterGradients[l]);
-        const std::vector<float> c = asFloats(cpuRun->parameterGradients[l]);
-        ASSERT_EQ(g.size(), c.size()) << "layer " << l + 1;
-        double scale = 0.0, diff = 0.0;
-        for (std::size_t i = 0; i < c.size(); ++i) {
-          scale = std::max(scale, std::fabs(static_cast<double>(c[i])));
-          diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - static_cast<double>(c[i])));
-        }
-        EXPECT_LE(diff, 1e-4 * scale + 1e-30) << "layer " << l + 1 << ": max |gpu - cpu| " << diff;
-      }
+      expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
     }
     const Chain abstract = testing::withParameters(makeRandomChain({.layers = 7, .seed = 40 + mode}), 40 + mode, mode);
     cpu::CpuDevice cpu;

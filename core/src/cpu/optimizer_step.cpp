@@ -74,33 +74,22 @@ void abstractUpdate(std::byte* params, const std::byte* grads, std::byte* state,
 
 Status CpuDevice::optimizerStep(const OptimizerCall& call) {
   REMAT_RETURN_IF_ERROR(impl_->requirePrepared(call.layer));
+  auto m = checkOptimizerCall(impl_->allocator, *impl_->chain, call);
+  if (!m) return m.status();
   const std::uint64_t p = impl_->chain->at(call.layer).paramBytes;
-  const std::string where = "layer " + std::to_string(call.layer) + " optimizer step";
-  const bool adamLike = call.optimizer == OptimizerKind::Adam || call.optimizer == OptimizerKind::AdamW;
-  const bool needsState = call.optimizer != OptimizerKind::Sgd;
-  std::byte* spans[6] = {};
-  const DeviceBuffer buffers[6] = {call.params,      call.grads,       call.state,
-                                   call.stateSquare, call.denominator, call.squareRoot};
-  const bool required[6] = {true, true, needsState, adamLike, adamLike, false};
-  for (int k = 0; k < 6; ++k) {
-    if (!buffers[k].valid()) {
-      if (required[k]) return Status::internal(where + ": buffer " + std::to_string(k) + " missing");
-      continue;
-    }
-    if (buffers[k].bytes != p) return Status::internal(where + ": a buffer is not p = " + std::to_string(p) + " bytes");
-    auto data = impl_->memory(buffers[k], "optimizerStep");
-    if (!data) return data.status();
-    spans[k] = *data;
-  }
-  if (call.optimizer == OptimizerKind::None) return Status::internal(where + ": no optimizer");
   if (impl_->chain->layers[call.layer - 1].kind == LayerKind::Abstract) {
-    abstractUpdate(spans[0], spans[1], spans[2], spans[4], p);
+    abstractUpdate(m->params, m->grads, m->state, m->denominator, p);
     return Status::ok();
   }
-  if (p % sizeof(float) != 0) return Status::internal(where + ": parameters are not float32");
-  const UpdateSpans s{reinterpret_cast<float*>(spans[0]),         reinterpret_cast<const float*>(spans[1]),
-                      reinterpret_cast<float*>(spans[2]),         reinterpret_cast<float*>(spans[3]),
-                      reinterpret_cast<float*>(spans[4]),         reinterpret_cast<float*>(spans[5]),
+  if (p % sizeof(float) != 0)
+    return Status::internal("layer " + std::to_string(call.layer) + " optimizer step: parameters are not float32");
+  auto floats = [](std::byte* data) { return reinterpret_cast<float*>(data); };
+  const UpdateSpans s{floats(m->params),
+                      floats(m->grads),
+                      floats(m->state),
+                      floats(m->stateSquare),
+                      floats(m->denominator),
+                      floats(m->squareRoot),
                       static_cast<std::size_t>(p / sizeof(float))};
   switch (call.optimizer) {
     case OptimizerKind::Sgd: sgd(s); break;

@@ -143,4 +143,28 @@ Result<SeedMemory> checkSeedCall(const CountingAllocator& allocator, const std::
   return memory;
 }
 
+Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, const Chain& chain,
+                                           const OptimizerCall& call) {
+  const std::string where = "layer " + std::to_string(call.layer) + " optimizer step";
+  if (call.optimizer == OptimizerKind::None) return Status::internal(where + ": no optimizer");
+  const std::uint64_t p = chain.at(call.layer).paramBytes;
+  const bool adamLike = call.optimizer == OptimizerKind::Adam || call.optimizer == OptimizerKind::AdamW;
+  const bool needsState = call.optimizer != OptimizerKind::Sgd;
+  const DeviceBuffer buffers[6] = {call.params,      call.grads,       call.state,
+                                   call.stateSquare, call.denominator, call.squareRoot};
+  const bool required[6] = {true, true, needsState, adamLike, adamLike, false};
+  std::byte* spans[6] = {};
+  for (int k = 0; k < 6; ++k) {
+    if (!buffers[k].valid()) {
+      if (required[k]) return Status::internal(where + ": buffer " + std::to_string(k) + " missing");
+      continue;
+    }
+    if (buffers[k].bytes != p) return Status::internal(where + ": a buffer is not p = " + std::to_string(p) + " bytes");
+    auto data = checkedMemory(allocator, buffers[k], p, "", "optimizerStep", false);
+    if (!data) return data.status();
+    spans[k] = *data;
+  }
+  return OptimizerMemory{spans[0], spans[1], spans[2], spans[3], spans[4], spans[5]};
+}
+
 }  // namespace remat

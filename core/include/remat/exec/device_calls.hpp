@@ -8,9 +8,9 @@
 #include <optional>
 #include <string_view>
 
-#include "remat/model/chain.hpp"
 #include "remat/exec/counting_allocator.hpp"
 #include "remat/exec/device.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat {
 
@@ -77,5 +77,19 @@ Result<BackwardMemory> checkBackwardCall(const CountingAllocator& allocator, con
 // The logits and gradient of SEED; labels are the backend's to check (only real chains have them).
 Result<SeedMemory> checkSeedCall(const CountingAllocator& allocator, const std::optional<Chain>& chain,
                                  const SeedCall& call);
+
+// The buffers of one layer's optimizer update (requirePreparedLayer first), in OptimizerCall's
+// order: params, grads, state, stateSquare, denominator, squareRoot. Each one the optimizer needs
+// is present and every present one is p(layer) bytes; an absent optional one is null.
+struct OptimizerMemory {
+  std::byte* params = nullptr;
+  std::byte* grads = nullptr;
+  std::byte* state = nullptr;
+  std::byte* stateSquare = nullptr;
+  std::byte* denominator = nullptr;
+  std::byte* squareRoot = nullptr;
+};
+Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, const Chain& chain,
+                                           const OptimizerCall& call);
 
 }  // namespace remat
