@@ -327,7 +327,14 @@ TEST(OnnxImportErrors, UnsupportedOperatorNamesTheNodeAndListsTheSupportedOnes) 
   const std::string message = importError(
       withMiddle([](OnnxBuilder& b, const std::string& t) { return b.node("Softplus", {t}, "features.1"); }));
   expectContains(message, {"bad.onnx: node 1 ('/features/features.1/Softplus', Softplus)", "Softplus is not supported",
-                           "Conv, BatchNormalization, Relu", "Sigmoid, Tanh", "Concat (channels)"});
+                           "Conv, BatchNormalization, LayerNormalization", "Relu, Clip, Sigmoid, Tanh", "MaxPool",
+                           "Concat and Slice (channels)"});
+  // Names of any length are quoted short: the whole message stays one readable line (the fuzz
+  // target's limit is 1,000 characters).
+  const std::string longNames = importError(withMiddle(
+      [](OnnxBuilder& b, const std::string& t) { return b.node(std::string(300, 'n'), {t}, std::string(300, 'm')); }));
+  EXPECT_NE(longNames.find("is not supported"), std::string::npos) << longNames;
+  EXPECT_LT(longNames.size(), 1000u) << longNames;
 }
 
 // Squeeze-and-Excitation as torch exports it: GlobalAveragePool (or ReduceMean over H and W with
