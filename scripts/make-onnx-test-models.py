@@ -46,6 +46,8 @@ COMMITTED = [
     ("shufflenet_v2_x1_0_train_op13", "shufflenet_v2_x1_0", "shufflenet_v2_x1_0", "train", 13, 2, 64),
     ("googlenet_train_op13", "googlenet", None, "train", 13, 2, 64),
     ("googlenet_train_op17_dynamic", "googlenet", None, "train", 17, None, 64),
+    ("inception_v3_train_op14", "inception_v3", "inception_v3", "train", 14, 2, 75),
+    ("inception_small_train_op17_dynamic", "inception_small", None, "train", 17, None, 19),
 ]
 
 MATRIX_MODELS = ["vgg11_bn", "resnet34", "resnet101", "mobilenet_v2", "alexnet", "squeezenet1_0", "densenet121",
@@ -60,8 +62,51 @@ ZOO_BOUND = {"mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_
 STEP = ["--optimizer", "none", "--grads", "static"]
 
 
+class SmallInception(torch.nn.Module):
+    """Inception-v3's factorised modules in small (torchvision's BasicConv2d, few channels): a stem conv,
+    an InceptionC-like block (1x7 and 7x1 convs, an average-pool branch), an InceptionD-like block (a
+    1x7 / 7x1 branch ending in a 3x3 stride-2 conv, a max-pool branch), an InceptionE-like block (1x3
+    and 3x1 convs reading one tensor, concatenated inside the concat), then avgpool, dropout and fc."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        from torchvision.models.inception import BasicConv2d as C
+        self.stem = C(3, 8, kernel_size=3, stride=2)
+        self.c_branch1x1 = C(8, 6, kernel_size=1)
+        self.c_branch7x7_1 = C(8, 4, kernel_size=1)
+        self.c_branch7x7_2 = C(4, 4, kernel_size=(1, 7), padding=(0, 3))
+        self.c_branch7x7_3 = C(4, 6, kernel_size=(7, 1), padding=(3, 0))
+        self.c_branch_pool = C(8, 4, kernel_size=1)
+        self.d_branch7x7x3_1 = C(16, 6, kernel_size=1)
+        self.d_branch7x7x3_2 = C(6, 6, kernel_size=(1, 7), padding=(0, 3))
+        self.d_branch7x7x3_3 = C(6, 6, kernel_size=(7, 1), padding=(3, 0))
+        self.d_branch7x7x3_4 = C(6, 8, kernel_size=3, stride=2)
+        self.e_branch3x3_1 = C(24, 8, kernel_size=1)
+        self.e_branch3x3_2a = C(8, 6, kernel_size=(1, 3), padding=(0, 1))
+        self.e_branch3x3_2b = C(8, 6, kernel_size=(3, 1), padding=(1, 0))
+        self.e_branch_pool = C(24, 4, kernel_size=1)
+        self.fc = torch.nn.Linear(16, classes)
+
+    def forward(self, x):
+        import torch.nn.functional as F
+        x = self.stem(x)
+        b7 = self.c_branch7x7_3(self.c_branch7x7_2(self.c_branch7x7_1(x)))
+        pool = self.c_branch_pool(F.avg_pool2d(x, kernel_size=3, stride=1, padding=1))
+        x = torch.cat([self.c_branch1x1(x), b7, pool], 1)
+        b7 = self.d_branch7x7x3_1(x)
+        b7 = self.d_branch7x7x3_4(self.d_branch7x7x3_3(self.d_branch7x7x3_2(b7)))
+        x = torch.cat([b7, F.max_pool2d(x, kernel_size=3, stride=2)], 1)
+        b3 = self.e_branch3x3_1(x)
+        b3 = torch.cat([self.e_branch3x3_2a(b3), self.e_branch3x3_2b(b3)], 1)
+        x = torch.cat([b3, self.e_branch_pool(F.avg_pool2d(x, kernel_size=3, stride=1, padding=1))], 1)
+        x = F.dropout(F.adaptive_avg_pool2d(x, 1), p=0.5, training=self.training)
+        return self.fc(torch.flatten(x, 1))
+
+
 def build(name):
     torch.manual_seed(0)
+    if name == "inception_small":
+        return SmallInception()
     if name == "densenet_small":
         return torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=16, num_classes=10)
     if name.startswith("efficientnet"):
@@ -71,8 +116,9 @@ def build(name):
         return getattr(torchvision.models, name)(stochastic_depth_prob=0.0)
     if name in ("googlenet", "inception_v3"):
         # In training mode the auxiliary classifiers are outputs of their own (three in all), and a chain
-        # follows one input to one output: export without them (docs/import.md).
-        return getattr(torchvision.models, name)(weights=None, aux_logits=False, init_weights=True)
+        # follows one input to one output: export without them (docs/import.md). Inception-v3's
+        # init_weights=True draws truncated normals for minutes; the values do not change the graph.
+        return getattr(torchvision.models, name)(weights=None, aux_logits=False, init_weights=name == "googlenet")
     return getattr(torchvision.models, name)()
 
 

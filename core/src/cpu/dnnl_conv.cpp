@@ -64,8 +64,7 @@ ConvOp::Weights weightsFor(const DnnlContext& context, const memory::desc& chose
 // Squeeze-and-Excitation's 1x1 convolutions on [N, C, 1, 1] run on one thread (dnnl_support.hpp).
 bool isSmall(const ConvGeometry& g) {
   const Index elements = g.batch * (g.inChannels * g.inHeight * g.inWidth + g.outChannels * g.outHeight * g.outWidth);
-  const Index macs =
-      g.batch * g.outHeight * g.outWidth * g.outChannels * (g.inChannels / g.groups) * g.taps();
+  const Index macs = g.batch * g.outHeight * g.outWidth * g.outChannels * (g.inChannels / g.groups) * g.taps();
   return elements <= kSingleThreadElements && macs <= kSingleThreadMacs;
 }
 

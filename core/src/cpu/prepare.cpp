@@ -74,8 +74,8 @@ Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainL
     const Shape& out = graph->tensors[op.output].shape;
     if (op.kind == BlockOpKind::Conv2d) {
       const ConvGeometry g = convGeometry(op.layer, in, out);
-      REMAT_RETURN_IF_ERROR(check.innerConv(
-          op, static_cast<std::uint64_t>(g.outChannels * (g.inChannels / g.groups) * g.taps())));
+      REMAT_RETURN_IF_ERROR(
+          check.innerConv(op, static_cast<std::uint64_t>(g.outChannels * (g.inChannels / g.groups) * g.taps())));
     } else if (op.kind == BlockOpKind::BatchNorm) {
       REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(in[1])));
     } else if (op.kind == BlockOpKind::LayerNorm) {

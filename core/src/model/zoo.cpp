@@ -12,6 +12,7 @@
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 #include "zoo_convnext.hpp"
+#include "zoo_inception.hpp"
 #include "zoo_transformers.hpp"
 
 namespace remat {
@@ -539,6 +540,11 @@ const std::vector<ZooModel>& models() {
                   "parameters",
                   32},
                  [](SpecBuilder& b, const ZooOptions& o) { detail::convnextTiny(b.spec(), o); }});
+    m.push_back({{"inception_v3",
+                  "Inception-v3 (aux_logits=False): 11 Inception blocks with 1x7 / 7x1 and 1x3 / 3x1 convs, 23.8M "
+                  "parameters",
+                  75},
+                 [](SpecBuilder& b, const ZooOptions& o) { detail::inceptionV3(b.spec(), o); }});
     return m;
   }();
   return kModels;

@@ -10,9 +10,9 @@
 //   onnx_channels.cpp   ShuffleNetV2's channel split (Slice) and channel shuffle (Reshape-Transpose-Reshape);
 //   onnx_cut.cpp        the cut at articulation tensors into plain layers and blocks;
 //   onnx_import.cpp     the walk over the nodes and the public entry points.
-#include <array>
 #include <onnx/onnx_pb.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>

@@ -10,8 +10,8 @@
 #include <memory>
 #include <type_traits>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::gpu {
 
