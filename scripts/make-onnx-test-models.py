@@ -206,12 +206,17 @@ def same_layer_specs(mine, zoo):
     return True
 
 
+def batch_args(chain, batch):
+    """--batch for an ONNX model or zoo:NAME; a chain file (the zoo exported at another resolution) has its own."""
+    return [] if chain.endswith(".json") else ["--batch", str(batch)]
+
+
 def planner_peaks(remat, chain, batch):
-    plans = remat_json(remat, "compare", chain, "--batch", str(batch), "--json", *STEP)["plans"]
+    plans = remat_json(remat, "compare", chain, *batch_args(chain, batch), "--json", *STEP)["plans"]
     return {p["planner"]: p["dynamic_peak_bytes"] for p in plans}
 
 
-def check_one(remat, name, path, mode, batch, expected_params):
+def check_one(remat, name, path, mode, batch, expected_params, resolution=224):
     """The checks of one export; returns (ok, note)."""
     run_batch = batch or 4
     out = subprocess.run([remat, "import", path, "--batch", str(run_batch)], capture_output=True, text=True)
@@ -223,16 +228,22 @@ def check_one(remat, name, path, mode, batch, expected_params):
         return False, f"{params} parameters, expected {expected_params}"
     if mode != "train" or name not in ZOO_EQUAL | ZOO_BOUND:
         return True, f"{params} parameters"
-    zoo = "zoo:" + name
+    zoo = "zoo:" + name  # zoo:NAME is 224 x 224; another resolution is its `remat zoo export` file
+    if resolution != 224:
+        zoo = path + ".zoo.json"
+        subprocess.run([remat, "zoo", "export", name, "--batch", str(run_batch), "--resolution", str(resolution),
+                        "--output", zoo], check=True, capture_output=True)
     mine, theirs = planner_peaks(remat, path, run_batch), planner_peaks(remat, zoo, run_batch)
     if name in ZOO_BOUND:
         ok = mine["optimal"] <= theirs["optimal"]
         return ok, f"optimal E {mine['optimal']} <= zoo {theirs['optimal']}" if ok else "optimal E above the zoo's"
-    sim = [remat_json(remat, "simulate", c, "--batch", str(run_batch), "--checkpoints", "", "--json", *STEP) for c in (path, zoo)]
+    sim = [remat_json(remat, "simulate", c, *batch_args(c, run_batch), "--checkpoints", "", "--json", *STEP)
+           for c in (path, zoo)]
     same_timeline = [o["footprint_bytes"] for o in sim[0]["ops"]] == [o["footprint_bytes"] for o in sim[1]["ops"]]
     same_static = sim[0]["static_bytes"] == sim[1]["static_bytes"]
     same_layers = same_layer_specs(json.loads(out.stdout)["layers"],
-                                   remat_json(remat, "zoo", "export", name, "--batch", str(run_batch))["layers"])
+                                   remat_json(remat, "zoo", "export", name, "--batch", str(run_batch), "--resolution",
+                                              str(resolution))["layers"])
     ok = mine == theirs and same_timeline and same_static and same_layers
     return ok, ("layers, store-all timeline, static bytes and every planner's E equal the zoo's" if ok
                 else f"differs from the zoo (layers {same_layers}, timeline {same_timeline}, E {mine == theirs})")
@@ -251,8 +262,10 @@ def run_matrix(folder, remat, models, modes=("train", "eval"), opsets=range(11, 
                         model = export(name, path, mode, opset, batch, resolution, weights)
                         torch_params = sum(p.numel() for p in model.parameters())
                         expected = torch_params if mode == "train" else onnx_parameter_count(path)
-                        ok, note = check_one(remat, name, path, mode, batch, expected)
-                        os.remove(path)
+                        ok, note = check_one(remat, name, path, mode, batch, expected, resolution)
+                        for done in (path, path + ".zoo.json"):
+                            if os.path.exists(done):
+                                os.remove(done)
                         failures += 0 if ok else 1
                         rows.append((name, mode, opset, "yes" if weights else "no",
                                      "fixed 2" if batch else "symbolic", "ok" if ok else "FAILED", note))

@@ -82,22 +82,27 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     const bool ln = op.kind == BlockOpKind::LayerNorm;
     const bool scale = op.kind == BlockOpKind::LayerScale;
     const bool mul = op.kind == BlockOpKind::Mul;  // reads both operands (derivatives.yaml mul.Tensor)
+    // Inception's pool branches: max_pool2d_with_indices keeps its input and int64 indices (E),
+    // avg_pool2d its input.
+    const bool maxPool = op.kind == BlockOpKind::MaxPool;
+    const bool pool = maxPool || op.kind == BlockOpKind::AvgPool;
     // A pointwise activation reads what its description says (relu its output, relu6 its input as
     // PyTorch's hardtanh, ...); global average pooling reads nothing but shapes.
     const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
     const bool pointwise = layer && isPointwise(*layer);
     const bool readsIn = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Input;
     const bool readsOut = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Output;
-    EXPECT_EQ(op.readsInput, conv || bn || ln || scale || readsIn || mul) << where << " " << op.layer.name;
+    EXPECT_EQ(op.readsInput, conv || bn || ln || scale || readsIn || mul || pool) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsOutput, readsOut) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsSecondInput, mul) << where << " " << op.layer.name;
-    if (conv || bn || ln || scale || readsIn || mul) backwardReads.insert(ownerOf[op.inputs[0]]);
+    if (conv || bn || ln || scale || readsIn || mul || pool) backwardReads.insert(ownerOf[op.inputs[0]]);
     if (mul) backwardReads.insert(ownerOf[op.inputs[1]]);
     if (readsOut) backwardReads.insert(op.output);
     const Shape& y = g.tensors[op.output].shape;
-    const std::uint64_t stats = bn   ? 2 * static_cast<std::uint64_t>(y[1]) * 4
-                                : ln ? 2 * static_cast<std::uint64_t>(y[0] * y[2] * y[3]) * 4
-                                     : 0u;
+    const std::uint64_t stats = bn        ? 2 * static_cast<std::uint64_t>(y[1]) * 4
+                                : ln      ? 2 * static_cast<std::uint64_t>(y[0] * y[2] * y[3]) * 4
+                                : maxPool ? elementCount(y) * kMaxPoolIndexBytes
+                                          : 0u;
     EXPECT_EQ(op.statsBytes, stats) << where;
     statsTotal += op.statsBytes;
   }
