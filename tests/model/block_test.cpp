@@ -419,7 +419,7 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
         // ResNet blocks end in a ReLU (out = yes); MobileNetV2 blocks in a batch norm or add;
         // EfficientNet's and MobileNetV3's in an add or SE's product (which reads its operands);
         // RegNetY's in a ReLU, whose backward reads its output; ShuffleNet's in a concat or shuffle;
-        // ConvNeXt's in the residual add.
+        // ConvNeXt's in the residual add; Inception's in the concat.
         const bool endsInRelu = layer.kind == LayerKind::BasicBlock || layer.kind == LayerKind::Bottleneck ||
                                 entry.name == "regnet_y_400mf";
         EXPECT_EQ(g.needsOutput, endsInRelu) << where;
@@ -427,7 +427,7 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
       }
     }
   }
-  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13 + 16 + 32 + 18));  // ..., shufflenet, convnext
+  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13 + 16 + 32 + 18 + 11));  // ..., convnext, inception
 }
 
 }  // namespace
