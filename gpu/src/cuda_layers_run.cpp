@@ -176,12 +176,37 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
       case BlockOpKind::LayerScale:
         REMAT_RETURN_IF_ERROR(convNextForward(graph, op, c, in, w, out, tensors.stats(op)));
         break;
+      case BlockOpKind::MaxPool:  // keep mode: the argmax its backward reads, in E
+        REMAT_RETURN_IF_ERROR(
+            kernels::maxPoolForward(c.stream, o.pool, in, out, reinterpret_cast<std::int64_t*>(tensors.stats(op))));
+        break;
+      case BlockOpKind::AvgPool: REMAT_RETURN_IF_ERROR(kernels::avgPoolForward(c.stream, o.pool, in, out)); break;
       default:  // a pointwise activation
         REMAT_RETURN_IF_ERROR(activationForward(op.layer.kind, c.stream, o.count, in, out));
         break;
     }
   }
   return Status::ok();
+}
+
+// A pool branch's backward adds into the gradient the block's other branches wrote.
+Status poolBackward(const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                    const BlockBackwardTensors& tensors, const float* dOut) {
+  float* dIn = tensors.grad(op.inputs[0]);
+  if (dIn == nullptr) return Status::ok();
+  const bool accumulate = op.gradAccumulate[0];
+  if (op.kind == BlockOpKind::AvgPool) return kernels::avgPoolBackward(c.stream, o.pool, dOut, dIn, accumulate);
+  const auto* indices = reinterpret_cast<const std::int64_t*>(tensors.stats(op));
+  return kernels::maxPoolBackward(c.stream, o.pool, indices, dOut, dIn, accumulate);
+}
+
+Status convBackward(const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                    const BlockBackwardTensors& tensors, const BackwardBuffers& p, const float* dOut, void* scratch) {
+  float* dIn = tensors.grad(op.inputs[0]);
+  const float* w = p.params + o.weightOffset;
+  if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, op.gradAccumulate[0]));
+  return o.conv->backwardParams(c.cudnn, tensors.value(op.inputs[0]), dOut, p.paramGrads + o.weightOffset,
+                                o.conv->hasBias() ? p.paramGrads + o.biasOffset : nullptr, scratch);
 }
 
 // A block's backward: ops in reverse; inner gradients in the ONE backward workspace at their
@@ -203,12 +228,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
     float* dw = p.paramGrads + o.weightOffset;
     REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     switch (op.kind) {
-      case BlockOpKind::Conv2d:
-        if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, accumulate));
-        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, tensors.value(op.inputs[0]), dOut, dw,
-                                                     o.conv->hasBias() ? p.paramGrads + o.biasOffset : nullptr,
-                                                     scratch));
-        break;
+      case BlockOpKind::Conv2d: REMAT_RETURN_IF_ERROR(convBackward(op, o, c, tensors, p, dOut, scratch)); break;
       case BlockOpKind::BatchNorm:
         // cuDNN always writes dx; only a block at layer 1 whose batch norm reads x0 has nowhere for it.
         if (dIn == nullptr)
@@ -233,6 +253,8 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
       case BlockOpKind::Mul: REMAT_RETURN_IF_ERROR(mulBackward(graph, op, c, tensors, dOut)); break;
       case BlockOpKind::LayerNorm:
       case BlockOpKind::LayerScale: REMAT_RETURN_IF_ERROR(convNextBackward(graph, op, c, tensors, dOut, w, dw)); break;
+      case BlockOpKind::MaxPool:
+      case BlockOpKind::AvgPool: REMAT_RETURN_IF_ERROR(poolBackward(op, o, c, tensors, dOut)); break;
       default: {  // a pointwise activation: only the tensor its backward reads is there
         const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
         const float* x = fromOutput ? nullptr : tensors.value(op.inputs[0]);
