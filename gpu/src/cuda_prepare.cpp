@@ -51,18 +51,6 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
-// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp): the CPU keeps a channel
-// slice as a view into its owner's channels-last rows, which NCHW cannot express without strided
-// descriptors for every consumer. Refused before any allocation rather than run by a kernel that no
-// device has checked.
-Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
-  if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
-    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                      "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
-                      "--device cpu");
-  return Status::ok();
-}
-
 // The pool branches' windows (GoogLeNet, Inception), run by kernels_pool.cu.
 kernels::PoolWindowGeometry poolWindows(const LayerSpec& spec, const Shape& in, const Shape& out) {
   kernels::PoolWindowGeometry g;
@@ -99,7 +87,6 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset, m.bwdWorkspaceBytes, block.bwdScratchOffset);
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
-    REMAT_RETURN_IF_ERROR(refuseCpuOnlyInnerOp(op, check));
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));

@@ -1,10 +1,10 @@
 #pragma once
 // Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
 // elementwise activations with the CPU backend's exact rules, the residual add, the channel
-// concatenation's strided copies, pooling inside blocks, Squeeze-and-Excitation's pooling and product, dropout with the
-// counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
-// pooling, the softmax cross-entropy seed, the optimizer's update and the synthetic kernels of
-// abstract layers. Every launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
+// concatenation's strided copies, pooling and the channel shuffle inside blocks, Squeeze-and-Excitation's pooling and
+// product, dropout with the counter-based generator shared with the CPU, bias handling of linear layers, adaptive
+// average pooling, the softmax cross-entropy seed, the optimizer's update and the synthetic kernels of abstract layers.
+// Every launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -107,6 +107,15 @@ Status maxPoolBackward(cudaStream_t stream, const PoolWindowGeometry& g, const s
                        float* dx, bool accumulate);
 Status avgPoolForward(cudaStream_t stream, const PoolWindowGeometry& g, const float* x, float* y);
 Status avgPoolBackward(cudaStream_t stream, const PoolWindowGeometry& g, const float* dy, float* dx, bool accumulate);
+
+// ShuffleNetV2's channel shuffle on NCHW (kernels_channels.cu), `plane` = H * W floats per channel:
+// y[n][k * groups + i] = x[n][i * perGroup + k], x's samples xSampleStride floats apart (a channel
+// slice read in place: its owner's C * H * W); the backward dx[n][i * perGroup + k] (=|+=)
+// dy[n][k * groups + i], dx contiguous.
+Status channelShuffleForward(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                             const float* x, Index xSampleStride, float* y);
+Status channelShuffleBackward(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                              const float* dy, float* dx, bool accumulate);
 
 // d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N, rows of `classes` logits.
 Status softmaxCrossEntropyBackward(cudaStream_t stream, Index batch, Index classes, const float* logits,

@@ -222,6 +222,46 @@ constexpr const char* kPoolBlockChain = R"({"format": "remat-chain/1", "name": "
   {"name": "flatten", "kind": "flatten"},
   {"name": "fc", "kind": "linear", "out_features": 10}]})";
 
+// ShuffleNetV2 (issue 22): a stride-2 block (two branches) and a stride-1 block whose channel split
+// is two views of its input (the concat reads one in place, the first conv gathers the other), the
+// channel concatenation and the channel shuffle.
+constexpr const char* kShuffleChain = R"({"format": "remat-chain/1", "name": "gpu-shuffle",
+ "input": {"shape": [2, 3, 8, 8], "dtype": "float32"},
+ "layers": [
+  {"name": "stem", "kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
+  {"name": "stage.0", "kind": "block", "ops": [
+    {"name": "branch1.0", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 2, "padding": 1, "groups": 8, "bias": false, "inputs": [0]},
+    {"name": "branch1.1", "kind": "batchnorm"},
+    {"name": "branch1.2", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [2]},
+    {"name": "branch1.3", "kind": "batchnorm"},
+    {"name": "branch1.4", "kind": "relu"},
+    {"name": "branch2.0", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [0]},
+    {"name": "branch2.1", "kind": "batchnorm"},
+    {"name": "branch2.2", "kind": "relu"},
+    {"name": "branch2.3", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 2, "padding": 1, "groups": 8, "bias": false, "inputs": [8]},
+    {"name": "branch2.4", "kind": "batchnorm"},
+    {"name": "branch2.5", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [10]},
+    {"name": "branch2.6", "kind": "batchnorm"},
+    {"name": "branch2.7", "kind": "relu"},
+    {"name": "concat", "kind": "concat", "inputs": [5, 13]},
+    {"name": "channel_shuffle", "kind": "channel_shuffle", "groups": 2}]},
+  {"name": "stage.1", "kind": "block", "ops": [
+    {"name": "slice", "kind": "slice", "begin": 0, "out_channels": 8, "inputs": [0]},
+    {"name": "slice_1", "kind": "slice", "begin": 8, "out_channels": 8, "inputs": [0]},
+    {"name": "branch2.0", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [2]},
+    {"name": "branch2.1", "kind": "batchnorm"},
+    {"name": "branch2.2", "kind": "relu"},
+    {"name": "branch2.3", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1, "groups": 8, "bias": false, "inputs": [5]},
+    {"name": "branch2.4", "kind": "batchnorm"},
+    {"name": "branch2.5", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [7]},
+    {"name": "branch2.6", "kind": "batchnorm"},
+    {"name": "branch2.7", "kind": "relu"},
+    {"name": "concat", "kind": "concat", "inputs": [1, 10]},
+    {"name": "channel_shuffle", "kind": "channel_shuffle", "groups": 2}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
@@ -300,7 +340,7 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
   for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
-                           kLayerNormChain, kConvNextChain, kPoolBlockChain}) {
+                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -325,7 +365,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
   for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
-                           kLayerNormChain, kConvNextChain, kPoolBlockChain}) {
+                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};
