@@ -25,13 +25,16 @@ Result<ConvGeometry> convGeometry(const LayerSpec& spec, const Shape& in) {
   g.kernel = static_cast<int>(spec.kernel);
   g.stride = static_cast<int>(spec.stride);
   g.padding = static_cast<int>(spec.padding);
+  g.kernelWidth = static_cast<int>(spec.kernelW());
+  g.strideWidth = static_cast<int>(spec.strideW());
+  g.paddingWidth = static_cast<int>(spec.paddingW());
   g.groups = static_cast<int>(spec.groups);
   return g;
 }
 
 std::uint64_t convWeightCount(const ConvGeometry& g) {
   return static_cast<std::uint64_t>(g.outChannels) * static_cast<std::uint64_t>(g.input.c / g.groups) *
-         static_cast<std::uint64_t>(g.kernel) * static_cast<std::uint64_t>(g.kernel);
+         static_cast<std::uint64_t>(g.kernel) * static_cast<std::uint64_t>(g.kernelW());
 }
 
 // The workspace a convolution may use: everything the chain gives (policy Chain) past `offset`,

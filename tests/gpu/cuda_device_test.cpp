@@ -193,6 +193,34 @@ constexpr const char* kConvNextChain = R"({"format": "remat-chain/1", "name": "g
   {"name": "flatten", "kind": "flatten"},
   {"name": "fc", "kind": "linear", "out_features": 10}]})";
 
+// Inception-v3's factorised convs (issue 22): chain-level 1x7 and 7x1 convs (cuDNN's filter and
+// convolution descriptors per axis), a conv with every per-axis field different, and a block of
+// InceptionE's branches (1x3 and 3x1 reading one tensor, concatenated with a 1x1 branch and an
+// average-pool branch).
+constexpr const char* kNonSquareChain = R"({"format": "remat-chain/1", "name": "gpu-nonsquare",
+ "input": {"shape": [2, 3, 12, 12], "dtype": "float32"},
+ "layers": [
+  {"name": "c17", "kind": "conv2d", "out_channels": 6, "kernel": 1, "kernel_width": 7, "padding_width": 3,
+   "bias": false},
+  {"name": "bn", "kind": "batchnorm"}, {"name": "relu", "kind": "relu"},
+  {"name": "c71", "kind": "conv2d", "out_channels": 6, "kernel": 7, "kernel_width": 1, "padding": 3,
+   "padding_width": 0, "bias": true},
+  {"name": "odd", "kind": "conv2d", "out_channels": 8, "kernel": 2, "stride": 2, "padding": 1, "kernel_width": 3,
+   "stride_width": 1, "padding_width": 0, "bias": true},
+  {"name": "mixed", "kind": "block", "ops": [
+    {"name": "b1", "kind": "conv2d", "out_channels": 4, "kernel": 1, "bias": false},
+    {"name": "b3_1", "kind": "conv2d", "out_channels": 4, "kernel": 1, "bias": false, "inputs": [0]},
+    {"name": "b3_2a", "kind": "conv2d", "out_channels": 4, "kernel": 1, "kernel_width": 3, "padding_width": 1,
+     "bias": false},
+    {"name": "b3_2b", "kind": "conv2d", "out_channels": 4, "kernel": 3, "kernel_width": 1, "padding": 1,
+     "padding_width": 0, "bias": false, "inputs": [2]},
+    {"name": "pool", "kind": "avgpool", "kernel": 3, "stride": 1, "padding": 1, "inputs": [0]},
+    {"name": "bp", "kind": "conv2d", "out_channels": 2, "kernel": 1, "bias": false},
+    {"name": "concat", "kind": "concat", "inputs": [1, 3, 4, 6]}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
 // GoogLeNet / Inception pool branches (issue 22): a block of a 1x1 conv, a ceil-mode 3x3 max pool
 // then a 1x1 conv, and a padded 3x3 average pool then a 1x1 conv, concatenated; the pools'
 // backwards add into the gradient the other branches wrote, and the max pool keeps its argmax in E.
@@ -340,7 +368,7 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
   for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
-                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain}) {
+                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain, kNonSquareChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -365,7 +393,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
   for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
-                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain}) {
+                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain, kNonSquareChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};

@@ -22,6 +22,9 @@ ConvGeometry convGeometry(const LayerSpec& spec, const Shape& in, const Shape& o
   g.kernel = spec.kernel;
   g.stride = spec.stride;
   g.padding = spec.padding;
+  g.kernelW = spec.kernelW();
+  g.strideW = spec.strideW();
+  g.paddingW = spec.paddingW();
   g.groups = spec.groups;
   return g;
 }
@@ -71,8 +74,8 @@ Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainL
     const Shape& out = graph->tensors[op.output].shape;
     if (op.kind == BlockOpKind::Conv2d) {
       const ConvGeometry g = convGeometry(op.layer, in, out);
-      REMAT_RETURN_IF_ERROR(check.innerConv(
-          op, static_cast<std::uint64_t>(g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel)));
+      REMAT_RETURN_IF_ERROR(
+          check.innerConv(op, static_cast<std::uint64_t>(g.outChannels * (g.inChannels / g.groups) * g.taps())));
     } else if (op.kind == BlockOpKind::BatchNorm) {
       REMAT_RETURN_IF_ERROR(check.innerBatchNorm(op, static_cast<std::uint64_t>(in[1])));
     } else if (op.kind == BlockOpKind::LayerNorm) {

@@ -52,7 +52,7 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
   switch (layer.kind) {
     case LayerKind::Conv2d: {
       const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-      const std::uint64_t fanIn = static_cast<std::uint64_t>(in[1] / spec.groups * spec.kernel * spec.kernel);
+      const std::uint64_t fanIn = static_cast<std::uint64_t>(in[1] / spec.groups * spec.kernel * spec.kernelW());
       const std::uint64_t weights = static_cast<std::uint64_t>(layer.outputShape[1]) * fanIn;
       initWeighted(data, weights, layer.paramCount - weights, fanIn, seed, l, 0);
       return Status::ok();
@@ -76,7 +76,8 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
         const BlockOp& op = graph->ops[i];
         const Shape& opIn = graph->tensors[op.inputs[0]].shape;
         if (op.kind == BlockOpKind::Conv2d) {
-          const auto fanIn = static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernel);
+          const auto fanIn =
+              static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernelW());
           const std::uint64_t biases = op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0;
           initWeighted(data + 4 * offset, op.paramCount - biases, biases, fanIn, seed, l, i);
         } else if (op.kind == BlockOpKind::BatchNorm || op.kind == BlockOpKind::LayerNorm) {
