@@ -97,6 +97,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
+    case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, b);
     default: break;
   }
   if (isPointwise(prepared.kind)) {
@@ -144,6 +145,7 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(context, prepared, b);
+    case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, b);
     default: break;
   }
   if (isPointwise(prepared.kind)) {  // from y or x, whichever the kind's description says PyTorch keeps

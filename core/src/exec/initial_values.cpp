@@ -47,6 +47,28 @@ void initBatchNorm(std::byte* data, std::uint64_t channels) {
 // vanish from every value a test compares; 1 keeps the branch visible (the bytes do not depend on it).
 void initLayerScale(std::byte* data, std::uint64_t channels) { fillConstant(data, channels, 1.0f); }
 
+// transformer_block, in its parameter order (run_transformer.cpp): ln_1, qkv, out projection, ln_2,
+// fc1, fc2; each linear Kaiming-uniform over its fan-in, as a Linear layer.
+void initTransformerBlock(std::byte* data, std::uint64_t d, std::uint64_t hidden, std::uint64_t seed,
+                          std::size_t layer) {
+  std::uint64_t at = 0;
+  auto norm = [&] {
+    initBatchNorm(data + 4 * at, d);
+    at += 2 * d;
+  };
+  std::size_t innerOp = 0;
+  auto linear = [&](std::uint64_t in, std::uint64_t out) {
+    initWeighted(data + 4 * at, in * out, out, in, seed, layer, innerOp++);
+    at += in * out + out;
+  };
+  norm();
+  linear(d, 3 * d);
+  linear(d, d);
+  norm();
+  linear(d, hidden);
+  linear(hidden, d);
+}
+
 Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed, std::byte* data) {
   const Shape& in = layer.inputShape;
   switch (layer.kind) {
@@ -65,6 +87,11 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
     }
     case LayerKind::BatchNorm:
     case LayerKind::LayerNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();  // weight 1, bias 0
+    case LayerKind::TransformerBlock: {
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      initTransformerBlock(data, static_cast<std::uint64_t>(in[2]), static_cast<std::uint64_t>(spec.hidden), seed, l);
+      return Status::ok();
+    }
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Reference values of the transformer kinds from PyTorch, for tests/exec/transformer_run_test.cpp
+(issue 23).
+
+Variants, in training mode with dropout 0, float32, x [2, 8, 32] (N, S, d), 2 heads, MLP width 128:
+- gpt_block: nanoGPT's pre-norm Block (ln_1, c_attn, causal softmax(q k^T / sqrt(dh)) v, c_proj,
+  + x; ln_2, c_fc, gelu(approximate='tanh'), c_proj, + h1), written here with torch.nn as nanoGPT
+  writes it (PyTorch 1.13 has no scaled_dot_product_attention: this is the math the CPU's fused
+  flash kernel must reproduce too);
+- vit_block: torchvision's EncoderBlock (nn.MultiheadAttention, exact GELU, LayerNorm eps 1e-6).
+Parameters in the chain's order (the modules' own parameter order), fixed values (spread), an
+upstream gradient r, and PyTorch's y, dx and d(parameters) of sum(y * r). Run with Debian's
+PyTorch (/usr/bin/python3); rewrites tests/data/transformer/torch_reference.json.
+"""
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchvision.models.vision_transformer import EncoderBlock
+
+from torch_reference_values import backward_record, set_parameters, spread, write_reference
+
+SHAPE = [2, 8, 32]
+HEADS = 2
+HIDDEN = 128
+
+
+class GptBlock(nn.Module):
+    """nanoGPT's Block at dropout 0 (its CausalSelfAttention's slow path: the math)."""
+
+    def __init__(self, d, heads, hidden):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, hidden)
+        self.mlp_proj = nn.Linear(hidden, d)
+
+    def attention(self, x):
+        n, s, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (t.view(n, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.tril(torch.ones(s, s, dtype=torch.bool))
+        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(n, s, d))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+def record(module, x_values):
+    params = list(module.parameters())
+    flat = set_parameters(params)
+    x = torch.tensor(x_values, dtype=torch.float32).reshape(SHAPE).requires_grad_(True)
+    y = module(x)
+    r = torch.tensor(spread(y.numel(), 0.7, 1.0), dtype=torch.float32).reshape(y.shape)
+    return {"params": flat, "r": [float(v) for v in r.flatten()], **backward_record(y, r, x, params)}
+
+
+def main():
+    torch.manual_seed(0)
+    x_values = spread(math.prod(SHAPE), 0.1, 2.0)
+    result = {"torch_version": str(torch.__version__), "shape": SHAPE, "heads": HEADS, "hidden": HIDDEN,
+              "x": x_values, "variants": {}}
+    result["variants"]["gpt_block"] = record(GptBlock(SHAPE[2], HEADS, HIDDEN).train(), x_values)
+    vit = EncoderBlock(HEADS, SHAPE[2], HIDDEN, dropout=0.0, attention_dropout=0.0).train()
+    result["variants"]["vit_block"] = record(vit, x_values)
+    write_reference("transformer", result)
+
+
+if __name__ == "__main__":
+    main()
