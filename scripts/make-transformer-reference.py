@@ -8,6 +8,9 @@ Variants, in training mode with dropout 0, float32, x [2, 8, 32] (N, S, d), 2 he
   writes it (PyTorch 1.13 has no scaled_dot_product_attention: this is the math the CPU's fused
   flash kernel must reproduce too);
 - vit_block: torchvision's EncoderBlock (nn.MultiheadAttention, exact GELU, LayerNorm eps 1e-6).
+- gpt: a tiny GPT as a chain (token_embedding vocabulary 50 and positions 8, two gpt_blocks, an
+  untied lm_head with ln_f) on fixed ids [2, 8] and one label per token, loss cross entropy (mean
+  over the tokens): PyTorch's d(parameters) of every layer.
 Parameters in the chain's order (the modules' own parameter order), fixed values (spread), an
 upstream gradient r, and PyTorch's y, dx and d(parameters) of sum(y * r). Run with Debian's
 PyTorch (/usr/bin/python3); rewrites tests/data/transformer/torch_reference.json.
@@ -62,6 +65,53 @@ def record(module, x_values):
     return {"params": flat, "r": [float(v) for v in r.flatten()], **backward_record(y, r, x, params)}
 
 
+VOCAB = 50
+
+
+class TinyGpt(nn.Module):
+    """The chain's layers in order: wte+wpe, two blocks, ln_f+lm_head (no bias, untied)."""
+
+    def __init__(self):
+        super().__init__()
+        d = SHAPE[2]
+        self.wte = nn.Embedding(VOCAB, d)
+        self.wpe = nn.Embedding(SHAPE[1], d)
+        self.blocks = nn.ModuleList([GptBlock(d, HEADS, HIDDEN) for _ in range(2)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, VOCAB, bias=False)
+
+    def layers(self):
+        return [[self.wte, self.wpe], *[[b] for b in self.blocks], [self.ln_f, self.lm_head]]
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        return F.log_softmax(self.lm_head(self.ln_f(x)), dim=-1)
+
+
+def record_model(model, x, labels, loss_of):
+    """Parameters set layer by layer from one spread; d(parameters) of loss_of(output) per layer."""
+    groups = [[p for m in layer for p in m.parameters()] for layer in model.layers()]
+    flat = set_parameters([p for g in groups for p in g])
+    loss = loss_of(model(x), labels)
+    loss.backward()
+    counts = [sum(p.numel() for p in g) for g in groups]
+    return {"params": flat, "layer_params": counts, "loss": float(loss),
+            "dparams": [[float(v) for p in g for v in p.grad.flatten()] for g in groups]}
+
+
+def compact(value):
+    """Floats to 9 significant digits (float32's round trip): half the file, the same values."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items()}
+    return value
+
+
 def main():
     torch.manual_seed(0)
     x_values = spread(math.prod(SHAPE), 0.1, 2.0)
@@ -70,7 +120,12 @@ def main():
     result["variants"]["gpt_block"] = record(GptBlock(SHAPE[2], HEADS, HIDDEN).train(), x_values)
     vit = EncoderBlock(HEADS, SHAPE[2], HIDDEN, dropout=0.0, attention_dropout=0.0).train()
     result["variants"]["vit_block"] = record(vit, x_values)
-    write_reference("transformer", result)
+    ids = torch.tensor([(7 * i + 3) % VOCAB for i in range(SHAPE[0] * SHAPE[1])]).reshape(SHAPE[:2])
+    labels = torch.tensor([(11 * i + 5) % VOCAB for i in range(SHAPE[0] * SHAPE[1])])
+    gpt = record_model(TinyGpt().train(), ids, labels,
+                       lambda y, t: F.nll_loss(y.reshape(-1, VOCAB), t))
+    result["gpt"] = {"ids": [int(v) for v in ids.flatten()], "labels": [int(v) for v in labels], **gpt}
+    write_reference("transformer", compact(result))
 
 
 if __name__ == "__main__":

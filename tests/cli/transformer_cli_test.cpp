@@ -77,10 +77,12 @@ TEST_F(TransformerCli, BadValuesNameTheOption) {
       << longBert.err;
 }
 
-TEST_F(TransformerCli, RunRefusesTransformersByName) {
+// The zoo's GPT-2 trains with dropout 0.1, which the CPU's transformer kinds do not run yet.
+TEST_F(TransformerCli, RunRefusesWhatTheCpuDoesNotRunByName) {
   auto run = runRemat({"run", "zoo:gpt2", "--batch", "1", "--sequence", "8", "--planner", "none", "--device", "cpu"});
   EXPECT_EQ(run.exitCode, 2);
-  EXPECT_NE(run.err.find("layer 1 ('transformer.wte+wpe', token_embedding): no CPU kernel for token_embedding yet"),
+  EXPECT_NE(run.err.find("layer 1 ('transformer.wte+wpe', token_embedding): p = 0.1: the CPU backend runs token "
+                         "embeddings without dropout only (p = 0)"),
             std::string::npos)
       << run.err;
 }

@@ -45,6 +45,13 @@ struct PreparedBlockOp {
 };
 
 struct TransformerBlockPrep;  // run_transformer.cpp
+struct LmHeadPrep;            // run_heads.cpp
+
+// The token kinds' sizes (token_embedding, lm_head).
+struct TransformerEnds {
+  Index batch = 0, seq = 0, tokens = 0, width = 0, vocab = 0;
+  Index positionTable = 0;  // token_embedding: where wpe starts in the parameters (floats)
+};
 
 struct PreparedLayer {
   LayerKind kind = LayerKind::Abstract;
@@ -62,6 +69,8 @@ struct PreparedLayer {
   std::uint64_t blockFwdScratchOffset = 0;  // where the inner ops' scratch starts in a block's workspaces
   std::uint64_t blockBwdScratchOffset = 0;
   std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
+  std::shared_ptr<const LmHeadPrep> lmHead;
+  TransformerEnds ends;
   std::vector<ParamSegment> params;
   std::uint64_t requiredFwdWorkspace = 0;
   std::uint64_t requiredBwdWorkspace = 0;
@@ -98,6 +107,22 @@ Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& lay
 Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                const ForwardBuffers& b);
 Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+
+// A number as a message shows it: 0.1, not 0.100000.
+std::string shortNumber(double value);
+
+// token_embedding (run_embeddings.cpp) and lm_head (run_heads.cpp).
+Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, std::size_t l,
+                             PreparedLayer& prepared);
+Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b);
+Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                     const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                     const ForwardBuffers& b);
+Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
+void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
 
 // Abstract layers: synthetic kernels that read every input byte and write deterministic bytes
 // into every output, extra and workspace byte (cpu_device_abstract.cpp).

@@ -150,7 +150,7 @@ Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& lay
                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   if (!spec.preNorm) return check.fail("pre_norm false (BERT's post-norm block) has no CPU kernel yet");
   if (spec.dropoutP > 0.0)
-    return check.fail("p = " + std::to_string(spec.dropoutP) +
+    return check.fail("p = " + shortNumber(spec.dropoutP) +
                       ": the CPU backend runs transformer blocks without dropout only (p = 0)");
   const Shape& in = layer.inputShape;
   auto t = std::make_shared<TransformerBlockPrep>();
