@@ -1,6 +1,7 @@
 // Whole transformer models (issue 23) on the CPU backend: a tiny GPT (token_embedding, two causal
 // blocks, lm_head) gives PyTorch's parameter gradients of its cross entropy under both attention
-// rules (scripts/make-transformer-reference.py), runs store-all and optimal's plan at batch 2 with
+// rules (scripts/make-transformer-reference.py), as does a tiny ViT (patch_embedding, two blocks,
+// cls_head); both run store-all and optimal's plan at batch 2 with
 // the measured footprint equal to the prediction op by op, and refuses an out-of-vocabulary id by
 // position.
 #include <gtest/gtest.h>
@@ -49,12 +50,35 @@ Chain gpt(std::int64_t batch, std::int64_t seq, bool fused) {
   return chain.isOk() ? std::move(chain).value() : Chain{};
 }
 
-void checkGptAgainstTorch(bool fused) {
-  const json& ref = test::torchReference("transformer")["gpt"];
-  const Chain chain = gpt(2, 8, fused);
+json vitJson(bool fused) {
+  json layers = json::array();
+  layers.push_back({{"name", "conv_proj+class_token+pos_embedding"},
+                    {"kind", "patch_embedding"},
+                    {"patch", 4},
+                    {"width", 32},
+                    {"p", 0.0}});
+  for (int i = 0; i < 2; ++i)
+    layers.push_back({{"name", "encoder_layer_" + std::to_string(i)},
+                      {"kind", "transformer_block"},
+                      {"heads", 2},
+                      {"hidden", 128},
+                      {"fused_attention", fused},
+                      {"p", 0.0},
+                      {"epsilon", 1e-6}});
+  layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
+  return {{"format", "remat-chain/1"},
+          {"name", fused ? "tiny-vit-fused" : "tiny-vit-math"},
+          {"input", {{"shape", {2, 3, 16, 16}}, {"dtype", "float32"}}},
+          {"layers", layers}};
+}
+
+// One store-all step with the reference's parameters: every layer's gradients are PyTorch's.
+void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vector<float>& x0) {
   testing::ChainDriver driver(chain);
   ASSERT_EQ(driver.error(), "");
-  const auto flat = ref["params"].get<std::vector<float>>();
+  std::size_t total = 0;
+  for (std::size_t count : ref["layer_params"].get<std::vector<std::size_t>>()) total += count;
+  const std::vector<float> flat = test::spread(total, 0.4, 0.5);  // set_parameters' values
   std::vector<std::vector<float>> params;
   std::size_t at = 0;
   for (std::size_t count : ref["layer_params"].get<std::vector<std::size_t>>()) {
@@ -63,16 +87,42 @@ void checkGptAgainstTorch(bool fused) {
     at += count;
   }
   ASSERT_EQ(params.size(), chain.size());
-  std::vector<float> ids;
-  for (int id : ref["ids"].get<std::vector<int>>()) ids.push_back(static_cast<float>(id));
-  const auto grads = driver.step(ids, params, ref["labels"].get<std::vector<std::int32_t>>());
+  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<std::int32_t>>());
   ASSERT_EQ(grads.size(), chain.size());
   for (std::size_t l = 0; l < grads.size(); ++l)
     test::expectCloseToTorch(grads[l], ref["dparams"][l], chain.layers[l].name + " dparams");
 }
 
+void checkGptAgainstTorch(bool fused) {
+  const json& ref = test::torchReference("transformer")["gpt"];
+  std::vector<float> ids;
+  for (int id : ref["ids"].get<std::vector<int>>()) ids.push_back(static_cast<float>(id));
+  checkModelAgainstTorch(gpt(2, 8, fused), ref, ids);
+}
+
+void checkVitAgainstTorch(bool fused) {
+  const json& ref = test::torchReference("transformer")["vit"];
+  auto chain = parseChain(vitJson(fused).dump(), "tiny-vit");
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  checkModelAgainstTorch(*chain, ref, test::spread(2 * 3 * 16 * 16, 0.3, 1.0));
+}
+
 TEST(TinyGptVsTorch, MathAttentionGradientsMatchPyTorch) { checkGptAgainstTorch(false); }
 TEST(TinyGptVsTorch, FusedAttentionGradientsMatchPyTorch) { checkGptAgainstTorch(true); }
+TEST(TinyVitVsTorch, MathAttentionGradientsMatchPyTorch) { checkVitAgainstTorch(false); }
+TEST(TinyVitVsTorch, FusedAttentionGradientsMatchPyTorch) { checkVitAgainstTorch(true); }
+
+// The tiny ViT at batch 2 under every plan, both rules.
+TEST(TinyVitRun, MeasuredFootprintEqualsPredictionBothRules) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "math");
+    auto built = parseChain(vitJson(fused).dump(), "tiny-vit");
+    ASSERT_TRUE(built.isOk()) << built.status().message();
+    cpu::CpuDevice device({.poisonMemory = true});
+    const Chain chain = testing::fittedTo(*built, device);
+    testing::expectEveryPlanReproducesStoreAll(chain, device, 9);
+  }
+}
 
 // Batch 2: store-all and optimal's plan (and every other planner's) as predicted, op by op, with
 // store-all's gradients, under both rules; sequence 72 spans two flash tiles.

@@ -46,6 +46,7 @@ struct PreparedBlockOp {
 
 struct TransformerBlockPrep;  // run_transformer.cpp
 struct LmHeadPrep;            // run_heads.cpp
+struct VitPrep;               // run_vit.cpp
 
 // The token kinds' sizes (token_embedding, lm_head).
 struct TransformerEnds {
@@ -70,6 +71,7 @@ struct PreparedLayer {
   std::uint64_t blockBwdScratchOffset = 0;
   std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
   std::shared_ptr<const LmHeadPrep> lmHead;
+  std::shared_ptr<const VitPrep> vit;  // patch_embedding, cls_head
   TransformerEnds ends;
   std::vector<ParamSegment> params;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -121,6 +123,16 @@ Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const 
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                      const ForwardBuffers& b);
 Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// patch_embedding and cls_head (run_vit.cpp).
+Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                             const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b);
+Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                      const ForwardBuffers& b);
+Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
 void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
 

@@ -99,6 +99,23 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
       initWeighted(data + 4 * norm, layer.paramCount - norm, 0, d, seed, l, 1);
       return Status::ok();
     }
+    case LayerKind::PatchEmbedding: {  // the conv Kaiming-uniform; class token and positions uniform in [-1, 1)
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto fanIn = static_cast<std::uint64_t>(in[1] * spec.kernel * spec.kernel);
+      const auto d = static_cast<std::uint64_t>(spec.width);
+      initWeighted(data, d * fanIn, d, fanIn, seed, l, 0);
+      fillUniform(data + 4 * (d * fanIn + d), layer.paramCount - d * fanIn - d, 1.0f,
+                  opKey(seed, rng::Purpose::Weights, l, 1));
+      return Status::ok();
+    }
+    case LayerKind::ClsHead: {  // the norm (weight 1, bias 0), then the linear over d
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto d = static_cast<std::uint64_t>(in[2]), out = static_cast<std::uint64_t>(spec.outFeatures);
+      const std::uint64_t norm = spec.norm ? 2 * d : 0;
+      if (spec.norm) initBatchNorm(data, d);
+      initWeighted(data + 4 * norm, d * out, spec.bias ? out : 0, d, seed, l, 1);
+      return Status::ok();
+    }
     case LayerKind::TransformerBlock: {
       const LayerSpec& spec = chain.spec.layers[layer.specIndex];
       initTransformerBlock(data, static_cast<std::uint64_t>(in[2]), static_cast<std::uint64_t>(spec.hidden), seed, l);
