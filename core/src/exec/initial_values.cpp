@@ -70,6 +70,48 @@ void initTransformerBlock(std::byte* data, std::uint64_t d, std::uint64_t hidden
   linear(hidden, d);
 }
 
+// The transformer kinds, in their CPU parameter order (core/src/cpu/run_*.cpp).
+void initTransformerLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed,
+                          std::byte* data) {
+  const Shape& in = layer.inputShape;
+  switch (layer.kind) {
+    case LayerKind::TokenEmbedding:  // the tables uniform in [-1, 1)
+      fillUniform(data, layer.paramCount, 1.0f, opKey(seed, rng::Purpose::Weights, l, 0));
+      return;
+    case LayerKind::LmHead: {  // ln_f (weight 1, bias 0), then W Kaiming-uniform over d
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto d = static_cast<std::uint64_t>(in[2]);
+      const std::uint64_t norm = spec.norm ? 2 * d : 0;
+      if (spec.norm) initBatchNorm(data, d);
+      initWeighted(data + 4 * norm, layer.paramCount - norm, 0, d, seed, l, 1);
+      return;
+    }
+    case LayerKind::PatchEmbedding: {  // the conv Kaiming-uniform; class token and positions uniform in [-1, 1)
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto fanIn = static_cast<std::uint64_t>(in[1] * spec.kernel * spec.kernel);
+      const auto d = static_cast<std::uint64_t>(spec.width);
+      initWeighted(data, d * fanIn, d, fanIn, seed, l, 0);
+      fillUniform(data + 4 * (d * fanIn + d), layer.paramCount - d * fanIn - d, 1.0f,
+                  opKey(seed, rng::Purpose::Weights, l, 1));
+      return;
+    }
+    case LayerKind::ClsHead: {  // the norm (weight 1, bias 0), then the linear over d
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto d = static_cast<std::uint64_t>(in[2]), out = static_cast<std::uint64_t>(spec.outFeatures);
+      const std::uint64_t norm = spec.norm ? 2 * d : 0;
+      if (spec.norm) initBatchNorm(data, d);
+      initWeighted(data + 4 * norm, d * out, spec.bias ? out : 0, d, seed, l, 1);
+      return;
+    }
+    case LayerKind::TransformerBlock: {
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      initTransformerBlock(data, static_cast<std::uint64_t>(in[2]), static_cast<std::uint64_t>(spec.hidden), seed, l);
+      return;
+    }
+    default: break;
+  }
+}
+
 Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed, std::byte* data) {
   const Shape& in = layer.inputShape;
   switch (layer.kind) {
@@ -88,39 +130,11 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
     }
     case LayerKind::BatchNorm:
     case LayerKind::LayerNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();  // weight 1, bias 0
-    case LayerKind::TokenEmbedding:  // the tables uniform in [-1, 1)
-      fillUniform(data, layer.paramCount, 1.0f, opKey(seed, rng::Purpose::Weights, l, 0));
-      return Status::ok();
-    case LayerKind::LmHead: {  // ln_f (weight 1, bias 0), then W Kaiming-uniform over d
-      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-      const auto d = static_cast<std::uint64_t>(in[2]);
-      const std::uint64_t norm = spec.norm ? 2 * d : 0;
-      if (spec.norm) initBatchNorm(data, d);
-      initWeighted(data + 4 * norm, layer.paramCount - norm, 0, d, seed, l, 1);
-      return Status::ok();
-    }
-    case LayerKind::PatchEmbedding: {  // the conv Kaiming-uniform; class token and positions uniform in [-1, 1)
-      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-      const auto fanIn = static_cast<std::uint64_t>(in[1] * spec.kernel * spec.kernel);
-      const auto d = static_cast<std::uint64_t>(spec.width);
-      initWeighted(data, d * fanIn, d, fanIn, seed, l, 0);
-      fillUniform(data + 4 * (d * fanIn + d), layer.paramCount - d * fanIn - d, 1.0f,
-                  opKey(seed, rng::Purpose::Weights, l, 1));
-      return Status::ok();
-    }
-    case LayerKind::ClsHead: {  // the norm (weight 1, bias 0), then the linear over d
-      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-      const auto d = static_cast<std::uint64_t>(in[2]), out = static_cast<std::uint64_t>(spec.outFeatures);
-      const std::uint64_t norm = spec.norm ? 2 * d : 0;
-      if (spec.norm) initBatchNorm(data, d);
-      initWeighted(data + 4 * norm, d * out, spec.bias ? out : 0, d, seed, l, 1);
-      return Status::ok();
-    }
-    case LayerKind::TransformerBlock: {
-      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-      initTransformerBlock(data, static_cast<std::uint64_t>(in[2]), static_cast<std::uint64_t>(spec.hidden), seed, l);
-      return Status::ok();
-    }
+    case LayerKind::TokenEmbedding:
+    case LayerKind::LmHead:
+    case LayerKind::PatchEmbedding:
+    case LayerKind::ClsHead:
+    case LayerKind::TransformerBlock: initTransformerLayer(chain, layer, l, seed, data); return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
