@@ -13,6 +13,7 @@
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
 #include "torch_reference.hpp"
 
@@ -132,6 +133,30 @@ TEST(TinyGptRun, MeasuredFootprintEqualsPredictionBothRules) {
     cpu::CpuDevice device({.poisonMemory = true});
     const Chain chain = testing::fittedTo(gpt(2, 72, fused), device);
     testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
+  }
+}
+
+// The zoo's ViT-B/16 at batch 2 (32x32: 5 tokens, 12 blocks of d 768) runs optimal's plan as
+// predicted, op by op, under both rules (the zoo execution test runs every planner on fused).
+TEST(ZooVitRun, OptimalsPlanRunsAsPredictedUnderBothRules) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "math");
+    auto spec =
+        zooChain("vit_b_16", ZooOptions{.batch = 2, .resolution = 32, .numClasses = 10, .fusedAttention = fused});
+    ASSERT_TRUE(spec.isOk()) << spec.status().message();
+    auto built = buildChain(*spec);
+    ASSERT_TRUE(built.isOk()) << built.status().message();
+    cpu::CpuDevice device({.threads = 1});
+    const Chain chain = testing::fittedTo(*built, device);
+    auto optimal = runPlanner(chain, "optimal");
+    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
+    auto interp = Interpreter::create(chain, device, testing::seeded(3));
+    ASSERT_TRUE(interp.isOk()) << interp.status().message();
+    for (const Plan& plan : {Plan{}, optimal->plan}) {
+      auto run = (*interp)->run(plan, RunOptions{});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+    }
   }
 }
 
