@@ -8,6 +8,8 @@ Variants, in training mode with dropout 0, float32, x [2, 8, 32] (N, S, d), 2 he
   writes it (PyTorch 1.13 has no scaled_dot_product_attention: this is the math the CPU's fused
   flash kernel must reproduce too);
 - vit_block: torchvision's EncoderBlock (nn.MultiheadAttention, exact GELU, LayerNorm eps 1e-6).
+- bert_block: torch.nn.TransformerEncoderLayer, post-norm (BERT's order: attention, + x, norm1,
+  MLP with exact GELU, + h, norm2), its parameters listed in the chain's order (norm1 first);
 - gpt: a tiny GPT as a chain (token_embedding vocabulary 50 and positions 8, two gpt_blocks, an
   untied lm_head with ln_f) on fixed ids [2, 8] and one label per token, loss cross entropy (mean
   over the tokens): PyTorch's d(parameters) of every layer.
@@ -60,8 +62,8 @@ class GptBlock(nn.Module):
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
 
-def record(module, x_values):
-    params = list(module.parameters())
+def record(module, x_values, params=None):
+    params = params if params is not None else list(module.parameters())
     flat = set_parameters(params)
     x = torch.tensor(x_values, dtype=torch.float32).reshape(SHAPE).requires_grad_(True)
     y = module(x)
@@ -162,6 +164,12 @@ def main():
     result["variants"]["gpt_block"] = record(GptBlock(SHAPE[2], HEADS, HIDDEN).train(), x_values)
     vit = EncoderBlock(HEADS, SHAPE[2], HIDDEN, dropout=0.0, attention_dropout=0.0).train()
     result["variants"]["vit_block"] = record(vit, x_values)
+    bert = nn.TransformerEncoderLayer(SHAPE[2], HEADS, HIDDEN, dropout=0.0, activation="gelu", batch_first=True,
+                                      norm_first=False).train()
+    order = [bert.norm1.weight, bert.norm1.bias, bert.self_attn.in_proj_weight, bert.self_attn.in_proj_bias,
+             bert.self_attn.out_proj.weight, bert.self_attn.out_proj.bias, bert.norm2.weight, bert.norm2.bias,
+             bert.linear1.weight, bert.linear1.bias, bert.linear2.weight, bert.linear2.bias]
+    result["variants"]["bert_block"] = record(bert, x_values, order)
     ids = torch.tensor([(7 * i + 3) % VOCAB for i in range(SHAPE[0] * SHAPE[1])]).reshape(SHAPE[:2])
     labels = torch.tensor([(11 * i + 5) % VOCAB for i in range(SHAPE[0] * SHAPE[1])])
     gpt = record_model(TinyGpt().train(), ids, labels,

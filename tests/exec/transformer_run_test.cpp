@@ -1,7 +1,8 @@
-// Transformers (issue 23) on the CPU backend: transformer_block forward and backward under both
-// attention rules (math: the [N, h, S, S] probabilities kept; fused: flash attention blocked over
-// the sequence, saving qkv, the output and the log-sum-exp) give PyTorch's values and gradients
-// (scripts/make-transformer-reference.py: nanoGPT's block and torchvision's ViT EncoderBlock), and a
+// Transformers (issue 23) on the CPU backend: transformer_block forward and backward, pre-norm and
+// BERT's post-norm, under both attention rules (math: the [N, h, S, S] probabilities kept; fused: flash attention
+// blocked over the sequence, saving qkv, the output and the log-sum-exp) give PyTorch's values and gradients
+// (scripts/make-transformer-reference.py: nanoGPT's block, torchvision's ViT EncoderBlock and
+// torch.nn.TransformerEncoderLayer in post-norm), and a
 // chain of blocks runs store-all and every planner's plan with the measured footprint equal to the
 // model's prediction op by op and store-all's gradients bit for bit.
 #include <gtest/gtest.h>
@@ -79,7 +80,15 @@ TEST(TransformerRun, MeasuredFootprintEqualsPredictionUnderEveryPlanBothRules) {
     for (bool fused : {false, true}) {
       SCOPED_TRACE(std::string(causal ? "causal " : "") + (fused ? "fused" : "math"));
       cpu::CpuDevice device({.poisonMemory = true});
-      const Chain chain = testing::fittedTo(blocks(2, 80, causal, fused, 4), device);
+      Chain built = blocks(2, 80, causal, fused, 4);
+      if (!causal) {  // the encoder chain mixes BERT's post-norm blocks in
+        built.spec.layers[1].preNorm = false;
+        built.spec.layers[3].preNorm = false;
+        auto rebuilt = buildChain(built.spec);
+        ASSERT_TRUE(rebuilt.isOk()) << rebuilt.status().message();
+        built = std::move(rebuilt).value();
+      }
+      const Chain chain = testing::fittedTo(built, device);
       testing::expectEveryPlanReproducesStoreAll(chain, device, 23);
     }
 }
@@ -100,23 +109,37 @@ TEST(TransformerRun, FusedKeepsNoSequenceSquaredTensor) {
     for (Pass pass : {Pass::Forward, Pass::Backward}) {
       auto w = device.requiredWorkspaceBytes(1, pass);
       ASSERT_TRUE(w.isOk());
-      if (rule)
+      if (rule) {
         EXPECT_LT(*w, longProbs);
-      else if (pass == Pass::Backward)
+      } else if (pass == Pass::Backward) {
         EXPECT_GT(*w, longProbs);
+      }
     }
   }
 }
 
-TEST(TransformerRun, UnsupportedBlocksAreRefusedByName) {
-  json post = block("enc.0", false, true);
-  post["pre_norm"] = false;
+json postNorm(bool fused) {
+  json layer = block("b", false, fused);
+  layer["pre_norm"] = false;
+  return layer;
+}
+
+TEST(TransformerVsTorch, BertPostNormBlockWithMathAttentionMatchesPyTorch) {
+  checkAgainstTorch("bert_block", postNorm(false));
+}
+
+TEST(TransformerVsTorch, BertPostNormBlockWithFusedAttentionMatchesPyTorch) {
+  checkAgainstTorch("bert_block", postNorm(true));
+}
+
+TEST(TransformerRun, DropoutIsRefusedByName) {
   json dropped = block("enc.0", false, true);
   dropped["p"] = 0.1;
-  for (const json& layer : {post, dropped}) {
-    testing::LayerHarness h({2, 8, 32}, layer);
-    EXPECT_NE(h.error().find("cpu: layer 2 ('enc.0', transformer_block)"), std::string::npos) << h.error();
-  }
+  testing::LayerHarness h({2, 8, 32}, dropped);
+  EXPECT_NE(h.error().find("cpu: layer 2 ('enc.0', transformer_block): p = 0.1: the CPU backend runs transformer "
+                           "blocks without dropout only (p = 0)"),
+            std::string::npos)
+      << h.error();
 }
 
 }  // namespace

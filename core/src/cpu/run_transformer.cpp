@@ -5,8 +5,10 @@
 // output, the merged heads, h1, ln2's output, fc1's output, GELU's output, then math: the q, k, v
 // copies and the probabilities / fused: qkv, the attention output and its log-sum-exp. A
 // discard-mode forward (no E) lays the same tensors out at the start of its workspace, so the
-// forward workspace is E plus the keep-mode scratch. Parameters in PyTorch's order: ln_1, the qkv
-// projection (weight [3d, d], bias), the output projection, ln_2, fc1 ([H, d], bias), fc2.
+// forward workspace is E plus the keep-mode scratch. BERT's post-norm block (postNormForward)
+// keeps the same four [T, d] tensors in the same slots (x + attention, ln_1's output, h + MLP).
+// Parameters in PyTorch's order: ln_1, the qkv projection (weight [3d, d], bias), the output
+// projection, ln_2, fc1 ([H, d], bias), fc2.
 #include <algorithm>
 
 #include "attention.hpp"
@@ -17,7 +19,7 @@ namespace remat::cpu {
 struct TransformerBlockPrep {
   AttentionGeometry g;
   Index tokens = 0, width = 0, hidden = 0;
-  bool fused = true, tanhGelu = false;
+  bool fused = true, tanhGelu = false, postNorm = false;
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
   // parameter offsets (floats)
@@ -121,11 +123,14 @@ void layOutScratch(TransformerBlockPrep& t, PreparedLayer& prepared) {
   prepared.requiredBwdWorkspace = b.bytes();
 }
 
+// Pre-norm: ln_1 reads x(l-1) and adds its gradient to the residual's; post-norm (BERT): the qkv
+// linear reads x(l-1) and every op writes its input gradient (the residual is added after).
 Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsilon, bool firstLayer,
                  const std::string& label) {
   const Index T = t.tokens, d = t.width, H = t.hidden;
-  auto linear = [&](LinearOp& op, Index in, Index out, const char* name) -> Status {
-    auto made = LinearOp::create(context, T, in, out, true, InputGrad::Write, label + ", " + name);
+  const InputGrad first = firstLayer ? InputGrad::None : (t.postNorm ? InputGrad::Write : InputGrad::Add);
+  auto linear = [&](LinearOp& op, Index in, Index out, const char* name, InputGrad grad = InputGrad::Write) -> Status {
+    auto made = LinearOp::create(context, T, in, out, true, grad, label + ", " + name);
     if (!made) return made.status();
     op = std::move(made).value();
     return Status::ok();
@@ -136,8 +141,8 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
     op = std::move(made).value();
     return Status::ok();
   };
-  REMAT_RETURN_IF_ERROR(norm(t.ln1, firstLayer ? InputGrad::None : InputGrad::Add, "ln_1"));
-  REMAT_RETURN_IF_ERROR(linear(t.qkv, d, 3 * d, "qkv"));
+  REMAT_RETURN_IF_ERROR(norm(t.ln1, t.postNorm ? InputGrad::Write : first, "ln_1"));
+  REMAT_RETURN_IF_ERROR(linear(t.qkv, d, 3 * d, "qkv", t.postNorm ? first : InputGrad::Write));
   REMAT_RETURN_IF_ERROR(linear(t.proj, d, d, "out projection"));
   REMAT_RETURN_IF_ERROR(norm(t.ln2, InputGrad::Write, "ln_2"));
   REMAT_RETURN_IF_ERROR(linear(t.fc1, d, H, "fc1"));
@@ -148,7 +153,6 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
 
 Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  if (!spec.preNorm) return check.fail("pre_norm false (BERT's post-norm block) has no CPU kernel yet");
   if (spec.dropoutP > 0.0)
     return check.fail("p = " + shortNumber(spec.dropoutP) +
                       ": the CPU backend runs transformer blocks without dropout only (p = 0)");
@@ -159,7 +163,8 @@ Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& lay
   t->width = in[2];
   t->hidden = spec.hidden;
   t->fused = spec.fusedAttention;
-  t->tanhGelu = spec.causal;  // GPT-2's gelu(approximate='tanh'); BERT and ViT use the exact (erf) form
+  t->tanhGelu = spec.causal;
+  t->postNorm = !spec.preNorm;  // GPT-2's gelu(approximate='tanh'); BERT and ViT use the exact (erf) form
   REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
   t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
@@ -205,6 +210,59 @@ Status attentionForward(const TransformerBlockPrep& t, const ForwardTensors& s, 
   return Status::ok();
 }
 
+// BERT: s1 = x + proj(attn(qkv(x))), h = ln_1(s1), s2 = h + fc2(gelu(fc1(h))), y = ln_2(s2). The
+// pre-norm slots of E hold s1 (ln_1Out's), h (h1's) and s2 (ln_2Out's): the same four [T, d].
+Status postNormForward(const DnnlContext& context, const TransformerBlockPrep& t, const ForwardTensors& s,
+                       const ForwardBuffers& b) {
+  std::byte* dnnl = s.scratch + t.fDnnl;
+  const float* p = b.params;
+  const Index T = t.tokens, d = t.width;
+  float *s1 = s.at(t.ln1Out), *h = s.at(t.h1), *s2 = s.at(t.ln2Out), *projected = s.work(t.fProj);
+  REMAT_RETURN_IF_ERROR(attentionForward(t, s, b.x, context, p));
+  REMAT_RETURN_IF_ERROR(t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, projected, dnnl));
+  add(T * d, b.x, projected, s1);
+  REMAT_RETURN_IF_ERROR(t.ln1.forward(context, s1, p + t.ln1P, h, s.at(t.st1), dnnl));
+  REMAT_RETURN_IF_ERROR(t.fc1.forward(context, h, p + t.fc1W, p + t.fc1B, s.at(t.fc), dnnl));
+  geluForward(T * t.hidden, t.tanhGelu, s.at(t.fc), s.at(t.gelu));
+  REMAT_RETURN_IF_ERROR(t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, projected, dnnl));
+  add(T * d, h, projected, s2);
+  return t.ln2.forward(context, s2, p + t.ln2P, b.y, s.at(t.st2), dnnl);
+}
+
+// The attention's backward from d(merged heads) in `rows`: d(qkv) into the wide region.
+void attentionBackward(const TransformerBlockPrep& t, const std::byte* saved, std::byte* workspace, float* rows) {
+  auto at = [saved](std::uint64_t offset) { return reinterpret_cast<const float*>(saved + offset); };
+  auto work = [workspace](std::uint64_t offset) { return reinterpret_cast<float*>(workspace + offset); };
+  float *wide = work(t.bWide), *heads = work(t.bHeads);
+  rowsToHeads(t.g, rows, t.width, 0, heads);
+  if (t.fused)
+    flashAttentionBackward(t.g, at(t.qkvOut), at(t.attnOut), at(t.lse), heads, wide, work(t.bSquare), work(t.bThread));
+  else
+    mathAttentionBackward(t.g, at(t.q), at(t.k), at(t.v), at(t.probs), heads, work(t.bSquare), wide);
+}
+
+Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& t, const BackwardBuffers& b) {
+  auto at = [&b](std::uint64_t offset) { return reinterpret_cast<const float*>(b.extra + offset); };
+  auto work = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
+  std::byte* dnnl = b.workspace + t.bDnnl;
+  const float* p = b.params;
+  float* g = b.paramGrads;
+  const Index T = t.tokens, d = t.width;
+  float *wide = work(t.bWide), *rows = work(t.bRows), *residual = work(t.bH1);
+  REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.ln2Out), b.dy, p + t.ln2P, at(t.st2), residual, g + t.ln2P, dnnl));
+  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), residual, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
+  geluBackward(T * t.hidden, t.tanhGelu, at(t.fc), wide, wide);
+  REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.h1), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B, dnnl));
+  add(T * d, rows, residual, rows);  // d(h): the MLP's and the residual's
+  REMAT_RETURN_IF_ERROR(t.ln1.backward(context, at(t.ln1Out), rows, p + t.ln1P, at(t.st1), residual, g + t.ln1P, dnnl));
+  REMAT_RETURN_IF_ERROR(
+      t.proj.backward(context, at(t.merged), residual, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
+  attentionBackward(t, b.extra, b.workspace, rows);
+  REMAT_RETURN_IF_ERROR(t.qkv.backward(context, b.x, wide, p + t.qkvW, b.dx, g + t.qkvW, g + t.qkvB, dnnl));
+  if (b.dx != nullptr) add(T * d, b.dx, residual, b.dx);  // d(s1) reaches x(l-1) through the residual too
+  return Status::ok();
+}
+
 }  // namespace
 
 Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
@@ -214,6 +272,7 @@ Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& 
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
   const ForwardTensors s{t, keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift)};
+  if (t.postNorm) return postNormForward(context, t, s, b);
   std::byte* dnnl = s.scratch + t.fDnnl;
   const float* p = b.params;
   const Index T = t.tokens, d = t.width;
@@ -234,6 +293,7 @@ Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer&
   const TransformerBlockPrep& t = *prepared.transformer;
   if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
+  if (t.postNorm) return postNormBackward(context, t, b);
   const auto* saved = const_cast<std::byte*>(b.extra);
   auto at = [saved](std::uint64_t offset) { return reinterpret_cast<const float*>(saved + offset); };
   auto work = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
@@ -241,18 +301,14 @@ Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer&
   const float* p = b.params;
   float* g = b.paramGrads;
   const Index T = t.tokens, d = t.width;
-  float *wide = work(t.bWide), *rows = work(t.bRows), *dh1 = work(t.bH1), *heads = work(t.bHeads);
+  float *wide = work(t.bWide), *rows = work(t.bRows), *dh1 = work(t.bH1);
   REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), b.dy, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
   geluBackward(T * t.hidden, t.tanhGelu, at(t.fc), wide, wide);
   REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.ln2Out), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B, dnnl));
   REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.h1), rows, p + t.ln2P, at(t.st2), dh1, g + t.ln2P, dnnl));
   add(T * d, dh1, b.dy, dh1);  // the residual: d(h1) = dy + ln_2's
   REMAT_RETURN_IF_ERROR(t.proj.backward(context, at(t.merged), dh1, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
-  rowsToHeads(t.g, rows, d, 0, heads);
-  if (t.fused)
-    flashAttentionBackward(t.g, at(t.qkvOut), at(t.attnOut), at(t.lse), heads, wide, work(t.bSquare), work(t.bThread));
-  else
-    mathAttentionBackward(t.g, at(t.q), at(t.k), at(t.v), at(t.probs), heads, work(t.bSquare), wide);
+  attentionBackward(t, b.extra, b.workspace, rows);
   const float* ln1Out = at(t.ln1Out);
   REMAT_RETURN_IF_ERROR(t.qkv.backward(context, ln1Out, wide, p + t.qkvW, rows, g + t.qkvW, g + t.qkvB, dnnl));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's
