@@ -12,6 +12,7 @@
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 #include "zoo_convnext.hpp"
+#include "zoo_swin.hpp"
 #include "zoo_transformers.hpp"
 
 namespace remat {
@@ -548,6 +549,7 @@ std::string knownNames() {
   std::string names;
   for (const auto& m : models()) names += (names.empty() ? "" : ", ") + m.entry.name;
   for (const auto& entry : detail::transformerZooModels()) names += ", " + entry.name;
+  for (const auto& entry : detail::swinZooModels()) names += ", " + entry.name;
   return names;
 }
 
@@ -557,11 +559,13 @@ std::vector<ZooEntry> zooModels() {
   std::vector<ZooEntry> entries;
   for (const auto& m : models()) entries.push_back(m.entry);
   for (auto& entry : detail::transformerZooModels()) entries.push_back(std::move(entry));
+  for (auto& entry : detail::swinZooModels()) entries.push_back(std::move(entry));
   return entries;
 }
 
 Result<ChainSpec> zooChain(std::string_view name, const ZooOptions& options) {
   if (auto spec = detail::transformerZooChain(name, options)) return std::move(*spec);
+  if (auto spec = detail::swinZooChain(name, options)) return std::move(*spec);
   const ZooModel* model = nullptr;
   for (const auto& m : models())
     if (m.entry.name == name) model = &m;
