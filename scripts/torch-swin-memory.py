@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""torchvision's swin_t (or a reduced SwinTransformer of the same class) trained one step under
+PyTorch's CPU memory profiler, against remat's store-all prediction of the zoo's chain
+(docs/memory-model.md section 12.7).
+
+    /usr/bin/python3 scripts/torch-swin-memory.py --remat build/dev/app/cli/remat [--batch 2] [--resolution 224]
+        [--embed-dim 96]
+
+It uses torch-op-memory.py's recorder (every allocation and free of the step; the parameter
+gradients left out, as the model counts them static). One thread, float32. With --embed-dim other than 96 the chain is `remat zoo export swin_t` with every width
+scaled (a reduced model, built from torchvision's own class).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torchvision
+from torchvision.models.swin_transformer import SwinTransformer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("torch_op_memory", os.path.join(HERE, "torch-op-memory.py"))
+recorder = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(recorder)
+
+
+def zoo_chain(remat, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "swin.json")
+        made = subprocess.run([remat, "zoo", "export", "swin_t", "--batch", str(args.batch), "--resolution",
+                               str(args.resolution), "--classes", str(args.classes), "-o", path],
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            raise RuntimeError("remat zoo export failed: " + made.stderr.strip())
+        with open(path) as f:
+            chain = json.load(f)
+    scale = args.embed_dim / 96.0
+    for layer in chain["layers"]:
+        for field in ("width", "hidden"):
+            if field in layer:
+                layer[field] = int(layer[field] * scale)
+    return chain
+
+
+def build(args):
+    if args.embed_dim == 96:
+        return torchvision.models.swin_t(num_classes=args.classes)
+    return SwinTransformer(patch_size=[4, 4], embed_dim=args.embed_dim, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
+                           window_size=[7, 7], stochastic_depth_prob=0.2, num_classes=args.classes)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--remat", required=True)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--resolution", type=int, default=224)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--embed-dim", type=int, default=96, help="96 is swin_t; a multiple of 24 (heads 3..24)")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = build(args)
+    x = torch.randn(args.batch, 3, args.resolution, args.resolution)
+    target = torch.randint(0, args.classes, (args.batch,))
+    measured = recorder.measure_step(model, x, target)
+    chain = zoo_chain(args.remat, args)
+    predicted = recorder.remat_simulate(args.remat, chain)
+    mib = 1024.0 * 1024.0
+    print("torch %s, torchvision %s, SwinTransformer embed_dim %d: batch %d, %dx%d, %d classes" %
+          (torch.__version__, torchvision.__version__, args.embed_dim, args.batch, args.resolution, args.resolution,
+           args.classes))
+    print("parameters: %d" % sum(p.numel() for p in model.parameters()))
+    print("PyTorch peak %d B = %.3f MiB (at %s), without op scratch %.3f MiB, kept at backward %d B" %
+          (measured["peak"], measured["peak"] / mib, measured["peak_op"], measured["peak_no_scratch"] / mib,
+           measured["kept"]))
+    print("remat E (store-all) %d B = %.3f MiB, live after F(n) %d B" %
+          (predicted["E"], predicted["E"] / mib, predicted["kept"]))
+    print("E / PyTorch peak: %.4f; kept: model - PyTorch = %d B" %
+          (predicted["E"] / measured["peak"], predicted["kept"] - measured["kept"]))
+    print(json.dumps({"measured": measured, "predicted": predicted}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
