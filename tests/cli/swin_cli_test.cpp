@@ -2,6 +2,7 @@
 // refuses each Swin kind with a located message that names it (no kernels yet), exit 2.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
@@ -22,9 +23,11 @@ TEST_F(SwinCli, ZooListsAndPlansSwinT) {
   const auto plan = runRemat({"plan", "zoo:swin_t", "--batch", "8", "--planner", "optimal", "--json"});
   ASSERT_EQ(plan.exitCode, 0) << plan.err;
   EXPECT_GT(json::parse(plan.out)["dynamic_peak_bytes"].get<std::uint64_t>(), 0u);
-  const auto small = runRemat({"plan", "zoo:swin_t", "--resolution", "160", "--planner", "none"});
+  const std::string file = path("small.json");
+  const auto small = runRemat({"zoo", "export", "swin_t", "--resolution", "160", "--output", file});
   EXPECT_EQ(small.exitCode, 2);
   EXPECT_NE(small.err.find("resolution 160 is below its minimum 196"), std::string::npos) << small.err;
+  EXPECT_FALSE(std::filesystem::exists(file));  // nothing half-written
 }
 
 // One chain per kind, the kind first, so the executor's check of layer 1 is the kind's.

@@ -151,7 +151,7 @@ TEST(SwinKinds, ChainFilesRoundTrip) {
   auto spec = zooChain("swin_t", o);
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   const std::string text = chainSpecToText(*spec);
-  EXPECT_NE(text.find("\"kind\": \"swin_block\""), std::string::npos);
+  EXPECT_NE(text.find("\"kind\":\"swin_block\""), std::string::npos);
   EXPECT_NE(text.find("\"stochastic_depth\""), std::string::npos);
   auto again = parseChain(text, "swin.json");
   ASSERT_TRUE(again.isOk()) << again.status().message();

@@ -146,7 +146,6 @@ constexpr FieldInfo stochasticDepth() {
   f.real = &S::stochasticDepth;
   f.realMaximum = 1.0;
   f.atMaximum = "must be below 1 (1 drops every residual branch)";
-  f.omitDefault = true;
   return f;
 }
 constexpr FieldInfo kSwinEmbeddingFields[] = {integer("patch", &S::kernel, true), integer("width", &S::width, true),
