@@ -4,7 +4,7 @@ PyTorch's CPU memory profiler, against remat's store-all prediction of the zoo's
 (docs/memory-model.md section 12.7).
 
     /usr/bin/python3 scripts/torch-swin-memory.py --remat build/dev/app/cli/remat [--batch 2] [--resolution 224]
-        [--embed-dim 96]
+        [--embed-dim 96] [--check]
 
 It uses torch-op-memory.py's recorder (every allocation and free of the step; the parameter
 gradients left out, as the model counts them static). One thread, float32. With --embed-dim other than 96 the chain is `remat zoo export swin_t` with every width
@@ -19,8 +19,13 @@ import sys
 import tempfile
 
 import torch
-import torchvision
-from torchvision.models.swin_transformer import SwinTransformer
+
+try:
+    import torchvision
+    from torchvision.models.swin_transformer import SwinTransformer
+except ImportError:  # ctest's skip code: no torchvision, nothing to check against
+    print("torchvision is not installed", file=sys.stderr)
+    sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("torch_op_memory", os.path.join(HERE, "torch-op-memory.py"))
@@ -60,6 +65,8 @@ def main():
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--embed-dim", type=int, default=96, help="96 is swin_t; a multiple of 24 (heads 3..24)")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless E is within 5%% of the peak and the kept bytes within 1 KiB (ctest)")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -82,6 +89,11 @@ def main():
     print("E / PyTorch peak: %.4f; kept: model - PyTorch = %d B" %
           (predicted["E"] / measured["peak"], predicted["kept"] - measured["kept"]))
     print(json.dumps({"measured": measured, "predicted": predicted}))
+    if args.check and (abs(predicted["E"] / measured["peak"] - 1.0) > 0.05 or
+                       abs(predicted["kept"] - measured["kept"]) > 1024):
+        print("FAILED: the model is off by more than 5% (peak) or 1 KiB (kept)", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

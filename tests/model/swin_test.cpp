@@ -106,6 +106,12 @@ TEST(SwinBlock, PaddingShiftsAndStochasticDepth) {
   const LayerNumbers whole = built(oneLayer(swinBlock(4, 2, 0.0), {2, 4, 4, 16})).at(1);
   const LayerNumbers wholePlain = built(oneLayer(swinBlock(4, 0, 0.0), {2, 4, 4, 16})).at(1);
   EXPECT_EQ(whole, wholePlain);
+  // One window in the whole batch: k^T and v fold to 3-d as views of qkv, which the matmuls then
+  // keep whole (T = Tp = 16, A = 1024): six [Tp, C] tensors where two windows keep five each.
+  const LayerNumbers single = built(oneLayer(swinBlock(4, 0, 0.0), {1, 4, 4, 16})).at(1);
+  EXPECT_EQ(single.extraBytes, 2u * 16 * 8 + 6 * 16 * 16 * 4 + 2 * 16 * 16 * 4 + 2 * 16 * 64 * 4 + 1024 * 4);
+  const LayerNumbers two = built(oneLayer(swinBlock(4, 0, 0.0), {2, 4, 4, 16})).at(1);
+  EXPECT_EQ(two.extraBytes, 2 * single.extraBytes - 2u * 16 * 16 * 4);
   // 6x6 pads to 8x8: the windowed tensors and the probabilities are the padded ones (Tp = 64, A = 4096),
   // the norms' and the MLP's are not (T = 36).
   const LayerNumbers padded = built(oneLayer(swinBlock(4, 0, 0.0), {1, 6, 6, 16})).at(1);

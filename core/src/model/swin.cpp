@@ -125,7 +125,11 @@ Status inferSwinBlock(const LayerSpec& spec, const Shape& input, DType dtype, Ch
   // and v the two batched matmuls keep, the merged heads proj keeps (all padded); norm2's input
   // (the first residual sum) and output; fc1's output (GELU's input) and GELU's output (fc2's);
   // softmax's result.
-  extra.add({2, t, kStatsBytesPerPosition}).add({5, tp, d.c, s}).add({2, t, d.c, s}).add({2, t, d.hidden, s});
+  // With one window in the whole batch (N * windows = 1) matmul's reshapes of k^T and v are views of
+  // qkv, so the matmuls keep all of qkv instead of two copies: one more [Tp, C] (section 12.7).
+  const std::uint64_t windowedCopies = d.n * d.count == 1 ? 6 : 5;
+  extra.add({2, t, kStatsBytesPerPosition}).add({windowedCopies, tp, d.c, s}).add({2, t, d.c, s});
+  extra.add({2, t, d.hidden, s});
   extra.add({probs.value(), s});
   // StochasticDepth in training: input * noise, noise [N, 1, 1, 1] not requiring grad, so mul keeps
   // only the noise; with p = 0 it returns its input and keeps nothing.
