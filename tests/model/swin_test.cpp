@@ -88,20 +88,40 @@ TEST(SwinBlock, NumbersEqualTheRuleByHand) {
                               + 2 * 128 * 64 * 4  // fc1's and GELU's outputs
                               + 8192 * 4          // softmax's result
                               + 2 * 2 * 4);       // two [N, 1, 1, 1] stochastic depth noises
-  // norm1's output, qkv and q * scale, the bias [4, 16, 16], the scores twice, the shift mask [4, 16, 16].
-  EXPECT_EQ(m.fwdWorkspaceBytes, 128u * 16 * 4 + 4 * 128 * 16 * 4 + 4 * 256 * 4 + 2 * 8192 * 4 + 4 * 256 * 4);
-  EXPECT_EQ(m.bwdWorkspaceBytes, 2u * 8192 * 4 + 3 * 128 * 16 * 4);  // beats the MLP's 2 T H s
+  // The attention's peak (140,288 bytes) stays below what the block ends with (e + a), so wf is the
+  // last residual add's other operand, T C s.
+  EXPECT_EQ(m.fwdWorkspaceBytes, 128u * 16 * 4);
+  EXPECT_EQ(m.bwdWorkspaceBytes, 2u * 8192 * 4 + 3 * 128 * 16 * 4);  // beats the MLP's T H s + T C s
   // 8 Tp C^2 + 4 A C / h + 4 T C H + 7 A + 8 T H + 14 T C + Tp C.
   EXPECT_DOUBLE_EQ(m.fwdCost, (262144.0 + 131072.0 + 524288.0 + 57344.0 + 65536.0 + 28672.0 + 2048.0) / 1e9);
+}
+
+TEST(SwinBlock, AttentionPeakBeyondWhatTheBlockKeepsIsWorkspace) {
+  // [2, 8, 8, 4], one 8x8 window, 4 heads of width 1: A = 2 * 4 * 64 * 64 = 32,768 probabilities
+  // outweigh everything else. e = 2,048 + 10,240 + 4,096 + 16,384 + 131,072; a = 2,048.
+  LayerSpec b = swinBlock(8, 0, 0.0);
+  b.hidden = 16;
+  const LayerNumbers m = built(oneLayer(b, {2, 8, 8, 4})).at(1);
+  EXPECT_EQ(m.extraBytes, 163840u);
+  // Alive at the scores: norm1's statistics, the windowed input and the q * scale and k^T copies,
+  // norm1's output, qkv and q * scale, the bias [4, 64, 64], two score tensors; minus e + a.
+  const std::uint64_t attention = 1024u + 3 * 2048 + 2048 + 4 * 2048 + 4 * 4096 * 4 + 2 * 32768 * 4;
+  EXPECT_EQ(m.fwdWorkspaceBytes, attention - 163840 - 2048);
+  // Four windows per image: the shifted block's mask [4, 64, 64] is part of that peak.
+  b.shift = 4;
+  const LayerNumbers shifted = built(oneLayer(b, {2, 16, 16, 4})).at(1);
+  b.shift = 0;
+  const LayerNumbers plain = built(oneLayer(b, {2, 16, 16, 4})).at(1);
+  EXPECT_EQ(shifted.fwdWorkspaceBytes - plain.fwdWorkspaceBytes, 4u * 64 * 64 * 4);
+  EXPECT_EQ(shifted.extraBytes, plain.extraBytes);
 }
 
 TEST(SwinBlock, PaddingShiftsAndStochasticDepth) {
   const LayerNumbers plain = built(oneLayer(swinBlock(4, 0, 0.0), {2, 8, 8, 16})).at(1);
   const LayerNumbers shifted = built(oneLayer(swinBlock(4, 2, 0.0), {2, 8, 8, 16})).at(1);
   const LayerNumbers noisy = built(oneLayer(swinBlock(4, 2, 0.3), {2, 8, 8, 16})).at(1);
-  EXPECT_EQ(shifted.extraBytes, plain.extraBytes);                               // the mask is made and dropped in F
-  EXPECT_EQ(shifted.fwdWorkspaceBytes - plain.fwdWorkspaceBytes, 4u * 256 * 4);  // [windows, L, L]
-  EXPECT_EQ(noisy.extraBytes - shifted.extraBytes, 2u * 2 * 4);                  // the two noises
+  EXPECT_EQ(shifted, plain);  // the mask is made and dropped in F, below what the block ends with
+  EXPECT_EQ(noisy.extraBytes - shifted.extraBytes, 2u * 2 * 4);  // the two noises
   // A map one window wide: torchvision does not shift it, so no mask.
   const LayerNumbers whole = built(oneLayer(swinBlock(4, 2, 0.0), {2, 4, 4, 16})).at(1);
   const LayerNumbers wholePlain = built(oneLayer(swinBlock(4, 0, 0.0), {2, 4, 4, 16})).at(1);
@@ -138,7 +158,8 @@ TEST(SwinKinds, EmbeddingMergingAndHeadByHand) {
   EXPECT_EQ(m.layers[0].paramCount, 8u * 16 + 32);
   EXPECT_EQ(m.at(1).extraBytes, 2u * 9 * 16 * 4 + 9 * 8);  // the concatenation, the norm's output and statistics
   EXPECT_FALSE(m.at(1).needsInput);
-  EXPECT_EQ(m.at(1).fwdWorkspaceBytes, 9u * 16 * 4);  // the padded copy
+  EXPECT_EQ(m.at(1).fwdWorkspaceBytes, 0u);               // the padded copy is gone before the norm's output
+  EXPECT_EQ(m.at(1).bwdWorkspaceBytes, 2u * 9 * 16 * 4);  // d(norm output), d(concatenation)
 
   LayerSpec head;
   head.name = "h";
