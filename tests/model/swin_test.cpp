@@ -204,6 +204,10 @@ TEST(SwinKinds, BadFieldsAreLocatedErrors) {
             std::string::npos);
   EXPECT_NE(errorOf(oneLayer(swinBlock(4, 0, 0.0), {2, 8, 16})).find("swin_block needs a channels-last [N, H, W, C]"),
             std::string::npos);
+  // One 65,536 x 65,536 window: L^2 = 2^64 attention entries per head, said, not wrapped.
+  EXPECT_NE(errorOf(oneLayer(swinBlock(65536, 0, 0.0, 1), {1, 65536, 65536, 1}))
+                .find("layer 1 ('b', swin_block): the block's parameters and saved tensors overflow 64-bit bytes"),
+            std::string::npos);
   const std::string file = R"({"format": "remat-chain/1", "name": "s", "input": {"shape": [1, 8, 8, 16]},
     "layers": [{"name": "b", "kind": "swin_block", "heads": 4, "hidden": 64, "window": 4, "stochastic_depth": 1}]})";
   auto bad = parseChain(file, "s.json");

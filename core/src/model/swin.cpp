@@ -73,6 +73,11 @@ Result<Windows> windowsOf(const LayerSpec& spec, const Shape& input) {
   d.count = (d.padH / d.side) * (d.padW / d.side);
   d.area = d.side * d.side;
   d.shifted = spec.shift > 0 && (d.padH > d.side || d.padW > d.side);
+  // Padding can take the map's bytes past 64 bits where the input's fit (tokens() and
+  // paddedTokens() are then plain products).
+  CheckedSum padded;
+  padded.add({d.n, d.padH, d.padW, d.c, 4});
+  if (padded.overflow()) return Status::invalid("the feature map padded to whole windows overflows 64-bit bytes");
   return d;
 }
 
@@ -155,8 +160,8 @@ Status inferSwinBlock(const LayerSpec& spec, const Shape& input, DType dtype, Ch
   const Windows& d = *dims;
   const std::uint64_t s = dtypeBytes(dtype), t = d.tokens(), tp = d.paddedTokens();
   CheckedSum params, probs, residual, attnGrad, mlpGrad;
-  const std::uint64_t table = (2 * d.side - 1) * (2 * d.side - 1);
-  params.add({4, d.c, d.c}).add({2, d.c, d.hidden}).add({9, d.c}).add({d.hidden}).add({table, d.heads});
+  const std::uint64_t tableSide = 2 * d.side - 1;  // the relative position bias table is tableSide^2 x heads
+  params.add({4, d.c, d.c}).add({2, d.c, d.hidden}).add({9, d.c}).add({d.hidden}).add({tableSide, tableSide, d.heads});
   probs.add({d.n, d.count, d.heads, d.area, d.area});  // A: one [N * windows, heads, L, L] tensor
   const CheckedSum extra = blockExtra(d, probs.value(), s, spec.stochasticDepth);
   const CheckedSum attention = attentionPeak(d, probs.value(), s);
