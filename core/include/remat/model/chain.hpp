@@ -190,6 +190,15 @@ std::string shapeToString(const Shape& shape);
 std::uint64_t elementCount(const Shape& shape);
 
 // One layer of the memory model after shape inference (flatten folded away).
+// One named share of a layer's e (what its forward saves for its backward), for the kinds whose
+// description names them: the transformer kinds (attention, MLP, norms, masks, memory-model.md
+// section 12). A layer's parts sum to its extraBytes.
+struct SavedPart {
+  std::string name;
+  std::uint64_t bytes = 0;
+  bool operator==(const SavedPart&) const = default;
+};
+
 struct ChainLayer {
   std::string name;
   LayerKind kind = LayerKind::Abstract;
@@ -198,6 +207,7 @@ struct ChainLayer {
   Shape outputShape;
   std::uint64_t paramCount = 0;
   LayerNumbers numbers;
+  std::vector<SavedPart> extraParts;  // empty unless the kind names them; sum = numbers.extraBytes
 };
 
 // A chain ready for the simulator and the planners. Layers are 1-based in the model (x0 is the
