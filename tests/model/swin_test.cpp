@@ -72,6 +72,27 @@ TEST(SwinZoo, ParameterCountAndShapesEqualTorchvision) {
   EXPECT_EQ(zooBuilt("swin_t", o).layers[13].outputShape, (Shape{2, 8, 8, 768}));
 }
 
+// Every Swin layer names what its e holds (the explorer's peak tooltip and layer table list it):
+// the parts add up to e.
+TEST(SwinZoo, NamedPartsAddUpToE) {
+  for (const std::int64_t batch : {1, 2}) {
+    ZooOptions o;
+    o.batch = batch;
+    const Chain swin = zooBuilt("swin_t", o);
+    for (const ChainLayer& layer : swin.layers) {
+      SCOPED_TRACE(layer.name);
+      std::uint64_t sum = 0;
+      for (const SavedPart& part : layer.extraParts) sum += part.bytes;
+      EXPECT_EQ(sum, layer.numbers.extraBytes);
+      EXPECT_FALSE(layer.extraParts.empty());
+    }
+    // features.7.0 at batch 1 is one window in the whole batch: its matmuls keep qkv.
+    const auto& parts = swin.layers[14].extraParts;
+    EXPECT_EQ(parts[1].name, batch == 1 ? "attention: windowed input, q * scale, qkv, merged heads"
+                                        : "attention: windowed input, q * scale, k^T and v copies, merged heads");
+  }
+}
+
 TEST(SwinBlock, NumbersEqualTheRuleByHand) {
   // [2, 8, 8, 16], window 4 (4 windows of L = 16), shift 2, heads 4, hidden 64, float32:
   // T = Tp = 128 positions, A = 2 * 4 * 4 * 16 * 16 = 8192 probabilities.

@@ -94,19 +94,21 @@ Status inferSwinEmbedding(const LayerSpec& spec, const Shape& input, DType dtype
   const std::int64_t oh = input[2] / k, ow = input[3] / k;
   const std::uint64_t n = u(input[0]), cin = u(input[1]), c = u(spec.width), s = dtypeBytes(dtype);
   const std::uint64_t tokens = n * u(oh) * u(ow);
-  CheckedSum params, extra, work, grad;
+  CheckedSum params, work, grad;
+  NamedSum extra;
   params.add({c, cin, u(k), u(k)}).add({3, c});  // the conv's weight and bias, the norm's
   // LayerNorm keeps its input, the permuted (strided) conv output, and its statistics; it
   // normalises a contiguous copy it makes itself (native_layer_norm's expect_contiguous).
-  extra.add({tokens, c, s}).add({tokens, kStatsBytesPerPosition});
+  extra.add("norm: input (the permuted conv output)", {tokens, c, s});
+  extra.add("norm: mean and rstd (float32)", {tokens, kStatsBytesPerPosition});
   work.add({tokens, c, s});
   grad.add({2, tokens, c, s});  // the norm's backward: its contiguous copy again, d(conv output)
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra, &work, &grad}, "the patch embedding's tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &work, &grad}, "the patch embedding's tensors"));
   const double flop = 2.0 * toD(tokens) * toD(c) * toD(cin) * toD(u(k * k)) + 5.0 * toD(tokens) * toD(c);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], oh, ow, spec.width}, dtype, params.value(), flop));
   out.numbers.needsInput = true;  // the conv's weight gradient reads the image
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = work.value();
   out.numbers.bwdWorkspaceBytes = grad.value();
   return Status::ok();
@@ -118,17 +120,22 @@ namespace {
 // keeps, the copies of q * scale, k^T and v the two batched matmuls keep, the merged heads proj
 // keeps (all padded); norm2's input (the first residual sum) and output; fc1's output (GELU's
 // input) and GELU's output (fc2's); softmax's result; stochastic depth's noises.
-CheckedSum blockExtra(const Windows& d, std::uint64_t probs, std::uint64_t s, double stochasticDepth) {
+NamedSum blockExtra(const Windows& d, std::uint64_t probs, std::uint64_t s, double stochasticDepth) {
   // With one window in the whole batch (N * windows = 1) matmul's reshapes of k^T and v are views of
   // qkv, so the matmuls keep all of qkv instead of two copies: one more [Tp, C] (section 12.7).
-  const std::uint64_t windowedCopies = d.n * d.count == 1 ? 6 : 5;
+  const bool single = d.n * d.count == 1;
   const std::uint64_t t = d.tokens();
-  CheckedSum extra;
-  extra.add({2, t, kStatsBytesPerPosition}).add({windowedCopies, d.paddedTokens(), d.c, s}).add({2, t, d.c, s});
-  extra.add({2, t, d.hidden, s}).add({probs, s});
+  NamedSum extra;
+  extra.add("norms: mean and rstd (float32)", {2, t, kStatsBytesPerPosition});
+  extra.add(single ? "attention: windowed input, q * scale, qkv, merged heads"
+                   : "attention: windowed input, q * scale, k^T and v copies, merged heads",
+            {single ? 6u : 5u, d.paddedTokens(), d.c, s});
+  extra.add("attention: probabilities [N * windows, h, L, L]", {probs, s});
+  extra.add("norm2: input (the residual sum) and output", {2, t, d.c, s});
+  extra.add("MLP: fc1's and GELU's outputs", {2, t, d.hidden, s});
   // StochasticDepth in training: input * noise, noise [N, 1, 1, 1] not requiring grad, so mul keeps
   // only the noise; with p = 0 it returns its input and keeps nothing.
-  if (stochasticDepth > 0.0) extra.add({2, d.n, s});
+  if (stochasticDepth > 0.0) extra.add("stochastic depth: two noises [N, 1, 1, 1]", {2, d.n, s});
   return extra;
 }
 
@@ -163,12 +170,12 @@ Status inferSwinBlock(const LayerSpec& spec, const Shape& input, DType dtype, Ch
   const std::uint64_t tableSide = 2 * d.side - 1;  // the relative position bias table is tableSide^2 x heads
   params.add({4, d.c, d.c}).add({2, d.c, d.hidden}).add({9, d.c}).add({d.hidden}).add({tableSide, tableSide, d.heads});
   probs.add({d.n, d.count, d.heads, d.area, d.area});  // A: one [N * windows, heads, L, L] tensor
-  const CheckedSum extra = blockExtra(d, probs.value(), s, spec.stochasticDepth);
+  const NamedSum extra = blockExtra(d, probs.value(), s, spec.stochasticDepth);
   const CheckedSum attention = attentionPeak(d, probs.value(), s);
   residual.add({t, d.c, s});                                 // the last residual add's other operand, beside x(l)
   attnGrad.add({2, probs.value(), s}).add({3, tp, d.c, s});  // d(probabilities), d(scores); dq, dk, dv
   mlpGrad.add({t, d.hidden, s}).add({t, d.c, s});            // d(GELU's output) once fc2's input is freed; d(sd)
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &probs, &extra, &attention, &residual, &attnGrad, &mlpGrad},
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &probs, &extra.sum(), &attention, &residual, &attnGrad, &mlpGrad},
                                        "the block's parameters and saved tensors"));
   const double a = toD(probs.value()), c = toD(d.c), hid = toD(d.hidden), tt = toD(t), ttp = toD(tp);
   const double flop = 8.0 * ttp * c * c + 4.0 * a * c / toD(d.heads) + 4.0 * tt * c * hid + 7.0 * a + 8.0 * tt * hid +
@@ -176,11 +183,11 @@ Status inferSwinBlock(const LayerSpec& spec, const Shape& input, DType dtype, Ch
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, params.value(), flop));
   out.numbers.needsInput = true;  // norm1 keeps x(l-1)
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   // wf: what the forward holds beyond what it ends with (e and x(l)): the attention's peak when
   // that is higher, else the last add's other operand (section 12.7 measured both).
   std::uint64_t ends = 0;
-  if (__builtin_add_overflow(extra.value(), out.numbers.outBytes, &ends))
+  if (__builtin_add_overflow(extra.sum().value(), out.numbers.outBytes, &ends))
     ends = std::numeric_limits<std::uint64_t>::max();
   out.numbers.fwdWorkspaceBytes =
       std::max(residual.value(), attention.value() > ends ? attention.value() - ends : std::uint64_t{0});
@@ -197,20 +204,23 @@ Status inferPatchMerging(const LayerSpec& spec, const Shape& input, DType dtype,
   if (input[3] > kMaxIntegerField / 2) return Status::invalid("2C channels are more than 2^31");
   const std::uint64_t n = u(input[0]), c = u(input[3]), s = dtypeBytes(dtype);
   const std::uint64_t merged = n * u(oh) * u(ow);  // positions after merging; 4C channels each
-  CheckedSum params, extra, grad;
+  CheckedSum params, grad;
+  NamedSum extra;
   params.add({8, c, c}).add({8, c});
   // The concatenation (LayerNorm's input), its statistics and its output (the linear's input).
-  extra.add({2, merged, 4 * c, s}).add({merged, kStatsBytesPerPosition});
+  extra.add("norm: input (the concatenation)", {merged, 4 * c, s});
+  extra.add("reduction: input (the norm's output)", {merged, 4 * c, s});
+  extra.add("norm: mean and rstd (float32)", {merged, kStatsBytesPerPosition});
   // No wf: the padded copy of x(l-1) (F.pad copies even when it adds nothing) is freed before the
   // norm's output exists, so the forward never holds more than it ends with (section 12.7).
   grad.add({2, merged, 4 * c, s});  // d(norm output), d(concatenation)
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra, &grad}, "the patch merging's tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &grad}, "the patch merging's tensors"));
   const double m = toD(merged), cc = toD(c);
   const double flop = 16.0 * m * cc * cc + 20.0 * m * cc;
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], oh, ow, 2 * input[3]}, dtype, params.value(), flop));
   out.numbers.needsInput = false;  // pad, slices and cat need only shapes
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.bwdWorkspaceBytes = grad.value();
   return Status::ok();
 }
@@ -221,19 +231,22 @@ Status inferSwinHead(const LayerSpec& spec, const Shape& input, DType dtype, Cha
   REMAT_RETURN_IF_ERROR(checkEpsilon(spec.epsilon));
   const std::uint64_t n = u(input[0]), c = u(input[3]), outs = u(spec.outFeatures), s = dtypeBytes(dtype);
   const std::uint64_t tokens = n * u(input[1]) * u(input[2]);
-  CheckedSum params, extra;
+  CheckedSum params;
+  NamedSum extra;
   params.add({2, c}).add({c, outs}).add({outs});
   // norm keeps x(l-1) and its statistics; _adaptive_avg_pool2d saves `self` (the normalised map,
   // although its backward reads only its shape); the linear keeps the pooled [N, C].
-  extra.add({tokens, kStatsBytesPerPosition}).add({tokens, c, s}).add({n, c, s});
+  extra.add("norm: mean and rstd (float32)", {tokens, kStatsBytesPerPosition});
+  extra.add("avgpool: the normalised map (saved self)", {tokens, c, s});
+  extra.add("head: input (the pooled [N, C])", {n, c, s});
   CheckedSum grad;
   grad.add({tokens, c, s});  // the pool's backward: d(normalised map), before the norm's backward
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra, &grad}, "the head's tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &grad}, "the head's tensors"));
   const double flop = 6.0 * toD(tokens) * toD(c) + 2.0 * toD(n) * toD(c) * toD(outs);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params.value(), flop));
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.bwdWorkspaceBytes = grad.value();
   return Status::ok();
 }
