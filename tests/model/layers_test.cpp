@@ -292,7 +292,7 @@ TEST(BuildChain, ShapesFlowThroughLayers) {
 }
 
 TEST(Vocabulary, EveryKindAndDtypeIsListedAndReadsBack) {
-  EXPECT_EQ(layerKinds().size(), 27u);
+  EXPECT_EQ(layerKinds().size(), 31u);
   std::string known;
   for (LayerKind kind : layerKinds()) {
     auto parsed = parseKind(kindName(kind));

@@ -23,7 +23,7 @@ TEST(Operators, EveryKindIsDescribedOnceUnderAUniqueName) {
     EXPECT_EQ(kindName(info.kind), info.name);
   }
   // Every enumerator up to the last one added.
-  EXPECT_EQ(kinds.size(), static_cast<std::size_t>(LayerKind::ClsHead) + 1);
+  EXPECT_EQ(kinds.size(), static_cast<std::size_t>(LayerKind::SwinHead) + 1);
   EXPECT_EQ(findOperator("softplus"), nullptr);
 }
 

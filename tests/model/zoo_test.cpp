@@ -62,7 +62,8 @@ TEST(Zoo, ListsTorchvisionModels) {
                                              "inception_v3",
                                              "gpt2",
                                              "bert_base",
-                                             "vit_b_16"}));
+                                             "vit_b_16",
+                                             "swin_t"}));
 }
 
 TEST(Zoo, ParameterCountsEqualTorchvision) {
@@ -91,7 +92,8 @@ TEST(Zoo, ParameterCountsEqualTorchvision) {
       // Hugging Face gpt2 (tied), bert-base-uncased (BertModel with pooler), torchvision vit_b_16
       {"gpt2", 124439808},
       {"bert_base", 109482240},
-      {"vit_b_16", 86567656}};  // sum(p.numel() for p in m.parameters())
+      {"vit_b_16", 86567656},  // sum(p.numel() for p in m.parameters())
+      {"swin_t", 28288354}};   // torchvision 0.14's swin_t
   ASSERT_EQ(expected.size(), zooModels().size());
   for (const auto& [name, count] : expected) {
     const Chain chain = zooBuilt(name);

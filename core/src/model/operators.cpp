@@ -7,6 +7,7 @@
 #include <array>
 
 #include "layers_common.hpp"
+#include "swin.hpp"
 #include "transformer.hpp"
 
 namespace remat {
@@ -139,6 +140,27 @@ constexpr FieldInfo kPatchEmbeddingFields[] = {integer("patch", &S::kernel, true
 constexpr FieldInfo kClsHeadFields[] = {integer("out_features", &S::outFeatures, true), flag("norm", &S::norm),
                                         flag("tanh", &S::tanhOut), flag("bias", &S::bias), layerNormEpsilon()};
 
+// The Swin kinds (docs/layers.md, "Swin Transformer"; torchvision's swin_t trains without dropout).
+constexpr FieldInfo stochasticDepth() {
+  FieldInfo f;
+  f.name = "stochastic_depth";
+  f.type = FieldType::Real;
+  f.real = &S::stochasticDepth;
+  f.realMaximum = 1.0;
+  f.atMaximum = "must be below 1 (1 drops every residual branch)";
+  return f;
+}
+constexpr FieldInfo kSwinEmbeddingFields[] = {integer("patch", &S::kernel, true), integer("width", &S::width, true),
+                                              layerNormEpsilon()};
+constexpr FieldInfo kSwinBlockFields[] = {integer("heads", &S::heads, true),
+                                          integer("hidden", &S::hidden, true),
+                                          integer("window", &S::window, true),
+                                          omittedWhenDefault(integer("shift", &S::shift, false, 0)),
+                                          stochasticDepth(),
+                                          layerNormEpsilon()};
+constexpr FieldInfo kPatchMergingFields[] = {layerNormEpsilon()};
+constexpr FieldInfo kSwinHeadFields[] = {integer("out_features", &S::outFeatures, true), layerNormEpsilon()};
+
 OperatorInfo primitive(LayerKind kind, std::string_view name, FieldList fields, InferFn infer,
                        std::optional<BlockOpKind> blockOp, std::string_view onnxOp, std::string_view torchOp) {
   OperatorInfo info;
@@ -240,14 +262,30 @@ std::array<OperatorInfo, 5> transformerKinds() {
   };
 }
 
-// The CNN kinds, then the transformer kinds: parseKind's message's order.
-const std::array<OperatorInfo, 27>& table() {
-  static const std::array<OperatorInfo, 27> kTable = [] {
-    std::array<OperatorInfo, 27> all;
+// Swin Transformer (torchvision's swin_t): section 12.6's rule (swin.cpp); no kernels yet either.
+std::array<OperatorInfo, 4> swinKinds() {
+  return {
+      primitive(K::SwinEmbedding, "swin_embedding", kSwinEmbeddingFields, detail::inferSwinEmbedding, std::nullopt, "",
+                "convolution, permute, layer_norm"),
+      primitive(K::SwinBlock, "swin_block", kSwinBlockFields, detail::inferSwinBlock, std::nullopt, "",
+                "layer_norm, roll, addmm, bmm, index, softmax, gelu, mul"),
+      primitive(K::PatchMerging, "patch_merging", kPatchMergingFields, detail::inferPatchMerging, std::nullopt, "",
+                "constant_pad_nd, slice, cat, layer_norm, mm"),
+      primitive(K::SwinHead, "swin_head", kSwinHeadFields, detail::inferSwinHead, std::nullopt, "",
+                "layer_norm, permute, _adaptive_avg_pool2d, addmm"),
+  };
+}
+
+// The CNN kinds, then the transformer kinds, then Swin's: parseKind's message's order.
+const std::array<OperatorInfo, 31>& table() {
+  static const std::array<OperatorInfo, 31> kTable = [] {
+    std::array<OperatorInfo, 31> all;
     const auto cnn = cnnKinds();
     const auto transformer = transformerKinds();
+    const auto swin = swinKinds();
     std::copy(cnn.begin(), cnn.end(), all.begin());
     std::copy(transformer.begin(), transformer.end(), all.begin() + cnn.size());
+    std::copy(swin.begin(), swin.end(), all.begin() + cnn.size() + transformer.size());
     return all;
   }();
   return kTable;

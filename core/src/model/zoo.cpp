@@ -13,6 +13,7 @@
 #include "remat/model/operators.hpp"
 #include "zoo_convnext.hpp"
 #include "zoo_inception.hpp"
+#include "zoo_swin.hpp"
 #include "zoo_transformers.hpp"
 
 namespace remat {
@@ -559,6 +560,7 @@ std::string knownNames() {
   std::string names;
   for (const auto& m : models()) names += (names.empty() ? "" : ", ") + m.entry.name;
   for (const auto& entry : detail::transformerZooModels()) names += ", " + entry.name;
+  for (const auto& entry : detail::swinZooModels()) names += ", " + entry.name;
   return names;
 }
 
@@ -568,11 +570,13 @@ std::vector<ZooEntry> zooModels() {
   std::vector<ZooEntry> entries;
   for (const auto& m : models()) entries.push_back(m.entry);
   for (auto& entry : detail::transformerZooModels()) entries.push_back(std::move(entry));
+  for (auto& entry : detail::swinZooModels()) entries.push_back(std::move(entry));
   return entries;
 }
 
 Result<ChainSpec> zooChain(std::string_view name, const ZooOptions& options) {
   if (auto spec = detail::transformerZooChain(name, options)) return std::move(*spec);
+  if (auto spec = detail::swinZooChain(name, options)) return std::move(*spec);
   const ZooModel* model = nullptr;
   for (const auto& m : models())
     if (m.entry.name == name) model = &m;

@@ -50,6 +50,12 @@ enum class LayerKind {
   LmHead,            // [N, S, d] -> log-probabilities [N, S, V]: final LayerNorm, vocabulary projection, cross entropy
   PatchEmbedding,    // ViT: [N, 3, H, W] -> [N, 1 + (H/k)(W/k), d]: patch conv, class token, position table
   ClsHead,           // token 0 of [N, S, d] -> [N, out]: optional LayerNorm, linear, optional tanh (BERT's pooler)
+  // Swin Transformer (docs/memory-model.md section 12.6; core/src/model/swin.cpp): the residual
+  // stream [N, H, W, C] (channels last) between layers is the cut.
+  SwinEmbedding,  // [N, 3, H, W] -> [N, H/k, W/k, C]: patch conv (kernel = stride = k), permute, LayerNorm
+  SwinBlock,      // shifted-window attention with relative position bias + MLP, pre-norm, stochastic depth
+  PatchMerging,   // [N, H, W, C] -> [N, H/2, W/2, 2C]: 2x2 neighbours concatenated, LayerNorm, linear
+  SwinHead,       // [N, H, W, C] -> [N, out]: LayerNorm, global average pool, linear
 };
 std::string_view kindName(LayerKind kind);  // the chain-file spelling: "conv2d", "basic_block", ...
 Result<LayerKind> parseKind(std::string_view name);
@@ -158,6 +164,11 @@ struct LayerSpec {
   bool norm = true;            // lm_head, cls_head: a LayerNorm first; token_embedding: a LayerNorm after (BERT)
   bool tanhOut = false;        // cls_head: BERT's pooler (tanh after the linear)
   bool embeddingNorm = false;  // token_embedding: BERT's LayerNorm after the sum of the tables
+  // swin_block: the attention window's side, the cyclic shift of shifted blocks (0: none) and the
+  // stochastic depth probability of its two residual branches (torchvision's StochasticDepth, "row")
+  std::int64_t window = 0;
+  std::int64_t shift = 0;
+  double stochasticDepth = 0.0;
   // abstract: the numbers themselves; for real kinds, optional measured overrides of the
   // workspaces and costs (written by `remat profile`).
   LayerNumbers numbers;
