@@ -1,12 +1,15 @@
 #pragma once
 // A byte or element count built as a sum of products that remembers an overflow instead of
-// wrapping (the Swin kinds' numbers, swin.cpp; docs/memory-model.md section 12.6). Internal to core.
+// wrapping (the transformer kinds' numbers, transformer.cpp and swin.cpp; docs/memory-model.md
+// section 12). Internal to core.
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "remat/base/status.hpp"
 #include "remat/model/chain.hpp"
 
 namespace remat::detail {
@@ -35,7 +38,13 @@ class NamedSum {
     CheckedSum part;
     part.add(factors);
     sum_.add(factors);
-    if (!part.overflow() && part.value() > 0) parts_.push_back({std::move(name), part.value()});
+    if (part.overflow() || part.value() == 0) return *this;
+    for (SavedPart& same : parts_)  // parts of one name are summed, in the order first named
+      if (same.name == name) {
+        same.bytes += part.value();
+        return *this;
+      }
+    parts_.push_back({std::move(name), part.value()});
     return *this;
   }
   const CheckedSum& sum() const { return sum_; }
@@ -48,5 +57,12 @@ class NamedSum {
   CheckedSum sum_;
   std::vector<SavedPart> parts_;
 };
+
+// InvalidInput "<what> overflow 64-bit bytes" when any of the sums overflowed.
+inline Status checkedNumbers(std::initializer_list<const CheckedSum*> sums, std::string_view what) {
+  for (const CheckedSum* sum : sums)
+    if (sum->overflow()) return Status::invalid(std::string(what) + " overflow 64-bit bytes");
+  return Status::ok();
+}
 
 }  // namespace remat::detail

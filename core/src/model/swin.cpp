@@ -20,12 +20,6 @@ double toD(std::uint64_t v) { return static_cast<double>(v); }
 // LayerNorm's statistics: native_layer_norm's mean and rstd, one float32 each per position.
 constexpr std::uint64_t kStatsBytesPerPosition = 2 * 4;
 
-Status checkedNumbers(std::initializer_list<const CheckedSum*> sums, std::string_view what) {
-  for (const CheckedSum* sum : sums)
-    if (sum->overflow()) return Status::invalid(std::string(what) + " overflow 64-bit bytes");
-  return Status::ok();
-}
-
 Status checkEpsilon(double epsilon) {
   if (!(epsilon >= 0.0 && epsilon < 1.0))
     return Status::invalid("epsilon is " + std::to_string(epsilon) + ", must be in [0, 1)");

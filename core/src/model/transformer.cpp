@@ -11,64 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "checked_sum.hpp"
 #include "layers_common.hpp"
 
 namespace remat::detail {
 namespace {
 
-// A byte or element count built from products; remembers an overflow instead of wrapping.
-class CheckedSum {
- public:
-  CheckedSum& add(std::initializer_list<std::uint64_t> factors) {
-    std::uint64_t product = 1;
-    for (std::uint64_t f : factors) overflow_ = overflow_ || !checkedMul(product, f, product);
-    overflow_ = overflow_ || __builtin_add_overflow(value_, product, &value_);
-    return *this;
-  }
-  bool overflow() const { return overflow_; }
-  std::uint64_t value() const { return value_; }
-
- private:
-  std::uint64_t value_ = 0;
-  bool overflow_ = false;
-};
-
-// A layer's e as named parts (ChainLayer::extraParts): each add names what it counts; parts of one
-// name are summed, in the order first named.
-class SavedSum {
- public:
-  SavedSum& add(std::string_view name, std::initializer_list<std::uint64_t> factors) {
-    CheckedSum part;
-    part.add(factors);
-    sum_.add(factors);
-    if (part.overflow() || part.value() == 0) return *this;
-    auto same = std::find_if(parts_.begin(), parts_.end(), [&](const SavedPart& p) { return p.name == name; });
-    if (same == parts_.end())
-      parts_.push_back({std::string(name), part.value()});
-    else
-      same->bytes += part.value();
-    return *this;
-  }
-  const CheckedSum* sum() const { return &sum_; }
-  std::uint64_t value() const { return sum_.value(); }
-  void writeTo(ChainLayer& out) const {
-    out.numbers.extraBytes = sum_.value();
-    out.extraParts = parts_;
-  }
-
- private:
-  CheckedSum sum_;
-  std::vector<SavedPart> parts_;
-};
-
 std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 double toD(std::uint64_t v) { return static_cast<double>(v); }
-
-Status checkedNumbers(std::initializer_list<const CheckedSum*> sums, std::string_view what) {
-  for (const CheckedSum* sum : sums)
-    if (sum->overflow()) return Status::invalid(std::string(what) + " overflow 64-bit bytes");
-  return Status::ok();
-}
 
 Status checkDropout(double p) {
   if (!(p >= 0.0 && p < 1.0)) return Status::invalid("p is " + std::to_string(p) + ", must be in [0, 1)");
@@ -105,7 +55,7 @@ Status inferTokenEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
                            "positions " + std::to_string(spec.positions) + ")");
   const std::uint64_t tokens = n * seq;  // both at most 2^31
   CheckedSum params, work;
-  SavedSum extra;
+  NamedSum extra;
   params.add({u(spec.vocab) + u(spec.positions) + u(spec.segments), d});
   if (spec.embeddingNorm) params.add({2, d});
   // The position ids (an int64 arange) the position lookup's backward keeps; BERT's token type ids
@@ -119,7 +69,7 @@ Status inferTokenEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
   work.add({tokens, d, s}).add({seq, d, s});
   if (spec.segments > 0) work.add({tokens, d, s});
   if (!spec.embeddingNorm && spec.dropoutP > 0.0) work.add({tokens, d, s});  // the sum before dropout
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, extra.sum(), &work}, "the embedding's tables and saved tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &work}, "the embedding's tables and saved tensors"));
   const double flop =
       toD(tokens) * toD(d) * (spec.segments > 0 ? 2.0 : 1.0) + (spec.embeddingNorm ? 5.0 : 0.0) * toD(tokens) * toD(d);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], input[1], spec.width}, dtype, params.value(), flop));
@@ -144,7 +94,7 @@ Status inferTransformerBlock(const LayerSpec& spec, const Shape& input, DType dt
   const std::uint64_t tokens = n * seq;
   const std::uint64_t mask = maskElementBytes(spec.dropoutP);
   CheckedSum params, fwdWork, attnGrad, mlpGrad, probs;
-  SavedSum extra;
+  NamedSum extra;
   params.add({4, d, d}).add({2, d, hidden}).add({9, d}).add({hidden});
   probs.add({n, h, seq, seq});  // one [N, heads, S, S] tensor's elements
   // Both norms' mean and rstd (float32) and ln_2's input h1; the inputs of the qkv and out
@@ -172,7 +122,7 @@ Status inferTransformerBlock(const LayerSpec& spec, const Shape& input, DType dt
     attnGrad.add({2, probs.value(), s}).add({3, tokens, d, s});
   }
   mlpGrad.add({2, tokens, hidden, s});
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &probs, extra.sum(), &fwdWork, &attnGrad, &mlpGrad},
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &probs, &extra.sum(), &fwdWork, &attnGrad, &mlpGrad},
                                        "the block's parameters and saved tensors"));
   const double t = toD(tokens), dd = toD(d);
   const double flop = 2.0 * t * (4.0 * dd * dd + 2.0 * dd * toD(hidden)) + 4.0 * toD(n) * toD(seq) * toD(seq) * dd +
@@ -194,14 +144,14 @@ Status inferLmHead(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   const std::uint64_t n = u(input[0]), seq = u(input[1]), d = u(input[2]), vocab = u(spec.vocab);
   const std::uint64_t s = dtypeBytes(dtype), tokens = n * seq;
   CheckedSum params, logits, grad;
-  SavedSum extra;
+  NamedSum extra;
   if (spec.norm) params.add({2, d});
   if (!spec.tied) params.add({vocab, d});
   if (spec.norm)  // mean, rstd; the normalised x the linear keeps
     extra.add("ln_f: mean, rstd", {2, tokens, 4}).add("the projection's input (ln_f's output)", {tokens, d, s});
   logits.add({tokens, vocab, s});
   grad.add({tokens, vocab, s}).add({tokens, d, s});  // d(logits), then d(ln_f's output)
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, extra.sum(), &logits, &grad}, "the head's logits"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &logits, &grad}, "the head's logits"));
   const double t = toD(tokens);
   const double flop = 2.0 * t * toD(d) * toD(vocab) + 4.0 * t * toD(vocab) + (spec.norm ? 5.0 * t * toD(d) : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], input[1], spec.vocab}, dtype, params.value(), flop));
@@ -225,12 +175,12 @@ Status inferPatchEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
   const std::uint64_t n = u(input[0]), c = u(input[1]), d = u(spec.width), s = dtypeBytes(dtype);
   const std::uint64_t patches = u(input[2] / k) * u(input[3] / k);
   CheckedSum seq, params, work;
-  SavedSum extra;
+  NamedSum extra;
   seq.add({patches}).add({1});
   params.add({d, c, u(k), u(k)}).add({2, d}).add({seq.value(), d});
   extra.add("dropout mask", {n, seq.value(), d, maskElementBytes(spec.dropoutP)});
   work.add({n, patches, d, s}).add({n, seq.value(), d, s});  // the conv's output, the concatenation
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&seq, &params, extra.sum(), &work}, "the patch embedding's tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&seq, &params, &extra.sum(), &work}, "the patch embedding's tensors"));
   if (seq.value() > u(kMaxIntegerField)) return Status::invalid("more than 2^31 patches");
   const double flop =
       2.0 * toD(n) * toD(patches) * toD(d) * toD(c) * toD(u(k * k)) + toD(n) * toD(seq.value()) * toD(d);
@@ -250,7 +200,7 @@ Status inferClsHead(const LayerSpec& spec, const Shape& input, DType dtype, Chai
   const std::uint64_t n = u(input[0]), seq = u(input[1]), d = u(input[2]), outs = u(spec.outFeatures);
   const std::uint64_t s = dtypeBytes(dtype), tokens = n * seq;
   CheckedSum params, work;
-  SavedSum extra;
+  NamedSum extra;
   if (spec.norm) params.add({2, d});
   params.add({d, outs});
   if (spec.bias) params.add({outs});
@@ -259,7 +209,7 @@ Status inferClsHead(const LayerSpec& spec, const Shape& input, DType dtype, Chai
     extra.add("LayerNorm: mean, rstd", {2, tokens, 4})
         .add("the linear's input x[:, 0], a view of all tokens", {tokens, d, s});
   if (spec.tanhOut) work.add({n, outs, s});  // the linear's output before tanh
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, extra.sum(), &work}, "the head's parameters"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &work}, "the head's parameters"));
   const double flop = 2.0 * toD(n) * toD(d) * toD(outs) + (spec.norm ? 5.0 * toD(tokens) * toD(d) : 0.0) +
                       (spec.tanhOut ? 6.0 * toD(n) * toD(outs) : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params.value(), flop));
