@@ -20,7 +20,7 @@ namespace remat {
 namespace {
 
 // The stem of a ResNet (7x7 conv, batch norm, relu, 3x3 max pool) and two stages of plain
-// conv-bn-relu, then the global average pool and the classifier.
+// conv-bn-relu, an average pool, then the global average pool, dropout and the classifier.
 Chain resnetLikeChain(Precision precision, StepOptions step = {}) {
   const Chain chain = testing::chainFromJson(nlohmann::json::parse(R"({
     "format": "remat-chain/1", "name": "resnet_like", "input": {"shape": [4, 3, 32, 32], "dtype": "float32"},
@@ -34,7 +34,7 @@ Chain resnetLikeChain(Precision precision, StepOptions step = {}) {
       {"kind": "batchnorm", "name": "bn3"}, {"kind": "relu", "name": "relu3"},
       {"kind": "avgpool", "name": "avg", "kernel": 2, "stride": 1},
       {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
-      {"kind": "linear", "name": "fc", "out_features": 10}]})"));
+      {"kind": "dropout", "name": "drop", "p": 0.25}, {"kind": "linear", "name": "fc", "out_features": 10}]})"));
   step.precision = precision;
   auto stepped = withStepOptions(chain, step);
   EXPECT_TRUE(stepped.isOk()) << stepped.status().message();

@@ -88,8 +88,8 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
 // The layers that run in bfloat16 under bf16-mixed (prepared.half; run_half.cpp): the buffers'
 // activations are bfloat16 (the float pointers only carry them), parameters and their gradients
 // float32. forwardLayer and backwardLayer hand them over.
-Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                        const ForwardBuffers& b);
+Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
+                        std::uint64_t seed, const ForwardBuffers& b);
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // Blocks (run_blocks.cpp): their inner ops prepared, and their forward and backward.
 Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,

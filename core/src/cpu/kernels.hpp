@@ -167,6 +167,10 @@ void depthwiseWeightGradient(const ConvGeometry& g, const float* x, const float*
 void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const float* x, float* y,
                     std::uint8_t* mask);
 void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx);
+// The same in bfloat16 (bf16-mixed; kernels_half.cpp): the same mask for the same key.
+void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const BFloat16* x, BFloat16* y,
+                    std::uint8_t* mask);
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx);
 
 // Softmax cross-entropy, mean over the batch: d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N,
 // with labels as canonical class indices (checked by the caller to lie in 0..perSample-1).

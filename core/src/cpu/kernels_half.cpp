@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels.hpp"
+#include "remat/exec/counter_rng.hpp"
 
 namespace remat::cpu {
 
@@ -46,6 +47,30 @@ void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16*
       out[i] = BFloat16(i == label ? p - invBatch : p);
     }
   }
+}
+
+void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const BFloat16* x, BFloat16* y,
+                    std::uint8_t* mask) {
+  const Index perSample = layout.perSample();
+  const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  const float threshold = static_cast<float>(p);
+  const Index count = layout.batch * perSample;
+#pragma omp parallel for schedule(static)
+  for (Index e = 0; e < count; ++e) {
+    // The float32 kernel's draw for the same element: the same mask in either dtype.
+    const Index n = e / perSample, i = e % perSample;
+    const std::uint64_t index = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(perSample) +
+                                static_cast<std::uint64_t>(layout.canonicalIndex(i));
+    const bool keep = p < 1.0 && rng::uniform01(rng::at(key, index)) >= threshold;
+    y[e] = BFloat16(keep ? x[e].value() * scale : 0.0f);
+    if (mask != nullptr) mask[e] = keep ? 1 : 0;
+  }
+}
+
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx) {
+  const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) dx[i] = BFloat16(mask[i] ? dy[i].value() * scale : 0.0f);
 }
 
 }  // namespace remat::cpu

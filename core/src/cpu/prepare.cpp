@@ -180,13 +180,14 @@ Status preparePool(const DnnlContext& context, const ChainLayer& layer, const La
                    PreparedLayer& prepared) {
   prepared.pool = poolGeometry(spec, layer.inputShape, layer.outputShape);
   if (layer.kind == LayerKind::AdaptiveAvgPool && mode.half) {
-    // In bfloat16 a global average pool runs on oneDNN's average pooling over the whole plane
-    // (prepareHalfKind admits only that adaptive pool); float32 keeps the own kernel.
-    PoolGeometry global = prepared.pool;
-    global.kernel = global.inHeight;
-    global.stride = 1;
-    global.padding = 0;
-    return setOp(PoolOp::create(context, global, false, prepared.label, mode.type()), prepared);
+    // In bfloat16 an adaptive pool whose windows tile the input (a global pool, VGG's 7x7 of a 7x7
+    // input) runs on oneDNN's average pooling (prepareHalfKind admits only those); float32 keeps
+    // the own kernel.
+    PoolGeometry tiles = prepared.pool;
+    tiles.kernel = tiles.inHeight / tiles.outHeight;
+    tiles.stride = tiles.kernel;
+    tiles.padding = 0;
+    return setOp(PoolOp::create(context, tiles, false, prepared.label, mode.type()), prepared);
   }
   if (layer.kind == LayerKind::AdaptiveAvgPool) return Status::ok();
   const bool max = layer.kind == LayerKind::MaxPool;
@@ -254,13 +255,13 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
 Status prepareHalfKind(const ChainLayer& layer, const LayerChecks& check) {
   const char* missing = nullptr;
   if (isComposite(layer.kind)) missing = "residual blocks";
-  if (layer.kind == LayerKind::Dropout || layer.kind == LayerKind::LayerNorm || layer.kind == LayerKind::Relu6 ||
-      layer.kind == LayerKind::HardSigmoid)
+  if (layer.kind == LayerKind::LayerNorm || layer.kind == LayerKind::Relu6 || layer.kind == LayerKind::HardSigmoid)
     missing = "this kind";
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
   if (layer.kind == LayerKind::AdaptiveAvgPool &&
-      (layer.outputShape.size() != 4 || layer.outputShape[2] != 1 || layer.outputShape[3] != 1 ||
-       layer.inputShape[2] != layer.inputShape[3]))
-    missing = "an adaptive average pool to more than 1x1 or over a non-square input";
+      (in[2] != in[3] || out[2] != out[3] || out[2] == 0 || in[2] % out[2] != 0))
+    missing = "an adaptive average pool whose windows do not tile a square input";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
                     " yet (conv2d, linear, batchnorm, the pools and oneDNN's activations have one); plan and simulate "

@@ -4,6 +4,7 @@
 // pools, activations); max pooling's indices and backward are the own kernels in bfloat16.
 // prepare.cpp admits only these kinds in half.
 #include "device_impl.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/model/operators.hpp"
 
 namespace remat::cpu {
@@ -47,8 +48,8 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
 
 }  // namespace
 
-Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                        const ForwardBuffers& b) {
+Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
+                        std::uint64_t seed, const ForwardBuffers& b) {
   const bool keep = mode == ForwardMode::Keep;
   std::byte* saved = keep ? b.extra : nullptr;  // a discard-mode forward makes its copies in the scratch
   switch (prepared.kind) {
@@ -70,6 +71,10 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, reinterpret_cast<float*>(saved), b.workspace)
                   : norm.status();
     }
+    case LayerKind::Dropout:
+      dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), halves(b.x),
+                     halves(b.y), reinterpret_cast<std::uint8_t*>(saved));
+      return Status::ok();
     default: break;
   }
   if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 forward kernel");
@@ -94,6 +99,11 @@ Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepar
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool: return backwardPool(context, prepared, b);
+    case LayerKind::Dropout:
+      if (b.dx != nullptr)
+        dropoutBackward(prepared.in.batch * prepared.in.perSample(), prepared.dropoutP,
+                        reinterpret_cast<const std::uint8_t*>(b.extra), halves(b.dy), halves(b.dx));
+      return Status::ok();
     case LayerKind::BatchNorm: {
       auto norm = opOf<BatchNormOp>(prepared);
       return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,

@@ -64,7 +64,7 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
 
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b) {
-  if (prepared.half) return forwardHalfLayer(context, prepared, mode, b);
+  if (prepared.half) return forwardHalfLayer(context, prepared, l, mode, seed, b);
   const bool keep = mode == ForwardMode::Keep;
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
