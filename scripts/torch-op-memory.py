@@ -252,7 +252,8 @@ def zoo_case(name):
 
 
 # Models the zoo does not build: measured against the import of their own training-mode export.
-ONNX = {"googlenet": dict(weights=None, aux_logits=False, init_weights=True)}
+ONNX = {"googlenet": dict(weights=None, aux_logits=False, init_weights=True),
+        "inception_v3": dict(weights=None, aux_logits=False, init_weights=False)}
 
 
 def onnx_case(name, remat):
@@ -284,7 +285,7 @@ def main():
     ap.add_argument("--remat", default="build/dev/app/cli/remat", help="the remat CLI (the model after)")
     ap.add_argument("--remat-before", help="a second remat CLI: its E is printed as 'before'")
     ap.add_argument("--zoo", action="store_true", help="the zoo's models too (slow: minutes on one core)")
-    ap.add_argument("--onnx", action="store_true", help="the models the zoo lacks (GoogLeNet), from their exports")
+    ap.add_argument("--onnx", action="store_true", help="the models the zoo lacks (GoogLeNet, Inception-v3), from their exports")
     ap.add_argument("--only", action="append", help="only cases whose name contains this (repeatable)")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--torch-cache", help="a JSON file of PyTorch's measurements by case name: read, and "

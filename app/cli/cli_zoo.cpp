@@ -62,7 +62,7 @@ Status exportModel(const ZooExportOptions& options, Io& io) {
 }  // namespace
 
 void addZooCommands(CLI::App& app, Action& action) {
-  CLI::App* zoo = app.add_subcommand("zoo", "Built-in models (torchvision's classification CNNs)");
+  CLI::App* zoo = app.add_subcommand("zoo", "Built-in models (torchvision's CNNs and ViT, GPT-2, BERT)");
   zoo->require_subcommand(1);
   CLI::App* list = zoo->add_subcommand("list", "List the zoo's models");
   list->callback([&action] { action = [](Io& io) { return listModels(io); }; });

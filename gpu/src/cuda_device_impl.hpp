@@ -30,6 +30,7 @@ struct BlockOpState {
   Index biasOffset = 0;    // Conv2d with a bias: after its weights
   Index batch = 0;         // Concat: N, and C * H * W of the output
   Index outPerSample = 0;
+  kernels::PoolWindowGeometry pool;  // MaxPool, AvgPool
 };
 
 struct BlockState {

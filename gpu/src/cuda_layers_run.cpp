@@ -1,5 +1,7 @@
 // Dispatch of the real layer kinds and of the residual blocks to cuDNN, cuBLAS and the own kernels.
 // The buffers were checked by CudaDevice (sizes, presence per the model's in / out / e flags).
+#include <algorithm>
+
 #include "cuda_device_impl.hpp"
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
@@ -66,15 +68,42 @@ Status activationBackward(LayerKind kind, cudaStream_t stream, Index count, cons
   return Status::internal("gpu: '" + std::string(kindName(kind)) + "' has no pointwise kernel");
 }
 
+// The floats of one sample of tensor t, and between two samples of its buffer: its owner's C*H*W
+// (a channel slice, a view, is read in place, sample by sample).
+Index perSample(const BlockGraph& graph, std::size_t t) {
+  const Shape& shape = graph.tensors[t].shape;
+  return static_cast<Index>(elementCount(shape)) / shape[0];
+}
+Index sampleStride(const BlockGraph& graph, std::size_t t) { return perSample(graph, graph.owner(t)); }
+Index planeOf(const BlockGraph& graph, std::size_t t) {
+  const Shape& shape = graph.tensors[t].shape;
+  return shape[2] * shape[3];
+}
+
+// Input j of op as the contiguous tensor its kernel reads: a view the op cannot read in place
+// (block.hpp's gather offsets) is first copied, sample by sample, to its slot in the workspace.
+Status contiguousInput(const BlockGraph& graph, const BlockOp& op, std::size_t j, const float* values,
+                       std::uint64_t slot, std::byte* workspace, const LayerContext& c, const float*& out) {
+  out = values;
+  if (slot == kBlockNoOffset || values == nullptr) return Status::ok();
+  auto* copy = reinterpret_cast<float*>(workspace + slot);
+  const std::size_t t = op.inputs[j];
+  const Index width = perSample(graph, t);
+  REMAT_RETURN_IF_ERROR(kernels::copyOrAddRows(c.stream, graph.tensors[t].shape[0], width, values,
+                                               sampleStride(graph, t), copy, width, false));
+  out = copy;
+  return Status::ok();
+}
+
 // NCHW concatenation: input j is the slice [offset_j, offset_j + C_j * H * W) of every sample of the
 // output; the backward copies (or adds) the slices back into d(input j).
 Status concatForward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
                      const BlockForwardTensors& tensors, float* out) {
   Index offset = 0;
   for (std::size_t in : op.inputs) {
-    const Index width = static_cast<Index>(elementCount(graph.tensors[in].shape)) / o.batch;
-    REMAT_RETURN_IF_ERROR(kernels::copyOrAddRows(c.stream, o.batch, width, tensors.tensor(in), width, out + offset,
-                                                 o.outPerSample, false));
+    const Index width = perSample(graph, in);
+    REMAT_RETURN_IF_ERROR(kernels::copyOrAddRows(c.stream, o.batch, width, tensors.tensor(in), sampleStride(graph, in),
+                                                 out + offset, o.outPerSample, false));
     offset += width;
   }
   return Status::ok();
@@ -99,18 +128,39 @@ kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   return kernels::Dims4{s[0], s[1], s[2], s[3]};
 }
 
-// y = a * b: each operand's gradient is d(y) times the other, summed where it was broadcast.
+// y = a * b: each operand's gradient is d(y) times the other (saved[1 - j]), summed where it was
+// broadcast.
 Status mulBackward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
-                   const BlockBackwardTensors& tensors, const float* dOut) {
+                   const BlockBackwardTensors& tensors, const float* dOut, const float* const saved[2]) {
   for (std::size_t j = 0; j < 2; ++j) {
     float* d = tensors.grad(op.inputs[j]);
     const std::size_t other = op.inputs[1 - j];
     if (d != nullptr)
       REMAT_RETURN_IF_ERROR(kernels::mulBackwardOperand(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]),
-                                                        dimsOf(graph, other), dOut, tensors.value(other), d,
+                                                        dimsOf(graph, other), dOut, saved[1 - j], d,
                                                         op.gradAccumulate[j]));
   }
   return Status::ok();
+}
+
+// ShuffleNetV2's channel slice: forward only when it is the block's output (else a view, nothing to
+// run); backward d(input) = its gradient in the slice's channels, zero elsewhere (or added).
+Status sliceForward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                    const float* in, float* out) {
+  const std::size_t t = op.inputs[0];
+  return kernels::copyOrAddRows(c.stream, o.batch, o.outPerSample, in + op.layer.channelBegin * planeOf(graph, t),
+                                sampleStride(graph, t), out, o.outPerSample, false);
+}
+
+Status sliceBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                     const float* dOut, float* dIn) {
+  if (dIn == nullptr) return Status::ok();
+  const std::size_t t = op.inputs[0];
+  const bool accumulate = op.gradAccumulate[0];
+  if (!accumulate)
+    REMAT_CUDA_CHECK(cudaMemsetAsync(dIn, 0, elementCount(graph.tensors[t].shape) * sizeof(float), c.stream));
+  return kernels::copyOrAddRows(c.stream, o.batch, o.outPerSample, dOut, o.outPerSample,
+                                dIn + op.layer.channelBegin * planeOf(graph, t), perSample(graph, t), accumulate);
 }
 
 // ConvNeXt's inner ops on NCHW: the layer norm over the channels (N*H*W rows of C, H*W apart;
@@ -126,10 +176,10 @@ Status convNextForward(const BlockGraph& graph, const BlockOp& op, const LayerCo
 }
 
 Status convNextBackward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
-                        const BlockBackwardTensors& tensors, const float* dOut, const float* w, float* dw) {
+                        const BlockBackwardTensors& tensors, const float* dOut, const float* saved, const float* w,
+                        float* dw) {
   const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
   float* dIn = tensors.grad(op.inputs[0]);
-  const float* saved = tensors.value(op.inputs[0]);
   if (op.kind == BlockOpKind::LayerNorm)
     return kernels::layerNormBackward(c.stream, x.n * x.h * x.w, x.c, saved, dOut, w, tensors.stats(op), dIn, dw,
                                       x.h * x.w, op.gradAccumulate[0]);
@@ -139,108 +189,145 @@ Status convNextBackward(const BlockGraph& graph, const BlockOp& op, const LayerC
   return kernels::mulBackwardOperand(c.stream, y, gamma, x, dOut, saved, dw, true);
 }
 
+// One inner op's forward; in[j] is input j, contiguous unless the op reads views in place.
+Status forwardOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                 const BlockForwardTensors& tensors, const ForwardBuffers& p, const float* const in[2], void* scratch) {
+  float* out = tensors.tensor(op.output);
+  const float* w = p.params + o.weightOffset;
+  switch (op.kind) {
+    case BlockOpKind::Conv2d:
+      return o.conv->forward(c.cudnn, in[0], w, o.conv->hasBias() ? p.params + o.biasOffset : nullptr, out, scratch);
+    case BlockOpKind::BatchNorm: return o.bn->forward(c.cudnn, in[0], w, w + o.bn->channels(), out, tensors.stats(op));
+    case BlockOpKind::Add: return kernels::add(c.stream, o.count, in[0], in[1], out);
+    case BlockOpKind::Concat: return concatForward(graph, op, o, c, tensors, out);
+    case BlockOpKind::GlobalAvgPool:
+      return kernels::globalAvgPoolForward(c.stream, dimsOf(graph, op.inputs[0]), in[0], out);
+    case BlockOpKind::Mul:
+      return kernels::mulForward(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                                 dimsOf(graph, op.inputs[1]), in[0], in[1], out);
+    case BlockOpKind::LayerNorm:
+    case BlockOpKind::LayerScale: return convNextForward(graph, op, c, in[0], w, out, tensors.stats(op));
+    case BlockOpKind::MaxPool:  // keep mode: the argmax its backward reads, in E
+      return kernels::maxPoolForward(c.stream, o.pool, in[0], out, reinterpret_cast<std::int64_t*>(tensors.stats(op)));
+    case BlockOpKind::AvgPool: return kernels::avgPoolForward(c.stream, o.pool, in[0], out);
+    case BlockOpKind::Slice: return sliceForward(graph, op, o, c, in[0], out);
+    case BlockOpKind::ChannelShuffle:
+      return kernels::channelShuffleForward(c.stream, o.batch, graph.tensors[op.output].shape[1], op.layer.groups,
+                                            planeOf(graph, op.output), in[0], sampleStride(graph, op.inputs[0]), out);
+    default: return activationForward(op.layer.kind, c.stream, o.count, in[0], out);  // a pointwise activation
+  }
+}
+
 // A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
-// saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena.
+// saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena. Views are
+// NCHW channel slices of their owner, read in place or gathered first.
 Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
-  const BlockForwardTensors tensors(graph, mode, p);
+  const BlockForwardTensors tensors(graph, mode, p, ViewLayout::Nchw);
   REMAT_RETURN_IF_ERROR(tensors.check("gpu: " + s.label));
   void* scratch = block.fwdScratchBytes > 0 ? p.workspace + block.fwdScratchOffset : nullptr;
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
-    const BlockOpState& o = block.ops[i];
-    const float* in = tensors.tensor(op.inputs[0]);
-    float* out = tensors.tensor(op.output);
-    const float* w = p.params + o.weightOffset;
-    switch (op.kind) {
-      case BlockOpKind::Conv2d:
-        REMAT_RETURN_IF_ERROR(
-            o.conv->forward(c.cudnn, in, w, o.conv->hasBias() ? p.params + o.biasOffset : nullptr, out, scratch));
-        break;
-      case BlockOpKind::BatchNorm:
-        REMAT_RETURN_IF_ERROR(o.bn->forward(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op)));
-        break;
-      case BlockOpKind::Add:
-        REMAT_RETURN_IF_ERROR(kernels::add(c.stream, o.count, in, tensors.tensor(op.inputs[1]), out));
-        break;
-      case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatForward(graph, op, o, c, tensors, out)); break;
-      case BlockOpKind::GlobalAvgPool:
-        REMAT_RETURN_IF_ERROR(kernels::globalAvgPoolForward(c.stream, dimsOf(graph, op.inputs[0]), in, out));
-        break;
-      case BlockOpKind::Mul:
-        REMAT_RETURN_IF_ERROR(kernels::mulForward(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
-                                                  dimsOf(graph, op.inputs[1]), in, tensors.tensor(op.inputs[1]), out));
-        break;
-      case BlockOpKind::LayerNorm:
-      case BlockOpKind::LayerScale:
-        REMAT_RETURN_IF_ERROR(convNextForward(graph, op, c, in, w, out, tensors.stats(op)));
-        break;
-      default:  // a pointwise activation
-        REMAT_RETURN_IF_ERROR(activationForward(op.layer.kind, c.stream, o.count, in, out));
-        break;
-    }
+    if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
+    const float* in[2] = {nullptr, nullptr};
+    for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
+      REMAT_RETURN_IF_ERROR(
+          contiguousInput(graph, op, j, tensors.tensor(op.inputs[j]), op.gatherOffset[j], p.workspace, c, in[j]));
+    REMAT_RETURN_IF_ERROR(forwardOp(graph, op, block.ops[i], c, tensors, p, in, scratch));
   }
   return Status::ok();
 }
 
+// A pool branch's backward adds into the gradient the block's other branches wrote.
+Status poolBackward(const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                    const BlockBackwardTensors& tensors, const float* dOut) {
+  float* dIn = tensors.grad(op.inputs[0]);
+  if (dIn == nullptr) return Status::ok();
+  const bool accumulate = op.gradAccumulate[0];
+  if (op.kind == BlockOpKind::AvgPool) return kernels::avgPoolBackward(c.stream, o.pool, dOut, dIn, accumulate);
+  const auto* indices = reinterpret_cast<const std::int64_t*>(tensors.stats(op));
+  return kernels::maxPoolBackward(c.stream, o.pool, indices, dOut, dIn, accumulate);
+}
+
+Status convBackward(const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                    const BlockBackwardTensors& tensors, const BackwardBuffers& p, const float* dOut,
+                    const float* saved, void* scratch) {
+  float* dIn = tensors.grad(op.inputs[0]);
+  const float* w = p.params + o.weightOffset;
+  if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, op.gradAccumulate[0]));
+  return o.conv->backwardParams(c.cudnn, saved, dOut, p.paramGrads + o.weightOffset,
+                                o.conv->hasBias() ? p.paramGrads + o.biasOffset : nullptr, scratch);
+}
+
+// One inner op's backward; saved[j] is input j as its backward reads it (contiguous), or null.
+Status backwardOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                  const BlockBackwardTensors& tensors, const BackwardBuffers& p, const float* const saved[2],
+                  void* scratch) {
+  const float* dOut = tensors.grad(op.output);
+  float* dIn = tensors.grad(op.inputs[0]);
+  const bool accumulate = op.gradAccumulate[0];
+  const float* w = p.params + o.weightOffset;
+  float* dw = p.paramGrads + o.weightOffset;
+  switch (op.kind) {
+    case BlockOpKind::Conv2d: return convBackward(op, o, c, tensors, p, dOut, saved[0], scratch);
+    case BlockOpKind::BatchNorm:
+      // cuDNN always writes dx; only a block at layer 1 whose batch norm reads x0 has nowhere for it.
+      if (dIn == nullptr)
+        return Status::invalid("inner batch norm '" + op.layer.name +
+                               "' reads the chain's input x0, and cuDNN's backward must write its gradient; "
+                               "put a layer before the block");
+      return o.bn->backward(c.cudnn, saved[0], dOut, w, tensors.stats(op), dIn, dw, dw + o.bn->channels(), accumulate);
+    case BlockOpKind::Add:
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        float* d = tensors.grad(op.inputs[j]);
+        if (d != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, o.count, dOut, d, op.gradAccumulate[j]));
+      }
+      return Status::ok();
+    case BlockOpKind::Concat: return concatBackward(graph, op, o, c, tensors, dOut);
+    case BlockOpKind::GlobalAvgPool:
+      if (dIn == nullptr) return Status::ok();
+      return kernels::globalAvgPoolBackward(c.stream, dimsOf(graph, op.inputs[0]), dOut, dIn, accumulate);
+    case BlockOpKind::Mul: return mulBackward(graph, op, c, tensors, dOut, saved);
+    case BlockOpKind::LayerNorm:
+    case BlockOpKind::LayerScale: return convNextBackward(graph, op, c, tensors, dOut, saved[0], w, dw);
+    case BlockOpKind::MaxPool:
+    case BlockOpKind::AvgPool: return poolBackward(op, o, c, tensors, dOut);
+    case BlockOpKind::Slice: return sliceBackward(graph, op, o, c, dOut, dIn);
+    case BlockOpKind::ChannelShuffle:
+      if (dIn == nullptr) return Status::ok();
+      return kernels::channelShuffleBackward(c.stream, o.batch, graph.tensors[op.output].shape[1], op.layer.groups,
+                                             planeOf(graph, op.output), dOut, dIn, accumulate);
+    default: {  // a pointwise activation: only the tensor its backward reads is there
+      const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
+      const float* y = fromOutput ? tensors.value(op.output) : nullptr;
+      return activationBackward(op.layer.kind, c.stream, o.count, fromOutput ? nullptr : saved[0], y, dOut, dIn,
+                                accumulate);
+    }
+  }
+}
+
 // A block's backward: ops in reverse; inner gradients in the ONE backward workspace at their
-// gradient offsets (cuDNN's scratch after them); saved tensors and statistics read from E.
+// gradient offsets (cuDNN's scratch after them); saved tensors and statistics read from E, a saved
+// view gathered first where its op needs it contiguous.
 Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
-  const BlockBackwardTensors tensors(graph, p);
+  const BlockBackwardTensors tensors(graph, p, ViewLayout::Nchw);
   const std::string where = "gpu: " + s.label;
   REMAT_RETURN_IF_ERROR(tensors.check(where));
   void* scratch = block.bwdScratchBytes > 0 ? p.workspace + block.bwdScratchOffset : nullptr;
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
-    const BlockOpState& o = block.ops[i];
-    const float* dOut = tensors.grad(op.output);
-    float* dIn = tensors.grad(op.inputs[0]);
-    const bool accumulate = op.gradAccumulate[0];
-    const float* w = p.params + o.weightOffset;
-    float* dw = p.paramGrads + o.weightOffset;
     REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-    switch (op.kind) {
-      case BlockOpKind::Conv2d:
-        if (dIn != nullptr) REMAT_RETURN_IF_ERROR(o.conv->backwardData(c.cudnn, dOut, w, dIn, scratch, accumulate));
-        REMAT_RETURN_IF_ERROR(o.conv->backwardParams(c.cudnn, tensors.value(op.inputs[0]), dOut, dw,
-                                                     o.conv->hasBias() ? p.paramGrads + o.biasOffset : nullptr,
-                                                     scratch));
-        break;
-      case BlockOpKind::BatchNorm:
-        // cuDNN always writes dx; only a block at layer 1 whose batch norm reads x0 has nowhere for it.
-        if (dIn == nullptr)
-          return Status::invalid(where + ": inner batch norm '" + op.layer.name +
-                                 "' reads the chain's input x0, and cuDNN's backward must write its gradient; "
-                                 "put a layer before the block");
-        REMAT_RETURN_IF_ERROR(o.bn->backward(c.cudnn, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
-                                             dw + o.bn->channels(), accumulate));
-        break;
-      case BlockOpKind::Add:
-        for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-          float* d = tensors.grad(op.inputs[j]);
-          if (d != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, o.count, dOut, d, op.gradAccumulate[j]));
-        }
-        break;
-      case BlockOpKind::Concat: REMAT_RETURN_IF_ERROR(concatBackward(graph, op, o, c, tensors, dOut)); break;
-      case BlockOpKind::GlobalAvgPool:
-        if (dIn != nullptr)
-          REMAT_RETURN_IF_ERROR(
-              kernels::globalAvgPoolBackward(c.stream, dimsOf(graph, op.inputs[0]), dOut, dIn, accumulate));
-        break;
-      case BlockOpKind::Mul: REMAT_RETURN_IF_ERROR(mulBackward(graph, op, c, tensors, dOut)); break;
-      case BlockOpKind::LayerNorm:
-      case BlockOpKind::LayerScale: REMAT_RETURN_IF_ERROR(convNextBackward(graph, op, c, tensors, dOut, w, dw)); break;
-      default: {  // a pointwise activation: only the tensor its backward reads is there
-        const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
-        const float* x = fromOutput ? nullptr : tensors.value(op.inputs[0]);
-        const float* y = fromOutput ? tensors.value(op.output) : nullptr;
-        REMAT_RETURN_IF_ERROR(activationBackward(op.layer.kind, c.stream, o.count, x, y, dOut, dIn, accumulate));
-        break;
-      }
-    }
+    const float* saved[2] = {nullptr, nullptr};
+    const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
+    const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
+    for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
+      if (reads[j])
+        REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
+                                              p.workspace, c, saved[j]));
+    REMAT_RETURN_IF_ERROR(backwardOp(graph, op, block.ops[i], c, tensors, p, saved, scratch).withContext(where));
   }
   return Status::ok();
 }

@@ -25,13 +25,16 @@ Result<ConvGeometry> convGeometry(const LayerSpec& spec, const Shape& in) {
   g.kernel = static_cast<int>(spec.kernel);
   g.stride = static_cast<int>(spec.stride);
   g.padding = static_cast<int>(spec.padding);
+  g.kernelWidth = static_cast<int>(spec.kernelW());
+  g.strideWidth = static_cast<int>(spec.strideW());
+  g.paddingWidth = static_cast<int>(spec.paddingW());
   g.groups = static_cast<int>(spec.groups);
   return g;
 }
 
 std::uint64_t convWeightCount(const ConvGeometry& g) {
   return static_cast<std::uint64_t>(g.outChannels) * static_cast<std::uint64_t>(g.input.c / g.groups) *
-         static_cast<std::uint64_t>(g.kernel) * static_cast<std::uint64_t>(g.kernel);
+         static_cast<std::uint64_t>(g.kernel) * static_cast<std::uint64_t>(g.kernelW());
 }
 
 // The workspace a convolution may use: everything the chain gives (policy Chain) past `offset`,
@@ -51,19 +54,19 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   return policy;
 }
 
-// ShuffleNetV2's channel ops have CPU kernels only (kernels_channels.cpp); refused before any
-// allocation rather than run by a kernel that no device has checked. Nor has the GPU backend the
-// pool branches' pooling (GoogLeNet, Inception) inside a block yet: the layers' cuDNN pooling
-// writes d(input) and cannot add into the gradient another branch wrote.
-Status refuseCpuOnlyInnerOp(const BlockOp& op, const LayerChecks& check) {
-  if (op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
-    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                      "): the GPU backend has no kernel for the channel slice and shuffle yet; run it with "
-                      "--device cpu");
-  if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
-    return check.fail("inner op '" + op.layer.name + "' (" + std::string(blockOpKindName(op.kind)) +
-                      "): the GPU backend has no kernel for pooling inside a block yet; run it with --device cpu");
-  return Status::ok();
+// The pool branches' windows (GoogLeNet, Inception), run by kernels_pool.cu.
+kernels::PoolWindowGeometry poolWindows(const LayerSpec& spec, const Shape& in, const Shape& out) {
+  kernels::PoolWindowGeometry g;
+  g.batch = in[0];
+  g.channels = in[1];
+  g.inHeight = in[2];
+  g.inWidth = in[3];
+  g.outHeight = out[2];
+  g.outWidth = out[3];
+  g.kernel = spec.kernel;
+  g.stride = spec.stride;
+  g.padding = spec.padding;
+  return g;
 }
 
 // The parameters of the inner ops that run own kernels: ConvNeXt's channel layer norm (2C, and its
@@ -87,7 +90,6 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset, m.bwdWorkspaceBytes, block.bwdScratchOffset);
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
-    REMAT_RETURN_IF_ERROR(refuseCpuOnlyInnerOp(op, check));
     BlockOpState s;
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));
@@ -115,6 +117,7 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
       const Shape& out = graph->tensors[op.output].shape;
       s.batch = out[0];
       s.outPerSample = s.count / out[0];
+      if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) s.pool = poolWindows(op.layer, in, out);
       REMAT_RETURN_IF_ERROR(checkOwnKernelParams(op, in, check));
     }
     offset += static_cast<Index>(op.paramCount);

@@ -90,7 +90,7 @@ Result<FilterDescriptor> createFilterDescriptor(const ConvGeometry& g) {
   REMAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&raw));
   FilterDescriptor desc(raw);
   REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.outChannels,
-                                               g.input.c / g.groups, g.kernel, g.kernel));
+                                               g.input.c / g.groups, g.kernel, g.kernelW()));
   return desc;
 }
 
@@ -98,7 +98,7 @@ Result<ConvolutionDescriptor> createConvolutionDescriptor(const ConvGeometry& g,
   cudnnConvolutionDescriptor_t raw = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&raw));
   ConvolutionDescriptor desc(raw);
-  REMAT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc.get(), g.padding, g.padding, g.stride, g.stride, 1, 1,
+  REMAT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc.get(), g.padding, g.paddingW(), g.stride, g.strideW(), 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   REMAT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc.get(), g.groups));
   REMAT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), allowTf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
@@ -117,7 +117,7 @@ Result<Dims4> convolutionOutputDims(const ConvGeometry& g, bool allowTf32) {
       cudnnGetConvolution2dForwardOutputDim(conv->get(), input->get(), filter->get(), &out.n, &out.c, &out.h, &out.w));
   // PyTorch's rule, which the chain's shape inference used: floor((in + 2p - k) / s) + 1.
   const Dims4 expected{g.input.n, g.outChannels, (g.input.h + 2 * g.padding - g.kernel) / g.stride + 1,
-                       (g.input.w + 2 * g.padding - g.kernel) / g.stride + 1};
+                       (g.input.w + 2 * g.paddingW() - g.kernelW()) / g.strideW() + 1};
   if (out != expected)
     return Status::internal("cuDNN's convolution output " + dimsToString(out) + " differs from PyTorch's " +
                             dimsToString(expected));

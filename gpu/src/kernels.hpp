@@ -1,10 +1,10 @@
 #pragma once
 // Host-side launchers of the CUDA kernels (kernels_*.cu) for what cuDNN and cuBLAS do not do:
 // elementwise activations with the CPU backend's exact rules, the residual add, the channel
-// concatenation's strided copies, Squeeze-and-Excitation's pooling and product, dropout with the
-// counter-based generator shared with the CPU, bias handling of linear layers, adaptive average
-// pooling, the softmax cross-entropy seed, the optimizer's update and the synthetic kernels of
-// abstract layers. Every launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
+// concatenation's strided copies, pooling and the channel shuffle inside blocks, Squeeze-and-Excitation's pooling and
+// product, dropout with the counter-based generator shared with the CPU, bias handling of linear layers, adaptive
+// average pooling, the softmax cross-entropy seed, the optimizer's update and the synthetic kernels of abstract layers.
+// Every launcher checks the launch and returns a Status; none allocates memory. Internal to gpu/.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -90,6 +90,32 @@ struct AdaptivePoolGeometry {
 // PyTorch's bins [floor(i*In/Out), ceil((i+1)*In/Out)), NCHW.
 Status adaptiveAvgPoolForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* x, float* y);
 Status adaptiveAvgPoolBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* dy, float* dx);
+
+// Pooling inside a block (kernels_pool.cu), NCHW, with the CPU's windows and order of sums:
+// kernel x kernel taps from o * stride - padding clipped to the input (ceil mode's last window may
+// reach past the padding); average pooling divides by the window clipped to input + padding
+// (count_include_pad). Max pooling writes, when indices is not null (keep mode), the index into x
+// of each output's first maximum (int64, what PyTorch keeps); its backward reads them. accumulate:
+// dx is added to (another branch of the block wrote it), not written.
+struct PoolWindowGeometry {
+  Index batch = 0, channels = 0, inHeight = 0, inWidth = 0, outHeight = 0, outWidth = 0;
+  Index kernel = 1, stride = 1, padding = 0;
+};
+Status maxPoolForward(cudaStream_t stream, const PoolWindowGeometry& g, const float* x, float* y,
+                      std::int64_t* indices);
+Status maxPoolBackward(cudaStream_t stream, const PoolWindowGeometry& g, const std::int64_t* indices, const float* dy,
+                       float* dx, bool accumulate);
+Status avgPoolForward(cudaStream_t stream, const PoolWindowGeometry& g, const float* x, float* y);
+Status avgPoolBackward(cudaStream_t stream, const PoolWindowGeometry& g, const float* dy, float* dx, bool accumulate);
+
+// ShuffleNetV2's channel shuffle on NCHW (kernels_channels.cu), `plane` = H * W floats per channel:
+// y[n][k * groups + i] = x[n][i * perGroup + k], x's samples xSampleStride floats apart (a channel
+// slice read in place: its owner's C * H * W); the backward dx[n][i * perGroup + k] (=|+=)
+// dy[n][k * groups + i], dx contiguous.
+Status channelShuffleForward(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                             const float* x, Index xSampleStride, float* y);
+Status channelShuffleBackward(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                              const float* dy, float* dx, bool accumulate);
 
 // d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N, rows of `classes` logits.
 Status softmaxCrossEntropyBackward(cudaStream_t stream, Index batch, Index classes, const float* logits,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
@@ -64,6 +65,34 @@ TEST_F(ImportCli, BadModelsExitTwoAndWriteNothing) {
     EXPECT_FALSE(std::filesystem::exists(out));
   }
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(folder_), {}), 1);  // only chain.onnx
+}
+
+// Inception's factorised convs end to end: the small inception-like export imports with its 1x7 conv's
+// width fields, and a chain file whose 1x7 conv is wider than its padded input is exit 2 with the
+// place and the width's fields, nothing written.
+TEST_F(ImportCli, NonSquareConvsImportAndAnImpossibleOneIsLocated) {
+  const std::string small = std::string(REMAT_TEST_DATA_DIR) + "/onnx/inception_small_train_op17_dynamic.onnx";
+  const std::string chain = path("small.json");
+  auto result = runRemat({"import", small, "--batch", "2", "-o", chain});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  std::ifstream in(chain);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"kernel\":1,\"kernel_width\":7"), std::string::npos) << text.substr(0, 400);
+  const std::string bad = write("wide.json",
+                                R"({"format": "remat-chain/1", "name": "w", "input": {"shape": [2, 3, 9, 5]},
+  "layers": [{"name": "c", "kind": "conv2d", "out_channels": 4, "kernel": 1, "kernel_width": 7}]})");
+  const std::string never = path("never.json");
+  result = runRemat({"plan", bad, "--planner", "optimal", "--json"});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("wide.json:2:"), std::string::npos) << result.err;  // the layer's line
+  EXPECT_NE(result.err.find("layer 1 ('c', conv2d): kernel_width 7 is larger than the padded input width 5 (5 + 2 * "
+                            "padding_width 0)"),
+            std::string::npos)
+      << result.err;
+  result = runRemat({"zoo", "export", "inception_v3", "--resolution", "74", "--output", never});
+  EXPECT_EQ(result.exitCode, 2);
+  EXPECT_NE(result.err.find("resolution 74 is below its minimum 75"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(never));
 }
 
 TEST_F(ImportCli, EveryChainCommandTakesAnOnnxModel) {

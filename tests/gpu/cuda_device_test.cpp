@@ -193,6 +193,103 @@ constexpr const char* kConvNextChain = R"({"format": "remat-chain/1", "name": "g
   {"name": "flatten", "kind": "flatten"},
   {"name": "fc", "kind": "linear", "out_features": 10}]})";
 
+// Inception-v3's factorised convs (issue 22): chain-level 1x7 and 7x1 convs (cuDNN's filter and
+// convolution descriptors per axis), a conv with every per-axis field different, and a block of
+// InceptionE's branches (1x3 and 3x1 reading one tensor, concatenated with a 1x1 branch and an
+// average-pool branch).
+constexpr const char* kNonSquareChain = R"({"format": "remat-chain/1", "name": "gpu-nonsquare",
+ "input": {"shape": [2, 3, 12, 12], "dtype": "float32"},
+ "layers": [
+  {"name": "c17", "kind": "conv2d", "out_channels": 6, "kernel": 1, "kernel_width": 7, "padding_width": 3,
+   "bias": false},
+  {"name": "bn", "kind": "batchnorm"}, {"name": "relu", "kind": "relu"},
+  {"name": "c71", "kind": "conv2d", "out_channels": 6, "kernel": 7, "kernel_width": 1, "padding": 3,
+   "padding_width": 0, "bias": true},
+  {"name": "odd", "kind": "conv2d", "out_channels": 8, "kernel": 2, "stride": 2, "padding": 1, "kernel_width": 3,
+   "stride_width": 1, "padding_width": 0, "bias": true},
+  {"name": "mixed", "kind": "block", "ops": [
+    {"name": "b1", "kind": "conv2d", "out_channels": 4, "kernel": 1, "bias": false},
+    {"name": "b3_1", "kind": "conv2d", "out_channels": 4, "kernel": 1, "bias": false, "inputs": [0]},
+    {"name": "b3_2a", "kind": "conv2d", "out_channels": 4, "kernel": 1, "kernel_width": 3, "padding_width": 1,
+     "bias": false},
+    {"name": "b3_2b", "kind": "conv2d", "out_channels": 4, "kernel": 3, "kernel_width": 1, "padding": 1,
+     "padding_width": 0, "bias": false, "inputs": [2]},
+    {"name": "pool", "kind": "avgpool", "kernel": 3, "stride": 1, "padding": 1, "inputs": [0]},
+    {"name": "bp", "kind": "conv2d", "out_channels": 2, "kernel": 1, "bias": false},
+    {"name": "concat", "kind": "concat", "inputs": [1, 3, 4, 6]}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
+// GoogLeNet / Inception pool branches (issue 22): a block of a 1x1 conv, a ceil-mode 3x3 max pool
+// then a 1x1 conv, and a padded 3x3 average pool then a 1x1 conv, concatenated; the pools'
+// backwards add into the gradient the other branches wrote, and the max pool keeps its argmax in E.
+// Twice, so the second block's input gradient is a recomputed layer's.
+constexpr const char* kPoolBlockChain = R"({"format": "remat-chain/1", "name": "gpu-pool-branches",
+ "input": {"shape": [2, 3, 9, 9], "dtype": "float32"},
+ "layers": [
+  {"name": "stem", "kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+  {"name": "inception1", "kind": "block", "ops": [
+    {"name": "b1", "kind": "conv2d", "out_channels": 3, "kernel": 1, "inputs": [0]},
+    {"name": "b2pool", "kind": "maxpool", "kernel": 3, "stride": 1, "padding": 1, "ceil_mode": true, "inputs": [0]},
+    {"name": "b2", "kind": "conv2d", "out_channels": 2, "kernel": 1, "inputs": [2]},
+    {"name": "b3pool", "kind": "avgpool", "kernel": 3, "stride": 1, "padding": 1, "inputs": [0]},
+    {"name": "b3", "kind": "conv2d", "out_channels": 2, "kernel": 1, "inputs": [4]},
+    {"name": "concat", "kind": "concat", "inputs": [1, 3, 5]}]},
+  {"name": "pool", "kind": "maxpool", "kernel": 3, "stride": 2},
+  {"name": "inception2", "kind": "block", "ops": [
+    {"name": "b1", "kind": "conv2d", "out_channels": 3, "kernel": 1, "inputs": [0]},
+    {"name": "b2pool", "kind": "maxpool", "kernel": 3, "stride": 2, "padding": 1, "ceil_mode": true, "inputs": [0]},
+    {"name": "b2", "kind": "conv2d", "out_channels": 2, "kernel": 3, "stride": 1, "padding": 1, "inputs": [2]},
+    {"name": "b2up", "kind": "avgpool", "kernel": 2, "stride": 1, "padding": 1, "inputs": [3]},
+    {"name": "b3pool", "kind": "avgpool", "kernel": 3, "stride": 1, "padding": 1, "inputs": [0]},
+    {"name": "b3", "kind": "conv2d", "out_channels": 2, "kernel": 1, "inputs": [5]},
+    {"name": "b1b", "kind": "relu", "inputs": [1]},
+    {"name": "concat", "kind": "concat", "inputs": [7, 4, 6]}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
+// ShuffleNetV2 (issue 22): a stride-2 block (two branches) and a stride-1 block whose channel split
+// is two views of its input (the concat reads one in place, the first conv gathers the other), the
+// channel concatenation and the channel shuffle.
+constexpr const char* kShuffleChain = R"({"format": "remat-chain/1", "name": "gpu-shuffle",
+ "input": {"shape": [2, 3, 8, 8], "dtype": "float32"},
+ "layers": [
+  {"name": "stem", "kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
+  {"name": "stage.0", "kind": "block", "ops": [
+    {"name": "branch1.0", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 2, "padding": 1, "groups": 8, "bias": false, "inputs": [0]},
+    {"name": "branch1.1", "kind": "batchnorm"},
+    {"name": "branch1.2", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [2]},
+    {"name": "branch1.3", "kind": "batchnorm"},
+    {"name": "branch1.4", "kind": "relu"},
+    {"name": "branch2.0", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [0]},
+    {"name": "branch2.1", "kind": "batchnorm"},
+    {"name": "branch2.2", "kind": "relu"},
+    {"name": "branch2.3", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 2, "padding": 1, "groups": 8, "bias": false, "inputs": [8]},
+    {"name": "branch2.4", "kind": "batchnorm"},
+    {"name": "branch2.5", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [10]},
+    {"name": "branch2.6", "kind": "batchnorm"},
+    {"name": "branch2.7", "kind": "relu"},
+    {"name": "concat", "kind": "concat", "inputs": [5, 13]},
+    {"name": "channel_shuffle", "kind": "channel_shuffle", "groups": 2}]},
+  {"name": "stage.1", "kind": "block", "ops": [
+    {"name": "slice", "kind": "slice", "begin": 0, "out_channels": 8, "inputs": [0]},
+    {"name": "slice_1", "kind": "slice", "begin": 8, "out_channels": 8, "inputs": [0]},
+    {"name": "branch2.0", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [2]},
+    {"name": "branch2.1", "kind": "batchnorm"},
+    {"name": "branch2.2", "kind": "relu"},
+    {"name": "branch2.3", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1, "groups": 8, "bias": false, "inputs": [5]},
+    {"name": "branch2.4", "kind": "batchnorm"},
+    {"name": "branch2.5", "kind": "conv2d", "out_channels": 8, "kernel": 1, "stride": 1, "padding": 0, "groups": 1, "bias": false, "inputs": [7]},
+    {"name": "branch2.6", "kind": "batchnorm"},
+    {"name": "branch2.7", "kind": "relu"},
+    {"name": "concat", "kind": "concat", "inputs": [1, 10]},
+    {"name": "channel_shuffle", "kind": "channel_shuffle", "groups": 2}]},
+  {"name": "avgpool", "kind": "adaptive_avgpool", "output_height": 1, "output_width": 1},
+  {"name": "flatten", "kind": "flatten"},
+  {"name": "fc", "kind": "linear", "out_features": 10}]})";
+
 Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
@@ -271,7 +368,7 @@ std::vector<Plan> plansToCheck(const Chain& chain) {
 
 TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
   for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
-                           kLayerNormChain, kConvNextChain}) {
+                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain, kNonSquareChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     auto device = open();
@@ -296,7 +393,7 @@ TEST_F(CudaDeviceTest, EveryPlanBitwiseEqualsStoreAllAndMatchesTheModel) {
 
 TEST_F(CudaDeviceTest, MatchesTheCpuReference) {
   for (const char* text : {kPrimitiveChain, kBlockChain, kListedBlockChain, kActivationChain, kSqueezeExcitationChain,
-                           kLayerNormChain, kConvNextChain}) {
+                           kLayerNormChain, kConvNextChain, kPoolBlockChain, kShuffleChain, kNonSquareChain}) {
     const Chain chain = profiled(parse(text));
     SCOPED_TRACE(chain.name);
     const RunOptions options{.captureGradients = true};

@@ -7,6 +7,7 @@
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
 
+#include "chain_helpers.hpp"
 #include "common/units.hpp"
 #include "document/chain_edits.hpp"
 #include "document/document.hpp"
@@ -107,6 +108,24 @@ TEST_F(TableTest, AnInvalidEditIsRefusedWithAMessageAndTheChainIsKept) {
   EXPECT_TRUE(refused.at(5).at(0).toString().contains(QStringLiteral("unknown kind")));
   EXPECT_EQ(chainSpecToText(document_.chain().spec), chainSpecToText(before));
   EXPECT_EQ(document_.undoStack()->count(), 0);
+}
+
+// A transformer layer's Extras cell names what its e holds, largest first, with the bytes; a
+// convolution's (no named parts) has no such tooltip.
+TEST_F(TableTest, ExtrasOfATransformerLayerNameTheirParts) {
+  EXPECT_FALSE(cell(1, Col::Extras, Qt::ToolTipRole).contains(QStringLiteral("saves for its backward")));
+  ZooOptions o;
+  o.batch = 1;
+  o.sequence = 32;
+  o.fusedAttention = false;
+  document_.resetChain(remat::testing::zooBuilt("gpt2", o), QString());
+  const QString tip = cell(2, Col::Extras, Qt::ToolTipRole);  // transformer.h.0
+  EXPECT_TRUE(tip.startsWith(QStringLiteral("e of layer 2, what its forward saves for its backward:")))
+      << tip.toStdString();
+  EXPECT_TRUE(tip.contains(QStringLiteral("attention (math): probabilities [N, h, S, S]  ") +
+                           ui::formatBytes(12ull * 32 * 32 * 4)))
+      << tip.toStdString();
+  EXPECT_TRUE(tip.contains(QStringLiteral("norms: mean, rstd, ln_2's input"))) << tip.toStdString();
 }
 
 TEST_F(TableTest, AbstractLayersEditTheirNumbersDirectly) {

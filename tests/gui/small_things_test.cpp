@@ -70,6 +70,27 @@ TEST(PeakTooltip, ListsTheWorkspaceInSizeOrder) {
   EXPECT_TRUE(std::is_sorted(sizes.begin(), sizes.end(), std::greater<>())) << text.toStdString();
 }
 
+// A transformer layer's E is named by parts in the peak tooltip (the attention's, the MLP's, the
+// norms'), and the layer table's Extras cell says the same.
+TEST(PeakTooltip, NamesWhatATransformerLayerKeeps) {
+  ZooOptions o;
+  o.batch = 2;
+  o.sequence = 64;
+  o.fusedAttention = false;
+  const Chain chain = remat::testing::zooBuilt("gpt2", o);
+  LivenessTrace trace;
+  Result<Simulation> simulation = simulateWithLiveness(chain, Plan{}, trace);
+  ASSERT_TRUE(simulation.isOk()) << simulation.status().message();
+  const QString text = peakDescription(chain, *simulation, trace, 20);
+  EXPECT_TRUE(text.contains(QStringLiteral("attention (math): probabilities [N, h, S, S]"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("MLP: fc's input, GELU's input and output"))) << text.toStdString();
+  const QStringList block = savedPartLines(chain, 2);
+  ASSERT_FALSE(block.isEmpty());
+  // Largest first: at sequence 64 the MLP's tensors outweigh one probability tensor.
+  EXPECT_TRUE(block.front().startsWith(QStringLiteral("MLP"))) << block.join('|').toStdString();
+  EXPECT_TRUE(savedPartLines(chain, 99).isEmpty());
+}
+
 TEST_F(SmallThingsTest, TheCapacityBoxPicksItsUnitBySize) {
   ASSERT_TRUE(window_.files()->openChainFile(QStringLiteral(":/examples/small_cnn.json")).isOk());
   auto* box = window_.planView()->findChild<QDoubleSpinBox*>(QStringLiteral("capacity"));

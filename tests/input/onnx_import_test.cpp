@@ -509,15 +509,23 @@ TEST(OnnxImportErrors, AttributesALayerCannotTake) {
       {[](OnnxBuilder& b, const std::string& t) {
          return b.node("Conv", {t, b.weight("w", {4, 4, 3, 3})}, "c", {{"pads", Ints{0, 0, 2, 2}}});
        },
-       "pads [0, 0, 2, 2] are not the same on every side"},
+       "pads [0, 0, 2, 2] differ between the start and the end of an axis"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("MaxPool", {t}, "c", {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 0, 1, 0}}});
+       },
+       "pads [1, 0, 1, 0] are not the same on every side"},
       {[](OnnxBuilder& b, const std::string& t) {
          return b.node("Conv", {t, b.weight("w", {4, 4, 1, 1})}, "c", {{"dilations", Ints{2, 2}}});
        },
-       "dilation 2: conv2d layers are not dilated"},
+       "dilation [2, 2]: conv2d layers are not dilated"},
       {[](OnnxBuilder& b, const std::string& t) {
-         return b.node("Conv", {t, b.weight("w", {4, 4, 1, 1})}, "c", {{"strides", Ints{1, 2}}});
+         return b.node("MaxPool", {t}, "c", {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 2}}});
        },
        "strides [1, 2] differs between height and width"},
+      {[](OnnxBuilder& b, const std::string& t) {
+         return b.node("Conv", {t, b.weight("w", {4, 4, 1, 1})}, "c", {{"dilations", Ints{1, 2}}});
+       },
+       "dilation [1, 2]: conv2d layers are not dilated"},
       {[](OnnxBuilder& b, const std::string& t) {
          return b.node("Clip", {t, b.constantFloat(0.0f), b.constantFloat(3.0f)}, "c");
        },

@@ -65,7 +65,7 @@ std::map<std::string, std::uint64_t> plannerPeaks(const Chain& chain) {
 
 TEST(OnnxExports, TheManifestListsEveryCommittedExport) {
   const std::vector<json> models = manifest();
-  ASSERT_EQ(models.size(), 12u);
+  ASSERT_EQ(models.size(), 14u);
   for (const json& m : models) EXPECT_TRUE(std::ifstream(kFolder + fileOf(m)).good()) << fileOf(m);
 }
 
@@ -122,7 +122,8 @@ TEST(OnnxExports, EveryExportOfAZooModelButMobileNetV2IsTheZoosModel) {
     }
     ++compared;
   }
-  EXPECT_EQ(compared, 6);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large, regnet_y_400mf, shufflenet
+  EXPECT_EQ(compared, 7);  // resnet18, vgg11_bn, efficientnet_b0, mobilenet_v3_large, regnet_y_400mf, shufflenet,
+                           // inception_v3
 }
 
 // The exports with Squeeze-and-Excitation (global average pooling, 1x1 convs with bias on [N, C, 1,
@@ -167,6 +168,44 @@ TEST(OnnxExports, GoogLeNetsPoolBranchesAreInsideItsBlocks) {
       }
     }
     EXPECT_EQ(pooledBlocks, 9u);  // inception3a to inception5b
+    const std::map<std::string, std::uint64_t> peaks = plannerPeaks(chain);
+    ASSERT_TRUE(peaks.count("optimal"));
+    for (const auto& [planner, peak] : peaks) EXPECT_LE(peaks.at("optimal"), peak) << planner;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+// Inception-v3 (aux_logits=False, 75 x 75) and the small inception-like model: the factorised 1x7 /
+// 7x1 and 1x3 / 3x1 convs are conv2d inner ops with their width fields, InceptionE's inner
+// torch.cat([1x3, 3x1]) is one concat with the outer one, and optimal's E is no higher than any
+// other planner's.
+TEST(OnnxExports, InceptionsFactorisedConvsAreInsideItsBlocks) {
+  const std::map<std::string, std::pair<std::size_t, std::size_t>> expected = {
+      {"inception_v3", {34, 2}},     // 6 in each InceptionC, 2 in InceptionD, 4 in each InceptionE
+      {"inception_small", {6, 0}}};  // its E-like block concatenates three: [1x3, 3x1] and the pool branch
+  int checked = 0;
+  for (const json& m : manifest()) {
+    const auto it = expected.find(m.at("model").get<std::string>());
+    if (it == expected.end()) continue;
+    SCOPED_TRACE(fileOf(m));
+    const Chain chain = imported(m, 4);
+    std::size_t nonSquare = 0, sixWayConcats = 0;
+    for (const ChainLayer& layer : chain.layers) {
+      if (layer.kind != LayerKind::Block) continue;
+      const std::vector<BlockOpSpec>& ops = chain.spec.layers[layer.specIndex].ops;
+      if (ops.back().kind == BlockOpKind::Concat && ops.back().inputs.size() == 6) ++sixWayConcats;
+      for (const BlockOpSpec& op : ops) {
+        if (op.kind != BlockOpKind::Conv2d || op.layer.squareConv()) continue;
+        const LayerSpec& c = op.layer;
+        EXPECT_TRUE((c.kernel == 1 && c.padding == 0 && c.paddingW() == (c.kernelW() - 1) / 2) ||
+                    (c.kernelW() == 1 && c.paddingW() == 0 && c.padding == (c.kernel - 1) / 2))
+            << c.name;
+        ++nonSquare;
+      }
+    }
+    EXPECT_EQ(nonSquare, it->second.first);
+    EXPECT_EQ(sixWayConcats, it->second.second);  // Mixed_7b and Mixed_7c; the small one's E-like block
     const std::map<std::string, std::uint64_t> peaks = plannerPeaks(chain);
     ASSERT_TRUE(peaks.count("optimal"));
     for (const auto& [planner, peak] : peaks) EXPECT_LE(peaks.at("optimal"), peak) << planner;
@@ -280,14 +319,16 @@ TEST_P(OnnxExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
   }
 }
 
-// Every committed export small enough to run (VGG needs 224 x 224).
+// Every committed export small enough to run (VGG needs 224 x 224). Inception-v3's export is the zoo's
+// inception_v3 layer for layer (above), which tests/exec/interpreter_zoo_test.cpp runs at 75 x 75.
 INSTANTIATE_TEST_SUITE_P(CommittedExports, OnnxExecution,
                          ::testing::Values("resnet18_train_op17_dynamic.onnx", "resnet18_eval_op15.onnx",
                                            "mobilenet_v2_train_op13.onnx", "squeezenet1_0_train_op12.onnx",
                                            "densenet_small_train_op14.onnx", "efficientnet_b0_train_op13.onnx",
                                            "mobilenet_v3_large_train_op17_dynamic.onnx",
                                            "regnet_y_400mf_train_op15_dynamic.onnx",
-                                           "shufflenet_v2_x1_0_train_op13.onnx", "googlenet_train_op13.onnx"),
+                                           "shufflenet_v2_x1_0_train_op13.onnx", "googlenet_train_op13.onnx",
+                                           "inception_small_train_op17_dynamic.onnx"),
                          [](const auto& info) {
                            std::string name = info.param.substr(0, info.param.find('.'));
                            return name;

@@ -82,22 +82,27 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     const bool ln = op.kind == BlockOpKind::LayerNorm;
     const bool scale = op.kind == BlockOpKind::LayerScale;
     const bool mul = op.kind == BlockOpKind::Mul;  // reads both operands (derivatives.yaml mul.Tensor)
+    // Inception's pool branches: max_pool2d_with_indices keeps its input and int64 indices (E),
+    // avg_pool2d its input.
+    const bool maxPool = op.kind == BlockOpKind::MaxPool;
+    const bool pool = maxPool || op.kind == BlockOpKind::AvgPool;
     // A pointwise activation reads what its description says (relu its output, relu6 its input as
     // PyTorch's hardtanh, ...); global average pooling reads nothing but shapes.
     const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
     const bool pointwise = layer && isPointwise(*layer);
     const bool readsIn = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Input;
     const bool readsOut = pointwise && operatorInfo(*layer).backwardReads == BackwardReads::Output;
-    EXPECT_EQ(op.readsInput, conv || bn || ln || scale || readsIn || mul) << where << " " << op.layer.name;
+    EXPECT_EQ(op.readsInput, conv || bn || ln || scale || readsIn || mul || pool) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsOutput, readsOut) << where << " " << op.layer.name;
     EXPECT_EQ(op.readsSecondInput, mul) << where << " " << op.layer.name;
-    if (conv || bn || ln || scale || readsIn || mul) backwardReads.insert(ownerOf[op.inputs[0]]);
+    if (conv || bn || ln || scale || readsIn || mul || pool) backwardReads.insert(ownerOf[op.inputs[0]]);
     if (mul) backwardReads.insert(ownerOf[op.inputs[1]]);
     if (readsOut) backwardReads.insert(op.output);
     const Shape& y = g.tensors[op.output].shape;
-    const std::uint64_t stats = bn   ? 2 * static_cast<std::uint64_t>(y[1]) * 4
-                                : ln ? 2 * static_cast<std::uint64_t>(y[0] * y[2] * y[3]) * 4
-                                     : 0u;
+    const std::uint64_t stats = bn        ? 2 * static_cast<std::uint64_t>(y[1]) * 4
+                                : ln      ? 2 * static_cast<std::uint64_t>(y[0] * y[2] * y[3]) * 4
+                                : maxPool ? elementCount(y) * kMaxPoolIndexBytes
+                                          : 0u;
     EXPECT_EQ(op.statsBytes, stats) << where;
     statsTotal += op.statsBytes;
   }
@@ -393,7 +398,9 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
       // The transformers have no block graphs (their layers' numbers are transformer.cpp's), and
       // ViT takes only whole 16x16 patches.
       if (entry.tokenModel || entry.name == "vit_b_16") continue;
-      auto spec = zooChain(entry.name, c.options);
+      ZooOptions options = c.options;  // Inception-v3 takes 75 x 75 at least (odd too)
+      options.resolution = std::max(options.resolution, entry.minResolution);
+      auto spec = zooChain(entry.name, options);
       ASSERT_TRUE(spec.isOk()) << spec.status().message();
       auto chain = buildChain(*spec);
       ASSERT_TRUE(chain.isOk()) << chain.status().message();
@@ -412,7 +419,7 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
         // ResNet blocks end in a ReLU (out = yes); MobileNetV2 blocks in a batch norm or add;
         // EfficientNet's and MobileNetV3's in an add or SE's product (which reads its operands);
         // RegNetY's in a ReLU, whose backward reads its output; ShuffleNet's in a concat or shuffle;
-        // ConvNeXt's in the residual add.
+        // ConvNeXt's in the residual add; Inception's in the concat.
         const bool endsInRelu = layer.kind == LayerKind::BasicBlock || layer.kind == LayerKind::Bottleneck ||
                                 entry.name == "regnet_y_400mf";
         EXPECT_EQ(g.needsOutput, endsInRelu) << where;
@@ -420,7 +427,7 @@ TEST(Blocks, EveryZooBlockHasAValidTightLayout) {
       }
     }
   }
-  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13 + 16 + 32 + 18));  // ..., shufflenet, convnext
+  EXPECT_EQ(blocks, 2u * (8 + 16 + 16 + 33 + 50 + 17 + 16 + 13 + 16 + 32 + 18 + 11));  // ..., convnext, inception
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
 
@@ -108,6 +109,61 @@ TEST(TransformerBlock, MathKeepsTheProbabilitiesFusedDoesNot) {
   EXPECT_EQ(math.at(1), fused.at(1));
   EXPECT_EQ(math.at(14), fused.at(14));
   EXPECT_EQ(math.paramCount(), fused.paramCount());
+}
+
+std::uint64_t partsSum(const ChainLayer& layer) {
+  std::uint64_t sum = 0;
+  for (const SavedPart& part : layer.extraParts) sum += part.bytes;
+  return sum;
+}
+
+std::uint64_t partBytes(const ChainLayer& layer, const std::string& name) {
+  for (const SavedPart& part : layer.extraParts)
+    if (part.name == name) return part.bytes;
+  return 0;
+}
+
+// Every transformer layer names what its e holds (the explorer's peak tooltip and the layer table
+// show it): the parts add up to e, under both attention rules and under autocast.
+TEST(TransformerBlock, NamedPartsAddUpToE) {
+  for (const bool fused : {true, false}) {
+    for (const char* model : {"gpt2", "bert_base", "vit_b_16"}) {
+      ZooOptions o;
+      o.batch = 2;
+      if (std::string(model) != "vit_b_16") o.sequence = 32;  // ViT's is its image's patches
+      o.fusedAttention = fused;
+      const Chain chain = zooBuilt(model, o);
+      for (const ChainLayer& layer : chain.layers) {
+        SCOPED_TRACE(std::string(model) + " " + layer.name);
+        EXPECT_EQ(partsSum(layer), layer.numbers.extraBytes);
+        if (layer.numbers.extraBytes > 0) {
+          EXPECT_FALSE(layer.extraParts.empty());
+        }
+      }
+    }
+  }
+  // The block of NumbersEqualTheRuleByHand: A = 512 probabilities, T = 16 tokens, d = 16.
+  auto math = buildChain(oneBlock(false));
+  ASSERT_TRUE(math.isOk()) << math.status().message();
+  const ChainLayer& block = math->layers[0];
+  EXPECT_EQ(partBytes(block, "attention (math): probabilities [N, h, S, S]"), 512u * 4);
+  EXPECT_EQ(partBytes(block, "attention (math): dropout mask, dropped probabilities"), 512u * 5);
+  EXPECT_EQ(partBytes(block, "MLP: fc's input, GELU's input and output"), 16u * 16 * 4 + 2 * 16 * 64 * 4);
+  auto fused = buildChain(oneBlock(true));
+  ASSERT_TRUE(fused.isOk());
+  EXPECT_EQ(partBytes(fused->layers[0], "attention (fused): q, k, v, output, log-sum-exp"),
+            4u * 16 * 16 * 4 + 2 * 4 * 8 * 4);
+  EXPECT_EQ(partBytes(fused->layers[0], "attention (math): probabilities [N, h, S, S]"), 0u);
+  // Autocast names what it adds beside the half layer's own parts.
+  ZooOptions o;
+  o.batch = 2;
+  o.sequence = 32;
+  auto mixed = withPrecision(zooBuilt("gpt2", o), Precision::Bf16Mixed);
+  ASSERT_TRUE(mixed.isOk()) << mixed.status().message();
+  for (const ChainLayer& layer : mixed->layers) {
+    SCOPED_TRACE(layer.name);
+    EXPECT_EQ(partsSum(layer), layer.numbers.extraBytes);
+  }
 }
 
 TEST(TransformerHead, KeepsTheLogProbabilities) {

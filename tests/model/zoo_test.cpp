@@ -59,6 +59,7 @@ TEST(Zoo, ListsTorchvisionModels) {
                                              "regnet_y_400mf",
                                              "shufflenet_v2_x1_0",
                                              "convnext_tiny",
+                                             "inception_v3",
                                              "gpt2",
                                              "bert_base",
                                              "vit_b_16"}));
@@ -86,6 +87,7 @@ TEST(Zoo, ParameterCountsEqualTorchvision) {
       {"regnet_y_400mf", 4344144},
       {"shufflenet_v2_x1_0", 2278604},
       {"convnext_tiny", 28589128},
+      {"inception_v3", 23834568},  // inception_v3(aux_logits=False)
       // Hugging Face gpt2 (tied), bert-base-uncased (BertModel with pooler), torchvision vit_b_16
       {"gpt2", 124439808},
       {"bert_base", 109482240},
@@ -192,7 +194,7 @@ TEST(Zoo, ForwardCostMatchesTorchvisionGflops) {
 
 TEST(Zoo, MinimumResolutions) {
   const std::map<std::string, std::int64_t> expected = {
-      {"alexnet", 63}, {"vgg16", 32}, {"resnet50", 1}, {"mobilenet_v2", 1}};
+      {"alexnet", 63}, {"vgg16", 32}, {"resnet50", 1}, {"mobilenet_v2", 1}, {"inception_v3", 75}};
   for (const auto& entry : zooModels()) {
     if (expected.count(entry.name)) {
       EXPECT_EQ(entry.minResolution, expected.at(entry.name)) << entry.name;

@@ -24,6 +24,15 @@ inline const nlohmann::json& torchReference(const std::string& folder) {
   return it->second;
 }
 
+// scripts/torch_reference_values.py's spread(): count values scale * sin(1.3 i + phase) (computed
+// in double as Python does, then float32 as torch.tensor makes them), for references that leave
+// their inputs and parameters out.
+inline std::vector<float> spread(std::size_t count, double phase, double scale) {
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(scale * std::sin(1.3 * double(i) + phase));
+  return values;
+}
+
 // |a - b| <= 1e-4 * the reference tensor's largest magnitude: relative to its scale, since single
 // elements near zero (sigmoid's far tail) have no meaningful relative error.
 inline void expectCloseToTorch(const std::vector<float>& got, const nlohmann::json& want, const std::string& what) {

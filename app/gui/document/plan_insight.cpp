@@ -28,6 +28,17 @@ QString opText(const Simulation& simulation, const Op& op) {
 
 }  // namespace
 
+QStringList savedPartLines(const Chain& chain, std::size_t layer) {
+  if (layer < 1 || layer > chain.size()) return {};
+  std::vector<SavedPart> parts = chain.layers[layer - 1].extraParts;
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const SavedPart& a, const SavedPart& b) { return a.bytes > b.bytes; });
+  QStringList lines;
+  for (const SavedPart& part : parts)
+    lines.push_back(QStringLiteral("%1  %2").arg(QString::fromStdString(part.name), ui::formatBytes(part.bytes)));
+  return lines;
+}
+
 std::size_t peakLayer(const Chain& chain, const Simulation& simulation) {
   const auto& entries = simulation.timeline.entries;
   if (simulation.peakOpIndex >= entries.size()) return 0;
@@ -50,6 +61,7 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
   struct Item {
     QString what;
     std::uint64_t bytes = 0;
+    QStringList parts;  // E(l) of a kind that names what it holds (attention, MLP, norms), largest first
   };
   const std::vector<std::size_t> alive = trace.aliveDuring(op);
   std::vector<Item> items;
@@ -58,10 +70,11 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
     const bool checkpoint =
         t.kind == TensorLife::Kind::Activation &&
         std::binary_search(simulation.plan.checkpoints.begin(), simulation.plan.checkpoints.end(), t.layer);
-    items.push_back({tensorText(chain, t) + (checkpoint ? QObject::tr(" (checkpoint)") : QString()), t.bytes});
+    items.push_back({tensorText(chain, t) + (checkpoint ? QObject::tr(" (checkpoint)") : QString()), t.bytes,
+                     t.kind == TensorLife::Kind::Extra ? savedPartLines(chain, t.layer) : QStringList()});
   }
   if (op < trace.scratchBytes.size() && trace.scratchBytes[op] > 0)
-    items.push_back({QObject::tr("the op's workspace"), trace.scratchBytes[op]});
+    items.push_back({QObject::tr("the op's workspace"), trace.scratchBytes[op], {}});
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
   text += QObject::tr("\nalive during it (%1 tensors), largest first:").arg(alive.size());
   std::uint64_t restBytes = 0;
@@ -71,6 +84,7 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
       continue;
     }
     text += QStringLiteral("\n  %1  %2").arg(items[i].what, ui::formatBytes(items[i].bytes));
+    for (const QString& part : items[i].parts) text += QStringLiteral("\n      %1").arg(part);
   }
   if (items.size() > maxTensors)
     text += QObject::tr("\n  ... %1 more, %2").arg(items.size() - maxTensors).arg(ui::formatBytes(restBytes));

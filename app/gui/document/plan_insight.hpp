@@ -3,6 +3,7 @@
 // numbers of the summary bar. Built from core value types; no widgets.
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <optional>
 
 #include "charts/memory_chart_series.hpp"
@@ -14,9 +15,13 @@
 
 namespace remat::gui {
 
+// "name  size" per named part of layer l's e (ChainLayer::extraParts: a transformer layer's
+// attention, MLP, norms and masks), largest first; empty for kinds that name none.
+QStringList savedPartLines(const Chain& chain, std::size_t layer);
+
 // Multi-line: the peak op, static + dynamic, then the tensors alive during it (largest first, at
-// most maxTensors listed), and the op's workspace. `liveness` is the trace of the simulation's plan
-// (the Document's, or simulate()'s of a compared plan): nothing here builds an op sequence again.
+// most maxTensors listed, an E(l) followed by its named parts), and the op's workspace. `liveness` is the trace of the
+// simulation's plan (the Document's, or simulate()'s of a compared plan): nothing here builds an op sequence again.
 QString peakDescription(const Chain& chain, const Simulation& simulation, const LivenessTrace& liveness,
                         std::size_t maxTensors = 12);
 

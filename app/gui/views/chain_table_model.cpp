@@ -9,6 +9,7 @@
 #include "common/palette.hpp"
 #include "common/qt_text.hpp"
 #include "common/units.hpp"
+#include "document/plan_insight.hpp"
 
 namespace remat::gui {
 
@@ -120,12 +121,7 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
     font.setFamily(QStringLiteral("monospace"));
     return font;
   }
-  if (role == Qt::ToolTipRole) {
-    if (isInput) return tr("The input batch x0 (static memory). Settings: shape and dtype, or bytes.");
-    if (!layer) return tr("A view: folded into its neighbours, it holds no memory of its own");
-    if (document_->isCheckpoint(cache.chainLayer)) return tr("Layer %1 is a checkpoint").arg(cache.chainLayer);
-    return {};
-  }
+  if (role == Qt::ToolTipRole) return toolTip(row, column);
   if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
   const bool edit = role == Qt::EditRole;
   switch (column) {
@@ -150,6 +146,17 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
       return edit ? QString::number(layer->numbers.paramBytes) : ui::formatBytes(layer->numbers.paramBytes);
     default: return {};
   }
+}
+
+QVariant ChainTableModel::toolTip(std::size_t row, int column) const {
+  const std::size_t layer = rows_[row].chainLayer;
+  if (row == 0) return tr("The input batch x0 (static memory). Settings: shape and dtype, or bytes.");
+  if (layer == 0) return tr("A view: folded into its neighbours, it holds no memory of its own");
+  const QStringList parts = savedPartLines(document_->chain(), layer);
+  if (column == Extras && !parts.isEmpty())
+    return tr("e of layer %1, what its forward saves for its backward:\n%2").arg(layer).arg(parts.join('\n'));
+  if (document_->isCheckpoint(layer)) return tr("Layer %1 is a checkpoint").arg(layer);
+  return {};
 }
 
 Qt::ItemFlags ChainTableModel::flags(const QModelIndex& index) const {

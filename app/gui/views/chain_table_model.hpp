@@ -44,6 +44,7 @@ class ChainTableModel : public QAbstractTableModel {
   };
   void rebuildCache();
   bool submit(Result<ChainEdit> edit);
+  QVariant toolTip(std::size_t row, int column) const;
 
   Document* document_;
   std::vector<RowCache> rows_;                 // one per table row

@@ -226,16 +226,22 @@ Status CpuDevice::lossSeed(const SeedCall& call) {
     return Status::ok();
   }
   const cpu::ActivationLayout& layout = last.out;
-  auto labels =
-      checkedMemory(d.allocator, call.labels, static_cast<std::uint64_t>(layout.batch) * 4, "SEED", "labels", false);
+  // One label per sample, or per token when the chain ends in lm_head (labelCount()).
+  const bool tokens = last.kind == LayerKind::LmHead;
+  const cpu::Index count = tokens ? last.ends.tokens : layout.batch;
+  const cpu::Index classes = tokens ? last.ends.vocab : layout.perSample();
+  auto labels = checkedMemory(d.allocator, call.labels, static_cast<std::uint64_t>(count) * 4, "SEED", "labels", false);
   if (!labels) return labels.status();
   const auto* values = reinterpret_cast<const std::int32_t*>(*labels);
-  for (cpu::Index i = 0; i < layout.batch; ++i)
-    if (values[i] < 0 || values[i] >= layout.perSample())
-      return Status::invalid("cpu: label " + std::to_string(values[i]) + " of sample " + std::to_string(i) +
-                             " is outside the " + std::to_string(layout.perSample()) + " classes of the last layer");
+  for (cpu::Index i = 0; i < count; ++i)
+    if (values[i] < 0 || values[i] >= classes)
+      return Status::invalid("cpu: label " + std::to_string(values[i]) + " of " + (tokens ? "token " : "sample ") +
+                             std::to_string(i) + " is outside the " + std::to_string(classes) +
+                             " classes of the last layer");
   const cpu::ThreadScope threads(d.threads);
-  if (last.half)  // bf16-mixed: half logits, the loss in float32 (kernels.hpp)
+  if (tokens)
+    cpu::nllLossBackward(count, classes, values, reinterpret_cast<float*>(grad));
+  else if (last.half)  // bf16-mixed: half logits, the loss in float32 (kernels.hpp)
     cpu::softmaxCrossEntropyBackward(layout, reinterpret_cast<const cpu::BFloat16*>(logits), values,
                                      reinterpret_cast<cpu::BFloat16*>(grad));
   else

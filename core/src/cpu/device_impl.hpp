@@ -1,6 +1,7 @@
 #pragma once
 // CpuDevice's state: the prepared chain, one PreparedLayer per layer (layouts, oneDNN primitives,
 // parameter segments) and the helpers the per-kind dispatch files share. Internal to core/src/cpu.
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 #include "kernels.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/device_calls.hpp"
+#include "remat/exec/layer_checks.hpp"
 #include "remat/model/block.hpp"
 
 namespace remat::cpu {
@@ -44,6 +46,16 @@ struct PreparedBlockOp {
   PoolGeometry pool;       // MaxPool, AvgPool: the own kernels' geometry
 };
 
+struct TransformerBlockPrep;  // run_transformer.cpp
+struct LmHeadPrep;            // run_heads.cpp
+struct VitPrep;               // run_vit.cpp
+
+// The token kinds' sizes (token_embedding, lm_head).
+struct TransformerEnds {
+  Index batch = 0, seq = 0, tokens = 0, width = 0, vocab = 0;
+  Index positionTable = 0;  // token_embedding: where wpe starts in the parameters (floats)
+};
+
 struct PreparedLayer {
   LayerKind kind = LayerKind::Abstract;
   std::string label;     // "layer 3 ('conv1', conv2d)" for messages
@@ -60,6 +72,10 @@ struct PreparedLayer {
   std::vector<PreparedBlockOp> blockOps;
   std::uint64_t blockFwdScratchOffset = 0;  // where the inner ops' scratch starts in a block's workspaces
   std::uint64_t blockBwdScratchOffset = 0;
+  std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
+  std::shared_ptr<const LmHeadPrep> lmHead;
+  std::shared_ptr<const VitPrep> vit;  // patch_embedding, cls_head
+  TransformerEnds ends;
   std::vector<ParamSegment> params;
   std::uint64_t requiredFwdWorkspace = 0;
   std::uint64_t requiredBwdWorkspace = 0;
@@ -97,6 +113,40 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
 Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                     const ForwardBuffers& b);
 Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+
+// Transformer blocks (run_transformer.cpp): the primitives and where each saved tensor lies in E
+// (checked against the chain's numbers; errors name the layer), and their forward and backward.
+Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                               const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                               const ForwardBuffers& b);
+Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+
+// A number as a message shows it: 0.1, not 0.100000.
+std::string shortNumber(double value);
+
+// token_embedding (run_embeddings.cpp) and lm_head (run_heads.cpp).
+Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, std::size_t l,
+                             PreparedLayer& prepared);
+Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b);
+Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                     const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                     const ForwardBuffers& b);
+Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// patch_embedding and cls_head (run_vit.cpp).
+Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                             const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b);
+Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                      const ForwardBuffers& b);
+Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
+void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
 
 // Abstract layers: synthetic kernels that read every input byte and write deterministic bytes
 // into every output, extra and workspace byte (cpu_device_abstract.cpp).

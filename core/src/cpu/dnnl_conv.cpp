@@ -31,19 +31,19 @@ ConvDescs descsOf(const ConvGeometry& g, bool bias) {
   d.x = floatDesc({g.batch, g.inChannels, g.inHeight, g.inWidth}, tag::nhwc);
   d.y = floatDesc({g.batch, g.outChannels, g.outHeight, g.outWidth}, tag::nhwc);
   if (g.groups == 1) {
-    const memory::dims dims = {g.outChannels, g.inChannels, g.kernel, g.kernel};
+    const memory::dims dims = {g.outChannels, g.inChannels, g.kernel, g.kernelW};
     d.weightsAny = floatDesc(dims, tag::any);
     d.weightsPlain = floatDesc(dims, tag::oihw);
   } else {
     // [groups][out/groups][in/groups][kh][kw]: the same memory as PyTorch's [out][in/groups][kh][kw].
-    const memory::dims dims = {g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernel};
+    const memory::dims dims = {g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernelW};
     d.weightsAny = floatDesc(dims, tag::any);
     d.weightsPlain = floatDesc(dims, tag::goihw);
   }
   if (bias) d.bias = floatDesc({g.outChannels}, tag::x);
-  d.strides = {g.stride, g.stride};
-  d.paddingLeft = {g.padding, g.padding};
-  d.paddingRight = {g.padding, g.padding};
+  d.strides = {g.stride, g.strideW};
+  d.paddingLeft = {g.padding, g.paddingW};
+  d.paddingRight = {g.padding, g.paddingW};
   return d;
 }
 
@@ -64,8 +64,7 @@ ConvOp::Weights weightsFor(const DnnlContext& context, const memory::desc& chose
 // Squeeze-and-Excitation's 1x1 convolutions on [N, C, 1, 1] run on one thread (dnnl_support.hpp).
 bool isSmall(const ConvGeometry& g) {
   const Index elements = g.batch * (g.inChannels * g.inHeight * g.inWidth + g.outChannels * g.outHeight * g.outWidth);
-  const Index macs =
-      g.batch * g.outHeight * g.outWidth * g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel;
+  const Index macs = g.batch * g.outHeight * g.outWidth * g.outChannels * (g.inChannels / g.groups) * g.taps();
   return elements <= kSingleThreadElements && macs <= kSingleThreadMacs;
 }
 

@@ -45,7 +45,10 @@ struct BFloat16 {
 struct ConvGeometry {
   Index batch = 0, inChannels = 0, inHeight = 0, inWidth = 0;
   Index outChannels = 0, outHeight = 0, outWidth = 0;
-  Index kernel = 1, stride = 1, padding = 0, groups = 1;
+  Index kernel = 1, stride = 1, padding = 0, groups = 1;  // the height's (and the width's when square)
+  Index kernelW = 1, strideW = 1, paddingW = 0;           // the width's (1x7, 7x1: Inception-v3)
+  bool square() const { return kernelW == kernel && strideW == stride && paddingW == padding; }
+  Index taps() const { return kernel * kernelW; }
 };
 
 struct PoolGeometry {

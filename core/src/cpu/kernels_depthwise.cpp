@@ -57,7 +57,8 @@ void sumChannelBlock(const ConvGeometry& g, Index c0, Index width, const float* 
 }  // namespace
 
 bool depthwiseWeightGradientFits(const ConvGeometry& g) {
-  return g.groups > 1 && g.groups == g.inChannels && g.groups == g.outChannels && g.kernel <= kMaxDepthwiseKernel;
+  return g.groups > 1 && g.groups == g.inChannels && g.groups == g.outChannels && g.square() &&
+         g.kernel <= kMaxDepthwiseKernel;
 }
 
 void depthwiseWeightGradient(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db) {

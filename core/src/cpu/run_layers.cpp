@@ -98,6 +98,11 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
+    case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, b);
+    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(prepared, mode, b);
+    case LayerKind::LmHead: return forwardLmHead(context, prepared, mode, b);
+    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, b);
+    case LayerKind::ClsHead: return forwardClsHead(context, prepared, mode, b);
     default: break;
   }
   if (isPointwise(prepared.kind)) {
@@ -146,6 +151,11 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(context, prepared, b);
+    case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, b);
+    case LayerKind::TokenEmbedding: return backwardTokenEmbedding(prepared, b);
+    case LayerKind::LmHead: return backwardLmHead(context, prepared, b);
+    case LayerKind::PatchEmbedding: return backwardPatchEmbedding(context, prepared, b);
+    case LayerKind::ClsHead: return backwardClsHead(context, prepared, b);
     default: break;
   }
   if (isPointwise(prepared.kind)) {  // from y or x, whichever the kind's description says PyTorch keeps

@@ -2,6 +2,15 @@
 
 namespace remat {
 
+std::int64_t viewOffset(const BlockGraph& graph, std::size_t t, ViewLayout layout) {
+  const BlockTensor& view = graph.tensors[t];
+  if (layout == ViewLayout::ChannelsLast) return view.viewChannelBegin;
+  const Shape& shape = view.shape;  // NCHW planes: the view's H and W are its owner's
+  std::int64_t plane = 1;
+  for (std::size_t axis = 2; axis < shape.size(); ++axis) plane *= shape[axis];
+  return view.viewChannelBegin * plane;
+}
+
 Status BlockForwardTensors::check(const std::string& where) const {
   if ((graph_.fwdWorkspaceBytes > 0 && b_.workspace == nullptr) ||
       (keep_ && graph_.extraBytes > 0 && b_.extra == nullptr))
@@ -11,7 +20,7 @@ Status BlockForwardTensors::check(const std::string& where) const {
 
 float* BlockForwardTensors::tensor(std::size_t t) const {
   const BlockTensor& view = graph_.tensors[t];
-  if (view.isView()) return tensor(view.viewOf) + view.viewChannelBegin;  // channels-last rows
+  if (view.isView()) return tensor(view.viewOf) + viewOffset(graph_, t, layout_);
   if (t == 0) return const_cast<float*>(b_.x);
   if (t == graph_.outputTensor()) return b_.y;
   const BlockTensor& bt = graph_.tensors[t];
@@ -40,7 +49,7 @@ const float* BlockBackwardTensors::value(std::size_t t) const {
   const BlockTensor& view = graph_.tensors[t];
   if (view.isView()) {
     const float* owner = value(view.viewOf);
-    return owner == nullptr ? nullptr : owner + view.viewChannelBegin;  // channels-last rows
+    return owner == nullptr ? nullptr : owner + viewOffset(graph_, t, layout_);
   }
   if (t == 0) return b_.x;
   if (t == graph_.outputTensor()) return b_.y;

@@ -1,5 +1,6 @@
 // Deterministic initial values of the static tensors, from the counter generator: the same seed
 // gives the same input, parameters and labels on every device and platform.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -47,12 +48,76 @@ void initBatchNorm(std::byte* data, std::uint64_t channels) {
 // vanish from every value a test compares; 1 keeps the branch visible (the bytes do not depend on it).
 void initLayerScale(std::byte* data, std::uint64_t channels) { fillConstant(data, channels, 1.0f); }
 
+// transformer_block, in its parameter order (run_transformer.cpp): ln_1, qkv, out projection, ln_2,
+// fc1, fc2; each linear Kaiming-uniform over its fan-in, as a Linear layer.
+void initTransformerBlock(std::byte* data, std::uint64_t d, std::uint64_t hidden, std::uint64_t seed,
+                          std::size_t layer) {
+  std::uint64_t at = 0;
+  auto norm = [&] {
+    initBatchNorm(data + 4 * at, d);
+    at += 2 * d;
+  };
+  std::size_t innerOp = 0;
+  auto linear = [&](std::uint64_t in, std::uint64_t out) {
+    initWeighted(data + 4 * at, in * out, out, in, seed, layer, innerOp++);
+    at += in * out + out;
+  };
+  norm();
+  linear(d, 3 * d);
+  linear(d, d);
+  norm();
+  linear(d, hidden);
+  linear(hidden, d);
+}
+
+// The transformer kinds, in their CPU parameter order (core/src/cpu/run_*.cpp).
+void initTransformerLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed,
+                          std::byte* data) {
+  const Shape& in = layer.inputShape;
+  switch (layer.kind) {
+    case LayerKind::TokenEmbedding:  // the tables uniform in [-1, 1)
+      fillUniform(data, layer.paramCount, 1.0f, opKey(seed, rng::Purpose::Weights, l, 0));
+      return;
+    case LayerKind::LmHead: {  // ln_f (weight 1, bias 0), then W Kaiming-uniform over d
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto d = static_cast<std::uint64_t>(in[2]);
+      const std::uint64_t norm = spec.norm ? 2 * d : 0;
+      if (spec.norm) initBatchNorm(data, d);
+      initWeighted(data + 4 * norm, layer.paramCount - norm, 0, d, seed, l, 1);
+      return;
+    }
+    case LayerKind::PatchEmbedding: {  // the conv Kaiming-uniform; class token and positions uniform in [-1, 1)
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto fanIn = static_cast<std::uint64_t>(in[1] * spec.kernel * spec.kernel);
+      const auto d = static_cast<std::uint64_t>(spec.width);
+      initWeighted(data, d * fanIn, d, fanIn, seed, l, 0);
+      fillUniform(data + 4 * (d * fanIn + d), layer.paramCount - d * fanIn - d, 1.0f,
+                  opKey(seed, rng::Purpose::Weights, l, 1));
+      return;
+    }
+    case LayerKind::ClsHead: {  // the norm (weight 1, bias 0), then the linear over d
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      const auto d = static_cast<std::uint64_t>(in[2]), out = static_cast<std::uint64_t>(spec.outFeatures);
+      const std::uint64_t norm = spec.norm ? 2 * d : 0;
+      if (spec.norm) initBatchNorm(data, d);
+      initWeighted(data + 4 * norm, d * out, spec.bias ? out : 0, d, seed, l, 1);
+      return;
+    }
+    case LayerKind::TransformerBlock: {
+      const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+      initTransformerBlock(data, static_cast<std::uint64_t>(in[2]), static_cast<std::uint64_t>(spec.hidden), seed, l);
+      return;
+    }
+    default: break;
+  }
+}
+
 Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed, std::byte* data) {
   const Shape& in = layer.inputShape;
   switch (layer.kind) {
     case LayerKind::Conv2d: {
       const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-      const std::uint64_t fanIn = static_cast<std::uint64_t>(in[1] / spec.groups * spec.kernel * spec.kernel);
+      const std::uint64_t fanIn = static_cast<std::uint64_t>(in[1] / spec.groups * spec.kernel * spec.kernelW());
       const std::uint64_t weights = static_cast<std::uint64_t>(layer.outputShape[1]) * fanIn;
       initWeighted(data, weights, layer.paramCount - weights, fanIn, seed, l, 0);
       return Status::ok();
@@ -65,6 +130,11 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
     }
     case LayerKind::BatchNorm:
     case LayerKind::LayerNorm: initBatchNorm(data, layer.paramCount / 2); return Status::ok();  // weight 1, bias 0
+    case LayerKind::TokenEmbedding:
+    case LayerKind::LmHead:
+    case LayerKind::PatchEmbedding:
+    case LayerKind::ClsHead:
+    case LayerKind::TransformerBlock: initTransformerLayer(chain, layer, l, seed, data); return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
@@ -76,7 +146,8 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
         const BlockOp& op = graph->ops[i];
         const Shape& opIn = graph->tensors[op.inputs[0]].shape;
         if (op.kind == BlockOpKind::Conv2d) {
-          const auto fanIn = static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernel);
+          const auto fanIn =
+              static_cast<std::uint64_t>(opIn[1] / op.layer.groups * op.layer.kernel * op.layer.kernelW());
           const std::uint64_t biases = op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0;
           initWeighted(data + 4 * offset, op.paramCount - biases, biases, fanIn, seed, l, i);
         } else if (op.kind == BlockOpKind::BatchNorm || op.kind == BlockOpKind::LayerNorm) {
@@ -99,7 +170,16 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
 std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed) {
   std::vector<std::byte> bytes(chain.inputBytes);
   const std::uint64_t key = rng::streamKey(seed, rng::Purpose::Input, 0);
-  if (!chain.inputShape.empty() && chain.dtype == DType::Float32)
+  const bool tokenIds = chain.size() > 0 && chain.layers[0].kind == LayerKind::TokenEmbedding &&
+                        chain.dtype == DType::Float32 && chain.layers[0].specIndex < chain.spec.layers.size();
+  if (tokenIds) {  // whole numbers in [0, vocab), as float32 (the model's a(0))
+    const auto vocab =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(1, chain.spec.layers[chain.layers[0].specIndex].vocab));
+    for (std::size_t i = 0; i < bytes.size() / 4; ++i) {
+      const auto id = static_cast<float>(rng::at(key, i) % vocab);
+      std::memcpy(bytes.data() + 4 * i, &id, 4);
+    }
+  } else if (!chain.inputShape.empty() && chain.dtype == DType::Float32)
     fillUniform(bytes.data(), bytes.size() / 4, 1.0f, key);
   else
     fillRandomBytes(bytes.data(), bytes.size(), key);
@@ -133,15 +213,22 @@ Result<std::vector<std::byte>> initialParameters(const Chain& chain, std::size_t
   return bytes;
 }
 
-std::vector<std::int32_t> initialLabels(const Chain& chain, std::uint64_t seed) {
-  if (chain.size() == 0) return {};
+std::size_t labelCount(const Chain& chain) {
+  if (chain.size() == 0) return 0;
   const ChainLayer& last = chain.layers.back();
-  if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return {};
-  const auto batch = static_cast<std::uint64_t>(last.outputShape[0]);
-  const std::uint64_t classes = elementCount(last.outputShape) / (batch > 0 ? batch : 1);
-  std::vector<std::int32_t> labels(batch);
+  if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return 0;
+  const std::size_t batch = static_cast<std::size_t>(last.outputShape[0]);
+  return last.kind == LayerKind::LmHead ? batch * static_cast<std::size_t>(last.outputShape[1]) : batch;
+}
+
+std::vector<std::int32_t> initialLabels(const Chain& chain, std::uint64_t seed) {
+  const std::uint64_t count = labelCount(chain);
+  if (count == 0) return {};
+  const ChainLayer& last = chain.layers.back();
+  const std::uint64_t classes = elementCount(last.outputShape) / count;  // per sample, or the vocabulary
+  std::vector<std::int32_t> labels(count);
   const std::uint64_t key = rng::streamKey(seed, rng::Purpose::Labels, 0);
-  for (std::uint64_t i = 0; i < batch; ++i) labels[i] = static_cast<std::int32_t>(rng::at(key, i) % classes);
+  for (std::uint64_t i = 0; i < count; ++i) labels[i] = static_cast<std::int32_t>(rng::at(key, i) % classes);
   return labels;
 }
 

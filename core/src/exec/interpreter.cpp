@@ -106,9 +106,9 @@ struct Interpreter::State {
         options.labels.empty() ? initialLabels(chain, options.seed) : options.labels;
     const ChainLayer& last = chain.layers.back();
     if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return Status::ok();
-    if (values.size() != static_cast<std::size_t>(last.outputShape[0]))
-      return Status::invalid(std::to_string(values.size()) + " labels given for a batch of " +
-                             std::to_string(last.outputShape[0]));
+    if (values.size() != labelCount(chain))
+      return Status::invalid(std::to_string(values.size()) + " labels given for " + std::to_string(labelCount(chain)) +
+                             (last.kind == LayerKind::LmHead ? " tokens" : " samples"));
     std::vector<std::byte> bytes(values.size() * sizeof(std::int32_t));
     std::memcpy(bytes.data(), values.data(), bytes.size());
     const std::uint64_t before = device->allocator().bytesHeld();

@@ -57,7 +57,7 @@ std::optional<KernelNeeds> kernelNeeds(const ChainLayer& layer, const LayerSpec&
   KernelNeeds needs;
   switch (layer.kind) {
     case LayerKind::Conv2d: {
-      const std::uint64_t weights = u64(out[1]) * u64(in[1] / spec.groups) * u64(spec.kernel) * u64(spec.kernel);
+      const std::uint64_t weights = u64(out[1]) * u64(in[1] / spec.groups) * u64(spec.kernel) * u64(spec.kernelW());
       needs.params = weightsAndBias(weights, out[1], layer.paramCount);
       needs.readsInput = true;  // dW correlates x with dy
       return needs;

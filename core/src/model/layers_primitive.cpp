@@ -14,6 +14,7 @@
 //     derive each block's flags, E and arenas from them (core/src/model/block_layout.cpp);
 //   - the random CNN-like chains copy the flags (cnnLayer in core/src/model/random_chain.cpp);
 //   - docs/memory-model.md section 5.1 and docs/layers.md ("Primitive kinds") tabulate them.
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -79,12 +80,44 @@ double toDouble(std::uint64_t v) { return static_cast<double>(v); }
 
 }  // namespace
 
+namespace {
+
+// One axis of a convolution: its field names (as the chain file spells them, so that a message names
+// the field to change), kernel, stride and padding.
+struct ConvAxis {
+  const char* dim;
+  const char* kernelField;
+  const char* strideField;
+  const char* paddingField;
+  std::int64_t kernel, stride, padding;
+};
+
+std::array<ConvAxis, 2> convAxes(const LayerSpec& spec) {
+  const bool square = spec.squareConv();
+  return {ConvAxis{"height", "kernel", "stride", "padding", spec.kernel, spec.stride, spec.padding},
+          ConvAxis{"width", square ? "kernel" : "kernel_width", square ? "stride" : "stride_width",
+                   square ? "padding" : "padding_width", spec.kernelW(), spec.strideW(), spec.paddingW()}};
+}
+
+// PyTorch's output size along one axis, or why the kernel does not fit the padded input.
+Result<std::int64_t> convOutputSize(const ConvAxis& axis, std::int64_t in) {
+  REMAT_RETURN_IF_ERROR(checkPositiveField(axis.kernelField, axis.kernel));
+  REMAT_RETURN_IF_ERROR(checkPositiveField(axis.strideField, axis.stride));
+  REMAT_RETURN_IF_ERROR(checkNonNegativeField(axis.paddingField, axis.padding));
+  const std::int64_t padded = in + 2 * axis.padding;
+  if (padded < axis.kernel)
+    return Status::invalid(std::string(axis.kernelField) + " " + std::to_string(axis.kernel) +
+                           " is larger than the padded input " + axis.dim + " " + std::to_string(padded) + " (" +
+                           std::to_string(in) + " + 2 * " + axis.paddingField + " " + std::to_string(axis.padding) +
+                           ")");
+  return (padded - axis.kernel) / axis.stride + 1;
+}
+
+}  // namespace
+
 Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, ChainLayer& out) {
   REMAT_RETURN_IF_ERROR(requireNCHW(input, "conv2d"));
   REMAT_RETURN_IF_ERROR(checkPositiveField("out_channels", spec.outChannels));
-  REMAT_RETURN_IF_ERROR(checkPositiveField("kernel", spec.kernel));
-  REMAT_RETURN_IF_ERROR(checkPositiveField("stride", spec.stride));
-  REMAT_RETURN_IF_ERROR(checkNonNegativeField("padding", spec.padding));
   REMAT_RETURN_IF_ERROR(checkPositiveField("groups", spec.groups));
   const std::int64_t inChannels = input[1];
   if (inChannels % spec.groups != 0)
@@ -94,26 +127,24 @@ Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, Chain
     return Status::invalid("groups " + std::to_string(spec.groups) + " does not divide out_channels " +
                            std::to_string(spec.outChannels));
   Shape output = {input[0], spec.outChannels, 0, 0};
-  const char* dimNames[2] = {"height", "width"};
+  const auto axes = convAxes(spec);
   for (int i = 0; i < 2; ++i) {
-    const std::int64_t padded = input[2 + i] + 2 * spec.padding;
-    if (padded < spec.kernel)
-      return Status::invalid("kernel " + std::to_string(spec.kernel) + " is larger than the padded input " +
-                             dimNames[i] + " " + std::to_string(padded) + " (" + std::to_string(input[2 + i]) +
-                             " + 2 * padding " + std::to_string(spec.padding) + ")");
-    output[2 + i] = (padded - spec.kernel) / spec.stride + 1;
+    auto size = convOutputSize(axes[i], input[2 + i]);
+    if (!size) return size.status();
+    output[2 + i] = *size;
   }
-  const auto k2 = static_cast<std::uint64_t>(spec.kernel * spec.kernel);
+  // Both kernel sides are at most kMaxFieldValue (checked above), so their product fits.
+  const auto taps = static_cast<std::uint64_t>(spec.kernel * spec.kernelW());
   const auto inPerGroup = static_cast<std::uint64_t>(inChannels / spec.groups);
   std::uint64_t weights = 0;
   if (!checkedMul(static_cast<std::uint64_t>(spec.outChannels), inPerGroup, weights) ||
-      !checkedMul(weights, k2, weights))
+      !checkedMul(weights, taps, weights))
     return Status::invalid("the weight count of out_channels " + std::to_string(spec.outChannels) + " x kernel " +
-                           std::to_string(spec.kernel) + " overflows 64 bits");
+                           std::to_string(spec.kernel) + "x" + std::to_string(spec.kernelW()) + " overflows 64 bits");
   const std::uint64_t params = weights + (spec.bias ? static_cast<std::uint64_t>(spec.outChannels) : 0);
   const double outElements = toDouble(elementCount(output));
   // 2 * MACs, plus one add per output element for the bias.
-  const double flop = 2.0 * outElements * toDouble(inPerGroup) * toDouble(k2) + (spec.bias ? outElements : 0.0);
+  const double flop = 2.0 * outElements * toDouble(inPerGroup) * toDouble(taps) + (spec.bias ? outElements : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, params, flop));
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;

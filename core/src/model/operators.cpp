@@ -81,11 +81,13 @@ constexpr FieldInfo kAbstractFields[] = {named("out_bytes"),
                                          named("fwd_cost"),
                                          named("bwd_cost")};
 constexpr FieldInfo kConvFields[] = {integer("out_channels", &S::outChannels, true),
-                                     integer("kernel", &S::kernel, true),
-                                     integer("stride", &S::stride, false),
+                                     integer("kernel", &S::kernel, true), integer("stride", &S::stride, false),
                                      integer("padding", &S::padding, false, 0),
-                                     omittedWhenDefault(integer("groups", &S::groups, false)),
-                                     flag("bias", &S::bias)};
+                                     omittedWhenDefault(integer("groups", &S::groups, false)), flag("bias", &S::bias),
+                                     // the width's, when not the height's (LayerSpec::kSameAsHeight)
+                                     omittedWhenDefault(integer("kernel_width", &S::kernelWidth, false)),
+                                     omittedWhenDefault(integer("stride_width", &S::strideWidth, false)),
+                                     omittedWhenDefault(integer("padding_width", &S::paddingWidth, false, 0))};
 // PyTorch's default stride of a pool is its kernel size.
 constexpr FieldInfo kPoolFields[] = {integer("kernel", &S::kernel, true),
                                      withDefaultFrom(integer("stride", &S::stride, false), &S::kernel),

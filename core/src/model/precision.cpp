@@ -66,6 +66,12 @@ Result<CastBytes> castBytesOf(const ChainLayer& layer, const LayerSpec& spec, DT
   return cast;
 }
 
+// e grows by `bytes`; a layer whose e is named by parts names this one too.
+void addSaved(ChainLayer& layer, const char* name, std::uint64_t bytes) {
+  layer.numbers.extraBytes += bytes;
+  if (!layer.extraParts.empty() && bytes > 0) layer.extraParts.push_back({name, bytes});
+}
+
 // Layer i of the mixed chain, reading an input of dtype `input`; returns its output's dtype.
 Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const LayerSpec& spec, DType input, DType half) {
   if (layer.kind == LayerKind::Abstract) return input;  // states its own bytes
@@ -76,6 +82,7 @@ Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const Lay
   if (compute != DType::Float32) {
     const std::uint64_t paramBytes = layer.numbers.paramBytes;  // the float32 master weights
     layer.numbers = halfLayer.numbers;
+    layer.extraParts = halfLayer.extraParts;
     layer.numbers.paramBytes = paramBytes;
   }
   LayerNumbers& m = layer.numbers;
@@ -83,7 +90,7 @@ Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const Lay
     const std::uint64_t castBytes = elementCount(layer.inputShape) * dtypeBytes(compute);
     if (m.needsInput) {
       m.needsInput = false;
-      m.extraBytes += castBytes;
+      addSaved(layer, "autocast: the input's cast copy", castBytes);
     } else {
       m.fwdWorkspaceBytes += castBytes;
     }
@@ -91,7 +98,7 @@ Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const Lay
   if (policy == CastPolicy::LowerPrecision) {
     auto cast = castBytesOf(layer, spec, half);
     if (!cast) return cast.status();
-    m.extraBytes += cast->savedWeights;
+    addSaved(layer, "autocast: the weights' half copies", cast->savedWeights);
     m.bwdWorkspaceBytes += cast->largestParams;
   }
   return compute;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "layers_common.hpp"
 
@@ -29,6 +31,34 @@ class CheckedSum {
  private:
   std::uint64_t value_ = 0;
   bool overflow_ = false;
+};
+
+// A layer's e as named parts (ChainLayer::extraParts): each add names what it counts; parts of one
+// name are summed, in the order first named.
+class SavedSum {
+ public:
+  SavedSum& add(std::string_view name, std::initializer_list<std::uint64_t> factors) {
+    CheckedSum part;
+    part.add(factors);
+    sum_.add(factors);
+    if (part.overflow() || part.value() == 0) return *this;
+    auto same = std::find_if(parts_.begin(), parts_.end(), [&](const SavedPart& p) { return p.name == name; });
+    if (same == parts_.end())
+      parts_.push_back({std::string(name), part.value()});
+    else
+      same->bytes += part.value();
+    return *this;
+  }
+  const CheckedSum* sum() const { return &sum_; }
+  std::uint64_t value() const { return sum_.value(); }
+  void writeTo(ChainLayer& out) const {
+    out.numbers.extraBytes = sum_.value();
+    out.extraParts = parts_;
+  }
+
+ private:
+  CheckedSum sum_;
+  std::vector<SavedPart> parts_;
 };
 
 std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
@@ -74,26 +104,28 @@ Status inferTokenEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
     return Status::invalid("the sequence length " + std::to_string(seq) + " is longer than the position table (" +
                            "positions " + std::to_string(spec.positions) + ")");
   const std::uint64_t tokens = n * seq;  // both at most 2^31
-  CheckedSum params, extra, work;
+  CheckedSum params, work;
+  SavedSum extra;
   params.add({u(spec.vocab) + u(spec.positions) + u(spec.segments), d});
   if (spec.embeddingNorm) params.add({2, d});
   // The position ids (an int64 arange) the position lookup's backward keeps; BERT's token type ids
   // (a buffer of zeros, expanded: S int64 of storage) likewise.
-  extra.add({8, seq});
-  if (spec.segments > 0) extra.add({8, seq});
-  if (spec.embeddingNorm) extra.add({8, tokens}).add({tokens, d, s});  // mean, rstd; the sum it normalises
-  extra.add({tokens, d, maskElementBytes(spec.dropoutP)});
+  extra.add("position ids (int64)", {8, seq});
+  if (spec.segments > 0) extra.add("token type ids (int64)", {8, seq});
+  if (spec.embeddingNorm)  // mean, rstd; the sum it normalises
+    extra.add("LayerNorm: mean, rstd", {8, tokens}).add("LayerNorm: its input", {tokens, d, s});
+  extra.add("dropout mask", {tokens, d, maskElementBytes(spec.dropoutP)});
   // The lookups before they are added (an upper bound: the model counts them beside the output).
   work.add({tokens, d, s}).add({seq, d, s});
   if (spec.segments > 0) work.add({tokens, d, s});
   if (!spec.embeddingNorm && spec.dropoutP > 0.0) work.add({tokens, d, s});  // the sum before dropout
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra, &work}, "the embedding's tables and saved tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, extra.sum(), &work}, "the embedding's tables and saved tensors"));
   const double flop =
       toD(tokens) * toD(d) * (spec.segments > 0 ? 2.0 : 1.0) + (spec.embeddingNorm ? 5.0 : 0.0) * toD(tokens) * toD(d);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], input[1], spec.width}, dtype, params.value(), flop));
   out.numbers.needsInput = true;  // the embedding backward reads the ids (x0, static)
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = work.value();
   return Status::ok();
 }
@@ -111,27 +143,36 @@ Status inferTransformerBlock(const LayerSpec& spec, const Shape& input, DType dt
   const std::uint64_t s = dtypeBytes(dtype);
   const std::uint64_t tokens = n * seq;
   const std::uint64_t mask = maskElementBytes(spec.dropoutP);
-  CheckedSum params, extra, fwdWork, attnGrad, mlpGrad, probs;
+  CheckedSum params, fwdWork, attnGrad, mlpGrad, probs;
+  SavedSum extra;
   params.add({4, d, d}).add({2, d, hidden}).add({9, d}).add({hidden});
   probs.add({n, h, seq, seq});  // one [N, heads, S, S] tensor's elements
-  // Both norms' mean and rstd (float32), the six [N, S, *] tensors the linears, GELU and norms
-  // keep, and the two residual dropouts' masks.
-  extra.add({2, 2, tokens, 4}).add({4, tokens, d, s}).add({2, tokens, hidden, s}).add({2, tokens, d, mask});
+  // Both norms' mean and rstd (float32) and ln_2's input h1; the inputs of the qkv and out
+  // projections; the MLP's fc input, GELU's input and output; the two residual dropouts' masks.
+  extra.add("norms: mean, rstd, ln_2's input", {2, 2, tokens, 4})
+      .add("norms: mean, rstd, ln_2's input", {tokens, d, s});
+  extra.add("attention: qkv's and out-projection's inputs", {2, tokens, d, s});
+  extra.add("MLP: fc's input, GELU's input and output", {tokens, d, s})
+      .add("MLP: fc's input, GELU's input and output", {2, tokens, hidden, s});
+  extra.add("residual dropout masks", {2, tokens, d, mask});
   if (spec.fusedAttention) {
     // SDPA keeps q, k, v (views of the qkv projection: all of it), its output and the [N, heads, S]
     // float32 log-sum-exp; no S x S tensor.
-    extra.add({4, tokens, d, s}).add({n, h, seq, 4});
+    extra.add("attention (fused): q, k, v, output, log-sum-exp", {4, tokens, d, s})
+        .add("attention (fused): q, k, v, output, log-sum-exp", {n, h, seq, 4});
     attnGrad.add({4, tokens, d, s});  // dq, dk, dv and d(output) inside the backward
   } else {
     // Math attention: the contiguous copies of q, k, v the batched matmuls keep, softmax's result,
     // and with dropout its mask and the dropped probabilities PV's matmul keeps.
-    extra.add({3, tokens, d, s}).add({probs.value(), s});
-    if (spec.dropoutP > 0.0) extra.add({probs.value(), s + mask});
+    extra.add("attention (math): q, k, v copies", {3, tokens, d, s})
+        .add("attention (math): probabilities [N, h, S, S]", {probs.value(), s});
+    if (spec.dropoutP > 0.0)
+      extra.add("attention (math): dropout mask, dropped probabilities", {probs.value(), s + mask});
     fwdWork.add({3, tokens, d, s}).add({2, probs.value(), s});  // qkv, and scores with their scaled copy
     attnGrad.add({2, probs.value(), s}).add({3, tokens, d, s});
   }
   mlpGrad.add({2, tokens, hidden, s});
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &probs, &extra, &fwdWork, &attnGrad, &mlpGrad},
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &probs, extra.sum(), &fwdWork, &attnGrad, &mlpGrad},
                                        "the block's parameters and saved tensors"));
   const double t = toD(tokens), dd = toD(d);
   const double flop = 2.0 * t * (4.0 * dd * dd + 2.0 * dd * toD(hidden)) + 4.0 * toD(n) * toD(seq) * toD(seq) * dd +
@@ -139,7 +180,7 @@ Status inferTransformerBlock(const LayerSpec& spec, const Shape& input, DType dt
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, params.value(), flop));
   out.numbers.needsInput = true;  // ln1 (pre-norm) or the qkv linear (post-norm) keeps x(l-1)
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = fwdWork.value();
   out.numbers.bwdWorkspaceBytes = std::max(attnGrad.value(), mlpGrad.value());
   return Status::ok();
@@ -152,19 +193,21 @@ Status inferLmHead(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   REMAT_RETURN_IF_ERROR(checkEpsilon(spec.epsilon));
   const std::uint64_t n = u(input[0]), seq = u(input[1]), d = u(input[2]), vocab = u(spec.vocab);
   const std::uint64_t s = dtypeBytes(dtype), tokens = n * seq;
-  CheckedSum params, extra, logits, grad;
+  CheckedSum params, logits, grad;
+  SavedSum extra;
   if (spec.norm) params.add({2, d});
   if (!spec.tied) params.add({vocab, d});
-  if (spec.norm) extra.add({2, tokens, 4}).add({tokens, d, s});  // mean, rstd; the normalised x the linear keeps
+  if (spec.norm)  // mean, rstd; the normalised x the linear keeps
+    extra.add("ln_f: mean, rstd", {2, tokens, 4}).add("the projection's input (ln_f's output)", {tokens, d, s});
   logits.add({tokens, vocab, s});
   grad.add({tokens, vocab, s}).add({tokens, d, s});  // d(logits), then d(ln_f's output)
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra, &logits, &grad}, "the head's logits"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, extra.sum(), &logits, &grad}, "the head's logits"));
   const double t = toD(tokens);
   const double flop = 2.0 * t * toD(d) * toD(vocab) + 4.0 * t * toD(vocab) + (spec.norm ? 5.0 * t * toD(d) : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], input[1], spec.vocab}, dtype, params.value(), flop));
   out.numbers.needsInput = true;
   out.numbers.needsOutput = true;  // log_softmax's and nll_loss's backward read the log-probabilities
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = logits.value();
   out.numbers.bwdWorkspaceBytes = grad.value();
   return Status::ok();
@@ -181,12 +224,13 @@ Status inferPatchEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
                            " is not a whole number of " + std::to_string(k) + "x" + std::to_string(k) + " patches");
   const std::uint64_t n = u(input[0]), c = u(input[1]), d = u(spec.width), s = dtypeBytes(dtype);
   const std::uint64_t patches = u(input[2] / k) * u(input[3] / k);
-  CheckedSum seq, params, extra, work;
+  CheckedSum seq, params, work;
+  SavedSum extra;
   seq.add({patches}).add({1});
   params.add({d, c, u(k), u(k)}).add({2, d}).add({seq.value(), d});
-  extra.add({n, seq.value(), d, maskElementBytes(spec.dropoutP)});
+  extra.add("dropout mask", {n, seq.value(), d, maskElementBytes(spec.dropoutP)});
   work.add({n, patches, d, s}).add({n, seq.value(), d, s});  // the conv's output, the concatenation
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&seq, &params, &extra, &work}, "the patch embedding's tensors"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&seq, &params, extra.sum(), &work}, "the patch embedding's tensors"));
   if (seq.value() > u(kMaxIntegerField)) return Status::invalid("more than 2^31 patches");
   const double flop =
       2.0 * toD(n) * toD(patches) * toD(d) * toD(c) * toD(u(k * k)) + toD(n) * toD(seq.value()) * toD(d);
@@ -194,7 +238,7 @@ Status inferPatchEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
                                          params.value(), flop));
   out.numbers.needsInput = true;  // the conv's weight gradient reads the image
   out.numbers.needsOutput = false;
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = work.value();
   return Status::ok();
 }
@@ -205,20 +249,23 @@ Status inferClsHead(const LayerSpec& spec, const Shape& input, DType dtype, Chai
   REMAT_RETURN_IF_ERROR(checkEpsilon(spec.epsilon));
   const std::uint64_t n = u(input[0]), seq = u(input[1]), d = u(input[2]), outs = u(spec.outFeatures);
   const std::uint64_t s = dtypeBytes(dtype), tokens = n * seq;
-  CheckedSum params, extra, work;
+  CheckedSum params, work;
+  SavedSum extra;
   if (spec.norm) params.add({2, d});
   params.add({d, outs});
   if (spec.bias) params.add({outs});
   // The linear keeps x[:, 0], a view: the whole normalised tensor (or x(l-1) without a norm) stays.
-  if (spec.norm) extra.add({2, tokens, 4}).add({tokens, d, s});
+  if (spec.norm)
+    extra.add("LayerNorm: mean, rstd", {2, tokens, 4})
+        .add("the linear's input x[:, 0], a view of all tokens", {tokens, d, s});
   if (spec.tanhOut) work.add({n, outs, s});  // the linear's output before tanh
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra, &work}, "the head's parameters"));
+  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, extra.sum(), &work}, "the head's parameters"));
   const double flop = 2.0 * toD(n) * toD(d) * toD(outs) + (spec.norm ? 5.0 * toD(tokens) * toD(d) : 0.0) +
                       (spec.tanhOut ? 6.0 * toD(n) * toD(outs) : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params.value(), flop));
   out.numbers.needsInput = true;
   out.numbers.needsOutput = spec.tanhOut;  // tanh_backward(grad, result)
-  out.numbers.extraBytes = extra.value();
+  extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = work.value();
   return Status::ok();
 }

@@ -12,6 +12,7 @@
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 #include "zoo_convnext.hpp"
+#include "zoo_inception.hpp"
 #include "zoo_transformers.hpp"
 
 namespace remat {
@@ -486,6 +487,20 @@ struct ZooModel {
   std::function<void(SpecBuilder&, const ZooOptions&)> build;
 };
 
+// The models built in files of their own (zoo_convnext.cpp, zoo_inception.cpp).
+void addModelsOfTheirOwnFiles(std::vector<ZooModel>& m) {
+  m.push_back({{"convnext_tiny",
+                "ConvNeXt-Tiny: 18 CNBlocks (7x7 depthwise conv, channel LayerNorm, 4x MLP, layer scale), 28.6M "
+                "parameters",
+                32},
+               [](SpecBuilder& b, const ZooOptions& o) { detail::convnextTiny(b.spec(), o); }});
+  m.push_back({{"inception_v3",
+                "Inception-v3 (aux_logits=False): 11 Inception blocks with 1x7 / 7x1 and 1x3 / 3x1 convs, 23.8M "
+                "parameters",
+                75},
+               [](SpecBuilder& b, const ZooOptions& o) { detail::inceptionV3(b.spec(), o); }});
+}
+
 const std::vector<ZooModel>& models() {
   static const std::vector<ZooModel> kModels = [] {
     std::vector<ZooModel> m;
@@ -534,11 +549,7 @@ const std::vector<ZooModel>& models() {
                   "parameters",
                   1},
                  shufflenetV2});
-    m.push_back({{"convnext_tiny",
-                  "ConvNeXt-Tiny: 18 CNBlocks (7x7 depthwise conv, channel LayerNorm, 4x MLP, layer scale), 28.6M "
-                  "parameters",
-                  32},
-                 [](SpecBuilder& b, const ZooOptions& o) { detail::convnextTiny(b.spec(), o); }});
+    addModelsOfTheirOwnFiles(m);
     return m;
   }();
   return kModels;

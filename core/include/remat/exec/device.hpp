@@ -93,11 +93,12 @@ struct BackwardCall {
 };
 
 // The SEED op: the loss gradient d(n) from the logits x(n). Real chains use softmax cross-entropy
-// with integer labels (mean over the batch); a chain whose last layer is abstract gets a synthetic
-// deterministic gradient. No scratch beyond the given buffers.
+// with integer labels (mean over the batch; a chain ending in lm_head: nll_loss over its
+// log-probabilities, one label per token, mean over the N*S tokens); a chain whose last layer is abstract gets a
+// synthetic deterministic gradient. No scratch beyond the given buffers.
 struct SeedCall {
   DeviceBuffer logits;      // x(n)
-  DeviceBuffer labels;      // int32 [batch]; empty for abstract chains
+  DeviceBuffer labels;      // int32 [labelCount()]: per sample, per token after lm_head; empty for abstract chains
   DeviceBuffer gradLogits;  // d(n)
   std::uint64_t seed = 0;
 };
@@ -122,7 +123,7 @@ enum class TensorRole {
   Activation,  // x(l) or d(l) of layer l (l = 0: the input)
   Extra,       // E(l) (downloads only; the layout of extras is the backend's own)
   Parameters,  // parameters or parameter gradients of layer l
-  Labels,      // int32 [batch]
+  Labels,      // int32 [labelCount()]
 };
 
 class Device {

@@ -26,7 +26,7 @@ namespace remat {
 struct InterpreterOptions {
   // Seeds the input batch, the parameters (Kaiming-uniform), the labels and the dropout masks.
   std::uint64_t seed = 0;
-  // Class labels, one per sample (canonical class index); empty: drawn from the seed.
+  // Class labels, one per sample (one per token after lm_head: labelCount()); empty: drawn from the seed.
   std::vector<std::int32_t> labels;
 };
 
@@ -126,10 +126,15 @@ Result<RunResult> runPlan(const Chain& chain, const Plan& plan, Device& device, 
 // x0 uniform in [-1, 1) (random bytes for a byte-only input); conv2d and linear weights
 // Kaiming-uniform (bound sqrt(6 / fan_in)) and biases uniform in +-1/sqrt(fan_in); batch-norm
 // gamma 1 and beta 0; random bytes for abstract layers. Labels uniform over the classes of x(n).
+// Token models: x0 holds token ids (float32 values of whole numbers uniform in [0, vocab)), the
+// embedding tables are uniform in [-1, 1), and there is one label per token (labelCount).
 std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed);
 Result<std::vector<std::byte>> initialParameters(const Chain& chain, std::size_t layer, std::uint64_t seed);
 // The same into a caller's buffer of exactly p bytes (no allocation: large models).
 Status writeInitialParameters(const Chain& chain, std::size_t layer, std::uint64_t seed, std::span<std::byte> out);
 std::vector<std::int32_t> initialLabels(const Chain& chain, std::uint64_t seed);
+// The labels a real chain's loss reads: one per sample, or one per token (N*S) when it ends in
+// lm_head (cross entropy over [N, S, V]); 0 for an abstract last layer.
+std::size_t labelCount(const Chain& chain);
 
 }  // namespace remat

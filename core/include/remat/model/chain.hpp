@@ -105,12 +105,29 @@ struct LayerSpec {
   std::string name;
   LayerKind kind = LayerKind::Abstract;
 
-  // conv2d, pools, blocks
+  // conv2d, pools, blocks. A conv2d's kernel, stride and padding are the height's, and the width's
+  // too unless the *Width fields below say otherwise.
   std::int64_t outChannels = 0;
   std::int64_t kernel = 0;
   std::int64_t stride = 1;
   std::int64_t padding = 0;
   std::int64_t groups = 1;
+  // conv2d: the width's kernel, stride and padding where they differ from the height's (Inception-v3's
+  // 1x7 and 7x1 convolutions); kSameAsHeight (the default, and absent from chain files) is square.
+  static constexpr std::int64_t kSameAsHeight = -1;
+  std::int64_t kernelWidth = kSameAsHeight;
+  std::int64_t strideWidth = kSameAsHeight;
+  std::int64_t paddingWidth = kSameAsHeight;
+  std::int64_t kernelW() const { return kernelWidth == kSameAsHeight ? kernel : kernelWidth; }
+  std::int64_t strideW() const { return strideWidth == kSameAsHeight ? stride : strideWidth; }
+  std::int64_t paddingW() const { return paddingWidth == kSameAsHeight ? padding : paddingWidth; }
+  bool squareConv() const { return kernelW() == kernel && strideW() == stride && paddingW() == padding; }
+  // Sets the width's three; each one equal to the height's is kept as kSameAsHeight (files stay square).
+  void setWidthAxis(std::int64_t kernelW, std::int64_t strideW, std::int64_t paddingW) {
+    kernelWidth = kernelW == kernel ? kSameAsHeight : kernelW;
+    strideWidth = strideW == stride ? kSameAsHeight : strideW;
+    paddingWidth = paddingW == padding ? kSameAsHeight : paddingW;
+  }
   bool bias = true;       // conv2d (torchvision VGG: true, ResNet: false)
   bool ceilMode = false;  // pools
   // adaptive_avgpool
@@ -179,6 +196,15 @@ std::string shapeToString(const Shape& shape);
 std::uint64_t elementCount(const Shape& shape);
 
 // One layer of the memory model after shape inference (flatten folded away).
+// One named share of a layer's e (what its forward saves for its backward), for the kinds whose
+// description names them: the transformer kinds (attention, MLP, norms, masks, memory-model.md
+// section 12). A layer's parts sum to its extraBytes.
+struct SavedPart {
+  std::string name;
+  std::uint64_t bytes = 0;
+  bool operator==(const SavedPart&) const = default;
+};
+
 struct ChainLayer {
   std::string name;
   LayerKind kind = LayerKind::Abstract;
@@ -187,6 +213,7 @@ struct ChainLayer {
   Shape outputShape;
   std::uint64_t paramCount = 0;
   LayerNumbers numbers;
+  std::vector<SavedPart> extraParts;  // empty unless the kind names them; sum = numbers.extraBytes
 };
 
 // A chain ready for the simulator and the planners. Layers are 1-based in the model (x0 is the

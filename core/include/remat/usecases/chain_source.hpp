@@ -31,7 +31,7 @@ struct ChainSourceOptions {
   // (scaled_dot_product_attention), false math; none: as the source says (the zoo's default is
   // fused). A layer field, not a step option: it decides the layer's saved tensors (its e, wf, wb),
   // which shape inference computes, and a saved chain must give back the same numbers.
-  std::optional<bool> fusedAttention;
+  std::optional<bool> fusedAttention = std::nullopt;
   // An ONNX model's data input by name (OnnxImportOptions::input); empty: its only one.
   std::string input = {};
 };

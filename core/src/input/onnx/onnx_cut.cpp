@@ -102,8 +102,8 @@ bool sameGraph(const BlockGraph& a, const BlockGraph& b) {
     }
     const LayerSpec &p = x.layer, &q = y.layer;
     if (x.kind != y.kind || xi != yi || p.outChannels != q.outChannels || p.kernel != q.kernel ||
-        p.stride != q.stride || p.padding != q.padding || p.groups != q.groups ||
-        (x.kind == BlockOpKind::Conv2d && p.bias != q.bias))
+        p.stride != q.stride || p.padding != q.padding || p.kernelW() != q.kernelW() || p.strideW() != q.strideW() ||
+        p.paddingW() != q.paddingW() || p.groups != q.groups || (x.kind == BlockOpKind::Conv2d && p.bias != q.bias))
       return false;
   }
   return true;

@@ -12,6 +12,7 @@
 //   onnx_import.cpp     the walk over the nodes and the public entry points.
 #include <onnx/onnx_pb.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -251,6 +252,11 @@ DataOp makeOp(const Graph& graph, std::size_t node, LayerKind kind, std::vector<
 // `kernel` and `stride` are per axis.
 Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shape& input,
                                       const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& stride);
+// The same per axis (height, width): each axis padded alike at its start and end (a conv2d's padding
+// and padding_width), or an error when an axis is padded more at one end.
+Result<std::array<std::int64_t, 2>> axisPadding(Graph& graph, std::size_t node, const Shape& input,
+                                                const std::vector<std::int64_t>& kernel,
+                                                const std::vector<std::int64_t>& stride);
 
 // The cut (onnx_cut.cpp): the data ops the output depends on as chain layers (the others are
 // counted as dropped), with the shape ONNX's rules give each layer's output and the node that

@@ -5,6 +5,7 @@
 // its attributes in every opset form (attributes, or constant inputs in newer opsets), checks that
 // its weights and shapes chain, and computes its output shape by ONNX's rules; onnx_cut.cpp checks
 // that the chain's own shape inference agrees.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -77,6 +78,44 @@ Status checkUnusedOutputs(const Graph& g, std::size_t index, const char* what) {
 
 std::size_t activationId(const Graph& g, const Activation& a) { return *g.activation(a.tensor); }
 
+// A per-axis attribute of a 2-D op (height, width), each value in [1, kMaxAttribute].
+Result<std::array<std::int64_t, 2>> axisAttribute(const Graph& g, std::size_t index, const char* name,
+                                                  std::array<std::int64_t, 2> fallback) {
+  const auto values = intsAttribute(g.proto().node(static_cast<int>(index)), name);
+  if (!values) return fallback;
+  if (values->size() != 2) return g.fail(index, std::string(name) + " " + list(*values) + " is not 2-D");
+  for (const std::int64_t v : *values)
+    if (v < 1 || v > kMaxAttribute)
+      return g.fail(index,
+                    std::string(name) + " " + list(*values) + " is not between 1 and " + std::to_string(kMaxAttribute));
+  return std::array<std::int64_t, 2>{(*values)[0], (*values)[1]};
+}
+
+// A Conv's window per axis (height, width): kernel, stride, padding. A conv2d takes each axis its own
+// (1x7 and 7x1 kernels: Inception-v3), padded alike at both ends of an axis, and no dilation.
+struct ConvWindow {
+  std::array<std::int64_t, 2> kernel{}, stride{}, padding{};
+};
+
+Result<ConvWindow> convWindow(Graph& g, std::size_t index, const Shape& input, const Shape& weights) {
+  ConvWindow c;
+  auto kernel = axisAttribute(g, index, "kernel_shape", {weights[2], weights[3]});
+  auto stride = axisAttribute(g, index, "strides", {1, 1});
+  auto dilation = axisAttribute(g, index, "dilations", {1, 1});
+  if (!kernel || !stride || !dilation) return !kernel ? kernel.status() : !stride ? stride.status() : dilation.status();
+  if ((*kernel)[0] != weights[2] || (*kernel)[1] != weights[3])
+    return g.fail(index, "kernel_shape disagrees with the weights " + shapeToString(weights));
+  if ((*dilation)[0] != 1 || (*dilation)[1] != 1)
+    return g.fail(index, "dilation " + list({(*dilation)[0], (*dilation)[1]}) +
+                             ": conv2d layers are not dilated (dilation 1 only)");
+  auto padding = axisPadding(g, index, input, {(*kernel)[0], (*kernel)[1]}, {(*stride)[0], (*stride)[1]});
+  if (!padding) return padding.status();
+  c.kernel = *kernel;
+  c.stride = *stride;
+  c.padding = *padding;
+  return c;
+}
+
 Status convertConv(Graph& g, std::size_t index) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   Status status;
@@ -91,31 +130,23 @@ Status convertConv(Graph& g, std::size_t index) {
       __builtin_mul_overflow(w->shape[1], group, &channels) || channels != x->shape[1])
     return g.fail(index, "weights " + shapeToString(w->shape) + " in " + std::to_string(group) +
                              " groups do not take the input " + shapeToString(x->shape) + " (the shapes do not chain)");
-  if (w->shape[2] != w->shape[3])
-    return g.fail(index, "kernel " + shapeToString({w->shape[2], w->shape[3]}) +
-                             " is not square; conv2d layers take one kernel size");
-  auto kernel = squareAttribute(g, index, "kernel_shape", w->shape[2]);
-  auto stride = squareAttribute(g, index, "strides", 1);
-  auto dilation = squareAttribute(g, index, "dilations", 1);
-  if (!kernel || !stride || !dilation) return !kernel ? kernel.status() : !stride ? stride.status() : dilation.status();
-  if (*kernel != w->shape[2])
-    return g.fail(index, "kernel_shape disagrees with the weights " + shapeToString(w->shape));
-  if (*dilation != 1)
-    return g.fail(index, "dilation " + std::to_string(*dilation) + ": conv2d layers are not dilated (dilation 1 only)");
+  auto window = convWindow(g, index, x->shape, w->shape);
+  if (!window) return window.status();
   const Weight* bias = g.weight(nodeInput(node, 2));
   if (!nodeInput(node, 2).empty() && (bias == nullptr || bias->shape != Shape{w->shape[0]}))
     return g.fail(index, "its bias (input 2) is not a weight of shape [" + std::to_string(w->shape[0]) + "]");
-  auto padding = symmetricPadding(g, index, x->shape, {*kernel, *kernel}, {*stride, *stride});
-  if (!padding) return padding.status();
-  const std::int64_t oh = outputSize(x->shape[2], *padding, *kernel, *stride, false);
-  const std::int64_t ow = outputSize(x->shape[3], *padding, *kernel, *stride, false);
+  const auto& [kernel, stride, padding] = *window;
+  const std::int64_t oh = outputSize(x->shape[2], padding[0], kernel[0], stride[0], false);
+  const std::int64_t ow = outputSize(x->shape[3], padding[1], kernel[1], stride[1], false);
   if (oh <= 0 || ow <= 0)
-    return g.fail(index, "kernel " + std::to_string(*kernel) + " is larger than the padded input");
+    return g.fail(index, "kernel " + shapeToString({kernel[0], kernel[1]}) + " is larger than the padded input " +
+                             shapeToString({x->shape[2] + 2 * padding[0], x->shape[3] + 2 * padding[1]}));
   DataOp op = makeOp(g, index, LayerKind::Conv2d, {activationId(g, *x)});
   op.layer.outChannels = w->shape[0];
-  op.layer.kernel = *kernel;
-  op.layer.stride = *stride;
-  op.layer.padding = *padding;
+  op.layer.kernel = kernel[0];
+  op.layer.stride = stride[0];
+  op.layer.padding = padding[0];
+  op.layer.setWidthAxis(kernel[1], stride[1], padding[1]);
   op.layer.groups = group;
   op.layer.bias = bias != nullptr;
   appendOp(g, std::move(op), {x->shape[0], w->shape[0], oh, ow});
@@ -371,6 +402,20 @@ Status appendLayerNorm(Graph& g, std::size_t first, std::size_t x, const std::st
 Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shape& input,
                                       const std::vector<std::int64_t>& kernel,
                                       const std::vector<std::int64_t>& stride) {
+  auto pads = axisPadding(graph, node, input, kernel, stride);
+  if (!pads) return pads.status();
+  if ((*pads)[0] != (*pads)[1]) {
+    const std::int64_t folded = graph.pendingPad(nodeInput(graph.proto().node(static_cast<int>(node)), 0));
+    return graph.fail(node, "pads " + list({(*pads)[0], (*pads)[1], (*pads)[0], (*pads)[1]}) +
+                                (folded > 0 ? " (with the Pad before it)" : "") +
+                                " are not the same on every side; chain layers pad all sides alike");
+  }
+  return (*pads)[0];
+}
+
+Result<std::array<std::int64_t, 2>> axisPadding(Graph& graph, std::size_t node, const Shape& input,
+                                                const std::vector<std::int64_t>& kernel,
+                                                const std::vector<std::int64_t>& stride) {
   const onnx::NodeProto& n = graph.proto().node(static_cast<int>(node));
   const std::int64_t folded = graph.pendingPad(nodeInput(n, 0));
   const std::string autoPad = stringAttribute(n, "auto_pad", "NOTSET");
@@ -394,11 +439,13 @@ Result<std::int64_t> symmetricPadding(Graph& graph, std::size_t node, const Shap
     if (p < 0 || p > kMaxAttribute) return graph.fail(node, "pads " + list(pads) + " are out of range");
     p += folded;
   }
-  if (pads[0] != pads[1] || pads[0] != pads[2] || pads[0] != pads[3] || pads[0] < 0)
+  // ONNX's pads are [height begin, width begin, height end, width end].
+  if (pads[0] != pads[2] || pads[1] != pads[3])
     return graph.fail(node, "pads " + list(pads) + (folded > 0 ? " (with the Pad before it)" : "") +
-                                " are not the same on every side; chain layers pad all sides alike");
+                                " differ between the start and the end of an axis; chain layers pad both ends of an "
+                                "axis alike");
   if (folded > 0) graph.countFolded("Pad");
-  return pads[0];
+  return std::array<std::int64_t, 2>{pads[0], pads[1]};
 }
 
 // An ONNX op that a pointwise kind's description maps onto one to one (Sigmoid, Tanh, HardSwish,

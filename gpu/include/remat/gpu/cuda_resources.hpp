@@ -10,8 +10,8 @@
 #include <memory>
 #include <type_traits>
 
-#include "remat/model/chain.hpp"
 #include "remat/base/status.hpp"
+#include "remat/model/chain.hpp"
 
 namespace remat::gpu {
 
@@ -86,7 +86,12 @@ Result<TensorDescriptor> createChannelDescriptor(int channels);
 struct ConvGeometry {
   Dims4 input;
   int outChannels = 0;
-  int kernel = 1, stride = 1, padding = 0, groups = 1;
+  int kernel = 1, stride = 1, padding = 0, groups = 1;  // the height's (and the width's when square)
+  // The width's where they differ (Inception-v3's 1x7 and 7x1); -1 is the height's.
+  int kernelWidth = -1, strideWidth = -1, paddingWidth = -1;
+  int kernelW() const { return kernelWidth < 0 ? kernel : kernelWidth; }
+  int strideW() const { return strideWidth < 0 ? stride : strideWidth; }
+  int paddingW() const { return paddingWidth < 0 ? padding : paddingWidth; }
 };
 // [K, C / groups, kh, kw], float32 NCHW.
 Result<FilterDescriptor> createFilterDescriptor(const ConvGeometry& geometry);

@@ -1,0 +1,229 @@
+// ViT's patch embedding and the classification head on the CPU (docs/memory-model.md 12.2).
+//
+// patch_embedding: conv_proj (kernel = stride = patch) on oneDNN over the channels-last image,
+// whose output [N, h, w, d] already is the [N, P, d] patch rows (flatten and permute are views);
+// the class token and the patches are concatenated into the workspace, as torch.cat does, and the
+// position table is added into x(l). Parameters: the conv's weight [d, C, k, k] and bias, the class
+// token [d], the position table [S, d]. Its backward sums d(x) over the batch into the position
+// table's and token 0's rows into the class token's gradient, gathers d(patches) contiguous in its
+// workspace (torch.cat's backward: narrow, then the conv's own contiguous copy) and runs the
+// conv's backward.
+//
+// cls_head: a LayerNorm over all tokens (E: its statistics and the whole normalised [N, S, d], which
+// the linear keeps through the x[:, 0] view), token 0's rows gathered contiguous (the matmul's
+// .contiguous()), the linear, and tanh for BERT's pooler (x(l) kept: tanh's backward reads it).
+// Its backward scatters d(token 0) into a zero [N, S, d] (select_backward's dense gradient) in the
+// workspace before the LayerNorm's backward.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "device_impl.hpp"
+
+namespace remat::cpu {
+
+struct VitPrep {
+  Index batch = 0, seq = 0, width = 0, patches = 0, outFeatures = 0;
+  bool norm = true, tanhOut = false;
+  std::optional<ConvOp> conv;
+  LayerNormOp ln;
+  LinearOp linear;
+  Index convBias = 0, classToken = 0, positions = 0;  // patch_embedding's parameter offsets (floats)
+  Index weight = 0, bias = 0;                         // cls_head's
+  std::uint64_t stats = 0, lnOut = 0, savedBytes = 0, discardShift = 0;
+  std::uint64_t fA = 0, fB = 0, fDnnl = 0;  // forward regions
+  std::uint64_t bA = 0, bB = 0, bDnnl = 0;  // backward regions
+};
+
+namespace {
+
+std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
+float* at(std::byte* base, std::uint64_t offset) { return reinterpret_cast<float*>(base + offset); }
+const float* at(const std::byte* base, std::uint64_t offset) { return reinterpret_cast<const float*>(base + offset); }
+
+}  // namespace
+
+Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                             const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
+  if (spec.dropoutP > 0.0)
+    return check.fail("p = " + shortNumber(spec.dropoutP) +
+                      ": the CPU backend runs patch embeddings without dropout only (p = 0)");
+  auto v = std::make_shared<VitPrep>();
+  const Shape& in = layer.inputShape;
+  v->batch = in[0];
+  v->seq = layer.outputShape[1];
+  v->width = spec.width;
+  v->patches = v->seq - 1;
+  Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
+  LayerSpec convSpec = spec;
+  convSpec.stride = spec.kernel;
+  convSpec.padding = 0;
+  convSpec.groups = 1;
+  const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
+  v->convBias = weights;
+  v->classToken = weights + v->width;
+  v->positions = v->classToken + v->width;
+  REMAT_RETURN_IF_ERROR(
+      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->positions + v->seq * v->width)));
+  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
+  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, 0));
+  auto conv = ConvOp::create(context, convGeometry(convSpec, in, convOut), true,
+                             firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv_proj");
+  if (!conv) return conv.status();
+  v->conv = std::move(conv).value();
+  ScratchLayout f, b;
+  v->fA = f.add(floats(v->batch * v->patches * v->width));  // the conv's output
+  v->fB = f.add(floats(v->batch * v->seq * v->width));      // the concatenation
+  v->fDnnl = f.add(v->conv->forwardScratchBytes());
+  v->bA = b.add(floats(v->batch * v->patches * v->width));  // d(patches), contiguous
+  v->bDnnl = b.add(v->conv->backwardScratchBytes());
+  prepared.requiredFwdWorkspace = f.bytes();
+  prepared.requiredBwdWorkspace = b.bytes();
+  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  prepared.vit = std::move(v);
+  return Status::ok();
+}
+
+Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b) {
+  const VitPrep& v = *prepared.vit;
+  if (b.workspace == nullptr) return Status::internal("cpu: " + prepared.label + ": no forward workspace");
+  float *patches = at(b.workspace, v.fA), *joined = at(b.workspace, v.fB);
+  const float* p = b.params;
+  REMAT_RETURN_IF_ERROR(v.conv->forward(context, b.x, p, p + v.convBias, patches, b.workspace + v.fDnnl));
+  const Index d = v.width, perSample = v.seq * d;
+#pragma omp parallel for schedule(static)
+  for (Index n = 0; n < v.batch; ++n) {
+    std::memcpy(joined + n * perSample, p + v.classToken, floats(d));
+    std::memcpy(joined + n * perSample + d, patches + n * v.patches * d, floats(v.patches * d));
+  }
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < v.batch * perSample; ++i) b.y[i] = joined[i] + p[v.positions + i % perSample];
+  return Status::ok();
+}
+
+Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  const VitPrep& v = *prepared.vit;
+  if (b.workspace == nullptr || b.x == nullptr)
+    return Status::internal("cpu: " + prepared.label + ": the backward lacks the image or its workspace");
+  const Index d = v.width, perSample = v.seq * d;
+  float* g = b.paramGrads;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < perSample; ++i) {  // positions, and token 0 into the class token
+    float sum = 0.0f;
+    for (Index n = 0; n < v.batch; ++n) sum += b.dy[n * perSample + i];
+    g[v.positions + i] += sum;
+    if (i < d) g[v.classToken + i] += sum;
+  }
+  float* dPatches = at(b.workspace, v.bA);
+#pragma omp parallel for schedule(static)
+  for (Index n = 0; n < v.batch; ++n)
+    std::memcpy(dPatches + n * v.patches * d, b.dy + n * perSample + d, floats(v.patches * d));
+  return v.conv->backward(context, b.x, dPatches, b.params, b.dx, g, g + v.convBias, b.workspace + v.bDnnl);
+}
+
+Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
+  auto v = std::make_shared<VitPrep>();
+  const Shape& in = layer.inputShape;
+  v->batch = in[0];
+  v->seq = in[1];
+  v->width = in[2];
+  v->outFeatures = spec.outFeatures;
+  v->norm = spec.norm;
+  v->tanhOut = spec.tanhOut;
+  const Index d = v->width, T = v->batch * v->seq, out = v->outFeatures;
+  v->weight = v->norm ? 2 * d : 0;
+  v->bias = spec.bias ? v->weight + out * d : -1;
+  REMAT_RETURN_IF_ERROR(
+      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->weight + out * d + (spec.bias ? out : 0))));
+  v->stats = 0;
+  v->lnOut = floats(2 * T);
+  v->savedBytes = v->norm ? floats(2 * T) + floats(T * d) : 0;
+  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
+  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, v->tanhOut, "needs_output"));
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->savedBytes));
+  const InputGrad grad = firstLayer ? InputGrad::None : InputGrad::Write;
+  if (v->norm) {
+    auto ln = LayerNormOp::create(context, T, d, static_cast<float>(spec.epsilon), grad, prepared.label + ", norm");
+    if (!ln) return ln.status();
+    v->ln = std::move(ln).value();
+  }
+  auto linear = LinearOp::create(context, v->batch, d, out, spec.bias, InputGrad::Write, prepared.label + ", linear");
+  if (!linear) return linear.status();
+  v->linear = std::move(linear).value();
+  const std::uint64_t lnFwd = v->norm ? v->ln.forwardScratchBytes() : 0,
+                      lnBwd = v->norm ? v->ln.backwardScratchBytes() : 0;
+  ScratchLayout f, b;
+  v->fA = f.add(floats(v->batch * d));    // token 0's rows, contiguous
+  v->fB = f.add(floats(v->batch * out));  // the linear's output before tanh
+  v->fDnnl = f.add(std::max(lnFwd, v->linear.forwardScratchBytes()));
+  v->discardShift = (v->savedBytes + 63) / 64 * 64;
+  prepared.requiredFwdWorkspace = v->discardShift + f.bytes();
+  v->bA = b.add(floats(2 * v->batch * d + v->batch * out));  // token 0's rows, d(the linear's output), d(rows)
+  v->bB = b.add(floats(T * d));                              // d(token 0) scattered into a zero [N, S, d]
+  v->bDnnl = b.add(std::max(lnBwd, v->linear.backwardScratchBytes()));
+  prepared.requiredBwdWorkspace = b.bytes();
+  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  prepared.vit = std::move(v);
+  return Status::ok();
+}
+
+namespace {
+
+// Token 0 of each sample: rows n * S of [N, S, d], contiguous.
+void gatherFirstTokens(const VitPrep& v, const float* x, float* rows) {
+  for (Index n = 0; n < v.batch; ++n) std::memcpy(rows + n * v.width, x + n * v.seq * v.width, floats(v.width));
+}
+
+}  // namespace
+
+Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                      const ForwardBuffers& b) {
+  const VitPrep& v = *prepared.vit;
+  const bool keep = mode == ForwardMode::Keep;
+  if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
+  std::byte* saved = keep ? b.extra : b.workspace;
+  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  const float* normed = b.x;
+  if (v.norm) {
+    REMAT_RETURN_IF_ERROR(
+        v.ln.forward(context, b.x, b.params, at(saved, v.lnOut), at(saved, v.stats), scratch + v.fDnnl));
+    normed = at(saved, v.lnOut);
+  }
+  float* rows = at(scratch, v.fA);
+  gatherFirstTokens(v, normed, rows);
+  const float* bias = v.bias >= 0 ? b.params + v.bias : nullptr;
+  float* z = v.tanhOut ? at(scratch, v.fB) : b.y;
+  REMAT_RETURN_IF_ERROR(v.linear.forward(context, rows, b.params + v.weight, bias, z, scratch + v.fDnnl));
+  if (v.tanhOut)
+    for (Index i = 0; i < v.batch * v.outFeatures; ++i) b.y[i] = std::tanh(z[i]);
+  return Status::ok();
+}
+
+Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  const VitPrep& v = *prepared.vit;
+  if (b.workspace == nullptr || b.x == nullptr || (v.norm && b.extra == nullptr) || (v.tanhOut && b.y == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the head's backward lacks x(l-1), x(l), E or its workspace");
+  const Index d = v.width, count = v.batch * v.outFeatures;
+  float *rows = at(b.workspace, v.bA), *dz = rows + v.batch * d, *dRows = dz + count;
+  float* dFull = at(b.workspace, v.bB);
+  const float* normed = v.norm ? at(b.extra, v.lnOut) : b.x;
+  gatherFirstTokens(v, normed, rows);
+  const float* dy = b.dy;
+  if (v.tanhOut) {
+    for (Index i = 0; i < count; ++i) dz[i] = b.dy[i] * (1.0f - b.y[i] * b.y[i]);
+    dy = dz;
+  }
+  float* target = v.norm ? dFull : b.dx;  // without the norm d(x) is the scattered gradient itself
+  if (target == nullptr) target = dFull;  // layer 1 without the norm: only the parameter gradients
+  std::fill_n(target, v.batch * v.seq * d, 0.0f);
+  REMAT_RETURN_IF_ERROR(v.linear.backward(context, rows, dy, b.params + v.weight, dRows, b.paramGrads + v.weight,
+                                          v.bias >= 0 ? b.paramGrads + v.bias : nullptr, b.workspace + v.bDnnl));
+  for (Index n = 0; n < v.batch; ++n) std::memcpy(target + n * v.seq * d, dRows + n * d, floats(d));
+  if (!v.norm) return Status::ok();
+  return v.ln.backward(context, b.x, dFull, b.params, at(b.extra, v.stats), b.dx, b.paramGrads, b.workspace + v.bDnnl);
+}
+
+}  // namespace remat::cpu
