@@ -7,6 +7,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QImage>
+#include <QPushButton>
 #include <QUndoStack>
 #include <algorithm>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "document/job_runner.hpp"
 #include "document/plan_insight.hpp"
 #include "main_window_fixture.hpp"
+#include "remat/input/chain_file.hpp"
 #include "remat/memory/liveness.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/precision.hpp"
@@ -26,8 +28,10 @@
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
 #include "views/step_bar.hpp"
+#include "views/zoo_bar.hpp"
 #include "window/app_options.hpp"
 #include "window/file_controller.hpp"
+#include "window/prompts.hpp"
 
 namespace remat::gui {
 namespace {
@@ -246,6 +250,84 @@ TEST(StepAppOptions, TheExplorerTakesThePrecision) {
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.status().message(),
             "--precision: unknown precision 'tf32' (valid: fp32, bf16, fp16, bf16-mixed, fp16-mixed)");
+}
+
+// One control for the dtypes: the zoo bar has no dtype box, and a zoo model loads (from the zoo
+// bar's Load button) in the step bar's precision, pure or mixed; a chain file still brings its own.
+class PrecisionControlTest : public StepOptionsGuiTest {
+ protected:
+  PrecisionControlTest() {
+    // A step change is an edit: loading another model asks about it first; the answer is Discard.
+    window_.prompts().saveChanges = [](QWidget*, const QString&) { return SaveChangesAnswer::Discard; };
+  }
+  void loadFromZooBar(const QString& model) {
+    ZooBar* bar = window_.zooBar();
+    ASSERT_TRUE(bar->setModelName(model));
+    bar->setOptions(ZooOptions{.batch = 2, .resolution = 32});
+    auto* load = bar->findChild<QPushButton*>();
+    ASSERT_NE(load, nullptr);
+    load->click();
+    ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+    ASSERT_EQ(window_.document()->chain().name, model.toStdString());
+  }
+};
+
+TEST_F(PrecisionControlTest, TheZooBarHasNoDtypeAndLoadsInTheStepsPrecision) {
+  for (QComboBox* box : window_.zooBar()->findChildren<QComboBox*>()) {
+    EXPECT_EQ(box->findText(QStringLiteral("bfloat16")), -1) << "a dtype box is left in the zoo bar";
+    EXPECT_EQ(box->findText(QStringLiteral("float32")), -1) << "a dtype box is left in the zoo bar";
+  }
+  precision()->setCurrentText(QStringLiteral("bf16"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  loadFromZooBar(QStringLiteral("vgg11"));
+  EXPECT_EQ(window_.document()->chain().dtype, DType::BFloat16);
+  EXPECT_EQ(window_.document()->chain().step.precision, Precision::Bf16);
+  EXPECT_EQ(precision()->currentText(), QStringLiteral("bf16"));
+  const std::uint64_t halfParams = window_.document()->chain().paramBytes();
+
+  precision()->setCurrentText(QStringLiteral("fp32"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  loadFromZooBar(QStringLiteral("resnet18"));
+  loadFromZooBar(QStringLiteral("vgg11"));
+  EXPECT_EQ(window_.document()->chain().dtype, DType::Float32);
+  EXPECT_EQ(window_.document()->chain().paramBytes(), 2 * halfParams);
+
+  precision()->setCurrentText(QStringLiteral("fp16-mixed"));
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  loadFromZooBar(QStringLiteral("resnet18"));
+  EXPECT_EQ(window_.document()->chain().step.precision, Precision::Fp16Mixed);
+  EXPECT_EQ(window_.document()->chain().dtype, DType::Float32);  // the master weights
+  EXPECT_EQ(precision()->currentText(), QStringLiteral("fp16-mixed"));
+}
+
+TEST_F(PrecisionControlTest, AChainFileBringsItsDtypeToTheOneField) {
+  auto spec = zooChain("vgg11", ZooOptions{.batch = 2, .resolution = 32, .dtype = DType::Float16});
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  const QString file = path(QStringLiteral("half.json"));
+  ASSERT_TRUE(saveChainFile(*spec, file.toStdString()).isOk());
+  ASSERT_TRUE(window_.files()->openChainFile(file).isOk());
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  EXPECT_EQ(precision()->currentText(), QStringLiteral("fp16"));
+  // The next zoo model takes the precision shown, the file's.
+  loadFromZooBar(QStringLiteral("resnet18"));
+  EXPECT_EQ(window_.document()->chain().dtype, DType::Float16);
+}
+
+TEST(StepAppOptions, DtypeIsThePurePrecision) {
+  const QString program = QStringLiteral("remat-explorer");
+  auto half = parseAppOptions({program, QStringLiteral("--dtype"), QStringLiteral("bfloat16")});
+  ASSERT_TRUE(half.isOk()) << half.status().message();
+  EXPECT_EQ(half->step.precision, Precision::Bf16);
+  auto agreeing = parseAppOptions({program, QStringLiteral("--dtype"), QStringLiteral("float16"),
+                                   QStringLiteral("--precision"), QStringLiteral("fp16")});
+  ASSERT_TRUE(agreeing.isOk()) << agreeing.status().message();
+  EXPECT_EQ(agreeing->step.precision, Precision::Fp16);
+  auto clash = parseAppOptions({program, QStringLiteral("--dtype"), QStringLiteral("bfloat16"),
+                                QStringLiteral("--precision"), QStringLiteral("bf16-mixed")});
+  ASSERT_FALSE(clash.isOk());
+  EXPECT_EQ(clash.status().message(),
+            "--dtype bfloat16 and --precision bf16-mixed disagree: give --precision alone (--dtype bfloat16 is "
+            "--precision bf16)");
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
+#include "remat/report/snapshot.hpp"
 #include "remat/report/timeline_formats.hpp"
 #include "timeline_checks.hpp"
 
@@ -160,19 +162,65 @@ TEST(Exporters, FilesByExtensionAndLocaleIndependent) {
   EXPECT_EQ(readTimelines((folder / "missing.csv").string()).status().code(), ErrorCode::IoError);
 }
 
+// Every format carries the step options it was predicted or measured under (precision included),
+// and reads them back; a timeline without them stays without.
+TEST(Exporters, StepOptionsTravelWithEveryFormat) {
+  Chain chain = testing::chainFromJson(testing::goldenExamples().at(2).at("chain"));
+  const StepOptions mixed{OptimizerKind::AdamW, false, GradMode::OnBackward, Precision::Bf16Mixed};
+  auto stepped = withStepOptions(chain, mixed);
+  ASSERT_TRUE(stepped.isOk()) << stepped.status().message();
+  auto sim = simulate(*stepped, Plan{{2}});
+  ASSERT_TRUE(sim.isOk());
+  ASSERT_EQ(sim->timeline.step, mixed);
+  Timeline unknown = sim->timeline;
+  unknown.step.reset();
+  unknown.run = 1;
+  const std::vector<Timeline> timelines = {sim->timeline, unknown};
+  auto csv = parseTimelinesCsv(timelinesToCsv(timelines), "t.csv");
+  ASSERT_TRUE(csv.isOk()) << csv.status().message();
+  testing::expectSameTimelines(timelines, *csv);
+  EXPECT_NE(timelinesToCsv(timelines).find(",adamw,off,on-backward,bf16-mixed\n"), std::string::npos);
+  auto json = parseTimelinesJson(timelinesToJson(timelines), "t.json");
+  ASSERT_TRUE(json.isOk()) << json.status().message();
+  testing::expectSameTimelines(timelines, *json);
+  const auto trace = nlohmann::json::parse(timelinesToChromeTrace(timelines));
+  EXPECT_EQ(trace["otherData"]["timelines"][0]["step"]["precision"], "bf16-mixed");
+  EXPECT_FALSE(trace["otherData"]["timelines"][1].contains("step"));
+  auto snapshot = parseSnapshot(timelinesToSnapshotJson(timelines), "t.snapshot.json");
+  ASSERT_TRUE(snapshot.isOk()) << snapshot.status().message();
+  ASSERT_EQ(snapshot->size(), 2u);
+  EXPECT_EQ((*snapshot)[0].step, mixed);
+  EXPECT_FALSE((*snapshot)[1].step.has_value());
+}
+
+TEST(Exporters, StepOptionsThatAreNotNamesAreLocated) {
+  const std::string header = kTimelineCsvHeader;
+  auto csv = parseTimelinesCsv(header + "\np,0,0,F,1,L1,forward,1,0,0,cpu,0,adamw,on,static,bf17\n", "s.csv");
+  ASSERT_FALSE(csv.isOk());
+  EXPECT_NE(csv.status().message().find("line 2, column 16 'precision'"), std::string::npos) << csv.status().message();
+  EXPECT_NE(csv.status().message().find("bf17"), std::string::npos);
+  auto json = parseTimelinesJson(R"({"format": "remat-timeline/1", "timelines": [{"planner": "p", "source": "cpu",
+      "run": 0, "static_bytes": 0, "step": {"optimizer": "rmsprop", "foreach": true, "grads": "static",
+      "precision": "fp32"}, "layer_names": [], "entries": []}]})",
+                                 "s.json");
+  ASSERT_FALSE(json.isOk());
+  EXPECT_NE(json.status().message().find("timelines[0], step"), std::string::npos) << json.status().message();
+  EXPECT_NE(json.status().message().find("rmsprop"), std::string::npos);
+}
+
 TEST(Exporters, ReadersSayWhatIsWrong) {
   const std::string header = kTimelineCsvHeader;
   auto noColumn = parseTimelinesCsv("planner,run\nx,0\n", "a.csv");
   ASSERT_FALSE(noColumn.isOk());
   EXPECT_NE(noColumn.status().message().find("a.csv"), std::string::npos);
   EXPECT_NE(noColumn.status().message().find("op_index"), std::string::npos);
-  auto badNumber = parseTimelinesCsv(header + "\np,0,0,F,1,L1,forward,1.5,12x,0,cpu,0\n", "b.csv");
+  auto badNumber = parseTimelinesCsv(header + "\np,0,0,F,1,L1,forward,1.5,12x,0,cpu,0,,,,\n", "b.csv");
   ASSERT_FALSE(badNumber.isOk());
   EXPECT_NE(badNumber.status().message().find("line 2"), std::string::npos);
   EXPECT_NE(badNumber.status().message().find("footprint_bytes"), std::string::npos);
-  auto outOfOrder = parseTimelinesCsv(header + "\np,0,1,F,1,L1,forward,1,0,0,cpu,0\n", "c.csv");
+  auto outOfOrder = parseTimelinesCsv(header + "\np,0,1,F,1,L1,forward,1,0,0,cpu,0,,,,\n", "c.csv");
   EXPECT_FALSE(outOfOrder.isOk());
-  auto badPhase = parseTimelinesCsv(header + "\np,0,0,F,1,L1,backward,1,0,0,cpu,0\n", "d.csv");
+  auto badPhase = parseTimelinesCsv(header + "\np,0,0,F,1,L1,backward,1,0,0,cpu,0,,,,\n", "d.csv");
   EXPECT_FALSE(badPhase.isOk());
   auto badJson = parseTimelinesJson(R"({"format": "remat-timeline/1", "timelines": [{"planner": "p"}]})", "e.json");
   ASSERT_FALSE(badJson.isOk());

@@ -18,6 +18,7 @@ inline void expectSameTimelines(const std::vector<Timeline>& a, const std::vecto
     EXPECT_EQ(a[i].run, b[i].run);
     EXPECT_EQ(a[i].staticBytes, b[i].staticBytes);
     EXPECT_EQ(a[i].layerNames, b[i].layerNames);
+    EXPECT_EQ(a[i].step, b[i].step) << "timeline " << i << "'s step options";
     ASSERT_EQ(a[i].entries.size(), b[i].entries.size());
     for (std::size_t k = 0; k < a[i].entries.size(); ++k) {
       const TimelineEntry& x = a[i].entries[k];

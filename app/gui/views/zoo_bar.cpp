@@ -6,8 +6,6 @@
 #include <QPushButton>
 #include <QSpinBox>
 
-#include "common/qt_text.hpp"
-
 namespace remat::gui {
 namespace {
 
@@ -49,9 +47,6 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   resolution_->setValue(224);
   resolution_->setSuffix(tr(" px"));
   resolution_->setToolTip(tr("Input resolution (height = width)"));
-  dtype_ = new QComboBox(this);
-  for (DType dtype : dtypes()) dtype_->addItem(ui::toQString(dtypeName(dtype)));
-  dtype_->setToolTip(tr("Element type of activations and parameters"));
   attention_ = new QComboBox(this);
   attention_->addItems({QStringLiteral("fused"), QStringLiteral("math")});
   attention_->setToolTip(
@@ -63,7 +58,6 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   layout->addWidget(model_);
   layout->addWidget(batch_);
   layout->addWidget(resolution_);
-  layout->addWidget(dtype_);
   layout->addWidget(attention_);
   layout->addWidget(load);
   connect(model_, &QComboBox::currentTextChanged, this, [this]() { modelChanged(); });
@@ -82,9 +76,7 @@ ZooOptions ZooBar::options() const {
     options.resolution = resolution_->value();
   }
   options.fusedAttention = attention_->currentText() == QStringLiteral("fused");
-  Result<DType> dtype = parseDType(dtype_->currentText().toStdString());
-  options.dtype = dtype ? *dtype : DType::Float32;
-  return options;
+  return options;  // float32: the step bar's precision decides the dtypes (FileController::loadZoo)
 }
 
 bool ZooBar::setModelName(const QString& name) {
@@ -102,7 +94,6 @@ void ZooBar::setOptions(const ZooOptions& options) {
     resolution_->setValue(static_cast<int>(options.resolution));
   }
   attention_->setCurrentText(options.fusedAttention ? QStringLiteral("fused") : QStringLiteral("math"));
-  dtype_->setCurrentText(ui::toQString(dtypeName(options.dtype)));
 }
 
 // The size field follows the model: a sequence length for the token models (starting at their

@@ -1,6 +1,8 @@
 #pragma once
-// Picks a zoo model with its batch size, input resolution (a token model's: its sequence length),
-// dtype and, for the transformers, the attention rule (docs/memory-model.md section 12).
+// Picks a zoo model with its batch size, input resolution (a token model's: its sequence length)
+// and, for the transformers, the attention rule (docs/memory-model.md section 12). It has no dtype
+// of its own: the step bar's precision is the one control for the dtypes (fp32, bf16, fp16 and the
+// mixed modes), and a zoo model loads in it.
 #include <QWidget>
 
 #include "remat/model/zoo.hpp"
@@ -27,7 +29,6 @@ class ZooBar : public QWidget {
   QComboBox* model_;
   QSpinBox* batch_;
   QSpinBox* resolution_;
-  QComboBox* dtype_;
   QComboBox* attention_;
   bool sequenceField_ = false;  // the size field holds a sequence length (a token model is picked)
   void modelChanged();

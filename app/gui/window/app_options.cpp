@@ -16,6 +16,7 @@
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/model/random_chain.hpp"
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
@@ -44,8 +45,10 @@ struct OptionSpecs {
                                  QStringLiteral("B"), QStringLiteral("64")};
   const QCommandLineOption resolution{QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
                                       QStringLiteral("R"), QStringLiteral("224")};
-  const QCommandLineOption dtype{QStringLiteral("dtype"), QStringLiteral("Zoo dtype: float32, float16, bfloat16."),
-                                 QStringLiteral("T"), QStringLiteral("float32")};
+  const QCommandLineOption dtype{
+      QStringLiteral("dtype"),
+      QStringLiteral("The same as --precision fp32, fp16 or bf16: float32, float16, bfloat16."), QStringLiteral("T"),
+      QStringLiteral("float32")};
   // Defaults: kPyTorchDefaultStep, what a PyTorch 2 training loop does.
   const QString defaultOptimizer = ui::toQString(optimizerName(kPyTorchDefaultStep.optimizer));
   const QString defaultForeach = kPyTorchDefaultStep.foreach ? QStringLiteral("on") : QStringLiteral("off");
@@ -94,7 +97,23 @@ struct OptionSpecs {
   }
 };
 
-// What to load: a chain file or a zoo model with its batch, resolution and dtype.
+// --dtype, kept for earlier scripts: the pure precision of that dtype (the precision is the one
+// control for the dtypes); with --precision as well the two must agree.
+Status readDTypeAlias(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  Result<DType> dtype = parseDType(parser.value(specs.dtype).toStdString());
+  if (!dtype) return Status::invalid("--dtype: " + dtype.status().message());
+  if (!parser.isSet(specs.dtype)) return Status::ok();
+  const Precision pure = precisionOfDType(*dtype);
+  if (parser.isSet(specs.precision) && options.step.precision != pure)
+    return Status::invalid("--dtype " + std::string(dtypeName(*dtype)) + " and --precision " +
+                           std::string(precisionName(options.step.precision)) +
+                           " disagree: give --precision alone (--dtype " + std::string(dtypeName(*dtype)) +
+                           " is --precision " + std::string(precisionName(pure)) + ")");
+  options.step.precision = pure;
+  return Status::ok();
+}
+
+// What to load: a chain file or a zoo model with its batch and resolution, and the step.
 Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
   options.chainPath = parser.value(specs.chain);
   options.zooName = parser.value(specs.zoo);
@@ -106,9 +125,6 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
   options.batchGiven = parser.isSet(specs.batch);
   options.zoo.resolution = parser.value(specs.resolution).toLongLong(&ok);
   if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
-  Result<DType> parsedDtype = parseDType(parser.value(specs.dtype).toStdString());
-  if (!parsedDtype) return Status::invalid("--dtype: " + parsedDtype.status().message());
-  options.zoo.dtype = *parsedDtype;
   auto optimizer = parseOptimizer(parser.value(specs.optimizer).toStdString());
   if (!optimizer) return optimizer.status().withContext("--optimizer");
   auto foreach = parseForeach(parser.value(specs.foreach).toStdString());
@@ -121,7 +137,7 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
     if (!precision) return precision.status().withContext("--precision");
     options.step.precision = *precision;
   }
-  return Status::ok();
+  return readDTypeAlias(parser, specs, options);
 }
 
 // What to show: the planner, an overlaid timeline, the tab and a capacity line.

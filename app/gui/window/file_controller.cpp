@@ -14,6 +14,7 @@
 #include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
 #include "remat/input/plan_file.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/report/snapshot.hpp"
 #include "remat/usecases/chain_source.hpp"
 #include "views/zoo_bar.hpp"
@@ -121,7 +122,10 @@ Status FileController::openChainFile(const QString& path) {
 }
 
 Status FileController::loadZoo(const QString& name, const ZooOptions& options) {
-  Result<Chain> chain = openZooChain(name.toStdString(), options);
+  Result<Chain> built = openZooChain(name.toStdString(), options);
+  if (!built) return window_->report(built.status());
+  // A zoo model has no dtype of its own: the step bar's precision, pure or mixed, decides it.
+  Result<Chain> chain = withStepOptions(std::move(built).value(), window_->document()->stepOptions());
   if (!chain) return window_->report(chain.status());
   window_->document()->resetChain(std::move(chain).value(), QString());
   window_->zooBar()->setModelName(name);

@@ -89,7 +89,10 @@ struct Conversion {
 
   bool raw() const { return !activation && !params; }
   void run(const float* from, float* to, bool toCanonical) const {
-    if (activation)
+    if (activation && prepared->half)
+      cpu::convertActivation(prepared->out, reinterpret_cast<const cpu::BFloat16*>(from),
+                             reinterpret_cast<cpu::BFloat16*>(to), toCanonical);
+    else if (activation)
       cpu::convertActivation(prepared->out, from, to, toCanonical);
     else
       cpu::convertParams(prepared->params, from, to, toCanonical);
@@ -126,8 +129,8 @@ Status CpuDevice::upload(DeviceBuffer dst, TensorRole role, std::size_t layer, s
   std::vector<float> staging;
   const float* canonical = reinterpret_cast<const float*>(src.data());
   if (reinterpret_cast<std::uintptr_t>(src.data()) % alignof(float) != 0) {
-    staging.resize(src.size() / sizeof(float));
-    std::memcpy(staging.data(), src.data(), staging.size() * sizeof(float));
+    staging.resize((src.size() + sizeof(float) - 1) / sizeof(float));  // bfloat16 activations may be odd
+    std::memcpy(staging.data(), src.data(), src.size());
     canonical = staging.data();
   }
   conversion->run(canonical, reinterpret_cast<float*>(*data), false);
@@ -147,10 +150,10 @@ Status CpuDevice::download(DeviceBuffer src, TensorRole role, std::size_t layer,
     return Status::ok();
   }
   const bool aligned = reinterpret_cast<std::uintptr_t>(dst.data()) % alignof(float) == 0;
-  std::vector<float> staging(aligned ? 0 : dst.size() / sizeof(float));
+  std::vector<float> staging(aligned ? 0 : (dst.size() + sizeof(float) - 1) / sizeof(float));
   float* canonical = aligned ? reinterpret_cast<float*>(dst.data()) : staging.data();
   conversion->run(reinterpret_cast<const float*>(*data), canonical, true);
-  if (!aligned) std::memcpy(dst.data(), staging.data(), staging.size() * sizeof(float));
+  if (!aligned) std::memcpy(dst.data(), staging.data(), dst.size());
   return Status::ok();
 }
 
@@ -238,6 +241,9 @@ Status CpuDevice::lossSeed(const SeedCall& call) {
   const cpu::ThreadScope threads(d.threads);
   if (tokens)
     cpu::nllLossBackward(count, classes, values, reinterpret_cast<float*>(grad));
+  else if (last.half)  // bf16-mixed: half logits, the loss in float32 (kernels.hpp)
+    cpu::softmaxCrossEntropyBackward(layout, reinterpret_cast<const cpu::BFloat16*>(logits), values,
+                                     reinterpret_cast<cpu::BFloat16*>(grad));
   else
     cpu::softmaxCrossEntropyBackward(layout, reinterpret_cast<const float*>(logits), values,
                                      reinterpret_cast<float*>(grad));

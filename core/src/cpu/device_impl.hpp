@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "dnnl_half.hpp"
 #include "dnnl_layers.hpp"
 #include "kernels.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -31,7 +32,8 @@ struct ParamSegment {
 
 // The oneDNN primitives of a layer or of an inner op of a block; monostate for the kinds that run
 // own kernels only (dropout, adaptive average pooling, the residual add, abstract layers).
-using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormOp, EltwiseOp, LayerNormOp>;
+using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormOp, EltwiseOp, LayerNormOp, HalfConvOp,
+                            HalfLinearOp>;
 
 // One inner op of a block with its primitives.
 struct PreparedBlockOp {
@@ -58,6 +60,7 @@ struct PreparedLayer {
   LayerKind kind = LayerKind::Abstract;
   std::string label;     // "layer 3 ('conv1', conv2d)" for messages
   bool real = false;     // x(l) holds float32 activations laid out as `out`
+  bool half = false;     // bf16-mixed: x(l) is bfloat16 instead (run_half.cpp runs the layer)
   ActivationLayout in;   // x(l-1) as this layer reads it (real layers)
   ActivationLayout out;  // x(l)
   KindOp op;
@@ -90,11 +93,20 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
 void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical);
 // Activation conversion (channels-last <-> NCHW), per sample.
 void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical);
+// A bfloat16 activation (bf16-mixed): the same permutation of 2-byte elements; its canonical form
+// is NCHW bfloat16.
+void convertActivation(const ActivationLayout& layout, const BFloat16* from, BFloat16* to, bool toCanonical);
 
 // The kernels of each kind, given resolved pointers (device_calls.hpp); null pointers for absent buffers.
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b);
 Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// The layers that run in bfloat16 under bf16-mixed (prepared.half; run_half.cpp): the buffers'
+// activations are bfloat16 (the float pointers only carry them), parameters and their gradients
+// float32. forwardLayer and backwardLayer hand them over.
+Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
+                        std::uint64_t seed, const ForwardBuffers& b);
+Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // Blocks (run_blocks.cpp): their inner ops prepared, and their forward and backward.
 Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
                        PreparedLayer& prepared);

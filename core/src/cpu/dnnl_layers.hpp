@@ -93,12 +93,14 @@ class LinearOp {
 // lies inside the padding) and average pooling's backward. Max pooling's backward is kernels.hpp's.
 class PoolOp {
  public:
-  static Result<PoolOp> create(const DnnlContext& context, const PoolGeometry& g, bool max, const std::string& label);
+  // type: the activations' (f32, or bf16 under bf16-mixed).
+  static Result<PoolOp> create(const DnnlContext& context, const PoolGeometry& g, bool max, const std::string& label,
+                               dnnl::memory::data_type type = dnnl::memory::data_type::f32);
   std::uint64_t forwardScratchBytes() const { return forward_.scratchpad.get_size(); }
   std::uint64_t backwardScratchBytes() const { return max_ ? 0 : backward_.scratchpad.get_size(); }
-  Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
+  Status forward(const DnnlContext& context, const void* x, void* y, std::byte* scratch) const;
   // Average pooling only; dx is written.
-  Status backward(const DnnlContext& context, const float* dy, float* dx, std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const void* dy, void* dx, std::byte* scratch) const;
 
  private:
   bool max_ = false;
@@ -109,7 +111,9 @@ class PoolOp {
 
 // Batch norm in training mode over rows x channels (channels innermost): batch statistics, saved as
 // mean [C] then variance [C] (oneDNN's own), gamma and beta as one [2][C] buffer (PyTorch's
-// parameter order). A discard-mode forward keeps its statistics in the scratch.
+// parameter order). A discard-mode forward keeps its statistics in the scratch. The data may be
+// bfloat16 (bf16-mixed: `data`'s type), with float32 statistics, gamma and beta as cuDNN's and
+// PyTorch's half batch norms keep them.
 class BatchNormOp {
  public:
   static Result<BatchNormOp> create(const DnnlContext& context, const dnnl::memory::desc& data, Index channels,
@@ -117,10 +121,10 @@ class BatchNormOp {
   std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   // stats: E's 2*C floats in keep mode, null in discard mode.
-  Status forward(const DnnlContext& context, const float* x, const float* gammaBeta, float* y, float* stats,
+  Status forward(const DnnlContext& context, const void* x, const float* gammaBeta, void* y, float* stats,
                  std::byte* scratch) const;
-  Status backward(const DnnlContext& context, const float* x, const float* dy, const float* gammaBeta,
-                  const float* stats, float* dx, float* dGammaBeta, std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const void* x, const void* dy, const float* gammaBeta, const float* stats,
+                  void* dx, float* dGammaBeta, std::byte* scratch) const;
 
  private:
   Index channels_ = 0, count_ = 0;
@@ -163,13 +167,16 @@ class LayerNormOp {
 // passes the gradient at x = 6 and has no hardsigmoid).
 class EltwiseOp {
  public:
+  // type: the activations' (f32, or bf16 under bf16-mixed: oneDNN's kinds only, no own kernel).
   static Result<EltwiseOp> create(const DnnlContext& context, Index count, LayerKind kind, InputGrad grad,
-                                  const std::string& label);
+                                  const std::string& label,
+                                  dnnl::memory::data_type type = dnnl::memory::data_type::f32);
   std::uint64_t forwardScratchBytes() const { return ownKernel_ ? 0 : forward_.scratchpad.get_size(); }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
-  Status forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const;
+  Status forward(const DnnlContext& context, const void* x, void* y, std::byte* scratch) const;
   // saved: y when the kind's backward reads its output, else x (savedIsOutput()).
-  Status backward(const DnnlContext& context, const float* saved, const float* dy, float* dx, std::byte* scratch) const;
+  Status backward(const DnnlContext& context, const void* saved, const void* dy, void* dx, std::byte* scratch) const;
+  bool ownKernel() const { return ownKernel_ || kind_ == LayerKind::Relu6; }  // not oneDNN's alone
   bool savedIsOutput() const { return savedIsOutput_; }
 
  private:

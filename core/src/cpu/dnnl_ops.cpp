@@ -80,12 +80,13 @@ Status LinearOp::backward(const DnnlContext& context, const float* x, const floa
   return Status::ok();
 }
 
-Result<PoolOp> PoolOp::create(const DnnlContext& context, const PoolGeometry& g, bool max, const std::string& label) {
+Result<PoolOp> PoolOp::create(const DnnlContext& context, const PoolGeometry& g, bool max, const std::string& label,
+                              memory::data_type type) {
   PoolOp op;
   op.max_ = max;
   op.label_ = label;
-  op.x_ = floatDesc({g.batch, g.channels, g.inHeight, g.inWidth}, tag::nhwc);
-  op.y_ = floatDesc({g.batch, g.channels, g.outHeight, g.outWidth}, tag::nhwc);
+  op.x_ = memory::desc({g.batch, g.channels, g.inHeight, g.inWidth}, type, tag::nhwc);
+  op.y_ = memory::desc({g.batch, g.channels, g.outHeight, g.outWidth}, type, tag::nhwc);
   Status made = dnnlTry(label + ", pooling", [&] {
     using namespace dnnl;
     const memory::dims strides = {g.stride, g.stride}, kernel = {g.kernel, g.kernel};
@@ -108,11 +109,11 @@ Result<PoolOp> PoolOp::create(const DnnlContext& context, const PoolGeometry& g,
   return op;
 }
 
-Status PoolOp::forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const {
+Status PoolOp::forward(const DnnlContext& context, const void* x, void* y, std::byte* scratch) const {
   return execute(context, forward_, {{DNNL_ARG_SRC, &x_, x}, {DNNL_ARG_DST, &y_, y}}, scratch, label_);
 }
 
-Status PoolOp::backward(const DnnlContext& context, const float* dy, float* dx, std::byte* scratch) const {
+Status PoolOp::backward(const DnnlContext& context, const void* dy, void* dx, std::byte* scratch) const {
   if (max_) return Status::internal(label_ + ": max pooling's backward is not a oneDNN primitive here");
   return execute(context, backward_, {{DNNL_ARG_DIFF_DST, &y_, dy}, {DNNL_ARG_DIFF_SRC, &x_, dx}}, scratch, label_);
 }
@@ -121,7 +122,8 @@ Result<BatchNormOp> BatchNormOp::create(const DnnlContext& context, const memory
                                         InputGrad grad, const std::string& label) {
   BatchNormOp op;
   op.channels_ = channels;
-  op.count_ = static_cast<Index>(data.get_size() / sizeof(float));
+  op.count_ = 1;
+  for (const memory::dim d : data.dims()) op.count_ *= d;
   op.grad_ = grad;
   op.label_ = label;
   op.data_ = data;
@@ -151,7 +153,7 @@ Result<BatchNormOp> BatchNormOp::create(const DnnlContext& context, const memory
   return op;
 }
 
-Status BatchNormOp::forward(const DnnlContext& context, const float* x, const float* gammaBeta, float* y, float* stats,
+Status BatchNormOp::forward(const DnnlContext& context, const void* x, const float* gammaBeta, void* y, float* stats,
                             std::byte* scratch) const {
   float* mean = stats != nullptr ? stats : reinterpret_cast<float*>(scratch + forwardStatsOffset_);
   return execute(context, forward_,
@@ -163,10 +165,10 @@ Status BatchNormOp::forward(const DnnlContext& context, const float* x, const fl
                  scratch, label_);
 }
 
-Status BatchNormOp::backward(const DnnlContext& context, const float* x, const float* dy, const float* gammaBeta,
-                             const float* stats, float* dx, float* dGammaBeta, std::byte* scratch) const {
+Status BatchNormOp::backward(const DnnlContext& context, const void* x, const void* dy, const float* gammaBeta,
+                             const float* stats, void* dx, float* dGammaBeta, std::byte* scratch) const {
   auto* gradParams = reinterpret_cast<float*>(scratch + gradParamsOffset_);
-  float* target = grad_ == InputGrad::Write ? dx : reinterpret_cast<float*>(scratch + dxOffset_);
+  void* target = grad_ == InputGrad::Write ? dx : scratch + dxOffset_;
   REMAT_RETURN_IF_ERROR(execute(context, backward_,
                                 {{DNNL_ARG_SRC, &data_, x},
                                  {DNNL_ARG_DIFF_DST, &data_, dy},
@@ -177,7 +179,8 @@ Status BatchNormOp::backward(const DnnlContext& context, const float* x, const f
                                  {DNNL_ARG_DIFF_SCALE_SHIFT, &gammaBeta_, gradParams}},
                                 scratch, label_));
   copyOrAdd(2 * channels_, gradParams, dGammaBeta, true);
-  if (grad_ == InputGrad::Add) copyOrAdd(count_, target, dx, true);
+  // Add: inner ops of blocks, which run float32 only.
+  if (grad_ == InputGrad::Add) copyOrAdd(count_, static_cast<const float*>(target), static_cast<float*>(dx), true);
   return Status::ok();
 }
 
@@ -212,7 +215,7 @@ Result<EltwiseAlgorithm> eltwiseAlgorithm(LayerKind kind, const std::string& lab
 }  // namespace
 
 Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, LayerKind kind, InputGrad grad,
-                                    const std::string& label) {
+                                    const std::string& label, memory::data_type type) {
   auto chosen = eltwiseAlgorithm(kind, label);
   if (!chosen) return chosen.status();
   EltwiseOp op;
@@ -222,7 +225,7 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, Lay
   op.ownKernel_ = chosen->ownKernel;
   op.savedIsOutput_ = operatorInfo(kind).backwardReads == BackwardReads::Output;
   op.label_ = label;
-  op.data_ = floatDesc({count}, tag::x);  // element-wise: the layout does not matter
+  op.data_ = memory::desc({count}, type, tag::x);  // element-wise: the layout does not matter
   if (op.ownKernel_) return op;
   const bool ownBackward = kind == LayerKind::Relu6;
   Status made = dnnlTry(label + ", eltwise", [&] {
@@ -248,28 +251,30 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, Lay
   return op;
 }
 
-Status EltwiseOp::forward(const DnnlContext& context, const float* x, float* y, std::byte* scratch) const {
-  if (ownKernel_) {
-    hardSigmoidForward(count_, x, y);
+Status EltwiseOp::forward(const DnnlContext& context, const void* x, void* y, std::byte* scratch) const {
+  if (ownKernel_) {  // float32 only (ownKernel())
+    hardSigmoidForward(count_, static_cast<const float*>(x), static_cast<float*>(y));
     return Status::ok();
   }
   return execute(context, forward_, {{DNNL_ARG_SRC, &data_, x}, {DNNL_ARG_DST, &data_, y}}, scratch, label_);
 }
 
-Status EltwiseOp::backward(const DnnlContext& context, const float* saved, const float* dy, float* dx,
+Status EltwiseOp::backward(const DnnlContext& context, const void* saved, const void* dy, void* dx,
                            std::byte* scratch) const {
   if (grad_ == InputGrad::None) return Status::ok();
-  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {
-    (kind_ == LayerKind::Relu6 ? relu6Backward : hardSigmoidBackward)(count_, saved, dy, dx, grad_ == InputGrad::Add);
+  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {  // float32 only (ownKernel())
+    (kind_ == LayerKind::Relu6 ? relu6Backward : hardSigmoidBackward)(count_, static_cast<const float*>(saved),
+                                                                      static_cast<const float*>(dy),
+                                                                      static_cast<float*>(dx), grad_ == InputGrad::Add);
     return Status::ok();
   }
-  float* target = grad_ == InputGrad::Add ? reinterpret_cast<float*>(scratch + dxOffset_) : dx;
+  void* target = grad_ == InputGrad::Add ? scratch + dxOffset_ : dx;
   const int savedArg = savedIsOutput_ ? DNNL_ARG_DST : DNNL_ARG_SRC;
   REMAT_RETURN_IF_ERROR(
       execute(context, backward_,
               {{savedArg, &data_, saved}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
               scratch, label_));
-  if (grad_ == InputGrad::Add) copyOrAdd(count_, target, dx, true);
+  if (grad_ == InputGrad::Add) copyOrAdd(count_, static_cast<const float*>(target), static_cast<float*>(dx), true);
   return Status::ok();
 }
 

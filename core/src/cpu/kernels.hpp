@@ -12,10 +12,35 @@
 // they are bitwise reproducible; they allocate nothing. Backward kernels WRITE the input gradient,
 // or add into it when `accumulate` is set; parameter gradients are ADDED into.
 #include <cstdint>
+#include <cstring>
 
 namespace remat::cpu {
 
 using Index = std::int64_t;
+
+// A bfloat16 value as PyTorch's c10::BFloat16 and oneDNN's bf16 store it: the upper 16 bits of a
+// float32, rounded to nearest even from float (NaN kept a quiet NaN). The half activations of
+// bf16-mixed (memory-model.md section 11.7) are arrays of it.
+struct BFloat16 {
+  std::uint16_t bits = 0;
+  BFloat16() = default;
+  explicit BFloat16(float value) {
+    std::uint32_t word = 0;
+    std::memcpy(&word, &value, sizeof word);
+    if ((word & 0x7fffffffu) > 0x7f800000u) {
+      bits = static_cast<std::uint16_t>((word >> 16) | 0x40u);
+      return;
+    }
+    word += 0x7fffu + ((word >> 16) & 1u);
+    bits = static_cast<std::uint16_t>(word >> 16);
+  }
+  float value() const {
+    const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
+    float out = 0.0f;
+    std::memcpy(&out, &word, sizeof out);
+    return out;
+  }
+};
 
 struct ConvGeometry {
   Index batch = 0, inChannels = 0, inHeight = 0, inWidth = 0;
@@ -48,10 +73,12 @@ struct PoolGeometry {
 // element, memory-model.md section 5.1): for each output, the index into x of the first input
 // position (in window scan order) equal to y. x and y as the forward read and wrote them.
 void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::int64_t* indices);
+void maxPoolIndices(const PoolGeometry& g, const BFloat16* x, const BFloat16* y, std::int64_t* indices);
 // Routes each output's gradient to its saved argmax; dx is written (zeroed first), or added into
 // when `accumulate` (a block's input read by more than one branch).
 void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx,
                      bool accumulate = false);
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const BFloat16* dy, BFloat16* dx);
 // The window maximum (a block's inner max pool; the layer's runs on oneDNN): the values oneDNN's
 // gives, so maxPoolIndices finds the same argmax.
 void maxPoolForward(const PoolGeometry& g, const float* x, float* y);
@@ -143,10 +170,25 @@ void depthwiseWeightGradient(const ConvGeometry& g, const float* x, const float*
 void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const float* x, float* y,
                     std::uint8_t* mask);
 void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx);
+// The same in bfloat16 (bf16-mixed; kernels_half.cpp): the same mask for the same key.
+void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const BFloat16* x, BFloat16* y,
+                    std::uint8_t* mask);
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx);
 
 // Softmax cross-entropy, mean over the batch: d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N,
 // with labels as canonical class indices (checked by the caller to lie in 0..perSample-1).
 void softmaxCrossEntropyBackward(const ActivationLayout& layout, const float* logits, const std::int32_t* labels,
                                  float* grad);
+// The same from bfloat16 logits (bf16-mixed): autocast runs the loss in float32 on a cast of the
+// logits, and the gradient flows back to the half logits through the cast (rounded to bfloat16).
+void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int32_t* labels,
+                                 BFloat16* grad);
+
+// Autocast's casts (kernels_half.cpp): float32 to bfloat16 (an input's cast copy, a weight's half
+// copy), and a half gradient added into its float32 master gradient (ToCopyBackward, then
+// AccumulateGrad's add); a linear's bias gradient from half d(y), summed in float32.
+void castToHalf(Index count, const float* from, BFloat16* to);
+void addHalfInto(Index count, const BFloat16* from, float* to);
+void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, float* db);
 
 }  // namespace remat::cpu

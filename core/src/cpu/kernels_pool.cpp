@@ -130,16 +130,31 @@ void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, floa
 
 }  // namespace
 
-void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::int64_t* indices) {
+namespace {
+
+float valueOf(float v) { return v; }
+float valueOf(BFloat16 v) { return v.value(); }
+
+template <typename T>
+void zeroBlockOf(const PoolGeometry& g, const Block& b, T* dx) {
+  for (Index p = 0; p < g.inHeight * g.inWidth; ++p)
+    std::fill(dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c0,
+              dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c1, T{});
+}
+
+// The max pool's own kernels in either dtype: bfloat16 compares and adds as PyTorch's bf16
+// kernels do, through float (the sum rounded back to bfloat16 at each add).
+template <typename T>
+void maxPoolIndicesOf(const PoolGeometry& g, const T* x, const T* y, std::int64_t* indices) {
   forEachBlock(g, [&](const Block& b) {
     forEachOutput(g, b.n, KernelSpans{g}, [&](const Window& w, Index o) {
       for (Index c = b.c0; c < b.c1; ++c) {
-        const float best = y[o + c];
+        const float best = valueOf(y[o + c]);
         Index found = -1;
         for (Index ih = w.rows.lo; ih < w.rows.hi && found < 0; ++ih)
           for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
             const Index i = inputOffset(g, b.n, ih, iw) + c;
-            if (x[i] == best) {
+            if (valueOf(x[i]) == best) {
               found = i;
               break;
             }
@@ -148,6 +163,26 @@ void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::
       }
     });
   });
+}
+
+template <typename T>
+void maxPoolBackwardOf(const PoolGeometry& g, const std::int64_t* indices, const T* dy, T* dx, bool accumulate) {
+  forEachBlock(g, [&](const Block& b) {
+    if (!accumulate) zeroBlockOf(g, b, dx);
+    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window&, Index o) {
+      for (Index c = b.c0; c < b.c1; ++c)
+        if (indices[o + c] >= 0) dx[indices[o + c]] = T(valueOf(dx[indices[o + c]]) + valueOf(dy[o + c]));
+    });
+  });
+}
+
+}  // namespace
+
+void maxPoolIndices(const PoolGeometry& g, const float* x, const float* y, std::int64_t* indices) {
+  maxPoolIndicesOf(g, x, y, indices);
+}
+void maxPoolIndices(const PoolGeometry& g, const BFloat16* x, const BFloat16* y, std::int64_t* indices) {
+  maxPoolIndicesOf(g, x, y, indices);
 }
 
 void maxPoolForward(const PoolGeometry& g, const float* x, float* y) {
@@ -165,13 +200,10 @@ void maxPoolForward(const PoolGeometry& g, const float* x, float* y) {
 }
 
 void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx, bool accumulate) {
-  forEachBlock(g, [&](const Block& b) {
-    if (!accumulate) zeroBlock(g, b, dx);
-    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window&, Index o) {
-      for (Index c = b.c0; c < b.c1; ++c)
-        if (indices[o + c] >= 0) dx[indices[o + c]] += dy[o + c];
-    });
-  });
+  maxPoolBackwardOf(g, indices, dy, dx, accumulate);
+}
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const BFloat16* dy, BFloat16* dx) {
+  maxPoolBackwardOf(g, indices, dy, dx, false);
 }
 
 void avgPoolForward(const PoolGeometry& g, const float* x, float* y) { averageForward(g, KernelSpans{g}, x, y); }

@@ -102,17 +102,27 @@ Status setOp(Result<Op> op, PreparedLayer& prepared) {
   return Status::ok();
 }
 
+// bf16-mixed (memory-model.md section 11.7): whether the layer runs in bfloat16 (then its oneDNN
+// primitives take bf16 data), and whether it casts a float32 input (conv2d, linear).
+struct HalfMode {
+  bool half = false;
+  bool castsInput = false;
+  dnnl::memory::data_type type() const { return half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32; }
+};
+
 Status prepareConv(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                   const PrimitiveParameters& params, InputGrad grad, PreparedLayer& prepared) {
+                   const PrimitiveParameters& params, InputGrad grad, HalfMode mode, PreparedLayer& prepared) {
   const ConvGeometry g = convGeometry(spec, layer.inputShape, layer.outputShape);
   const bool bias = params.biases > 0;
   if (bias) prepared.biasOffset = static_cast<Index>(params.weights);
   // PyTorch's weight order is the one the parameter buffer keeps (dnnl_conv.cpp).
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(params.weights + params.biases), 0, {}});
+  if (mode.half) return setOp(HalfConvOp::create(context, g, bias, mode.castsInput, grad, prepared.label), prepared);
   return setOp(ConvOp::create(context, g, bias, grad, prepared.label), prepared);
 }
 
-Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad grad, PreparedLayer& prepared) {
+Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad grad, HalfMode mode,
+                        PreparedLayer& prepared) {
   const bool image = in.size() == 4;
   const Index channels = image ? in[1] : prepared.in.perSample();
   // Over a flattened channels-last input the features sit in (h, w, c) order.
@@ -120,8 +130,8 @@ Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad g
   prepared.params.push_back({type, 0, channels, 0, prepared.in});
   prepared.params.push_back({type, channels, channels, 0, prepared.in});
   using tag = dnnl::memory::format_tag;
-  const dnnl::memory::desc data =
-      image ? floatDesc({in[0], in[1], in[2], in[3]}, tag::nhwc) : floatDesc({prepared.in.batch, channels}, tag::nc);
+  const dnnl::memory::desc data = image ? dnnl::memory::desc({in[0], in[1], in[2], in[3]}, mode.type(), tag::nhwc)
+                                        : dnnl::memory::desc({prepared.in.batch, channels}, mode.type(), tag::nc);
   return setOp(BatchNormOp::create(context, data, channels, grad, prepared.label), prepared);
 }
 
@@ -147,7 +157,7 @@ Status prepareLayerNorm(const DnnlContext& context, const LayerSpec& spec, const
 }
 
 Status prepareLinear(const DnnlContext& context, const Shape& out, const PrimitiveParameters& params, InputGrad grad,
-                     PreparedLayer& prepared) {
+                     HalfMode mode, PreparedLayer& prepared) {
   const Index inFeatures = prepared.in.perSample(), outFeatures = out[1];
   const bool bias = params.biases > 0;
   ParamSegment w;
@@ -161,18 +171,32 @@ Status prepareLinear(const DnnlContext& context, const Shape& out, const Primiti
     prepared.biasOffset = w.count;
     prepared.params.push_back({ParamSegment::Type::Plain, w.count, outFeatures, 0, {}});
   }
+  if (mode.half)
+    return setOp(HalfLinearOp::create(context, prepared.in.batch, inFeatures, outFeatures, bias, mode.castsInput, grad,
+                                      prepared.label),
+                 prepared);
   return setOp(LinearOp::create(context, prepared.in.batch, inFeatures, outFeatures, bias, grad, prepared.label),
                prepared);
 }
 
-Status preparePool(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+Status preparePool(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec, HalfMode mode,
                    PreparedLayer& prepared) {
   prepared.pool = poolGeometry(spec, layer.inputShape, layer.outputShape);
+  if (layer.kind == LayerKind::AdaptiveAvgPool && mode.half) {
+    // In bfloat16 an adaptive pool whose windows tile the input (a global pool, VGG's 7x7 of a 7x7
+    // input) runs on oneDNN's average pooling (prepareHalfKind admits only those); float32 keeps
+    // the own kernel.
+    PoolGeometry tiles = prepared.pool;
+    tiles.kernel = tiles.inHeight / tiles.outHeight;
+    tiles.stride = tiles.kernel;
+    tiles.padding = 0;
+    return setOp(PoolOp::create(context, tiles, false, prepared.label, mode.type()), prepared);
+  }
   if (layer.kind == LayerKind::AdaptiveAvgPool) return Status::ok();
   const bool max = layer.kind == LayerKind::MaxPool;
   prepared.ownAvgPool = !max && !prepared.pool.windowsInsidePadding();
   if (prepared.ownAvgPool) return Status::ok();
-  return setOp(PoolOp::create(context, prepared.pool, max, prepared.label), prepared);
+  return setOp(PoolOp::create(context, prepared.pool, max, prepared.label, mode.type()), prepared);
 }
 
 // Elementwise kinds write their output in their input's layout: a 2-D tensor from a flatten keeps
@@ -187,8 +211,24 @@ struct LayerContext {
   const DnnlContext& dnnl;
   const Chain& chain;
   std::size_t l = 0;
+  HalfMode mode;
   InputGrad grad() const { return l == 1 ? InputGrad::None : InputGrad::Write; }
 };
+
+// Autocast's copies a half layer saves (layer_checks.hpp), as HalfConvOp / HalfLinearOp save them.
+AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, HalfMode mode) {
+  AutocastCasts casts;
+  if (!mode.half || (layer.kind != LayerKind::Conv2d && layer.kind != LayerKind::Linear)) return casts;
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
+  if (mode.castsInput) casts.inputCastBytes = elementCount(in) * 2;
+  const std::uint64_t weights =
+      layer.kind == LayerKind::Linear
+          ? elementCount(in) / static_cast<std::uint64_t>(in[0]) * static_cast<std::uint64_t>(out[1])
+          : static_cast<std::uint64_t>(out[1] * (in[1] / spec.groups) * spec.kernel * spec.kernel);
+  casts.weightCopyBytes = weights * 2;
+  return casts;
+}
 
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
@@ -201,22 +241,69 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   if (layer.kind == LayerKind::PatchEmbedding)
     return preparePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::ClsHead) return prepareClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
-  auto params = check.primitiveLayer(layer, spec);
+  auto params = check.primitiveLayer(layer, spec, autocastCasts(layer, spec, c.mode));
   if (!params) return params.status();
   switch (layer.kind) {
-    case LayerKind::Conv2d: return prepareConv(c.dnnl, layer, spec, *params, c.grad(), prepared);
+    case LayerKind::Conv2d: return prepareConv(c.dnnl, layer, spec, *params, c.grad(), c.mode, prepared);
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
-    case LayerKind::AdaptiveAvgPool: return preparePool(c.dnnl, layer, spec, prepared);
-    case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), prepared);
-    case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), prepared);
+    case LayerKind::AdaptiveAvgPool: return preparePool(c.dnnl, layer, spec, c.mode, prepared);
+    case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), c.mode, prepared);
+    case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), c.mode, prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
     case LayerKind::LayerNorm: return prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared);
     default:
       if (isPointwise(layer.kind))
-        return setOp(EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind, c.grad(), prepared.label), prepared);
+        return setOp(
+            EltwiseOp::create(c.dnnl, elements(prepared.out), layer.kind, c.grad(), prepared.label, c.mode.type()),
+            prepared);
       return check.noKernel();
   }
+}
+
+bool isTransformerKind(LayerKind kind) {
+  return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead ||
+         kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead;
+}
+
+// The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name.
+Status prepareHalfKind(const ChainLayer& layer, const LayerChecks& check) {
+  const char* missing = nullptr;
+  if (isComposite(layer.kind)) missing = "residual blocks";
+  if (layer.kind == LayerKind::LayerNorm || layer.kind == LayerKind::Relu6 || layer.kind == LayerKind::HardSigmoid)
+    missing = "this kind";
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
+  if (layer.kind == LayerKind::AdaptiveAvgPool &&
+      (in[2] != in[3] || out[2] != out[3] || out[2] == 0 || in[2] % out[2] != 0))
+    missing = "an adaptive average pool whose windows do not tile a square input";
+  if (missing == nullptr) return Status::ok();
+  return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
+                    " yet (conv2d, linear, batchnorm, the pools and oneDNN's activations have one); plan and simulate "
+                    "it, or run it as fp32");
+}
+
+// Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d and linear run in
+// half, the others in their input's dtype; fp16-mixed has no CPU kernels (oneDNN 2.6 has no float16
+// convolution on the CPU), and the pure half modes are refused by realLayer as a half file is.
+Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const PreparedLayer& prev,
+                            const LayerChecks& check) {
+  if (!isMixedPrecision(chain.step.precision)) return HalfMode{};
+  if (chain.step.precision != Precision::Bf16Mixed)
+    return check.fail(
+        "precision " + std::string(precisionName(chain.step.precision)) +
+        ": oneDNN 2.6 has no float16 convolution on the CPU; run bf16-mixed (the same model in bfloat16)");
+  if (isTransformerKind(layer.kind))  // their matmuls are on autocast's list: no bfloat16 kernels yet
+    return check.fail(
+        "precision bf16-mixed: no bfloat16 kernel on the CPU for the transformer kinds yet; plan and "
+        "simulate it, or run it as fp32");
+  HalfMode mode;
+  const bool lowerPrecision =
+      layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);
+  mode.half = lowerPrecision || prev.half;
+  mode.castsInput = lowerPrecision && !prev.half;
+  if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, check));
+  return mode;
 }
 
 }  // namespace
@@ -236,13 +323,17 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
     layers.push_back(prepared);
     return Status::ok();
   }
-  const LayerChecks check{std::string(kCpuDeviceName), prepared.label};
+  const LayerChecks check{std::string(kCpuDeviceName), prepared.label, true};
   const PreparedLayer& prev = layers[l - 1];
-  REMAT_RETURN_IF_ERROR(
-      check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample())));
+  auto mode = halfModeOf(chain, layer, prev, check);
+  if (!mode) return mode.status();
+  prepared.half = mode->half;
+  REMAT_RETURN_IF_ERROR(check.realLayer(
+      chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample()), mode->half ? 2 : 4));
   prepared.in = prev.out;
   prepared.real = true;
-  REMAT_RETURN_IF_ERROR(prepareReal({context, chain, l}, layer, chain.spec.layers[layer.specIndex], check, prepared));
+  REMAT_RETURN_IF_ERROR(
+      prepareReal({context, chain, l, *mode}, layer, chain.spec.layers[layer.specIndex], check, prepared));
   layers.push_back(std::move(prepared));
   return Status::ok();
 }
@@ -250,7 +341,8 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
 namespace {
 
 // Copies `count` channels-last runs of one sample: canonical index c * hw + i <-> position i * C + c.
-void permuteSample(const ActivationLayout& layout, const float* from, float* to, bool toCanonical) {
+template <typename T>
+void permuteSample(const ActivationLayout& layout, const T* from, T* to, bool toCanonical) {
   const Index hw = layout.height * layout.width, channels = layout.channels;
   for (Index i = 0; i < hw; ++i)
     for (Index c = 0; c < channels; ++c) {
@@ -263,13 +355,25 @@ void permuteSample(const ActivationLayout& layout, const float* from, float* to,
 
 }  // namespace
 
-void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical) {
+namespace {
+
+template <typename T>
+void convertActivationOf(const ActivationLayout& layout, const T* from, T* to, bool toCanonical) {
   const Index perSample = layout.perSample();
   if (!layout.channelsLast) {
-    std::memcpy(to, from, static_cast<std::size_t>(layout.batch * perSample) * sizeof(float));
+    std::memcpy(to, from, static_cast<std::size_t>(layout.batch * perSample) * sizeof(T));
     return;
   }
   for (Index n = 0; n < layout.batch; ++n) permuteSample(layout, from + n * perSample, to + n * perSample, toCanonical);
+}
+
+}  // namespace
+
+void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical) {
+  convertActivationOf(layout, from, to, toCanonical);
+}
+void convertActivation(const ActivationLayout& layout, const BFloat16* from, BFloat16* to, bool toCanonical) {
+  convertActivationOf(layout, from, to, toCanonical);
 }
 
 void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical) {

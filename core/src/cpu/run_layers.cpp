@@ -64,6 +64,7 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
 
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b) {
+  if (prepared.half) return forwardHalfLayer(context, prepared, l, mode, seed, b);
   const bool keep = mode == ForwardMode::Keep;
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
@@ -112,6 +113,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
 }
 
 Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.half) return backwardHalfLayer(context, prepared, b);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<ConvOp>(prepared);

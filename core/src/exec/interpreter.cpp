@@ -404,6 +404,7 @@ Status runStep(Interpreter::State& s, const Program& program, const RunOptions& 
   timeline.run = step;
   timeline.layerNames = layerNames;
   timeline.staticBytes = s.staticBytes;
+  timeline.step = s.chain.step;
   monitor.beginStep(step);
   // Gradients made on backward are gone after the step: the last step's are read before that.
   std::function<Status(const std::vector<DeviceBuffer>&)> gradients;

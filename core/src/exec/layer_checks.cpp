@@ -124,11 +124,12 @@ Status LayerChecks::expectParams(std::uint64_t have, std::uint64_t want) const {
   return Status::ok();
 }
 
-Status LayerChecks::realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements) const {
+Status LayerChecks::realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements,
+                              std::uint64_t outputElementBytes) const {
   const ChainLayer& layer = chain.layers[l - 1];
   // Autocast's per-op dtypes need half kernels beside the float32 ones (memory-model.md section
-  // 11.7); neither backend has them. (Abstract layers only move bytes, in any precision.)
-  if (isMixedPrecision(chain.step.precision))
+  // 11.7). (Abstract layers only move bytes, in any precision.)
+  if (isMixedPrecision(chain.step.precision) && !autocastKernels)
     return fail("precision " + std::string(precisionName(chain.step.precision)) + ": the " + upper(device) +
                 " backend runs float32 steps only (no autocast kernels); plan and simulate it, or run it as fp32");
   if (chain.dtype != DType::Float32)
@@ -136,20 +137,26 @@ Status LayerChecks::realLayer(const Chain& chain, std::size_t l, bool inputReal,
                 std::string(dtypeName(chain.dtype)));
   if (layer.specIndex >= chain.spec.layers.size())
     return fail("the chain has no layer spec for it (spec index " + std::to_string(layer.specIndex) + ")");
-  if (!inputReal) return fail("its input is not a float32 activation");
+  if (!inputReal) return fail("its input is not a real activation (an abstract layer's bytes)");
   if (layer.inputShape.empty() || layer.outputShape.empty() || inputElements != elementCount(layer.inputShape))
     return fail("its input shape " + shapeToString(layer.inputShape) + " does not match the previous output");
-  if (layer.numbers.outBytes != elementCount(layer.outputShape) * 4)
+  if (layer.numbers.outBytes != elementCount(layer.outputShape) * outputElementBytes)
     return fail("a = " + std::to_string(layer.numbers.outBytes) + " bytes does not match its output shape " +
                 shapeToString(layer.outputShape));
   return Status::ok();
 }
 
-Result<PrimitiveParameters> LayerChecks::primitiveLayer(const ChainLayer& layer, const LayerSpec& spec) const {
+Result<PrimitiveParameters> LayerChecks::primitiveLayer(const ChainLayer& layer, const LayerSpec& spec,
+                                                        const AutocastCasts& casts) const {
   if (!ranksFit(layer.kind, layer.inputShape, layer.outputShape))
     return fail("its kernels do not take a " + shapeToString(layer.inputShape) + " -> " +
                 shapeToString(layer.outputShape) + " layer");
-  const std::optional<KernelNeeds> needs = kernelNeeds(layer, spec);
+  std::optional<KernelNeeds> needs = kernelNeeds(layer, spec);
+  if (needs && casts.inputCastBytes > 0) {  // the backward reads the cast copy, saved in E
+    if (needs->readsInput) needs->extraBytes += casts.inputCastBytes;
+    needs->readsInput = false;
+  }
+  if (needs) needs->extraBytes += casts.weightCopyBytes;
   // Kinds the model plans but no backend runs yet (the transformers): say which, by name.
   if (!needs) return fail("no " + upper(device) + " kernel for " + std::string(kindName(layer.kind)) + " yet");
   const LayerNumbers& m = layer.numbers;

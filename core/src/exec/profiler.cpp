@@ -9,6 +9,7 @@
 #include "remat/base/units.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/owned_buffers.hpp"
+#include "remat/model/precision.hpp"
 
 namespace remat {
 
@@ -177,12 +178,46 @@ Status checkAnyPlanCanFit(const Chain& chain, Device& device) {
                              " available; try a smaller batch or input");
 }
 
+namespace {
+
+// The chain of a spec whose workspaces were raised, with the chain's step options. Under a mixed
+// precision the rebuild adds autocast's scratch (the half weight gradient) on top of a stated
+// workspace (memory-model.md 11.7) while the device's need already includes it: what was added
+// beyond `wanted` is taken off the spec and the chain built once more, so each raised layer ends
+// at exactly max(the device's need, the chain's own number).
+Result<Chain> rebuildWithStep(ChainSpec spec, const Chain& chain, const std::vector<std::size_t>& raised,
+                              const std::vector<std::pair<std::uint64_t, std::uint64_t>>& wanted) {
+  for (int attempt = 0;; ++attempt) {
+    auto built = buildChain(spec);
+    if (!built) return built.status();
+    auto stepped = withStepOptions(std::move(built).value(), chain.step);
+    if (!stepped) return stepped.status();
+    bool exact = true;
+    for (std::size_t k = 0; k < raised.size(); ++k) {
+      const ChainLayer& layer = stepped->layers[raised[k] - 1];
+      LayerSpec& written = spec.layers[layer.specIndex];
+      const std::uint64_t overF =
+          layer.numbers.fwdWorkspaceBytes - std::min(layer.numbers.fwdWorkspaceBytes, wanted[k].first);
+      const std::uint64_t overB =
+          layer.numbers.bwdWorkspaceBytes - std::min(layer.numbers.bwdWorkspaceBytes, wanted[k].second);
+      if (overF == 0 && overB == 0) continue;
+      exact = false;
+      written.numbers.fwdWorkspaceBytes -= std::min(written.numbers.fwdWorkspaceBytes, overF);
+      written.numbers.bwdWorkspaceBytes -= std::min(written.numbers.bwdWorkspaceBytes, overB);
+    }
+    if (exact || attempt == 1) return stepped;
+  }
+}
+
+}  // namespace
+
 Result<WorkspaceFit> fitWorkspacesToDevice(const Chain& chain, Device& device) {
   // Preparing the kernels of a huge input takes seconds: a hopeless chain is refused first.
   REMAT_RETURN_IF_ERROR(checkAnyPlanCanFit(chain, device));
   REMAT_RETURN_IF_ERROR(device.prepare(chain));
   WorkspaceFit fit;
   ChainSpec spec = chain.spec;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> wanted;  // per raised layer: wf, wb
   for (std::size_t l = 1; l <= chain.size(); ++l) {
     const ChainLayer& layer = chain.layers[l - 1];
     if (layer.kind == LayerKind::Abstract) continue;
@@ -196,16 +231,17 @@ Result<WorkspaceFit> fitWorkspacesToDevice(const Chain& chain, Device& device) {
     written.hasMeasuredWorkspace = true;
     written.numbers.fwdWorkspaceBytes = std::max(*wf, m.fwdWorkspaceBytes);
     written.numbers.bwdWorkspaceBytes = std::max(*wb, m.bwdWorkspaceBytes);
+    wanted.emplace_back(written.numbers.fwdWorkspaceBytes, written.numbers.bwdWorkspaceBytes);
     fit.raisedLayers.push_back(l);
   }
   if (fit.raisedLayers.empty()) {
     fit.chain = chain;
     return fit;
   }
-  auto rebuilt = buildChain(spec);
+  // The step options are not in the spec: they travel with the chain (a precision rebuilds it).
+  auto rebuilt = rebuildWithStep(std::move(spec), chain, fit.raisedLayers, wanted);
   if (!rebuilt) return rebuilt.status().withContext("fitting the workspaces of chain '" + chain.name + "'");
   fit.chain = std::move(rebuilt).value();
-  fit.chain.step = chain.step;  // not in the spec: the step options travel with the chain
   return fit;
 }
 

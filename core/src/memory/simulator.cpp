@@ -141,6 +141,7 @@ Result<Simulation> simulateTracing(const Chain& chain, const Plan& plan, Livenes
       detail::buildTensorGraph(chain, ops, lastSegmentStart(plan), detail::nameTensorsIn(liveness));
   sim.timeline.source = "predicted";
   sim.timeline.staticBytes = chain.staticBytes();
+  sim.timeline.step = chain.step;
   sim.timeline.layerNames.reserve(chain.size());
   for (const ChainLayer& layer : chain.layers) sim.timeline.layerNames.push_back(layer.name);
   sim.timeline.entries.resize(ops.size());

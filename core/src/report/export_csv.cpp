@@ -68,12 +68,16 @@ Result<CsvRecord> readRecord(const std::string& text, std::size_t& pos, const st
   return record;
 }
 
+// The step options' columns, empty in the rows of a timeline whose step is unknown.
+constexpr const char* kStepColumns[] = {"optimizer", "foreach", "grads", "precision"};
+
 // The header's columns by name, and the optional ones it has.
 struct CsvHeader {
   std::map<std::string, std::size_t> column;
   std::size_t fieldCount = 0;
   bool hasSource = false;
   bool hasStatic = false;
+  bool hasStep = false;  // the four step columns (optimizer, foreach, grads, precision)
 };
 
 Result<CsvHeader> readHeader(const std::string& text, std::size_t& pos, const std::string& source) {
@@ -94,6 +98,8 @@ Result<CsvHeader> readHeader(const std::string& text, std::size_t& pos, const st
       return Status::invalid(placeText(source, text, 0) + ": line 1: the header has no column '" + name + "'");
   header.hasSource = header.column.count("source") > 0;
   header.hasStatic = header.column.count("static_bytes") > 0;
+  header.hasStep = true;
+  for (const char* name : kStepColumns) header.hasStep = header.hasStep && header.column.count(name) > 0;
   return header;
 }
 
@@ -148,6 +154,13 @@ class TimelineGroups {
       auto bytes = row.number<std::uint64_t>("static_bytes");
       if (!bytes) return bytes.status();
       t.staticBytes = *bytes;
+    }
+    if (row.header.hasStep && !row.field("optimizer").empty()) {
+      auto step = detail::stepOptionsFromNames(
+          row.field("optimizer"), row.field("foreach"), row.field("grads"), row.field("precision"),
+          [&](const char* name, const std::string& message) -> Status { return row.error(name, message); });
+      if (!step) return step.status();
+      t.step = *step;
     }
     index_.emplace(key, timelines_.size());
     timelines_.push_back(std::move(t));
@@ -212,7 +225,13 @@ std::string timelinesToCsv(const std::vector<Timeline>& timelines) {
       out += ',' + std::string(phaseName(e.op.phase())) + ',' + detail::formatDouble(e.timeUs) + ',' +
              std::to_string(e.footprintBytes) + ',' + std::to_string(e.liveAfterBytes) + ',';
       appendField(out, t.source);
-      out += ',' + std::to_string(t.staticBytes) + '\n';
+      out += ',' + std::to_string(t.staticBytes) + ',';
+      if (t.step)
+        out += std::string(optimizerName(t.step->optimizer)) + ',' + (t.step->foreach ? "on" : "off") + ',' +
+               std::string(gradModeName(t.step->grads)) + ',' + std::string(precisionName(t.step->precision));
+      else
+        out += ",,,";
+      out += '\n';
     }
   }
   return out;

@@ -34,11 +34,20 @@ std::string layerName(const Timeline& timeline, const Op& op) {
 }
 
 nlohmann::json timelineSummaryJson(const Timeline& timeline) {
-  return {{"planner", timeline.planner},
-          {"source", timeline.source},
-          {"run", timeline.run},
-          {"static_bytes", timeline.staticBytes},
-          {"dynamic_peak_bytes", timeline.dynamicPeakBytes()}};
+  nlohmann::json j = {{"planner", timeline.planner},
+                      {"source", timeline.source},
+                      {"run", timeline.run},
+                      {"static_bytes", timeline.staticBytes},
+                      {"dynamic_peak_bytes", timeline.dynamicPeakBytes()}};
+  if (timeline.step) j["step"] = stepOptionsJson(*timeline.step);
+  return j;
+}
+
+nlohmann::json stepOptionsJson(const StepOptions& step) {
+  return {{"optimizer", std::string(optimizerName(step.optimizer))},
+          {"foreach", step.foreach},
+          {"grads", std::string(gradModeName(step.grads))},
+          {"precision", std::string(precisionName(step.precision))}};
 }
 
 }  // namespace detail
@@ -97,14 +106,35 @@ Result<TimelineEntry> readEntry(const JsonDocument& doc, const json& je, const s
   return e;
 }
 
-// The fields of one timeline before its entries: planner, source, run, static bytes, layer names.
-Status readTimelineHeader(FieldReader& r, Timeline& t) {
+// The optional "step" object: its four fields, each required once the object is there.
+Status readStep(FieldReader& r, const std::string& what, Timeline& t) {
+  const json* step = r.member("step");
+  if (!step) return Status::ok();
+  if (!step->is_object()) return r.error("step", "must be an object, not " + r.document().describe(*step));
+  FieldReader s(r.document(), *step, what + ", step");
+  std::string optimizer, grads, precision;
+  bool foreach = true;
+  REMAT_RETURN_IF_ERROR(s.readString("optimizer", optimizer, true));
+  REMAT_RETURN_IF_ERROR(s.readBool("foreach", foreach, true));
+  REMAT_RETURN_IF_ERROR(s.readString("grads", grads, true));
+  REMAT_RETURN_IF_ERROR(s.readString("precision", precision, true));
+  auto options = detail::stepOptionsFromNames(
+      optimizer, foreach ? "on" : "off", grads, precision,
+      [&](const char* field, const std::string& message) -> Status { return s.error(field, message); });
+  if (!options) return options.status();
+  t.step = *options;
+  return Status::ok();
+}
+
+// The fields of one timeline before its entries: planner, source, run, static bytes, step, layer names.
+Status readTimelineHeader(FieldReader& r, const std::string& what, Timeline& t) {
   REMAT_RETURN_IF_ERROR(r.readString("planner", t.planner, true));
   REMAT_RETURN_IF_ERROR(r.readString("source", t.source, true));
   std::int64_t run = 0;
   REMAT_RETURN_IF_ERROR(r.readInt("run", run, true, 0, std::numeric_limits<int>::max()));
   t.run = static_cast<int>(run);
   REMAT_RETURN_IF_ERROR(r.readBytes("static_bytes", t.staticBytes, true));
+  REMAT_RETURN_IF_ERROR(readStep(r, what, t));
   const json* names = r.member("layer_names");
   if (!names) return r.error("layer_names", "is missing");
   if (!names->is_array())
@@ -124,7 +154,7 @@ Result<Timeline> readTimeline(const JsonDocument& doc, const json& jt, const std
     return Status::invalid(doc.where(jt) + ": " + what + ": must be an object, not " + doc.describe(jt));
   FieldReader r(doc, jt, what);
   Timeline t;
-  REMAT_RETURN_IF_ERROR(readTimelineHeader(r, t));
+  REMAT_RETURN_IF_ERROR(readTimelineHeader(r, what, t));
   const json* entries = r.member("entries");
   if (!entries) return r.error("entries", "is missing");
   if (!entries->is_array()) return r.error("entries", "must be an array, not " + doc.describe(*entries));

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "export_common.hpp"
 #include "remat/model/precision.hpp"
 
 namespace remat {
@@ -44,10 +45,7 @@ nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
                  {"weight_bytes", parts.weightBytes},
                  {"gradient_bytes", parts.gradientBytes},
                  {"optimizer_state_bytes", parts.optimizerStateBytes}};
-  j["step"] = {{"optimizer", std::string(optimizerName(chain.step.optimizer))},
-               {"foreach", chain.step.foreach},
-               {"grads", std::string(gradModeName(chain.step.grads))},
-               {"precision", std::string(precisionName(chain.step.precision))}};
+  j["step"] = detail::stepOptionsJson(chain.step);
   // Not static: under a mixed precision each conv and linear layer's saved half weight copy is
   // part of its E (memory-model.md section 11.7); the sum, for reading the peak.
   j["autocast_weight_copy_bytes"] = autocastWeightCopyBytes(chain);

@@ -51,7 +51,8 @@ struct TraceInfo {
   std::string source;
   int run = 0;
   bool hasOpTimes = false;
-  std::vector<double> opTimesUs;  // one per op (the exporter's)
+  std::vector<double> opTimesUs;    // one per op (the exporter's)
+  std::optional<StepOptions> step;  // the exporter's step options, when it wrote them
 };
 
 // What a replay leaves: the blocks the trace allocated and did not free, and the bytes it freed

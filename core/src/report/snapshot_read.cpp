@@ -1,6 +1,7 @@
 // PyTorch memory snapshots into measured timelines (snapshot.hpp).
 #include <nlohmann/json.hpp>
 
+#include "export_common.hpp"
 #include "remat/base/device_names.hpp"
 #include "remat/base/text.hpp"
 #include "remat/input/input_file.hpp"
@@ -14,6 +15,27 @@ namespace {
 
 using io::PyFields;
 using Kind = PyValue::Kind;
+
+// The exporter's optional "step" dict (export_common.hpp's stepOptionsJson): four fields, foreach a bool.
+Status readTraceStep(const PyDocument& doc, PyFields& f, const std::string& what, TraceInfo& info) {
+  const auto step = f.member("step");
+  if (!step || doc.at(*step).kind == Kind::None) return Status::ok();
+  PyFields s(doc, *step, what + ", field 'step'");
+  REMAT_RETURN_IF_ERROR(s.requireDict());
+  std::string optimizer, grads, precision;
+  REMAT_RETURN_IF_ERROR(s.readString("optimizer", optimizer, true));
+  REMAT_RETURN_IF_ERROR(s.readString("grads", grads, true));
+  REMAT_RETURN_IF_ERROR(s.readString("precision", precision, true));
+  const auto foreach = s.member("foreach");
+  if (!foreach) return s.error("foreach", "is missing");
+  if (doc.at(*foreach).kind != Kind::Bool) return s.error("foreach", "must be a bool, not " + doc.describe(*foreach));
+  auto options = detail::stepOptionsFromNames(
+      optimizer, doc.at(*foreach).boolean ? "on" : "off", grads, precision,
+      [&](const char* field, const std::string& message) -> Status { return s.error(field, message); });
+  if (!options) return options.status();
+  info.step = *options;
+  return Status::ok();
+}
 
 Result<TraceInfo> readTraceInfo(const PyDocument& doc, std::uint32_t dict, const std::string& what,
                                 std::size_t traceLength) {
@@ -43,6 +65,7 @@ Result<TraceInfo> readTraceInfo(const PyDocument& doc, std::uint32_t dict, const
   REMAT_RETURN_IF_ERROR(f.readBytes("run", run));
   if (run > 1000000000) return f.error("run", "is over 1000000000");
   info.run = static_cast<int>(run);
+  REMAT_RETURN_IF_ERROR(readTraceStep(doc, f, what, info));
   auto times = f.list("op_times_us");
   if (!times) return times.status();
   if (*times) {

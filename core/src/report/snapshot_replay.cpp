@@ -230,6 +230,7 @@ Result<Timeline> TraceBuilder::finish(const std::string& what) {
   timeline_.source = info_.source;
   timeline_.run = info_.run;
   timeline_.staticBytes = info_.staticBytes;
+  timeline_.step = info_.step;
   return std::move(timeline_);
 }
 

@@ -168,16 +168,18 @@ json TraceWriter::segment() const {
 json TraceWriter::info(const std::string& deviceName) const {
   const std::size_t traceEnd = trace_.size();
   const std::size_t forwardEnd = forwardEnd_.value_or(traceEnd);
-  return {{"planner", timeline_.planner},
-          {"source", timeline_.source},
-          {"device", deviceName},
-          {"run", timeline_.run},
-          {"static_bytes", timeline_.staticBytes},
-          {"phases", json::array({{{"name", "forward_begin"}, {"trace_index", 0}},
-                                  {{"name", "forward_end"}, {"trace_index", forwardEnd}},
-                                  {{"name", "backward_end"}, {"trace_index", traceEnd}},
-                                  {{"name", "step_end"}, {"trace_index", traceEnd}}})},
-          {"op_times_us", times_}};
+  json info = {{"planner", timeline_.planner},
+               {"source", timeline_.source},
+               {"device", deviceName},
+               {"run", timeline_.run},
+               {"static_bytes", timeline_.staticBytes},
+               {"phases", json::array({{{"name", "forward_begin"}, {"trace_index", 0}},
+                                       {{"name", "forward_end"}, {"trace_index", forwardEnd}},
+                                       {{"name", "backward_end"}, {"trace_index", traceEnd}},
+                                       {{"name", "step_end"}, {"trace_index", traceEnd}}})},
+               {"op_times_us", times_}};
+  if (timeline_.step) info["step"] = detail::stepOptionsJson(*timeline_.step);
+  return info;
 }
 
 // PyTorch names its CUDA device "cuda:0"; our GPU backend runs on the first device.

@@ -24,10 +24,21 @@ struct PrimitiveParameters {
   std::uint64_t biases = 0;
 };
 
+// Under a mixed precision (memory-model.md section 11.7), what autocast adds to a layer that runs
+// in half: the cast copy of a float32 input (saved in E instead of x(l-1) when the backward reads
+// its input) and, for conv2d and linear, the half weight copy saved in E.
+struct AutocastCasts {
+  std::uint64_t inputCastBytes = 0;   // 0: the input already has the layer's dtype
+  std::uint64_t weightCopyBytes = 0;  // conv2d, linear: weight elements * 2
+};
+
 // The Invalid errors of one layer's preparation on one backend: "<device>: <label>: <message>".
 struct LayerChecks {
   std::string device;  // "cpu", "gpu"
   std::string label;   // layerLabel()
+  // The backend runs autocast's half kernels (bf16-mixed on the CPU); without them a mixed
+  // precision is refused before anything is allocated.
+  bool autocastKernels = false;
 
   Status fail(const std::string& message) const;
   // The backend's backward reads the tensor that `field` (needs_input / needs_output) stands for.
@@ -36,12 +47,17 @@ struct LayerChecks {
   Status expectParams(std::uint64_t have, std::uint64_t want) const;  // parameter counts
   // A non-abstract layer l: float32, with a layer spec, reading a float32 activation of
   // inputElements elements that matches its input shape, and a = 4 bytes per output element.
-  Status realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements) const;
+  // With autocastKernels, a mixed-precision chain's layer whose output is half has
+  // outputElementBytes 2 (the backend says which layers run in half).
+  Status realLayer(const Chain& chain, std::size_t l, bool inputReal, std::uint64_t inputElements,
+                   std::uint64_t outputElementBytes = 4) const;
   // A primitive layer that passed realLayer: its tensors have the ranks its kind's kernels take,
   // and its numbers say what the kernels read and save: its parameter count, needs_input and
   // needs_output where the backward reads x(l-1) or x(l), and e exactly. Returns how its parameters
   // are laid out. "no kernel for this kind" for a kind without primitive kernels.
-  Result<PrimitiveParameters> primitiveLayer(const ChainLayer& layer, const LayerSpec& spec) const;
+  // `casts`: autocast's copies when the layer runs in half under a mixed precision.
+  Result<PrimitiveParameters> primitiveLayer(const ChainLayer& layer, const LayerSpec& spec,
+                                             const AutocastCasts& casts = {}) const;
   Status noKernel() const;  // "the <DEVICE> backend has no kernel for this kind"
   // A residual block: the chain's numbers must be the inner graph's.
   Status blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const;

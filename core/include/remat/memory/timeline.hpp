@@ -3,9 +3,12 @@
 // (executor). Both are the same plain value type so every chart and exporter takes either.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "remat/model/step_options.hpp"
 
 namespace remat {
 
@@ -45,6 +48,9 @@ struct Timeline {
   int run = 0;                          // step index for measured runs
   std::vector<std::string> layerNames;  // index l-1 for layer l
   std::uint64_t staticBytes = 0;
+  // The step it is a timeline of: optimizer, foreach, gradient mode and precision (memory-model.md
+  // section 11). Unknown (nullopt) for a file written without them and for a PyTorch snapshot.
+  std::optional<StepOptions> step;
   std::vector<TimelineEntry> entries;
 
   std::uint64_t dynamicPeakBytes() const;

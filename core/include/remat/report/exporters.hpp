@@ -28,7 +28,8 @@ namespace remat {
 
 inline constexpr const char* kTimelineFormat = "remat-timeline/1";
 inline constexpr const char* kTimelineCsvHeader =
-    "planner,run,op_index,op,layer,layer_name,phase,time_us,footprint_bytes,live_after_bytes,source,static_bytes";
+    "planner,run,op_index,op,layer,layer_name,phase,time_us,footprint_bytes,live_after_bytes,source,static_bytes,"
+    "optimizer,foreach,grads,precision";
 
 std::string timelinesToCsv(const std::vector<Timeline>& timelines);
 std::string timelinesToChromeTrace(const std::vector<Timeline>& timelines);

@@ -1,0 +1,76 @@
+// The own kernels of bf16-mixed (kernels.hpp): autocast's casts, a half gradient added into its
+// float32 master, and the loss's gradient from half logits. Each element is one thread's, in a
+// fixed order, so the results do not depend on the thread count.
+#include <cmath>
+
+#include "kernels.hpp"
+#include "remat/exec/counter_rng.hpp"
+
+namespace remat::cpu {
+
+void castToHalf(Index count, const float* from, BFloat16* to) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) to[i] = BFloat16(from[i]);
+}
+
+void addHalfInto(Index count, const BFloat16* from, float* to) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) to[i] += from[i].value();
+}
+
+void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, float* db) {
+#pragma omp parallel for schedule(static)
+  for (Index o = 0; o < outFeatures; ++o) {
+    float sum = 0.0f;
+    for (Index n = 0; n < batch; ++n) sum += dy[n * outFeatures + o].value();
+    // PyTorch's half bias gradient is rounded to bfloat16 before its float32 cast.
+    db[o] += BFloat16(sum).value();
+  }
+}
+
+void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int32_t* labels,
+                                 BFloat16* grad) {
+  const Index k = layout.perSample();
+  const float invBatch = 1.0f / static_cast<float>(layout.batch);
+#pragma omp parallel for schedule(static)
+  for (Index n = 0; n < layout.batch; ++n) {
+    const BFloat16* row = logits + n * k;
+    BFloat16* out = grad + n * k;
+    float maxValue = row[0].value();
+    for (Index i = 1; i < k; ++i) maxValue = row[i].value() > maxValue ? row[i].value() : maxValue;
+    double sum = 0.0;
+    for (Index i = 0; i < k; ++i) sum += std::exp(static_cast<double>(row[i].value() - maxValue));
+    const double invSum = 1.0 / sum;
+    const Index label = layout.position(labels[n]);
+    for (Index i = 0; i < k; ++i) {
+      const float p = static_cast<float>(std::exp(static_cast<double>(row[i].value() - maxValue)) * invSum) * invBatch;
+      out[i] = BFloat16(i == label ? p - invBatch : p);
+    }
+  }
+}
+
+void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const BFloat16* x, BFloat16* y,
+                    std::uint8_t* mask) {
+  const Index perSample = layout.perSample();
+  const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  const float threshold = static_cast<float>(p);
+  const Index count = layout.batch * perSample;
+#pragma omp parallel for schedule(static)
+  for (Index e = 0; e < count; ++e) {
+    // The float32 kernel's draw for the same element: the same mask in either dtype.
+    const Index n = e / perSample, i = e % perSample;
+    const std::uint64_t index = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(perSample) +
+                                static_cast<std::uint64_t>(layout.canonicalIndex(i));
+    const bool keep = p < 1.0 && rng::uniform01(rng::at(key, index)) >= threshold;
+    y[e] = BFloat16(keep ? x[e].value() * scale : 0.0f);
+    if (mask != nullptr) mask[e] = keep ? 1 : 0;
+  }
+}
+
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx) {
+  const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) dx[i] = BFloat16(mask[i] ? dy[i].value() * scale : 0.0f);
+}
+
+}  // namespace remat::cpu

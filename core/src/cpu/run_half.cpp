@@ -1,0 +1,121 @@
+// Dispatch of the layers that run in bfloat16 under bf16-mixed (docs/memory-model.md section
+// 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp), and the kinds that follow their
+// input's dtype on oneDNN's bf16 primitives (batch norm with float32 statistics and parameters,
+// pools, activations); max pooling's indices and backward are the own kernels in bfloat16.
+// prepare.cpp admits only these kinds in half.
+#include "device_impl.hpp"
+#include "remat/exec/counter_rng.hpp"
+#include "remat/model/operators.hpp"
+
+namespace remat::cpu {
+namespace {
+
+template <typename Op>
+Result<const Op*> opOf(const PreparedLayer& prepared) {
+  const Op* op = std::get_if<Op>(&prepared.op);
+  if (op == nullptr) return Status::internal("cpu: " + prepared.label + ": the layer lacks its bf16 primitives");
+  return op;
+}
+
+const float* biasOf(const PreparedLayer& prepared, const float* params) {
+  return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
+}
+float* biasOf(const PreparedLayer& prepared, float* params) {
+  return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
+}
+
+const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
+BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+
+Status forwardPool(const DnnlContext& context, const PreparedLayer& prepared, bool keep, const ForwardBuffers& b) {
+  auto pool = opOf<PoolOp>(prepared);
+  if (!pool) return pool.status();
+  REMAT_RETURN_IF_ERROR((*pool)->forward(context, b.x, b.y, b.workspace));
+  if (prepared.kind == LayerKind::MaxPool && keep)
+    maxPoolIndices(prepared.pool, halves(b.x), halves(b.y), reinterpret_cast<std::int64_t*>(b.extra));
+  return Status::ok();
+}
+
+Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (b.dx == nullptr) return Status::ok();
+  if (prepared.kind == LayerKind::MaxPool) {
+    maxPoolBackward(prepared.pool, reinterpret_cast<const std::int64_t*>(b.extra), halves(b.dy), halves(b.dx));
+    return Status::ok();
+  }
+  auto pool = opOf<PoolOp>(prepared);
+  return pool ? (*pool)->backward(context, b.dy, b.dx, b.workspace) : pool.status();
+}
+
+}  // namespace
+
+Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
+                        std::uint64_t seed, const ForwardBuffers& b) {
+  const bool keep = mode == ForwardMode::Keep;
+  std::byte* saved = keep ? b.extra : nullptr;  // a discard-mode forward makes its copies in the scratch
+  switch (prepared.kind) {
+    case LayerKind::Conv2d: {
+      auto conv = opOf<HalfConvOp>(prepared);
+      return conv ? (*conv)->forward(context, b.x, b.params, biasOf(prepared, b.params), b.y, saved, b.workspace)
+                  : conv.status();
+    }
+    case LayerKind::Linear: {
+      auto linear = opOf<HalfLinearOp>(prepared);
+      return linear ? (*linear)->forward(context, b.x, b.params, biasOf(prepared, b.params), b.y, saved, b.workspace)
+                    : linear.status();
+    }
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, keep, b);
+    case LayerKind::BatchNorm: {
+      auto norm = opOf<BatchNormOp>(prepared);
+      return norm ? (*norm)->forward(context, b.x, b.params, b.y, reinterpret_cast<float*>(saved), b.workspace)
+                  : norm.status();
+    }
+    case LayerKind::Dropout:
+      dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), halves(b.x),
+                     halves(b.y), reinterpret_cast<std::uint8_t*>(saved));
+      return Status::ok();
+    default: break;
+  }
+  if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 forward kernel");
+  auto eltwise = opOf<EltwiseOp>(prepared);
+  return eltwise ? (*eltwise)->forward(context, b.x, b.y, b.workspace) : eltwise.status();
+}
+
+Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  switch (prepared.kind) {
+    case LayerKind::Conv2d: {
+      auto conv = opOf<HalfConvOp>(prepared);
+      return conv ? (*conv)->backward(context, b.x, b.dy, b.extra, b.dx, b.paramGrads, biasOf(prepared, b.paramGrads),
+                                      b.workspace)
+                  : conv.status();
+    }
+    case LayerKind::Linear: {
+      auto linear = opOf<HalfLinearOp>(prepared);
+      return linear ? (*linear)->backward(context, b.x, b.dy, b.extra, b.dx, b.paramGrads,
+                                          biasOf(prepared, b.paramGrads), b.workspace)
+                    : linear.status();
+    }
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool: return backwardPool(context, prepared, b);
+    case LayerKind::Dropout:
+      if (b.dx != nullptr)
+        dropoutBackward(prepared.in.batch * prepared.in.perSample(), prepared.dropoutP,
+                        reinterpret_cast<const std::uint8_t*>(b.extra), halves(b.dy), halves(b.dx));
+      return Status::ok();
+    case LayerKind::BatchNorm: {
+      auto norm = opOf<BatchNormOp>(prepared);
+      return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
+                                      b.paramGrads, b.workspace)
+                  : norm.status();
+    }
+    default: break;
+  }
+  if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 backward kernel");
+  auto eltwise = opOf<EltwiseOp>(prepared);
+  if (!eltwise) return eltwise.status();
+  return (*eltwise)->backward(context, (*eltwise)->savedIsOutput() ? b.y : b.x, b.dy, b.dx, b.workspace);
+}
+
+}  // namespace remat::cpu
