@@ -29,7 +29,7 @@ Result<Chain> openSource(const std::string& source, const ChainSourceOptions& op
     }
     case ChainSourceKind::OnnxModel: {
       Result<OnnxImport> imported =
-          importOnnxFile(source, OnnxImportOptions{.batch = options.batch, .input = options.input});
+          importOnnxFile(source, OnnxImportOptions{.batch = options.batch, .input = options.input, .dims = options.dims});
       if (!imported) return imported.status();
       return buildChain(imported->spec);
     }

@@ -72,6 +72,11 @@ class Graph {
   // The opset, the structural validation (onnx_validate.cpp), then the data input, the weights and
   // the output (onnx_graph.cpp).
   Status readInterface(OnnxImportSummary& summary);
+  // readInterface's first part, all a transformer's import takes (onnx_transformer.cpp reads its
+  // inputs itself): the opset, the validation, the checker, the weights, the readers, the output.
+  Status readHeader(OnnxImportSummary& summary);
+  const onnx::ModelProto& model() const { return model_; }
+  const OnnxImportOptions& options() const { return options_; }
   // After the walk: declared output and value_info shapes and types against the inferred ones.
   Status checkDeclaredShapes() const;
 
