@@ -5,9 +5,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "remat/base/text.hpp"
 
@@ -210,10 +208,6 @@ Status inferShapes(const Graph& g, onnx::ModelProto& model, TransformerGraph& t)
   for (auto& output : *graph.mutable_output()) output.clear_type();
   REMAT_RETURN_IF_ERROR(runInference(g, model, t));
   if (hintClassTokens(graph, t)) REMAT_RETURN_IF_ERROR(runInference(g, model, t));
-  if (const char* dump = std::getenv("REMAT_DEBUG_INFERRED")) {
-    std::ofstream out(dump, std::ios::binary);
-    model.SerializeToOstream(&out);
-  }
   for (int pass = 0;; ++pass) {
     t.shapes.clear();
     recordShapes(graph, t);

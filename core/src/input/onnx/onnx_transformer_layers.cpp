@@ -94,7 +94,7 @@ void readNode(const TransformerGraph& t, std::size_t i, Contents& c) {
   if (isLinear(t, node)) c.linears.push_back(i);
   if (op == "Conv") c.convs.push_back(i);
   if (op == "Gather" && node.input_size() == 2 && !isData(t, node.input(0))) c.tableGathers.push_back(i);
-  if ((op == "Gather" || op == "Slice") && isData(t, node.input(0)) && !c.softmax.empty()) c.tokenPicks.push_back(i);
+  if ((op == "Gather" || op == "Slice") && isData(t, node.input(0))) c.tokenPicks.push_back(i);
   if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss" || op == "LogSoftmax") c.losses.push_back(i);
   if (op == "LayerNormalization") c.epsilons.push_back(floatAttribute(node, "epsilon", 1e-5));
   if (op == "Sqrt") {
@@ -118,10 +118,6 @@ void readNode(const TransformerGraph& t, std::size_t i, Contents& c) {
 
 Contents readPieces(const TransformerGraph& t, const std::vector<Piece>& pieces, std::size_t begin, std::size_t end) {
   Contents c;
-  if (std::getenv("REMAT_DEBUG_PIECES"))
-    for (std::size_t p = begin; p < end; ++p)
-      fprintf(stderr, "piece %zu: %zu nodes, %s .. %s\n", p, pieces[p].nodes.size(),
-              nodeAt(t, pieces[p].nodes.front()).name().c_str(), nodeAt(t, pieces[p].nodes.back()).name().c_str());
   for (std::size_t p = begin; p < end; ++p)
     for (std::size_t i : pieces[p].nodes) readNode(t, i, c);
   c.norms = std::count_if(c.nodes.begin(), c.nodes.end(),
@@ -152,26 +148,47 @@ std::int64_t linearOut(const TransformerGraph& t, std::size_t i) {
   return shape->back();
 }
 
+// A float32 attribute or constant as its shortest decimal (0.1, not 0.10000000149011612).
+double float32Value(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", value);  // a float32 has 7 significant digits
+  return std::strtod(text, nullptr);
+}
+
 // A common dropout probability; a group with two different ones is not one chain layer.
 Result<double> oneDropout(const TransformerGraph& t, const Contents& c, const std::string& what) {
   for (double p : c.dropouts)
     if (p != c.dropouts.front())
       return t.graph->fail(c.nodes.front(), what + " has dropouts of p " + numberText(c.dropouts.front()) + " and " +
                                                numberText(p) + "; the chain's layer takes one p");
-  return c.dropouts.empty() ? 0.0 : c.dropouts.front();
+  return c.dropouts.empty() ? 0.0 : float32Value(c.dropouts.front());
 }
 
 // The layer's name: the module path its nodes share, or the paths of its modules joined by '+'.
+// A merge's name ends in its op ("ln_f.add_1"): the module is the path before it.
+std::string modulePath(const onnx::NodeProto& node, std::size_t index) {
+  std::string path = layerNameOf(node, index);
+  const std::size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return path;
+  std::string last = path.substr(dot + 1), op = node.op_type();
+  std::transform(op.begin(), op.end(), op.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::size_t underscore = last.find('_');
+  if (last.substr(0, underscore) == op &&
+      (underscore == std::string::npos ||
+       std::all_of(last.begin() + static_cast<std::ptrdiff_t>(underscore) + 1, last.end(), ::isdigit)))
+    path.resize(dot);
+  return path;
+}
+
 std::string groupName(const TransformerGraph& t, const Contents& c, bool whole) {
+  std::vector<std::size_t> nodes = c.tableGathers;
+  nodes.insert(nodes.end(), c.nodes.begin(), c.nodes.end());
+  std::sort(nodes.begin(), nodes.end());
   std::vector<std::string> paths;
-  for (std::size_t i : c.nodes) {
+  for (std::size_t i : nodes) {
     const onnx::NodeProto& node = nodeAt(t, i);
     if (node.name().empty() || node.name().front() != '/' || node.name().find('/', 1) == std::string::npos) continue;
-    std::string path = layerNameOf(node, i);
-    const std::string op = node.op_type();
-    for (const char* merge : {".add", ".concat", ".slice"})
-      if (path.size() > std::strlen(merge) && path.compare(path.size() - std::strlen(merge), std::string::npos, merge) == 0)
-        path.resize(path.size() - std::strlen(merge));
+    const std::string path = modulePath(node, i);
     if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(path);
   }
   if (paths.empty()) return "layer_" + std::to_string(c.nodes.front());
@@ -259,7 +276,7 @@ Result<LayerSpec> embeddingLayer(const TransformerGraph& t, const Contents& c) {
   auto p = oneDropout(t, c, "the embedding");
   if (!p) return p.status();
   spec.dropoutP = *p;
-  if (!c.epsilons.empty()) spec.epsilon = c.epsilons.front();
+  if (!c.epsilons.empty()) spec.epsilon = float32Value(c.epsilons.front());
   return spec;
 }
 
@@ -326,7 +343,7 @@ Result<LayerSpec> blockLayer(const TransformerGraph& t, const Contents& attn, co
   auto p = oneDropout(t, all, "the layer");
   if (!p) return p.status();
   spec.dropoutP = *p;
-  if (!all.epsilons.empty()) spec.epsilon = all.epsilons.front();
+  if (!all.epsilons.empty()) spec.epsilon = float32Value(all.epsilons.front());
   return spec;
 }
 
@@ -353,7 +370,7 @@ Result<LayerSpec> headLayer(const TransformerGraph& t, const Contents& c, const 
                                           "language-model head or a classification head");
   const std::size_t linear = c.linears.back();
   spec.norm = c.norms > 0;
-  if (!c.epsilons.empty()) spec.epsilon = c.epsilons.front();
+  if (!c.epsilons.empty()) spec.epsilon = float32Value(c.epsilons.front());
   if (!c.tokenPicks.empty() || !t.tokens) {
     spec.kind = LayerKind::ClsHead;
     if (c.linears.size() != 1)
