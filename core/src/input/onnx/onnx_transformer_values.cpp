@@ -4,6 +4,8 @@
 // plumbing's value as a constant in the copy that is inferred, and the pass runs again.
 #include <onnx/shape_inference/implementation.h>
 
+#include <limits>
+
 #include "onnx_transformer.hpp"
 
 namespace remat::onnx_import {
@@ -18,6 +20,13 @@ class Plumbing {
     for (int i = 0; i < graph.node_size(); ++i)
       for (const auto& out : graph.node(i).output()) producer_[out] = i;
     for (const auto& init : graph.initializer()) initializers_[init.name()] = &init;
+  }
+
+  // Whether the tensor is a constant already (an initializer or a Constant node's value).
+  bool isConstant(const std::string& tensor) const {
+    if (initializers_.count(tensor)) return true;
+    auto it = producer_.find(tensor);
+    return it != producer_.end() && graph_.node(it->second).op_type() == "Constant";
   }
 
   std::optional<Values> value(const std::string& tensor, int depth = 0) {
@@ -36,7 +45,11 @@ class Plumbing {
     auto c = decodeTensor(tensor, kMaxValues);
     if (!c) return std::nullopt;
     Values v;
-    for (double x : c->values) v.push_back(static_cast<std::int64_t>(x));
+    // INT64_MAX (torch's open slice end) is 2^63 as a double: clamped, not converted out of range.
+    for (double x : c->values)
+      v.push_back(x >= 9.2e18 ? std::numeric_limits<std::int64_t>::max()
+                  : x <= -9.2e18 ? std::numeric_limits<std::int64_t>::min()
+                                 : static_cast<std::int64_t>(x));
     return v;
   }
 
@@ -125,7 +138,7 @@ bool foldShapePlumbing(onnx::GraphProto& graph, const std::map<std::string, Shap
     const onnx::NodeProto& node = graph.node(i);
     if (!ops.count(node.op_type()) || knownOutput(shapes, node)) continue;
     for (int k = node.op_type() == "ConstantOfShape" || node.op_type() == "Range" ? 0 : 1; k < node.input_size(); ++k) {
-      if (node.input(k).empty()) continue;
+      if (node.input(k).empty() || plumbing.isConstant(node.input(k))) continue;
       auto v = plumbing.value(node.input(k));
       if (!v) continue;
       targets.emplace_back(i, k);
