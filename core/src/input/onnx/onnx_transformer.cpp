@@ -221,7 +221,7 @@ Status inferShapes(const Graph& g, onnx::ModelProto& model, TransformerGraph& t)
   for (auto& output : *graph.mutable_output()) output.clear_type();
   REMAT_RETURN_IF_ERROR(runInference(g, model, t, false));
   if (hintClassTokens(graph, t)) REMAT_RETURN_IF_ERROR(runInference(g, model, t, false));
-  for (int pass = 0; pass < 8; ++pass) {
+  for (int pass = 0; pass < 256; ++pass) {  // each pass reaches one layer further
     t.shapes.clear();
     recordShapes(graph, t);
     if (!foldShapePlumbing(graph, t.shapes)) break;
