@@ -104,8 +104,16 @@ Status checkDataType(const Graph& g, const onnx::ValueInfoProto& input, bool& to
 Status resolveSizes(const Graph& g, const OnnxImportOptions& options, onnx::ModelProto& model, TransformerGraph& t,
                     OnnxImportSummary& summary) {
   std::map<std::string, std::int64_t> sizes(options.dims.begin(), options.dims.end());
-  std::set<std::string> used, symbols;
+  std::set<std::string> symbols;
   onnx::GraphProto& graph = *model.mutable_graph();
+  for (const auto& input : graph.input())
+    for (const auto& d : input.type().tensor_type().shape().dim())
+      if (!d.has_dim_value()) symbols.insert(d.dim_param());
+  for (const auto& [name, size] : options.dims)
+    if (!symbols.count(name))
+      return Status::invalid(g.source() + ": --dim " + quoteText(name, 40) +
+                             ": no input dimension has that name (the symbolic ones: " +
+                             quotedList(std::vector<std::string>(symbols.begin(), symbols.end())) + ")");
   const onnx::ValueInfoProto* data = findInput(g.proto(), t.input);
   const auto& first = data->type().tensor_type().shape().dim(0);
   if (first.has_dim_param() && !first.dim_param().empty() && options.batch > 0) sizes.emplace(first.dim_param(), options.batch);
@@ -118,9 +126,8 @@ Status resolveSizes(const Graph& g, const OnnxImportOptions& options, onnx::Mode
       std::int64_t size = d.has_dim_value() ? d.dim_value() : 0;
       if (input.name() == t.input && i == 0 && options.batch > 0) size = options.batch;
       if (!d.has_dim_value()) {
-        symbols.insert(d.dim_param());
         auto it = sizes.find(d.dim_param());
-        if (it != sizes.end()) size = it->second, used.insert(d.dim_param());
+        if (it != sizes.end()) size = it->second;
       }
       if (size > kMaxIntegerField)
         return Status::invalid(where + " is " + std::to_string(size) + ", more than " + std::to_string(kMaxIntegerField));
@@ -131,11 +138,6 @@ Status resolveSizes(const Graph& g, const OnnxImportOptions& options, onnx::Mode
       if (input.name() == t.input) t.inputShape.push_back(size);
     }
   }
-  for (const auto& [name, size] : options.dims)
-    if (!symbols.count(name))
-      return Status::invalid(g.source() + ": --dim " + quoteText(name, 40) +
-                             ": no input dimension has that name (the symbolic ones: " +
-                             quotedList(std::vector<std::string>(symbols.begin(), symbols.end())) + ")");
   t.batch = t.inputShape.front();
   summary.batch = std::to_string(t.batch) + (options.batch > 0 ? " (--batch)" : " (fixed in the model)");
   return Status::ok();
