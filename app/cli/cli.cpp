@@ -108,8 +108,9 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
     source.dims.push_back(*dim);
   }
   if (!source.dims.empty() && chainSourceKind(path) != ChainSourceKind::OnnxModel)
-    return Status::invalid(path + ": --dim applies to ONNX models; a chain file states its input shape, a zoo model "
-                                  "takes --batch and --sequence");
+    return Status::invalid(path +
+                           ": --dim applies to ONNX models; a chain file states its input shape, a zoo model "
+                           "takes --batch and --sequence");
   source.sequence = step.sequence;
   if (step.attention == "fused" || step.attention == "math") {
     source.fusedAttention = step.attention == "fused";

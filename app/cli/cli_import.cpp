@@ -14,7 +14,7 @@ struct ImportOptions {
   std::string model;
   std::int64_t batch = 0;
   std::vector<std::string> dims;  // --dim NAME=V
-  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
+  std::string input;              // --input: an ONNX model's data input by name (empty: its only one)
   std::string output;
 };
 

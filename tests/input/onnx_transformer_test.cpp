@@ -7,11 +7,11 @@
 // variants (token ids and tables of the wrong shape, sequences past the position table, the limit
 // or the S x S overflow, masks of the wrong shape) are refused with the node named.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <onnx/onnx_pb.h>
 
 #include "onnx_exports.hpp"
 #include "remat/input/onnx/onnx_import.hpp"
@@ -207,28 +207,43 @@ TEST(OnnxTransformer, DimensionOptionIsNameEqualsWholeNumber) {
 
 TEST(OnnxTransformer, HostileShapesAreRefusedWithTheNode) {
   // Token ids [batch, sequence, 1].
-  expectRefused(importEdited("gpt_small_op14.onnx", [](onnx::ModelProto& m) { setDims(m, "idx", {2, 16, 1}); }, {}),
-                {"input 'idx': token ids are [batch, sequence] integers"});
-  // An embedding table of rank 3, and one a column wider than the other.
-  expectRefused(importEdited("gpt_small_op14.onnx",
-                             [](onnx::ModelProto& m) { setDims(m, "transformer.wte.weight", {50, 32, 1}); },
-                             tokens(2, 16)),
-                {"node "});
-  expectRefused(importEdited("torch_decoder_op15.onnx", [](onnx::ModelProto& m) { setDims(m, "pos.weight", {16, 33}); },
-                             tokens(2, 16)),
-                {"node ", "Add"});
-  // nanoGPT's causal buffer one column short: the mask does not fit the [N, heads, S, S] scores.
   expectRefused(importEdited("gpt_small_op14.onnx",
                              [](onnx::ModelProto& m) {
-                               setDims(m, "transformer.h.0.attn.bias", {1, 1, 16, 8});
-                               setDims(m, "transformer.h.1.attn.bias", {1, 1, 16, 8});
+                               setDims(m, "idx", {2, 16, 1});
                              },
-                             tokens(2, 16)),
+                             {}),
+                {"input 'idx': token ids are [batch, sequence] integers"});
+  // An embedding table of rank 3, and one a column wider than the other.
+  expectRefused(importEdited(
+                    "gpt_small_op14.onnx",
+                    [](onnx::ModelProto& m) {
+                      setDims(m, "transformer.wte.weight", {50, 32, 1});
+                    },
+                    tokens(2, 16)),
+                {"node "});
+  expectRefused(importEdited(
+                    "torch_decoder_op15.onnx",
+                    [](onnx::ModelProto& m) {
+                      setDims(m, "pos.weight", {16, 33});
+                    },
+                    tokens(2, 16)),
+                {"node ", "Add"});
+  // nanoGPT's causal buffer one column short: the mask does not fit the [N, heads, S, S] scores.
+  expectRefused(importEdited(
+                    "gpt_small_op14.onnx",
+                    [](onnx::ModelProto& m) {
+                      setDims(m, "transformer.h.0.attn.bias", {1, 1, 16, 8});
+                      setDims(m, "transformer.h.1.attn.bias", {1, 1, 16, 8});
+                    },
+                    tokens(2, 16)),
                 {"node ", "Where"});
   // A position table as long as the limit allows, and S = 2^31 - 1: N * heads * S * S overflows.
-  expectRefused(importEdited("torch_decoder_op15.onnx",
-                             [](onnx::ModelProto& m) { setDims(m, "pos.weight", {kMaxIntegerField, 32}); },
-                             tokens(2, kMaxIntegerField)),
+  expectRefused(importEdited(
+                    "torch_decoder_op15.onnx",
+                    [](onnx::ModelProto& m) {
+                      setDims(m, "pos.weight", {kMaxIntegerField, 32});
+                    },
+                    tokens(2, kMaxIntegerField)),
                 {"node ", "overflow 64-bit bytes"});
 }
 

@@ -163,8 +163,9 @@ Result<OnnxImport> importModel(const onnx::ModelProto& model, const std::string&
                                const OnnxImportOptions& options) {
   if (isTransformerGraph(model.graph())) return importTransformerModel(model, source, options);
   if (!options.dims.empty())
-    return Status::invalid(source + ": --dim applies to a transformer's inputs (token ids); this model's only "
-                                    "symbolic dimension may be the batch (--batch)");
+    return Status::invalid(source +
+                           ": --dim applies to a transformer's inputs (token ids); this model's only "
+                           "symbolic dimension may be the batch (--batch)");
   OnnxImport result;
   Graph g(model, source, options);
   REMAT_RETURN_IF_ERROR(g.readInterface(result.summary));

@@ -12,13 +12,10 @@
 namespace remat::onnx_import {
 namespace {
 
-bool isIntegerType(std::int32_t type) {
-  return type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
-}
+bool isIntegerType(std::int32_t type) { return type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32; }
 
 bool isFloatType(std::int32_t type) {
-  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::FLOAT16 ||
-         type == onnx::TensorProto::BFLOAT16;
+  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16;
 }
 
 std::set<std::string> initializerNames(const onnx::GraphProto& graph) {
@@ -37,8 +34,7 @@ std::vector<std::string> dataCandidates(const onnx::GraphProto& graph) {
       const bool gather = node.op_type() == "Gather" && node.input_size() == 2 && node.input(1) == input.name();
       const bool conv = node.op_type() == "Conv" && node.input_size() > 0 && node.input(0) == input.name();
       if (gather && std::find(ids.begin(), ids.end(), input.name()) == ids.end()) ids.push_back(input.name());
-      if (conv && std::find(images.begin(), images.end(), input.name()) == images.end())
-        images.push_back(input.name());
+      if (conv && std::find(images.begin(), images.end(), input.name()) == images.end()) images.push_back(input.name());
     }
   }
   return ids.empty() ? images : ids;
@@ -68,7 +64,8 @@ Result<std::string> chooseDataInput(const Graph& g, const OnnxImportOptions& opt
   if (!options.input.empty()) {
     const onnx::ValueInfoProto* input = findInput(graph, options.input);
     if (input == nullptr || initializerNames(graph).count(options.input))
-      return Status::invalid(g.source() + ": --input " + quoteText(options.input, 80) + ": the graph has no input of that name");
+      return Status::invalid(g.source() + ": --input " + quoteText(options.input, 80) +
+                             ": the graph has no input of that name");
     return options.input;
   }
   const std::vector<std::string> candidates = dataCandidates(graph);
@@ -93,9 +90,10 @@ Status checkDataType(const Graph& g, const onnx::ValueInfoProto& input, bool& to
     return Status::invalid(what + ": token ids are [batch, sequence] integers; this input is " +
                            declaredShapeText(input) + " (" + std::to_string(rank) + " dimensions)");
   if (!tokens && !(isFloatType(type) && rank == 4))
-    return Status::invalid(what + ": the data input is token ids (int64 [batch, sequence]) or an image (float "
-                                  "[batch, channels, height, width]); this one is " + declaredShapeText(input) +
-                           " of element type " + std::to_string(type));
+    return Status::invalid(what +
+                           ": the data input is token ids (int64 [batch, sequence]) or an image (float "
+                           "[batch, channels, height, width]); this one is " +
+                           declaredShapeText(input) + " of element type " + std::to_string(type));
   return Status::ok();
 }
 
@@ -116,7 +114,8 @@ Status resolveSizes(const Graph& g, const OnnxImportOptions& options, onnx::Mode
                              quotedList(std::vector<std::string>(symbols.begin(), symbols.end())) + ")");
   const onnx::ValueInfoProto* data = findInput(g.proto(), t.input);
   const auto& first = data->type().tensor_type().shape().dim(0);
-  if (first.has_dim_param() && !first.dim_param().empty() && options.batch > 0) sizes.emplace(first.dim_param(), options.batch);
+  if (first.has_dim_param() && !first.dim_param().empty() && options.batch > 0)
+    sizes.emplace(first.dim_param(), options.batch);
   for (auto& input : *graph.mutable_input()) {
     if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape()) continue;
     auto& dims = *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
@@ -130,7 +129,8 @@ Status resolveSizes(const Graph& g, const OnnxImportOptions& options, onnx::Mode
         if (it != sizes.end()) size = it->second;
       }
       if (size > kMaxIntegerField)
-        return Status::invalid(where + " is " + std::to_string(size) + ", more than " + std::to_string(kMaxIntegerField));
+        return Status::invalid(where + " is " + std::to_string(size) + ", more than " +
+                               std::to_string(kMaxIntegerField));
       if (size <= 0 && input.name() == t.input)
         return Status::invalid(where + " (" + dimText(d) + ") is symbolic: give its size with " +
                                (i == 0 ? std::string("--batch N") : "--dim " + d.dim_param() + "=N"));
@@ -251,7 +251,8 @@ void markData(const Graph& g, TransformerGraph& t) {
   }
   const std::set<std::string> initializers = initializerNames(graph);
   for (const auto& input : graph.input())
-    if (input.name() != t.input && input.type().has_tensor_type() && isFloatType(input.type().tensor_type().elem_type()))
+    if (input.name() != t.input && input.type().has_tensor_type() &&
+        isFloatType(input.type().tensor_type().elem_type()))
       t.weights.insert(input.name());
   for (const auto& init : graph.initializer())
     if (isFloatType(init.data_type())) t.weights.insert(init.name());

@@ -26,11 +26,11 @@ bool isTransformerGraph(const onnx::GraphProto& graph);
 // What the cut and the layer reader share about one graph.
 struct TransformerGraph {
   const Graph* graph = nullptr;
-  std::string input;            // the data input: token ids [N, S] or an image [N, C, H, W]
-  bool tokens = false;          // integer ids
-  Shape inputShape;             // with --batch and --dim applied
+  std::string input;    // the data input: token ids [N, S] or an image [N, C, H, W]
+  bool tokens = false;  // integer ids
+  Shape inputShape;     // with --batch and --dim applied
   std::int64_t batch = 0;
-  std::map<std::string, Shape> shapes;         // after ONNX's shape inference (fully known ones)
+  std::map<std::string, Shape> shapes;          // after ONNX's shape inference (fully known ones)
   std::map<std::string, std::size_t> producer;  // tensor -> node
   std::set<std::string> data;                   // tensors computed from the data input
   std::set<std::string> weights;                // parameters: graph inputs and float initializers

@@ -89,7 +89,8 @@ void readNode(const TransformerGraph& t, std::size_t i, Contents& c) {
   c.nodes.push_back(i);
   bool mask = false;
   if (op == "Softmax") c.softmax.push_back(i);
-  if (op == "Where" || (op == "Add" && feedsSoftmax(t, node.output(0)) && !(isData(t, node.input(0)) && isData(t, node.input(1)))))
+  if (op == "Where" ||
+      (op == "Add" && feedsSoftmax(t, node.output(0)) && !(isData(t, node.input(0)) && isData(t, node.input(1)))))
     mask = true, c.masks.push_back(i);
   if (isLinear(t, node)) c.linears.push_back(i);
   if (op == "Conv") c.convs.push_back(i);
@@ -122,8 +123,9 @@ Contents readPieces(const TransformerGraph& t, const std::vector<Piece>& pieces,
     for (std::size_t i : pieces[p].nodes) readNode(t, i, c);
   c.norms = std::count_if(c.nodes.begin(), c.nodes.end(),
                           [&](std::size_t i) { return nodeAt(t, i).op_type() == "LayerNormalization"; }) +
-            std::count_if(c.nodes.begin(), c.nodes.end(),
-                          [&](std::size_t i) { return nodeAt(t, i).op_type() == "ReduceMean"; }) / 2;
+            std::count_if(c.nodes.begin(), c.nodes.end(), [&](std::size_t i) {
+              return nodeAt(t, i).op_type() == "ReduceMean";
+            }) / 2;
   if (begin < end && !pieces[begin].nodes.empty()) {
     const std::string& first = nodeAt(t, pieces[begin].nodes.front()).op_type();
     c.startsWithNorm = first == "LayerNormalization" || first == "ReduceMean";
@@ -160,7 +162,7 @@ Result<double> oneDropout(const TransformerGraph& t, const Contents& c, const st
   for (double p : c.dropouts)
     if (p != c.dropouts.front())
       return t.graph->fail(c.nodes.front(), what + " has dropouts of p " + numberText(c.dropouts.front()) + " and " +
-                                               numberText(p) + "; the chain's layer takes one p");
+                                                numberText(p) + "; the chain's layer takes one p");
   return c.dropouts.empty() ? 0.0 : float32Value(c.dropouts.front());
 }
 
@@ -245,8 +247,9 @@ Status readTables(const TransformerGraph& t, const Contents& c, LayerSpec& spec)
   if (spec.vocab == 0)
     return t.graph->fail(c.nodes.front(), "the embedding has no Gather of the token ids from a [vocab, width] table");
   if (spec.positions == 0)
-    return t.graph->fail(c.nodes.front(), "the embedding has no position table (a Gather of Range's position ids); "
-                                          "token_embedding models a learned position table");
+    return t.graph->fail(c.nodes.front(),
+                         "the embedding has no position table (a Gather of Range's position ids); "
+                         "token_embedding models a learned position table");
   return Status::ok();
 }
 
@@ -260,9 +263,11 @@ Result<LayerSpec> embeddingLayer(const TransformerGraph& t, const Contents& c) {
   } else {
     spec.kind = LayerKind::PatchEmbedding;
     if (c.convs.size() != 1 || c.linears.size() > 0)
-      return t.graph->fail(c.nodes.front(), "a patch embedding is one Conv (kernel = stride) before the first "
-                                            "attention; this part of the graph has " + std::to_string(c.convs.size()) +
-                                            " Conv and " + std::to_string(c.linears.size()) + " linears");
+      return t.graph->fail(c.nodes.front(),
+                           "a patch embedding is one Conv (kernel = stride) before the first "
+                           "attention; this part of the graph has " +
+                               std::to_string(c.convs.size()) + " Conv and " + std::to_string(c.linears.size()) +
+                               " linears");
     const onnx::NodeProto& conv = nodeAt(t, c.convs.front());
     const auto kernel = intsAttribute(conv, "kernel_shape");
     const auto strides = intsAttribute(conv, "strides");
@@ -319,17 +324,17 @@ Result<std::int64_t> headsOf(const TransformerGraph& t, std::size_t softmax, std
                                     ", S = " + std::to_string(seq));
 }
 
-Result<LayerSpec> blockLayer(const TransformerGraph& t, const Contents& attn, const Contents& mlp,
-                             const Contents& all, const Shape& stream) {
+Result<LayerSpec> blockLayer(const TransformerGraph& t, const Contents& attn, const Contents& mlp, const Contents& all,
+                             const Shape& stream) {
   LayerSpec spec;
   spec.kind = LayerKind::TransformerBlock;
   spec.name = groupName(t, all, true);
   if (attn.softmax.size() != 1 || all.norms != 2 || mlp.linears.size() != 2)
     return t.graph->fail(attn.nodes.front(),
                          "a transformer layer is one attention (a Softmax), an MLP (two linears) and two "
-                         "LayerNorms; this one has " + std::to_string(attn.softmax.size()) + " Softmax, " +
-                             std::to_string(mlp.linears.size()) + " linears after the attention and " +
-                             std::to_string(all.norms) + " LayerNorms");
+                         "LayerNorms; this one has " +
+                             std::to_string(attn.softmax.size()) + " Softmax, " + std::to_string(mlp.linears.size()) +
+                             " linears after the attention and " + std::to_string(all.norms) + " LayerNorms");
   auto heads = headsOf(t, attn.softmax.front(), stream[1]);
   if (!heads) return heads.status();
   spec.heads = *heads;
@@ -366,15 +371,15 @@ Result<LayerSpec> headLayer(const TransformerGraph& t, const Contents& c, const 
   LayerSpec spec;
   spec.name = groupName(t, c, false);
   if (c.linears.empty())
-    return t.graph->fail(c.nodes.front(), "the part after the last transformer layer has no linear; expected a "
-                                          "language-model head or a classification head");
+    return t.graph->fail(c.nodes.front(),
+                         "the part after the last transformer layer has no linear; expected a "
+                         "language-model head or a classification head");
   const std::size_t linear = c.linears.back();
   spec.norm = c.norms > 0;
   if (!c.epsilons.empty()) spec.epsilon = float32Value(c.epsilons.front());
   if (!c.tokenPicks.empty() || !t.tokens) {
     spec.kind = LayerKind::ClsHead;
-    if (c.linears.size() != 1)
-      return t.graph->fail(c.linears.back(), "a classification head is one linear on token 0");
+    if (c.linears.size() != 1) return t.graph->fail(c.linears.back(), "a classification head is one linear on token 0");
     spec.outFeatures = linearOut(t, linear);
     spec.tanhOut = c.tanh;
     spec.bias = hasBias(t, linear);
@@ -395,13 +400,12 @@ Status checkParameters(const TransformerGraph& t, const LayerSpec& spec, const S
   ChainLayer layer;
   Status inferred = operatorInfo(spec.kind).infer(spec, input, t.graph->dtype(), layer);
   if (!inferred.isOk())
-    return t.graph->fail(node, "layer " + quoteText(spec.name) + " (" + std::string(kindName(spec.kind)) + "): " +
-                                   inferred.message());
+    return t.graph->fail(
+        node, "layer " + quoteText(spec.name) + " (" + std::string(kindName(spec.kind)) + "): " + inferred.message());
   if (layer.paramCount != counted)
     return t.graph->fail(node, "layer " + quoteText(spec.name) + " (" + std::string(kindName(spec.kind)) + ") reads " +
-                                   std::to_string(counted) + " parameters; the kind with the fields read (" +
-                                   "width " + std::to_string(input.back()) + ") has " +
-                                   std::to_string(layer.paramCount) +
+                                   std::to_string(counted) + " parameters; the kind with the fields read (" + "width " +
+                                   std::to_string(input.back()) + ") has " + std::to_string(layer.paramCount) +
                                    " (a linear without bias, or a part the kind does not model?)");
   output = layer.outputShape;
   return Status::ok();
@@ -418,8 +422,10 @@ bool hasSoftmax(const TransformerGraph& t, const Piece& piece) {
 
 // A piece of LayerNorm's ops only (LayerNormalization, or its decomposition and affine product).
 bool normPiece(const TransformerGraph& t, const Piece& piece) {
-  static const std::set<std::string> ops = {"LayerNormalization", "ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Div", "Mul"};
-  return std::all_of(piece.nodes.begin(), piece.nodes.end(), [&](std::size_t i) { return ops.count(nodeAt(t, i).op_type()) > 0; });
+  static const std::set<std::string> ops = {
+      "LayerNormalization", "ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Div", "Mul"};
+  return std::all_of(piece.nodes.begin(), piece.nodes.end(),
+                     [&](std::size_t i) { return ops.count(nodeAt(t, i).op_type()) > 0; });
 }
 
 bool startsNorm(const TransformerGraph& t, const Piece& piece) {
@@ -441,7 +447,8 @@ Result<std::vector<BlockSpan>> blockSpans(const TransformerGraph& t, const std::
     BlockSpan span{p, p + 1, p + 1};
     const bool preNorm = readPieces(t, pieces, p, p + 1).startsWithNorm;
     std::size_t q = p + 1;
-    while (q < pieces.size() && !hasSoftmax(t, pieces[q]) && readPieces(t, pieces, span.attnEnd, q + 1).linears.size() < 2)
+    while (q < pieces.size() && !hasSoftmax(t, pieces[q]) &&
+           readPieces(t, pieces, span.attnEnd, q + 1).linears.size() < 2)
       ++q;
     if (q >= pieces.size() || hasSoftmax(t, pieces[q]))
       return t.graph->fail(pieces[p].nodes.front(), "this attention has no MLP (two linears) after it");
@@ -449,7 +456,8 @@ Result<std::vector<BlockSpan>> blockSpans(const TransformerGraph& t, const std::
     // Post-norm (BERT, nn.TransformerEncoderLayer's default): the LayerNorm after the MLP's add, in
     // pieces when decomposed (its Sub, its Div and its affine product are articulation tensors).
     while (!preNorm && span.end < pieces.size() && normPiece(t, pieces[span.end]) &&
-           readPieces(t, pieces, span.attnEnd, span.end).norms + readPieces(t, pieces, span.end, span.end + 1).norms <= 2 &&
+           readPieces(t, pieces, span.attnEnd, span.end).norms + readPieces(t, pieces, span.end, span.end + 1).norms <=
+               2 &&
            !(readPieces(t, pieces, span.attnEnd, span.end).norms == 2 && startsNorm(t, pieces[span.end])))
       span.end += 1;
     spans.push_back(span);
@@ -458,8 +466,9 @@ Result<std::vector<BlockSpan>> blockSpans(const TransformerGraph& t, const std::
   if (spans.empty()) return Status::invalid(t.graph->source() + ": the graph has no attention (Softmax) on the data");
   for (std::size_t q = p; q < pieces.size(); ++q)
     if (hasSoftmax(t, pieces[q]))
-      return t.graph->fail(pieces[q].nodes.front(), "this attention is not where a transformer layer can start (after "
-                                                    "the previous layer's MLP)");
+      return t.graph->fail(pieces[q].nodes.front(),
+                           "this attention is not where a transformer layer can start (after "
+                           "the previous layer's MLP)");
   return spans;
 }
 
@@ -485,8 +494,9 @@ Result<std::vector<LayerSpec>> transformerLayers(const TransformerGraph& t, cons
     return Status::ok();
   };
   if (spans->front().begin == 0)
-    return t.graph->fail(pieces.front().nodes.front(), "the first attention reads the input; a transformer starts "
-                                                       "with an embedding (token ids or image patches)");
+    return t.graph->fail(pieces.front().nodes.front(),
+                         "the first attention reads the input; a transformer starts "
+                         "with an embedding (token ids or image patches)");
   const Contents embedding = readPieces(t, pieces, 0, spans->front().begin);
   auto embed = embeddingLayer(t, embedding);
   if (!embed) return embed.status();
@@ -501,7 +511,8 @@ Result<std::vector<LayerSpec>> transformerLayers(const TransformerGraph& t, cons
     REMAT_RETURN_IF_ERROR(add(*block, all));
   }
   if (spans->back().end >= pieces.size())
-    return t.graph->fail(pieces.back().nodes.back(), "the graph ends with a transformer layer; expected a head after it");
+    return t.graph->fail(pieces.back().nodes.back(),
+                         "the graph ends with a transformer layer; expected a head after it");
   const Contents head = readPieces(t, pieces, spans->back().end, pieces.size());
   auto spec = headLayer(t, head, tables);
   if (!spec) return spec.status();

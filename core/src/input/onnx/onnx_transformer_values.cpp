@@ -47,7 +47,7 @@ class Plumbing {
     Values v;
     // INT64_MAX (torch's open slice end) is 2^63 as a double: clamped, not converted out of range.
     for (double x : c->values)
-      v.push_back(x >= 9.2e18 ? std::numeric_limits<std::int64_t>::max()
+      v.push_back(x >= 9.2e18    ? std::numeric_limits<std::int64_t>::max()
                   : x <= -9.2e18 ? std::numeric_limits<std::int64_t>::min()
                                  : static_cast<std::int64_t>(x));
     return v;
@@ -94,7 +94,8 @@ class Plumbing {
       }
       return out;
     }
-    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2) return arithmetic(op, in[0], in[1]);
+    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2)
+      return arithmetic(op, in[0], in[1]);
     return std::nullopt;
   }
 
@@ -107,7 +108,7 @@ class Plumbing {
       if (op == "Div") {
         if (y == 0) return std::nullopt;
         r = x / y;
-      } else if (op == "Add" ? __builtin_add_overflow(x, y, &r)
+      } else if (op == "Add"   ? __builtin_add_overflow(x, y, &r)
                  : op == "Sub" ? __builtin_sub_overflow(x, y, &r)
                                : __builtin_mul_overflow(x, y, &r)) {
         return std::nullopt;
