@@ -296,9 +296,24 @@ bool isTransformerGraph(const onnx::GraphProto& graph) {
   for (const auto& input : graph.input())
     if (input.type().has_tensor_type() && isIntegerType(input.type().tensor_type().elem_type()))
       integerInputs.insert(input.name());
+  // Attention: a Softmax whose probabilities a MatMul reads (through a Dropout or a Cast); a
+  // classifier's final Softmax is not one (the CNN path refuses it, naming the operator).
+  std::map<std::string, std::vector<const onnx::NodeProto*>> readers;
+  for (const auto& node : graph.node())
+    for (const auto& in : node.input()) readers[in].push_back(&node);
+  auto readByMatMul = [&readers](const std::string& tensor, auto&& self, int depth) -> bool {
+    for (const onnx::NodeProto* r : readers[tensor]) {
+      if (r->op_type() == "MatMul") return true;
+      if (depth < 2 && (r->op_type() == "Dropout" || r->op_type() == "Cast") && r->output_size() > 0 &&
+          self(r->output(0), self, depth + 1))
+        return true;
+    }
+    return false;
+  };
   for (const auto& node : graph.node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx") continue;
-    if (node.op_type() == "Softmax") return true;
+    if (node.op_type() == "Softmax" && node.output_size() > 0 && readByMatMul(node.output(0), readByMatMul, 0))
+      return true;
     if (node.op_type() == "Gather" && node.input_size() == 2 && integerInputs.count(node.input(1))) return true;
   }
   return false;
