@@ -185,7 +185,9 @@ bool readsOperator(const onnx::NodeProto& node);  // one of the operators the im
 Status validateTensors(const Graph& graph);
 std::map<std::string, std::int32_t> declaredElementTypes(const onnx::GraphProto& graph);
 Status checkWeightTypes(const Graph& graph, const std::map<std::string, std::int32_t>& types);
-Status runOnnxChecker(const Graph& graph, const onnx::ModelProto& model);
+// ONNX's checker on the nodes of the operators the importer reads; on every node of the standard
+// domain with `everyNode` (a transformer's graph, whose ops ONNX's shape inference reads).
+Status runOnnxChecker(const Graph& graph, const onnx::ModelProto& model, bool everyNode = false);
 
 // "'a', 'b', 'c' and 5 more": names quoted (quoteText), at most `shown` of them.
 std::string quotedList(const std::vector<std::string>& names, std::size_t shown = 3);

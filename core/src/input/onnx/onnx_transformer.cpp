@@ -219,8 +219,8 @@ bool hintClassTokens(onnx::GraphProto& graph, const TransformerGraph& t) {
 // sizes given; the tensors whose every dimension is known are recorded.
 Status inferShapes(const Graph& g, onnx::ModelProto& model, TransformerGraph& t) {
   onnx::GraphProto& graph = *model.mutable_graph();
-  graph.clear_value_info();
-  for (auto& output : *graph.mutable_output()) output.clear_type();
+  // The declared value_info and output types stay: ONNX's pass refuses one that contradicts what it
+  // infers (at the node), as the CNN path's check of the declared shapes does.
   REMAT_RETURN_IF_ERROR(runInference(g, model, t, false));
   if (hintClassTokens(graph, t)) REMAT_RETURN_IF_ERROR(runInference(g, model, t, false));
   for (int pass = 0; pass < 256; ++pass) {  // each pass reaches one layer further
@@ -340,6 +340,7 @@ Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const s
   OnnxImport result;
   Graph g(model, source, options);
   REMAT_RETURN_IF_ERROR(g.readHeader(result.summary));
+  REMAT_RETURN_IF_ERROR(runOnnxChecker(g, model, true));
   TransformerGraph t;
   auto pieces = readTransformerGraph(g, t, result.summary);
   if (!pieces) return pieces.status();
