@@ -319,8 +319,24 @@ bool isTransformerGraph(const onnx::GraphProto& graph) {
   return false;
 }
 
+// The constant plumbing, evaluated as the CNN path evaluates it, dead or alive: a Slice with NaN
+// bounds or an Unsqueeze with duplicate axes is an invalid model wherever it is.
+Status evaluateConstants(Graph& g) {
+  for (std::size_t i = 0; i < static_cast<std::size_t>(g.proto().node_size()); ++i) {
+    const onnx::NodeProto& node = g.proto().node(static_cast<int>(i));
+    const bool constantInputs = std::all_of(node.input().begin(), node.input().end(), [&g](const std::string& in) {
+      return in.empty() || g.constant(in) != nullptr;
+    });
+    if (!constantInputs || node.op_type() == "Identity") continue;
+    auto handled = g.evaluateConstantNode(i);
+    if (!handled) return handled.status();
+  }
+  return Status::ok();
+}
+
 Result<std::vector<Piece>> readTransformerGraph(Graph& g, TransformerGraph& t, OnnxImportSummary& summary) {
   t.graph = &g;
+  REMAT_RETURN_IF_ERROR(evaluateConstants(g));
   auto input = chooseDataInput(g, g.options());
   if (!input) return input.status();
   t.input = *input;
