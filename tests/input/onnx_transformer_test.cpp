@@ -237,6 +237,23 @@ TEST(OnnxTransformer, HostileShapesAreRefusedWithTheNode) {
                     },
                     tokens(2, 16)),
                 {"node ", "Where"});
+  // LayerNorm's decomposition with x^3 for x^2: no LayerNorm, refused at the norm's first node.
+  expectRefused(importEdited(
+                    "gpt_small_op14.onnx",
+                    [](onnx::ModelProto& m) {
+                      std::string exponent;
+                      for (const auto& n : m.graph().node())
+                        if (n.op_type() == "Pow" && exponent.empty()) exponent = n.input(1);
+                      for (auto& n : *m.mutable_graph()->mutable_node())
+                        if (n.op_type() == "Constant" && n.output(0) == exponent) {
+                          onnx::TensorProto* value = n.mutable_attribute(0)->mutable_t();
+                          value->clear_raw_data();
+                          value->set_data_type(onnx::TensorProto::FLOAT);
+                          value->add_float_data(3.0F);
+                        }
+                    },
+                    tokens(2, 16)),
+                {"node ", "ReduceMean", "is not LayerNorm's decomposition"});
   // A position table as long as the limit allows, and S = 2^31 - 1: N * heads * S * S overflows.
   expectRefused(importEdited(
                     "torch_decoder_op15.onnx",

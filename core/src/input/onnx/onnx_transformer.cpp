@@ -360,6 +360,7 @@ Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const s
   TransformerGraph t;
   auto pieces = readTransformerGraph(g, t, result.summary);
   if (!pieces) return pieces.status();
+  REMAT_RETURN_IF_ERROR(checkTransformerPatterns(t));
   std::vector<std::size_t> firstNodes;
   auto layers = transformerLayers(t, *pieces, firstNodes);
   if (!layers) return layers.status();

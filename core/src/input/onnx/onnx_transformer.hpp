@@ -57,6 +57,10 @@ Result<std::vector<LayerSpec>> transformerLayers(const TransformerGraph& t, cons
 // (onnx_transformer_values.cpp); true when it replaced one, so the pass is worth running again.
 bool foldShapePlumbing(onnx::GraphProto& graph, const std::map<std::string, Shape>& shapes);
 
+// LayerNorm's and GELU's patterns as torch writes them, or an error at the node
+// (onnx_transformer_checks.cpp).
+Status checkTransformerPatterns(const TransformerGraph& t);
+
 // The whole import of a transformer's graph (importModel's, for a graph isTransformerGraph takes).
 Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const std::string& source,
                                           const OnnxImportOptions& options);
