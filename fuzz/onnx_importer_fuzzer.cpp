@@ -51,7 +51,10 @@ extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t s
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  auto imported = remat::importOnnxModel(bytes, kSource, remat::OnnxImportOptions{.batch = 2});
+  // A transformer's token ids [batch, sequence] (tests/data/onnx/transformer) also need their sequence.
+  remat::OnnxImportOptions options{.batch = 2};
+  if (bytes.find("sequence") != std::string::npos) options.dims = {{"sequence", 16}};
+  auto imported = remat::importOnnxModel(bytes, kSource, options);
   if (imported) {
     checkImported(*imported);
   } else {

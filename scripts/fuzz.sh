@@ -70,7 +70,7 @@ for planner in sqrt dp optimal; do
   "$remat" plan "$small" --planner "$planner" --json >"$seeds/plan_file/resnet18-$planner.json"
 done
 # torch exports (the activations' too: Sigmoid, Tanh, HardSigmoid, SiLU, HardSwish, GELU; LayerNorm's MLP), past finds
-cp tests/data/onnx/*.onnx tests/data/onnx/activations/*.onnx tests/data/onnx/layernorm/*.onnx tests/data/regressions/onnx/* "$seeds/onnx_importer/"
+cp tests/data/onnx/*.onnx tests/data/onnx/activations/*.onnx tests/data/onnx/layernorm/*.onnx tests/data/onnx/transformer/*.onnx tests/data/regressions/onnx/* "$seeds/onnx_importer/"
 for kind in chain timeline snapshot plan cli; do
   case "$kind" in cli) target=cli_arguments ;; plan) target=plan_file ;; *) target="${kind}_reader" ;; esac
   cp tests/data/regressions/"$kind"/* "$seeds/$target/" 2>/dev/null || true

@@ -20,6 +20,7 @@ from onnx import helper, numpy_helper, TensorProto  # noqa: F401  (numpy_helper:
 
 import hostile_onnx_activations
 import hostile_onnx_convnext
+import hostile_onnx_transformer
 import hostile_onnx_layernorm
 import hostile_onnx_nonsquare
 import hostile_onnx_pools
@@ -75,6 +76,7 @@ def bases():
     models.update(hostile_onnx_activations.activation_bases())
     models.update(hostile_onnx_layernorm.layernorm_bases())
     models.update(hostile_onnx_convnext.convnext_bases())
+    models.update(hostile_onnx_transformer.transformer_bases())
     return models
 
 
@@ -367,7 +369,8 @@ FAMILIES = [empty_input, dangling_input, duplicate_name, many_outputs, initializ
             many_inputs, random_field] + hostile_onnx_activations.ACTIVATION_FAMILIES + \
     hostile_onnx_se.SE_FAMILIES + hostile_onnx_shuffle.SHUFFLE_FAMILIES + hostile_onnx_layernorm.LAYERNORM_FAMILIES + \
     hostile_onnx_convnext.CONVNEXT_FAMILIES + hostile_onnx_pools.POOL_FAMILIES + \
-    hostile_onnx_nonsquare.NONSQUARE_FAMILIES
+    hostile_onnx_nonsquare.NONSQUARE_FAMILIES + \
+    hostile_onnx_transformer.TRANSFORMER_FAMILIES
 
 
 def mutate_onnx(models, rng, family=None):

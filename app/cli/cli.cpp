@@ -6,6 +6,7 @@
 
 #include "cli_args.hpp"
 #include "remat/base/text.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
 #include "remat/model/precision.hpp"
 #include "remat/usecases/chain_source.hpp"
 
@@ -62,6 +63,9 @@ void addStepOptions(CLI::App* command, StepArguments& step) {
                       "kept; the zoo's default) or math (the exported graph's softmax probabilities kept)");
   command->add_option("--sequence", step.sequence, "Sequence length of a zoo token model (gpt2: 1024, bert_base: 512)")
       ->check(wholeNumberIn(1, 2147483647));
+  command->add_option("--dim", step.dims,
+                      "NAME=SIZE, repeatable: a symbolic dimension of an ONNX model's inputs, e.g. --dim sequence=2048 "
+                      "for a token model's ids [batch, sequence] (the batch is --batch's)");
   command->add_option("--precision", step.precision,
                       "fp32, bf16 or fp16 (the whole model in that dtype), bf16-mixed or fp16-mixed (torch.autocast "
                       "around float32 master weights); default: the chain's dtype (fp32 for zoo and ONNX models)");
@@ -98,6 +102,15 @@ Result<Chain> loadChainArgument(const std::string& path, std::int64_t batch, con
   if (!input.empty() && chainSourceKind(path) != ChainSourceKind::OnnxModel)
     return Status::invalid(path + ": --input applies to ONNX models; a chain file or zoo model has one input");
   ChainSourceOptions source{.batch = batch, .input = input};
+  for (const std::string& text : step.dims) {
+    auto dim = parseOnnxDimension(text);
+    if (!dim) return dim.status();
+    source.dims.push_back(*dim);
+  }
+  if (!source.dims.empty() && chainSourceKind(path) != ChainSourceKind::OnnxModel)
+    return Status::invalid(path +
+                           ": --dim applies to ONNX models; a chain file states its input shape, a zoo model "
+                           "takes --batch and --sequence");
   source.sequence = step.sequence;
   if (step.attention == "fused" || step.attention == "math") {
     source.fusedAttention = step.attention == "fused";

@@ -76,6 +76,8 @@ struct StepArguments {
   // zoo's is fused) and --sequence of a zoo token model (0: its context).
   std::string attention;
   std::int64_t sequence = 0;
+  // --dim NAME=V, repeatable: a symbolic dimension of an ONNX model's inputs (parseOnnxDimension).
+  std::vector<std::string> dims;
   std::string precision;  // empty: the chain file's dtype (memory-model.md section 11.7)
 };
 void addStepOptions(CLI::App* command, StepArguments& step);

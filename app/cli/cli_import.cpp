@@ -13,7 +13,8 @@ namespace {
 struct ImportOptions {
   std::string model;
   std::int64_t batch = 0;
-  std::string input;  // --input: an ONNX model's data input by name (empty: its only one)
+  std::vector<std::string> dims;  // --dim NAME=V
+  std::string input;              // --input: an ONNX model's data input by name (empty: its only one)
   std::string output;
 };
 
@@ -21,7 +22,13 @@ Status importModel(const ImportOptions& options, Io& io) {
   // A big model takes a while to read: whatever would stop the write is found first.
   const WriteOptions write{{options.model}};
   if (!options.output.empty()) REMAT_RETURN_IF_ERROR(checkOutputFile(options.output, write).withContext("--output"));
-  auto imported = importOnnxFile(options.model, OnnxImportOptions{.batch = options.batch, .input = options.input});
+  OnnxImportOptions onnx{.batch = options.batch, .input = options.input};
+  for (const std::string& text : options.dims) {
+    auto dim = parseOnnxDimension(text);
+    if (!dim) return dim.status();
+    onnx.dims.push_back(*dim);
+  }
+  auto imported = importOnnxFile(options.model, onnx);
   if (!imported) return imported.status();
   const std::string summary = formatOnnxSummary(imported->summary, options.model);
   if (options.output.empty()) {
@@ -45,6 +52,9 @@ void addImportCommand(CLI::App& app, Action& action) {
   cmd->add_option("--input", options->input,
                   "The data input, by name (default: the only graph input that reaches the output; every other "
                   "graph input of an export without weights is a parameter)");
+  cmd->add_option("--dim", options->dims,
+                  "NAME=SIZE, repeatable: a symbolic input dimension, e.g. --dim sequence=2048 for token ids "
+                  "[batch, sequence]");
   cmd->add_option("--output,-o", options->output,
                   "Output chain file (default: stdout; the summary then goes to stderr)");
   cmd->callback([options, &action] { action = [options](Io& io) { return importModel(*options, io); }; });

@@ -167,5 +167,44 @@ TEST_F(ImportCli, AnOnnxModelUnderAnotherNameIsStillRead) {
   EXPECT_EQ(result.exitCode, 0) << result.err;
 }
 
+const std::string kGpt = std::string(REMAT_TEST_DATA_DIR) + "/onnx/transformer/gpt_small_op17.onnx";
+
+// --dim NAME=V sizes a transformer's symbolic dimensions on import and on every chain command.
+TEST_F(ImportCli, DimSetsATransformersSequence) {
+  const std::string out = path("gpt.json");
+  const auto imported = runRemat({"import", kGpt, "--batch", "2", "--dim", "sequence=12", "-o", out});
+  ASSERT_EQ(imported.exitCode, 0) << imported.err;
+  EXPECT_NE(imported.out.find("4 layers (0 blocks), 27584 parameters"), std::string::npos) << imported.out;
+  auto chain = loadChainFile(out);
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  EXPECT_EQ(chain->inputShape, (Shape{2, 12}));
+  // The exported graph computes math attention; the chain's default is fused (PyTorch 2's SDPA).
+  auto storeAll = [](const char* attention) {
+    return json::parse(runRemat({"plan", kGpt, "--batch", "8", "--dim", "sequence=16", "--attention", attention,
+                                 "--planner", "none", "--optimizer", "none", "--grads", "static", "--json"})
+                           .out);
+  };
+  const auto math = storeAll("math");
+  const auto fused = storeAll("fused");
+  EXPECT_GT(math["dynamic_peak_bytes"].get<std::uint64_t>(), fused["dynamic_peak_bytes"].get<std::uint64_t>());
+  const std::string never = path("never.json");
+  const struct {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"import", kGpt, "--batch", "2", "-o", never}, "--dim sequence=N"},
+      {{"import", kGpt, "--batch", "2", "--dim", "sequence=abc", "-o", never}, "--dim 'sequence=abc'"},
+      {{"import", kGpt, "--batch", "2", "--dim", "sequence=99999999999", "-o", never}, "not a whole number"},
+      {{"import", kGpt, "--batch", "2", "--dim", "tokens=8", "-o", never}, "no input dimension has that name"},
+      {{"plan", "zoo:resnet18", "--dim", "sequence=8", "--planner", "none"}, "--dim applies to ONNX models"},
+  };
+  for (const auto& c : cases) {
+    const auto result = runRemat(c.args);
+    EXPECT_EQ(result.exitCode, 2) << c.message;
+    EXPECT_NE(result.err.find(c.message), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(never));
+  }
+}
+
 }  // namespace
 }  // namespace remat

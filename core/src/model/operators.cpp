@@ -131,6 +131,7 @@ constexpr FieldInfo kTransformerBlockFields[] = {integer("heads", &S::heads, tru
                                                  flag("causal", &S::causal),
                                                  flag("pre_norm", &S::preNorm),
                                                  flag("fused_attention", &S::fusedAttention),
+                                                 flag("relu", &S::reluMlp, true),
                                                  requiredP(),
                                                  layerNormEpsilon()};
 constexpr FieldInfo kLmHeadFields[] = {integer("vocab", &S::vocab, true), flag("tied", &S::tied),

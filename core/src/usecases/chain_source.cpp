@@ -28,8 +28,8 @@ Result<Chain> openSource(const std::string& source, const ChainSourceOptions& op
       return openZooChain(source.substr(kZooSourcePrefix.size()), zoo);
     }
     case ChainSourceKind::OnnxModel: {
-      Result<OnnxImport> imported =
-          importOnnxFile(source, OnnxImportOptions{.batch = options.batch, .input = options.input});
+      Result<OnnxImport> imported = importOnnxFile(
+          source, OnnxImportOptions{.batch = options.batch, .input = options.input, .dims = options.dims});
       if (!imported) return imported.status();
       return buildChain(imported->spec);
     }

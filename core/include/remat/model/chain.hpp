@@ -160,6 +160,7 @@ struct LayerSpec {
   bool causal = false;
   bool preNorm = true;
   bool fusedAttention = true;  // PyTorch 2's scaled_dot_product_attention (flash / memory-efficient)
+  bool reluMlp = false;        // transformer_block: a ReLU MLP (nn.TransformerEncoderLayer's default), not GELU
   bool tied = false;           // lm_head: the token embedding's table is its weight (counted once)
   bool norm = true;            // lm_head, cls_head: a LayerNorm first; token_embedding: a LayerNorm after (BERT)
   bool tanhOut = false;        // cls_head: BERT's pooler (tanh after the linear)

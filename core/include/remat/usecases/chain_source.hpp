@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "remat/base/status.hpp"
 #include "remat/model/chain.hpp"
@@ -34,6 +36,8 @@ struct ChainSourceOptions {
   std::optional<bool> fusedAttention = std::nullopt;
   // An ONNX model's data input by name (OnnxImportOptions::input); empty: its only one.
   std::string input = {};
+  // An ONNX model's symbolic input dimensions by name (OnnxImportOptions::dims, `--dim NAME=V`).
+  std::vector<std::pair<std::string, std::int64_t>> dims = {};
 };
 
 // The chain `source` names, built (shape inference done). Errors name the source.

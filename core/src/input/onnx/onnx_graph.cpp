@@ -339,6 +339,13 @@ Status Graph::readOutput() {
 }
 
 Status Graph::readInterface(OnnxImportSummary& summary) {
+  REMAT_RETURN_IF_ERROR(readHeader(summary));
+  if (options_.input.empty()) return readDataInput(dataInputCandidates(), summary);
+  REMAT_RETURN_IF_ERROR(checkNamedInput());
+  return readDataInput({options_.input}, summary);
+}
+
+Status Graph::readHeader(OnnxImportSummary& summary) {
   REMAT_RETURN_IF_ERROR(readOpset());
   summary.opset = opset_;
   REMAT_RETURN_IF_ERROR(validateStructure());
@@ -352,10 +359,7 @@ Status Graph::readInterface(OnnxImportSummary& summary) {
   for (const auto& node : graph_.node())
     for (const auto& input : node.input()) ++readers_[input];
   for (const auto& output : graph_.output()) ++readers_[output.name()];
-  REMAT_RETURN_IF_ERROR(readOutput());
-  if (options_.input.empty()) return readDataInput(dataInputCandidates(), summary);
-  REMAT_RETURN_IF_ERROR(checkNamedInput());
-  return readDataInput({options_.input}, summary);
+  return readOutput();
 }
 
 }  // namespace remat::onnx_import

@@ -73,6 +73,11 @@ class Graph {
   // The opset, the structural validation (onnx_validate.cpp), then the data input, the weights and
   // the output (onnx_graph.cpp).
   Status readInterface(OnnxImportSummary& summary);
+  // readInterface's first part, all a transformer's import takes (onnx_transformer.cpp reads its
+  // inputs itself): the opset, the validation, the checker, the weights, the readers, the output.
+  Status readHeader(OnnxImportSummary& summary);
+  const onnx::ModelProto& model() const { return model_; }
+  const OnnxImportOptions& options() const { return options_; }
   // After the walk: declared output and value_info shapes and types against the inferred ones.
   Status checkDeclaredShapes() const;
 
@@ -181,7 +186,9 @@ bool readsOperator(const onnx::NodeProto& node);  // one of the operators the im
 Status validateTensors(const Graph& graph);
 std::map<std::string, std::int32_t> declaredElementTypes(const onnx::GraphProto& graph);
 Status checkWeightTypes(const Graph& graph, const std::map<std::string, std::int32_t>& types);
-Status runOnnxChecker(const Graph& graph, const onnx::ModelProto& model);
+// ONNX's checker on the nodes of the operators the importer reads; on every node of the standard
+// domain with `everyNode` (a transformer's graph, whose ops ONNX's shape inference reads).
+Status runOnnxChecker(const Graph& graph, const onnx::ModelProto& model, bool everyNode = false);
 
 // "'a', 'b', 'c' and 5 more": names quoted (quoteText), at most `shown` of them.
 std::string quotedList(const std::vector<std::string>& names, std::size_t shown = 3);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "onnx_graph.hpp"
+#include "onnx_transformer.hpp"
 #include "remat/base/text.hpp"
 #include "remat/input/input_file.hpp"
 
@@ -160,6 +161,11 @@ std::vector<std::pair<std::string, std::size_t>> listed(const std::map<std::stri
 
 Result<OnnxImport> importModel(const onnx::ModelProto& model, const std::string& source,
                                const OnnxImportOptions& options) {
+  if (isTransformerGraph(model.graph())) return importTransformerModel(model, source, options);
+  if (!options.dims.empty())
+    return Status::invalid(source +
+                           ": --dim applies to a transformer's inputs (token ids); this model's only "
+                           "symbolic dimension may be the batch (--batch)");
   OnnxImport result;
   Graph g(model, source, options);
   REMAT_RETURN_IF_ERROR(g.readInterface(result.summary));

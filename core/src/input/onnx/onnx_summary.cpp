@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "remat/base/text.hpp"
 #include "remat/input/onnx/onnx_import.hpp"
 
 namespace remat {
@@ -56,6 +57,30 @@ std::string formatOnnxSummary(const OnnxImportSummary& s, const std::string& sou
   text += "folded: " + counts(s.folded) + "\n";
   text += "dropped: " + counts(s.dropped) + "\n";
   return text;
+}
+
+}  // namespace remat
+
+namespace remat {
+
+Result<std::pair<std::string, std::int64_t>> parseOnnxDimension(std::string_view text) {
+  const std::string quoted = quoteText(std::string(text), 60);
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
+    return Status::invalid("--dim " + quoted + ": expected NAME=SIZE (e.g. sequence=2048)");
+  const std::string_view digits = text.substr(eq + 1);
+  std::int64_t value = 0;
+  for (char c : digits) {
+    // More than 2^31 - 1 is refused before it could overflow: no input dimension is that large.
+    if (!std::isdigit(static_cast<unsigned char>(c)) || value > kMaxIntegerField)
+      return Status::invalid("--dim " + quoted + ": the size is not a whole number in [1, " +
+                             std::to_string(kMaxIntegerField) + "]");
+    value = value * 10 + (c - '0');
+  }
+  if (value < 1 || value > kMaxIntegerField)
+    return Status::invalid("--dim " + quoted + ": the size is not a whole number in [1, " +
+                           std::to_string(kMaxIntegerField) + "]");
+  return std::pair<std::string, std::int64_t>{std::string(text.substr(0, eq)), value};
 }
 
 }  // namespace remat

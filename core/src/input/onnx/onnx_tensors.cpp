@@ -196,7 +196,7 @@ Status checkWeightTypes(const Graph& g, const std::map<std::string, std::int32_t
 // ONNX's checker knows every operator's schema up to the opset of Debian's ONNX (17 for 1.12):
 // the attributes each opset allows, required ones, the input and output counts. Newer opsets, and
 // operators the importer does not read anyway (their own message is clearer), are left to ours.
-Status runOnnxChecker(const Graph& g, const onnx::ModelProto& model) {
+Status runOnnxChecker(const Graph& g, const onnx::ModelProto& model, bool everyNode) {
   const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   const auto known = versions.find(onnx::ONNX_DOMAIN);
   if (known == versions.end() || g.opset() > known->second.second) return Status::ok();
@@ -209,7 +209,7 @@ Status runOnnxChecker(const Graph& g, const onnx::ModelProto& model) {
   const onnx::checker::LexicalScopeContext scope;
   for (std::size_t i = 0; i < static_cast<std::size_t>(g.proto().node_size()); ++i) {
     const onnx::NodeProto& node = g.proto().node(static_cast<int>(i));
-    if (!(node.domain().empty() || node.domain() == "ai.onnx") || !readsOperator(node)) continue;
+    if (!(node.domain().empty() || node.domain() == "ai.onnx") || !(everyNode || readsOperator(node))) continue;
     try {
       onnx::checker::check_node(node, context, scope);
     } catch (const std::exception& error) {

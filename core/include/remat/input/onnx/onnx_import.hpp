@@ -29,7 +29,14 @@ struct OnnxImportOptions {
   // graph input is then a weight. Empty: the one graph input of rank 2 or more that reaches the
   // output (a torch export's first input); more than one such is an error that asks for the name.
   std::string input = {};
+  // `--dim NAME=V`: the size of every input dimension named NAME (a symbolic dimension, e.g. a token
+  // model's "sequence"); a name no input has is an error. The batch is --batch's.
+  std::vector<std::pair<std::string, std::int64_t>> dims = {};
 };
+
+// "sequence=2048" -> {"sequence", 2048}: a name, '=', a whole number in [1, 2^31 - 1]; errors name
+// the text.
+Result<std::pair<std::string, std::int64_t>> parseOnnxDimension(std::string_view text);
 
 // What the import did, for the summary `remat import` prints (formatOnnxSummary).
 struct OnnxImportSummary {

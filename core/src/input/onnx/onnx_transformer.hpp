@@ -1,0 +1,68 @@
+#pragma once
+// Transformers in (issue 23): a graph with attention (a Softmax over activations) or token ids (an
+// integer input read by a Gather) is imported by its own path. ONNX's shape inference, with every
+// input dimension made concrete (--batch, --dim NAME=V), gives the shapes; the residual stream's
+// articulation tensors cut the graph into pieces; the pieces group into the chain's transformer
+// kinds (docs/memory-model.md section 12): the embedding (token_embedding or patch_embedding), one
+// transformer_block per attention (its attention piece, its MLP piece and, post-norm, the norms
+// after them) and the head (lm_head or cls_head). Each layer's fields are read from its ops, and its
+// parameter count (the weights its ops read) must be the kind's.
+//   onnx_transformer.cpp         detection, the inputs and their sizes, shape inference, the cut;
+//   onnx_transformer_layers.cpp  the pieces' contents, their grouping and the layers' fields.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "onnx_graph.hpp"
+
+namespace remat::onnx_import {
+
+// Whether the graph is a transformer's: it has a Softmax, or a Gather whose indices are an integer
+// graph input.
+bool isTransformerGraph(const onnx::GraphProto& graph);
+
+// What the cut and the layer reader share about one graph.
+struct TransformerGraph {
+  const Graph* graph = nullptr;
+  std::string input;    // the data input: token ids [N, S] or an image [N, C, H, W]
+  bool tokens = false;  // integer ids
+  Shape inputShape;     // with --batch and --dim applied
+  std::int64_t batch = 0;
+  std::map<std::string, Shape> shapes;          // after ONNX's shape inference (fully known ones)
+  std::map<std::string, std::size_t> producer;  // tensor -> node
+  std::set<std::string> data;                   // tensors computed from the data input
+  std::set<std::string> weights;                // parameters: graph inputs and float initializers
+  std::vector<std::size_t> dataNodes;           // nodes that read data, in order
+  const Shape* shapeOf(const std::string& tensor) const {
+    auto it = shapes.find(tensor);
+    return it == shapes.end() ? nullptr : &it->second;
+  }
+};
+
+// One piece between two articulation tensors of the residual stream: its data nodes, in order.
+struct Piece {
+  std::string in, out;  // the tensors it reads and writes
+  std::vector<std::size_t> nodes;
+};
+
+// The data input, the sizes, the shapes and the pieces (onnx_transformer.cpp).
+Result<std::vector<Piece>> readTransformerGraph(Graph& graph, TransformerGraph& t, OnnxImportSummary& summary);
+// The pieces as chain layers, checked against their weights (onnx_transformer_layers.cpp).
+Result<std::vector<LayerSpec>> transformerLayers(const TransformerGraph& t, const std::vector<Piece>& pieces,
+                                                 std::vector<std::size_t>& firstNodes);
+
+// Replaces the shape plumbing's value where ONNX's pass left an output without a shape
+// (onnx_transformer_values.cpp); true when it replaced one, so the pass is worth running again.
+bool foldShapePlumbing(onnx::GraphProto& graph, const std::map<std::string, Shape>& shapes);
+
+// LayerNorm's and GELU's patterns as torch writes them, or an error at the node
+// (onnx_transformer_checks.cpp).
+Status checkTransformerPatterns(const TransformerGraph& t);
+
+// The whole import of a transformer's graph (importModel's, for a graph isTransformerGraph takes).
+Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const std::string& source,
+                                          const OnnxImportOptions& options);
+
+}  // namespace remat::onnx_import
