@@ -22,14 +22,14 @@ namespace {
 
 using nlohmann::json;
 
-json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t vocab = 50) {
+json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t vocab = 50, double p = 0.0) {
   json layers = json::array();
   layers.push_back({{"name", "wte+wpe"},
                     {"kind", "token_embedding"},
                     {"vocab", vocab},
                     {"positions", seq},
                     {"width", 32},
-                    {"p", 0.0}});
+                    {"p", p}});
   for (int i = 0; i < 2; ++i)
     layers.push_back({{"name", "h." + std::to_string(i)},
                       {"kind", "transformer_block"},
@@ -37,7 +37,7 @@ json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t voca
                       {"hidden", 128},
                       {"causal", true},
                       {"fused_attention", fused},
-                      {"p", 0.0}});
+                      {"p", p}});
   layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", vocab}});
   return {{"format", "remat-chain/1"},
           {"name", fused ? "tiny-gpt-fused" : "tiny-gpt-math"},
@@ -45,26 +45,26 @@ json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t voca
           {"layers", layers}};
 }
 
-Chain gpt(std::int64_t batch, std::int64_t seq, bool fused) {
-  auto chain = parseChain(gptJson(batch, seq, fused).dump(), "tiny-gpt");
+Chain gpt(std::int64_t batch, std::int64_t seq, bool fused, double p = 0.0) {
+  auto chain = parseChain(gptJson(batch, seq, fused, 50, p).dump(), "tiny-gpt");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
   return chain.isOk() ? std::move(chain).value() : Chain{};
 }
 
-json vitJson(bool fused) {
+json vitJson(bool fused, double p = 0.0) {
   json layers = json::array();
   layers.push_back({{"name", "conv_proj+class_token+pos_embedding"},
                     {"kind", "patch_embedding"},
                     {"patch", 4},
                     {"width", 32},
-                    {"p", 0.0}});
+                    {"p", p}});
   for (int i = 0; i < 2; ++i)
     layers.push_back({{"name", "encoder_layer_" + std::to_string(i)},
                       {"kind", "transformer_block"},
                       {"heads", 2},
                       {"hidden", 128},
                       {"fused_attention", fused},
-                      {"p", 0.0},
+                      {"p", p},
                       {"epsilon", 1e-6}});
   layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
   return {{"format", "remat-chain/1"},
@@ -113,27 +113,31 @@ TEST(TinyGptVsTorch, FusedAttentionGradientsMatchPyTorch) { checkGptAgainstTorch
 TEST(TinyVitVsTorch, MathAttentionGradientsMatchPyTorch) { checkVitAgainstTorch(false); }
 TEST(TinyVitVsTorch, FusedAttentionGradientsMatchPyTorch) { checkVitAgainstTorch(true); }
 
-// The tiny ViT at batch 2 under every plan, both rules.
+// The tiny ViT at batch 2 under every plan, both rules; with p = 0.1 too (the patch embedding's
+// and the blocks' masks in E, redrawn by every recompute).
 TEST(TinyVitRun, MeasuredFootprintEqualsPredictionBothRules) {
-  for (bool fused : {false, true}) {
-    SCOPED_TRACE(fused ? "fused" : "math");
-    auto built = parseChain(vitJson(fused).dump(), "tiny-vit");
-    ASSERT_TRUE(built.isOk()) << built.status().message();
-    cpu::CpuDevice device({.poisonMemory = true});
-    const Chain chain = testing::fittedTo(*built, device);
-    testing::expectEveryPlanReproducesStoreAll(chain, device, 9);
-  }
+  for (double p : {0.0, 0.1})
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "math") + (p > 0.0 ? ", p = 0.1" : ""));
+      auto built = parseChain(vitJson(fused, p).dump(), "tiny-vit");
+      ASSERT_TRUE(built.isOk()) << built.status().message();
+      cpu::CpuDevice device({.poisonMemory = true});
+      const Chain chain = testing::fittedTo(*built, device);
+      testing::expectEveryPlanReproducesStoreAll(chain, device, 9);
+    }
 }
 
 // Batch 2: store-all and optimal's plan (and every other planner's) as predicted, op by op, with
-// store-all's gradients, under both rules; sequence 72 spans two flash tiles.
+// store-all's gradients, under both rules, without dropout and with p = 0.1 in the embedding and
+// every block (GPT-2's); sequence 72 spans two flash tiles.
 TEST(TinyGptRun, MeasuredFootprintEqualsPredictionBothRules) {
-  for (bool fused : {false, true}) {
-    SCOPED_TRACE(fused ? "fused" : "math");
-    cpu::CpuDevice device({.poisonMemory = true});
-    const Chain chain = testing::fittedTo(gpt(2, 72, fused), device);
-    testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
-  }
+  for (double p : {0.0, 0.1})
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "math") + (p > 0.0 ? ", p = 0.1" : ""));
+      cpu::CpuDevice device({.poisonMemory = true});
+      const Chain chain = testing::fittedTo(gpt(2, 72, fused, p), device);
+      testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
+    }
 }
 
 // The zoo's ViT-B/16 at batch 2 (32x32: 5 tokens, 12 blocks of d 768) runs optimal's plan as

@@ -65,6 +65,7 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b) {
   const bool keep = mode == ForwardMode::Keep;
+  const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<ConvOp>(prepared);
@@ -90,17 +91,17 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
     }
     case LayerKind::Dropout:
-      dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), b.x, b.y,
+      dropoutForward(prepared.in, prepared.dropoutP, dropoutKey, b.x, b.y,
                      keep ? reinterpret_cast<std::uint8_t*>(b.extra) : nullptr);
       return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
-    case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, b);
-    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(prepared, mode, b);
+    case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, dropoutKey, b);
+    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(prepared, mode, dropoutKey, b);
     case LayerKind::LmHead: return forwardLmHead(context, prepared, mode, b);
-    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, b);
+    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, mode, dropoutKey, b);
     case LayerKind::ClsHead: return forwardClsHead(context, prepared, mode, b);
     default: break;
   }
@@ -111,7 +112,8 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
   return Status::internal("cpu: " + prepared.label + ": no forward kernel");
 }
 
-Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                     const BackwardBuffers& b) {
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<ConvOp>(prepared);
@@ -149,7 +151,7 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(context, prepared, b);
-    case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, b);
+    case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, dropoutKey, b);
     case LayerKind::TokenEmbedding: return backwardTokenEmbedding(prepared, b);
     case LayerKind::LmHead: return backwardLmHead(context, prepared, b);
     case LayerKind::PatchEmbedding: return backwardPatchEmbedding(context, prepared, b);
