@@ -22,7 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t vocab = 50, double p = 0.0) {
+json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t vocab = 50, double p = 0.0,
+             bool tied = false) {
   json layers = json::array();
   layers.push_back({{"name", "wte+wpe"},
                     {"kind", "token_embedding"},
@@ -38,15 +39,15 @@ json gptJson(std::int64_t batch, std::int64_t seq, bool fused, std::int64_t voca
                       {"causal", true},
                       {"fused_attention", fused},
                       {"p", p}});
-  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", vocab}});
+  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", vocab}, {"tied", tied}});
   return {{"format", "remat-chain/1"},
           {"name", fused ? "tiny-gpt-fused" : "tiny-gpt-math"},
           {"input", {{"shape", {batch, seq}}, {"dtype", "float32"}}},
           {"layers", layers}};
 }
 
-Chain gpt(std::int64_t batch, std::int64_t seq, bool fused, double p = 0.0) {
-  auto chain = parseChain(gptJson(batch, seq, fused, 50, p).dump(), "tiny-gpt");
+Chain gpt(std::int64_t batch, std::int64_t seq, bool fused, double p = 0.0, bool tied = false) {
+  auto chain = parseChain(gptJson(batch, seq, fused, 50, p, tied).dump(), "tiny-gpt");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
   return chain.isOk() ? std::move(chain).value() : Chain{};
 }
@@ -162,6 +163,57 @@ TEST(ZooVitRun, OptimalsPlanRunsAsPredictedUnderBothRules) {
       testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
     }
   }
+}
+
+// GPT-2's tied head (no parameters but ln_f's; its weight is layer 1's wte) with dropout, under
+// every plan: the head's backward adds into layer 1's static gradient, the footprint as predicted.
+TEST(TinyGptRun, TiedHeadWithDropoutRunsEveryPlanAsPredicted) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "math");
+    cpu::CpuDevice device({.poisonMemory = true});
+    const Chain chain = testing::fittedTo(gpt(2, 72, fused, 0.1, true), device);
+    testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
+  }
+}
+
+// The tied head computes what an untied head holding a copy of wte computes: the same blocks'
+// gradients (bit for bit) and ln_f's, and layer 1's gradient is the untied embedding's plus the
+// untied head's weight gradient (summed in another order: close, not bitwise).
+TEST(TinyGptRun, TiedHeadGradientIsTheEmbeddingsPlusTheHeads) {
+  const Chain tied = gpt(2, 8, true, 0.0, true), untied = gpt(2, 8, true);
+  std::vector<std::vector<float>> params;
+  for (std::size_t l = 0; l < untied.size(); ++l)
+    params.push_back(test::spread(untied.layers[l].paramCount, 0.3 + 0.1 * static_cast<double>(l), 0.5));
+  const std::size_t table = 50 * 32, lnF = 2 * 32;
+  std::copy_n(params[0].begin(), table, params[3].begin() + lnF);  // the untied W = wte
+  std::vector<std::vector<float>> tiedParams = params;
+  tiedParams[3].resize(lnF);
+  ASSERT_EQ(tied.layers[3].paramCount, lnF);
+  std::vector<float> ids;
+  for (int i = 0; i < 16; ++i) ids.push_back(static_cast<float>((i * 7) % 50));
+  const std::vector<std::int32_t> labels(16, 3);
+  testing::ChainDriver tiedDriver(tied), untiedDriver(untied);
+  ASSERT_EQ(tiedDriver.error(), "");
+  const auto got = tiedDriver.step(ids, tiedParams, labels), want = untiedDriver.step(ids, params, labels);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(want.size(), 4u);
+  EXPECT_EQ(got[1], want[1]);
+  EXPECT_EQ(got[2], want[2]);
+  EXPECT_EQ(got[3], std::vector<float>(want[3].begin(), want[3].begin() + lnF));
+  std::vector<float> sum = want[0];
+  for (std::size_t i = 0; i < table; ++i) sum[i] += want[3][lnF + i];
+  test::expectCloseToTorch(got[0], json(sum), "layer 1's gradient");
+}
+
+TEST(TinyGptRun, ATiedHeadNeedsStaticGradients) {
+  Chain chain = gpt(2, 8, true, 0.0, true);
+  chain.step.grads = GradMode::OnBackward;
+  cpu::CpuDevice device;
+  const Status st = device.prepare(chain);
+  EXPECT_NE(st.message().find("cpu: layer 4 ('ln_f+lm_head', lm_head): tied: the head adds into layer 1's table "
+                              "gradient, which --grads on-backward makes only at B(1)"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST(TinyGptRun, AnOutOfVocabularyIdIsALocatedError) {

@@ -123,7 +123,7 @@ Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, con
 Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, std::uint64_t dropoutKey,
                              const ForwardBuffers& b);
 Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffers& b);
-Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+Status prepareLmHead(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                      const ForwardBuffers& b);

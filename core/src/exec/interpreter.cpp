@@ -16,6 +16,7 @@
 #include "interpreter_support.hpp"
 #include "optimizer_run.hpp"
 #include "remat/exec/counter_rng.hpp"
+#include "remat/exec/device_calls.hpp"
 #include "remat/exec/owned_buffers.hpp"
 #include "remat/memory/simulator.hpp"
 
@@ -279,6 +280,9 @@ class StepRun {
     call.extra = buffer(p.extraOut);
     call.workspace = workspace_.get();
     call.params = state_.params[p.op.layer].get();
+    // A tied lm_head reads the token embedding's table (static, like every parameter).
+    if (const std::size_t owner = sharedParamsLayer(state_.chain, p.op.layer); owner > 0)
+      call.sharedParams = state_.params[owner].get();
     call.seed = stepSeed_;
     return call;
   }
@@ -303,6 +307,10 @@ class StepRun {
     call.workspace = workspace_.get();
     call.params = state_.params[p.op.layer].get();
     call.paramGrads = weightGradient(p.op.layer);
+    if (const std::size_t owner = sharedParamsLayer(state_.chain, p.op.layer); owner > 0) {
+      call.sharedParams = state_.params[owner].get();
+      call.sharedParamGrads = weightGradient(owner);  // static: the device refuses a tied head otherwise
+    }
     call.seed = stepSeed_;
     return call;
   }
