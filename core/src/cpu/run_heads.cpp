@@ -8,7 +8,7 @@
 // (GPT-2's) has no W of its own: it reads the token embedding's table wte [V, d] (layer 1's
 // parameters from offset 0, passed as the call's shared parameters) and adds W's gradient into
 // layer 1's table gradient, which the embedding's own backward adds to later (static gradients
-// only: under --grads on-backward layer 1's gradient does not exist before B(1)).
+// only: the interpreter refuses on-backward ones, under which layer 1's does not exist before B(1)).
 #include <algorithm>
 #include <cmath>
 
@@ -73,18 +73,14 @@ Status createHeadOps(const DnnlContext& context, LmHeadPrep& h, const Transforme
 
 namespace {
 
-// A tied head's table is layer 1's: a token embedding of the same vocabulary and width, whose
-// gradient is static (exists when the head's backward adds into it).
+// A tied head's table is layer 1's: a token embedding of the same vocabulary and width (the
+// interpreter refuses a tied head under on-backward gradients: G(1) does not exist at B(n)).
 Status checkTiedTable(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check) {
   const ChainLayer& first = chain.layers.front();
   const LayerSpec& table = chain.spec.layers[first.specIndex];
   if (first.kind != LayerKind::TokenEmbedding || table.vocab != spec.vocab || table.width != layer.inputShape[2])
     return check.fail("tied: layer 1 must be a token_embedding of vocabulary " + std::to_string(spec.vocab) +
                       " and width " + std::to_string(layer.inputShape[2]) + " (the head's weight is its table)");
-  if (chain.step.grads != GradMode::Static)
-    return check.fail(
-        "tied: the head adds into layer 1's table gradient, which --grads on-backward makes only at "
-        "B(1), after the head's backward; run it with --grads static");
   return Status::ok();
 }
 
