@@ -10,6 +10,7 @@
 
 #include "cpu_harness.hpp"
 #include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/device_calls.hpp"
 
 namespace remat::testing {
 
@@ -37,6 +38,8 @@ class ChainDriver {
     for (std::size_t l = 1; l <= n && ok; ++l) {
       const LayerNumbers& m = chain_.at(l);
       p[l] = upload(toBytes(params[l - 1]), TensorRole::Parameters, l);
+      grads[l] = allocate(m.paramBytes);  // all zeroed before the backward: a tied head adds into layer 1's
+      if (grads[l].valid()) ok = fail(device_.fill(grads[l], 0));
       x[l] = allocate(m.outBytes);
       if (m.extraBytes > 0) extra[l] = allocate(m.extraBytes);
       DeviceBuffer work = workspace(l, Pass::Forward);
@@ -47,7 +50,8 @@ class ChainDriver {
                                  .extra = extra[l],
                                  .workspace = work,
                                  .params = p[l],
-                                 .seed = 1}));
+                                 .seed = 1,
+                                 .sharedParams = shared(p, l)}));
       release(work);
     }
     DeviceBuffer d = allocate(chain_.outBytes(n));
@@ -58,8 +62,6 @@ class ChainDriver {
     if (ok) ok = fail(device_.lossSeed({.logits = x[n], .labels = labelBuffer, .gradLogits = d, .seed = 1}));
     for (std::size_t l = n; l >= 1 && ok; --l) {
       const LayerNumbers& m = chain_.at(l);
-      grads[l] = allocate(m.paramBytes);
-      if (grads[l].valid()) ok = fail(device_.fill(grads[l], 0));
       DeviceBuffer dx = l > 1 ? allocate(chain_.outBytes(l - 1)) : DeviceBuffer{};
       DeviceBuffer work = workspace(l, Pass::Backward);
       ok = ok && fail(device_.backward({.layer = l,
@@ -71,7 +73,9 @@ class ChainDriver {
                                         .workspace = work,
                                         .params = p[l],
                                         .paramGrads = grads[l],
-                                        .seed = 1}));
+                                        .seed = 1,
+                                        .sharedParams = shared(p, l),
+                                        .sharedParamGrads = shared(grads, l)}));
       release(work);
       release(d);
       d = dx;
@@ -87,6 +91,11 @@ class ChainDriver {
   }
 
  private:
+  // Layer l's view of the layer whose parameters it shares (a tied lm_head: layer 1's).
+  DeviceBuffer shared(const std::vector<DeviceBuffer>& perLayer, std::size_t l) const {
+    const std::size_t owner = sharedParamsLayer(chain_, l);
+    return owner > 0 ? perLayer[owner] : DeviceBuffer{};
+  }
   DeviceBuffer workspace(std::size_t l, Pass pass) {
     auto needed = device_.requiredWorkspaceBytes(l, pass);
     const LayerNumbers& m = chain_.at(l);

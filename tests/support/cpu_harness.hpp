@@ -106,7 +106,8 @@ class LayerHarness {
                                  .extra = extraBuffer_,
                                  .workspace = workspace,
                                  .params = paramsBuffer_,
-                                 .seed = seed});
+                                 .seed = seed,
+                                 .sharedParams = {}});
     EXPECT_TRUE(st.isOk()) << st.message();
     if (workspace.valid()) (void)device_.allocator().release(workspace);
     return download(yBuffer_, TensorRole::Activation, 2);
@@ -139,7 +140,9 @@ class LayerHarness {
                                   .workspace = workspace,
                                   .params = paramsBuffer_,
                                   .paramGrads = grads,
-                                  .seed = seed});
+                                  .seed = seed,
+                                  .sharedParams = {},
+                                  .sharedParamGrads = {}});
     EXPECT_TRUE(st.isOk()) << st.message();
     Gradients g;
     g.dx = download(dxBuffer, TensorRole::Activation, 1);

@@ -209,7 +209,7 @@ Status CpuDevice::backward(const BackwardCall& call) {
                           {b.workspace, call.workspace.bytes}, {b.paramGrads, m.paramBytes});
     return Status::ok();
   }
-  return cpu::backwardLayer(*d.dnnl, prepared, b.floats());
+  return cpu::backwardLayer(*d.dnnl, prepared, rng::streamKey(call.seed, rng::Purpose::Dropout, l), b.floats());
 }
 
 Status CpuDevice::lossSeed(const SeedCall& call) {

@@ -100,7 +100,10 @@ void convertActivation(const ActivationLayout& layout, const BFloat16* from, BFl
 // The kernels of each kind, given resolved pointers (device_calls.hpp); null pointers for absent buffers.
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b);
-Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// dropoutKey: the layer's dropout stream of the step (rng::streamKey(seed, Purpose::Dropout, l)),
+// which the fused attention's backward redraws its mask from.
+Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                     const BackwardBuffers& b);
 // The layers that run in bfloat16 under bf16-mixed (prepared.half; run_half.cpp): the buffers'
 // activations are bfloat16 (the float pointers only carry them), parameters and their gradients
 // float32. forwardLayer and backwardLayer hand them over.
@@ -119,8 +122,9 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
 Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                               const ForwardBuffers& b);
-Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+                               std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                                const BackwardBuffers& b);
 
 // A number as a message shows it: 0.1, not 0.100000.
 std::string shortNumber(double value);
@@ -128,9 +132,10 @@ std::string shortNumber(double value);
 // token_embedding (run_embeddings.cpp) and lm_head (run_heads.cpp).
 Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, std::size_t l,
                              PreparedLayer& prepared);
-Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b);
+Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, std::uint64_t dropoutKey,
+                             const ForwardBuffers& b);
 Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffers& b);
-Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+Status prepareLmHead(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                      const ForwardBuffers& b);
@@ -138,7 +143,8 @@ Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared,
 // patch_embedding and cls_head (run_vit.cpp).
 Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
-Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b);
+Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                             std::uint64_t dropoutKey, const ForwardBuffers& b);
 Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                       const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);

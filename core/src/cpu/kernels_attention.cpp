@@ -66,8 +66,22 @@ void headsToRows(const AttentionGeometry& g, const float* heads, float* rows, In
   }
 }
 
+void dropoutFlat(Index count, const DropoutDraw& draw, const float* x, float* y, std::uint8_t* mask) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const bool keep = draw.keep(static_cast<std::uint64_t>(i));
+    y[i] = keep ? x[i] * draw.scale : 0.0f;
+    if (mask != nullptr) mask[i] = keep ? 1 : 0;
+  }
+}
+
+void dropoutFlatBackward(Index count, const DropoutDraw& draw, const std::uint8_t* mask, const float* dy, float* dx) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) dx[i] = mask[i] ? dy[i] * draw.scale : 0.0f;
+}
+
 void mathAttentionForward(const AttentionGeometry& g, const float* q, const float* k, const float* v, float* probs,
-                          float* out) {
+                          const AttentionDropout& drop, float* out) {
   const Index S = g.seq, dh = g.headDim;
   const float scale = scaleOf(g);
 #pragma omp parallel for schedule(static)
@@ -84,16 +98,25 @@ void mathAttentionForward(const AttentionGeometry& g, const float* q, const floa
       for (Index j = 0; j < S; ++j) sum += p[j] = std::exp(p[j] - top);
       float* o = out + (nh * S + i) * dh;
       std::fill_n(o, dh, 0.0f);
+      const std::uint64_t row = static_cast<std::uint64_t>((nh * S + i) * S);
       for (Index j = 0; j < S; ++j) {
         p[j] /= sum;
-        axpy(p[j], vh + j * dh, o, dh);
+        if (!drop.draw.active()) {
+          axpy(p[j], vh + j * dh, o, dh);
+          continue;
+        }
+        const bool keep = drop.draw.keep(row + static_cast<std::uint64_t>(j));
+        drop.mask[row + j] = keep ? 1 : 0;
+        drop.dropped[row + j] = keep ? p[j] * drop.draw.scale : 0.0f;
+        axpy(drop.dropped[row + j], vh + j * dh, o, dh);
       }
     }
   }
 }
 
 void mathAttentionBackward(const AttentionGeometry& g, const float* q, const float* k, const float* v,
-                           const float* probs, const float* dOut, float* dProbs, float* dqkv) {
+                           const float* probs, const AttentionDropout& drop, const float* dOut, float* dProbs,
+                           float* dqkv) {
   const Index S = g.seq, dh = g.headDim, stride = 3 * g.width();
   const float scale = scaleOf(g);
 #pragma omp parallel for schedule(static)
@@ -111,10 +134,13 @@ void mathAttentionBackward(const AttentionGeometry& g, const float* q, const flo
       const float* p = probs + (nh * S + i) * S;
       float* dS = dProbs + (nh * S + i) * S;
       float rowDot = 0.0f;
+      const Index row = (nh * S + i) * S;
       for (Index j = 0; j < S; ++j) {
-        dS[j] = dot(dO + i * dh, vh + j * dh, dh);  // dP
+        dS[j] = dot(dO + i * dh, vh + j * dh, dh);  // d(dropped P), then dP through the mask
+        if (drop.draw.active()) dS[j] = drop.mask[row + j] ? dS[j] * drop.draw.scale : 0.0f;
         rowDot += dS[j] * p[j];
-        axpy(p[j], dO + i * dh, dv + j * stride, dh);  // dV = P^T dO
+        const float z = drop.draw.active() ? drop.dropped[row + j] : p[j];
+        axpy(z, dO + i * dh, dv + j * stride, dh);  // dV = Z^T dO, Z the (dropped) probabilities
       }
       for (Index j = 0; j < S; ++j) {
         dS[j] = p[j] * (dS[j] - rowDot) * scale;  // softmax's backward, then the scale
@@ -128,8 +154,10 @@ void mathAttentionBackward(const AttentionGeometry& g, const float* q, const flo
 namespace {
 
 // One query tile [i0, i1) of head (n, h): online softmax over the key tiles it sees.
+// drop: the head's dropout, drawn at index headBase + i*S + j (the softmax's sum is the undropped one).
 void flashForwardTile(const AttentionGeometry& g, const HeadRows& q, const HeadRows& k, const HeadRows& v, Index i0,
-                      Index i1, float* out, float* lse, float* scratch) {
+                      Index i1, const DropoutDraw& drop, std::uint64_t headBase, float* out, float* lse,
+                      float* scratch) {
   const Index tile = kAttentionTile, dh = g.headDim, rows = i1 - i0;
   const float scale = scaleOf(g);
   float *scores = scratch, *acc = scratch + tile * tile, *top = acc + tile * dh, *sum = top + tile;
@@ -152,7 +180,10 @@ void flashForwardTile(const AttentionGeometry& g, const HeadRows& q, const HeadR
       for (Index j = j0; j < end; ++j) {
         const float p = std::exp(s[j - j0] - newTop);
         sum[r] += p;
-        axpy(p, v.row(j), a, dh);
+        if (!drop.active())
+          axpy(p, v.row(j), a, dh);
+        else if (drop.keep(headBase + static_cast<std::uint64_t>(i * g.seq + j)))
+          axpy(p * drop.scale, v.row(j), a, dh);
       }
       top[r] = newTop;
     }
@@ -165,7 +196,8 @@ void flashForwardTile(const AttentionGeometry& g, const HeadRows& q, const HeadR
 
 }  // namespace
 
-void flashAttentionForward(const AttentionGeometry& g, const float* qkv, float* out, float* lse, float* threadScratch) {
+void flashAttentionForward(const AttentionGeometry& g, const DropoutDraw& drop, const float* qkv, float* out,
+                           float* lse, float* threadScratch) {
   const Index tiles = (g.seq + kAttentionTile - 1) / kAttentionTile, stride = 3 * g.width();
   const Index perThread = attentionThreadFloats(g);
 #pragma omp parallel for schedule(static) num_threads(g.threads)
@@ -174,8 +206,8 @@ void flashAttentionForward(const AttentionGeometry& g, const float* qkv, float* 
     const HeadRows q = headRows(g, qkv, stride, 0, n, h), k = headRows(g, qkv, stride, g.width(), n, h),
                    v = headRows(g, qkv, stride, 2 * g.width(), n, h);
     const Index i0 = t * kAttentionTile, i1 = std::min(i0 + kAttentionTile, g.seq);
-    flashForwardTile(g, q, k, v, i0, i1, out + nh * g.seq * g.headDim, lse + nh * g.seq,
-                     threadScratch + omp_get_thread_num() * perThread);
+    flashForwardTile(g, q, k, v, i0, i1, drop, static_cast<std::uint64_t>(nh * g.seq * g.seq),
+                     out + nh * g.seq * g.headDim, lse + nh * g.seq, threadScratch + omp_get_thread_num() * perThread);
   }
 }
 
@@ -183,8 +215,11 @@ namespace {
 
 // Key tile [j0, j1) against query tile [i0, i1) of one head: P from the log-sum-exp, then dV, dS,
 // dQ and dK (the gradients' rows in the token layout).
+// With dropout p holds the dropped probabilities Z (what dV reads) and dS = P (mask * dZ * scale - D).
 struct FlashBackwardHead {
   const AttentionGeometry& g;
+  const DropoutDraw& drop;
+  std::uint64_t headBase;  // the dropout index of (i, j) is headBase + i*S + j
   HeadRows q, k, v;
   const float *dO, *lse, *rowDot;
   float *dq, *dk, *dv;
@@ -197,8 +232,15 @@ struct FlashBackwardHead {
       const Index end = std::min(j1, keyEnd(g, i));
       float *pr = p + (i - i0) * width, *dr = dS + (i - i0) * width;
       for (Index j = j0; j < j1; ++j) {
-        pr[j - j0] = j < end ? std::exp(scale * dot(q.row(i), k.row(j), dh) - lse[i]) : 0.0f;
-        dr[j - j0] = pr[j - j0] * (dot(dO + i * dh, v.row(j), dh) - rowDot[i]) * scale;
+        const float prob = j < end ? std::exp(scale * dot(q.row(i), k.row(j), dh) - lse[i]) : 0.0f;
+        float dProb = dot(dO + i * dh, v.row(j), dh);
+        pr[j - j0] = prob;
+        if (drop.active()) {
+          const bool keep = drop.keep(headBase + static_cast<std::uint64_t>(i * g.seq + j));
+          pr[j - j0] = keep ? prob * drop.scale : 0.0f;
+          dProb = keep ? dProb * drop.scale : 0.0f;
+        }
+        dr[j - j0] = prob * (dProb - rowDot[i]) * scale;
       }
     }
     for (Index j = j0; j < j1; ++j)
@@ -213,8 +255,8 @@ struct FlashBackwardHead {
 
 }  // namespace
 
-void flashAttentionBackward(const AttentionGeometry& g, const float* qkv, const float* out, const float* lse,
-                            const float* dOut, float* dqkv, float* rowDot, float* threadScratch) {
+void flashAttentionBackward(const AttentionGeometry& g, const DropoutDraw& drop, const float* qkv, const float* out,
+                            const float* lse, const float* dOut, float* dqkv, float* rowDot, float* threadScratch) {
   const Index S = g.seq, dh = g.headDim, stride = 3 * g.width(), tile = kAttentionTile;
   const Index perThread = attentionThreadFloats(g);
 #pragma omp parallel for schedule(static) num_threads(g.threads)
@@ -225,6 +267,8 @@ void flashAttentionBackward(const AttentionGeometry& g, const float* qkv, const 
     for (Index i = 0; i < S; ++i) dot_[i] = dot(dO + i * dh, o + i * dh, dh);
     float* dq = dqkv + n * S * stride + h * dh;
     const FlashBackwardHead head{g,
+                                 drop,
+                                 static_cast<std::uint64_t>(nh * S * S),
                                  headRows(g, qkv, stride, 0, n, h),
                                  headRows(g, qkv, stride, g.width(), n, h),
                                  headRows(g, qkv, stride, 2 * g.width(), n, h),

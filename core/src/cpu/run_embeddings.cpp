@@ -6,7 +6,9 @@
 // position arange its backward keeps (8*S bytes); the forward writes both lookups into its
 // workspace, as PyTorch's two embedding calls do, and adds them into x(1). The backward writes the
 // dense table gradients (a scatter-add of d(x1) rows into wte's, the sum over the batch into wpe's),
-// columns split over the threads so every element is summed in token order.
+// columns split over the threads so every element is summed in token order. With dropout (p > 0) E
+// also holds its mask (1 byte per element, after the arange): the sum is dropped in place in x(1),
+// and the backward scales d(x1) through the mask before the scatter.
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "attention.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -50,9 +53,6 @@ Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, con
                              PreparedLayer& prepared) {
   if (spec.segments > 0 || spec.embeddingNorm)
     return check.fail("BERT's token types and embedding LayerNorm have no CPU kernel yet");
-  if (spec.dropoutP > 0.0)
-    return check.fail("p = " + shortNumber(spec.dropoutP) +
-                      ": the CPU backend runs token embeddings without dropout only (p = 0)");
   if (l != 1) return check.fail("a token embedding must be the chain's first layer (it reads the ids x0)");
   TransformerEnds& e = prepared.ends;
   e.batch = layer.inputShape[0];
@@ -65,14 +65,17 @@ Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, con
       check.expectParams(layer.paramCount, static_cast<std::uint64_t>((spec.vocab + spec.positions) * spec.width)));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, static_cast<std::uint64_t>(8 * e.seq)));
+  prepared.dropoutP = spec.dropoutP;
+  const std::uint64_t maskBytes = spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(e.tokens * e.width) : 0;
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, static_cast<std::uint64_t>(8 * e.seq) + maskBytes));
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
   prepared.requiredFwdWorkspace = floats(e.tokens * e.width) + floats(e.seq * e.width);  // the two lookups
   prepared.requiredBwdWorkspace = 0;
   return Status::ok();
 }
 
-Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b) {
+Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, std::uint64_t dropoutKey,
+                             const ForwardBuffers& b) {
   const TransformerEnds& e = prepared.ends;
   REMAT_RETURN_IF_ERROR(checkIds(prepared, b.x));
   if (b.workspace == nullptr) return Status::internal("cpu: " + prepared.label + ": no forward workspace");
@@ -85,10 +88,14 @@ Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, co
 #pragma omp parallel for schedule(static)
   for (Index t = 0; t < e.tokens; ++t)
     for (Index c = 0; c < d; ++c) b.y[t * d + c] = tokens[t * d + c] + positions[(t % e.seq) * d + c];
-  if (mode == ForwardMode::Keep) {  // the position ids, int64, as PyTorch's arange
+  const bool keep = mode == ForwardMode::Keep;
+  if (keep) {  // the position ids, int64, as PyTorch's arange
     auto* arange = reinterpret_cast<std::int64_t*>(b.extra);
     for (Index s = 0; s < e.seq; ++s) arange[s] = s;
   }
+  const DropoutDraw drop(dropoutKey, prepared.dropoutP);
+  if (drop.active())
+    dropoutFlat(e.tokens * d, drop, b.y, b.y, keep ? reinterpret_cast<std::uint8_t*>(b.extra + 8 * e.seq) : nullptr);
   return Status::ok();
 }
 
@@ -97,12 +104,16 @@ Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffe
   if (b.x == nullptr || b.extra == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the backward lacks the ids or the position ids");
   const auto* arange = reinterpret_cast<const std::int64_t*>(b.extra);
+  const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra + 8 * e.seq);  // p > 0 only
+  const bool dropout = prepared.dropoutP > 0.0;
+  const float scale = DropoutDraw(0, prepared.dropoutP).scale;
   const Index d = e.width;
   // Each thread owns a run of columns of both tables and adds the tokens' rows in order.
 #pragma omp parallel for schedule(static)
   for (Index c = 0; c < d; ++c)
     for (Index t = 0; t < e.tokens; ++t) {
-      const float g = b.dy[t * d + c];
+      const Index i = t * d + c;
+      const float g = !dropout ? b.dy[i] : (mask[i] ? b.dy[i] * scale : 0.0f);
       b.paramGrads[tokenId(b.x, t, e.vocab) * d + c] += g;
       b.paramGrads[e.positionTable + arange[t % e.seq] * d + c] += g;
     }

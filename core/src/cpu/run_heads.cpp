@@ -4,7 +4,11 @@
 // exist only in the forward's workspace. E is ln_f's statistics and output (the projection's input);
 // a discard-mode forward keeps them at the start of its workspace. The backward forms
 // d(logits) = dy - exp(y) * sum(dy) from x(n) (log_softmax's backward from its result), then the
-// projection's and ln_f's backward. Parameters: ln_f's weight and bias, then W [V, d].
+// projection's and ln_f's backward. Parameters: ln_f's weight and bias, then W [V, d]; a tied head
+// (GPT-2's) has no W of its own: it reads the token embedding's table wte [V, d] (layer 1's
+// parameters from offset 0, passed as the call's shared parameters) and adds W's gradient into
+// layer 1's table gradient, which the embedding's own backward adds to later (static gradients
+// only: the interpreter refuses on-backward ones, under which layer 1's does not exist before B(1)).
 #include <algorithm>
 #include <cmath>
 
@@ -13,7 +17,7 @@
 namespace remat::cpu {
 
 struct LmHeadPrep {
-  bool norm = true;
+  bool norm = true, tied = false;
   LayerNormOp ln;
   LinearOp projection;
   Index weight = 0;  // W's offset in the parameters (floats)
@@ -67,10 +71,24 @@ Status createHeadOps(const DnnlContext& context, LmHeadPrep& h, const Transforme
 
 }  // namespace
 
-Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+namespace {
+
+// A tied head's table is layer 1's: a token embedding of the same vocabulary and width (the
+// interpreter refuses a tied head under on-backward gradients: G(1) does not exist at B(n)).
+Status checkTiedTable(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check) {
+  const ChainLayer& first = chain.layers.front();
+  const LayerSpec& table = chain.spec.layers[first.specIndex];
+  if (first.kind != LayerKind::TokenEmbedding || table.vocab != spec.vocab || table.width != layer.inputShape[2])
+    return check.fail("tied: layer 1 must be a token_embedding of vocabulary " + std::to_string(spec.vocab) +
+                      " and width " + std::to_string(layer.inputShape[2]) + " (the head's weight is its table)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status prepareLmHead(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  if (spec.tied)
-    return check.fail("tied: the head's weight is another layer's table, which the CPU backend does not share yet");
+  if (spec.tied) REMAT_RETURN_IF_ERROR(checkTiedTable(chain, layer, spec, check));
   TransformerEnds& e = prepared.ends;
   e.batch = layer.inputShape[0];
   e.seq = layer.inputShape[1];
@@ -79,9 +97,10 @@ Status prepareLmHead(const DnnlContext& context, const ChainLayer& layer, const 
   e.vocab = spec.vocab;
   auto h = std::make_shared<LmHeadPrep>();
   h->norm = spec.norm;
+  h->tied = spec.tied;
   h->weight = h->norm ? 2 * e.width : 0;
   REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(h->weight + e.vocab * e.width)));
+      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(h->weight + (h->tied ? 0 : e.vocab * e.width))));
   h->stats = 0;
   h->lnOut = floats(2 * e.tokens);
   h->savedBytes = h->norm ? floats(2 * e.tokens) + floats(e.tokens * e.width) : 0;
@@ -110,8 +129,10 @@ Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, 
   const LmHeadPrep& h = *prepared.lmHead;
   const TransformerEnds& e = prepared.ends;
   const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && h.norm && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
+  if (b.workspace == nullptr || (keep && h.norm && b.extra == nullptr) || (h.tied && b.sharedParams == nullptr))
+    return Status::internal("cpu: " + prepared.label +
+                            ": the head's forward lacks its workspace, E or layer 1's table");
+  const float* weight = h.tied ? b.sharedParams : b.params + h.weight;
   std::byte* saved = keep ? b.extra : b.workspace;
   std::byte* scratch = b.workspace + (keep ? 0 : h.discardShift);
   auto* logits = reinterpret_cast<float*>(scratch + h.logits);
@@ -122,8 +143,7 @@ Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, 
         h.ln.forward(context, b.x, b.params, lnOut, reinterpret_cast<float*>(saved + h.stats), scratch + h.fDnnl));
     projected = lnOut;
   }
-  REMAT_RETURN_IF_ERROR(
-      h.projection.forward(context, projected, b.params + h.weight, nullptr, logits, scratch + h.fDnnl));
+  REMAT_RETURN_IF_ERROR(h.projection.forward(context, projected, weight, nullptr, logits, scratch + h.fDnnl));
   logSoftmaxRows(e.tokens, e.vocab, logits, b.y);
   return Status::ok();
 }
@@ -131,16 +151,19 @@ Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, 
 Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   const LmHeadPrep& h = *prepared.lmHead;
   const TransformerEnds& e = prepared.ends;
-  if (b.workspace == nullptr || b.y == nullptr || b.x == nullptr || (h.norm && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's backward lacks x(l-1), x(l), E or its workspace");
+  if (b.workspace == nullptr || b.y == nullptr || b.x == nullptr || (h.norm && b.extra == nullptr) ||
+      (h.tied && (b.sharedParams == nullptr || b.sharedParamGrads == nullptr)))
+    return Status::internal("cpu: " + prepared.label +
+                            ": the head's backward lacks x(l-1), x(l), E, its workspace or layer 1's table");
+  const float* weight = h.tied ? b.sharedParams : b.params + h.weight;
+  float* weightGrad = h.tied ? b.sharedParamGrads : b.paramGrads + h.weight;
   auto* dLogits = reinterpret_cast<float*>(b.workspace + h.dLogits);
   std::byte* dnnl = b.workspace + h.bDnnl;
   logSoftmaxBackwardRows(e.tokens, e.vocab, b.y, b.dy, dLogits);
-  if (!h.norm) return h.projection.backward(context, b.x, dLogits, b.params, b.dx, b.paramGrads, nullptr, dnnl);
+  if (!h.norm) return h.projection.backward(context, b.x, dLogits, weight, b.dx, weightGrad, nullptr, dnnl);
   const auto* lnOut = reinterpret_cast<const float*>(b.extra + h.lnOut);
   auto* dLnOut = reinterpret_cast<float*>(b.workspace + h.dLnOut);
-  REMAT_RETURN_IF_ERROR(h.projection.backward(context, lnOut, dLogits, b.params + h.weight, dLnOut,
-                                              b.paramGrads + h.weight, nullptr, dnnl));
+  REMAT_RETURN_IF_ERROR(h.projection.backward(context, lnOut, dLogits, weight, dLnOut, weightGrad, nullptr, dnnl));
   return h.ln.backward(context, b.x, dLnOut, b.params, reinterpret_cast<const float*>(b.extra + h.stats), b.dx,
                        b.paramGrads, dnnl);
 }

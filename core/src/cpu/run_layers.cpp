@@ -66,6 +66,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
                     std::uint64_t seed, const ForwardBuffers& b) {
   if (prepared.half) return forwardHalfLayer(context, prepared, l, mode, seed, b);
   const bool keep = mode == ForwardMode::Keep;
+  const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<ConvOp>(prepared);
@@ -91,17 +92,17 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
     }
     case LayerKind::Dropout:
-      dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), b.x, b.y,
+      dropoutForward(prepared.in, prepared.dropoutP, dropoutKey, b.x, b.y,
                      keep ? reinterpret_cast<std::uint8_t*>(b.extra) : nullptr);
       return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
-    case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, b);
-    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(prepared, mode, b);
+    case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, dropoutKey, b);
+    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(prepared, mode, dropoutKey, b);
     case LayerKind::LmHead: return forwardLmHead(context, prepared, mode, b);
-    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, b);
+    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, mode, dropoutKey, b);
     case LayerKind::ClsHead: return forwardClsHead(context, prepared, mode, b);
     default: break;
   }
@@ -112,7 +113,8 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
   return Status::internal("cpu: " + prepared.label + ": no forward kernel");
 }
 
-Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                     const BackwardBuffers& b) {
   if (prepared.half) return backwardHalfLayer(context, prepared, b);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
@@ -151,7 +153,7 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(context, prepared, b);
-    case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, b);
+    case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, dropoutKey, b);
     case LayerKind::TokenEmbedding: return backwardTokenEmbedding(prepared, b);
     case LayerKind::LmHead: return backwardLmHead(context, prepared, b);
     case LayerKind::PatchEmbedding: return backwardPatchEmbedding(context, prepared, b);

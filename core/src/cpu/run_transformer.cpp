@@ -7,6 +7,11 @@
 // discard-mode forward (no E) lays the same tensors out at the start of its workspace, so the
 // forward workspace is E plus the keep-mode scratch. BERT's post-norm block (postNormForward)
 // keeps the same four [T, d] tensors in the same slots (x + attention, ln_1's output, h + MLP).
+// With dropout (p > 0) E also holds, after the float tensors, math's dropped probabilities, then
+// the two residual dropouts' masks and math's probability mask (1 byte per element); the fused rule
+// keeps no mask: its backward redraws it from the counter-based generator (attention.hpp), as
+// PyTorch 2's SDPA does from its philox seed and offset. Each dropout site draws from its own
+// sub-stream of the layer's dropout key (1, 2: the residuals, 3: the attention).
 // Parameters in PyTorch's order: ln_1, the qkv projection (weight [3d, d], bias), the output
 // projection, ln_2, fc1 ([H, d], bias), fc2.
 #include <algorithm>
@@ -20,6 +25,7 @@ struct TransformerBlockPrep {
   AttentionGeometry g;
   Index tokens = 0, width = 0, hidden = 0;
   bool fused = true, tanhGelu = false, postNorm = false;
+  double dropoutP = 0.0;
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
   // parameter offsets (floats)
@@ -27,6 +33,7 @@ struct TransformerBlockPrep {
   // the saved tensors' offsets in E (bytes), and E's size
   std::uint64_t st1 = 0, st2 = 0, ln1Out = 0, merged = 0, h1 = 0, ln2Out = 0, fc = 0, gelu = 0;
   std::uint64_t q = 0, k = 0, v = 0, probs = 0, qkvOut = 0, attnOut = 0, lse = 0, savedBytes = 0;
+  std::uint64_t dropped = 0, mask1 = 0, mask2 = 0, attnMask = 0;  // p > 0 only
   // forward scratch (keep mode; a discard-mode forward adds discardShift to each)
   std::uint64_t fQkv = 0, fAttn = 0, fProj = 0, fThread = 0, fDnnl = 0, discardShift = 0;
   // backward scratch
@@ -84,6 +91,12 @@ std::uint64_t layOutSaved(TransformerBlockPrep& t) {
     t.k = take(floats(T * d));
     t.v = take(floats(T * d));
     t.probs = take(floats(A));
+  }
+  if (t.dropoutP > 0.0) {
+    if (!t.fused) t.dropped = take(floats(A));
+    t.mask1 = take(static_cast<std::uint64_t>(T * d));
+    t.mask2 = take(static_cast<std::uint64_t>(T * d));
+    if (!t.fused) t.attnMask = take(static_cast<std::uint64_t>(A));
   }
   return at;
 }
@@ -153,9 +166,6 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
 
 Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  if (spec.dropoutP > 0.0)
-    return check.fail("p = " + shortNumber(spec.dropoutP) +
-                      ": the CPU backend runs transformer blocks without dropout only (p = 0)");
   const Shape& in = layer.inputShape;
   auto t = std::make_shared<TransformerBlockPrep>();
   t->g = AttentionGeometry{in[0], in[1], spec.heads, in[2] / spec.heads, spec.causal, currentThreads()};
@@ -164,7 +174,8 @@ Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& lay
   t->hidden = spec.hidden;
   t->fused = spec.fusedAttention;
   t->tanhGelu = spec.causal;
-  t->postNorm = !spec.preNorm;  // GPT-2's gelu(approximate='tanh'); BERT and ViT use the exact (erf) form
+  t->postNorm = !spec.preNorm;
+  t->dropoutP = spec.dropoutP;  // GPT-2's gelu(approximate='tanh'); BERT and ViT use the exact (erf) form
   REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
   t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
@@ -184,9 +195,33 @@ struct ForwardTensors {
   const TransformerBlockPrep& t;
   std::byte* saved;
   std::byte* scratch;
+  DropoutDraw drop;  // the layer's; inactive when p = 0
   float* at(std::uint64_t offset) const { return reinterpret_cast<float*>(saved + offset); }
   float* work(std::uint64_t offset) const { return reinterpret_cast<float*>(scratch + offset); }
 };
+
+// Math attention's dropout tensors in E (or the discard-mode workspace); none when p = 0.
+AttentionDropout mathDropout(const TransformerBlockPrep& t, const DropoutDraw& drop, const std::byte* saved) {
+  if (!drop.active()) return {};
+  auto* base = const_cast<std::byte*>(saved);  // the backward only reads them
+  return {drop.site(3), reinterpret_cast<std::uint8_t*>(base + t.attnMask), reinterpret_cast<float*>(base + t.dropped)};
+}
+
+// A residual branch's dropout in place, its mask into E (site 1: attention's, 2: the MLP's).
+void residualDropout(const TransformerBlockPrep& t, const ForwardTensors& s, int site, float* branch) {
+  if (!s.drop.active()) return;
+  auto* mask = reinterpret_cast<std::uint8_t*>(s.saved + (site == 1 ? t.mask1 : t.mask2));
+  dropoutFlat(t.tokens * t.width, s.drop.site(static_cast<std::uint64_t>(site)), branch, branch, mask);
+}
+
+// The backward of a residual branch's dropout: dy itself when p = 0, else mask * dy * scale in `into`.
+const float* residualDropoutBackward(const TransformerBlockPrep& t, const DropoutDraw& drop, const std::byte* saved,
+                                     int site, const float* dy, float* into) {
+  if (!drop.active()) return dy;
+  const auto* mask = reinterpret_cast<const std::uint8_t*>(saved + (site == 1 ? t.mask1 : t.mask2));
+  dropoutFlatBackward(t.tokens * t.width, drop.site(static_cast<std::uint64_t>(site)), mask, dy, into);
+  return into;
+}
 
 Status attentionForward(const TransformerBlockPrep& t, const ForwardTensors& s, const float* ln1Out,
                         const DnnlContext& context, const float* p) {
@@ -196,7 +231,7 @@ Status attentionForward(const TransformerBlockPrep& t, const ForwardTensors& s, 
   if (t.fused) {
     REMAT_RETURN_IF_ERROR(t.qkv.forward(context, ln1Out, p + t.qkvW, p + t.qkvB, s.at(t.qkvOut), dnnl));
     attn = s.at(t.attnOut);
-    flashAttentionForward(t.g, s.at(t.qkvOut), attn, s.at(t.lse), s.work(t.fThread));
+    flashAttentionForward(t.g, s.drop.site(3), s.at(t.qkvOut), attn, s.at(t.lse), s.work(t.fThread));
   } else {
     float* qkv = s.work(t.fQkv);
     REMAT_RETURN_IF_ERROR(t.qkv.forward(context, ln1Out, p + t.qkvW, p + t.qkvB, qkv, dnnl));
@@ -204,7 +239,7 @@ Status attentionForward(const TransformerBlockPrep& t, const ForwardTensors& s, 
     rowsToHeads(t.g, qkv, 3 * d, d, s.at(t.k));
     rowsToHeads(t.g, qkv, 3 * d, 2 * d, s.at(t.v));
     attn = s.work(t.fAttn);
-    mathAttentionForward(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), attn);
+    mathAttentionForward(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), mathDropout(t, s.drop, s.saved), attn);
   }
   headsToRows(t.g, attn, s.at(t.merged), d, 0);
   return Status::ok();
@@ -220,28 +255,34 @@ Status postNormForward(const DnnlContext& context, const TransformerBlockPrep& t
   float *s1 = s.at(t.ln1Out), *h = s.at(t.h1), *s2 = s.at(t.ln2Out), *projected = s.work(t.fProj);
   REMAT_RETURN_IF_ERROR(attentionForward(t, s, b.x, context, p));
   REMAT_RETURN_IF_ERROR(t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, projected, dnnl));
+  residualDropout(t, s, 1, projected);
   add(T * d, b.x, projected, s1);
   REMAT_RETURN_IF_ERROR(t.ln1.forward(context, s1, p + t.ln1P, h, s.at(t.st1), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, h, p + t.fc1W, p + t.fc1B, s.at(t.fc), dnnl));
   geluForward(T * t.hidden, t.tanhGelu, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, projected, dnnl));
+  residualDropout(t, s, 2, projected);
   add(T * d, h, projected, s2);
   return t.ln2.forward(context, s2, p + t.ln2P, b.y, s.at(t.st2), dnnl);
 }
 
 // The attention's backward from d(merged heads) in `rows`: d(qkv) into the wide region.
-void attentionBackward(const TransformerBlockPrep& t, const std::byte* saved, std::byte* workspace, float* rows) {
+void attentionBackward(const TransformerBlockPrep& t, const DropoutDraw& drop, const std::byte* saved,
+                       std::byte* workspace, float* rows) {
   auto at = [saved](std::uint64_t offset) { return reinterpret_cast<const float*>(saved + offset); };
   auto work = [workspace](std::uint64_t offset) { return reinterpret_cast<float*>(workspace + offset); };
   float *wide = work(t.bWide), *heads = work(t.bHeads);
   rowsToHeads(t.g, rows, t.width, 0, heads);
   if (t.fused)
-    flashAttentionBackward(t.g, at(t.qkvOut), at(t.attnOut), at(t.lse), heads, wide, work(t.bSquare), work(t.bThread));
+    flashAttentionBackward(t.g, drop.site(3), at(t.qkvOut), at(t.attnOut), at(t.lse), heads, wide, work(t.bSquare),
+                           work(t.bThread));
   else
-    mathAttentionBackward(t.g, at(t.q), at(t.k), at(t.v), at(t.probs), heads, work(t.bSquare), wide);
+    mathAttentionBackward(t.g, at(t.q), at(t.k), at(t.v), at(t.probs), mathDropout(t, drop, saved), heads,
+                          work(t.bSquare), wide);
 }
 
-Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& t, const BackwardBuffers& b) {
+Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& t, const DropoutDraw& drop,
+                        const BackwardBuffers& b) {
   auto at = [&b](std::uint64_t offset) { return reinterpret_cast<const float*>(b.extra + offset); };
   auto work = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
   std::byte* dnnl = b.workspace + t.bDnnl;
@@ -250,14 +291,16 @@ Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& 
   const Index T = t.tokens, d = t.width;
   float *wide = work(t.bWide), *rows = work(t.bRows), *residual = work(t.bH1);
   REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.ln2Out), b.dy, p + t.ln2P, at(t.st2), residual, g + t.ln2P, dnnl));
-  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), residual, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
+  const float* dFc2 = residualDropoutBackward(t, drop, b.extra, 2, residual, rows);
+  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), dFc2, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
   geluBackward(T * t.hidden, t.tanhGelu, at(t.fc), wide, wide);
   REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.h1), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B, dnnl));
   add(T * d, rows, residual, rows);  // d(h): the MLP's and the residual's
   REMAT_RETURN_IF_ERROR(t.ln1.backward(context, at(t.ln1Out), rows, p + t.ln1P, at(t.st1), residual, g + t.ln1P, dnnl));
+  const float* dProj = residualDropoutBackward(t, drop, b.extra, 1, residual, work(t.bHeads));
   REMAT_RETURN_IF_ERROR(
-      t.proj.backward(context, at(t.merged), residual, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
-  attentionBackward(t, b.extra, b.workspace, rows);
+      t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
+  attentionBackward(t, drop, b.extra, b.workspace, rows);
   REMAT_RETURN_IF_ERROR(t.qkv.backward(context, b.x, wide, p + t.qkvW, b.dx, g + t.qkvW, g + t.qkvB, dnnl));
   if (b.dx != nullptr) add(T * d, b.dx, residual, b.dx);  // d(s1) reaches x(l-1) through the residual too
   return Status::ok();
@@ -266,12 +309,13 @@ Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& 
 }  // namespace
 
 Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                               const ForwardBuffers& b) {
+                               std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const TransformerBlockPrep& t = *prepared.transformer;
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const ForwardTensors s{t, keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift)};
+  const ForwardTensors s{t, keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift),
+                         DropoutDraw(dropoutKey, t.dropoutP)};
   if (t.postNorm) return postNormForward(context, t, s, b);
   std::byte* dnnl = s.scratch + t.fDnnl;
   const float* p = b.params;
@@ -280,20 +324,24 @@ Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& 
   REMAT_RETURN_IF_ERROR(attentionForward(t, s, s.at(t.ln1Out), context, p));
   float* projected = s.work(t.fProj);
   REMAT_RETURN_IF_ERROR(t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, projected, dnnl));
+  residualDropout(t, s, 1, projected);
   add(T * d, b.x, projected, s.at(t.h1));
   REMAT_RETURN_IF_ERROR(t.ln2.forward(context, s.at(t.h1), p + t.ln2P, s.at(t.ln2Out), s.at(t.st2), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, s.at(t.ln2Out), p + t.fc1W, p + t.fc1B, s.at(t.fc), dnnl));
   geluForward(T * t.hidden, t.tanhGelu, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, b.y, dnnl));
+  residualDropout(t, s, 2, b.y);
   add(T * d, b.y, s.at(t.h1), b.y);
   return Status::ok();
 }
 
-Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                                const BackwardBuffers& b) {
   const TransformerBlockPrep& t = *prepared.transformer;
   if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  if (t.postNorm) return postNormBackward(context, t, b);
+  const DropoutDraw drop(dropoutKey, t.dropoutP);
+  if (t.postNorm) return postNormBackward(context, t, drop, b);
   const auto* saved = const_cast<std::byte*>(b.extra);
   auto at = [saved](std::uint64_t offset) { return reinterpret_cast<const float*>(saved + offset); };
   auto work = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
@@ -302,13 +350,16 @@ Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer&
   float* g = b.paramGrads;
   const Index T = t.tokens, d = t.width;
   float *wide = work(t.bWide), *rows = work(t.bRows), *dh1 = work(t.bH1);
-  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), b.dy, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
+  const float* dFc2 = residualDropoutBackward(t, drop, saved, 2, b.dy, rows);
+  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), dFc2, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
   geluBackward(T * t.hidden, t.tanhGelu, at(t.fc), wide, wide);
   REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.ln2Out), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B, dnnl));
   REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.h1), rows, p + t.ln2P, at(t.st2), dh1, g + t.ln2P, dnnl));
   add(T * d, dh1, b.dy, dh1);  // the residual: d(h1) = dy + ln_2's
-  REMAT_RETURN_IF_ERROR(t.proj.backward(context, at(t.merged), dh1, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
-  attentionBackward(t, b.extra, b.workspace, rows);
+  const float* dProj = residualDropoutBackward(t, drop, saved, 1, dh1, work(t.bHeads));
+  REMAT_RETURN_IF_ERROR(
+      t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
+  attentionBackward(t, drop, b.extra, b.workspace, rows);
   const float* ln1Out = at(t.ln1Out);
   REMAT_RETURN_IF_ERROR(t.qkv.backward(context, ln1Out, wide, p + t.qkvW, rows, g + t.qkvW, g + t.qkvB, dnnl));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's

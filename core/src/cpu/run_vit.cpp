@@ -7,7 +7,8 @@
 // token [d], the position table [S, d]. Its backward sums d(x) over the batch into the position
 // table's and token 0's rows into the class token's gradient, gathers d(patches) contiguous in its
 // workspace (torch.cat's backward: narrow, then the conv's own contiguous copy) and runs the
-// conv's backward.
+// conv's backward. With dropout (p > 0) x(l) is dropped in place and E is its mask (1 byte per
+// element); the backward reads d(x) through the mask wherever it reads it.
 //
 // cls_head: a LayerNorm over all tokens (E: its statistics and the whole normalised [N, S, d], which
 // the linear keeps through the x[:, 0] view), token 0's rows gathered contiguous (the matmul's
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "attention.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -45,9 +47,6 @@ const float* at(const std::byte* base, std::uint64_t offset) { return reinterpre
 
 Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  if (spec.dropoutP > 0.0)
-    return check.fail("p = " + shortNumber(spec.dropoutP) +
-                      ": the CPU backend runs patch embeddings without dropout only (p = 0)");
   auto v = std::make_shared<VitPrep>();
   const Shape& in = layer.inputShape;
   v->batch = in[0];
@@ -67,7 +66,9 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
       check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->positions + v->seq * v->width)));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, 0));
+  prepared.dropoutP = spec.dropoutP;
+  REMAT_RETURN_IF_ERROR(check.expectExtra(
+      layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
   auto conv = ConvOp::create(context, convGeometry(convSpec, in, convOut), true,
                              firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv_proj");
   if (!conv) return conv.status();
@@ -85,9 +86,11 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
   return Status::ok();
 }
 
-Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const ForwardBuffers& b) {
+Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                             std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const VitPrep& v = *prepared.vit;
-  if (b.workspace == nullptr) return Status::internal("cpu: " + prepared.label + ": no forward workspace");
+  if (b.workspace == nullptr || (mode == ForwardMode::Keep && prepared.dropoutP > 0.0 && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": no forward workspace or mask");
   float *patches = at(b.workspace, v.fA), *joined = at(b.workspace, v.fB);
   const float* p = b.params;
   REMAT_RETURN_IF_ERROR(v.conv->forward(context, b.x, p, p + v.convBias, patches, b.workspace + v.fDnnl));
@@ -99,26 +102,33 @@ Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& pr
   }
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < v.batch * perSample; ++i) b.y[i] = joined[i] + p[v.positions + i % perSample];
+  const DropoutDraw drop(dropoutKey, prepared.dropoutP);
+  if (drop.active())
+    dropoutFlat(v.batch * perSample, drop, b.y, b.y,
+                mode == ForwardMode::Keep ? reinterpret_cast<std::uint8_t*>(b.extra) : nullptr);
   return Status::ok();
 }
 
 Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   const VitPrep& v = *prepared.vit;
-  if (b.workspace == nullptr || b.x == nullptr)
-    return Status::internal("cpu: " + prepared.label + ": the backward lacks the image or its workspace");
+  if (b.workspace == nullptr || b.x == nullptr || (prepared.dropoutP > 0.0 && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the backward lacks the image, its mask or its workspace");
   const Index d = v.width, perSample = v.seq * d;
   float* g = b.paramGrads;
+  const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra);  // p > 0 only
+  const float scale = DropoutDraw(0, prepared.dropoutP).scale;
+  auto dIn = [&](Index i) { return prepared.dropoutP > 0.0 ? (mask[i] ? b.dy[i] * scale : 0.0f) : b.dy[i]; };
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < perSample; ++i) {  // positions, and token 0 into the class token
     float sum = 0.0f;
-    for (Index n = 0; n < v.batch; ++n) sum += b.dy[n * perSample + i];
+    for (Index n = 0; n < v.batch; ++n) sum += dIn(n * perSample + i);
     g[v.positions + i] += sum;
     if (i < d) g[v.classToken + i] += sum;
   }
   float* dPatches = at(b.workspace, v.bA);
 #pragma omp parallel for schedule(static)
   for (Index n = 0; n < v.batch; ++n)
-    std::memcpy(dPatches + n * v.patches * d, b.dy + n * perSample + d, floats(v.patches * d));
+    for (Index i = 0; i < v.patches * d; ++i) dPatches[n * v.patches * d + i] = dIn(n * perSample + d + i);
   return v.conv->backward(context, b.x, dPatches, b.params, b.dx, g, g + v.convBias, b.workspace + v.bDnnl);
 }
 

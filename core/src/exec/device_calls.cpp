@@ -4,6 +4,14 @@
 
 namespace remat {
 
+std::size_t sharedParamsLayer(const Chain& chain, std::size_t l) {
+  if (l < 1 || l > chain.size()) return 0;
+  const ChainLayer& layer = chain.layers[l - 1];
+  const bool tied = layer.kind == LayerKind::LmHead && layer.specIndex < chain.spec.layers.size() &&
+                    chain.spec.layers[layer.specIndex].tied;
+  return tied ? 1 : 0;
+}
+
 ForwardBuffers ForwardMemory::floats() const {
   ForwardBuffers b;
   b.x = reinterpret_cast<const float*>(x);
@@ -11,6 +19,7 @@ ForwardBuffers ForwardMemory::floats() const {
   b.extra = extra;
   b.workspace = workspace;
   b.params = reinterpret_cast<const float*>(params);
+  b.sharedParams = reinterpret_cast<const float*>(sharedParams);
   return b;
 }
 
@@ -24,6 +33,8 @@ BackwardBuffers BackwardMemory::floats() const {
   b.workspace = workspace;
   b.params = reinterpret_cast<const float*>(params);
   b.paramGrads = reinterpret_cast<float*>(paramGrads);
+  b.sharedParams = reinterpret_cast<const float*>(sharedParams);
+  b.sharedParamGrads = reinterpret_cast<float*>(sharedParamGrads);
   return b;
 }
 
@@ -95,6 +106,12 @@ Result<ForwardMemory> checkForwardCall(const CountingAllocator& allocator, const
   resolve(memory.workspace, call.workspace, requiredWorkspaceBytes, "forward workspace", requiredWorkspaceBytes == 0,
           true);
   resolve(memory.params, call.params, m.paramBytes, "forward parameters", m.paramBytes == 0);
+  const std::size_t owner = sharedParamsLayer(chain, l);
+  if (owner == 0 && call.sharedParams.valid())
+    return Status::internal(allocator.device() + ": " + std::string(label) +
+                            " forward: shared parameters passed to a layer that shares none");
+  if (owner > 0)
+    resolve(memory.sharedParams, call.sharedParams, chain.at(owner).paramBytes, "forward shared parameters", false);
   if (!resolve.status()) return resolve.status();
   return memory;
 }
@@ -127,6 +144,14 @@ Result<BackwardMemory> checkBackwardCall(const CountingAllocator& allocator, con
           true);
   resolve(memory.params, call.params, m.paramBytes, "backward parameters", m.paramBytes == 0);
   resolve(memory.paramGrads, call.paramGrads, m.paramBytes, "backward parameter gradients", m.paramBytes == 0);
+  const std::size_t owner = sharedParamsLayer(chain, l);
+  REMAT_RETURN_IF_ERROR(presentIff(call.sharedParams, owner > 0, "shared parameters"));
+  REMAT_RETURN_IF_ERROR(presentIff(call.sharedParamGrads, owner > 0, "shared parameter gradients"));
+  if (owner > 0) {
+    const std::uint64_t bytes = chain.at(owner).paramBytes;
+    resolve(memory.sharedParams, call.sharedParams, bytes, "backward shared parameters", false);
+    resolve(memory.sharedParamGrads, call.sharedParamGrads, bytes, "backward shared parameter gradients", false);
+  }
   if (!resolve.status()) return resolve.status();
   return memory;
 }

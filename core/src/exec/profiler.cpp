@@ -7,6 +7,7 @@
 
 #include "remat/base/text.hpp"
 #include "remat/base/units.hpp"
+#include "remat/exec/device_calls.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/owned_buffers.hpp"
 #include "remat/model/precision.hpp"
@@ -35,6 +36,8 @@ struct ForwardTensors {
   DeviceBuffer workspace;
   DeviceBuffer params;
   DeviceBuffer paramGrads;
+  DeviceBuffer sharedParams;  // a tied lm_head's: the token embedding's table and its gradient
+  DeviceBuffer sharedParamGrads;
 };
 
 // Runs body once to warm up, then `repeats` times through the device's timer; the median in ms.
@@ -55,6 +58,23 @@ Result<DeviceBuffer> allocateUnlessEmpty(OwnedBuffers& owned, std::uint64_t byte
   return owned.allocate(bytes, what);
 }
 
+// Layer l's initial parameters and zeroed gradients (nothing for p = 0).
+Status allocateParams(const ProfileContext& c, std::size_t l, const std::string& where, OwnedBuffers& owned,
+                      DeviceBuffer& params, DeviceBuffer& grads) {
+  const std::uint64_t bytes = c.chain.at(l).paramBytes;
+  if (bytes == 0) return Status::ok();
+  auto values = initialParameters(c.chain, l, c.options.seed);
+  if (!values) return values.status();
+  auto held = owned.allocate(bytes, where + ", parameters");
+  if (!held) return held.status();
+  params = *held;
+  REMAT_RETURN_IF_ERROR(c.device.upload(params, TensorRole::Parameters, l, *values));
+  auto gradients = owned.allocate(bytes, where + ", parameter gradients");
+  if (!gradients) return gradients.status();
+  grads = *gradients;
+  return c.device.fill(grads, 0);
+}
+
 Result<ForwardTensors> allocateForward(const ProfileContext& c, std::size_t l, std::uint64_t workspaceBytes,
                                        const std::string& where, OwnedBuffers& owned) {
   const LayerNumbers& m = c.chain.at(l);
@@ -68,17 +88,9 @@ Result<ForwardTensors> allocateForward(const ProfileContext& c, std::size_t l, s
   auto workspace = allocateUnlessEmpty(owned, workspaceBytes, where + ", forward workspace");
   if (!workspace) return workspace.status();
   t.workspace = *workspace;
-  if (m.paramBytes == 0) return t;
-  auto values = initialParameters(c.chain, l, c.options.seed);
-  if (!values) return values.status();
-  auto params = owned.allocate(m.paramBytes, where + ", parameters");
-  if (!params) return params.status();
-  t.params = *params;
-  REMAT_RETURN_IF_ERROR(c.device.upload(t.params, TensorRole::Parameters, l, *values));
-  auto grads = owned.allocate(m.paramBytes, where + ", parameter gradients");
-  if (!grads) return grads.status();
-  t.paramGrads = *grads;
-  REMAT_RETURN_IF_ERROR(c.device.fill(t.paramGrads, 0));
+  REMAT_RETURN_IF_ERROR(allocateParams(c, l, where, owned, t.params, t.paramGrads));
+  if (const std::size_t owner = sharedParamsLayer(c.chain, l); owner > 0)
+    REMAT_RETURN_IF_ERROR(allocateParams(c, owner, where + ", shared", owned, t.sharedParams, t.sharedParamGrads));
   return t;
 }
 
@@ -91,6 +103,7 @@ Result<double> timeForward(const ProfileContext& c, std::size_t l, DeviceBuffer 
   call.extra = t.extra;
   call.workspace = t.workspace;
   call.params = t.params;
+  call.sharedParams = t.sharedParams;
   call.seed = c.options.seed;
   return timeMedianMs(c.device, c.options.repeats, [&] { return c.device.forward(call); });
 }
@@ -117,6 +130,8 @@ Result<double> timeBackward(const ProfileContext& c, std::size_t l, DeviceBuffer
   call.workspace = *workspace;
   call.params = t.params;
   call.paramGrads = t.paramGrads;
+  call.sharedParams = t.sharedParams;
+  call.sharedParamGrads = t.sharedParamGrads;
   call.seed = c.options.seed;
   return timeMedianMs(c.device, c.options.repeats, [&] { return c.device.backward(call); });
 }

@@ -76,6 +76,9 @@ struct ForwardCall {
   DeviceBuffer workspace;  // wf bytes; empty when wf = 0
   DeviceBuffer params;     // p bytes; empty when p = 0
   std::uint64_t seed = 0;  // the step's seed: dropout masks and abstract layers derive from it
+  // The parameters of the layer whose tensor this one shares (sharedParamsLayer(): a tied lm_head
+  // reads the token embedding's table, layer 1's); empty otherwise.
+  DeviceBuffer sharedParams;
 };
 
 // What a layer's backward reads and writes. Buffers the model says it does not read are empty.
@@ -90,6 +93,10 @@ struct BackwardCall {
   DeviceBuffer params;      // p bytes
   DeviceBuffer paramGrads;  // p bytes: the backward ADDS its parameter gradients into them
   std::uint64_t seed = 0;
+  // The shared layer's parameters and gradient (ForwardCall::sharedParams): the backward ADDS the
+  // shared tensor's gradient into the owner's, so the owner's optimizer step sees the sum.
+  DeviceBuffer sharedParams;
+  DeviceBuffer sharedParamGrads;
 };
 
 // The SEED op: the loss gradient d(n) from the logits x(n). Real chains use softmax cross-entropy

@@ -14,6 +14,10 @@
 
 namespace remat {
 
+// The layer whose parameters layer l also reads and whose gradient it adds into: 1 for a tied
+// lm_head (its weight is the token embedding's table), 0 for every other layer.
+std::size_t sharedParamsLayer(const Chain& chain, std::size_t l);
+
 // A real (float32) layer's kernel arguments; null pointers for absent buffers.
 struct ForwardBuffers {
   const float* x = nullptr;
@@ -21,6 +25,7 @@ struct ForwardBuffers {
   std::byte* extra = nullptr;
   std::byte* workspace = nullptr;
   const float* params = nullptr;
+  const float* sharedParams = nullptr;
 };
 struct BackwardBuffers {
   const float* dy = nullptr;
@@ -31,6 +36,8 @@ struct BackwardBuffers {
   std::byte* workspace = nullptr;
   const float* params = nullptr;
   float* paramGrads = nullptr;
+  const float* sharedParams = nullptr;
+  float* sharedParamGrads = nullptr;
 };
 
 // The memory behind a checked call as bytes (abstract layers read it so), null where absent.
@@ -40,6 +47,7 @@ struct ForwardMemory {
   std::byte* extra = nullptr;
   std::byte* workspace = nullptr;
   std::byte* params = nullptr;
+  std::byte* sharedParams = nullptr;
   ForwardBuffers floats() const;
 };
 struct BackwardMemory {
@@ -51,6 +59,8 @@ struct BackwardMemory {
   std::byte* workspace = nullptr;
   std::byte* params = nullptr;
   std::byte* paramGrads = nullptr;
+  std::byte* sharedParams = nullptr;
+  std::byte* sharedParamGrads = nullptr;
   BackwardBuffers floats() const;
 };
 struct SeedMemory {
