@@ -58,6 +58,16 @@ class NamedSum {
   std::vector<SavedPart> parts_;
 };
 
+inline std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+inline double toD(std::uint64_t v) { return static_cast<double>(v); }
+
+// A LayerNorm's epsilon field: in [0, 1).
+inline Status checkEpsilon(double epsilon) {
+  if (!(epsilon >= 0.0 && epsilon < 1.0))
+    return Status::invalid("epsilon is " + std::to_string(epsilon) + ", must be in [0, 1)");
+  return Status::ok();
+}
+
 // InvalidInput "<what> overflow 64-bit bytes" when any of the sums overflowed.
 inline Status checkedNumbers(std::initializer_list<const CheckedSum*> sums, std::string_view what) {
   for (const CheckedSum* sum : sums)

@@ -14,17 +14,8 @@
 namespace remat::detail {
 namespace {
 
-std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
-double toD(std::uint64_t v) { return static_cast<double>(v); }
-
 // LayerNorm's statistics: native_layer_norm's mean and rstd, one float32 each per position.
 constexpr std::uint64_t kStatsBytesPerPosition = 2 * 4;
-
-Status checkEpsilon(double epsilon) {
-  if (!(epsilon >= 0.0 && epsilon < 1.0))
-    return Status::invalid("epsilon is " + std::to_string(epsilon) + ", must be in [0, 1)");
-  return Status::ok();
-}
 
 Status requireFeatureMap(const Shape& input, std::string_view kind) {
   if (input.size() != 4)

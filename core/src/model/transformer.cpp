@@ -17,17 +17,8 @@
 namespace remat::detail {
 namespace {
 
-std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
-double toD(std::uint64_t v) { return static_cast<double>(v); }
-
 Status checkDropout(double p) {
   if (!(p >= 0.0 && p < 1.0)) return Status::invalid("p is " + std::to_string(p) + ", must be in [0, 1)");
-  return Status::ok();
-}
-
-Status checkEpsilon(double epsilon) {
-  if (!(epsilon >= 0.0 && epsilon < 1.0))
-    return Status::invalid("epsilon is " + std::to_string(epsilon) + ", must be in [0, 1)");
   return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 //   onnx_transformer_layers.cpp  the pieces' contents, their grouping and the layers' fields.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,6 +61,11 @@ bool foldShapePlumbing(onnx::GraphProto& graph, const std::map<std::string, Shap
 // LayerNorm's and GELU's patterns as torch writes them, or an error at the node
 // (onnx_transformer_checks.cpp).
 Status checkTransformerPatterns(const TransformerGraph& t);
+
+const onnx::NodeProto& nodeAt(const TransformerGraph& t, std::size_t i);
+// The one number a scalar constant holds (a Constant node's or an initializer's); none when it is
+// not one, or, with floatOnly, not a finite float32, float16 or bfloat16.
+std::optional<double> constantScalar(const TransformerGraph& t, const std::string& tensor, bool floatOnly);
 
 // The whole import of a transformer's graph (importModel's, for a graph isTransformerGraph takes).
 Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const std::string& source,

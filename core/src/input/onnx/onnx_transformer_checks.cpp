@@ -10,29 +10,8 @@
 namespace remat::onnx_import {
 namespace {
 
-const onnx::NodeProto& nodeAt(const TransformerGraph& t, std::size_t i) {
-  return t.graph->proto().node(static_cast<int>(i));
-}
-
-// The one float scalar a constant input holds (a Constant node's or an initializer's).
 std::optional<double> floatScalar(const TransformerGraph& t, const std::string& tensor) {
-  const onnx::TensorProto* proto = nullptr;
-  auto it = t.producer.find(tensor);
-  if (it != t.producer.end()) {
-    const onnx::NodeProto& node = nodeAt(t, it->second);
-    if (node.op_type() != "Constant" || node.attribute_size() != 1 || !node.attribute(0).has_t()) return std::nullopt;
-    proto = &node.attribute(0).t();
-  } else {
-    for (const auto& init : t.graph->proto().initializer())
-      if (init.name() == tensor) proto = &init;
-  }
-  if (proto == nullptr ||
-      (proto->data_type() != onnx::TensorProto::FLOAT && proto->data_type() != onnx::TensorProto::FLOAT16 &&
-       proto->data_type() != onnx::TensorProto::BFLOAT16))
-    return std::nullopt;
-  auto value = decodeTensor(*proto, 1);
-  if (!value || value->values.size() != 1 || !std::isfinite(value->values.front())) return std::nullopt;
-  return value->values.front();
+  return constantScalar(t, tensor, true);
 }
 
 // The data nodes that read a tensor.

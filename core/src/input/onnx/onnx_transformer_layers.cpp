@@ -25,26 +25,8 @@ struct Contents {
   std::set<std::string> weights;  // the parameters its ops read
 };
 
-const onnx::NodeProto& nodeAt(const TransformerGraph& t, std::size_t i) {
-  return t.graph->proto().node(static_cast<int>(i));
-}
-
-// The value of a scalar constant: a Constant node's or an initializer's single number.
 std::optional<double> scalarOf(const TransformerGraph& t, const std::string& tensor) {
-  const onnx::TensorProto* proto = nullptr;
-  auto it = t.producer.find(tensor);
-  if (it != t.producer.end()) {
-    const onnx::NodeProto& node = nodeAt(t, it->second);
-    if (node.op_type() != "Constant" || node.attribute_size() != 1 || !node.attribute(0).has_t()) return std::nullopt;
-    proto = &node.attribute(0).t();
-  } else {
-    for (const auto& init : t.graph->proto().initializer())
-      if (init.name() == tensor) proto = &init;
-  }
-  if (proto == nullptr) return std::nullopt;
-  auto value = decodeTensor(*proto, 1);
-  if (!value || value->values.size() != 1) return std::nullopt;
-  return value->values.front();
+  return constantScalar(t, tensor, false);
 }
 
 // The parameters a non-data tensor is computed from (a Transpose of a weight, an Expand of the class
@@ -518,6 +500,32 @@ Result<std::vector<LayerSpec>> transformerLayers(const TransformerGraph& t, cons
   if (!spec) return spec.status();
   REMAT_RETURN_IF_ERROR(add(*spec, head));
   return layers;
+}
+
+const onnx::NodeProto& nodeAt(const TransformerGraph& t, std::size_t i) {
+  return t.graph->proto().node(static_cast<int>(i));
+}
+
+std::optional<double> constantScalar(const TransformerGraph& t, const std::string& tensor, bool floatOnly) {
+  const onnx::TensorProto* proto = nullptr;
+  auto it = t.producer.find(tensor);
+  if (it != t.producer.end()) {
+    const onnx::NodeProto& node = nodeAt(t, it->second);
+    if (node.op_type() != "Constant" || node.attribute_size() != 1 || !node.attribute(0).has_t()) return std::nullopt;
+    proto = &node.attribute(0).t();
+  } else {
+    for (const auto& init : t.graph->proto().initializer())
+      if (init.name() == tensor) proto = &init;
+  }
+  if (proto == nullptr) return std::nullopt;
+  const int type = proto->data_type();
+  if (floatOnly && type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::FLOAT16 &&
+      type != onnx::TensorProto::BFLOAT16)
+    return std::nullopt;
+  auto value = decodeTensor(*proto, 1);
+  if (!value || value->values.size() != 1) return std::nullopt;
+  if (floatOnly && !std::isfinite(value->values.front())) return std::nullopt;
+  return value->values.front();
 }
 
 }  // namespace remat::onnx_import
