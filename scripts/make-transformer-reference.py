@@ -13,6 +13,12 @@ Variants, in training mode with dropout 0, float32, x [2, 8, 32] (N, S, d), 2 he
 - gpt: a tiny GPT as a chain (token_embedding vocabulary 50 and positions 8, two gpt_blocks, an
   untied lm_head with ln_f) on fixed ids [2, 8] and one label per token, loss cross entropy (mean
   over the tokens): PyTorch's d(parameters) of every layer.
+- bert: a tiny BERT as a chain (Hugging Face's BertEmbeddings: word embeddings of vocabulary 50, 16
+  positions, 2 token types, (word + type) + position, LayerNorm eps 1e-12; two bert_blocks; the
+  pooler, dense to 10 features then tanh on token 0) on the gpt's ids with every token type 0 (the
+  model's buffer of zeros), loss cross entropy of the pooler's output over the batch: PyTorch's
+  d(parameters) of every layer (the embedding's order: word, position, type tables, the norm's
+  weight and bias).
 - vit: a tiny ViT as a chain (patch_embedding: a [2, 3, 16, 16] image in 4x4 patches, d 32, so
   S = 17; two vit_blocks; cls_head with its LayerNorm and 10 classes), loss cross entropy over the
   batch: PyTorch's d(parameters) of every layer (patch_embedding's order: the conv's weight and
@@ -94,6 +100,42 @@ class TinyGpt(nn.Module):
         for b in self.blocks:
             x = b(x)
         return F.log_softmax(self.lm_head(self.ln_f(x)), dim=-1)
+
+
+def bert_block_order(block):
+    """nn.TransformerEncoderLayer's parameters in the chain's order (norm1 first)."""
+    return [block.norm1.weight, block.norm1.bias, block.self_attn.in_proj_weight, block.self_attn.in_proj_bias,
+            block.self_attn.out_proj.weight, block.self_attn.out_proj.bias, block.norm2.weight, block.norm2.bias,
+            block.linear1.weight, block.linear1.bias, block.linear2.weight, block.linear2.bias]
+
+
+class TinyBert(nn.Module):
+    """The chain's layers in order: embeddings (with token types and LayerNorm), two post-norm
+    blocks, the pooler (dense + tanh on token 0)."""
+
+    def __init__(self):
+        super().__init__()
+        d = SHAPE[2]
+        self.word = nn.Embedding(VOCAB, d)
+        self.position = nn.Embedding(16, d)
+        self.token_type = nn.Embedding(2, d)
+        self.norm = nn.LayerNorm(d, eps=1e-12)
+        self.blocks = nn.ModuleList([
+            nn.TransformerEncoderLayer(d, HEADS, HIDDEN, dropout=0.0, activation="gelu", batch_first=True,
+                                       norm_first=False) for _ in range(2)])
+        self.dense = nn.Linear(d, 10)
+
+    def layers(self):
+        return [[self.word, self.position, self.token_type, self.norm],
+                *[[_Params(*bert_block_order(b))] for b in self.blocks], [self.dense]]
+
+    def forward(self, ids):
+        types = torch.zeros_like(ids)
+        x = self.word(ids) + self.token_type(types)
+        x = self.norm(x + self.position(torch.arange(ids.shape[1])))
+        for b in self.blocks:
+            x = b(x)
+        return torch.tanh(self.dense(x[:, 0]))
 
 
 class TinyVit(nn.Module):
@@ -179,6 +221,8 @@ def main():
     classes = torch.tensor([3, 7])
     vit = record_model(TinyVit().train(), image, classes, F.cross_entropy)
     result["vit"] = {"labels": [int(v) for v in classes], **vit}
+    bert = record_model(TinyBert().train(), ids, classes, F.cross_entropy)
+    result["bert"] = {"ids": [int(v) for v in ids.flatten()], "labels": [int(v) for v in classes], **bert}
     write_reference("transformer", compact(result))
 
 

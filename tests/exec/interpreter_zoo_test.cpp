@@ -58,8 +58,8 @@ TEST_P(ZooExecution, EveryPlanMatchesStoreAllAndTheSimulator) {
 
 std::vector<std::string> zooNames() {
   std::vector<std::string> names;
-  // The token models are left out: GPT-2 (124 M parameters, a 50,257-word head) runs in
-  // tests/cli/transformer_cli_test.cpp, BERT's token types have no CPU kernel yet (refused there).
+  // The token models are left out: GPT-2 (124 M parameters, a 50,257-word head) and BERT-base run
+  // at batch 1 in tests/exec/transformer_model_test.cpp and tests/cli/transformer_cli_test.cpp.
   // Swin-T has no kernels yet (swin_cli_test.cpp checks the refusal).
   for (const ZooEntry& e : zooModels())
     if (!e.tokenModel && e.name != "swin_t") names.push_back(e.name);

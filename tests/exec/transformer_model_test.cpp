@@ -1,9 +1,10 @@
 // Whole transformer models (issue 23) on the CPU backend: a tiny GPT (token_embedding, two causal
 // blocks, lm_head) gives PyTorch's parameter gradients of its cross entropy under both attention
-// rules (scripts/make-transformer-reference.py), as does a tiny ViT (patch_embedding, two blocks,
-// cls_head); both run store-all and optimal's plan at batch 2 with
-// the measured footprint equal to the prediction op by op, and refuses an out-of-vocabulary id by
-// position.
+// rules (scripts/make-transformer-reference.py), as do a tiny ViT (patch_embedding, two blocks,
+// cls_head) and a tiny BERT (token types and the embedding's LayerNorm, post-norm blocks, pooler);
+// all run every plan at batch 2 with the measured footprint equal to the prediction op by op, as do
+// the zoo's GPT-2 (its tied head under both gradient modes) and BERT-base at batch 1, and an
+// out-of-vocabulary id is refused by position.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +13,9 @@
 #include "executor_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/chain_file.hpp"
+#include "remat/memory/liveness.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
 #include "torch_reference.hpp"
@@ -52,6 +55,12 @@ Chain gpt(std::int64_t batch, std::int64_t seq, bool fused, double p = 0.0, bool
   return chain.isOk() ? std::move(chain).value() : Chain{};
 }
 
+Chain withStep(const Chain& chain, OptimizerKind optimizer, GradMode grads, bool foreach = true) {
+  auto stepped = withStepOptions(chain, StepOptions{.optimizer = optimizer, .foreach = foreach, .grads = grads});
+  EXPECT_TRUE(stepped.isOk()) << stepped.status().message();
+  return stepped.isOk() ? std::move(stepped).value() : chain;
+}
+
 json vitJson(bool fused, double p = 0.0) {
   json layers = json::array();
   layers.push_back({{"name", "conv_proj+class_token+pos_embedding"},
@@ -74,6 +83,34 @@ json vitJson(bool fused, double p = 0.0) {
           {"layers", layers}};
 }
 
+// A tiny BERT (scripts/make-transformer-reference.py): token_embedding with two token types and its
+// LayerNorm, two post-norm blocks, the pooler (dense to 10 features, tanh).
+json bertJson(std::int64_t batch, std::int64_t seq, bool fused, double p = 0.0) {
+  json layers = json::array();
+  layers.push_back({{"name", "embeddings"},
+                    {"kind", "token_embedding"},
+                    {"vocab", 50},
+                    {"positions", 16},
+                    {"width", 32},
+                    {"segments", 2},
+                    {"norm", true},
+                    {"epsilon", 1e-12},
+                    {"p", p}});
+  for (int i = 0; i < 2; ++i)
+    layers.push_back({{"name", "encoder.layer." + std::to_string(i)},
+                      {"kind", "transformer_block"},
+                      {"heads", 2},
+                      {"hidden", 128},
+                      {"pre_norm", false},
+                      {"fused_attention", fused},
+                      {"p", p}});
+  layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
+  return {{"format", "remat-chain/1"},
+          {"name", fused ? "tiny-bert-fused" : "tiny-bert-math"},
+          {"input", {{"shape", {batch, seq}}, {"dtype", "float32"}}},
+          {"layers", layers}};
+}
+
 // One store-all step with the reference's parameters: every layer's gradients are PyTorch's.
 void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vector<float>& x0) {
   testing::ChainDriver driver(chain);
@@ -89,6 +126,7 @@ void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vect
     at += count;
   }
   ASSERT_EQ(params.size(), chain.size());
+  for (std::size_t l = 0; l < params.size(); ++l) ASSERT_EQ(params[l].size(), chain.layers[l].paramCount) << l;
   const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<std::int32_t>>());
   ASSERT_EQ(grads.size(), chain.size());
   for (std::size_t l = 0; l < grads.size(); ++l)
@@ -109,6 +147,17 @@ void checkVitAgainstTorch(bool fused) {
   checkModelAgainstTorch(*chain, ref, test::spread(2 * 3 * 16 * 16, 0.3, 1.0));
 }
 
+void checkBertAgainstTorch(bool fused) {
+  const json& ref = test::torchReference("transformer")["bert"];
+  std::vector<float> ids;
+  for (int id : ref["ids"].get<std::vector<int>>()) ids.push_back(static_cast<float>(id));
+  auto chain = parseChain(bertJson(2, 8, fused).dump(), "tiny-bert");
+  ASSERT_TRUE(chain.isOk()) << chain.status().message();
+  checkModelAgainstTorch(*chain, ref, ids);
+}
+
+TEST(TinyBertVsTorch, MathAttentionGradientsMatchPyTorch) { checkBertAgainstTorch(false); }
+TEST(TinyBertVsTorch, FusedAttentionGradientsMatchPyTorch) { checkBertAgainstTorch(true); }
 TEST(TinyGptVsTorch, MathAttentionGradientsMatchPyTorch) { checkGptAgainstTorch(false); }
 TEST(TinyGptVsTorch, FusedAttentionGradientsMatchPyTorch) { checkGptAgainstTorch(true); }
 TEST(TinyVitVsTorch, MathAttentionGradientsMatchPyTorch) { checkVitAgainstTorch(false); }
@@ -139,6 +188,41 @@ TEST(TinyGptRun, MeasuredFootprintEqualsPredictionBothRules) {
       const Chain chain = testing::fittedTo(gpt(2, 72, fused, p), device);
       testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
     }
+}
+
+// The tiny BERT at batch 2 under every plan, both rules, without dropout and with p = 0.1 (the
+// embedding's mask after its LayerNorm, the blocks'), static and on-backward gradients.
+TEST(TinyBertRun, MeasuredFootprintEqualsPredictionBothRules) {
+  for (double p : {0.0, 0.1})
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "math") + (p > 0.0 ? ", p = 0.1" : ""));
+      auto built = parseChain(bertJson(2, 12, fused, p).dump(), "tiny-bert");
+      ASSERT_TRUE(built.isOk()) << built.status().message();
+      cpu::CpuDevice device({.poisonMemory = true});
+      const GradMode grads = p > 0.0 ? GradMode::OnBackward : GradMode::Static;
+      const Chain chain = testing::fittedTo(withStep(*built, OptimizerKind::AdamW, grads), device);
+      testing::expectEveryPlanReproducesStoreAll(chain, device, 9);
+    }
+}
+
+// The zoo's BERT-base (token types, embedding LayerNorm, 12 post-norm blocks, pooler) at batch 1,
+// sequence 16, runs store-all and optimal's plan as predicted, op by op, with static gradients.
+TEST(ZooBertRun, StoreAllAndOptimalRunAsPredicted) {
+  auto spec = zooChain("bert_base", ZooOptions{.batch = 1, .sequence = 16});
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto built = buildChain(*spec);
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  cpu::CpuDevice device;
+  const Chain chain = testing::fittedTo(withStep(*built, OptimizerKind::None, GradMode::Static), device);
+  auto optimal = runPlanner(chain, "optimal");
+  ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
+  auto interp = Interpreter::create(chain, device, testing::seeded(3));
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  for (const Plan& plan : {Plan{}, optimal->plan}) {
+    auto run = (*interp)->run(plan, RunOptions{});
+    ASSERT_TRUE(run.isOk()) << run.status().message();
+    testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+  }
 }
 
 // The zoo's ViT-B/16 at batch 2 (32x32: 5 tokens, 12 blocks of d 768) runs optimal's plan as
@@ -205,19 +289,72 @@ TEST(TinyGptRun, TiedHeadGradientIsTheEmbeddingsPlusTheHeads) {
   test::expectCloseToTorch(got[0], json(sum), "layer 1's gradient");
 }
 
-// The interpreter refuses a tied head under on-backward gradients (G(1) is made only at B(1));
-// the device prepares it (the profiler times the head alone).
-TEST(TinyGptRun, ATiedHeadNeedsStaticGradients) {
-  Chain chain = gpt(2, 8, true, 0.0, true);
-  chain.step.grads = GradMode::OnBackward;
-  cpu::CpuDevice device;
-  EXPECT_TRUE(device.prepare(chain).isOk());
-  auto interp = Interpreter::create(chain, device, testing::seeded(1));
-  ASSERT_FALSE(interp.isOk());
-  EXPECT_NE(interp.status().message().find("layer 4 ('ln_f+lm_head', lm_head): tied: the head adds into layer 1's "
-                                           "table gradient, which --grads on-backward makes only at B(1)"),
-            std::string::npos)
-      << interp.status().message();
+// Under on-backward gradients the tied head's B(n), the first backward to use wte, makes layer 1's
+// G(1), and B(1) adds into it (memory-model.md 11.2): the model says so (the liveness trace) and
+// every plan runs as predicted, op by op, in several optimizers' steps.
+TEST(TinyGptRun, TiedHeadUnderOnBackwardGradientsRunsEveryPlanAsPredicted) {
+  for (OptimizerKind optimizer : {OptimizerKind::None, OptimizerKind::Momentum, OptimizerKind::AdamW}) {
+    SCOPED_TRACE(std::string(optimizerName(optimizer)));
+    cpu::CpuDevice device({.poisonMemory = true});
+    const Chain chain = testing::fittedTo(
+        withStep(gpt(2, 16, true, 0.1, true), optimizer, GradMode::OnBackward, optimizer != OptimizerKind::AdamW),
+        device);
+    const LivenessTrace trace = traceLiveness(chain, Plan{});
+    std::size_t tables = 0;
+    for (const TensorLife& t : trace.tensors)
+      if (t.kind == TensorLife::Kind::WeightGradient && t.layer == 1) {
+        ++tables;
+        EXPECT_EQ(trace.ops[t.writer].kind, OpKind::B);
+        EXPECT_EQ(trace.ops[t.writer].layer, 4u);  // the head's backward
+        EXPECT_EQ(t.bytes, chain.at(1).paramBytes);
+      }
+    EXPECT_EQ(tables, 1u);
+    testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
+  }
+}
+
+// The gradients made on backward are the static ones, bit for bit: G(1) starts at zero at B(n) in
+// both modes and takes the head's then the embedding's contributions in the same order.
+TEST(TinyGptRun, TiedHeadGradientsOnBackwardEqualTheStaticOnes) {
+  std::vector<std::vector<std::byte>> byMode[2];
+  for (GradMode grads : {GradMode::Static, GradMode::OnBackward}) {
+    cpu::CpuDevice device;
+    const Chain chain = testing::fittedTo(withStep(gpt(2, 16, false, 0.0, true), OptimizerKind::None, grads), device);
+    auto run = runPlan(chain, Plan{{2}}, device, testing::seeded(5), RunOptions{.captureGradients = true});
+    ASSERT_TRUE(run.isOk()) << run.status().message();
+    testing::expectMatchesSimulation(chain, Plan{{2}}, run->timelines[0]);
+    byMode[grads == GradMode::OnBackward] = run->parameterGradients;
+  }
+  ASSERT_EQ(byMode[0].size(), 5u);
+  EXPECT_FALSE(byMode[0][1].empty());
+  EXPECT_EQ(byMode[0], byMode[1]);
+}
+
+// The zoo's GPT-2 (d 768, vocabulary 50,257, dropout 0.1, tied head) at batch 1 runs store-all and
+// optimal's plan as predicted, op by op, under both gradient modes and three optimizers' steps.
+TEST(ZooGpt2Run, TiedHeadRunsAsPredictedUnderEveryGradientMode) {
+  auto spec = zooChain("gpt2", ZooOptions{.batch = 1, .sequence = 16});
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto built = buildChain(*spec);
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  const std::pair<OptimizerKind, GradMode> modes[] = {{OptimizerKind::AdamW, GradMode::OnBackward},
+                                                      {OptimizerKind::Sgd, GradMode::OnBackward},
+                                                      {OptimizerKind::None, GradMode::OnBackward},
+                                                      {OptimizerKind::Momentum, GradMode::Static}};
+  for (const auto& [optimizer, grads] : modes) {
+    SCOPED_TRACE(std::string(optimizerName(optimizer)) + ", " + std::string(gradModeName(grads)));
+    cpu::CpuDevice device;
+    const Chain chain = testing::fittedTo(withStep(*built, optimizer, grads), device);
+    auto optimal = runPlanner(chain, "optimal");
+    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
+    auto interp = Interpreter::create(chain, device, testing::seeded(3));
+    ASSERT_TRUE(interp.isOk()) << interp.status().message();
+    for (const Plan& plan : {Plan{}, optimal->plan}) {
+      auto run = (*interp)->run(plan, RunOptions{});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+    }
+  }
 }
 
 TEST(TinyGptRun, AnOutOfVocabularyIdIsALocatedError) {

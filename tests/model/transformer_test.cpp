@@ -182,6 +182,21 @@ TEST(TransformerHead, KeepsTheLogProbabilities) {
   for (std::size_t l = 1; l < gpt2.size(); ++l) EXPECT_GT(head.outBytes, gpt2.at(l).outBytes + gpt2.at(l).extraBytes);
 }
 
+// BERT's embedding (memory-model.md 12.2): the position and type ids, the LayerNorm's statistics
+// and input, the mask (p = 0.1); the three lookups; the norm's backward makes d(input) beside
+// dropout's d(output), where GPT-2's embedding backward needs no workspace.
+TEST(TransformerEmbedding, BertsNumbersEqualTheRuleByHand) {
+  ZooOptions o;
+  o.batch = 2;
+  o.sequence = 16;
+  const std::uint64_t tokens = 32, d = 768, seq = 16;
+  const LayerNumbers& bert = zooBuilt("bert_base", o).at(1);
+  EXPECT_EQ(bert.extraBytes, 8 * seq + 8 * seq + 8 * tokens + tokens * d * 4 + tokens * d);
+  EXPECT_EQ(bert.fwdWorkspaceBytes, tokens * d * 4 + seq * d * 4 + tokens * d * 4);
+  EXPECT_EQ(bert.bwdWorkspaceBytes, 2 * tokens * d * 4);
+  EXPECT_EQ(zooBuilt("gpt2", o).at(1).bwdWorkspaceBytes, 0u);
+}
+
 TEST(TransformerPlanners, EveryPlannerPlansGpt2) {
   ZooOptions o;
   o.batch = 8;

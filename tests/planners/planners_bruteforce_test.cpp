@@ -137,6 +137,23 @@ TEST(BruteForceZoo, EveryPrecision) {
   }
 }
 
+// GPT-2's tied head (its weight is layer 1's table) under all 20 step modes, small and long
+// sequences: under on-backward gradients the table's G(1) is made by the head's B(n) and alive from
+// there (memory-model.md 11.2), which the planners' gradient terms must follow (the real chain, not
+// an abstract copy: the tie is in its spec).
+TEST(BruteForceZoo, TiedGpt2UnderEveryStepMode) {
+  for (std::int64_t sequence : {16, 512}) {
+    const Chain base = testing::zooBuilt("gpt2", ZooOptions{.batch = 1, .sequence = sequence});
+    for (std::size_t mode = 0; mode < testing::kStepModeCount; ++mode) {
+      auto chain = withStepOptions(base, testing::stepMode(mode));
+      ASSERT_TRUE(chain.isOk()) << chain.status().message();
+      chain->name = "gpt2 S=" + std::to_string(sequence) + " " + describeStepOptions(chain->step);
+      expectExact(*chain);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 TEST(BruteForceTotals, AtLeastTwoThousandChains) {
   std::size_t total = 0;
   for (std::size_t n = 1; n <= 16; ++n) total += chainsFor(n);

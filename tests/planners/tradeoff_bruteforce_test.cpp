@@ -22,6 +22,7 @@
 
 #include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
+#include "remat/model/precision.hpp"
 #include "remat/model/random_chain.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/tradeoff.hpp"
@@ -179,6 +180,23 @@ TEST(TradeoffBruteForceZoo, EveryModelCutToSixteenLayers) {
     std::vector<LayerNumbers> layers;
     for (std::size_t l = 1; l <= std::min<std::size_t>(16, full.size()); ++l) layers.push_back(full.at(l));
     expectExact(makeAbstractChain(entry.name + "[1..16]", full.inputBytes, layers));
+  }
+}
+
+// GPT-2's tied head (its weight is layer 1's table) under all 20 step modes, small and long
+// sequences: under on-backward gradients the table's G(1) is made by the head's B(n) and alive from
+// there (memory-model.md 11.2), which the planners' gradient terms must follow (the real chain, not
+// an abstract copy: the tie is in its spec).
+TEST(TradeoffBruteForceZoo, TiedGpt2UnderEveryStepMode) {
+  for (std::int64_t sequence : {16, 512}) {
+    const Chain base = testing::zooBuilt("gpt2", ZooOptions{.batch = 1, .sequence = sequence});
+    for (std::size_t mode = 0; mode < testing::kStepModeCount; ++mode) {
+      auto chain = withStepOptions(base, testing::stepMode(mode));
+      ASSERT_TRUE(chain.isOk()) << chain.status().message();
+      chain->name = "gpt2 S=" + std::to_string(sequence) + " " + describeStepOptions(chain->step);
+      expectExact(*chain);
+      if (::testing::Test::HasFailure()) return;
+    }
   }
 }
 

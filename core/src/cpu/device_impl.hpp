@@ -54,6 +54,13 @@ struct VitPrep;               // run_vit.cpp
 struct TransformerEnds {
   Index batch = 0, seq = 0, tokens = 0, width = 0, vocab = 0;
   Index positionTable = 0;  // token_embedding: where wpe starts in the parameters (floats)
+  // BERT's token_embedding: where the token type table and the LayerNorm's weight and bias start
+  // (floats; 0: none), and its E's layout (bytes from its start).
+  Index typeTable = 0, normParams = 0;
+  std::uint64_t typeIdsAt = 0, statsAt = 0, normInputAt = 0, maskAt = 0;
+  // Its workspaces: the type lookup and the LayerNorm's scratch (forward); d(sum) and the scratch
+  // after d(norm) (backward).
+  std::uint64_t typesAt = 0, fScratchAt = 0, dSumAt = 0, bScratchAt = 0;
 };
 
 struct PreparedLayer {
@@ -130,11 +137,11 @@ Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer&
 std::string shortNumber(double value);
 
 // token_embedding (run_embeddings.cpp) and lm_head (run_heads.cpp).
-Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, std::size_t l,
-                             PreparedLayer& prepared);
-Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, std::uint64_t dropoutKey,
-                             const ForwardBuffers& b);
-Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareTokenEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                             const LayerChecks& check, std::size_t l, PreparedLayer& prepared);
+Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                             std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareLmHead(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
                      const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,

@@ -236,7 +236,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   if (isComposite(layer.kind)) return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
-  if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(layer, spec, check, c.l, prepared);
+  if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(c.dnnl, layer, spec, check, c.l, prepared);
   if (layer.kind == LayerKind::LmHead) return prepareLmHead(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchEmbedding)
     return preparePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);

@@ -1,4 +1,4 @@
-// The token embedding and the language-model head on the CPU (docs/memory-model.md 12.2).
+// The token embedding on the CPU (docs/memory-model.md 12.2).
 //
 // token_embedding (GPT: wte[ids] + wpe[0..S)): x0 holds the ids as float32 values of integers (the
 // model counts a(0) at the chain dtype's 4 bytes, PyTorch's int64 ids at half that size); each is
@@ -9,6 +9,15 @@
 // columns split over the threads so every element is summed in token order. With dropout (p > 0) E
 // also holds its mask (1 byte per element, after the arange): the sum is dropped in place in x(1),
 // and the backward scales d(x1) through the mask before the scatter.
+//
+// BERT's (Hugging Face's BertEmbeddings): (wte[ids] + tte[type ids]) + wpe[0..S), then LayerNorm,
+// then dropout. The type ids are its buffer of zeros (every token reads row 0 of tte), kept as S
+// int64 in E after the arange; then the LayerNorm's mean and variance [2T] float32 and its input
+// (the sum, [T, d]), then the mask. The LayerNorm is LayerNormOp (dnnl_layernorm.cpp); the sum lies
+// in E (keep) or in the token lookup's place in the workspace (discard), and the norm's scratch
+// reuses the type lookup's. The backward scales d(x1) through the mask into its workspace, runs
+// the norm's backward to d(sum) and scatters that into the three tables as above. Parameters: wte
+// [V, d], wpe [P, d], tte [segments, d], the norm's weight and bias [2, d].
 #include <omp.h>
 
 #include <algorithm>
@@ -41,6 +50,90 @@ Status checkIds(const PreparedLayer& prepared, const float* ids) {
   return Status::ok();
 }
 
+// E's layout (bytes) of an embedding with the chain's spec: the arange, BERT's type ids, the norm's
+// statistics and input, the mask; returns E's size.
+std::uint64_t layOutExtra(const LayerSpec& spec, TransformerEnds& e) {
+  std::uint64_t at = 8 * static_cast<std::uint64_t>(e.seq);
+  if (spec.segments > 0) {
+    e.typeIdsAt = at;
+    at += 8 * static_cast<std::uint64_t>(e.seq);
+  }
+  if (spec.embeddingNorm) {
+    e.statsAt = at;
+    at += floats(2 * e.tokens);
+    e.normInputAt = at;
+    at += floats(e.tokens * e.width);
+  }
+  e.maskAt = at;
+  return at + (spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(e.tokens * e.width) : 0);
+}
+
+// The workspaces: the two lookups (exactly the model's bytes for GPT's), then the type lookup, whose
+// place the norm's scratch takes; backward (with the norm): d(norm) (p > 0), d(sum), the norm's scratch.
+Status layOutWorkspaces(const DnnlContext& context, const LayerSpec& spec, PreparedLayer& prepared) {
+  TransformerEnds& e = prepared.ends;
+  const std::uint64_t lookups = floats(e.tokens * e.width) + floats(e.seq * e.width);
+  prepared.requiredFwdWorkspace = lookups;
+  prepared.requiredBwdWorkspace = 0;
+  std::uint64_t lnFwd = 0, lnBwd = 0;
+  if (spec.embeddingNorm) {
+    auto ln = LayerNormOp::create(context, e.tokens, e.width, static_cast<float>(spec.epsilon), InputGrad::Write,
+                                  prepared.label + ", LayerNorm");
+    if (!ln) return ln.status();
+    lnFwd = ln->forwardScratchBytes();
+    lnBwd = ln->backwardScratchBytes();
+    prepared.op = std::move(ln).value();
+  }
+  if (spec.segments == 0 && !spec.embeddingNorm) return Status::ok();
+  ScratchLayout f, b;
+  f.add(lookups);
+  e.typesAt = e.fScratchAt = f.add(std::max(spec.segments > 0 ? floats(e.tokens * e.width) : 0, lnFwd));
+  prepared.requiredFwdWorkspace = f.bytes();
+  if (!spec.embeddingNorm) return Status::ok();
+  if (spec.dropoutP > 0.0) b.add(floats(e.tokens * e.width));  // d(norm): d(x1) through the mask
+  e.dSumAt = b.add(floats(e.tokens * e.width));
+  e.bScratchAt = b.add(lnBwd);
+  prepared.requiredBwdWorkspace = b.bytes();
+  return Status::ok();
+}
+
+// Adds each token's gradient row (gradAt(t * d + c)) into the rows its ids picked: wte's, wpe's and,
+// with a type table, tte's. Each thread owns a run of columns and adds the tokens in order.
+template <typename Grad>
+void scatterIntoTables(const TransformerEnds& e, const float* ids, const std::int64_t* arange,
+                       const std::int64_t* typeIds, float* grads, Grad gradAt) {
+  const Index d = e.width;
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < d; ++c)
+    for (Index t = 0; t < e.tokens; ++t) {
+      const float g = gradAt(t * d + c);
+      grads[tokenId(ids, t, e.vocab) * d + c] += g;
+      grads[e.positionTable + arange[t % e.seq] * d + c] += g;
+      if (typeIds != nullptr) grads[e.typeTable + typeIds[t % e.seq] * d + c] += g;
+    }
+}
+
+// The lookups into the workspace, summed into `sum` as BertEmbeddings adds them: (tokens + types) +
+// positions (GPT's: tokens + positions).
+void lookUpAndAdd(const TransformerEnds& e, const float* ids, const float* params, std::byte* workspace, float* sum) {
+  const Index d = e.width;
+  auto* tokens = reinterpret_cast<float*>(workspace);
+  float* positions = tokens + e.tokens * d;
+  float* types = e.typeTable > 0 ? reinterpret_cast<float*>(workspace + e.typesAt) : nullptr;
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < e.tokens; ++t) {
+    std::memcpy(tokens + t * d, params + tokenId(ids, t, e.vocab) * d, floats(d));
+    if (types != nullptr) std::memcpy(types + t * d, params + e.typeTable, floats(d));  // type id 0
+  }
+  std::memcpy(positions, params + e.positionTable, floats(e.seq * d));
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < e.tokens; ++t)
+    for (Index c = 0; c < d; ++c) {
+      const Index i = t * d + c;
+      sum[i] = (types != nullptr ? tokens[i] + types[i] : tokens[i]) + positions[(t % e.seq) * d + c];
+    }
+}
+
 }  // namespace
 
 std::string shortNumber(double value) {
@@ -49,10 +142,8 @@ std::string shortNumber(double value) {
   return out.str();
 }
 
-Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, std::size_t l,
-                             PreparedLayer& prepared) {
-  if (spec.segments > 0 || spec.embeddingNorm)
-    return check.fail("BERT's token types and embedding LayerNorm have no CPU kernel yet");
+Status prepareTokenEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                             const LayerChecks& check, std::size_t l, PreparedLayer& prepared) {
   if (l != 1) return check.fail("a token embedding must be the chain's first layer (it reads the ids x0)");
   TransformerEnds& e = prepared.ends;
   e.batch = layer.inputShape[0];
@@ -60,63 +151,73 @@ Status prepareTokenEmbedding(const ChainLayer& layer, const LayerSpec& spec, con
   e.tokens = e.batch * e.seq;
   e.width = spec.width;
   e.vocab = spec.vocab;
-  e.positionTable = e.vocab * e.width;  // wpe follows wte
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>((spec.vocab + spec.positions) * spec.width)));
+  e.positionTable = e.vocab * e.width;  // wpe follows wte, tte wpe, the norm's weight and bias tte
+  const Index tables = (spec.vocab + spec.positions + spec.segments) * spec.width;
+  e.typeTable = spec.segments > 0 ? (spec.vocab + spec.positions) * spec.width : 0;
+  e.normParams = spec.embeddingNorm ? tables : 0;
+  REMAT_RETURN_IF_ERROR(check.expectParams(
+      layer.paramCount, static_cast<std::uint64_t>(tables + (spec.embeddingNorm ? 2 * spec.width : 0))));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
   prepared.dropoutP = spec.dropoutP;
-  const std::uint64_t maskBytes = spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(e.tokens * e.width) : 0;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, static_cast<std::uint64_t>(8 * e.seq) + maskBytes));
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, layOutExtra(spec, e)));
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
-  prepared.requiredFwdWorkspace = floats(e.tokens * e.width) + floats(e.seq * e.width);  // the two lookups
-  prepared.requiredBwdWorkspace = 0;
-  return Status::ok();
+  return layOutWorkspaces(context, spec, prepared);
 }
 
-Status forwardTokenEmbedding(const PreparedLayer& prepared, ForwardMode mode, std::uint64_t dropoutKey,
-                             const ForwardBuffers& b) {
+Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                             std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const TransformerEnds& e = prepared.ends;
   REMAT_RETURN_IF_ERROR(checkIds(prepared, b.x));
-  if (b.workspace == nullptr) return Status::internal("cpu: " + prepared.label + ": no forward workspace");
-  auto* tokens = reinterpret_cast<float*>(b.workspace);
-  float* positions = tokens + e.tokens * e.width;
-  const Index d = e.width;
-#pragma omp parallel for schedule(static)
-  for (Index t = 0; t < e.tokens; ++t) std::memcpy(tokens + t * d, b.params + tokenId(b.x, t, e.vocab) * d, floats(d));
-  std::memcpy(positions, b.params + e.positionTable, floats(e.seq * d));
-#pragma omp parallel for schedule(static)
-  for (Index t = 0; t < e.tokens; ++t)
-    for (Index c = 0; c < d; ++c) b.y[t * d + c] = tokens[t * d + c] + positions[(t % e.seq) * d + c];
   const bool keep = mode == ForwardMode::Keep;
-  if (keep) {  // the position ids, int64, as PyTorch's arange
+  if (b.workspace == nullptr || (keep && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": no forward workspace or E");
+  const auto* norm = std::get_if<LayerNormOp>(&prepared.op);
+  // The sum is x(1) itself without a norm, else the norm's input: E's (keep) or the token lookup's place.
+  float* sum = norm == nullptr ? b.y
+               : keep          ? reinterpret_cast<float*>(b.extra + e.normInputAt)
+                               : reinterpret_cast<float*>(b.workspace);
+  lookUpAndAdd(e, b.x, b.params, b.workspace, sum);
+  if (keep) {  // the position ids, int64, as PyTorch's arange; BERT's type ids, its buffer of zeros
     auto* arange = reinterpret_cast<std::int64_t*>(b.extra);
     for (Index s = 0; s < e.seq; ++s) arange[s] = s;
+    if (e.typeTable > 0) std::fill_n(reinterpret_cast<std::int64_t*>(b.extra + e.typeIdsAt), e.seq, 0);
   }
+  if (norm != nullptr)
+    REMAT_RETURN_IF_ERROR(norm->forward(context, sum, b.params + e.normParams, b.y,
+                                        keep ? reinterpret_cast<float*>(b.extra + e.statsAt) : nullptr,
+                                        b.workspace + e.fScratchAt));
   const DropoutDraw drop(dropoutKey, prepared.dropoutP);
   if (drop.active())
-    dropoutFlat(e.tokens * d, drop, b.y, b.y, keep ? reinterpret_cast<std::uint8_t*>(b.extra + 8 * e.seq) : nullptr);
+    dropoutFlat(e.tokens * e.width, drop, b.y, b.y,
+                keep ? reinterpret_cast<std::uint8_t*>(b.extra + e.maskAt) : nullptr);
   return Status::ok();
 }
 
-Status backwardTokenEmbedding(const PreparedLayer& prepared, const BackwardBuffers& b) {
+Status backwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   const TransformerEnds& e = prepared.ends;
-  if (b.x == nullptr || b.extra == nullptr)
-    return Status::internal("cpu: " + prepared.label + ": the backward lacks the ids or the position ids");
+  const auto* norm = std::get_if<LayerNormOp>(&prepared.op);
+  if (b.x == nullptr || b.extra == nullptr || (norm != nullptr && b.workspace == nullptr))
+    return Status::internal("cpu: " + prepared.label +
+                            ": the backward lacks the ids, the position ids or its workspace");
   const auto* arange = reinterpret_cast<const std::int64_t*>(b.extra);
-  const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra + 8 * e.seq);  // p > 0 only
-  const bool dropout = prepared.dropoutP > 0.0;
-  const float scale = DropoutDraw(0, prepared.dropoutP).scale;
-  const Index d = e.width;
-  // Each thread owns a run of columns of both tables and adds the tokens' rows in order.
-#pragma omp parallel for schedule(static)
-  for (Index c = 0; c < d; ++c)
-    for (Index t = 0; t < e.tokens; ++t) {
-      const Index i = t * d + c;
-      const float g = !dropout ? b.dy[i] : (mask[i] ? b.dy[i] * scale : 0.0f);
-      b.paramGrads[tokenId(b.x, t, e.vocab) * d + c] += g;
-      b.paramGrads[e.positionTable + arange[t % e.seq] * d + c] += g;
-    }
+  const auto* typeIds = e.typeTable > 0 ? reinterpret_cast<const std::int64_t*>(b.extra + e.typeIdsAt) : nullptr;
+  const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra + e.maskAt);  // p > 0 only
+  const DropoutDraw drop(0, prepared.dropoutP);
+  if (norm == nullptr) {
+    scatterIntoTables(e, b.x, arange, typeIds, b.paramGrads,
+                      [&](Index i) { return !drop.active() ? b.dy[i] : (mask[i] ? b.dy[i] * drop.scale : 0.0f); });
+    return Status::ok();
+  }
+  // d(norm's output) is d(x1) itself without dropout (p = 0 returns its input), else scaled through the mask.
+  auto* dNorm = reinterpret_cast<float*>(b.workspace);
+  auto* dSum = reinterpret_cast<float*>(b.workspace + e.dSumAt);
+  if (drop.active()) dropoutFlatBackward(e.tokens * e.width, drop, mask, b.dy, dNorm);
+  REMAT_RETURN_IF_ERROR(norm->backward(context, reinterpret_cast<const float*>(b.extra + e.normInputAt),
+                                       drop.active() ? dNorm : b.dy, b.params + e.normParams,
+                                       reinterpret_cast<const float*>(b.extra + e.statsAt), dSum,
+                                       b.paramGrads + e.normParams, b.workspace + e.bScratchAt));
+  scatterIntoTables(e, b.x, arange, typeIds, b.paramGrads, [&](Index i) { return dSum[i]; });
   return Status::ok();
 }
 

@@ -7,8 +7,8 @@
 // projection's and ln_f's backward. Parameters: ln_f's weight and bias, then W [V, d]; a tied head
 // (GPT-2's) has no W of its own: it reads the token embedding's table wte [V, d] (layer 1's
 // parameters from offset 0, passed as the call's shared parameters) and adds W's gradient into
-// layer 1's table gradient, which the embedding's own backward adds to later (static gradients
-// only: the interpreter refuses on-backward ones, under which layer 1's does not exist before B(1)).
+// layer 1's table gradient, which the embedding's own backward adds to later (static, or made by
+// this backward under on-backward gradients: memory-model.md 11.2).
 #include <algorithm>
 #include <cmath>
 
@@ -73,8 +73,9 @@ Status createHeadOps(const DnnlContext& context, LmHeadPrep& h, const Transforme
 
 namespace {
 
-// A tied head's table is layer 1's: a token embedding of the same vocabulary and width (the
-// interpreter refuses a tied head under on-backward gradients: G(1) does not exist at B(n)).
+// A tied head's table is layer 1's: a token embedding of the same vocabulary and width. Its backward
+// adds into layer 1's gradient: static, or made by this B(n) under on-backward gradients (the first
+// backward to use the table; memory-model.md 11.2).
 Status checkTiedTable(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check) {
   const ChainLayer& first = chain.layers.front();
   const LayerSpec& table = chain.spec.layers[first.specIndex];

@@ -100,7 +100,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
     case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, dropoutKey, b);
-    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(prepared, mode, dropoutKey, b);
+    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(context, prepared, mode, dropoutKey, b);
     case LayerKind::LmHead: return forwardLmHead(context, prepared, mode, b);
     case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, mode, dropoutKey, b);
     case LayerKind::ClsHead: return forwardClsHead(context, prepared, mode, b);
@@ -154,7 +154,7 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(context, prepared, b);
     case LayerKind::TransformerBlock: return backwardTransformerBlock(context, prepared, dropoutKey, b);
-    case LayerKind::TokenEmbedding: return backwardTokenEmbedding(prepared, b);
+    case LayerKind::TokenEmbedding: return backwardTokenEmbedding(context, prepared, b);
     case LayerKind::LmHead: return backwardLmHead(context, prepared, b);
     case LayerKind::PatchEmbedding: return backwardPatchEmbedding(context, prepared, b);
     case LayerKind::ClsHead: return backwardClsHead(context, prepared, b);

@@ -4,14 +4,6 @@
 
 namespace remat {
 
-std::size_t sharedParamsLayer(const Chain& chain, std::size_t l) {
-  if (l < 1 || l > chain.size()) return 0;
-  const ChainLayer& layer = chain.layers[l - 1];
-  const bool tied = layer.kind == LayerKind::LmHead && layer.specIndex < chain.spec.layers.size() &&
-                    chain.spec.layers[layer.specIndex].tied;
-  return tied ? 1 : 0;
-}
-
 ForwardBuffers ForwardMemory::floats() const {
   ForwardBuffers b;
   b.x = reinterpret_cast<const float*>(x);

@@ -261,7 +261,8 @@ class StepRun {
       case OpKind::Seed: return device_.lossSeed(seedCall(p));
       case OpKind::B:
         // A gradient made on backward starts at zero: the kernels add into it.
-        if (isTensor(p.weightGrad)) REMAT_RETURN_IF_ERROR(device_.fill(buffers_[p.weightGrad].get(), 0));
+        for (std::uint32_t id : {p.weightGrad, p.sharedWeightGrad})
+          if (isTensor(id)) REMAT_RETURN_IF_ERROR(device_.fill(buffers_[id].get(), 0));
         return device_.backward(backwardCall(p));
       case OpKind::Step:
         ++state_.updates;
@@ -309,7 +310,7 @@ class StepRun {
     call.paramGrads = weightGradient(p.op.layer);
     if (const std::size_t owner = sharedParamsLayer(state_.chain, p.op.layer); owner > 0) {
       call.sharedParams = state_.params[owner].get();
-      call.sharedParamGrads = weightGradient(owner);  // static: the device refuses a tied head otherwise
+      call.sharedParamGrads = weightGradient(owner);  // static, or made by this B (the first to use it)
     }
     call.seed = stepSeed_;
     return call;
@@ -435,30 +436,9 @@ Interpreter::~Interpreter() = default;
 const Chain& Interpreter::chain() const { return state_->chain; }
 std::uint64_t Interpreter::staticBytes() const { return state_->staticBytes; }
 
-namespace {
-
-// A layer that adds into another layer's gradient (a tied lm_head into layer 1's) needs that
-// gradient to exist at its backward: static gradients. Under on-backward gradients G(1) is made
-// only at B(1), which runs after the head's B(n), and the memory model counts it from there.
-Status checkSharedGradients(const Chain& chain) {
-  if (chain.step.grads == GradMode::Static) return Status::ok();
-  for (std::size_t l = 1; l <= chain.size(); ++l)
-    if (const std::size_t owner = sharedParamsLayer(chain, l); owner > 0) {
-      const ChainLayer& layer = chain.layers[l - 1];
-      return Status::invalid("layer " + std::to_string(l) + " ('" + layer.name + "', " +
-                             std::string(kindName(layer.kind)) + "): tied: the head adds into layer " +
-                             std::to_string(owner) + "'s table gradient, which --grads on-backward makes only at B(" +
-                             std::to_string(owner) + "), after the head's backward; run it with --grads static");
-    }
-  return Status::ok();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Device& device,
                                                          const InterpreterOptions& options) {
   if (chain.size() == 0) return Status::invalid("chain '" + chain.name + "' has no layers");
-  REMAT_RETURN_IF_ERROR(checkSharedGradients(chain));
   REMAT_RETURN_IF_ERROR(device.prepare(chain));
   REMAT_RETURN_IF_ERROR(detail::checkWorkspaces(chain, device));
   auto state = std::make_unique<State>();

@@ -14,7 +14,8 @@ class ProgramBuilder {
         lastSegmentStart_(plan.checkpoints.empty() ? 0 : plan.checkpoints.back()),
         x_(chain.size() + 1, kNone),
         extra_(chain.size() + 1, kNone),
-        grad_(chain.size() + 1, kNone) {
+        grad_(chain.size() + 1, kNone),
+        gradientWriter_(weightGradientWriters(chain)) {
     x_[0] = kInput;
     program_.weightGradOf.assign(chain.size() + 1, kNone);
   }
@@ -94,8 +95,14 @@ class ProgramBuilder {
     if (m.needsOutput) p.bwdOutput = x_[l];
     if (m.extraBytes > 0) p.extraIn = extra_[l];
     if (l > 1) p.output = grad_[l - 1] = tensor(chain_.at(l - 1).outBytes, 'd', l - 1);
-    if (chain_.step.grads == GradMode::OnBackward && m.paramBytes > 0)
-      p.weightGrad = program_.weightGradOf[l] = tensor(m.paramBytes, 'W', l);
+    if (chain_.step.grads == GradMode::OnBackward) {
+      // The first backward to use a layer's parameters makes their gradient (memory-model.md 11.2).
+      if (m.paramBytes > 0 && gradientWriter_[l] == l)
+        p.weightGrad = program_.weightGradOf[l] = tensor(m.paramBytes, 'W', l);
+      const std::size_t owner = sharedParamsLayer(chain_, l);
+      if (owner > 0 && gradientWriter_[owner] == l && chain_.at(owner).paramBytes > 0)
+        p.sharedWeightGrad = program_.weightGradOf[owner] = tensor(chain_.at(owner).paramBytes, 'W', owner);
+    }
     p.workspaceBytes = m.bwdWorkspaceBytes;
     if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
         (m.extraBytes > 0 && p.extraIn == kNone))
@@ -106,6 +113,7 @@ class ProgramBuilder {
   const Chain& chain_;
   const std::size_t lastSegmentStart_;
   std::vector<std::uint32_t> x_, extra_, grad_;
+  const std::vector<std::size_t> gradientWriter_;  // weightGradientWriters
   Program program_;
 };
 

@@ -32,13 +32,14 @@ struct OpProgram {
   std::uint32_t input = kNone;
   std::uint32_t gradOutput = kNone, bwdInput = kNone, bwdOutput = kNone, extraIn = kNone;
   // Writes: x(l) (F, R) or d(l-1) (B) or d(n) (SEED); E(l) (keep-mode F, R, RE); the weight
-  // gradient G(l) (B under GradMode::OnBackward).
-  std::uint32_t output = kNone, extraOut = kNone, weightGrad = kNone;
+  // gradient G(l) and, for a tied head's B(n), the shared table's G(1) (B under
+  // GradMode::OnBackward, when this B is the first to use those parameters).
+  std::uint32_t output = kNone, extraOut = kNone, weightGrad = kNone, sharedWeightGrad = kNone;
   std::uint64_t workspaceBytes = 0;
   std::uint64_t transientBytes = 0;  // RE's copy of x(c)
 
   std::array<std::uint32_t, 5> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn}; }
-  std::array<std::uint32_t, 3> writes() const { return {output, extraOut, weightGrad}; }
+  std::array<std::uint32_t, 4> writes() const { return {output, extraOut, weightGrad, sharedWeightGrad}; }
 };
 
 struct Program {

@@ -19,11 +19,12 @@ inline constexpr std::size_t kNoReader = std::numeric_limits<std::size_t>::max()
 inline constexpr std::uint32_t kNoTensor = std::numeric_limits<std::uint32_t>::max();
 
 // One op with its tensor traffic. x0 is static and never appears as a tensor. B writes d(l-1) and,
-// under GradMode::OnBackward, the weight gradient G(l); STEP reads the G(l) implicitly: they are
+// under GradMode::OnBackward, the weight gradients it makes (G(l); a tied head's B(n) also the
+// shared table's G(1)); STEP reads the G(l) implicitly: they are
 // alive until the step's last op (lastReader), and the sweep frees everything after it.
 struct OpTraffic {
   std::uint32_t reads[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
-  std::uint32_t writes[2] = {kNoTensor, kNoTensor};
+  std::uint32_t writes[3] = {kNoTensor, kNoTensor, kNoTensor};
   std::uint64_t scratchBytes = 0;  // workspace plus, for RE, the transient copy of x(c)
 };
 
@@ -52,6 +53,7 @@ class TensorGraphBuilder {
         extra_(chain.size() + 1, kNoTensor),
         grad_(chain.size() + 1, kNoTensor),
         gradientsOnBackward_(chain.step.grads == GradMode::OnBackward),
+        gradientWriter_(gradientsOnBackward_ ? weightGradientWriters(chain) : std::vector<std::size_t>{}),
         stepScratchBytes_(optimizerScratchBytes(chain)) {}
 
   // The number of tensors the ops added so far write.
@@ -80,7 +82,7 @@ class TensorGraphBuilder {
     if (id != kNoTensor) traffic_->reads[reads_++] = id;
   }
 
-  // Into tensorBytes sized for the most an op sequence can write (two tensors per op), so that
+  // Into tensorBytes sized for the most an op sequence can write (about two tensors per op), so that
   // this stays small enough to inline: dynamicPeak() builds graphs in the planners' inner loops.
   std::uint32_t write(Kind kind, std::size_t layer, std::uint64_t bytes) {
     onTensor_(kind, layer);
@@ -130,9 +132,15 @@ class TensorGraphBuilder {
     if (m.needsOutput) read(x_[l]);
     if (m.extraBytes > 0) read(extra_[l]);
     if (l > 1) grad_[l - 1] = write(Kind::Gradient, l - 1, chain_.at(l - 1).outBytes);
-    // zero_grad(set_to_none=True): the backward allocates the weight gradient (section 11.2).
-    if (gradientsOnBackward_ && m.paramBytes > 0)
-      weightGradients_.push_back(write(Kind::WeightGradient, l, m.paramBytes));
+    // zero_grad(set_to_none=True): the first backward to use a layer's parameters allocates their
+    // gradient (section 11.2): B(l) its own, a tied head's B(n) also the shared table's.
+    if (gradientsOnBackward_) {
+      if (m.paramBytes > 0 && gradientWriter_[l] == l)
+        weightGradients_.push_back(write(Kind::WeightGradient, l, m.paramBytes));
+      const std::size_t owner = sharedParamsLayer(chain_, l);
+      if (owner > 0 && gradientWriter_[owner] == l && chain_.at(owner).paramBytes > 0)
+        weightGradients_.push_back(write(Kind::WeightGradient, owner, chain_.at(owner).paramBytes));
+    }
     traffic_->scratchBytes = m.bwdWorkspaceBytes;
   }
 
@@ -142,7 +150,8 @@ class TensorGraphBuilder {
   TensorGraph& graph_;
   std::vector<std::uint32_t> x_, extra_, grad_;  // newest versions; index 0 of x is the static input
   const bool gradientsOnBackward_;
-  const std::uint64_t stepScratchBytes_;  // the STEP op's temporaries
+  const std::vector<std::size_t> gradientWriter_;  // weightGradientWriters, under OnBackward
+  const std::uint64_t stepScratchBytes_;           // the STEP op's temporaries
   std::vector<std::uint32_t> weightGradients_;
   std::size_t tensorCount_ = 0;
   OpTraffic* traffic_ = nullptr;  // of the op being added
@@ -158,7 +167,7 @@ TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std
                              OnTensor&& onTensor) {
   TensorGraph graph;
   graph.traffic.resize(ops.size());
-  graph.tensorBytes.resize(2 * ops.size());
+  graph.tensorBytes.resize(2 * ops.size() + 1);  // + 1: a tied head's B(n) writes three
   TensorGraphBuilder<std::remove_reference_t<OnTensor>> builder(chain, lastSegmentStart, onTensor, graph);
   for (std::size_t i = 0; i < ops.size(); ++i) builder.add(ops[i], graph.traffic[i]);
   graph.tensorBytes.resize(builder.tensorCount());

@@ -132,4 +132,22 @@ std::uint64_t optimizerStepFootprint(const Chain& chain) {
   return grads + optimizerScratchBytes(chain);
 }
 
+std::size_t sharedParamsLayer(const Chain& chain, std::size_t l) {
+  if (l < 1 || l > chain.size()) return 0;
+  const ChainLayer& layer = chain.layers[l - 1];
+  const bool tied = layer.kind == LayerKind::LmHead && layer.specIndex < chain.spec.layers.size() &&
+                    chain.spec.layers[layer.specIndex].tied;
+  return tied ? 1 : 0;
+}
+
+std::vector<std::size_t> weightGradientWriters(const Chain& chain) {
+  std::vector<std::size_t> writer(chain.size() + 1, 0);
+  for (std::size_t l = 1; l <= chain.size(); ++l) writer[l] = std::max(writer[l], l);
+  // The backward runs from layer n down: the latest layer that shares a table runs first.
+  for (std::size_t l = 1; l <= chain.size(); ++l)
+    if (const std::size_t owner = sharedParamsLayer(chain, l); owner > 0 && owner < l)
+      writer[owner] = std::max(writer[owner], l);
+  return writer;
+}
+
 }  // namespace remat

@@ -60,7 +60,11 @@ Status inferTokenEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
   work.add({tokens, d, s}).add({seq, d, s});
   if (spec.segments > 0) work.add({tokens, d, s});
   if (!spec.embeddingNorm && spec.dropoutP > 0.0) work.add({tokens, d, s});  // the sum before dropout
-  REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &work}, "the embedding's tables and saved tensors"));
+  // BERT's norm backward: d(its output) from dropout's backward (p > 0) beside d(its input).
+  CheckedSum backwardWork;
+  if (spec.embeddingNorm) backwardWork.add({spec.dropoutP > 0.0 ? 2u : 1u, tokens, d, s});
+  REMAT_RETURN_IF_ERROR(
+      checkedNumbers({&params, &extra.sum(), &work, &backwardWork}, "the embedding's tables and saved tensors"));
   const double flop =
       toD(tokens) * toD(d) * (spec.segments > 0 ? 2.0 : 1.0) + (spec.embeddingNorm ? 5.0 : 0.0) * toD(tokens) * toD(d);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], input[1], spec.width}, dtype, params.value(), flop));
@@ -68,6 +72,7 @@ Status inferTokenEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
   out.numbers.needsOutput = false;
   extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = work.value();
+  out.numbers.bwdWorkspaceBytes = backwardWork.value();
   return Status::ok();
 }
 

@@ -26,8 +26,13 @@ LayerTables makeLayerTables(const Chain& chain) {
     t.transient[l] = t.a[l] + t.e[l] - t.w[l];
     t.T[l] = t.T[l - 1] + t.w[l];
   }
-  if (chain.step.grads == GradMode::OnBackward)
-    for (std::size_t l = n; l-- > 0;) t.gradAfter[l] = t.gradAfter[l + 1] + chain.at(l + 1).paramBytes;
+  if (chain.step.grads == GradMode::OnBackward) {
+    // G(l) is made by its writer's backward (B(l), or a tied head's B(n) for the shared table).
+    const std::vector<std::size_t> writer = weightGradientWriters(chain);
+    std::vector<std::uint64_t> madeAt(size, 0);
+    for (std::size_t l = 1; l <= n; ++l) madeAt[writer[l]] += chain.at(l).paramBytes;
+    for (std::size_t l = n; l-- > 0;) t.gradAfter[l] = t.gradAfter[l + 1] + madeAt[l + 1];
+  }
   t.floor = optimizerStepFootprint(chain);
   for (std::size_t l = 1; l <= n; ++l) {
     t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + t.wb[l] + t.gradAfter[l - 1];

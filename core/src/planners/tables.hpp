@@ -21,9 +21,10 @@ struct LayerTables {
   std::vector<std::uint64_t> w;          // kept bytes w(l) (simulator's keptBytes)
   std::vector<std::uint64_t> transient;  // a(l) when no backward reads x(l), else 0
   std::vector<std::uint64_t> T;          // T(l) = w(1) + ... + w(l)
-  // Gafter(l) = p(l+1) + ... + p(n) under GradMode::OnBackward, else 0: the weight gradients alive
-  // during the recompute ops of a segment ending at l, and (as Gafter(l-1)) during B(l)
-  // (memory-model.md section 11.4).
+  // Gafter(l) = the sum of p(j) over the G(j) made by a backward after layer l (B(l+1) .. B(n):
+  // p(l+1) + ... + p(n), plus a tied table's p(1) for l >= 1) under GradMode::OnBackward, else 0:
+  // the weight gradients alive during the recompute ops of a segment ending at l, and (as
+  // Gafter(l-1)) during B(l) (memory-model.md section 11.4).
   std::vector<std::uint64_t> gradAfter;
   // The STEP op's footprint, which no plan changes: E = max(the decomposition, floor).
   std::uint64_t floor = 0;

@@ -14,9 +14,8 @@
 
 namespace remat {
 
-// The layer whose parameters layer l also reads and whose gradient it adds into: 1 for a tied
-// lm_head (its weight is the token embedding's table), 0 for every other layer.
-std::size_t sharedParamsLayer(const Chain& chain, std::size_t l);
+// sharedParamsLayer(chain, l) (remat/model/step_options.hpp): the layer whose parameters layer l
+// also reads and whose gradient it adds into.
 
 // A real (float32) layer's kernel arguments; null pointers for absent buffers.
 struct ForwardBuffers {

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "remat/base/status.hpp"
 
@@ -85,6 +86,16 @@ struct OptimizerHyperparameters {
 
 // True when the op sequence ends in a STEP op (every optimizer but none).
 inline bool hasOptimizerStep(const StepOptions& options) { return options.optimizer != OptimizerKind::None; }
+
+// The layer whose parameters layer l reads besides its own and adds its gradient into: 1 for a
+// tied lm_head (its weight is the token embedding's table), 0 for every other layer.
+std::size_t sharedParamsLayer(const Chain& chain, std::size_t l);
+
+// Under GradMode::OnBackward, index l (1..n; size n + 1): the layer whose backward allocates G(l),
+// the first backward that uses l's parameters (section 11.2). That is B(l), except for a table a
+// later layer shares: a tied head's B(n) makes the token embedding's G(1) (PyTorch's AccumulateGrad
+// keeps the first gradient that reaches the .grad of None, then B(1) adds into it).
+std::vector<std::size_t> weightGradientWriters(const Chain& chain);
 
 // The footprint of the STEP op, which no plan changes: the gradients alive before it (all of
 // them under OnBackward) plus its scratch; 0 without an optimizer step.
