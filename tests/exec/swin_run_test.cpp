@@ -51,6 +51,7 @@ Chain parsed(const json& j) {
 // One store-all step with the reference's parameters: every layer's gradients are PyTorch's.
 void checkAgainstTorch(const std::string& variant) {
   const json& ref = test::torchReference("swin")["models"][variant];
+  const double paramScale = test::torchReference("swin")["param_scale"].get<double>();
   const auto image = ref["image"].get<std::int64_t>();
   const Chain chain = parsed(tinySwin(2, image));
   testing::ChainDriver driver(chain);
@@ -58,7 +59,7 @@ void checkAgainstTorch(const std::string& variant) {
   const auto counts = ref["layer_params"].get<std::vector<std::size_t>>();
   std::size_t total = 0;
   for (std::size_t count : counts) total += count;
-  const std::vector<float> flat = test::spread(total, 0.4, 0.5);  // set_parameters' values
+  const std::vector<float> flat = test::spread(total, 0.4, paramScale);  // the script's set_parameters
   std::vector<std::vector<float>> params;
   std::size_t at = 0;
   for (std::size_t count : counts) {
@@ -78,7 +79,8 @@ TEST(TinySwinVsTorch, UnpaddedGradientsMatchPyTorch) { checkAgainstTorch("image3
 TEST(TinySwinVsTorch, PaddedAndShiftedEverywhereGradientsMatchPyTorch) { checkAgainstTorch("image40"); }
 
 void expectEveryPlanAsPredicted(const Chain& built) {
-  cpu::CpuDevice device({.poisonMemory = true});
+  // One thread: ctest runs test programs side by side.
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
   const Chain chain = testing::fittedTo(built, device);
   testing::expectEveryPlanReproducesStoreAll(chain, device, 23);
 }
@@ -104,13 +106,14 @@ TEST(TinySwinRun, OneWindowInTheBatchKeepsQkvAsPredicted) {
 }
 
 // torchvision's swin_t (28,288,354 parameters) at its smallest resolution, batch 1: 49 windows in
-// stage 1, padded stages 2 and 3, one window in stage 4; store-all and optimal's plan.
+// stage 1, padded stages 2 and 3, one window in stage 4 (interpreter_zoo_test runs it at batch 2
+// under every planner); store-all, optimal's and linear's plans.
 TEST(ZooSwinRun, SwinTStoreAllAndOptimalAsPredicted) {
   auto spec = zooChain("swin_t", {.batch = 1, .resolution = 196, .numClasses = 10});
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   auto built = buildChain(*spec);
   ASSERT_TRUE(built.isOk()) << built.status().message();
-  cpu::CpuDevice device;
+  cpu::CpuDevice device({.threads = 1});
   const Chain chain = testing::fittedTo(*built, device);
   auto interp = Interpreter::create(chain, device, testing::seeded(5));
   ASSERT_TRUE(interp.isOk()) << interp.status().message();
@@ -118,7 +121,7 @@ TEST(ZooSwinRun, SwinTStoreAllAndOptimalAsPredicted) {
   auto reference = (*interp)->run(Plan{}, options);
   ASSERT_TRUE(reference.isOk()) << reference.status().message();
   testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
-  for (const auto& [name, plan] : testing::plannerPlans(chain, {"optimal"})) {
+  for (const auto& [name, plan] : testing::plannerPlans(chain, {"optimal", "linear"})) {
     SCOPED_TRACE(name + " [" + formatCheckpointList(plan) + "]");
     auto run = (*interp)->run(plan, options);
     ASSERT_TRUE(run.isOk()) << run.status().message();
