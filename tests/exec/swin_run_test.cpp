@@ -22,8 +22,8 @@ namespace {
 using nlohmann::json;
 
 json swinBlock(const std::string& name, std::int64_t heads, std::int64_t width, std::int64_t shift, double sd) {
-  return {{"name", name},   {"kind", "swin_block"}, {"heads", heads},           {"hidden", 4 * width},
-          {"window", 4}, {"shift", shift},      {"stochastic_depth", sd}};
+  return {{"name", name}, {"kind", "swin_block"}, {"heads", heads},        {"hidden", 4 * width},
+          {"window", 4},  {"shift", shift},       {"stochastic_depth", sd}};
 }
 
 // make-swin-reference.py's model: patch 4, embed 32, depths [2, 2], heads [2, 4], window 4.

@@ -158,7 +158,7 @@ void mathAttentionBackward(const AttentionGeometry& g, const float* q, const flo
         axpy(z, dO + i * dh, dv + j * stride, dh);  // dV = Z^T dO, Z the (dropped) probabilities
       }
       for (Index j = 0; j < S; ++j) {
-        dS[j] = p[j] * (dS[j] - rowDot);  // softmax's backward: d(scores), kept for a bias's gradient
+        dS[j] = p[j] * (dS[j] - rowDot);   // softmax's backward: d(scores), kept for a bias's gradient
         const float dRaw = dS[j] * scale;  // then the scale
         axpy(dRaw, kh + j * dh, dq + i * stride, dh);
         axpy(dRaw, qh + i * dh, dk + j * stride, dh);

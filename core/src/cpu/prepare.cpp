@@ -251,8 +251,9 @@ Status prepareSwin(const LayerContext& c, const ChainLayer& layer, const LayerSp
   if (layer.kind == LayerKind::SwinEmbedding)
     return prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (prepared.in.channelsLast)
-    return check.fail("the CPU runs this Swin kind on the [N, H, W, C] residual stream of a Swin layer before it, "
-                      "not on a convolution's NCHW map");
+    return check.fail(
+        "the CPU runs this Swin kind on the [N, H, W, C] residual stream of a Swin layer before it, "
+        "not on a convolution's NCHW map");
   if (layer.kind == LayerKind::SwinBlock) return prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchMerging) return preparePatchMerging(c.dnnl, layer, spec, check, prepared);
   return prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);

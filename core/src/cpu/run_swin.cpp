@@ -31,8 +31,7 @@ struct SwinBlockPrep {
   bool single = false;  // N*nW = 1
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
-  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0,
-        fc2B = 0;
+  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, windowed = 0, q = 0, k = 0, v = 0, qkvOut = 0, merged = 0, probs = 0;
   std::uint64_t h1 = 0, ln2Out = 0, fc = 0, gelu = 0, noise = 0, savedBytes = 0;
@@ -163,8 +162,8 @@ Status prepareSwinBlock(const DnnlContext& context, const ChainLayer& layer, con
   const Shape& in = layer.inputShape;
   auto t = std::make_shared<SwinBlockPrep>();
   t->w = windowGeometry(in[0], in[1], in[2], in[3], spec.window, spec.shift);
-  t->g = AttentionGeometry{in[0] * t->w.windows(), t->w.area(), spec.heads, in[3] / spec.heads, false,
-                           currentThreads()};
+  t->g =
+      AttentionGeometry{in[0] * t->w.windows(), t->w.area(), spec.heads, in[3] / spec.heads, false, currentThreads()};
   t->hidden = spec.hidden;
   t->stochasticDepth = spec.stochasticDepth;
   t->single = t->g.batch == 1;
@@ -315,7 +314,8 @@ Status backwardSwinBlock(const DnnlContext& context, const PreparedLayer& prepar
     scaleSamples(t.w.batch, perSample, s.at(t.noise) + t.w.batch, b.dy, rowsA);
     dMlp = rowsA;
   }
-  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, s.at(t.gelu), dMlp, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, s.dnnl()));
+  REMAT_RETURN_IF_ERROR(
+      t.fc2.backward(context, s.at(t.gelu), dMlp, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, s.dnnl()));
   geluBackward(T * t.hidden, false, s.at(t.fc), wide, wide);
   REMAT_RETURN_IF_ERROR(
       t.fc1.backward(context, s.at(t.ln2Out), wide, p + t.fc1W, rowsA, g + t.fc1W, g + t.fc1B, s.dnnl()));

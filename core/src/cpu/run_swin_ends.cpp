@@ -23,10 +23,10 @@ struct SwinEndPrep {
   std::optional<ConvOp> conv;
   LayerNormOp ln;
   LinearOp linear;
-  Index normP = 0, weight = 0, bias = 0;  // parameter offsets (floats)
+  Index normP = 0, weight = 0, bias = 0;                                    // parameter offsets (floats)
   std::uint64_t stats = 0, a = 0, b = 0, savedBytes = 0, discardShift = 0;  // E: stats and two tensors
-  std::uint64_t fDnnl = 0;                                                   // forward scratch
-  std::uint64_t bA = 0, bB = 0, bDnnl = 0;                                   // backward scratch
+  std::uint64_t fDnnl = 0;                                                  // forward scratch
+  std::uint64_t bA = 0, bB = 0, bDnnl = 0;                                  // backward scratch
 };
 
 namespace {
@@ -97,10 +97,10 @@ Status prepareSwinEmbedding(const DnnlContext& context, const ChainLayer& layer,
   convSpec.padding = 0;
   convSpec.groups = 1;
   const Shape convOut{in[0], C, out[1], out[2]};
-  REMAT_RETURN_IF_ERROR(assign(ConvOp::create(context, convGeometry(convSpec, in, convOut), true,
-                                              firstLayer ? InputGrad::None : InputGrad::Write,
-                                              prepared.label + ", conv"),
-                               e->conv));
+  REMAT_RETURN_IF_ERROR(
+      assign(ConvOp::create(context, convGeometry(convSpec, in, convOut), true,
+                            firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv"),
+             e->conv));
   REMAT_RETURN_IF_ERROR(assign(LayerNormOp::create(context, e->rows, C, static_cast<float>(spec.epsilon),
                                                    InputGrad::Write, prepared.label + ", norm"),
                                e->ln));
@@ -131,8 +131,8 @@ Status backwardSwinEmbedding(const DnnlContext& context, const PreparedLayer& pr
   float* g = b.paramGrads;
   float* dConv = at(b.workspace, e.bA);
   std::byte* dnnl = b.workspace + e.bDnnl;
-  REMAT_RETURN_IF_ERROR(e.ln.backward(context, at(b.extra, e.a), b.dy, b.params + e.normP, at(b.extra, e.stats),
-                                      dConv, g + e.normP, dnnl));
+  REMAT_RETURN_IF_ERROR(e.ln.backward(context, at(b.extra, e.a), b.dy, b.params + e.normP, at(b.extra, e.stats), dConv,
+                                      g + e.normP, dnnl));
   return e.conv->backward(context, b.x, dConv, b.params, b.dx, g, g + e.bias, dnnl);
 }
 
@@ -151,9 +151,9 @@ Status preparePatchMerging(const DnnlContext& context, const ChainLayer& layer, 
   REMAT_RETURN_IF_ERROR(assign(LayerNormOp::create(context, e->rows, C4, static_cast<float>(spec.epsilon),
                                                    InputGrad::Write, prepared.label + ", norm"),
                                e->ln));
-  REMAT_RETURN_IF_ERROR(assign(LinearOp::create(context, e->rows, C4, 2 * e->channels, false, InputGrad::Write,
-                                                prepared.label + ", reduction"),
-                               e->linear));
+  REMAT_RETURN_IF_ERROR(assign(
+      LinearOp::create(context, e->rows, C4, 2 * e->channels, false, InputGrad::Write, prepared.label + ", reduction"),
+      e->linear));
   ScratchLayout f, b;
   e->fDnnl = f.add(std::max(e->ln.forwardScratchBytes(), e->linear.forwardScratchBytes()));
   prepared.requiredFwdWorkspace = e->discardShift + f.bytes();
@@ -203,17 +203,16 @@ Status prepareSwinHead(const DnnlContext& context, const ChainLayer& layer, cons
   e->normP = 0;
   e->weight = 2 * C;
   e->bias = e->weight + e->outFeatures * C;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(e->bias + e->outFeatures)));
+  REMAT_RETURN_IF_ERROR(check.expectParams(layer.paramCount, static_cast<std::uint64_t>(e->bias + e->outFeatures)));
   layOutSaved(*e, e->rows * C, e->batch * C);  // a: the normalised map, b: the pooled [N, C]
   REMAT_RETURN_IF_ERROR(checkSaved(layer, check, true, e->savedBytes));
-  REMAT_RETURN_IF_ERROR(assign(LayerNormOp::create(context, e->rows, C, static_cast<float>(spec.epsilon),
-                                                   firstLayer ? InputGrad::None : InputGrad::Write,
-                                                   prepared.label + ", norm"),
-                               e->ln));
-  REMAT_RETURN_IF_ERROR(assign(LinearOp::create(context, e->batch, C, e->outFeatures, true, InputGrad::Write,
-                                                prepared.label + ", head"),
-                               e->linear));
+  REMAT_RETURN_IF_ERROR(
+      assign(LayerNormOp::create(context, e->rows, C, static_cast<float>(spec.epsilon),
+                                 firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", norm"),
+             e->ln));
+  REMAT_RETURN_IF_ERROR(
+      assign(LinearOp::create(context, e->batch, C, e->outFeatures, true, InputGrad::Write, prepared.label + ", head"),
+             e->linear));
   ScratchLayout f, b;
   e->fDnnl = f.add(std::max(e->ln.forwardScratchBytes(), e->linear.forwardScratchBytes()));
   prepared.requiredFwdWorkspace = e->discardShift + f.bytes();
@@ -244,8 +243,8 @@ Status backwardSwinHead(const DnnlContext& context, const PreparedLayer& prepare
   float* g = b.paramGrads;
   float *dPooled = at(b.workspace, e.bA), *dNormed = at(b.workspace, e.bB);
   std::byte* dnnl = b.workspace + e.bDnnl;
-  REMAT_RETURN_IF_ERROR(e.linear.backward(context, at(b.extra, e.b), b.dy, b.params + e.weight, dPooled,
-                                          g + e.weight, g + e.bias, dnnl));
+  REMAT_RETURN_IF_ERROR(
+      e.linear.backward(context, at(b.extra, e.b), b.dy, b.params + e.weight, dPooled, g + e.weight, g + e.bias, dnnl));
   averagePositionsBackward(e.batch, e.height * e.width, e.channels, dPooled, dNormed);
   return e.ln.backward(context, b.x, dNormed, b.params + e.normP, at(b.extra, e.stats), b.dx, g + e.normP, dnnl);
 }

@@ -14,9 +14,9 @@ struct WindowGeometry {
   Index batch = 0, height = 0, width = 0, channels = 0, side = 0;
   Index padH = 0, padW = 0, shiftH = 0, shiftW = 0;
   Index windows() const { return (padH / side) * (padW / side); }  // per image
-  Index area() const { return side * side; }                         // L
-  Index paddedTokens() const { return batch * padH * padW; }          // Tp: the window rows
-  Index tokens() const { return batch * height * width; }             // T
+  Index area() const { return side * side; }                       // L
+  Index paddedTokens() const { return batch * padH * padW; }       // Tp: the window rows
+  Index tokens() const { return batch * height * width; }          // T
   bool shifted() const { return shiftH > 0 || shiftW > 0; }
 };
 

@@ -73,8 +73,8 @@ void initTransformerBlock(std::byte* data, std::uint64_t d, std::uint64_t hidden
 // swin_block, in torchvision's order (core/src/cpu/run_swin.cpp): norm1, the relative position bias
 // table (uniform in [-0.02, 0.02), torchvision's trunc_normal_(std=0.02) in spirit), qkv, proj, norm2,
 // fc1, fc2; each linear Kaiming-uniform over its fan-in.
-void initSwinBlock(std::byte* data, std::uint64_t c, std::uint64_t hidden, std::uint64_t tableCount,
-                   std::uint64_t seed, std::size_t layer) {
+void initSwinBlock(std::byte* data, std::uint64_t c, std::uint64_t hidden, std::uint64_t tableCount, std::uint64_t seed,
+                   std::size_t layer) {
   std::uint64_t at = 0;
   std::size_t innerOp = 0;
   auto norm = [&] {
