@@ -105,6 +105,23 @@ TEST(TinySwinRun, OneWindowInTheBatchKeepsQkvAsPredicted) {
   expectEveryPlanAsPredicted(chain);
 }
 
+// A Swin block after a convolution would read an NCHW map as [N, H, W, C]: refused at prepare,
+// naming the layer, before anything runs.
+TEST(SwinRun, BlockAfterAConvolutionIsRefusedByName) {
+  const json j = {{"format", "remat-chain/1"},
+                  {"name", "conv-then-swin"},
+                  {"input", {{"shape", {1, 3, 8, 8}}, {"dtype", "float32"}}},
+                  {"layers",
+                   {{{"name", "conv"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 1}},
+                    swinBlock("b", 2, 8, 0, 0.0)}}};
+  const Chain chain = parsed(j);
+  cpu::CpuDevice device({.threads = 1});
+  const Status st = device.prepare(chain);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("layer 2 ('b', swin_block)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("not on a convolution's NCHW map"), std::string::npos) << st.message();
+}
+
 // torchvision's swin_t (28,288,354 parameters) at its smallest resolution, batch 1: 49 windows in
 // stage 1, padded stages 2 and 3, one window in stage 4 (interpreter_zoo_test runs it at batch 2
 // under every planner); store-all, optimal's and linear's plans.
