@@ -108,12 +108,12 @@ TEST(TinySwinRun, OneWindowInTheBatchKeepsQkvAsPredicted) {
 // A Swin block after a convolution would read an NCHW map as [N, H, W, C]: refused at prepare,
 // naming the layer, before anything runs.
 TEST(SwinRun, BlockAfterAConvolutionIsRefusedByName) {
-  const json j = {{"format", "remat-chain/1"},
-                  {"name", "conv-then-swin"},
-                  {"input", {{"shape", {1, 3, 8, 8}}, {"dtype", "float32"}}},
-                  {"layers",
-                   {{{"name", "conv"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 1}},
-                    swinBlock("b", 2, 8, 0, 0.0)}}};
+  const json j = {
+      {"format", "remat-chain/1"},
+      {"name", "conv-then-swin"},
+      {"input", {{"shape", {1, 3, 8, 8}}, {"dtype", "float32"}}},
+      {"layers",
+       {{{"name", "conv"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 1}}, swinBlock("b", 2, 8, 0, 0.0)}}};
   const Chain chain = parsed(j);
   cpu::CpuDevice device({.threads = 1});
   const Status st = device.prepare(chain);

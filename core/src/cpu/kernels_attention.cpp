@@ -91,6 +91,12 @@ float scoreBias(const ScoreBias& bias, const AttentionGeometry& g, Index nh, Ind
   return b;
 }
 
+// exp(z) for a score z below the row's maximum, 0 below e^-64: such a probability is below
+// float32's resolution of the row's sum (1 + ...) by 21 orders of magnitude, and the subnormal
+// numbers exp gives past -87 (Swin's shift mask, -100) cost the CPU ~100 cycles per operation in
+// every later product (the shifted blocks' forward ran 4 times slower).
+float probabilityNumerator(float z) { return z < -64.0f ? 0.0f : std::exp(z); }
+
 }  // namespace
 
 void mathAttentionForward(const AttentionGeometry& g, const float* q, const float* k, const float* v, float* probs,
@@ -110,7 +116,7 @@ void mathAttentionForward(const AttentionGeometry& g, const float* q, const floa
         top = std::max(top, p[j]);
       }
       float sum = 0.0f;
-      for (Index j = 0; j < S; ++j) sum += p[j] = std::exp(p[j] - top);
+      for (Index j = 0; j < S; ++j) sum += p[j] = probabilityNumerator(p[j] - top);
       float* o = out + (nh * S + i) * dh;
       std::fill_n(o, dh, 0.0f);
       const std::uint64_t row = static_cast<std::uint64_t>((nh * S + i) * S);
