@@ -191,12 +191,12 @@ struct Tensors {
 
 // k and v in heads order: E's copies, or (one window in the batch) copies out of E's qkv.
 void keysAndValues(const SwinBlockPrep& t, const float* saved, float* kv, const float*& k, const float*& v) {
-  const Index C = t.w.channels, half = t.w.paddedTokens() * C;
+  const Index C = t.w.channels, vOffset = t.w.paddedTokens() * C;
   if (!t.single) return;
   rowsToHeads(t.g, saved, 3 * C, C, kv);
-  rowsToHeads(t.g, saved, 3 * C, 2 * C, kv + half);
+  rowsToHeads(t.g, saved, 3 * C, 2 * C, kv + vOffset);
   k = kv;
-  v = kv + half;
+  v = kv + vOffset;
 }
 
 // torchvision's StochasticDepth(p, "row"): per sample 0 or 1/(1-p), drawn from the layer's stream

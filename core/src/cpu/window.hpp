@@ -50,7 +50,7 @@ void mergeScatter(Index batch, Index height, Index width, Index channels, const 
 void averagePositions(Index batch, Index positions, Index channels, const float* x, float* pooled);
 void averagePositionsBackward(Index batch, Index positions, Index channels, const float* dPooled, float* dx);
 
-// Rows [batch][rowsPer][width] scaled by factor[n] per sample (stochastic depth's noise).
+// y = x with sample n's perSample elements scaled by factor[n] (stochastic depth's noise; y may be x).
 void scaleSamples(Index batch, Index perSample, const float* factor, const float* x, float* y);
 
 }  // namespace remat::cpu
