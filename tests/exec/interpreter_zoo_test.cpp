@@ -60,9 +60,8 @@ std::vector<std::string> zooNames() {
   std::vector<std::string> names;
   // The token models are left out: GPT-2 (124 M parameters, a 50,257-word head) and BERT-base run
   // at batch 1 in tests/exec/transformer_model_test.cpp and tests/cli/transformer_cli_test.cpp.
-  // Swin-T has no kernels yet (swin_cli_test.cpp checks the refusal).
   for (const ZooEntry& e : zooModels())
-    if (!e.tokenModel && e.name != "swin_t") names.push_back(e.name);
+    if (!e.tokenModel) names.push_back(e.name);
   return names;
 }
 

@@ -69,12 +69,22 @@ struct AttentionDropout {
   float* dropped = nullptr;
 };
 
-// Math: probs = softmax(q k^T / sqrt(dh) [+ causal mask]) ([N][h][S][S]), out = dropout(probs) v.
+// Additive terms of the scores before the softmax (Swin's shifted-window attention): a per-head
+// [h][S][S] bias (the relative position bias gathered from its table) and a per-window [windows][S][S]
+// mask (the shift mask), where batch entry n is window n % windows of its image. Null: none.
+struct ScoreBias {
+  const float* perHead = nullptr;
+  const float* perWindow = nullptr;
+  Index windows = 1;
+};
+
+// Math: probs = softmax(q k^T / sqrt(dh) [+ bias] [+ causal mask]) ([N][h][S][S]), out = dropout(probs) v.
 // The mask's element (n, h, i, j) is drawn at index ((n*h + h)*S + i)*S + j, as the fused rule's.
 void mathAttentionForward(const AttentionGeometry& g, const float* q, const float* k, const float* v, float* probs,
-                          const AttentionDropout& drop, float* out);
+                          const AttentionDropout& drop, float* out, const ScoreBias& bias = {});
 // From the saved q, k, v copies, probabilities (and the mask and dropped probabilities): dq, dk, dv
-// written into the token rows dqkv [N*S][3d] (q | k | v); dProbs is an [N][h][S][S] scratch.
+// written into the token rows dqkv [N*S][3d] (q | k | v); dProbs is an [N][h][S][S] scratch that
+// ends holding d(scores), the gradient of the softmax's input (and so of an additive bias).
 void mathAttentionBackward(const AttentionGeometry& g, const float* q, const float* k, const float* v,
                            const float* probs, const AttentionDropout& drop, const float* dOut, float* dProbs,
                            float* dqkv);

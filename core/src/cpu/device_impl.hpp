@@ -49,6 +49,8 @@ struct PreparedBlockOp {
 struct TransformerBlockPrep;  // run_transformer.cpp
 struct LmHeadPrep;            // run_heads.cpp
 struct VitPrep;               // run_vit.cpp
+struct SwinBlockPrep;         // run_swin.cpp
+struct SwinEndPrep;           // run_swin_ends.cpp
 
 // The token kinds' sizes (token_embedding, lm_head).
 struct TransformerEnds {
@@ -82,6 +84,8 @@ struct PreparedLayer {
   std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
   std::shared_ptr<const LmHeadPrep> lmHead;
   std::shared_ptr<const VitPrep> vit;  // patch_embedding, cls_head
+  std::shared_ptr<const SwinBlockPrep> swinBlock;
+  std::shared_ptr<const SwinEndPrep> swinEnd;  // swin_embedding, patch_merging, swin_head
   TransformerEnds ends;
   std::vector<ParamSegment> params;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -158,6 +162,28 @@ Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const
 Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                       const ForwardBuffers& b);
 Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// Swin's kinds (run_swin.cpp: the block; run_swin_ends.cpp: the embedding, merging and head).
+// Their x(l) is the residual stream [N, H, W, C] in canonical order.
+Status prepareSwinBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                        const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                        std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareSwinEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                            const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                            const ForwardBuffers& b);
+Status backwardSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status preparePatchMerging(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                           const LayerChecks& check, PreparedLayer& prepared);
+Status forwardPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                           const ForwardBuffers& b);
+Status backwardPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareSwinHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                       const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                       const ForwardBuffers& b);
+Status backwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
 void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
 

@@ -62,6 +62,14 @@ ActivationLayout layoutOf(const Shape& shape) {
   return layout;
 }
 
+// Swin's residual stream [N, H, W, C] (or its head's [N, out]): canonical order, no permutation.
+ActivationLayout streamLayout(const Shape& shape) {
+  ActivationLayout layout;
+  layout.batch = shape[0];
+  layout.channels = static_cast<Index>(elementCount(shape) / static_cast<std::uint64_t>(shape[0]));
+  return layout;
+}
+
 // A block: its inner graph (checked against the chain's numbers and each inner op's parameters),
 // whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
 Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
@@ -230,6 +238,27 @@ AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, Half
   return casts;
 }
 
+bool isSwinKind(LayerKind kind) {
+  return kind == LayerKind::SwinEmbedding || kind == LayerKind::SwinBlock || kind == LayerKind::PatchMerging ||
+         kind == LayerKind::SwinHead;
+}
+
+// Swin's x(l) is the residual stream [N, H, W, C] in canonical order (flat: not a CNN's channels-last
+// NCHW map), which the layers after the embedding read as such.
+Status prepareSwin(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
+                   PreparedLayer& prepared) {
+  prepared.out = streamLayout(layer.outputShape);
+  if (layer.kind == LayerKind::SwinEmbedding)
+    return prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (prepared.in.channelsLast)
+    return check.fail(
+        "the CPU runs this Swin kind on the [N, H, W, C] residual stream of a Swin layer before it, "
+        "not on a convolution's NCHW map");
+  if (layer.kind == LayerKind::SwinBlock) return prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::PatchMerging) return preparePatchMerging(c.dnnl, layer, spec, check, prepared);
+  return prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
+}
+
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
@@ -241,6 +270,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   if (layer.kind == LayerKind::PatchEmbedding)
     return preparePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::ClsHead) return prepareClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (isSwinKind(layer.kind)) return prepareSwin(c, layer, spec, check, prepared);
   auto params = check.primitiveLayer(layer, spec, autocastCasts(layer, spec, c.mode));
   if (!params) return params.status();
   switch (layer.kind) {
@@ -263,7 +293,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
 
 bool isTransformerKind(LayerKind kind) {
   return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead ||
-         kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead;
+         kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead || isSwinKind(kind);
 }
 
 // The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name.
@@ -314,6 +344,11 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
   if (l == 0) {
     prepared.real = !chain.inputShape.empty();
     prepared.out = layoutOf(chain.inputShape);
+    // A chain that starts inside a Swin (a block, merging or head first) takes the [N, H, W, C]
+    // stream as it is: canonical, not an NCHW image.
+    if (prepared.real && !chain.layers.empty() && isSwinKind(chain.layers[0].kind) &&
+        chain.layers[0].kind != LayerKind::SwinEmbedding)
+      prepared.out = streamLayout(chain.inputShape);
     layers.push_back(prepared);
     return Status::ok();
   }

@@ -104,6 +104,10 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     case LayerKind::LmHead: return forwardLmHead(context, prepared, mode, b);
     case LayerKind::PatchEmbedding: return forwardPatchEmbedding(context, prepared, mode, dropoutKey, b);
     case LayerKind::ClsHead: return forwardClsHead(context, prepared, mode, b);
+    case LayerKind::SwinEmbedding: return forwardSwinEmbedding(context, prepared, mode, b);
+    case LayerKind::SwinBlock: return forwardSwinBlock(context, prepared, mode, dropoutKey, b);
+    case LayerKind::PatchMerging: return forwardPatchMerging(context, prepared, mode, b);
+    case LayerKind::SwinHead: return forwardSwinHead(context, prepared, mode, b);
     default: break;
   }
   if (isPointwise(prepared.kind)) {
@@ -158,6 +162,10 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
     case LayerKind::LmHead: return backwardLmHead(context, prepared, b);
     case LayerKind::PatchEmbedding: return backwardPatchEmbedding(context, prepared, b);
     case LayerKind::ClsHead: return backwardClsHead(context, prepared, b);
+    case LayerKind::SwinEmbedding: return backwardSwinEmbedding(context, prepared, b);
+    case LayerKind::SwinBlock: return backwardSwinBlock(context, prepared, b);
+    case LayerKind::PatchMerging: return backwardPatchMerging(context, prepared, b);
+    case LayerKind::SwinHead: return backwardSwinHead(context, prepared, b);
     default: break;
   }
   if (isPointwise(prepared.kind)) {  // from y or x, whichever the kind's description says PyTorch keeps

@@ -70,6 +70,64 @@ void initTransformerBlock(std::byte* data, std::uint64_t d, std::uint64_t hidden
   linear(hidden, d);
 }
 
+// swin_block, in torchvision's order (core/src/cpu/run_swin.cpp): norm1, the relative position bias
+// table (uniform in [-0.02, 0.02), torchvision's trunc_normal_(std=0.02) in spirit), qkv, proj, norm2,
+// fc1, fc2; each linear Kaiming-uniform over its fan-in.
+void initSwinBlock(std::byte* data, std::uint64_t c, std::uint64_t hidden, std::uint64_t tableCount, std::uint64_t seed,
+                   std::size_t layer) {
+  std::uint64_t at = 0;
+  std::size_t innerOp = 0;
+  auto norm = [&] {
+    initBatchNorm(data + 4 * at, c);
+    at += 2 * c;
+  };
+  auto linear = [&](std::uint64_t in, std::uint64_t out) {
+    initWeighted(data + 4 * at, in * out, out, in, seed, layer, innerOp++);
+    at += in * out + out;
+  };
+  norm();
+  fillUniform(data + 4 * at, tableCount, 0.02f, opKey(seed, rng::Purpose::Weights, layer, 99));
+  at += tableCount;
+  linear(c, 3 * c);
+  linear(c, c);
+  norm();
+  linear(c, hidden);
+  linear(hidden, c);
+}
+
+// Swin's kinds, in their CPU parameter order (core/src/cpu/run_swin*.cpp).
+void initSwinLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed, std::byte* data) {
+  const Shape& in = layer.inputShape;
+  const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+  switch (layer.kind) {
+    case LayerKind::SwinEmbedding: {  // the conv Kaiming-uniform, the norm (weight 1, bias 0)
+      const auto fanIn = static_cast<std::uint64_t>(in[1] * spec.kernel * spec.kernel);
+      const auto c = static_cast<std::uint64_t>(spec.width);
+      initWeighted(data, c * fanIn, c, fanIn, seed, l, 0);
+      initBatchNorm(data + 4 * (c * fanIn + c), c);
+      return;
+    }
+    case LayerKind::SwinBlock: {
+      const auto c = static_cast<std::uint64_t>(in[3]), hidden = static_cast<std::uint64_t>(spec.hidden);
+      const std::uint64_t table = layer.paramCount - (4 * c * c + 2 * c * hidden + 9 * c + hidden);
+      initSwinBlock(data, c, hidden, table, seed, l);
+      return;
+    }
+    case LayerKind::PatchMerging: {  // the reduction [2C, 4C] without bias, then the norm
+      const auto c = static_cast<std::uint64_t>(in[3]);
+      initWeighted(data, 8 * c * c, 0, 4 * c, seed, l, 0);
+      initBatchNorm(data + 4 * 8 * c * c, 4 * c);
+      return;
+    }
+    default: {  // swin_head: the norm, then the linear over C
+      const auto c = static_cast<std::uint64_t>(in[3]), out = static_cast<std::uint64_t>(spec.outFeatures);
+      initBatchNorm(data, c);
+      initWeighted(data + 4 * 2 * c, c * out, out, c, seed, l, 1);
+      return;
+    }
+  }
+}
+
 // The transformer kinds, in their CPU parameter order (core/src/cpu/run_*.cpp).
 void initTransformerLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std::uint64_t seed,
                           std::byte* data) {
@@ -135,6 +193,10 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
     case LayerKind::PatchEmbedding:
     case LayerKind::ClsHead:
     case LayerKind::TransformerBlock: initTransformerLayer(chain, layer, l, seed, data); return Status::ok();
+    case LayerKind::SwinEmbedding:
+    case LayerKind::SwinBlock:
+    case LayerKind::PatchMerging:
+    case LayerKind::SwinHead: initSwinLayer(chain, layer, l, seed, data); return Status::ok();
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:

@@ -263,7 +263,7 @@ std::array<OperatorInfo, 5> transformerKinds() {
   };
 }
 
-// Swin Transformer (torchvision's swin_t): section 12.6's rule (swin.cpp); no kernels yet either.
+// Swin Transformer (torchvision's swin_t): section 12.6's rule (swin.cpp); CPU kernels in core/src/cpu/run_swin*.cpp.
 std::array<OperatorInfo, 4> swinKinds() {
   return {
       primitive(K::SwinEmbedding, "swin_embedding", kSwinEmbeddingFields, detail::inferSwinEmbedding, std::nullopt, "",
