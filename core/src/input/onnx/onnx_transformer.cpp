@@ -31,7 +31,9 @@ std::vector<std::string> dataCandidates(const onnx::GraphProto& graph) {
   for (const auto& input : graph.input()) {
     if (initializers.count(input.name())) continue;
     for (const auto& node : graph.node()) {
-      const bool gather = node.op_type() == "Gather" && node.input_size() == 2 && node.input(1) == input.name();
+      // A 1-D index is not token ids: Swin's relative position index, a graph input without weights.
+      const bool gather = node.op_type() == "Gather" && node.input_size() == 2 && node.input(1) == input.name() &&
+                          input.type().tensor_type().shape().dim_size() != 1;
       const bool conv = node.op_type() == "Conv" && node.input_size() > 0 && node.input(0) == input.name();
       if (gather && std::find(ids.begin(), ids.end(), input.name()) == ids.end()) ids.push_back(input.name());
       if (conv && std::find(images.begin(), images.end(), input.name()) == images.end()) images.push_back(input.name());
@@ -362,7 +364,7 @@ Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const s
   if (!pieces) return pieces.status();
   REMAT_RETURN_IF_ERROR(checkTransformerPatterns(t));
   std::vector<std::size_t> firstNodes;
-  auto layers = transformerLayers(t, *pieces, firstNodes);
+  auto layers = isSwinGraph(t) ? swinLayers(t, *pieces, firstNodes) : transformerLayers(t, *pieces, firstNodes);
   if (!layers) return layers.status();
   ChainSpec& spec = result.spec;
   spec.name = std::filesystem::path(source).stem().string();
