@@ -231,17 +231,14 @@ Result<std::int64_t> rollShift(const TransformerGraph& t, std::size_t concat, bo
 Result<std::int64_t> readShift(const TransformerGraph& t, const Contents& attn, std::int64_t m, std::int64_t windows) {
   const std::size_t softmax = attn.softmax.front();
   std::vector<std::size_t> rolls = nodesOf(t, attn, "Concat"), masks;
-  // The mask is added to the scores viewed per image, [N, windows, heads, L, L]; a constant added
-  // elsewhere (LayerNorm's epsilon below opset 17) is not one.
+  // The mask is what is added to the scores viewed per image, [N, windows, heads, L, L]; a constant
+  // added elsewhere (LayerNorm's epsilon below opset 17) is not one.
   for (std::size_t i : nodesOf(t, attn, "Add")) {
     const onnx::NodeProto& node = nodeAt(t, i);
     const Shape* out = t.shapeOf(node.output(0));
     if (i > softmax || out == nullptr || out->size() != 5) continue;
-    for (const auto& in : node.input()) {
-      std::set<std::string> w;
-      traceWeights(t, in, w);
-      if (!isData(t, in) && w.empty()) masks.push_back(i);
-    }
+    for (const auto& in : node.input())
+      if (!isData(t, in)) masks.push_back(i);
   }
   const auto before = std::count_if(rolls.begin(), rolls.end(), [&](std::size_t i) { return i < softmax; });
   if (rolls.empty() != masks.empty() || (!rolls.empty() && (rolls.size() != 4 || before != 2 || masks.size() != 1)))
