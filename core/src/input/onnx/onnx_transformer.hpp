@@ -8,7 +8,8 @@
 // after them) and the head (lm_head or cls_head). Each layer's fields are read from its ops, and its
 // parameter count (the weights its ops read) must be the kind's.
 //   onnx_transformer.cpp         detection, the inputs and their sizes, shape inference, the cut;
-//   onnx_transformer_layers.cpp  the pieces' contents, their grouping and the layers' fields.
+//   onnx_transformer_layers.cpp  the pieces' contents, their grouping and the layers' fields;
+//   onnx_swin.cpp                the same for torchvision's Swin Transformer (its own kinds).
 #include <cstdint>
 #include <map>
 #include <optional>
