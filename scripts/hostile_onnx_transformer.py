@@ -6,7 +6,8 @@ committed small transformer exports of tests/data/onnx/transformer (scripts/make
 a nanoGPT-style decoder at opsets 14 and 17, a decoder of nn.TransformerEncoderLayer, torchvision's
 VisionTransformer, a BERT-style encoder), their symbolic sequence fixed at 16 so that the campaign's
 `--batch 2` is all they need (a fixed size takes the same path as `--dim sequence=V`).
-The Swin family (torchvision's SwinTransformer, the small exports swin_small_*): a relative position
+The Swin family (torchvision's SwinTransformer, the small exports swin_small_*: 2 x 2 windows at
+opset 17, 4 x 4 windows over padded maps at opset 14): a relative position
 bias table for another window, an index of another length or with an entry past the table, a shift
 mask of the wrong shape, an op a V1 block does not have (as Swin V2's cosine attention), and the
 model intact, which must import. swin_t's export is left out of the bases (a 6,764-node graph: seconds

@@ -14,7 +14,8 @@ linears are graph inputs, so the files stay small):
 - a BERT-style post-norm encoder (token + position + token-type embeddings, LayerNorm,
   nn.TransformerEncoderLayer post-norm with GELU, a tanh pooler on token 0);
 - torchvision's SwinTransformer at image 32, patch 4, embed_dim 16, depths 2, 2, heads 2, 4, window 2,
-  10 classes (opset 17, symbolic batch; opset 14, fixed batch 2: LayerNorm decomposed), and swin_t's
+  10 classes (opset 17, symbolic batch) and at image 40, embed_dim 8, heads 1, 2, window 4, 4 classes
+  (opset 14, fixed batch 2: LayerNorm decomposed, maps padded to whole windows), and swin_t's
   configuration at 224 x 224 (opset 17, fixed batch 2) for the comparison with the zoo's swin_t.
   torch 1.13 cannot export StochasticDepth in training mode (Bernoulli's out parameter), so every
   Swin is built with stochastic_depth_prob=0.0.
@@ -200,12 +201,15 @@ def small_models(out):
     export(bert, (ids,), os.path.join(out, "bert_small_op14.onnx"), 14, ["idx"], {"idx": {0: "batch", 1: "sequence"}})
     entries.append({"file": "bert_small_op14.onnx", "kind": "bert", "opset": 14, "layers": 2, "width": 32,
                     "heads": 4, "positions": 16, "vocab": 50, "p": 0.1, "torch_parameters": parameters(bert)})
-    for opset, axes in ((17, {"images": {0: "batch"}}), (14, None)):
-        net = swin(16, [2, 2], [2, 4], 2, classes=10)
+    # Opset 17, symbolic batch: maps 8 x 8 and 4 x 4 of 2 x 2 windows. Opset 14, fixed batch:
+    # maps 10 x 10 and 5 x 5 padded to whole 4 x 4 windows (12, 8), the merging padding the odd 5.
+    for opset, axes, image, width, heads, window, classes in ((17, {"images": {0: "batch"}}, 32, 16, [2, 4], 2, 10),
+                                                             (14, None, 40, 8, [1, 2], 4, 4)):
+        net = swin(width, [2, 2], heads, window, classes=classes)
         name = f"swin_small_op{opset}{'_dynamic' if axes else ''}.onnx"
-        export(net, (torch.randn(2, 3, 32, 32),), os.path.join(out, name), opset, ["images"], axes)
-        entries.append({"file": name, "kind": "swin", "opset": opset, "image": 32, "patch": 4, "width": 16,
-                        "depths": [2, 2], "heads": [2, 4], "window": 2, "classes": 10,
+        export(net, (torch.randn(2, 3, image, image),), os.path.join(out, name), opset, ["images"], axes)
+        entries.append({"file": name, "kind": "swin", "opset": opset, "image": image, "patch": 4, "width": width,
+                        "depths": [2, 2], "heads": heads, "window": window, "classes": classes,
                         "torch_parameters": parameters(net)})
     net = swin_t_config()
     export(net, (torch.randn(2, 3, 224, 224),), os.path.join(out, "swin_t_op17.onnx"), 17, ["images"], None)

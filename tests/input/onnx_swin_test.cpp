@@ -41,37 +41,55 @@ Chain imported(const std::string& file, std::int64_t batch) {
   return chain ? *chain : Chain{};
 }
 
-TEST(OnnxSwin, SmallSwinImportsAsTheSwinKinds) {
-  const std::vector<std::string> names = {"features.0",   "features.1.0", "features.1.1",     "features.2",
-                                          "features.3.0", "features.3.1", "norm+avgpool+head"};
-  for (const std::string file : {"swin_small_op17_dynamic.onnx", "swin_small_op14.onnx"}) {
-    SCOPED_TRACE(file);
-    const std::int64_t batch = file == "swin_small_op14.onnx" ? 2 : 3;
-    const Chain chain = imported(file, batch);
-    ASSERT_EQ(chain.size(), names.size());
-    EXPECT_EQ(chain.paramCount(), torchParameters(file));
-    EXPECT_EQ(chain.inputShape, (Shape{batch, 3, 32, 32}));
-    const auto& l = chain.spec.layers;
-    for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(l[i].name, names[i]);
-    EXPECT_EQ(l[0].kind, LayerKind::SwinEmbedding);
-    EXPECT_EQ(l[0].kernel, 4);
-    EXPECT_EQ(l[0].width, 16);
-    for (std::size_t i : {1u, 2u, 4u, 5u}) {
-      SCOPED_TRACE(l[i].name);
-      EXPECT_EQ(l[i].kind, LayerKind::SwinBlock);
-      EXPECT_EQ(l[i].window, 2);
-      EXPECT_EQ(l[i].heads, i < 3 ? 2 : 4);
-      EXPECT_EQ(l[i].hidden, i < 3 ? 64 : 128);
-      EXPECT_EQ(l[i].shift, i == 2 || i == 5 ? 1 : 0);  // each stage's second block rolls (8x8, then 4x4 maps)
-      EXPECT_DOUBLE_EQ(l[i].epsilon, 1e-5);
-      EXPECT_EQ(l[i].stochasticDepth, 0.0);
-    }
-    EXPECT_EQ(l[3].kind, LayerKind::PatchMerging);
-    EXPECT_EQ(chain.layers[3].outputShape, (Shape{batch, 4, 4, 32}));
-    EXPECT_EQ(l[6].kind, LayerKind::SwinHead);
-    EXPECT_EQ(l[6].outFeatures, 10);
-    EXPECT_EQ(chain.layers[6].outputShape, (Shape{batch, 10}));
+const std::vector<std::string> kSwinNames = {"features.0",   "features.1.0", "features.1.1",     "features.2",
+                                             "features.3.0", "features.3.1", "norm+avgpool+head"};
+
+// The small SwinTransformer's fields: stage widths C and 2C, heads, window; each stage's second
+// block rolls by half a window.
+void expectSmallSwin(const Chain& chain, std::int64_t batch, std::int64_t width, std::int64_t heads,
+                     std::int64_t window, std::int64_t classes) {
+  ASSERT_EQ(chain.size(), kSwinNames.size());
+  const auto& l = chain.spec.layers;
+  for (std::size_t i = 0; i < kSwinNames.size(); ++i) EXPECT_EQ(l[i].name, kSwinNames[i]);
+  EXPECT_EQ(l[0].kind, LayerKind::SwinEmbedding);
+  EXPECT_EQ(l[0].kernel, 4);
+  EXPECT_EQ(l[0].width, width);
+  for (std::size_t i : {1u, 2u, 4u, 5u}) {
+    SCOPED_TRACE(l[i].name);
+    EXPECT_EQ(l[i].kind, LayerKind::SwinBlock);
+    EXPECT_EQ(l[i].window, window);
+    EXPECT_EQ(l[i].heads, i < 3 ? heads : 2 * heads);
+    EXPECT_EQ(l[i].hidden, i < 3 ? 4 * width : 8 * width);
+    EXPECT_EQ(l[i].shift, i == 2 || i == 5 ? window / 2 : 0);
+    EXPECT_DOUBLE_EQ(l[i].epsilon, 1e-5);
+    EXPECT_EQ(l[i].stochasticDepth, 0.0);
   }
+  EXPECT_EQ(l[3].kind, LayerKind::PatchMerging);
+  EXPECT_EQ(chain.layers[3].outputShape[3], 2 * width);
+  EXPECT_EQ(l[6].kind, LayerKind::SwinHead);
+  EXPECT_EQ(l[6].outFeatures, classes);
+  EXPECT_EQ(chain.layers[6].outputShape, (Shape{batch, classes}));
+}
+
+TEST(OnnxSwin, SmallSwinImportsAsTheSwinKinds) {
+  // Opset 17, symbolic batch: 8 x 8 and 4 x 4 maps of 2 x 2 windows.
+  const Chain chain = imported("swin_small_op17_dynamic.onnx", 3);
+  EXPECT_EQ(chain.paramCount(), torchParameters("swin_small_op17_dynamic.onnx"));
+  EXPECT_EQ(chain.inputShape, (Shape{3, 3, 32, 32}));
+  expectSmallSwin(chain, 3, 16, 2, 2, 10);
+  EXPECT_EQ(chain.layers[3].outputShape, (Shape{3, 4, 4, 32}));
+}
+
+TEST(OnnxSwin, PaddedSwinAtOpset14ImportsWithDecomposedNorms) {
+  // 40 x 40: a 10 x 10 map padded to 12 x 12 for 4 x 4 windows, merged to 5 x 5 (the odd side padded),
+  // padded to 8 x 8; LayerNorm decomposed (opset 14); the batch fixed at 2.
+  const Chain chain = imported("swin_small_op14.onnx", 2);
+  EXPECT_EQ(chain.paramCount(), torchParameters("swin_small_op14.onnx"));
+  expectSmallSwin(chain, 2, 8, 1, 4, 4);
+  EXPECT_EQ(chain.layers[1].inputShape, (Shape{2, 10, 10, 8}));
+  EXPECT_EQ(chain.layers[3].outputShape, (Shape{2, 5, 5, 16}));
+  // Another batch: torch wrote the batch into the window views' shapes.
+  EXPECT_FALSE(importOnnxFile(kFolder + "swin_small_op14.onnx", {.batch = 3}).isOk());
 }
 
 // swin_t's configuration (torchvision's SwinTransformer with swin_t's arguments) is the zoo's swin_t
