@@ -16,6 +16,9 @@ namespace {
 
 enum class SwinPart { Embedding, Block, Merging, Head };
 
+// The largest window side read (swin_t's is 7): M^4 and the map's padding stay far inside 64 bits.
+constexpr std::int64_t kMaxWindow = 1 << 15;
+
 struct SwinGroup {
   SwinPart part = SwinPart::Embedding;
   std::size_t begin = 0, attnEnd = 0, end = 0;  // pieces; a block's attention is [begin, attnEnd)
@@ -152,8 +155,12 @@ Result<std::int64_t> readWindow(const TransformerGraph& t, const Contents& attn,
     const Shape* s = t.shapeOf(nodeAt(t, i).output(0));
     if (s == nullptr || s->size() != 6) continue;
     const std::int64_t m = (*s)[2];
+    // M^4 (the relative position index's entries) must fit 64 bits.
+    if (m > kMaxWindow)
+      return t.graph->fail(i, "this Swin block's window partition has windows of " + std::to_string(m) +
+                                  ", more than " + std::to_string(kMaxWindow));
     if (m <= 0 || (*s)[4] != m || (*s)[0] != stream[0] || (*s)[5] != stream[3] ||
-        (*s)[1] * m != roundUp(stream[1], m) || (*s)[3] * m != roundUp(stream[2], m))
+        (*s)[1] != roundUp(stream[1], m) / m || (*s)[3] != roundUp(stream[2], m) / m)
       return t.graph->fail(i, "a Swin block's window partition is [N, Hp / M, M, Wp / M, M, C] (the map " +
                                   shapeToString(stream) + " padded to whole M x M windows); this Reshape writes " +
                                   shapeToString(*s));
@@ -367,6 +374,57 @@ Result<LayerSpec> swinHead(const TransformerGraph& t, const Contents& c) {
   return spec;
 }
 
+// A Transpose's perm is a permutation of its tensor's axes, and its output is its input permuted (the
+// declared value_info of a tensor ONNX's pass could not infer is not checked against the perm).
+Status checkPerm(const TransformerGraph& t, std::size_t i, const Shape& out) {
+  const onnx::NodeProto& node = nodeAt(t, i);
+  const auto perm = intsAttribute(node, "perm");
+  const Shape* in = t.shapeOf(node.input(0));
+  std::vector<bool> seen(out.size(), false);
+  bool ok = perm && in != nullptr && perm->size() == out.size() && in->size() == out.size();
+  for (std::size_t k = 0; ok && k < perm->size(); ++k) {
+    const std::int64_t axis = (*perm)[k];
+    ok = axis >= 0 && axis < static_cast<std::int64_t>(out.size()) && !seen[static_cast<std::size_t>(axis)] &&
+         (*in)[static_cast<std::size_t>(axis)] == out[k];
+    if (ok) seen[static_cast<std::size_t>(axis)] = true;
+  }
+  if (!ok)
+    return t.graph->fail(i, "this Transpose's perm is not a permutation of its input " + shapeOrUnknown(in) +
+                                " to its output " + shapeToString(out));
+  return Status::ok();
+}
+
+// Every data op's output has a shape after ONNX's inference (an op whose input shape ONNX could not
+// infer, a Transpose whose perm does not fit its input, is not checked by the strict pass), and a
+// LayerNorm normalises the last axis (the channels of the channels-last map).
+Status checkSwinNodes(const TransformerGraph& t, const Contents& c) {
+  for (std::size_t i : c.nodes) {
+    const onnx::NodeProto& node = nodeAt(t, i);
+    const Shape* out = node.output_size() > 0 ? t.shapeOf(node.output(0)) : nullptr;
+    if (out == nullptr)
+      return t.graph->fail(i, "ONNX's shape inference leaves this op's output without a shape at input " +
+                                  shapeToString(t.inputShape) + " (its inputs do not chain?)");
+    const auto rank = static_cast<std::int64_t>(out->size());
+    const std::int64_t axis = intAttribute(node, "axis", -1);
+    if (node.op_type() == "LayerNormalization" && axis != -1 && axis != rank - 1)
+      return t.graph->fail(i, "a Swin LayerNorm normalises the last axis (the channels); this one's axis is " +
+                                  std::to_string(axis) + " of " + std::to_string(rank));
+    if (node.op_type() == "Transpose") REMAT_RETURN_IF_ERROR(checkPerm(t, i, *out));
+  }
+  return Status::ok();
+}
+
+Result<LayerSpec> swinLayer(const TransformerGraph& t, const std::vector<Piece>& pieces, const SwinGroup& g,
+                            const Contents& all, const Shape& stream) {
+  switch (g.part) {
+    case SwinPart::Embedding: return swinEmbedding(t, all);
+    case SwinPart::Merging: return patchMerging(t, all);
+    case SwinPart::Head: return swinHead(t, all);
+    case SwinPart::Block: break;
+  }
+  return swinBlock(t, readPieces(t, pieces, g.begin, g.attnEnd), readPieces(t, pieces, g.attnEnd, g.end), all, stream);
+}
+
 }  // namespace
 
 bool isSwinGraph(const TransformerGraph& t) {
@@ -393,13 +451,8 @@ Result<std::vector<LayerSpec>> swinLayers(const TransformerGraph& t, const std::
   Shape stream = t.inputShape;
   for (const SwinGroup& g : *groups) {
     const Contents all = readPieces(t, pieces, g.begin, g.end);
-    Result<LayerSpec> spec = Status::invalid("");
-    if (g.part == SwinPart::Embedding) spec = swinEmbedding(t, all);
-    if (g.part == SwinPart::Merging) spec = patchMerging(t, all);
-    if (g.part == SwinPart::Head) spec = swinHead(t, all);
-    if (g.part == SwinPart::Block)
-      spec =
-          swinBlock(t, readPieces(t, pieces, g.begin, g.attnEnd), readPieces(t, pieces, g.attnEnd, g.end), all, stream);
+    REMAT_RETURN_IF_ERROR(checkSwinNodes(t, all));
+    Result<LayerSpec> spec = swinLayer(t, pieces, g, all, stream);
     if (!spec) return spec.status();
     // A block whose padded map is one window cannot shift (torchvision sets its shift to 0, so the
     // graph has no roll): it keeps the stage's alternation, as torchvision's module and the zoo do.

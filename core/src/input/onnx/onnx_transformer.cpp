@@ -237,6 +237,34 @@ Status inferShapes(const Graph& g, onnx::ModelProto& model, TransformerGraph& t)
   return Status::ok();
 }
 
+bool sameDeclaredType(const onnx::TypeProto& a, const onnx::TypeProto& b) {
+  const auto &x = a.tensor_type(), &y = b.tensor_type();
+  if (x.elem_type() != y.elem_type()) return false;
+  if (!x.has_shape() || !y.has_shape()) return true;
+  if (x.shape().dim_size() != y.shape().dim_size()) return false;
+  for (int i = 0; i < x.shape().dim_size(); ++i) {
+    const auto &d = x.shape().dim(i), &e = y.shape().dim(i);
+    if (d.has_dim_value() && e.has_dim_value() && d.dim_value() != e.dim_value()) return false;
+  }
+  return true;
+}
+
+// ONNX's pass checks value_info against what it infers, but takes a graph output's type from its
+// declaration in graph.output: a value_info entry for the same tensor must agree with it.
+Status checkOutputValueInfo(const Graph& g) {
+  for (const auto& info : g.proto().value_info())
+    for (const auto& output : g.proto().output()) {
+      if (info.name() != output.name() || sameDeclaredType(info.type(), output.type())) continue;
+      const std::string message =
+          "value_info declares the output " + quoteText(output.name()) + " otherwise than the graph's outputs do";
+      for (int i = 0; i < g.proto().node_size(); ++i)
+        for (const auto& out : g.proto().node(i).output())
+          if (out == output.name()) return g.fail(static_cast<std::size_t>(i), message);
+      return Status::invalid(g.source() + ": " + message);
+    }
+  return Status::ok();
+}
+
 // Data tensors (computed from the data input, not through Shape) and the parameters.
 void markData(const Graph& g, TransformerGraph& t) {
   const onnx::GraphProto& graph = g.proto();
@@ -339,6 +367,7 @@ Status evaluateConstants(Graph& g) {
 Result<std::vector<Piece>> readTransformerGraph(Graph& g, TransformerGraph& t, OnnxImportSummary& summary) {
   t.graph = &g;
   REMAT_RETURN_IF_ERROR(evaluateConstants(g));
+  REMAT_RETURN_IF_ERROR(checkOutputValueInfo(g));
   auto input = chooseDataInput(g, g.options());
   if (!input) return input.status();
   t.input = *input;
