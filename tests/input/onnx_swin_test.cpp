@@ -4,7 +4,8 @@
 // parameter counts and their fields read from the ops; swin_t's configuration is the zoo's swin_t
 // field for field (but stochastic depth, which torch 1.13 cannot export in training mode); hostile
 // variants (a table for another window, an index of the wrong length or past the table, a shift
-// mask of the wrong shape, an op Swin V1 does not have) are refused with the node named.
+// mask of the wrong shape, a perm or a LayerNorm axis ONNX 1.12 lets through, a value_info at odds
+// with the output, an op Swin V1 does not have) are refused with the node named.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -208,6 +209,38 @@ TEST(OnnxSwin, HostileSwinsAreRefusedWithTheNode) {
                                add->set_input(1, "one_window_mask");
                              }),
                 {"node ", "shift mask", "[1, 1, 1, 4, 4]", "[1, 16, 1, 4, 4]"});
+  // The window reverse's Transpose with a perm of five axes for its six: ONNX 1.12 infers a rank-5
+  // output, and the Reshape after it takes that; not a permutation of the input.
+  expectRefused(importEdited(file,
+                             [](onnx::ModelProto& m) {
+                               for (auto& n : *m.mutable_graph()->mutable_node())
+                                 if (n.name() == "/features/features.1/features.1.1/attn/Transpose_9")
+                                   for (auto& a : *n.mutable_attribute()) {
+                                     a.clear_ints();
+                                     for (std::int64_t axis : {0, 3, 1, 2, 4}) a.add_ints(axis);
+                                   }
+                             }),
+                {"node ", "Transpose_9", "not a permutation"});
+  // The embedding's LayerNorm over axis 7 of a rank-4 tensor (ONNX 1.12's inference takes it).
+  expectRefused(importEdited(file,
+                             [](onnx::ModelProto& m) {
+                               for (auto& n : *m.mutable_graph()->mutable_node())
+                                 if (n.name() == "/features/features.0/features.0.2/LayerNormalization")
+                                   for (auto& a : *n.mutable_attribute())
+                                     if (a.name() == "axis") a.set_i(7);
+                             }),
+                {"node ", "LayerNormalization", "axis is 7 of 4"});
+  // A value_info entry declaring the graph's output [2, 12345] (ONNX's pass reads graph.output).
+  expectRefused(importEdited(file,
+                             [](onnx::ModelProto& m) {
+                               onnx::ValueInfoProto* info = m.mutable_graph()->add_value_info();
+                               info->set_name("output");
+                               auto* type = info->mutable_type()->mutable_tensor_type();
+                               type->set_elem_type(onnx::TensorProto::FLOAT);
+                               type->mutable_shape()->add_dim()->set_dim_value(2);
+                               type->mutable_shape()->add_dim()->set_dim_value(12345);
+                             }),
+                {"node ", "Gemm", "value_info declares the output"});
   // An op Swin V1's block does not have (the q scale's Mul as a Max): refused at it.
   expectRefused(importEdited(file,
                              [](onnx::ModelProto& m) {
