@@ -12,10 +12,17 @@ linears are graph inputs, so the files stay small):
   mask and ReLU, its logits as the output;
 - torchvision's VisionTransformer at image 32, patch 8, 2 layers, d 64, 4 heads, 10 classes;
 - a BERT-style post-norm encoder (token + position + token-type embeddings, LayerNorm,
-  nn.TransformerEncoderLayer post-norm with GELU, a tanh pooler on token 0).
+  nn.TransformerEncoderLayer post-norm with GELU, a tanh pooler on token 0);
+- torchvision's SwinTransformer at image 32, patch 4, embed_dim 16, depths 2, 2, heads 2, 4, window 2,
+  10 classes (opset 17, symbolic batch) and at image 40, embed_dim 8, heads 1, 2, window 4, 4 classes
+  (opset 14, fixed batch 2: LayerNorm decomposed, maps padded to whole windows), and swin_t's
+  configuration at 224 x 224 (opset 17, fixed batch 2) for the comparison with the zoo's swin_t.
+  torch 1.13 cannot export StochasticDepth in training mode (Bernoulli's out parameter), so every
+  Swin is built with stochastic_depth_prob=0.0.
 Writes tests/data/onnx/transformer/*.onnx and models.json (torch's parameter counts and the fields).
-`--full DIR` also writes the issue's GPT (4 layers, d 256, 4 heads, sequence 128, vocabulary 1,000)
-and torchvision's vit_b_16 (graph only) into DIR for scripts/check-transformer-onnx.sh.
+`--full DIR` also writes the issue's GPT (4 layers, d 256, 4 heads, sequence 128, vocabulary 1,000),
+torchvision's vit_b_16 and swin_t (graph only; swin_t at opsets 14 and 17, fixed and symbolic batch)
+into DIR for scripts/check-transformer-onnx.py.
 Run with Debian's PyTorch: /usr/bin/python3 scripts/make-transformer-onnx.py
 """
 import argparse
@@ -26,6 +33,7 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torchvision.models.swin_transformer import SwinTransformer
 from torchvision.models.vision_transformer import VisionTransformer, vit_b_16
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -147,6 +155,16 @@ class Bert(nn.Module):
         return torch.tanh(self.pooler(x[:, 0]))
 
 
+def swin(embed_dim, depths, heads, window, classes=1000):
+    """torchvision's SwinTransformer (swin_t: 96, [2, 2, 6, 2], [3, 6, 12, 24], 7) without stochastic depth."""
+    return SwinTransformer(patch_size=[4, 4], embed_dim=embed_dim, depths=depths, num_heads=heads,
+                           window_size=[window, window], stochastic_depth_prob=0.0, num_classes=classes).train()
+
+
+def swin_t_config():
+    return swin(96, [2, 2, 6, 2], [3, 6, 12, 24], 7)
+
+
 def parameters(net):
     return sum(p.numel() for p in net.parameters())
 
@@ -183,6 +201,20 @@ def small_models(out):
     export(bert, (ids,), os.path.join(out, "bert_small_op14.onnx"), 14, ["idx"], {"idx": {0: "batch", 1: "sequence"}})
     entries.append({"file": "bert_small_op14.onnx", "kind": "bert", "opset": 14, "layers": 2, "width": 32,
                     "heads": 4, "positions": 16, "vocab": 50, "p": 0.1, "torch_parameters": parameters(bert)})
+    # Opset 17, symbolic batch: maps 8 x 8 and 4 x 4 of 2 x 2 windows. Opset 14, fixed batch:
+    # maps 10 x 10 and 5 x 5 padded to whole 4 x 4 windows (12, 8), the merging padding the odd 5.
+    for opset, axes, image, width, heads, window, classes in ((17, {"images": {0: "batch"}}, 32, 16, [2, 4], 2, 10),
+                                                             (14, None, 40, 8, [1, 2], 4, 4)):
+        net = swin(width, [2, 2], heads, window, classes=classes)
+        name = f"swin_small_op{opset}{'_dynamic' if axes else ''}.onnx"
+        export(net, (torch.randn(2, 3, image, image),), os.path.join(out, name), opset, ["images"], axes)
+        entries.append({"file": name, "kind": "swin", "opset": opset, "image": image, "patch": 4, "width": width,
+                        "depths": [2, 2], "heads": heads, "window": window, "classes": classes,
+                        "torch_parameters": parameters(net)})
+    net = swin_t_config()
+    export(net, (torch.randn(2, 3, 224, 224),), os.path.join(out, "swin_t_op17.onnx"), 17, ["images"], None)
+    entries.append({"file": "swin_t_op17.onnx", "kind": "swin_t", "opset": 17, "image": 224, "batch": 2,
+                    "torch_parameters": parameters(net)})
     return entries
 
 
@@ -200,12 +232,18 @@ def full_models(out):
     export(vit, (torch.randn(1, 3, 224, 224),), os.path.join(out, "vit_b_16_op17.onnx"), 17, ["images"],
            {"images": {0: "batch"}})
     entries.append({"file": "vit_b_16_op17.onnx", "opset": 17, "torch_parameters": parameters(vit)})
+    net = swin_t_config()
+    for opset in (14, 17):
+        for axes in (None, {"images": {0: "batch"}}):
+            name = f"swin_t_op{opset}{'_dynamic' if axes else ''}.onnx"
+            export(net, (torch.randn(2, 3, 224, 224),), os.path.join(out, name), opset, ["images"], axes)
+            entries.append({"file": name, "opset": opset, "torch_parameters": parameters(net)})
     return entries
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--full", help="also write the full-size GPT and vit_b_16 into this folder")
+    parser.add_argument("--full", help="also write the full-size GPT, vit_b_16 and swin_t into this folder")
     args = parser.parse_args()
     out = OUT
     os.makedirs(out, exist_ok=True)

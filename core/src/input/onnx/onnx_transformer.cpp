@@ -31,7 +31,9 @@ std::vector<std::string> dataCandidates(const onnx::GraphProto& graph) {
   for (const auto& input : graph.input()) {
     if (initializers.count(input.name())) continue;
     for (const auto& node : graph.node()) {
-      const bool gather = node.op_type() == "Gather" && node.input_size() == 2 && node.input(1) == input.name();
+      // A 1-D index is not token ids: Swin's relative position index, a graph input without weights.
+      const bool gather = node.op_type() == "Gather" && node.input_size() == 2 && node.input(1) == input.name() &&
+                          input.type().tensor_type().shape().dim_size() != 1;
       const bool conv = node.op_type() == "Conv" && node.input_size() > 0 && node.input(0) == input.name();
       if (gather && std::find(ids.begin(), ids.end(), input.name()) == ids.end()) ids.push_back(input.name());
       if (conv && std::find(images.begin(), images.end(), input.name()) == images.end()) images.push_back(input.name());
@@ -235,6 +237,34 @@ Status inferShapes(const Graph& g, onnx::ModelProto& model, TransformerGraph& t)
   return Status::ok();
 }
 
+bool sameDeclaredType(const onnx::TypeProto& a, const onnx::TypeProto& b) {
+  const auto &x = a.tensor_type(), &y = b.tensor_type();
+  if (x.elem_type() != y.elem_type()) return false;
+  if (!x.has_shape() || !y.has_shape()) return true;
+  if (x.shape().dim_size() != y.shape().dim_size()) return false;
+  for (int i = 0; i < x.shape().dim_size(); ++i) {
+    const auto &d = x.shape().dim(i), &e = y.shape().dim(i);
+    if (d.has_dim_value() && e.has_dim_value() && d.dim_value() != e.dim_value()) return false;
+  }
+  return true;
+}
+
+// ONNX's pass checks value_info against what it infers, but takes a graph output's type from its
+// declaration in graph.output: a value_info entry for the same tensor must agree with it.
+Status checkOutputValueInfo(const Graph& g) {
+  for (const auto& info : g.proto().value_info())
+    for (const auto& output : g.proto().output()) {
+      if (info.name() != output.name() || sameDeclaredType(info.type(), output.type())) continue;
+      const std::string message =
+          "value_info declares the output " + quoteText(output.name()) + " otherwise than the graph's outputs do";
+      for (int i = 0; i < g.proto().node_size(); ++i)
+        for (const auto& out : g.proto().node(i).output())
+          if (out == output.name()) return g.fail(static_cast<std::size_t>(i), message);
+      return Status::invalid(g.source() + ": " + message);
+    }
+  return Status::ok();
+}
+
 // Data tensors (computed from the data input, not through Shape) and the parameters.
 void markData(const Graph& g, TransformerGraph& t) {
   const onnx::GraphProto& graph = g.proto();
@@ -337,6 +367,7 @@ Status evaluateConstants(Graph& g) {
 Result<std::vector<Piece>> readTransformerGraph(Graph& g, TransformerGraph& t, OnnxImportSummary& summary) {
   t.graph = &g;
   REMAT_RETURN_IF_ERROR(evaluateConstants(g));
+  REMAT_RETURN_IF_ERROR(checkOutputValueInfo(g));
   auto input = chooseDataInput(g, g.options());
   if (!input) return input.status();
   t.input = *input;
@@ -362,7 +393,7 @@ Result<OnnxImport> importTransformerModel(const onnx::ModelProto& model, const s
   if (!pieces) return pieces.status();
   REMAT_RETURN_IF_ERROR(checkTransformerPatterns(t));
   std::vector<std::size_t> firstNodes;
-  auto layers = transformerLayers(t, *pieces, firstNodes);
+  auto layers = isSwinGraph(t) ? swinLayers(t, *pieces, firstNodes) : transformerLayers(t, *pieces, firstNodes);
   if (!layers) return layers.status();
   ChainSpec& spec = result.spec;
   spec.name = std::filesystem::path(source).stem().string();

@@ -15,40 +15,41 @@
 namespace remat::onnx_import {
 namespace {
 
-// What one group of pieces holds, read from its data nodes.
-struct Contents {
-  std::vector<std::size_t> nodes;
-  std::vector<std::size_t> softmax, linears, convs, tableGathers, tokenPicks, masks, losses;
-  std::size_t norms = 0;  // LayerNormalization nodes, or torch's ReduceMean pairs below opset 17
-  std::vector<double> epsilons, dropouts;
-  bool relu = false, erf = false, tanh = false, startsWithNorm = false;
-  std::set<std::string> weights;  // the parameters its ops read
-};
-
 std::optional<double> scalarOf(const TransformerGraph& t, const std::string& tensor) {
   return constantScalar(t, tensor, false);
 }
 
+}  // namespace
+
 // The parameters a non-data tensor is computed from (a Transpose of a weight, an Expand of the class
 // token, a Gather from the position table).
 // `gathers` collects the lookups on the way (the position and token-type tables' Gathers read no data).
+// Each tensor is visited once: shape plumbing (Swin's shift masks) is a DAG whose paths multiply.
 void traceWeights(const TransformerGraph& t, const std::string& tensor, std::set<std::string>& out,
-                  std::vector<std::size_t>* gathers = nullptr, int depth = 0) {
-  if (tensor.empty() || t.data.count(tensor) || depth > 64) return;
-  if (t.weights.count(tensor)) {
-    out.insert(tensor);
-    return;
+                  std::vector<std::size_t>* gathers) {
+  std::vector<std::string> stack = {tensor};
+  std::set<std::string> seen;
+  while (!stack.empty()) {
+    const std::string name = std::move(stack.back());
+    stack.pop_back();
+    if (name.empty() || t.data.count(name) || !seen.insert(name).second) continue;
+    if (t.weights.count(name)) {
+      out.insert(name);
+      continue;
+    }
+    auto it = t.producer.find(name);
+    if (it == t.producer.end()) continue;
+    const onnx::NodeProto& node = nodeAt(t, it->second);
+    if (gathers != nullptr && node.op_type() == "Gather" && node.input_size() == 2 && t.weights.count(node.input(0)) &&
+        std::find(gathers->begin(), gathers->end(), it->second) == gathers->end())
+      gathers->push_back(it->second);
+    for (int k = node.input_size() - 1; k >= 0; --k) stack.push_back(node.input(k));
   }
-  auto it = t.producer.find(tensor);
-  if (it == t.producer.end()) return;
-  const onnx::NodeProto& node = nodeAt(t, it->second);
-  if (gathers != nullptr && node.op_type() == "Gather" && node.input_size() == 2 && t.weights.count(node.input(0)) &&
-      std::find(gathers->begin(), gathers->end(), it->second) == gathers->end())
-    gathers->push_back(it->second);
-  for (const auto& in : node.input()) traceWeights(t, in, out, gathers, depth + 1);
 }
 
 bool isData(const TransformerGraph& t, const std::string& tensor) { return t.data.count(tensor) > 0; }
+
+namespace {
 
 // The Softmax that reads a tensor directly (the scores' mask is added or applied just before it).
 bool feedsSoftmax(const TransformerGraph& t, const std::string& tensor) {
@@ -99,6 +100,8 @@ void readNode(const TransformerGraph& t, std::size_t i, Contents& c) {
     if (!isData(t, in)) traceWeights(t, in, c.weights, &c.tableGathers);
 }
 
+}  // namespace
+
 Contents readPieces(const TransformerGraph& t, const std::vector<Piece>& pieces, std::size_t begin, std::size_t end) {
   Contents c;
   for (std::size_t p = begin; p < end; ++p)
@@ -148,6 +151,8 @@ Result<double> oneDropout(const TransformerGraph& t, const Contents& c, const st
   return c.dropouts.empty() ? 0.0 : float32Value(c.dropouts.front());
 }
 
+namespace {
+
 // The layer's name: the module path its nodes share, or the paths of its modules joined by '+'.
 // A merge's name ends in its op ("ln_f.add_1"): the module is the path before it.
 std::string modulePath(const onnx::NodeProto& node, std::size_t index) {
@@ -163,6 +168,8 @@ std::string modulePath(const onnx::NodeProto& node, std::size_t index) {
     path.resize(dot);
   return path;
 }
+
+}  // namespace
 
 std::string groupName(const TransformerGraph& t, const Contents& c, bool whole) {
   std::vector<std::size_t> nodes = c.tableGathers;
@@ -191,6 +198,8 @@ std::string groupName(const TransformerGraph& t, const Contents& c, bool whole) 
   }
   return prefix.empty() ? name : name.empty() ? prefix : prefix + "." + name;
 }
+
+namespace {
 
 // Whether a non-data tensor is computed from a Range (the position ids of a position lookup).
 bool fromRange(const TransformerGraph& t, const std::string& tensor, int depth = 0) {
@@ -334,6 +343,8 @@ Result<LayerSpec> blockLayer(const TransformerGraph& t, const Contents& attn, co
   return spec;
 }
 
+}  // namespace
+
 // Whether the linear's output gets a bias: Gemm's C, or an Add of a parameter.
 bool hasBias(const TransformerGraph& t, std::size_t linear) {
   const onnx::NodeProto& node = nodeAt(t, linear);
@@ -348,6 +359,8 @@ bool hasBias(const TransformerGraph& t, std::size_t linear) {
   }
   return false;
 }
+
+namespace {
 
 Result<LayerSpec> headLayer(const TransformerGraph& t, const Contents& c, const std::set<std::string>& tables) {
   LayerSpec spec;
@@ -376,6 +389,8 @@ Result<LayerSpec> headLayer(const TransformerGraph& t, const Contents& c, const 
   return spec;
 }
 
+}  // namespace
+
 // The kind's own parameter count for these fields must be what the ops read.
 Status checkParameters(const TransformerGraph& t, const LayerSpec& spec, const Shape& input, std::size_t node,
                        std::uint64_t counted, Shape& output) {
@@ -392,8 +407,6 @@ Status checkParameters(const TransformerGraph& t, const LayerSpec& spec, const S
   output = layer.outputShape;
   return Status::ok();
 }
-
-}  // namespace
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Transformers in: the values of the shape plumbing torch writes around every view (Shape, Gather,
 // Unsqueeze, Concat, Div, Mul, ...), which ONNX 1.12's shape inference does not propagate through
-// Div. Each Reshape, Expand, Range or Slice whose output ONNX's pass left without a shape gets its
+// Div. Each Reshape, Expand, Range, Slice or Pad whose output ONNX's pass left without a shape gets its
 // plumbing's value as a constant in the copy that is inferred, and the pass runs again.
 #include <onnx/shape_inference/implementation.h>
 
@@ -35,7 +35,12 @@ class Plumbing {
     if (init != initializers_.end()) return decoded(*init->second);
     auto it = producer_.find(tensor);
     if (it == producer_.end()) return std::nullopt;
-    return evaluate(graph_.node(it->second), depth);
+    // Each tensor once: the plumbing is a DAG (Swin's shift masks) whose paths multiply.
+    auto known = cache_.find(tensor);
+    if (known != cache_.end()) return known->second;
+    auto v = evaluate(graph_.node(it->second), depth);
+    cache_[tensor] = v;
+    return v;
   }
 
  private:
@@ -94,8 +99,52 @@ class Plumbing {
       }
       return out;
     }
-    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && in.size() == 2)
+    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod") && in.size() == 2)
       return arithmetic(op, in[0], in[1]);
+    return padPlumbing(node, in);
+  }
+
+  Shape dimsOf(const std::string& tensor, const Values& v) const {
+    auto it = dims_.find(tensor);
+    return it != dims_.end() ? it->second : Shape{static_cast<std::int64_t>(v.size())};
+  }
+
+  // torch's dynamic F.pad (Swin's padding to whole windows): ConstantOfShape(zeros), Reshape to
+  // [-1, 2], Slice reversing the rows, Transpose, Reshape back to 1-D.
+  std::optional<Values> padPlumbing(const onnx::NodeProto& node, const std::vector<Values>& in) {
+    const std::string& op = node.op_type();
+    if (op == "ConstantOfShape" && in[0].size() == 1 && in[0][0] >= 0 && in[0][0] <= std::int64_t{kMaxValues}) {
+      if (node.attribute_size() > 0 && node.attribute(0).has_t()) {
+        auto fill = decoded(node.attribute(0).t());
+        if (!fill || fill->size() != 1) return std::nullopt;
+        return Values(static_cast<std::size_t>(in[0][0]), fill->front());
+      }
+      return Values(static_cast<std::size_t>(in[0][0]), 0);
+    }
+    if (op == "Reshape" && in.size() == 2 && in[1].size() == 2 && in[1][1] > 0 &&
+        in[0].size() % static_cast<std::size_t>(in[1][1]) == 0) {
+      dims_[node.output(0)] = {static_cast<std::int64_t>(in[0].size()) / in[1][1], in[1][1]};
+      return in[0];
+    }
+    if (op == "Reshape" && in.size() == 2 && in[1] == Values{-1}) return in[0];
+    const Shape dims = dimsOf(node.input(0), in[0]);
+    if (op == "Transpose" && dims.size() == 2 && intsAttribute(node, "perm") == std::vector<std::int64_t>{1, 0}) {
+      Values out;
+      for (std::int64_t c = 0; c < dims[1]; ++c)
+        for (std::int64_t r = 0; r < dims[0]; ++r) out.push_back(in[0][static_cast<std::size_t>(r * dims[1] + c)]);
+      dims_[node.output(0)] = {dims[1], dims[0]};
+      return out;
+    }
+    // Slice(x, [-1], [-big], axes [0], steps [-1]): the rows reversed.
+    if (op == "Slice" && in.size() == 5 && in[1] == Values{-1} && in[2].size() == 1 && in[2][0] <= -dims[0] - 1 &&
+        in[3] == Values{0} && in[4] == Values{-1}) {
+      const std::int64_t width = dims.size() == 2 ? dims[1] : 1;
+      Values out;
+      for (std::int64_t r = dims[0] - 1; r >= 0; --r)
+        for (std::int64_t c = 0; c < width; ++c) out.push_back(in[0][static_cast<std::size_t>(r * width + c)]);
+      dims_[node.output(0)] = dims;
+      return out;
+    }
     return std::nullopt;
   }
 
@@ -105,9 +154,11 @@ class Plumbing {
     for (std::size_t i = 0; i < out.size(); ++i) {
       const std::int64_t x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
       std::int64_t r = 0;
-      if (op == "Div") {
-        if (y == 0) return std::nullopt;
-        r = x / y;
+      if (op == "Div" || op == "Mod") {
+        if (y == 0 || (x == std::numeric_limits<std::int64_t>::min() && y == -1)) return std::nullopt;
+        // ONNX's integer Mod (fmod 0) takes the divisor's sign, as Python's %.
+        r = op == "Div" ? x / y : x % y;
+        if (op == "Mod" && r != 0 && (r < 0) != (y < 0)) r += y;
       } else if (op == "Add"   ? __builtin_add_overflow(x, y, &r)
                  : op == "Sub" ? __builtin_sub_overflow(x, y, &r)
                                : __builtin_mul_overflow(x, y, &r)) {
@@ -122,6 +173,8 @@ class Plumbing {
   const std::map<std::string, Shape>& shapes_;
   std::map<std::string, int> producer_;
   std::map<std::string, const onnx::TensorProto*> initializers_;
+  std::map<std::string, std::optional<Values>> cache_;
+  std::map<std::string, Shape> dims_;  // the 2-D values of the pad plumbing
 };
 
 bool knownOutput(const std::map<std::string, Shape>& shapes, const onnx::NodeProto& node) {
@@ -131,7 +184,7 @@ bool knownOutput(const std::map<std::string, Shape>& shapes, const onnx::NodePro
 }  // namespace
 
 bool foldShapePlumbing(onnx::GraphProto& graph, const std::map<std::string, Shape>& shapes) {
-  static const std::set<std::string> ops = {"Reshape", "Expand", "Range", "Slice", "ConstantOfShape", "Tile"};
+  static const std::set<std::string> ops = {"Reshape", "Expand", "Range", "Slice", "ConstantOfShape", "Tile", "Pad"};
   Plumbing plumbing(graph, shapes);
   std::vector<std::pair<int, int>> targets;
   std::vector<Values> values;
