@@ -195,6 +195,20 @@ TEST(OnnxTransformer, SizesComeFromBatchAndDim) {
   EXPECT_TRUE(importOnnxFile(kFolder + "gpt_small_op17.onnx", tokens(1, 1)).isOk());
 }
 
+TEST(OnnxTransformer, SymbolicDimensionsBesidesTheBatchAreListedByName) {
+  // What the explorer shows one field for: the inputs' symbolic names, the batch (first) excepted.
+  auto gpt = onnxSymbolicDimensions(kFolder + "gpt_small_op17.onnx");
+  ASSERT_TRUE(gpt.isOk()) << gpt.status().message();
+  EXPECT_EQ(*gpt, std::vector<std::string>{"sequence"});  // idx and targets share it: once
+  auto vit = onnxSymbolicDimensions(kFolder + "vit_small_op16.onnx");  // [batch, 3, 32, 32]
+  ASSERT_TRUE(vit.isOk()) << vit.status().message();
+  EXPECT_TRUE(vit->empty());
+  auto cnn = onnxSymbolicDimensions(std::string(REMAT_TEST_DATA_DIR) + "/onnx/resnet18_train_op17_dynamic.onnx");
+  ASSERT_TRUE(cnn.isOk()) << cnn.status().message();
+  EXPECT_TRUE(cnn->empty());
+  expectRefused(onnxSymbolicDimensions(kFolder + "missing.onnx").status(), {"missing.onnx"});
+}
+
 TEST(OnnxTransformer, DimensionOptionIsNameEqualsWholeNumber) {
   auto ok = parseOnnxDimension("sequence=2048");
   ASSERT_TRUE(ok.isOk());
