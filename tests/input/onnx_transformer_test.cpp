@@ -199,7 +199,7 @@ TEST(OnnxTransformer, SymbolicDimensionsBesidesTheBatchAreListedByName) {
   // What the explorer shows one field for: the inputs' symbolic names, the batch (first) excepted.
   auto gpt = onnxSymbolicDimensions(kFolder + "gpt_small_op17.onnx");
   ASSERT_TRUE(gpt.isOk()) << gpt.status().message();
-  EXPECT_EQ(*gpt, std::vector<std::string>{"sequence"});  // idx and targets share it: once
+  EXPECT_EQ(*gpt, std::vector<std::string>{"sequence"});               // idx and targets share it: once
   auto vit = onnxSymbolicDimensions(kFolder + "vit_small_op16.onnx");  // [batch, 3, 32, 32]
   ASSERT_TRUE(vit.isOk()) << vit.status().message();
   EXPECT_TRUE(vit->empty());

@@ -13,6 +13,7 @@
 #include <QUndoStack>
 
 #include "document/document.hpp"
+#include "views/import_bar.hpp"
 #include "views/planner_picker.hpp"
 #include "views/step_bar.hpp"
 #include "views/zoo_bar.hpp"
@@ -129,6 +130,15 @@ void MainWindow::buildOnnxBatchField(QToolBar* bar) {
          "fixed one ('as exported' keeps the model's own)"));
   bar->addWidget(onnxBatch_);
   connect(onnxBatch_, &QSpinBox::valueChanged, files_, &FileController::onnxBatchChanged);
+  importBar_ = new ImportBar(bar);
+  importBar_->setObjectName(QStringLiteral("importBar"));
+  importBarAction_ = bar->addWidget(importBar_);
+  importBarAction_->setVisible(false);
+  connect(importBar_, &ImportBar::changed, files_, &FileController::importFieldsChanged);
+}
+
+void MainWindow::showImportBar(bool shown) {
+  if (importBarAction_) importBarAction_->setVisible(shown);
 }
 
 void MainWindow::buildStepBar(QToolBar* bar) {

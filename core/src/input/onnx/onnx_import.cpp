@@ -1,8 +1,8 @@
 // The importer's entry points: parse the ModelProto, read its interface, walk the nodes in order
 // (constant plumbing is evaluated, data ops converted), cut the result into a chain and check it
 // against the chain's own shape inference.
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
