@@ -67,6 +67,14 @@ TEST_F(OnnxDimsTest, TheCommandLinesDimOpensTheModelAndPrefillsItsField) {
   ASSERT_NE(sequenceField(), nullptr);
   EXPECT_EQ(sequenceField()->value(), 8);
   EXPECT_TRUE(asked_.isEmpty());
+  // At 1,024 x 700 too the field is on a toolbar row, inside the window, not in the overflow menu.
+  window_.resize(1024, 700);
+  EXPECT_TRUE(QTest::qWaitFor(
+      [this]() {
+        const QRect field(sequenceField()->mapTo(&window_, QPoint(0, 0)), sequenceField()->size());
+        return sequenceField()->isVisible() && window_.rect().contains(field);
+      },
+      5000));
   // A zoo model has no import bar.
   ASSERT_TRUE(window_.files()->loadZoo(QStringLiteral("resnet18"), ZooOptions{.batch = 2, .resolution = 64}).isOk());
   EXPECT_TRUE(QTest::qWaitFor([this]() { return !window_.importBar()->isVisible(); }, 5000));
@@ -131,14 +139,23 @@ TEST_F(OnnxDimsTest, AChainWithEditsIsNotReplaced) {
 }
 
 TEST_F(OnnxDimsTest, AMissingSizeIsAskedForByName) {
-  window_.onnxBatch()->setValue(2);
-  answer_ = 6;
-  window_.files()->openChainAfterAsking(kGpt);
-  ASSERT_EQ(asked_.size(), 1);
-  EXPECT_TRUE(asked_.front().contains(QStringLiteral("'sequence'"))) << asked_.front().toStdString();
+  window_.onnxBatch()->setValue(0);
+  answer_ = 3;
+  window_.files()->openChainAfterAsking(kGpt);  // neither the batch nor the sequence given
+  ASSERT_EQ(asked_.size(), 2);
+  EXPECT_TRUE(asked_[0].contains(QStringLiteral("batch"))) << asked_[0].toStdString();
+  EXPECT_TRUE(asked_[1].contains(QStringLiteral("'sequence'"))) << asked_[1].toStdString();
   ASSERT_TRUE(window_.document()->hasChain()) << message().toStdString();
-  EXPECT_EQ(shown(), (Shape{2, 6}));
-  EXPECT_EQ(sequenceField()->value(), 6);
+  EXPECT_EQ(shown(), (Shape{3, 3}));
+  EXPECT_EQ(window_.onnxBatch()->value(), 3);
+  EXPECT_EQ(sequenceField()->value(), 3);
+  // Cancelled: the importer's message stays.
+  answer_.reset();
+  sequenceField()->setValue(0);
+  ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
+  window_.files()->openChainAfterAsking(kGpt);
+  EXPECT_EQ(asked_.size(), 3);
+  EXPECT_TRUE(message().contains(QStringLiteral("give its size with --dim sequence=N"))) << message().toStdString();
 }
 
 TEST_F(OnnxDimsTest, TheAttentionBoxImportsTheMathRuleAndIsOffWithoutAttention) {

@@ -18,11 +18,13 @@ const QString kMath = QStringLiteral("math");
 
 ImportBar::ImportBar(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setContentsMargins(8, 0, 0, 0);  // apart from the ONNX batch field before it
   layout->setSpacing(4);
   fieldsLayout_ = new QHBoxLayout();
   fieldsLayout_->setSpacing(4);
   layout->addLayout(fieldsLayout_);
+  attentionLabel_ = new QLabel(tr("attention:"), this);
+  layout->addWidget(attentionLabel_);
   attention_ = new QComboBox(this);
   attention_->setObjectName(QStringLiteral("onnxAttention"));
   attention_->addItems({kFused, kMath});
@@ -45,6 +47,9 @@ void ImportBar::setDimensions(const QStringList& names, const QHash<QString, std
       // S x S that overflows) is the importer's to refuse, with its message.
       box->setRange(0, std::numeric_limits<int>::max());
       box->setSpecialValueText(QStringLiteral("?"));
+      box->setGroupSeparatorShown(true);  // 2,048 tokens, and a huge size reads as one
+      box->setMinimumWidth(box->fontMetrics().horizontalAdvance(QStringLiteral("000,000")) + 32);
+      box->setMaximumWidth(box->minimumWidth());  // not as wide as 2^31 - 1: the bar fits a 1,024 px row
       box->setToolTip(tr("The model's symbolic dimension '%1' (--dim %1=N): changing it imports the model again. "
                          "For token ids [batch, sequence], the sequence length in tokens")
                           .arg(name));
@@ -82,10 +87,12 @@ QSpinBox* ImportBar::field(const QString& name) const {
 
 void ImportBar::setAttentionEnabled(bool enabled, const QString& whyNot) {
   attention_->setEnabled(enabled);
+  attentionLabel_->setEnabled(enabled);
   attention_->setToolTip(enabled ? tr("The attention rule of the model's transformer layers (--attention): fused "
                                       "(PyTorch 2's scaled_dot_product_attention keeps no S x S tensor) or math (the "
                                       "softmax probabilities kept, as the exported graph computes it)")
                                  : whyNot);
+  attentionLabel_->setToolTip(attention_->toolTip());
 }
 
 bool ImportBar::fusedAttention() const { return attention_->currentText() == kFused; }

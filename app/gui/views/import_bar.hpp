@@ -49,6 +49,7 @@ class ImportBar : public QWidget {
   QHBoxLayout* fieldsLayout_;
   QList<QPair<QString, QSpinBox*>> fields_;
   QList<QLabel*> labels_;
+  QLabel* attentionLabel_;
   QComboBox* attention_;
 };
 

@@ -309,7 +309,10 @@ Status FileController::openChainAskingForBatch(const QString& path) {
     const std::string& message = opened.message();
     QSpinBox* field = nullptr;
     QString what;
-    if (window_->onnxBatch()->value() == 0 && message.find("the batch dimension is symbolic") != std::string::npos) {
+    // A CNN's importer and a transformer's word it differently.
+    const bool wantsBatch = message.find("the batch dimension is symbolic") != std::string::npos ||
+                            message.find("give its size with --batch N") != std::string::npos;
+    if (window_->onnxBatch()->value() == 0 && wantsBatch) {
       field = window_->onnxBatch();
       what = tr("a symbolic batch dimension.\nImport it at batch:");
     }

@@ -1,7 +1,8 @@
 #pragma once
 // The main window's files: open a chain source (chain file, ONNX model, built-in example, zoo
-// model, a new chain), save it, open a measured timeline, drops, the recent files and the ONNX
-// batch field's re-import. Chains come through the use case (usecases/chain_source.hpp).
+// model, a new chain), save it, open a measured timeline, drops, the recent files, the ONNX
+// batch field's re-import and the import bar's (an imported transformer's sizes and attention rule,
+// re-imported in the background on JobChannel::Import). Chains come through the use case (usecases/chain_source.hpp).
 #include <QString>
 #include <QStringList>
 

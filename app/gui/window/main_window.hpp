@@ -125,6 +125,7 @@ class MainWindow : public QMainWindow {
   ZooBar* zooBar_;
   QToolBar* mainToolBar_ = nullptr;
   QToolBar* zooToolBar_ = nullptr;
+  QToolBar* onnxToolBar_ = nullptr;  // the ONNX batch and the import bar
   QToolBar* stepToolBar_ = nullptr;
   QSpinBox* onnxBatch_;
   ImportBar* importBar_ = nullptr;
