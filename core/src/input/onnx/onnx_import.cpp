@@ -270,9 +270,13 @@ Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptio
   return importParsed(model, path, options);
 }
 
-Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path) {
-  onnx::ModelProto model;
-  REMAT_RETURN_IF_ERROR(readModelFile(path, model));
+namespace {
+
+// What onnxSymbolicDimensions lists, bounded: a hostile model's names become the explorer's fields.
+constexpr std::size_t kMaxSymbolicDimensions = 16;
+constexpr std::size_t kMaxDimensionNameChars = 64;
+
+Result<std::vector<std::string>> symbolicDimensions(const onnx::ModelProto& model, const std::string& source) {
   std::vector<std::string> names;
   // Only a transformer's inputs may have symbolic dimensions besides the batch (import.md).
   if (!model.has_graph() || !onnx_import::isTransformerGraph(model.graph())) return names;
@@ -285,10 +289,33 @@ Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path)
     for (int i = 1; i < dims.size(); ++i) {
       const std::string& name = dims[i].dim_param();
       if (dims[i].has_dim_value() || name.empty() || batches.count(name)) continue;
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+      const bool control = std::any_of(name.begin(), name.end(), [](unsigned char c) { return c < 0x20 || c == 0x7F; });
+      if (name.size() > kMaxDimensionNameChars || control)
+        return Status::invalid(source + ": input " + quoteText(input.name(), 40) + ", dimension " + std::to_string(i) +
+                               ": the symbolic name " + quoteText(name, 40) + " is not a field's name (at most " +
+                               std::to_string(kMaxDimensionNameChars) + " printable characters)");
+      if (names.size() == kMaxSymbolicDimensions)
+        return Status::invalid(source + ": more than " + std::to_string(kMaxSymbolicDimensions) +
+                               " symbolic input dimensions besides the batch");
+      names.push_back(name);
     }
   }
   return names;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path) {
+  onnx::ModelProto model;
+  REMAT_RETURN_IF_ERROR(readModelFile(path, model));
+  return symbolicDimensions(model, path);
+}
+
+Result<std::vector<std::string>> onnxSymbolicDimensionsOf(const std::string& bytes, const std::string& source) {
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes)) return Status::invalid(source + kNotParsed);
+  return symbolicDimensions(model, source);
 }
 
 }  // namespace remat

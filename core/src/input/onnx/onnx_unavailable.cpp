@@ -23,4 +23,8 @@ Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptio
 
 Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path) { return unavailable(path); }
 
+Result<std::vector<std::string>> onnxSymbolicDimensionsOf(const std::string&, const std::string& source) {
+  return unavailable(source);
+}
+
 }  // namespace remat
