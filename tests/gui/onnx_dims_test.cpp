@@ -140,6 +140,10 @@ TEST_F(OnnxDimsTest, AChainWithEditsIsNotReplaced) {
 
 TEST_F(OnnxDimsTest, AMissingSizeIsAskedForByName) {
   window_.onnxBatch()->setValue(0);
+  ASSERT_FALSE(window_.files()->openChainFile(kGpt).isOk());  // nothing asked: the message names the field
+  EXPECT_TRUE(
+      message().contains(QStringLiteral("give its size with --batch N (the 'ONNX batch' field in the tool bar")))
+      << message().toStdString();
   answer_ = 3;
   window_.files()->openChainAfterAsking(kGpt);  // neither the batch nor the sequence given
   ASSERT_EQ(asked_.size(), 2);

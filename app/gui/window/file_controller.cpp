@@ -53,7 +53,8 @@ Result<Chain> openChainPath(const QString& path, const ChainSourceOptions& optio
   if (chain || !onnx) return chain;
   // The importer names the option; the explorer's field for it is in the tool bar.
   const std::string& message = chain.status().message();
-  if (options.batch == 0 && message.find("the batch dimension is symbolic") != std::string::npos)
+  if (options.batch == 0 && (message.find("the batch dimension is symbolic") != std::string::npos ||
+                             message.find("give its size with --batch N") != std::string::npos))
     return Status(chain.status().code(), message + " (the 'ONNX batch' field in the tool bar sets the batch)");
   for (const auto& [name, size] : options.dims)
     if (message.find("--dim " + name + "=N") != std::string::npos)
