@@ -54,6 +54,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A transformer's token ids [batch, sequence] (tests/data/onnx/transformer) also need their sequence.
   remat::OnnxImportOptions options{.batch = 2};
   if (bytes.find("sequence") != std::string::npos) options.dims = {{"sequence", 16}};
+  // The names the explorer makes its dimension fields of: bounded, or a placed refusal.
+  auto dims = remat::onnxSymbolicDimensionsOf(bytes, kSource);
+  if (dims) {
+    if (dims->size() > 16) remat::fuzz::fail("more than 16 dimension names", std::to_string(dims->size()));
+    for (const std::string& name : *dims) {
+      if (name.empty() || name.size() > 64) remat::fuzz::fail("a dimension name empty or too long", name);
+      for (unsigned char c : name)
+        if (c < 0x20 || c == 0x7F) remat::fuzz::fail("a dimension name holds a control character", name);
+    }
+  } else {
+    remat::fuzz::checkMessage(dims.status().message(), kSource);
+  }
   auto imported = remat::importOnnxModel(bytes, kSource, options);
   if (imported) {
     checkImported(*imported);

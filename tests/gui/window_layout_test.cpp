@@ -101,6 +101,7 @@ TEST_F(WindowLayoutTest, ANarrowWindowPutsTheZooBarOnItsOwnRowAndAWideOneOnTheSa
   EXPECT_TRUE(window_.toolBarsOnTwoRows());
   expectAllVisible(window_, "mainToolBar");
   expectAllVisible(window_, "zooToolBar");
+  expectAllVisible(window_, "onnxToolBar");
   expectAllVisible(window_, "stepToolBar");
 }
 

@@ -195,6 +195,34 @@ TEST(OnnxTransformer, SizesComeFromBatchAndDim) {
   EXPECT_TRUE(importOnnxFile(kFolder + "gpt_small_op17.onnx", tokens(1, 1)).isOk());
 }
 
+TEST(OnnxTransformer, SymbolicDimensionsBesidesTheBatchAreListedByName) {
+  // What the explorer shows one field for: the inputs' symbolic names, the batch (first) excepted.
+  auto gpt = onnxSymbolicDimensions(kFolder + "gpt_small_op17.onnx");
+  ASSERT_TRUE(gpt.isOk()) << gpt.status().message();
+  EXPECT_EQ(*gpt, std::vector<std::string>{"sequence"});               // idx and targets share it: once
+  auto vit = onnxSymbolicDimensions(kFolder + "vit_small_op16.onnx");  // [batch, 3, 32, 32]
+  ASSERT_TRUE(vit.isOk()) << vit.status().message();
+  EXPECT_TRUE(vit->empty());
+  auto cnn = onnxSymbolicDimensions(std::string(REMAT_TEST_DATA_DIR) + "/onnx/resnet18_train_op17_dynamic.onnx");
+  ASSERT_TRUE(cnn.isOk()) << cnn.status().message();
+  EXPECT_TRUE(cnn->empty());
+  // A hostile model's names are bounded: they become the explorer's fields.
+  std::ifstream in(kFolder + "gpt_small_op17.onnx", std::ios::binary);
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromIstream(&in));
+  auto& idx = *model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  idx.mutable_dim(1)->set_dim_param(std::string(65, 's'));
+  expectRefused(onnxSymbolicDimensionsOf(model.SerializeAsString(), "hostile.onnx").status(),
+                {"hostile.onnx: input 'idx', dimension 1: the symbolic name", "at most 64 printable characters"});
+  idx.mutable_dim(1)->set_dim_param("se\nq");
+  expectRefused(onnxSymbolicDimensionsOf(model.SerializeAsString(), "hostile.onnx").status(), {"printable"});
+  expectRefused(onnxSymbolicDimensionsOf("not a model", "junk.onnx").status(), {"junk.onnx: not an ONNX model"});
+  auto missing = onnxSymbolicDimensions(kFolder + "missing.onnx");  // read as importOnnxFile reads
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.status().message().find("missing.onnx: cannot open"), std::string::npos)
+      << missing.status().message();
+}
+
 TEST(OnnxTransformer, DimensionOptionIsNameEqualsWholeNumber) {
   auto ok = parseOnnxDimension("sequence=2048");
   ASSERT_TRUE(ok.isOk());

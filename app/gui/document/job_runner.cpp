@@ -13,6 +13,7 @@ QString jobChannelName(JobChannel channel) {
     case JobChannel::Compare: return QStringLiteral("compare");
     case JobChannel::Run: return QStringLiteral("run");
     case JobChannel::Tradeoff: return QStringLiteral("trade-off");
+    case JobChannel::Import: return QStringLiteral("import");
   }
   return QStringLiteral("?");
 }

@@ -15,11 +15,12 @@
 namespace remat::gui {
 
 // What a job computes: one job per channel runs at a time.
-enum class JobChannel { Plan, Compare, Run, Tradeoff };
-inline constexpr std::array<JobChannel, 4> kJobChannels = {JobChannel::Plan, JobChannel::Compare, JobChannel::Run,
-                                                           JobChannel::Tradeoff};
+// Import: an ONNX model imported again at the tool bar's sizes (its dimension fields, its attention).
+enum class JobChannel { Plan, Compare, Run, Tradeoff, Import };
+inline constexpr std::array<JobChannel, 5> kJobChannels = {JobChannel::Plan, JobChannel::Compare, JobChannel::Run,
+                                                           JobChannel::Tradeoff, JobChannel::Import};
 
-// "plan", "compare", "run", "trade-off": the channel in messages.
+// "plan", "compare", "run", "trade-off", "import": the channel in messages.
 QString jobChannelName(JobChannel channel);
 
 class JobRunner : public QObject {

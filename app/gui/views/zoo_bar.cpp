@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
+#include <algorithm>
 
 namespace remat::gui {
 namespace {
@@ -19,6 +20,14 @@ bool isTokenModel(const QString& name) {
 int contextOf(const QString& name) {
   auto spec = zooChain(name.toStdString(), ZooOptions{.batch = 1});
   return spec && spec->input.shape.size() == 2 ? static_cast<int>(spec->input.shape[1]) : 1024;
+}
+
+// Whether the model has layers with an attention rule (transformer_block: GPT-2, BERT, ViT). Swin's
+// window attention has no rule to pick (memory-model.md section 12.6).
+bool hasAttentionRule(const QString& name) {
+  auto spec = zooChain(name.toStdString(), ZooOptions{.batch = 1});
+  return spec && std::any_of(spec->layers.begin(), spec->layers.end(),
+                             [](const LayerSpec& layer) { return layer.kind == LayerKind::TransformerBlock; });
 }
 
 }  // namespace
@@ -48,10 +57,8 @@ ZooBar::ZooBar(QWidget* parent) : QWidget(parent) {
   resolution_->setSuffix(tr(" px"));
   resolution_->setToolTip(tr("Input resolution (height = width)"));
   attention_ = new QComboBox(this);
+  attention_->setObjectName(QStringLiteral("zooAttention"));
   attention_->addItems({QStringLiteral("fused"), QStringLiteral("math")});
-  attention_->setToolTip(
-      tr("Transformers' attention: fused (PyTorch 2's scaled_dot_product_attention keeps no S x S tensor) or math "
-         "(the softmax probabilities kept, as an exported graph runs it)"));
   auto* load = new QPushButton(QIcon(QStringLiteral(":/icons/zoo.svg")), tr("Load"), this);
   load->setToolTip(tr("Load the model as a new chain"));
   layout->addWidget(new QLabel(tr("Zoo:"), this));
@@ -100,7 +107,13 @@ void ZooBar::setOptions(const ZooOptions& options) {
 // context), a resolution for the others; the attention rule matters only to the transformers.
 void ZooBar::modelChanged() {
   const bool tokens = isTokenModel(modelName());
-  attention_->setEnabled(tokens || modelName().startsWith(QStringLiteral("vit")));
+  const bool attention = hasAttentionRule(modelName());
+  attention_->setEnabled(attention);
+  attention_->setToolTip(
+      attention ? tr("Transformers' attention (--attention): fused (PyTorch 2's scaled_dot_product_attention keeps no "
+                     "S x S tensor) or math (the softmax probabilities kept, as an exported graph runs it)")
+                : tr("%1 has no attention layer with a rule to pick (transformer_block: gpt2, bert_base, vit_b_16)")
+                      .arg(modelName()));
   if (tokens == sequenceField_) return;
   sequenceField_ = tokens;
   resolution_->setSuffix(tokens ? tr(" tokens") : tr(" px"));

@@ -21,6 +21,8 @@ class ZooBar : public QWidget {
   ZooOptions options() const;
   bool setModelName(const QString& name);
   void setOptions(const ZooOptions& options);
+  QSpinBox* sizeField() const { return resolution_; }  // a resolution, or a token model's sequence length
+  QComboBox* attentionBox() const { return attention_; }
 
  signals:
   void loadRequested(const QString& name, const ZooOptions& options);

@@ -15,9 +15,11 @@
 #include "common/units.hpp"
 #include "document/document.hpp"
 #include "document/job_runner.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/precision.hpp"
 #include "remat/model/random_chain.hpp"
+#include "views/import_bar.hpp"
 #include "views/plan_view.hpp"
 #include "views/planner_picker.hpp"
 #include "views/step_bar.hpp"
@@ -45,6 +47,17 @@ struct OptionSpecs {
                                  QStringLiteral("B"), QStringLiteral("64")};
   const QCommandLineOption resolution{QStringLiteral("resolution"), QStringLiteral("Zoo input resolution (224)."),
                                       QStringLiteral("R"), QStringLiteral("224")};
+  const QCommandLineOption sequence{
+      QStringLiteral("sequence"),
+      QStringLiteral("Sequence length of a zoo token model (gpt2, bert_base; its context)."), QStringLiteral("S")};
+  const QCommandLineOption dim{QStringLiteral("dim"),
+                               QStringLiteral("A symbolic dimension of an ONNX transformer's inputs by name, e.g. "
+                                              "sequence=2048 (repeatable; the batch is --batch's)."),
+                               QStringLiteral("NAME=V")};
+  const QCommandLineOption attention{
+      QStringLiteral("attention"),
+      QStringLiteral("The transformers' attention rule: fused (PyTorch 2's scaled_dot_product_attention) or math."),
+      QStringLiteral("fused|math"), QStringLiteral("fused")};
   const QCommandLineOption dtype{
       QStringLiteral("dtype"),
       QStringLiteral("The same as --precision fp32, fp16 or bf16: float32, float16, bfloat16."), QStringLiteral("T"),
@@ -92,8 +105,8 @@ struct OptionSpecs {
                                    QStringLiteral("N")};
 
   QList<QCommandLineOption> all() const {
-    return {chain,   zoo,      batch, resolution, dtype,      optimizer, foreach,   grads,  precision,
-            planner, timeline, tab,   capacity,   screenshot, size,      measureOn, measure};
+    return {chain, zoo,       batch,   resolution, sequence, dim,      attention,  dtype, optimizer, foreach,
+            grads, precision, planner, timeline,   tab,      capacity, screenshot, size,  measureOn, measure};
   }
 };
 
@@ -113,6 +126,34 @@ Status readDTypeAlias(const QCommandLineParser& parser, const OptionSpecs& specs
   return Status::ok();
 }
 
+// A transformer's sizes and attention rule: --sequence (a zoo token model), --dim NAME=V (an ONNX
+// model's symbolic dimensions, as `remat`'s), --attention.
+Status readTransformerSizes(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
+  const QString attention = parser.value(specs.attention);
+  if (attention != QStringLiteral("fused") && attention != QStringLiteral("math"))
+    return Status::invalid("--attention must be 'fused' or 'math', not '" + attention.toStdString() + "'");
+  options.zoo.fusedAttention = attention == QStringLiteral("fused");
+  if (parser.isSet(specs.sequence)) {
+    bool ok = false;
+    options.zoo.sequence = parser.value(specs.sequence).toLongLong(&ok);
+    if (!ok || options.zoo.sequence < 1) return Status::invalid("--sequence must be a positive integer");
+    if (!options.chainPath.isEmpty())
+      return Status::invalid(
+          "--sequence is a zoo token model's (--zoo gpt2); an ONNX model's sequence is --dim "
+          "NAME=V, by the name its inputs give it (--dim sequence=2048)");
+  }
+  for (const QString& text : parser.values(specs.dim)) {
+    Result<std::pair<std::string, std::int64_t>> dim = parseOnnxDimension(text.toStdString());
+    if (!dim) return dim.status();
+    options.dims.push_back(std::move(dim).value());
+  }
+  if (!options.dims.empty() && !options.zooName.isEmpty())
+    return Status::invalid(
+        "--dim sets an ONNX model's symbolic dimensions (--chain model.onnx); a zoo token model's "
+        "sequence is --sequence");
+  return Status::ok();
+}
+
 // What to load: a chain file or a zoo model with its batch and resolution, and the step.
 Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, AppOptions& options) {
   options.chainPath = parser.value(specs.chain);
@@ -125,6 +166,7 @@ Status readSource(const QCommandLineParser& parser, const OptionSpecs& specs, Ap
   options.batchGiven = parser.isSet(specs.batch);
   options.zoo.resolution = parser.value(specs.resolution).toLongLong(&ok);
   if (!ok || options.zoo.resolution < 1) return Status::invalid("--resolution must be a positive integer");
+  REMAT_RETURN_IF_ERROR(readTransformerSizes(parser, specs, options));
   auto optimizer = parseOptimizer(parser.value(specs.optimizer).toStdString());
   if (!optimizer) return optimizer.status().withContext("--optimizer");
   auto foreach = parseForeach(parser.value(specs.foreach).toStdString());
@@ -206,16 +248,32 @@ Result<AppOptions> parseAppOptions(const QStringList& args) {
 
 namespace {
 
-// --chain: an ONNX model at --batch; without one, a symbolic batch is asked for in a window (not
-// for --screenshot, which nobody answers: there the importer's message is the answer).
+// --chain: an ONNX model at --batch and --dim; without them, a symbolic batch or dimension is asked
+// for in a window (not for --screenshot, which nobody answers: there the importer's message is the
+// answer). A --dim name the model's inputs do not have is an error, as on the command line.
 Status openChainOption(MainWindow& window, const AppOptions& options) {
   if (options.batchGiven) {
     const QSignalBlocker blocker(window.onnxBatch());
     window.onnxBatch()->setValue(
         static_cast<int>(std::min<std::int64_t>(options.zoo.batch, window.onnxBatch()->maximum())));
   }
-  if (!options.screenshotPath.isEmpty()) return window.files()->openChainFile(options.chainPath);
-  return window.files()->openChainAskingForBatch(options.chainPath);
+  QStringList names;
+  QHash<QString, std::int64_t> sizes;
+  for (const auto& [name, size] : options.dims) {
+    names << QString::fromStdString(name);
+    sizes.insert(names.back(), size);
+  }
+  window.importBar()->setDimensions(names, sizes);  // the model's own fields keep these sizes
+  window.importBar()->setFusedAttention(options.zoo.fusedAttention);
+  const Status opened = options.screenshotPath.isEmpty() ? window.files()->openChainAskingForBatch(options.chainPath)
+                                                         : window.files()->openChainFile(options.chainPath);
+  const QStringList known = window.importBar()->dimensionNames();
+  for (const QString& name : names)
+    if (!known.contains(name))
+      return window.report(Status::invalid(options.chainPath.toStdString() + ": --dim '" + name.toStdString() +
+                                           "': no input dimension has that name (the symbolic ones: '" +
+                                           known.join(QStringLiteral("', '")).toStdString() + "')"));
+  return opened;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
 // The explorer's command line:
-//   remat-explorer [--chain FILE [--batch B] | --zoo NAME [--batch B] [--resolution R] [--dtype T]]
+//   remat-explorer [--chain FILE [--batch B] [--dim NAME=V]... | --zoo NAME [--batch B] [--resolution R]
+//                  [--sequence S] [--dtype T]] [--attention fused|math]
 //                  [--optimizer NAME] [--foreach on|off] [--grads static|on-backward]
 //                  [--planner NAME] [--timeline FILE] [--tab plan|compare] [--capacity GIB]
 //                  [--size WxH] [--measure cpu|gpu] [--screenshot OUT.png]
@@ -11,6 +12,10 @@
 #include <QSize>
 #include <QString>
 #include <QStringList>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "remat/base/status.hpp"
 #include "remat/model/step_options.hpp"
@@ -23,9 +28,11 @@ class MainWindow;
 struct AppOptions {
   QString chainPath;
   QString zooName;
-  ZooOptions zoo;
+  ZooOptions zoo;           // its fusedAttention is --attention, for ONNX models too
   bool batchGiven = false;  // --batch: also the batch an ONNX model (--chain model.onnx) is imported at
-  StepOptions step;         // --optimizer, --foreach, --grads (the command line's defaults)
+  // --dim NAME=V: an ONNX model's symbolic dimensions (zoo.sequence is --sequence, for zoo models).
+  std::vector<std::pair<std::string, std::int64_t>> dims;
+  StepOptions step;  // --optimizer, --foreach, --grads (the command line's defaults)
   QString planner;
   QString timelinePath;
   QString tab = QStringLiteral("plan");

@@ -9,14 +9,17 @@
 #include <algorithm>
 
 #include "document/document.hpp"
+#include "document/job_runner.hpp"
 #include "document/timeline_files.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/input/input_file.hpp"
 #include "remat/input/json_document.hpp"
+#include "remat/input/onnx/onnx_import.hpp"
 #include "remat/input/plan_file.hpp"
 #include "remat/model/precision.hpp"
 #include "remat/report/snapshot.hpp"
 #include "remat/usecases/chain_source.hpp"
+#include "views/import_bar.hpp"
 #include "views/zoo_bar.hpp"
 #include "window/main_window.hpp"
 #include "window/plan_controller.hpp"
@@ -37,20 +40,31 @@ bool isOnnxModel(const QString& path) {
   return !isBuiltIn(path) && chainSourceKind(path.toStdString()) == ChainSourceKind::OnnxModel;
 }
 
-// A chain file or an ONNX model at `batch` (0: as exported), through the use case the command line
-// uses; a built-in example from the resources.
-Result<Chain> openChainPath(const QString& path, int batch) {
+// A chain file or an ONNX model at the tool bar's sizes, through the use case the command line
+// uses; a built-in example from the resources. Safe on a worker thread (core only).
+Result<Chain> openChainPath(const QString& path, const ChainSourceOptions& options) {
   if (isBuiltIn(path)) {
     QFile file(path);
     if (!file.open(QIODevice::ReadOnly)) return Status::io("cannot read '" + path.toStdString() + "'");
     return parseChain(file.readAll().toStdString(), path.toStdString());
   }
   const bool onnx = isOnnxModel(path);
-  Result<Chain> chain = openChainSource(path.toStdString(), ChainSourceOptions{.batch = onnx ? batch : 0});
-  if (!chain && onnx && batch == 0)
-    return Status(chain.status().code(),
-                  chain.status().message() + " (the 'ONNX batch' field in the tool bar sets the batch)");
+  Result<Chain> chain = openChainSource(path.toStdString(), onnx ? options : ChainSourceOptions{});
+  if (chain || !onnx) return chain;
+  // The importer names the option; the explorer's field for it is in the tool bar.
+  const std::string& message = chain.status().message();
+  if (options.batch == 0 && (message.find("the batch dimension is symbolic") != std::string::npos ||
+                             message.find("give its size with --batch N") != std::string::npos))
+    return Status(chain.status().code(), message + " (the 'ONNX batch' field in the tool bar sets the batch)");
+  for (const auto& [name, size] : options.dims)
+    if (message.find("--dim " + name + "=N") != std::string::npos)
+      return Status(chain.status().code(), message + " (the '" + name + "' field in the tool bar sets it)");
   return chain;
+}
+
+bool hasAttentionRule(const Chain& chain) {
+  return std::any_of(chain.spec.layers.begin(), chain.spec.layers.end(),
+                     [](const LayerSpec& layer) { return layer.kind == LayerKind::TransformerBlock; });
 }
 
 // A small convolutional chain to start editing from.
@@ -99,14 +113,41 @@ FileController::FileController(MainWindow* window) : WindowController(window) {}
 
 void FileController::opened(const QString& onnxPath, const QString& message) {
   onnxPath_ = onnxPath;
+  window_->showImportBar(!onnxPath.isEmpty());
   window_->plans()->forgetPlanningTime();
   window_->showInfo(message);
   window_->plans()->planOpenedChain();
 }
 
+ChainSourceOptions FileController::importOptions() const {
+  const ImportBar* bar = window_->importBar();
+  return ChainSourceOptions{
+      .batch = window_->onnxBatch()->value(), .fusedAttention = bar->fusedAttention(), .dims = bar->dimensions()};
+}
+
+// A model other than the one the fields belong to: its own dimensions, keeping the sizes of the
+// names it shares with the fields (two exports of one model, or the command line's --dim).
+void FileController::prepareImportBar(const QString& path) {
+  if (path == importBarPath_) return;
+  importBarPath_ = path;
+  QHash<QString, std::int64_t> sizes;
+  for (const auto& [name, size] : window_->importBar()->dimensions()) sizes.insert(QString::fromStdString(name), size);
+  QStringList names;
+  if (auto listed = onnxSymbolicDimensions(path.toStdString()))
+    for (const std::string& name : *listed) names << QString::fromStdString(name);
+  window_->importBar()->setDimensions(names, sizes);
+  window_->showImportBar(true);
+}
+
 Status FileController::openChainFile(const QString& path) {
+  window_->jobs()->cancel(JobChannel::Import);  // an import in flight would replace this chain
   const bool onnx = isOnnxModel(path);
-  Result<Chain> chain = openChainPath(path, window_->onnxBatch()->value());
+  if (onnx) prepareImportBar(path);
+  return accept(path, openChainPath(path, importOptions()));
+}
+
+Status FileController::accept(const QString& path, Result<Chain> chain) {
+  const bool onnx = isOnnxModel(path);
   failedOnnxPath_ = onnx && !chain ? path : QString();
   if (!chain) return window_->report(chain.status());
   const QString name = QString::fromStdString(chain->name);
@@ -115,13 +156,48 @@ Status FileController::openChainFile(const QString& path) {
   document->resetChain(std::move(chain).value(), onnx || isBuiltIn(path) ? QString() : path);
   addRecentFile(path);
   const Chain& shown = document->chain();
-  opened(onnx ? path : QString(),
-         onnx ? tr("Imported %1: %2 layers, batch %3").arg(name).arg(shown.size()).arg(shown.inputShape.at(0))
-              : tr("Opened %1 (%2 layers)").arg(name).arg(shown.size()));
+  if (onnx) {
+    window_->importBar()->setAttentionEnabled(
+        hasAttentionRule(shown), tr("%1 has no attention layer (transformer_block): the rule applies to transformers")
+                                     .arg(QFileInfo(path).fileName()));
+  }
+  opened(onnx ? path : QString(), onnx ? tr("Imported %1: %2 layers, input %3")
+                                             .arg(name)
+                                             .arg(shown.size())
+                                             .arg(QString::fromStdString(shapeToString(shown.inputShape)))
+                                       : tr("Opened %1 (%2 layers)").arg(name).arg(shown.size()));
   return Status::ok();
 }
 
+void FileController::importFieldsChanged() {
+  // The model that just failed to open, else the one shown: import it again at the new sizes.
+  const QString path = failedOnnxPath_.isEmpty() ? onnxPath_ : failedOnnxPath_;
+  if (path.isEmpty() || path != importBarPath_) return;
+  if (!window_->document()->undoStack()->isClean()) {
+    window_->showInfo(tr("The new sizes apply when %1 is opened again (the chain has edits)").arg(path));
+    return;
+  }
+  const ChainSourceOptions options = importOptions();
+  QStringList sizes;
+  for (const auto& [name, size] : options.dims)
+    sizes << QStringLiteral("%1=%2").arg(QString::fromStdString(name)).arg(size);
+  sizes << (options.fusedAttention.value_or(true) ? tr("fused attention") : tr("math attention"));
+  // On the Import channel: a newer change drops this result (stale), so typing 2048 digit by digit
+  // shows 2048's chain, never 204's.
+  window_->jobs()->start<Result<Chain>>(
+      JobChannel::Import, tr("Importing %1 (%2)").arg(QFileInfo(path).fileName(), sizes.join(QStringLiteral(", "))),
+      [path, options](const JobRunner::Control&) { return openChainPath(path, options); },
+      [this, path](Result<Chain> chain) {
+        if (!window_->document()->undoStack()->isClean() && chain) {
+          window_->showInfo(tr("The import of %1 was not applied: the chain has edits since").arg(path));
+          return;
+        }
+        (void)accept(path, std::move(chain));
+      });
+}
+
 Status FileController::loadZoo(const QString& name, const ZooOptions& options) {
+  window_->jobs()->cancel(JobChannel::Import);  // an import in flight would replace this chain
   Result<Chain> built = openZooChain(name.toStdString(), options);
   if (!built) return window_->report(built.status());
   // A zoo model has no dtype of its own: the step bar's precision, pure or mixed, decides it.
@@ -130,15 +206,18 @@ Status FileController::loadZoo(const QString& name, const ZooOptions& options) {
   window_->document()->resetChain(std::move(chain).value(), QString());
   window_->zooBar()->setModelName(name);
   window_->zooBar()->setOptions(options);
-  opened(QString(), tr("Loaded %1: batch %2, %3 px, %4 layers")
+  const Chain& shown = window_->document()->chain();
+  const bool tokens = shown.inputShape.size() == 2;  // token ids [batch, sequence]
+  opened(QString(), tr("Loaded %1: batch %2, %3, %4 layers")
                         .arg(name)
                         .arg(options.batch)
-                        .arg(options.resolution)
-                        .arg(window_->document()->chain().size()));
+                        .arg(tokens ? tr("%1 tokens").arg(shown.inputShape[1]) : tr("%1 px").arg(options.resolution))
+                        .arg(shown.size()));
   return Status::ok();
 }
 
 Status FileController::newChain() {
+  window_->jobs()->cancel(JobChannel::Import);
   Result<Chain> chain = buildChain(starterSpec());
   if (!chain) return window_->report(chain.status());
   window_->document()->resetChain(std::move(chain).value(), QString());
@@ -214,8 +293,8 @@ void FileController::openDroppedFile(const QString& path) {
 }
 
 void FileController::onnxBatchChanged() {
-  // The model shown, or one that just failed to open (for want of a batch, say): open it again.
-  const QString path = onnxPath_.isEmpty() ? failedOnnxPath_ : onnxPath_;
+  // The model that just failed to open (for want of a batch, say), else the one shown: open it again.
+  const QString path = failedOnnxPath_.isEmpty() ? onnxPath_ : failedOnnxPath_;
   if (path.isEmpty()) return;
   if (!window_->document()->undoStack()->isClean()) {
     window_->showInfo(tr("The new batch applies when %1 is opened again (the chain has edits)").arg(path));
@@ -225,20 +304,37 @@ void FileController::onnxBatchChanged() {
 }
 
 Status FileController::openChainAskingForBatch(const QString& path) {
-  const Status opened = openChainFile(path);
-  // Core's importer says so when the batch dimension is symbolic and no batch was given.
-  const bool wantsBatch = !opened && isOnnxModel(path) && window_->onnxBatch()->value() == 0 &&
-                          opened.message().find("the batch dimension is symbolic") != std::string::npos;
-  if (!wantsBatch) return opened;
-  const std::optional<int> batch = window_->prompts().askInt(
-      window_, tr("Batch size"),
-      tr("%1 has a symbolic batch dimension.\nImport it at batch:").arg(QFileInfo(path).fileName()), 1);
-  if (!batch) return opened;
-  {
-    const QSignalBlocker blocker(window_->onnxBatch());  // one import, not two
-    window_->onnxBatch()->setValue(*batch);
+  Status opened = openChainFile(path);
+  // Core's importer says which size it wants: the batch, then each other symbolic dimension.
+  for (int asked = 0; !opened && isOnnxModel(path) && asked <= window_->importBar()->dimensionNames().size(); ++asked) {
+    const std::string& message = opened.message();
+    QSpinBox* field = nullptr;
+    QString what;
+    // A CNN's importer and a transformer's word it differently.
+    const bool wantsBatch = message.find("the batch dimension is symbolic") != std::string::npos ||
+                            message.find("give its size with --batch N") != std::string::npos;
+    if (window_->onnxBatch()->value() == 0 && wantsBatch) {
+      field = window_->onnxBatch();
+      what = tr("a symbolic batch dimension.\nImport it at batch:");
+    }
+    for (const QString& name : window_->importBar()->dimensionNames())
+      if (!field && message.find(("--dim " + name + "=N").toStdString()) != std::string::npos) {
+        field = window_->importBar()->field(name);
+        what = tr("a symbolic dimension '%1' (for token ids [batch, sequence], the sequence length).\nImport it at %1:")
+                   .arg(name);
+      }
+    if (!field) return opened;
+    const std::optional<int> size =
+        window_->prompts().askInt(window_, field == window_->onnxBatch() ? tr("Batch size") : tr("Dimension size"),
+                                  tr("%1 has %2").arg(QFileInfo(path).fileName(), what), 1);
+    if (!size) return opened;
+    {
+      const QSignalBlocker blocker(field);  // one import, not two
+      field->setValue(*size);
+    }
+    opened = openChainFile(path);
   }
-  return openChainFile(path);
+  return opened;
 }
 
 bool FileController::maySaveChanges() {

@@ -1,12 +1,14 @@
 #pragma once
 // The main window's files: open a chain source (chain file, ONNX model, built-in example, zoo
-// model, a new chain), save it, open a measured timeline, drops, the recent files and the ONNX
-// batch field's re-import. Chains come through the use case (usecases/chain_source.hpp).
+// model, a new chain), save it, open a measured timeline, drops, the recent files, the ONNX
+// batch field's re-import and the import bar's (an imported transformer's sizes and attention rule,
+// re-imported in the background on JobChannel::Import). Chains come through the use case (usecases/chain_source.hpp).
 #include <QString>
 #include <QStringList>
 
 #include "remat/base/status.hpp"
 #include "remat/model/zoo.hpp"
+#include "remat/usecases/chain_source.hpp"
 #include "window/controller.hpp"
 
 class QMenu;
@@ -31,6 +33,10 @@ class FileController : public WindowController {
   QStringList recentFiles() const;
   // The ONNX batch field changed: re-import the ONNX model shown, unless it has edits.
   void onnxBatchChanged();
+  // A dimension field or the attention box of the import bar changed: import the model again in the
+  // background (JobChannel::Import; a newer change drops an older result), unless it has edits. A
+  // size the importer refuses leaves the chain shown and its placed message in the message bar.
+  void importFieldsChanged();
 
   // Before a chain with unsaved edits is replaced or the window closes: Save (to its file, or where
   // the save dialog says), Discard or Cancel, through the window's prompts. True: go on.
@@ -51,11 +57,16 @@ class FileController : public WindowController {
  private:
   // The document holds a new chain: say so, remember where it came from, plan it.
   void opened(const QString& onnxPath, const QString& message);
+  // An opened or imported chain (or why not) for `path`: shown, or its error reported.
+  Status accept(const QString& path, Result<Chain> chain);
+  ChainSourceOptions importOptions() const;  // the ONNX batch field and the import bar
+  void prepareImportBar(const QString& path);
   void addRecentFile(const QString& path);
   void rebuildRecentMenu();
 
   QString onnxPath_;        // the ONNX model the document was imported from, while it is
   QString failedOnnxPath_;  // the ONNX model whose last open failed: the batch field retries it
+  QString importBarPath_;   // the ONNX model whose dimensions the import bar shows
   QMenu* recentMenu_ = nullptr;
 };
 

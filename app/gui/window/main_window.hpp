@@ -28,6 +28,7 @@ class CompareView;
 class Document;
 class ExportController;
 class FileController;
+class ImportBar;
 class JobRunner;
 class LayerPanel;
 class MeasureController;
@@ -62,6 +63,10 @@ class MainWindow : public QMainWindow {
   // The batch an opened ONNX model gets (0: as exported); changing it re-imports the model.
   QSpinBox* onnxBatch() const { return onnxBatch_; }
   ZooBar* zooBar() const { return zooBar_; }
+  // An imported transformer's dimension fields (`sequence`) and attention rule, after the ONNX
+  // batch field; shown while an ONNX model is open (or just failed to open).
+  ImportBar* importBar() const { return importBar_; }
+  void showImportBar(bool shown);
   StepBar* stepBar() const { return stepBar_; }
 
   // What the menus do, callable directly (tests, the command line). Errors are also shown.
@@ -120,8 +125,11 @@ class MainWindow : public QMainWindow {
   ZooBar* zooBar_;
   QToolBar* mainToolBar_ = nullptr;
   QToolBar* zooToolBar_ = nullptr;
+  QToolBar* onnxToolBar_ = nullptr;  // the ONNX batch and the import bar
   QToolBar* stepToolBar_ = nullptr;
   QSpinBox* onnxBatch_;
+  ImportBar* importBar_ = nullptr;
+  QAction* importBarAction_ = nullptr;  // the import bar's place in its toolbar (hidden without a model)
   StepBar* stepBar_ = nullptr;
   PlannerPicker* plannerPicker_;
   QLabel* statusText_;

@@ -1,8 +1,8 @@
-// MainWindow's toolbars: the main one (files, undo / redo, planner, measure), the zoo bar and the
-// step bar. Each joins the row before it when it fits there and starts a row of its own otherwise,
-// so no control ever sits in the "»" overflow; undo and redo keep short fixed labels (the edit they undo is in their
-// tooltip and the Edit menu), so the controls do not move with every edit. A control added to the main toolbar later (a
-// budget field) takes part in the same fitting.
+// MainWindow's toolbars: the main one (files, undo / redo, planner, measure), the zoo bar, the ONNX
+// bar (the batch and an imported transformer's import bar) and the step bar. Each joins the row before it when it fits
+// there and starts a row of its own otherwise, so no control ever sits in the "»" overflow; undo and redo keep short
+// fixed labels (the edit they undo is in their tooltip and the Edit menu), so the controls do not move with every edit.
+// A control added to the main toolbar later (a budget field) takes part in the same fitting.
 #include <QAction>
 #include <QEvent>
 #include <QLabel>
@@ -13,6 +13,7 @@
 #include <QUndoStack>
 
 #include "document/document.hpp"
+#include "views/import_bar.hpp"
 #include "views/planner_picker.hpp"
 #include "views/step_bar.hpp"
 #include "views/zoo_bar.hpp"
@@ -78,21 +79,25 @@ void MainWindow::buildToolBars() {
   zooToolBar_->setObjectName(QStringLiteral("zooToolBar"));
   zooBar_ = new ZooBar(zooToolBar_);
   zooToolBar_->addWidget(zooBar_);
-  buildOnnxBatchField(zooToolBar_);
+  // The ONNX fields have a bar of their own: with an imported transformer's dimension fields they
+  // need a row of their own at 1,024 px rather than the overflow menu.
+  onnxToolBar_ = addToolBar(tr("ONNX"));
+  onnxToolBar_->setObjectName(QStringLiteral("onnxToolBar"));
+  buildOnnxBatchField(onnxToolBar_);
   stepToolBar_ = addToolBar(tr("Step"));
   stepToolBar_->setObjectName(QStringLiteral("stepToolBar"));
   buildStepBar(stepToolBar_);
   // A toolbar whose contents change (an action shown, a wider widget) asks for a new layout.
-  for (QToolBar* bar : {mainToolBar_, zooToolBar_, stepToolBar_}) bar->installEventFilter(this);
+  for (QToolBar* bar : {mainToolBar_, zooToolBar_, onnxToolBar_, stepToolBar_}) bar->installEventFilter(this);
   fitToolBarRows();
 }
 
 bool MainWindow::toolBarsOnTwoRows() const { return toolBarBreak(zooToolBar_); }
 
 void MainWindow::fitToolBarRows() {
-  if (!mainToolBar_ || !zooToolBar_ || !stepToolBar_) return;
+  if (!mainToolBar_ || !zooToolBar_ || !onnxToolBar_ || !stepToolBar_) return;
   int rowWidth = mainToolBar_->sizeHint().width() + kToolBarRowSlackPx;
-  for (QToolBar* bar : {zooToolBar_, stepToolBar_}) {
+  for (QToolBar* bar : {zooToolBar_, onnxToolBar_, stepToolBar_}) {
     const int barWidth = bar->sizeHint().width();
     const bool newRow = rowWidth + barWidth > width();
     rowWidth = newRow ? barWidth + kToolBarRowSlackPx : rowWidth + barWidth;
@@ -111,14 +116,13 @@ void MainWindow::resizeEvent(QResizeEvent* event) {
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
-  if ((watched == mainToolBar_ || watched == zooToolBar_ || watched == stepToolBar_) &&
+  if ((watched == mainToolBar_ || watched == zooToolBar_ || watched == onnxToolBar_ || watched == stepToolBar_) &&
       event->type() == QEvent::LayoutRequest)
     QTimer::singleShot(0, this, &MainWindow::fitToolBarRows);  // after the toolbar's own layout
   return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::buildOnnxBatchField(QToolBar* bar) {
-  bar->addSeparator();
   bar->addWidget(new QLabel(tr("ONNX batch:"), bar));
   onnxBatch_ = new QSpinBox(bar);
   onnxBatch_->setObjectName(QStringLiteral("onnxBatch"));
@@ -129,6 +133,15 @@ void MainWindow::buildOnnxBatchField(QToolBar* bar) {
          "fixed one ('as exported' keeps the model's own)"));
   bar->addWidget(onnxBatch_);
   connect(onnxBatch_, &QSpinBox::valueChanged, files_, &FileController::onnxBatchChanged);
+  importBar_ = new ImportBar(bar);
+  importBar_->setObjectName(QStringLiteral("importBar"));
+  importBarAction_ = bar->addWidget(importBar_);
+  importBarAction_->setVisible(false);
+  connect(importBar_, &ImportBar::changed, files_, &FileController::importFieldsChanged);
+}
+
+void MainWindow::showImportBar(bool shown) {
+  if (importBarAction_) importBarAction_->setVisible(shown);
 }
 
 void MainWindow::buildStepBar(QToolBar* bar) {

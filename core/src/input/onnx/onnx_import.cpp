@@ -1,10 +1,12 @@
 // The importer's entry points: parse the ModelProto, read its interface, walk the nodes in order
 // (constant plumbing is evaluated, data ops converted), cut the result into a chain and check it
 // against the chain's own shape inference.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "onnx_graph.hpp"
 #include "onnx_transformer.hpp"
@@ -233,8 +235,10 @@ Result<OnnxImport> importOnnxModel(const std::string& bytes, const std::string& 
   return importParsed(model, source, options);
 }
 
+namespace {
+
 // Parsed from the stream, so a model with its weights (VGG's: 0.5 GB) is in memory once.
-Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+Status readModelFile(const std::string& path, onnx::ModelProto& model) {
   // Refused before reading: a folder, a device (/dev/zero never ends), a pipe, a file too big.
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
@@ -251,12 +255,67 @@ Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptio
     if (in.bad()) return Status::io(path + ": read error");
     return Status::invalid(path + ": the file is empty, not an ONNX model");
   }
-  onnx::ModelProto model;
   if (!model.ParseFromIstream(&in)) {
     if (in.bad()) return Status::io(path + ": read error");
     return Status::invalid(path + kNotParsed);
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  onnx::ModelProto model;
+  REMAT_RETURN_IF_ERROR(readModelFile(path, model));
   return importParsed(model, path, options);
+}
+
+namespace {
+
+// What onnxSymbolicDimensions lists, bounded: a hostile model's names become the explorer's fields.
+constexpr std::size_t kMaxSymbolicDimensions = 16;
+constexpr std::size_t kMaxDimensionNameChars = 64;
+
+Result<std::vector<std::string>> symbolicDimensions(const onnx::ModelProto& model, const std::string& source) {
+  std::vector<std::string> names;
+  // Only a transformer's inputs may have symbolic dimensions besides the batch (import.md).
+  if (!model.has_graph() || !onnx_import::isTransformerGraph(model.graph())) return names;
+  std::set<std::string> batches;  // a name an input's first dimension has is a batch: --batch's
+  for (const auto& input : model.graph().input())
+    if (input.type().tensor_type().shape().dim_size() > 0)
+      batches.insert(input.type().tensor_type().shape().dim(0).dim_param());
+  for (const auto& input : model.graph().input()) {
+    const auto& dims = input.type().tensor_type().shape().dim();
+    for (int i = 1; i < dims.size(); ++i) {
+      const std::string& name = dims[i].dim_param();
+      if (dims[i].has_dim_value() || name.empty() || batches.count(name)) continue;
+      if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+      const bool control = std::any_of(name.begin(), name.end(), [](unsigned char c) { return c < 0x20 || c == 0x7F; });
+      if (name.size() > kMaxDimensionNameChars || control)
+        return Status::invalid(source + ": input " + quoteText(input.name(), 40) + ", dimension " + std::to_string(i) +
+                               ": the symbolic name " + quoteText(name, 40) + " is not a field's name (at most " +
+                               std::to_string(kMaxDimensionNameChars) + " printable characters)");
+      if (names.size() == kMaxSymbolicDimensions)
+        return Status::invalid(source + ": more than " + std::to_string(kMaxSymbolicDimensions) +
+                               " symbolic input dimensions besides the batch");
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path) {
+  onnx::ModelProto model;
+  REMAT_RETURN_IF_ERROR(readModelFile(path, model));
+  return symbolicDimensions(model, path);
+}
+
+Result<std::vector<std::string>> onnxSymbolicDimensionsOf(const std::string& bytes, const std::string& source) {
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes)) return Status::invalid(source + kNotParsed);
+  return symbolicDimensions(model, source);
 }
 
 }  // namespace remat

@@ -21,4 +21,10 @@ Result<OnnxImport> importOnnxModel(const std::string&, const std::string& source
 
 Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions&) { return unavailable(path); }
 
+Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path) { return unavailable(path); }
+
+Result<std::vector<std::string>> onnxSymbolicDimensionsOf(const std::string&, const std::string& source) {
+  return unavailable(source);
+}
+
 }  // namespace remat

@@ -66,6 +66,15 @@ Result<OnnxImport> importOnnxModel(const std::string& bytes, const std::string& 
 // Reads and imports a file.
 Result<OnnxImport> importOnnxFile(const std::string& path, const OnnxImportOptions& options = {});
 
+// The names of the symbolic dimensions of a transformer's inputs besides the batch (an input's first
+// dimension, --batch's): what `--dim NAME=V` sets (e.g. "sequence"), in the inputs' order, each once.
+// Empty for a model that is no transformer: only its batch may be symbolic. Reads the file as
+// importOnnxFile does (its errors). At most 16 names of at most 64 characters (a hostile model's
+// names become the explorer's fields): more, or longer, is an error naming the input.
+Result<std::vector<std::string>> onnxSymbolicDimensions(const std::string& path);
+// The same for a serialized ModelProto; `source` names it in messages (the fuzz target's entry).
+Result<std::vector<std::string>> onnxSymbolicDimensionsOf(const std::string& bytes, const std::string& source);
+
 // Whether this build reads ONNX models (REMAT_WITH_ONNX); without, every import says what to install.
 bool onnxImportAvailable();
 
