@@ -44,6 +44,7 @@ struct PreparedBlockOp {
   Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
   Index biasOffset = -1;   // Conv2d: where its bias follows the weights; -1: none
   PoolGeometry pool;       // MaxPool, AvgPool: the own kernels' geometry
+  std::uint64_t weightCopyOffset = 0;  // Conv2d in a half block: autocast's weight copy in E (bytes)
 };
 
 struct TransformerBlockPrep;  // run_transformer.cpp
@@ -111,8 +112,9 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
                         std::uint64_t seed, const ForwardBuffers& b);
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // Blocks (run_blocks.cpp): their inner ops prepared, and their forward and backward.
-Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
-                       PreparedLayer& prepared);
+// prepared.half: every inner op in bfloat16 (bf16-mixed), the inner convolutions' weight copies in
+// E after the graph's saved tensors.
+Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, PreparedLayer& prepared);
 Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                     const ForwardBuffers& b);
 Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);

@@ -103,6 +103,7 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
       const convolution_backward_data::primitive_desc backward(
           convolution_backward_data::desc(direct, op.x_, weightsAny, op.y_, strides, padding, padding),
           primitiveAttributes(), context.engine, forward);
+      if (grad == InputGrad::Add) op.dxOffset_ = data.add(op.x_.get_size());  // d(input) before it is added
       op.dataWeights_ = halfWeightsFor(context, backward.weights_desc(), op.weightsPlain_, data);
       op.backwardData_ = makeStep<convolution_backward_data>(backward, data);
     }
@@ -151,10 +152,13 @@ Status HalfConvOp::backward(const DnnlContext& context, const void* x, const voi
     Status status;
     const void* weights = reorderedWeights(context, dataWeights_, weightsPlain_, copy, scratch, label_, status);
     REMAT_RETURN_IF_ERROR(status);
+    void* target = grad_ == InputGrad::Add ? static_cast<void*>(scratch + dxOffset_) : dx;
     REMAT_RETURN_IF_ERROR(execute(
         context, backwardData_,
-        {{DNNL_ARG_DIFF_DST, &y_, dy}, {DNNL_ARG_WEIGHTS, &dataWeights_.desc, weights}, {DNNL_ARG_DIFF_SRC, &x_, dx}},
+        {{DNNL_ARG_DIFF_DST, &y_, dy}, {DNNL_ARG_WEIGHTS, &dataWeights_.desc, weights}, {DNNL_ARG_DIFF_SRC, &x_, target}},
         scratch, label_));
+    if (grad_ == InputGrad::Add)
+      copyOrAdd(copies_.inputCount, static_cast<const BFloat16*>(target), static_cast<BFloat16*>(dx), true);
   }
   std::byte* diffWeights = scratch + diffWeightsOffset_;
   std::byte* diffBias = scratch + diffBiasOffset_;

@@ -53,6 +53,7 @@ class HalfConvOp {
   dnnl::memory::desc diffWeights_;
   std::uint64_t castOffset_ = 0, copyOffset_ = 0;  // the discard-mode forward's copies in its scratch
   std::uint64_t diffWeightsOffset_ = 0, diffBiasOffset_ = 0;
+  std::uint64_t dxOffset_ = 0;  // InputGrad::Add (an inner op of a block): d(input) before it is added
   std::uint64_t forwardBytes_ = 0, backwardBytes_ = 0;
 };
 

@@ -15,6 +15,15 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
+// d(input) added into a gradient another reader wrote first, in the data's dtype (bfloat16 inside
+// a block under bf16-mixed).
+void addGradient(const memory::desc& data, Index count, const void* from, void* to) {
+  if (data.data_type() == memory::data_type::bf16)
+    copyOrAdd(count, static_cast<const BFloat16*>(from), static_cast<BFloat16*>(to), true);
+  else
+    copyOrAdd(count, static_cast<const float*>(from), static_cast<float*>(to), true);
+}
+
 }  // namespace
 
 Result<LinearOp> LinearOp::create(const DnnlContext& context, Index batch, Index inFeatures, Index outFeatures,
@@ -179,8 +188,7 @@ Status BatchNormOp::backward(const DnnlContext& context, const void* x, const vo
                                  {DNNL_ARG_DIFF_SCALE_SHIFT, &gammaBeta_, gradParams}},
                                 scratch, label_));
   copyOrAdd(2 * channels_, gradParams, dGammaBeta, true);
-  // Add: inner ops of blocks, which run float32 only.
-  if (grad_ == InputGrad::Add) copyOrAdd(count_, static_cast<const float*>(target), static_cast<float*>(dx), true);
+  if (grad_ == InputGrad::Add) addGradient(data_, count_, target, dx);  // inner ops of blocks
   return Status::ok();
 }
 
@@ -274,7 +282,7 @@ Status EltwiseOp::backward(const DnnlContext& context, const void* saved, const 
       execute(context, backward_,
               {{savedArg, &data_, saved}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
               scratch, label_));
-  if (grad_ == InputGrad::Add) copyOrAdd(count_, static_cast<const float*>(target), static_cast<float*>(dx), true);
+  if (grad_ == InputGrad::Add) addGradient(data_, count_, target, dx);
   return Status::ok();
 }
 

@@ -190,5 +190,10 @@ void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16*
 void castToHalf(Index count, const float* from, BFloat16* to);
 void addHalfInto(Index count, const BFloat16* from, float* to);
 void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, float* db);
+// The residual add and a gradient that two readers of one tensor share, in bfloat16 (a block's
+// inner ops under bf16-mixed): each sum rounded to bfloat16, as PyTorch's half add and autograd's
+// accumulation of half gradients round it.
+void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out);
+void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate);
 
 }  // namespace remat::cpu

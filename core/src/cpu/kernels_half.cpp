@@ -28,6 +28,21 @@ void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, flo
   }
 }
 
+void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) out[i] = BFloat16(a[i].value() + b[i].value());
+}
+
+void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate) {
+  if (accumulate) {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < count; ++i) out[i] = BFloat16(out[i].value() + a[i].value());
+  } else {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < count; ++i) out[i] = a[i];
+  }
+}
+
 void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int32_t* labels,
                                  BFloat16* grad) {
   const Index k = layout.perSample();

@@ -62,13 +62,50 @@ ActivationLayout layoutOf(const Shape& shape) {
   return layout;
 }
 
+// Under bf16-mixed a block runs every inner op in bfloat16 (memory-model.md 11.7); the inner ops
+// with bfloat16 kernels are ResNet's: square convolutions, batch norms, the residual add and
+// oneDNN's activations, on contiguous tensors (no channel views or gathered copies).
+Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
+  for (const BlockOp& op : graph.ops) {
+    const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
+    const bool activation = kind && isPointwise(*kind) && *kind != LayerKind::Relu6 && *kind != LayerKind::HardSigmoid;
+    bool supported = (op.kind == BlockOpKind::Conv2d && op.layer.squareConv()) || op.kind == BlockOpKind::BatchNorm ||
+                     op.kind == BlockOpKind::Add || activation;
+    supported = supported && !graph.tensors[op.output].isView();
+    for (std::size_t j = 0; j < op.inputs.size(); ++j)
+      supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
+    if (!supported)
+      return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" +
+                        op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
+                        ") yet (a block's convolutions, batch norms, residual add and oneDNN's activations have "
+                        "one); plan and simulate it, or run it as fp32");
+  }
+  return Status::ok();
+}
+
+// Autocast's half copies of a half block's inner convolution weights, saved in E after the
+// graph's own saved tensors (precision.cpp counts them alike).
+std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
+  std::uint64_t bytes = 0;
+  for (const BlockOp& op : graph.ops)
+    if (op.kind == BlockOpKind::Conv2d)
+      bytes += (op.paramCount - (op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0)) * 2;
+  return bytes;
+}
+
 // A block: its inner graph (checked against the chain's numbers and each inner op's parameters),
 // whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
+// `half`: bf16-mixed's bfloat16 block, its arenas laid out for half tensors.
 Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
-                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
+                    const LayerChecks& check, bool firstLayer, bool half, PreparedLayer& prepared) {
+  auto graph = buildBlockGraph(spec, layer.inputShape, half ? DType::BFloat16 : chain.dtype);
   if (!graph) return check.fail(graph.status().message());
-  REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
+  AutocastCasts casts;
+  if (half) {
+    REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check));
+    casts.weightCopyBytes = innerWeightCopyBytes(*graph);
+  }
+  REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer, casts));
   for (const BlockOp& op : graph->ops) {
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     const Shape& out = graph->tensors[op.output].shape;
@@ -87,7 +124,7 @@ Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainL
     }
   }
   prepared.block = std::move(graph).value();
-  return prepareBlockOps(context, *prepared.block, firstLayer, prepared.label, prepared);
+  return prepareBlockOps(context, *prepared.block, firstLayer, prepared);
 }
 
 Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
@@ -233,7 +270,8 @@ AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, Half
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
-  if (isComposite(layer.kind)) return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
+  if (isComposite(layer.kind))
+    return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(layer, spec, check, c.l, prepared);
@@ -266,10 +304,13 @@ bool isTransformerKind(LayerKind kind) {
          kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead;
 }
 
-// The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name.
-Status prepareHalfKind(const ChainLayer& layer, const LayerChecks& check) {
+// The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name (a
+// block's inner ops by prepareBlock).
+Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const LayerChecks& check) {
   const char* missing = nullptr;
-  if (isComposite(layer.kind)) missing = "residual blocks";
+  // Its input's cast would have to stand in for x0 inside the block: only a block after a
+  // float32 layer (the first layer, one after a layer norm) casts, and none of our zoo's does.
+  if (isComposite(layer.kind) && mode.castsInput) missing = "a residual block reading a float32 input";
   if (layer.kind == LayerKind::LayerNorm || layer.kind == LayerKind::Relu6 || layer.kind == LayerKind::HardSigmoid)
     missing = "this kind";
   const Shape& in = layer.inputShape;
@@ -279,8 +320,8 @@ Status prepareHalfKind(const ChainLayer& layer, const LayerChecks& check) {
     missing = "an adaptive average pool whose windows do not tile a square input";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (conv2d, linear, batchnorm, the pools and oneDNN's activations have one); plan and simulate "
-                    "it, or run it as fp32");
+                    " yet (conv2d, linear, batchnorm, the pools, oneDNN's activations and ResNet's blocks have one); "
+                    "plan and simulate it, or run it as fp32");
 }
 
 // Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d and linear run in
@@ -302,7 +343,7 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);
   mode.half = lowerPrecision || prev.half;
   mode.castsInput = lowerPrecision && !prev.half;
-  if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, check));
+  if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, mode, check));
   return mode;
 }
 

@@ -1,5 +1,6 @@
 // Dispatch of the layers that run in bfloat16 under bf16-mixed (docs/memory-model.md section
-// 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp), and the kinds that follow their
+// 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp), residual blocks (run_blocks.cpp's
+// runner on bfloat16 arenas, its convolutions from autocast's copies), and the kinds that follow their
 // input's dtype on oneDNN's bf16 primitives (batch norm with float32 statistics and parameters,
 // pools, activations); max pooling's indices and backward are the own kernels in bfloat16.
 // prepare.cpp admits only these kinds in half.
@@ -52,6 +53,7 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
                         std::uint64_t seed, const ForwardBuffers& b) {
   const bool keep = mode == ForwardMode::Keep;
   std::byte* saved = keep ? b.extra : nullptr;  // a discard-mode forward makes its copies in the scratch
+  if (isComposite(prepared.kind)) return forwardBlock(context, prepared, mode, b);  // run_blocks.cpp, in bfloat16
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<HalfConvOp>(prepared);
@@ -83,6 +85,7 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
 }
 
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (isComposite(prepared.kind)) return backwardBlock(context, prepared, b);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<HalfConvOp>(prepared);
