@@ -38,12 +38,12 @@ using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormO
 // One inner op of a block with its primitives.
 struct PreparedBlockOp {
   KindOp op;
-  Index count = 0;         // elements of the output (Add)
-  Index rows = 0;          // Concat: N*H*W
-  Index channels = 0;      // Concat: the output's
-  Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
-  Index biasOffset = -1;   // Conv2d: where its bias follows the weights; -1: none
-  PoolGeometry pool;       // MaxPool, AvgPool: the own kernels' geometry
+  Index count = 0;                     // elements of the output (Add)
+  Index rows = 0;                      // Concat: N*H*W
+  Index channels = 0;                  // Concat: the output's
+  Index weightOffset = 0;              // in floats inside the block's parameters (conv weight, bn gamma)
+  Index biasOffset = -1;               // Conv2d: where its bias follows the weights; -1: none
+  PoolGeometry pool;                   // MaxPool, AvgPool: the own kernels' geometry
   std::uint64_t weightCopyOffset = 0;  // Conv2d in a half block: autocast's weight copy in E (bytes)
 };
 

@@ -153,10 +153,11 @@ Status HalfConvOp::backward(const DnnlContext& context, const void* x, const voi
     const void* weights = reorderedWeights(context, dataWeights_, weightsPlain_, copy, scratch, label_, status);
     REMAT_RETURN_IF_ERROR(status);
     void* target = grad_ == InputGrad::Add ? static_cast<void*>(scratch + dxOffset_) : dx;
-    REMAT_RETURN_IF_ERROR(execute(
-        context, backwardData_,
-        {{DNNL_ARG_DIFF_DST, &y_, dy}, {DNNL_ARG_WEIGHTS, &dataWeights_.desc, weights}, {DNNL_ARG_DIFF_SRC, &x_, target}},
-        scratch, label_));
+    REMAT_RETURN_IF_ERROR(execute(context, backwardData_,
+                                  {{DNNL_ARG_DIFF_DST, &y_, dy},
+                                   {DNNL_ARG_WEIGHTS, &dataWeights_.desc, weights},
+                                   {DNNL_ARG_DIFF_SRC, &x_, target}},
+                                  scratch, label_));
     if (grad_ == InputGrad::Add)
       copyOrAdd(copies_.inputCount, static_cast<const BFloat16*>(target), static_cast<BFloat16*>(dx), true);
   }

@@ -8,12 +8,11 @@
 // channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
 // oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
 // broadcasting product's kernels with a [1, C, 1, 1] parameter; the pool branches' max and average
-// pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A channel slice inside a block is a view
-// (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the owner's
-// stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's
-// convolution does the same: .contiguous()). Each workspace holds,
-// after its arena at a 256-byte boundary, the scratch of the inner op that needs the most (ops
-// run one at a time), so a block's wf / wb are the arena plus that scratch.
+// pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A channel slice
+// inside a block is a view (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the
+// owner's stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's convolution does
+// the same: .contiguous()). Each workspace holds, after its arena at a 256-byte boundary, the scratch of the inner op
+// that needs the most (ops run one at a time), so a block's wf / wb are the arena plus that scratch.
 #include <algorithm>
 
 #include "device_impl.hpp"
@@ -43,7 +42,8 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
   const auto type = half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
   switch (op.kind) {
     case BlockOpKind::Conv2d:
-      if (half) return wrap(HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, false, grad, where));
+      if (half)
+        return wrap(HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, false, grad, where));
       return wrap(ConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, grad, where));
     case BlockOpKind::BatchNorm:
       return wrap(BatchNormOp::create(
