@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """How far PyTorch's own bf16 autocast gradients lie from float32's, layer by layer, for the chains
 of tests/exec/mixed_precision_run_test.cpp: the ResNet-like chain (batch 4, 32x32) and, with
---residual, the small ResNet of residual blocks (batch 2, 16x16; five seeds, since at that batch
-the batch norms' backward cancels most bits and the spread is wide): the reference for that test's
-tolerances (docs/executor.md, bf16-mixed). Run: /usr/bin/python3 scripts/torch-autocast-gradients.py [--residual]
+--residual, the small ResNet of residual blocks, or with --mobile, the small MobileNetV2 of
+inverted residuals, relu6 and hardsigmoid (batch 2, 16x16; five seeds, since at that batch the
+batch norms' backward cancels most bits and the spread is wide): the reference for that test's
+tolerances (docs/executor.md, bf16-mixed).
+Run: /usr/bin/python3 scripts/torch-autocast-gradients.py [--residual | --mobile]
 """
 import collections
 import sys
@@ -19,7 +21,23 @@ def down(i, o, s):
     return nn.Sequential(nn.Conv2d(i, o, 1, s, bias=False), nn.BatchNorm2d(o))
 
 
-if "--residual" in sys.argv:
+if "--mobile" in sys.argv:
+    from torchvision.models.mobilenetv2 import InvertedResidual
+
+    # PyTorch 1.13 has no bfloat16 hardtanh_backward on the CPU ("hardshrink_backward_cpu" not
+    # implemented for 'BFloat16'): relu6 and hardsigmoid as clamps, the same values and, but at the
+    # bounds themselves, the same gradients.
+    nn.ReLU6.forward = lambda self, x: torch.clamp(x, 0, 6)
+
+    class HardSigmoid(nn.Module):
+        def forward(self, x):
+            return torch.clamp(x + 3, 0, 6) / 6
+
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(), InvertedResidual(8, 8, 1, 2),
+                      InvertedResidual(8, 16, 2, 2), HardSigmoid(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(16, 10))
+    batch, resolution, trials = 2, 16, 5
+elif "--residual" in sys.argv:
     m = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
                       BasicBlock(8, 8), BasicBlock(8, 16, 2, down(8, 16, 2)), Bottleneck(16, 8, 2, down(16, 32, 2)),
                       Bottleneck(32, 8), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))

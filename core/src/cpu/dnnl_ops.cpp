@@ -259,9 +259,34 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, Lay
   return op;
 }
 
+// relu6's and hardsigmoid's own backward, in the data's dtype.
+void EltwiseOp::ownBackward(const void* saved, const void* dy, void* dx) const {
+  const bool accumulate = grad_ == InputGrad::Add;
+  if (data_.data_type() == memory::data_type::bf16) {
+    const auto* x = static_cast<const BFloat16*>(saved);
+    const auto* d = static_cast<const BFloat16*>(dy);
+    auto* out = static_cast<BFloat16*>(dx);
+    if (kind_ == LayerKind::Relu6)
+      relu6Backward(count_, x, d, out, accumulate);
+    else
+      hardSigmoidBackward(count_, x, d, out, accumulate);
+    return;
+  }
+  const auto* x = static_cast<const float*>(saved);
+  const auto* d = static_cast<const float*>(dy);
+  auto* out = static_cast<float*>(dx);
+  if (kind_ == LayerKind::Relu6)
+    relu6Backward(count_, x, d, out, accumulate);
+  else
+    hardSigmoidBackward(count_, x, d, out, accumulate);
+}
+
 Status EltwiseOp::forward(const DnnlContext& context, const void* x, void* y, std::byte* scratch) const {
-  if (ownKernel_) {  // float32 only (ownKernel())
-    hardSigmoidForward(count_, static_cast<const float*>(x), static_cast<float*>(y));
+  if (ownKernel_) {
+    if (data_.data_type() == memory::data_type::bf16)
+      hardSigmoidForward(count_, static_cast<const BFloat16*>(x), static_cast<BFloat16*>(y));
+    else
+      hardSigmoidForward(count_, static_cast<const float*>(x), static_cast<float*>(y));
     return Status::ok();
   }
   return execute(context, forward_, {{DNNL_ARG_SRC, &data_, x}, {DNNL_ARG_DST, &data_, y}}, scratch, label_);
@@ -270,10 +295,8 @@ Status EltwiseOp::forward(const DnnlContext& context, const void* x, void* y, st
 Status EltwiseOp::backward(const DnnlContext& context, const void* saved, const void* dy, void* dx,
                            std::byte* scratch) const {
   if (grad_ == InputGrad::None) return Status::ok();
-  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {  // float32 only (ownKernel())
-    (kind_ == LayerKind::Relu6 ? relu6Backward : hardSigmoidBackward)(count_, static_cast<const float*>(saved),
-                                                                      static_cast<const float*>(dy),
-                                                                      static_cast<float*>(dx), grad_ == InputGrad::Add);
+  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {
+    ownBackward(saved, dy, dx);
     return Status::ok();
   }
   void* target = grad_ == InputGrad::Add ? scratch + dxOffset_ : dx;

@@ -63,12 +63,12 @@ ActivationLayout layoutOf(const Shape& shape) {
 }
 
 // Under bf16-mixed a block runs every inner op in bfloat16 (memory-model.md 11.7); the inner ops
-// with bfloat16 kernels are ResNet's: square convolutions, batch norms, the residual add and
-// oneDNN's activations, on contiguous tensors (no channel views or gathered copies).
+// with bfloat16 kernels are ResNet's and MobileNetV2's: square convolutions, batch norms, the
+// residual add and the activations, on contiguous tensors (no channel views or gathered copies).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
-    const bool activation = kind && isPointwise(*kind) && *kind != LayerKind::Relu6 && *kind != LayerKind::HardSigmoid;
+    const bool activation = kind && isPointwise(*kind);
     bool supported = (op.kind == BlockOpKind::Conv2d && op.layer.squareConv()) || op.kind == BlockOpKind::BatchNorm ||
                      op.kind == BlockOpKind::Add || activation;
     supported = supported && !graph.tensors[op.output].isView();
@@ -77,8 +77,8 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
     if (!supported)
       return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" +
                         op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-                        ") yet (a block's convolutions, batch norms, residual add and oneDNN's activations have "
-                        "one); plan and simulate it, or run it as fp32");
+                        ") yet (a block's convolutions, batch norms, residual add and activations have one); plan "
+                        "and simulate it, or run it as fp32");
   }
   return Status::ok();
 }
@@ -311,8 +311,7 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
   // Its input's cast would have to stand in for x0 inside the block: only a block after a
   // float32 layer (the first layer, one after a layer norm) casts, and none of our zoo's does.
   if (isComposite(layer.kind) && mode.castsInput) missing = "a residual block reading a float32 input";
-  if (layer.kind == LayerKind::LayerNorm || layer.kind == LayerKind::Relu6 || layer.kind == LayerKind::HardSigmoid)
-    missing = "this kind";
+  if (layer.kind == LayerKind::LayerNorm) missing = "this kind";
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
   if (layer.kind == LayerKind::AdaptiveAvgPool &&
@@ -320,7 +319,7 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
     missing = "an adaptive average pool whose windows do not tile a square input";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (conv2d, linear, batchnorm, the pools, oneDNN's activations and ResNet's blocks have one); "
+                    " yet (conv2d, linear, batchnorm, the pools, the activations and residual blocks have one); "
                     "plan and simulate it, or run it as fp32");
 }
 
