@@ -59,9 +59,15 @@ struct TransformerEnds {
 
 struct PreparedLayer {
   LayerKind kind = LayerKind::Abstract;
-  std::string label;     // "layer 3 ('conv1', conv2d)" for messages
-  bool real = false;     // x(l) holds float32 activations laid out as `out`
-  bool half = false;     // bf16-mixed: x(l) is bfloat16 instead (run_half.cpp runs the layer)
+  std::string label;  // "layer 3 ('conv1', conv2d)" for messages
+  bool real = false;  // x(l) holds float32 activations laid out as `out`
+  bool half = false;  // bf16-mixed: x(l) is bfloat16 instead (run_half.cpp runs the layer)
+  // bf16-mixed: a float32 layer (layer norm, on autocast's fp32 list) reading a bfloat16 x(l-1)
+  // through its float32 cast copy: in E after the layer's statistics at castOffset (keep mode),
+  // else at the start of the forward workspace; the backward's float32 d(l-1) at the start of its
+  // workspace before its bfloat16 cast. The op's own scratch follows at castScratchBytes.
+  bool castsFromHalf = false;
+  std::uint64_t castOffset = 0, castScratchBytes = 0;
   ActivationLayout in;   // x(l-1) as this layer reads it (real layers)
   ActivationLayout out;  // x(l)
   KindOp op;
@@ -111,6 +117,10 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
 Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                         std::uint64_t seed, const ForwardBuffers& b);
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// A layer norm reading a bfloat16 input (prepared.castsFromHalf; run_half.cpp).
+Status forwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                            const ForwardBuffers& b);
+Status backwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // Blocks (run_blocks.cpp): their inner ops prepared, and their forward and backward.
 // prepared.half: every inner op in bfloat16 (bf16-mixed), the inner convolutions' weight copies in
 // E after the graph's saved tensors.

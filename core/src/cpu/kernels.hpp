@@ -192,6 +192,7 @@ void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16*
 // copy), and a half gradient added into its float32 master gradient (ToCopyBackward, then
 // AccumulateGrad's add); a linear's bias gradient from half d(y), summed in float32.
 void castToHalf(Index count, const float* from, BFloat16* to);
+void castToFloat(Index count, const BFloat16* from, float* to);  // a float32 op's (layer norm's) cast copy
 void addHalfInto(Index count, const BFloat16* from, float* to);
 void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, float* db);
 // The residual add and a gradient that two readers of one tensor share, in bfloat16 (a block's

@@ -13,6 +13,11 @@ void castToHalf(Index count, const float* from, BFloat16* to) {
   for (Index i = 0; i < count; ++i) to[i] = BFloat16(from[i]);
 }
 
+void castToFloat(Index count, const BFloat16* from, float* to) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) to[i] = from[i].value();
+}
+
 void addHalfInto(Index count, const BFloat16* from, float* to) {
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) to[i] += from[i].value();

@@ -144,6 +144,7 @@ Status setOp(Result<Op> op, PreparedLayer& prepared) {
 struct HalfMode {
   bool half = false;
   bool castsInput = false;
+  bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input
   dnnl::memory::data_type type() const { return half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32; }
 };
 
@@ -255,6 +256,7 @@ struct LayerContext {
 // Autocast's copies a half layer saves (layer_checks.hpp), as HalfConvOp / HalfLinearOp save them.
 AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, HalfMode mode) {
   AutocastCasts casts;
+  if (mode.castsFromHalf) casts.inputCastBytes = elementCount(layer.inputShape) * 4;
   if (!mode.half || (layer.kind != LayerKind::Conv2d && layer.kind != LayerKind::Linear)) return casts;
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
@@ -265,6 +267,18 @@ AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, Half
           : static_cast<std::uint64_t>(out[1] * (in[1] / spec.groups) * spec.kernel * spec.kernel);
   casts.weightCopyBytes = weights * 2;
   return casts;
+}
+
+// A layer norm under bf16-mixed reading a bfloat16 input (HalfMode::castsFromHalf): E is [its
+// statistics][the float32 cast copy], as precision.cpp appends the copy; each workspace starts
+// with a float32 tensor of the input's size (the discard-mode copy, d(input) before its cast).
+void castThroughFloat(const ChainLayer& layer, PreparedLayer& prepared) {
+  prepared.castsFromHalf = true;
+  const std::uint64_t castBytes = elementCount(layer.inputShape) * 4;
+  prepared.castOffset = layer.numbers.extraBytes - castBytes;
+  prepared.castScratchBytes = (castBytes + 63) / 64 * 64;  // oneDNN's scratchpads start aligned
+  prepared.requiredFwdWorkspace += prepared.castScratchBytes;
+  prepared.requiredBwdWorkspace += prepared.castScratchBytes;
 }
 
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
@@ -289,7 +303,10 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), c.mode, prepared);
     case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), c.mode, prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
-    case LayerKind::LayerNorm: return prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared);
+    case LayerKind::LayerNorm:
+      REMAT_RETURN_IF_ERROR(prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared));
+      if (c.mode.castsFromHalf) castThroughFloat(layer, prepared);
+      return Status::ok();
     default:
       if (isPointwise(layer.kind))
         return setOp(
@@ -311,7 +328,6 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
   // Its input's cast would have to stand in for x0 inside the block: only a block after a
   // float32 layer (the first layer, one after a layer norm) casts, and none of our zoo's does.
   if (isComposite(layer.kind) && mode.castsInput) missing = "a residual block reading a float32 input";
-  if (layer.kind == LayerKind::LayerNorm) missing = "this kind";
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
   if (layer.kind == LayerKind::AdaptiveAvgPool &&
@@ -323,8 +339,9 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
                     "plan and simulate it, or run it as fp32");
 }
 
-// Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d and linear run in
-// half, the others in their input's dtype; fp16-mixed has no CPU kernels (oneDNN 2.6 has no float16
+// Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d, linear and blocks
+// run in half, layer norm in float32 (from a cast copy of a half input), the others in their
+// input's dtype; fp16-mixed has no CPU kernels (oneDNN 2.6 has no float16
 // convolution on the CPU), and the pure half modes are refused by realLayer as a half file is.
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const PreparedLayer& prev,
                             const LayerChecks& check) {
@@ -340,8 +357,10 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);
-  mode.half = lowerPrecision || prev.half;
+  const bool float32 = layer.kind == LayerKind::LayerNorm;  // autocast's fp32 list
+  mode.half = lowerPrecision || (prev.half && !float32);
   mode.castsInput = lowerPrecision && !prev.half;
+  mode.castsFromHalf = float32 && prev.half;
   if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, mode, check));
   return mode;
 }

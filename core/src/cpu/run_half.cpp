@@ -121,4 +121,30 @@ Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepar
   return (*eltwise)->backward(context, (*eltwise)->savedIsOutput() ? b.y : b.x, b.dy, b.dx, b.workspace);
 }
 
+// Autocast runs layer_norm in float32: it casts the bfloat16 input to a float32 copy, which its
+// backward reads (saved in E after the statistics), and the float32 d(input) flows back through
+// the cast (ToCopyBackward), rounded to bfloat16.
+Status forwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                            const ForwardBuffers& b) {
+  auto norm = opOf<LayerNormOp>(prepared);
+  if (!norm) return norm.status();
+  const bool keep = mode == ForwardMode::Keep;
+  std::byte* copy = keep ? b.extra + prepared.castOffset : b.workspace;
+  auto* cast = reinterpret_cast<float*>(copy);
+  castToFloat(prepared.in.batch * prepared.in.perSample(), halves(b.x), cast);
+  float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
+  return (*norm)->forward(context, cast, b.params, b.y, stats, b.workspace + prepared.castScratchBytes);
+}
+
+Status backwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  auto norm = opOf<LayerNormOp>(prepared);
+  if (!norm) return norm.status();
+  const auto* cast = reinterpret_cast<const float*>(b.extra + prepared.castOffset);
+  auto* dx = reinterpret_cast<float*>(b.workspace);
+  REMAT_RETURN_IF_ERROR((*norm)->backward(context, cast, b.dy, b.params, reinterpret_cast<const float*>(b.extra), dx,
+                                          b.paramGrads, b.workspace + prepared.castScratchBytes));
+  if (b.dx != nullptr) castToHalf(prepared.in.batch * prepared.in.perSample(), dx, halves(b.dx));
+  return Status::ok();
+}
+
 }  // namespace remat::cpu

@@ -87,6 +87,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
     }
     case LayerKind::LayerNorm: {
+      if (prepared.castsFromHalf) return forwardCastLayerNorm(context, prepared, mode, b);
       auto norm = opOf<LayerNormOp>(prepared);
       float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
@@ -139,6 +140,7 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
                   : norm.status();
     }
     case LayerKind::LayerNorm: {
+      if (prepared.castsFromHalf) return backwardCastLayerNorm(context, prepared, b);
       auto norm = opOf<LayerNormOp>(prepared);
       return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
                                       b.paramGrads, b.workspace)
