@@ -113,10 +113,13 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
                      const BackwardBuffers& b);
 // The layers that run in bfloat16 under bf16-mixed (prepared.half; run_half.cpp): the buffers'
 // activations are bfloat16 (the float pointers only carry them), parameters and their gradients
-// float32. forwardLayer and backwardLayer hand them over.
+// float32. forwardLayer and backwardLayer hand over those of hasOwnHalfDispatch's kinds.
 Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                         std::uint64_t seed, const ForwardBuffers& b);
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// The kinds run_half.cpp dispatches in bfloat16 (conv2d, linear, the pools, dropout); a half
+// layer of any other kind runs forwardLayer's float32 calls, which take bfloat16 data as well.
+bool hasOwnHalfDispatch(LayerKind kind);
 // A layer norm reading a bfloat16 input (prepared.castsFromHalf; run_half.cpp).
 Status forwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                             const ForwardBuffers& b);

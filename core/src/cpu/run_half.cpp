@@ -1,9 +1,10 @@
-// Dispatch of the layers that run in bfloat16 under bf16-mixed (docs/memory-model.md section
-// 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp), residual blocks (run_blocks.cpp's
-// runner on bfloat16 arenas, its convolutions from autocast's copies), and the kinds that follow their
-// input's dtype on oneDNN's bf16 primitives (batch norm with float32 statistics and parameters,
-// pools, activations); max pooling's indices and backward are the own kernels in bfloat16.
-// prepare.cpp admits only these kinds in half.
+// Dispatch of the layers whose bfloat16 kernels differ from float32's under bf16-mixed
+// (docs/memory-model.md section 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp),
+// the pools (max pooling's indices and backward are own kernels in bfloat16) and dropout, and the
+// layer norm's float32 cast. Batch norm, the activations and residual blocks take either dtype
+// through the same calls and stay in run_layers.cpp's dispatch (their primitives were made for
+// bf16 data; blocks run run_blocks.cpp's one runner on bfloat16 arenas). prepare.cpp admits only
+// the kinds with bfloat16 kernels in half.
 #include "device_impl.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/model/operators.hpp"
@@ -53,7 +54,6 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
                         std::uint64_t seed, const ForwardBuffers& b) {
   const bool keep = mode == ForwardMode::Keep;
   std::byte* saved = keep ? b.extra : nullptr;  // a discard-mode forward makes its copies in the scratch
-  if (isComposite(prepared.kind)) return forwardBlock(context, prepared, mode, b);  // run_blocks.cpp, in bfloat16
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<HalfConvOp>(prepared);
@@ -68,24 +68,15 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, keep, b);
-    case LayerKind::BatchNorm: {
-      auto norm = opOf<BatchNormOp>(prepared);
-      return norm ? (*norm)->forward(context, b.x, b.params, b.y, reinterpret_cast<float*>(saved), b.workspace)
-                  : norm.status();
-    }
     case LayerKind::Dropout:
       dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), halves(b.x),
                      halves(b.y), reinterpret_cast<std::uint8_t*>(saved));
       return Status::ok();
-    default: break;
+    default: return Status::internal("cpu: " + prepared.label + ": no bf16 forward kernel");
   }
-  if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 forward kernel");
-  auto eltwise = opOf<EltwiseOp>(prepared);
-  return eltwise ? (*eltwise)->forward(context, b.x, b.y, b.workspace) : eltwise.status();
 }
 
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
-  if (isComposite(prepared.kind)) return backwardBlock(context, prepared, b);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<HalfConvOp>(prepared);
@@ -107,18 +98,20 @@ Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepar
         dropoutBackward(prepared.in.batch * prepared.in.perSample(), prepared.dropoutP,
                         reinterpret_cast<const std::uint8_t*>(b.extra), halves(b.dy), halves(b.dx));
       return Status::ok();
-    case LayerKind::BatchNorm: {
-      auto norm = opOf<BatchNormOp>(prepared);
-      return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
-                                      b.paramGrads, b.workspace)
-                  : norm.status();
-    }
-    default: break;
+    default: return Status::internal("cpu: " + prepared.label + ": no bf16 backward kernel");
   }
-  if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 backward kernel");
-  auto eltwise = opOf<EltwiseOp>(prepared);
-  if (!eltwise) return eltwise.status();
-  return (*eltwise)->backward(context, (*eltwise)->savedIsOutput() ? b.y : b.x, b.dy, b.dx, b.workspace);
+}
+
+bool hasOwnHalfDispatch(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Conv2d:
+    case LayerKind::Linear:
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool:
+    case LayerKind::Dropout: return true;
+    default: return false;
+  }
 }
 
 // Autocast runs layer_norm in float32: it casts the bfloat16 input to a float32 copy, which its

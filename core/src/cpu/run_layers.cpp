@@ -1,6 +1,8 @@
 // Dispatch of the primitive kinds to their oneDNN primitives or own kernels. The buffers were
 // checked by CpuDevice (sizes, presence per the model's in / out / e flags) before these run; the
-// workspace holds at least the layer's required scratch.
+// workspace holds at least the layer's required scratch. Under bf16-mixed the kinds whose
+// bfloat16 kernels differ go to run_half.cpp; batch norm, the activations and blocks run here in
+// either dtype (the pointers carry bfloat16 for a half layer).
 #include "device_impl.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/model/operators.hpp"
@@ -64,7 +66,7 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
 
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b) {
-  if (prepared.half) return forwardHalfLayer(context, prepared, l, mode, seed, b);
+  if (prepared.half && hasOwnHalfDispatch(prepared.kind)) return forwardHalfLayer(context, prepared, l, mode, seed, b);
   const bool keep = mode == ForwardMode::Keep;
   const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);
   switch (prepared.kind) {
@@ -116,7 +118,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
 
 Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                      const BackwardBuffers& b) {
-  if (prepared.half) return backwardHalfLayer(context, prepared, b);
+  if (prepared.half && hasOwnHalfDispatch(prepared.kind)) return backwardHalfLayer(context, prepared, b);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<ConvOp>(prepared);
