@@ -71,6 +71,12 @@ void inputGradient(const HalfCopies& copies, InputGrad grad, const void* compute
     copyOrAdd(copies.inputCount, half, static_cast<BFloat16*>(dx), true);
 }
 
+// PyTorch's weight order: [out][in/groups][k][k], with the groups split off first when grouped.
+memory::dims weightDims(const ConvGeometry& g) {
+  if (g.groups > 1) return {g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernel};
+  return {g.outChannels, g.inChannels, g.kernel, g.kernel};
+}
+
 }  // namespace
 
 Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeometry& g, bool bias, bool castsInput,
@@ -84,11 +90,8 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
   op.label_ = label;
   op.x_ = memory::desc({g.batch, g.inChannels, g.inHeight, g.inWidth}, dt::bf16, tag::nhwc);
   op.y_ = memory::desc({g.batch, g.outChannels, g.outHeight, g.outWidth}, dt::bf16, tag::nhwc);
-  const bool grouped = g.groups > 1;
-  const memory::dims dims =
-      grouped ? memory::dims{g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernel}
-              : memory::dims{g.outChannels, g.inChannels, g.kernel, g.kernel};
-  const tag plain = grouped ? tag::goihw : tag::oihw;
+  const memory::dims dims = weightDims(g);
+  const tag plain = g.groups > 1 ? tag::goihw : tag::oihw;
   op.weightsPlain_ = memory::desc(dims, dt::bf16, plain);
   op.weightsGradPlain_ = memory::desc(dims, dt::f32, plain);
   const memory::desc weightsAny(dims, dt::bf16, tag::any);
