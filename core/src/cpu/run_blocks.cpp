@@ -13,6 +13,11 @@
 // owner's stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's convolution does
 // the same: .contiguous()). Each workspace holds, after its arena at a 256-byte boundary, the scratch of the inner op
 // that needs the most (ops run one at a time), so a block's wf / wb are the arena plus that scratch.
+// Under bf16-mixed the same runner runs a half block (PreparedLayer::half; memory-model.md 11.7):
+// arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
+// activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
+// the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add in bfloat16; prepare.cpp
+// admits only blocks of those inner ops.
 #include <algorithm>
 
 #include "device_impl.hpp"
