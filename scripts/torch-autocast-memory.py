@@ -10,8 +10,12 @@ tests/data/autocast_cnn.json at batch 8, 32x32) and exits 1 when they differ by 
 bytes (--tolerance, 1 KiB).
 
     /usr/bin/python3 scripts/torch-autocast-memory.py [--batch 8] [--resolution 32] [--remat build/dev/app/cli/remat]
+        [--model cnn|resnet18|resnet50]
 
-One thread, batch 8, 32x32 unless told. PyTorch 1.13's CPU autocast knows bfloat16 only.
+One thread, batch 8, 32x32 unless told. PyTorch 1.13's CPU autocast knows bfloat16 only. --model
+resnet18 / resnet50 measures torchvision's ResNet (10 classes) instead of the small CNN, against
+`remat zoo export resnetNN --classes 10` (residual blocks under autocast: every inner conv's half
+weight copy saved, batch norms in bfloat16 with float32 statistics, the add in bfloat16).
 """
 import argparse
 import importlib.util
@@ -59,8 +63,13 @@ def chain_json(batch, resolution, classes):
 def remat_e(remat, chain, precision):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "chain.json")
-        with open(path, "w") as f:
-            json.dump(chain, f)
+        if isinstance(chain, dict):
+            with open(path, "w") as f:
+                json.dump(chain, f)
+        else:  # ("resnet18", batch, resolution, classes): the zoo's chain
+            name, batch, resolution, classes = chain
+            subprocess.run([remat, "zoo", "export", name, "--batch", str(batch), "--resolution", str(resolution),
+                            "--classes", str(classes), "--output", path], check=True, capture_output=True)
         run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--precision", precision, "--json", *STEP],
                              capture_output=True, text=True)
     if run.returncode != 0:
@@ -98,6 +107,7 @@ def main():
     parser.add_argument("--resolution", type=int, default=32)
     parser.add_argument("--remat", help="the remat binary: compare its E with PyTorch's peak")
     parser.add_argument("--tolerance", type=int, default=1024, help="bytes (the loss's, which the model leaves out)")
+    parser.add_argument("--model", default="cnn", choices=["cnn", "resnet18", "resnet50"])
     args = parser.parse_args()
     failed = 0
     torch.set_num_threads(1)
@@ -105,8 +115,14 @@ def main():
     classes = 10
     x = torch.randn(args.batch, 3, args.resolution, args.resolution)
     target = torch.randint(0, classes, (args.batch,))
-    net = model(classes)
-    net(x)  # materialises the lazy linear
+    if args.model == "cnn":
+        net = model(classes)
+        net(x)  # materialises the lazy linear
+        chain = chain_json(args.batch, args.resolution, classes)
+    else:
+        import torchvision
+        net = getattr(torchvision.models, args.model)(num_classes=classes)
+        chain = (args.model, args.batch, args.resolution, classes)
     for autocast in (False, True):
         name = "bf16 autocast" if autocast else "float32"
         original = net.forward
@@ -123,8 +139,7 @@ def main():
         for size, op in kept_at_backward(net, x, target, autocast):
             print(f"    {size:>8} B  {op}")
         if args.remat:
-            e = remat_e(args.remat, chain_json(args.batch, args.resolution, classes),
-                        "bf16-mixed" if autocast else "fp32")
+            e = remat_e(args.remat, chain, "bf16-mixed" if autocast else "fp32")
             ok = abs(step["peak_no_scratch"] - e) <= args.tolerance
             failed += not ok
             print(f"{name}: remat E {e} B, PyTorch {step['peak_no_scratch']} B without scratch: "

@@ -38,12 +38,13 @@ using KindOp = std::variant<std::monostate, ConvOp, LinearOp, PoolOp, BatchNormO
 // One inner op of a block with its primitives.
 struct PreparedBlockOp {
   KindOp op;
-  Index count = 0;         // elements of the output (Add)
-  Index rows = 0;          // Concat: N*H*W
-  Index channels = 0;      // Concat: the output's
-  Index weightOffset = 0;  // in floats inside the block's parameters (conv weight, bn gamma)
-  Index biasOffset = -1;   // Conv2d: where its bias follows the weights; -1: none
-  PoolGeometry pool;       // MaxPool, AvgPool: the own kernels' geometry
+  Index count = 0;                     // elements of the output (Add)
+  Index rows = 0;                      // Concat: N*H*W
+  Index channels = 0;                  // Concat: the output's
+  Index weightOffset = 0;              // in floats inside the block's parameters (conv weight, bn gamma)
+  Index biasOffset = -1;               // Conv2d: where its bias follows the weights; -1: none
+  PoolGeometry pool;                   // MaxPool, AvgPool: the own kernels' geometry
+  std::uint64_t weightCopyOffset = 0;  // Conv2d in a half block: autocast's weight copy in E (bytes)
 };
 
 struct TransformerBlockPrep;  // run_transformer.cpp
@@ -67,9 +68,15 @@ struct TransformerEnds {
 
 struct PreparedLayer {
   LayerKind kind = LayerKind::Abstract;
-  std::string label;     // "layer 3 ('conv1', conv2d)" for messages
-  bool real = false;     // x(l) holds float32 activations laid out as `out`
-  bool half = false;     // bf16-mixed: x(l) is bfloat16 instead (run_half.cpp runs the layer)
+  std::string label;  // "layer 3 ('conv1', conv2d)" for messages
+  bool real = false;  // x(l) holds float32 activations laid out as `out`
+  bool half = false;  // bf16-mixed: x(l) is bfloat16 instead (run_half.cpp runs the layer)
+  // bf16-mixed: a float32 layer (layer norm, on autocast's fp32 list) reading a bfloat16 x(l-1)
+  // through its float32 cast copy: in E after the layer's statistics at castOffset (keep mode),
+  // else at the start of the forward workspace; the backward's float32 d(l-1) at the start of its
+  // workspace before its bfloat16 cast. The op's own scratch follows at castScratchBytes.
+  bool castsFromHalf = false;
+  std::uint64_t castOffset = 0, castScratchBytes = 0;
   ActivationLayout in;   // x(l-1) as this layer reads it (real layers)
   ActivationLayout out;  // x(l)
   KindOp op;
@@ -117,13 +124,21 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
                      const BackwardBuffers& b);
 // The layers that run in bfloat16 under bf16-mixed (prepared.half; run_half.cpp): the buffers'
 // activations are bfloat16 (the float pointers only carry them), parameters and their gradients
-// float32. forwardLayer and backwardLayer hand them over.
+// float32. forwardLayer and backwardLayer hand over those of hasOwnHalfDispatch's kinds.
 Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                         std::uint64_t seed, const ForwardBuffers& b);
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// The kinds run_half.cpp dispatches in bfloat16 (conv2d, linear, the pools, dropout); a half
+// layer of any other kind runs forwardLayer's float32 calls, which take bfloat16 data as well.
+bool hasOwnHalfDispatch(LayerKind kind);
+// A layer norm reading a bfloat16 input (prepared.castsFromHalf; run_half.cpp).
+Status forwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                            const ForwardBuffers& b);
+Status backwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // Blocks (run_blocks.cpp): their inner ops prepared, and their forward and backward.
-Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
-                       PreparedLayer& prepared);
+// prepared.half: every inner op in bfloat16 (bf16-mixed), the inner convolutions' weight copies in
+// E after the graph's saved tensors.
+Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, PreparedLayer& prepared);
 Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                     const ForwardBuffers& b);
 Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);

@@ -60,6 +60,23 @@ const void* castForward(const HalfCopies& copies, const void* x, const float* w,
   return to.input;
 }
 
+// d(input) from the bfloat16 one the primitive wrote into the scratch: through the input cast's
+// backward (ToCopyBackward) to a float32 input, or added into a gradient another inner op of a
+// block wrote.
+void inputGradient(const HalfCopies& copies, InputGrad grad, const void* computed, void* dx) {
+  const auto* half = static_cast<const BFloat16*>(computed);
+  if (copies.castsInput)
+    castToFloat(copies.inputCount, half, static_cast<float*>(dx));
+  else if (grad == InputGrad::Add)
+    copyOrAdd(copies.inputCount, half, static_cast<BFloat16*>(dx), true);
+}
+
+// PyTorch's weight order: [out][in/groups][k][k], with the groups split off first when grouped.
+memory::dims weightDims(const ConvGeometry& g) {
+  if (g.groups > 1) return {g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernel};
+  return {g.outChannels, g.inChannels, g.kernel, g.kernel};
+}
+
 }  // namespace
 
 Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeometry& g, bool bias, bool castsInput,
@@ -73,11 +90,8 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
   op.label_ = label;
   op.x_ = memory::desc({g.batch, g.inChannels, g.inHeight, g.inWidth}, dt::bf16, tag::nhwc);
   op.y_ = memory::desc({g.batch, g.outChannels, g.outHeight, g.outWidth}, dt::bf16, tag::nhwc);
-  const bool grouped = g.groups > 1;
-  const memory::dims dims =
-      grouped ? memory::dims{g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernel}
-              : memory::dims{g.outChannels, g.inChannels, g.kernel, g.kernel};
-  const tag plain = grouped ? tag::goihw : tag::oihw;
+  const memory::dims dims = weightDims(g);
+  const tag plain = g.groups > 1 ? tag::goihw : tag::oihw;
   op.weightsPlain_ = memory::desc(dims, dt::bf16, plain);
   op.weightsGradPlain_ = memory::desc(dims, dt::f32, plain);
   const memory::desc weightsAny(dims, dt::bf16, tag::any);
@@ -103,6 +117,8 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
       const convolution_backward_data::primitive_desc backward(
           convolution_backward_data::desc(direct, op.x_, weightsAny, op.y_, strides, padding, padding),
           primitiveAttributes(), context.engine, forward);
+      // d(input) in bfloat16 before it is added, or cast to a float32 input's dtype.
+      if (grad == InputGrad::Add || castsInput) op.dxOffset_ = data.add(op.x_.get_size());
       op.dataWeights_ = halfWeightsFor(context, backward.weights_desc(), op.weightsPlain_, data);
       op.backwardData_ = makeStep<convolution_backward_data>(backward, data);
     }
@@ -151,10 +167,13 @@ Status HalfConvOp::backward(const DnnlContext& context, const void* x, const voi
     Status status;
     const void* weights = reorderedWeights(context, dataWeights_, weightsPlain_, copy, scratch, label_, status);
     REMAT_RETURN_IF_ERROR(status);
-    REMAT_RETURN_IF_ERROR(execute(
-        context, backwardData_,
-        {{DNNL_ARG_DIFF_DST, &y_, dy}, {DNNL_ARG_WEIGHTS, &dataWeights_.desc, weights}, {DNNL_ARG_DIFF_SRC, &x_, dx}},
-        scratch, label_));
+    void* target = grad_ == InputGrad::Add || copies_.castsInput ? static_cast<void*>(scratch + dxOffset_) : dx;
+    REMAT_RETURN_IF_ERROR(execute(context, backwardData_,
+                                  {{DNNL_ARG_DIFF_DST, &y_, dy},
+                                   {DNNL_ARG_WEIGHTS, &dataWeights_.desc, weights},
+                                   {DNNL_ARG_DIFF_SRC, &x_, target}},
+                                  scratch, label_));
+    inputGradient(copies_, grad_, target, dx);
   }
   std::byte* diffWeights = scratch + diffWeightsOffset_;
   std::byte* diffBias = scratch + diffBiasOffset_;
@@ -206,6 +225,7 @@ Result<HalfLinearOp> HalfLinearOp::create(const DnnlContext& context, Index batc
     op.forward_ = makeStep<matmul>(forward, f);
     op.forwardBytes_ = f.bytes();
     if (grad != InputGrad::None) {
+      if (castsInput) op.dxOffset_ = data.add(op.x_.get_size());  // d(input) before its float32 cast
       const matmul::primitive_desc backward(matmul::desc(op.y_, op.weights_, op.x_), primitiveAttributes(),
                                             context.engine);
       op.backwardData_ = makeStep<matmul>(backward, data);
@@ -240,10 +260,13 @@ Status HalfLinearOp::backward(const DnnlContext& context, const void* x, const v
                               void* dx, float* dw, float* db, std::byte* scratch) const {
   const void* input = copies_.castsInput ? static_cast<const void*>(extra) : x;
   const void* copy = extra + copies_.weightCopyOffset();
-  if (grad_ != InputGrad::None)
+  if (grad_ != InputGrad::None) {
+    void* target = copies_.castsInput ? static_cast<void*>(scratch + dxOffset_) : dx;
     REMAT_RETURN_IF_ERROR(execute(
-        context, backwardData_, {{DNNL_ARG_SRC, &y_, dy}, {DNNL_ARG_WEIGHTS, &weights_, copy}, {DNNL_ARG_DST, &x_, dx}},
-        scratch, label_));
+        context, backwardData_,
+        {{DNNL_ARG_SRC, &y_, dy}, {DNNL_ARG_WEIGHTS, &weights_, copy}, {DNNL_ARG_DST, &x_, target}}, scratch, label_));
+    inputGradient(copies_, grad_, target, dx);
+  }
   auto* gradient = reinterpret_cast<BFloat16*>(scratch + gradientOffset_);
   REMAT_RETURN_IF_ERROR(
       execute(context, backwardWeights_,

@@ -37,7 +37,8 @@ class HalfConvOp {
   // discard mode).
   Status forward(const DnnlContext& context, const void* x, const float* w, const float* b, void* y, std::byte* extra,
                  std::byte* scratch) const;
-  // x: bfloat16 (null when it casts: the copy in E is read); dy, dx: bfloat16; dw, db: float32.
+  // x: bfloat16 (null when it casts: the copy in E is read); dy: bfloat16; dx: bfloat16, float32
+  // when it casts (a float32 input's gradient, through the cast); dw, db: float32.
   Status backward(const DnnlContext& context, const void* x, const void* dy, const std::byte* extra, void* dx,
                   float* dw, float* db, std::byte* scratch) const;
 
@@ -53,6 +54,7 @@ class HalfConvOp {
   dnnl::memory::desc diffWeights_;
   std::uint64_t castOffset_ = 0, copyOffset_ = 0;  // the discard-mode forward's copies in its scratch
   std::uint64_t diffWeightsOffset_ = 0, diffBiasOffset_ = 0;
+  std::uint64_t dxOffset_ = 0;  // InputGrad::Add (inside a block) or a float32 input: d(input) in bfloat16
   std::uint64_t forwardBytes_ = 0, backwardBytes_ = 0;
 };
 
@@ -79,6 +81,7 @@ class HalfLinearOp {
   Step forward_, backwardData_, backwardWeights_;
   std::uint64_t castOffset_ = 0, copyOffset_ = 0, forwardBytes_ = 0;
   std::uint64_t gradientOffset_ = 0, backwardBytes_ = 0;  // the half weight gradient in the backward's scratch
+  std::uint64_t dxOffset_ = 0;                            // a float32 input's: d(input) in bfloat16 before its cast
 };
 
 }  // namespace remat::cpu

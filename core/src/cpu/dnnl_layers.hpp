@@ -167,7 +167,7 @@ class LayerNormOp {
 // passes the gradient at x = 6 and has no hardsigmoid).
 class EltwiseOp {
  public:
-  // type: the activations' (f32, or bf16 under bf16-mixed: oneDNN's kinds only, no own kernel).
+  // type: the activations' (f32, or bf16 under bf16-mixed; the own kernels have both).
   static Result<EltwiseOp> create(const DnnlContext& context, Index count, LayerKind kind, InputGrad grad,
                                   const std::string& label,
                                   dnnl::memory::data_type type = dnnl::memory::data_type::f32);
@@ -180,6 +180,8 @@ class EltwiseOp {
   bool savedIsOutput() const { return savedIsOutput_; }
 
  private:
+  void ownBackward(const void* saved, const void* dy, void* dx) const;
+
   Index count_ = 0;
   InputGrad grad_ = InputGrad::Write;
   LayerKind kind_ = LayerKind::Relu;

@@ -15,6 +15,15 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
+// d(input) added into a gradient another reader wrote first, in the data's dtype (bfloat16 inside
+// a block under bf16-mixed).
+void addGradient(const memory::desc& data, Index count, const void* from, void* to) {
+  if (data.data_type() == memory::data_type::bf16)
+    copyOrAdd(count, static_cast<const BFloat16*>(from), static_cast<BFloat16*>(to), true);
+  else
+    copyOrAdd(count, static_cast<const float*>(from), static_cast<float*>(to), true);
+}
+
 }  // namespace
 
 Result<LinearOp> LinearOp::create(const DnnlContext& context, Index batch, Index inFeatures, Index outFeatures,
@@ -179,8 +188,7 @@ Status BatchNormOp::backward(const DnnlContext& context, const void* x, const vo
                                  {DNNL_ARG_DIFF_SCALE_SHIFT, &gammaBeta_, gradParams}},
                                 scratch, label_));
   copyOrAdd(2 * channels_, gradParams, dGammaBeta, true);
-  // Add: inner ops of blocks, which run float32 only.
-  if (grad_ == InputGrad::Add) copyOrAdd(count_, static_cast<const float*>(target), static_cast<float*>(dx), true);
+  if (grad_ == InputGrad::Add) addGradient(data_, count_, target, dx);  // inner ops of blocks
   return Status::ok();
 }
 
@@ -251,9 +259,34 @@ Result<EltwiseOp> EltwiseOp::create(const DnnlContext& context, Index count, Lay
   return op;
 }
 
+// relu6's and hardsigmoid's own backward, in the data's dtype.
+void EltwiseOp::ownBackward(const void* saved, const void* dy, void* dx) const {
+  const bool accumulate = grad_ == InputGrad::Add;
+  if (data_.data_type() == memory::data_type::bf16) {
+    const auto* x = static_cast<const BFloat16*>(saved);
+    const auto* d = static_cast<const BFloat16*>(dy);
+    auto* out = static_cast<BFloat16*>(dx);
+    if (kind_ == LayerKind::Relu6)
+      relu6Backward(count_, x, d, out, accumulate);
+    else
+      hardSigmoidBackward(count_, x, d, out, accumulate);
+    return;
+  }
+  const auto* x = static_cast<const float*>(saved);
+  const auto* d = static_cast<const float*>(dy);
+  auto* out = static_cast<float*>(dx);
+  if (kind_ == LayerKind::Relu6)
+    relu6Backward(count_, x, d, out, accumulate);
+  else
+    hardSigmoidBackward(count_, x, d, out, accumulate);
+}
+
 Status EltwiseOp::forward(const DnnlContext& context, const void* x, void* y, std::byte* scratch) const {
-  if (ownKernel_) {  // float32 only (ownKernel())
-    hardSigmoidForward(count_, static_cast<const float*>(x), static_cast<float*>(y));
+  if (ownKernel_) {
+    if (data_.data_type() == memory::data_type::bf16)
+      hardSigmoidForward(count_, static_cast<const BFloat16*>(x), static_cast<BFloat16*>(y));
+    else
+      hardSigmoidForward(count_, static_cast<const float*>(x), static_cast<float*>(y));
     return Status::ok();
   }
   return execute(context, forward_, {{DNNL_ARG_SRC, &data_, x}, {DNNL_ARG_DST, &data_, y}}, scratch, label_);
@@ -262,10 +295,8 @@ Status EltwiseOp::forward(const DnnlContext& context, const void* x, void* y, st
 Status EltwiseOp::backward(const DnnlContext& context, const void* saved, const void* dy, void* dx,
                            std::byte* scratch) const {
   if (grad_ == InputGrad::None) return Status::ok();
-  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {  // float32 only (ownKernel())
-    (kind_ == LayerKind::Relu6 ? relu6Backward : hardSigmoidBackward)(count_, static_cast<const float*>(saved),
-                                                                      static_cast<const float*>(dy),
-                                                                      static_cast<float*>(dx), grad_ == InputGrad::Add);
+  if (kind_ == LayerKind::Relu6 || kind_ == LayerKind::HardSigmoid) {
+    ownBackward(saved, dy, dx);
     return Status::ok();
   }
   void* target = grad_ == InputGrad::Add ? scratch + dxOffset_ : dx;
@@ -274,7 +305,7 @@ Status EltwiseOp::backward(const DnnlContext& context, const void* saved, const 
       execute(context, backward_,
               {{savedArg, &data_, saved}, {DNNL_ARG_DIFF_DST, &data_, dy}, {DNNL_ARG_DIFF_SRC, &data_, target}},
               scratch, label_));
-  if (grad_ == InputGrad::Add) copyOrAdd(count_, static_cast<const float*>(target), static_cast<float*>(dx), true);
+  if (grad_ == InputGrad::Add) addGradient(data_, count_, target, dx);
   return Status::ok();
 }
 

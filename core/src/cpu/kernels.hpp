@@ -99,11 +99,15 @@ void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride,
                    bool accumulate);
 // relu6's backward from its input, as PyTorch's hardtanh_backward(grad, self, 0, 6):
 // dx (=|+=) dy where 0 < x < 6, else 0.
+// Each also in bfloat16 (bf16-mixed; computed in float32, stored rounded).
 void relu6Backward(Index count, const float* x, const float* dy, float* dx, bool accumulate);
+void relu6Backward(Index count, const BFloat16* x, const BFloat16* dy, BFloat16* dx, bool accumulate);
 // PyTorch's hardsigmoid, relu6(x + 3) / 6, which oneDNN 2.6 lacks; its backward from the input, as
 // hardsigmoid_backward(grad, self): dx (=|+=) dy / 6 where -3 < x < 3, else 0.
 void hardSigmoidForward(Index count, const float* x, float* y);
+void hardSigmoidForward(Index count, const BFloat16* x, BFloat16* y);
 void hardSigmoidBackward(Index count, const float* x, const float* dy, float* dx, bool accumulate);
+void hardSigmoidBackward(Index count, const BFloat16* x, const BFloat16* dy, BFloat16* dx, bool accumulate);
 // out = a + b, elementwise.
 void add(Index count, const float* a, const float* b, float* out);
 // db[o] += sum over n of dy[n][o], samples in order (a linear layer's bias gradient).
@@ -188,7 +192,13 @@ void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16*
 // copy), and a half gradient added into its float32 master gradient (ToCopyBackward, then
 // AccumulateGrad's add); a linear's bias gradient from half d(y), summed in float32.
 void castToHalf(Index count, const float* from, BFloat16* to);
+void castToFloat(Index count, const BFloat16* from, float* to);  // a float32 op's (layer norm's) cast copy
 void addHalfInto(Index count, const BFloat16* from, float* to);
 void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, float* db);
+// The residual add and a gradient that two readers of one tensor share, in bfloat16 (a block's
+// inner ops under bf16-mixed): each sum rounded to bfloat16, as PyTorch's half add and autograd's
+// accumulation of half gradients round it.
+void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out);
+void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate);
 
 }  // namespace remat::cpu

@@ -13,6 +13,11 @@ void castToHalf(Index count, const float* from, BFloat16* to) {
   for (Index i = 0; i < count; ++i) to[i] = BFloat16(from[i]);
 }
 
+void castToFloat(Index count, const BFloat16* from, float* to) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) to[i] = from[i].value();
+}
+
 void addHalfInto(Index count, const BFloat16* from, float* to) {
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) to[i] += from[i].value();
@@ -25,6 +30,21 @@ void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, flo
     for (Index n = 0; n < batch; ++n) sum += dy[n * outFeatures + o].value();
     // PyTorch's half bias gradient is rounded to bfloat16 before its float32 cast.
     db[o] += BFloat16(sum).value();
+  }
+}
+
+void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) out[i] = BFloat16(a[i].value() + b[i].value());
+}
+
+void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate) {
+  if (accumulate) {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < count; ++i) out[i] = BFloat16(out[i].value() + a[i].value());
+  } else {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < count; ++i) out[i] = a[i];
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels.hpp"
 #include "remat/exec/counter_rng.hpp"
@@ -35,25 +36,61 @@ void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride,
   }
 }
 
+namespace {
+
+// The own activations in float32 and bfloat16 alike: computed in float32, stored in T (rounded to
+// bfloat16 as PyTorch's half kernels round their float32 arithmetic).
+float valueOf(float v) { return v; }
+float valueOf(BFloat16 v) { return v.value(); }
+template <typename T>
+T stored(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
+}
+
+template <typename T>
+void relu6BackwardOf(Index count, const T* x, const T* dy, T* dx, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const float v = valueOf(x[i]);
+    const float pass = (v > 0.0f && v < 6.0f) ? valueOf(dy[i]) : 0.0f;
+    dx[i] = stored<T>(accumulate ? valueOf(dx[i]) + pass : pass);
+  }
+}
+
+template <typename T>
+void hardSigmoidForwardOf(Index count, const T* x, T* y) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) y[i] = stored<T>(std::min(std::max(valueOf(x[i]) + 3.0f, 0.0f), 6.0f) / 6.0f);
+}
+
+template <typename T>
+void hardSigmoidBackwardOf(Index count, const T* x, const T* dy, T* dx, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const float v = valueOf(x[i]);
+    const float pass = (v > -3.0f && v < 3.0f) ? valueOf(dy[i]) / 6.0f : 0.0f;
+    dx[i] = stored<T>(accumulate ? valueOf(dx[i]) + pass : pass);
+  }
+}
+
+}  // namespace
+
 void relu6Backward(Index count, const float* x, const float* dy, float* dx, bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) {
-    const float pass = (x[i] > 0.0f && x[i] < 6.0f) ? dy[i] : 0.0f;
-    dx[i] = accumulate ? dx[i] + pass : pass;
-  }
+  relu6BackwardOf(count, x, dy, dx, accumulate);
 }
-
-void hardSigmoidForward(Index count, const float* x, float* y) {
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) y[i] = std::min(std::max(x[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
+void relu6Backward(Index count, const BFloat16* x, const BFloat16* dy, BFloat16* dx, bool accumulate) {
+  relu6BackwardOf(count, x, dy, dx, accumulate);
 }
-
+void hardSigmoidForward(Index count, const float* x, float* y) { hardSigmoidForwardOf(count, x, y); }
+void hardSigmoidForward(Index count, const BFloat16* x, BFloat16* y) { hardSigmoidForwardOf(count, x, y); }
 void hardSigmoidBackward(Index count, const float* x, const float* dy, float* dx, bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) {
-    const float pass = (x[i] > -3.0f && x[i] < 3.0f) ? dy[i] / 6.0f : 0.0f;
-    dx[i] = accumulate ? dx[i] + pass : pass;
-  }
+  hardSigmoidBackwardOf(count, x, dy, dx, accumulate);
+}
+void hardSigmoidBackward(Index count, const BFloat16* x, const BFloat16* dy, BFloat16* dx, bool accumulate) {
+  hardSigmoidBackwardOf(count, x, dy, dx, accumulate);
 }
 
 void add(Index count, const float* a, const float* b, float* out) {

@@ -70,13 +70,50 @@ ActivationLayout streamLayout(const Shape& shape) {
   return layout;
 }
 
+// Under bf16-mixed a block runs every inner op in bfloat16 (memory-model.md 11.7); the inner ops
+// with bfloat16 kernels are ResNet's and MobileNetV2's: square convolutions, batch norms, the
+// residual add and the activations, on contiguous tensors (no channel views or gathered copies).
+Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
+  for (const BlockOp& op : graph.ops) {
+    const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
+    const bool activation = kind && isPointwise(*kind);
+    bool supported = (op.kind == BlockOpKind::Conv2d && op.layer.squareConv()) || op.kind == BlockOpKind::BatchNorm ||
+                     op.kind == BlockOpKind::Add || activation;
+    supported = supported && !graph.tensors[op.output].isView();
+    for (std::size_t j = 0; j < op.inputs.size(); ++j)
+      supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
+    if (!supported)
+      return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" +
+                        op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
+                        ") yet (a block's convolutions, batch norms, residual add and activations have one); plan "
+                        "and simulate it, or run it as fp32");
+  }
+  return Status::ok();
+}
+
+// Autocast's half copies of a half block's inner convolution weights, saved in E after the
+// graph's own saved tensors (precision.cpp counts them alike).
+std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
+  std::uint64_t bytes = 0;
+  for (const BlockOp& op : graph.ops)
+    if (op.kind == BlockOpKind::Conv2d)
+      bytes += (op.paramCount - (op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0)) * 2;
+  return bytes;
+}
+
 // A block: its inner graph (checked against the chain's numbers and each inner op's parameters),
 // whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
+// `half`: bf16-mixed's bfloat16 block, its arenas laid out for half tensors.
 Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
-                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
+                    const LayerChecks& check, bool firstLayer, bool half, PreparedLayer& prepared) {
+  auto graph = buildBlockGraph(spec, layer.inputShape, half ? DType::BFloat16 : chain.dtype);
   if (!graph) return check.fail(graph.status().message());
-  REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
+  AutocastCasts casts;
+  if (half) {
+    REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check));
+    casts.weightCopyBytes = innerWeightCopyBytes(*graph);
+  }
+  REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer, casts));
   for (const BlockOp& op : graph->ops) {
     const Shape& in = graph->tensors[op.inputs[0]].shape;
     const Shape& out = graph->tensors[op.output].shape;
@@ -95,7 +132,7 @@ Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainL
     }
   }
   prepared.block = std::move(graph).value();
-  return prepareBlockOps(context, *prepared.block, firstLayer, prepared.label, prepared);
+  return prepareBlockOps(context, *prepared.block, firstLayer, prepared);
 }
 
 Index elements(const ActivationLayout& layout) { return layout.batch * layout.perSample(); }
@@ -115,6 +152,7 @@ Status setOp(Result<Op> op, PreparedLayer& prepared) {
 struct HalfMode {
   bool half = false;
   bool castsInput = false;
+  bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input
   dnnl::memory::data_type type() const { return half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32; }
 };
 
@@ -226,6 +264,7 @@ struct LayerContext {
 // Autocast's copies a half layer saves (layer_checks.hpp), as HalfConvOp / HalfLinearOp save them.
 AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, HalfMode mode) {
   AutocastCasts casts;
+  if (mode.castsFromHalf) casts.inputCastBytes = elementCount(layer.inputShape) * 4;
   if (!mode.half || (layer.kind != LayerKind::Conv2d && layer.kind != LayerKind::Linear)) return casts;
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
@@ -259,10 +298,23 @@ Status prepareSwin(const LayerContext& c, const ChainLayer& layer, const LayerSp
   return prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
 }
 
+// A layer norm under bf16-mixed reading a bfloat16 input (HalfMode::castsFromHalf): E is [its
+// statistics][the float32 cast copy], as precision.cpp appends the copy; each workspace starts
+// with a float32 tensor of the input's size (the discard-mode copy, d(input) before its cast).
+void castThroughFloat(const ChainLayer& layer, PreparedLayer& prepared) {
+  prepared.castsFromHalf = true;
+  const std::uint64_t castBytes = elementCount(layer.inputShape) * 4;
+  prepared.castOffset = layer.numbers.extraBytes - castBytes;
+  prepared.castScratchBytes = (castBytes + 63) / 64 * 64;  // oneDNN's scratchpads start aligned
+  prepared.requiredFwdWorkspace += prepared.castScratchBytes;
+  prepared.requiredBwdWorkspace += prepared.castScratchBytes;
+}
+
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
-  if (isComposite(layer.kind)) return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
+  if (isComposite(layer.kind))
+    return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(c.dnnl, layer, spec, check, c.l, prepared);
@@ -281,7 +333,10 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     case LayerKind::BatchNorm: return prepareBatchNorm(c.dnnl, layer.inputShape, c.grad(), c.mode, prepared);
     case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), c.mode, prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
-    case LayerKind::LayerNorm: return prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared);
+    case LayerKind::LayerNorm:
+      REMAT_RETURN_IF_ERROR(prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared));
+      if (c.mode.castsFromHalf) castThroughFloat(layer, prepared);
+      return Status::ok();
     default:
       if (isPointwise(layer.kind))
         return setOp(
@@ -296,12 +351,13 @@ bool isTransformerKind(LayerKind kind) {
          kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead || isSwinKind(kind);
 }
 
-// The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name.
-Status prepareHalfKind(const ChainLayer& layer, const LayerChecks& check) {
+// The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name (a
+// block's inner ops by prepareBlock).
+Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const LayerChecks& check) {
   const char* missing = nullptr;
-  if (isComposite(layer.kind)) missing = "residual blocks";
-  if (layer.kind == LayerKind::LayerNorm || layer.kind == LayerKind::Relu6 || layer.kind == LayerKind::HardSigmoid)
-    missing = "this kind";
+  // Its input's cast would have to stand in for x0 inside the block: only a block after a
+  // float32 layer (the first layer, one after a layer norm) casts, and none of our zoo's does.
+  if (isComposite(layer.kind) && mode.castsInput) missing = "a residual block reading a float32 input";
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
   if (layer.kind == LayerKind::AdaptiveAvgPool &&
@@ -309,12 +365,13 @@ Status prepareHalfKind(const ChainLayer& layer, const LayerChecks& check) {
     missing = "an adaptive average pool whose windows do not tile a square input";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (conv2d, linear, batchnorm, the pools and oneDNN's activations have one); plan and simulate "
-                    "it, or run it as fp32");
+                    " yet (conv2d, linear, batchnorm, the pools, the activations and residual blocks have one); "
+                    "plan and simulate it, or run it as fp32");
 }
 
-// Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d and linear run in
-// half, the others in their input's dtype; fp16-mixed has no CPU kernels (oneDNN 2.6 has no float16
+// Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d, linear and blocks
+// run in half, layer norm in float32 (from a cast copy of a half input), the others in their
+// input's dtype; fp16-mixed has no CPU kernels (oneDNN 2.6 has no float16
 // convolution on the CPU), and the pure half modes are refused by realLayer as a half file is.
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const PreparedLayer& prev,
                             const LayerChecks& check) {
@@ -330,9 +387,11 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);
-  mode.half = lowerPrecision || prev.half;
+  const bool float32 = layer.kind == LayerKind::LayerNorm;  // autocast's fp32 list
+  mode.half = lowerPrecision || (prev.half && !float32);
   mode.castsInput = lowerPrecision && !prev.half;
-  if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, check));
+  mode.castsFromHalf = float32 && prev.half;
+  if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, mode, check));
   return mode;
 }
 

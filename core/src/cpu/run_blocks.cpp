@@ -8,12 +8,16 @@
 // channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
 // oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
 // broadcasting product's kernels with a [1, C, 1, 1] parameter; the pool branches' max and average
-// pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A channel slice inside a block is a view
-// (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the owner's
-// stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's
-// convolution does the same: .contiguous()). Each workspace holds,
-// after its arena at a 256-byte boundary, the scratch of the inner op that needs the most (ops
-// run one at a time), so a block's wf / wb are the arena plus that scratch.
+// pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A channel slice
+// inside a block is a view (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the
+// owner's stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's convolution does
+// the same: .contiguous()). Each workspace holds, after its arena at a 256-byte boundary, the scratch of the inner op
+// that needs the most (ops run one at a time), so a block's wf / wb are the arena plus that scratch.
+// Under bf16-mixed the same runner runs a half block (PreparedLayer::half; memory-model.md 11.7):
+// arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
+// activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
+// the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add in bfloat16; prepare.cpp
+// admits only blocks of those inner ops.
 #include <algorithm>
 
 #include "device_impl.hpp"
@@ -27,9 +31,10 @@ std::uint64_t scratchStart(std::uint64_t arenaBytes) {
   return (arenaBytes + kBlockTensorAlignBytes - 1) / kBlockTensorAlignBytes * kBlockTensorAlignBytes;
 }
 
-// The primitives of one inner op; d(input) per its gradAccumulate flag (none for layer 1's x0).
+// The primitives of one inner op; d(input) per its gradAccumulate flag (none for layer 1's x0);
+// `half`: bfloat16 data (bf16-mixed), the convolution from autocast's copies (HalfConvOp).
 Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, const BlockOp& op, bool firstLayer,
-                       const std::string& label) {
+                       bool half, const std::string& label) {
   const Shape& in = graph.tensors[op.inputs[0]].shape;
   const Shape& out = graph.tensors[op.output].shape;
   const InputGrad grad =
@@ -39,12 +44,16 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     if (!made) return made.status();
     return KindOp(std::move(made).value());
   };
+  const auto type = half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
   switch (op.kind) {
     case BlockOpKind::Conv2d:
+      if (half)
+        return wrap(HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, false, grad, where));
       return wrap(ConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, grad, where));
     case BlockOpKind::BatchNorm:
-      return wrap(BatchNormOp::create(context, floatDesc({in[0], in[1], in[2], in[3]}, dnnl::memory::format_tag::nhwc),
-                                      in[1], grad, where));
+      return wrap(BatchNormOp::create(
+          context, dnnl::memory::desc({in[0], in[1], in[2], in[3]}, type, dnnl::memory::format_tag::nhwc), in[1], grad,
+          where));
     case BlockOpKind::LayerNorm:  // over the channels: channels-last data is N*H*W rows of C
       return wrap(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], static_cast<float>(op.layer.epsilon), grad,
                                       where));
@@ -61,7 +70,7 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
   }
   const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
   if (layer && isPointwise(*layer))
-    return wrap(EltwiseOp::create(context, static_cast<Index>(elementCount(out)), *layer, grad, where));
+    return wrap(EltwiseOp::create(context, static_cast<Index>(elementCount(out)), *layer, grad, where, type));
   return Status::internal(where + ": unknown inner op kind");
 }
 
@@ -177,12 +186,64 @@ Status normBackward(const DnnlContext& context, const BlockGraph& graph, const B
                            b.paramGrads + p.weightOffset, scratch);
 }
 
+// An inner convolution. In a half block (bf16-mixed) from autocast's copies: its weight copy goes
+// to its place in E in keep mode (the backward reads it there) and into its own scratch otherwise.
+Status forwardInnerConv(const DnnlContext& context, const PreparedBlockOp& p, ForwardMode mode, const float* in,
+                        const ForwardBuffers& b, float* out, std::byte* scratch, const std::string& label) {
+  const float* w = b.params + p.weightOffset;
+  const float* bias = p.biasOffset >= 0 ? b.params + p.biasOffset : nullptr;
+  if (const auto* half = std::get_if<HalfConvOp>(&p.op)) {
+    std::byte* copies = mode == ForwardMode::Keep ? b.extra + p.weightCopyOffset : nullptr;
+    return half->forward(context, in, w, bias, out, copies, scratch);
+  }
+  auto conv = opAs<ConvOp>(p, label);
+  return conv ? (*conv)->forward(context, in, w, bias, out, scratch) : conv.status();
+}
+
+Status backwardInnerConv(const DnnlContext& context, const BlockGraph& graph, const BlockOp& op,
+                         const PreparedBlockOp& p, const BlockBackwardTensors& tensors, const BackwardBuffers& b,
+                         std::byte* scratch, const std::string& label) {
+  const float* x = backwardInput(graph, op, 0, tensors, b.workspace);
+  const float* dOut = tensors.grad(op.output);
+  float* dIn = tensors.grad(op.inputs[0]);
+  float* dw = b.paramGrads + p.weightOffset;
+  float* db = p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr;
+  if (const auto* half = std::get_if<HalfConvOp>(&p.op))
+    return half->backward(context, x, dOut, b.extra + p.weightCopyOffset, dIn, dw, db, scratch);
+  auto conv = opAs<ConvOp>(p, label);
+  return conv ? (*conv)->backward(context, x, dOut, b.params + p.weightOffset, dIn, dw, db, scratch) : conv.status();
+}
+
+// The residual add and its backward, in the block's dtype (the float pointers carry bfloat16 in a
+// half block).
+const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
+BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+
+void addForward(bool half, Index count, const float* a, const float* b, float* out) {
+  if (half)
+    add(count, halves(a), halves(b), halves(out));
+  else
+    add(count, a, b, out);
+}
+
+void addBackward(bool half, const BlockOp& op, const PreparedBlockOp& p, const BlockBackwardTensors& tensors,
+                 const float* dOut) {
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    float* d = tensors.grad(op.inputs[j]);
+    if (d == nullptr) continue;
+    if (half)
+      copyOrAdd(p.count, halves(dOut), halves(d), op.gradAccumulate[j]);
+    else
+      copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
+  }
+}
+
 }  // namespace
 
-Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, const std::string& label,
-                       PreparedLayer& prepared) {
+Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, PreparedLayer& prepared) {
   Index offset = 0;
   std::uint64_t fwdScratch = 0, bwdScratch = 0;
+  std::uint64_t copyOffset = graph.extraBytes;  // half: the weight copies follow the saved tensors in E
   for (const BlockOp& op : graph.ops) {
     PreparedBlockOp p;
     const Shape& out = graph.tensors[op.output].shape;
@@ -196,9 +257,13 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
     }
     if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
       p.pool = poolGeometry(op.layer, graph.tensors[op.inputs[0]].shape, out);
-    auto made = innerOp(context, graph, op, firstLayer, label);
+    auto made = innerOp(context, graph, op, firstLayer, prepared.half, prepared.label);
     if (!made) return made.status();
     p.op = std::move(made).value();
+    if (const auto* conv = std::get_if<HalfConvOp>(&p.op)) {
+      p.weightCopyOffset = copyOffset;
+      copyOffset += conv->copies().weightCopyBytes();
+    }
     const auto [fwd, bwd] = scratchBytes(p.op);
     fwdScratch = std::max(fwdScratch, fwd);
     bwdScratch = std::max(bwdScratch, bwd);
@@ -229,9 +294,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     const float* w = b.params + p.weightOffset;
     Status status;
     if (op.kind == BlockOpKind::Conv2d) {
-      auto conv = opAs<ConvOp>(p, prepared.label);
-      const float* bias = p.biasOffset >= 0 ? b.params + p.biasOffset : nullptr;
-      status = conv ? (*conv)->forward(context, in, w, bias, out, scratch) : conv.status();
+      status = forwardInnerConv(context, p, mode, in, b, out, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::BatchNorm) {
       auto norm = opAs<BatchNormOp>(p, prepared.label);
       status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
@@ -241,7 +304,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::LayerScale) {
       mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), gammaDims(graph, op), in, w, out);
     } else if (op.kind == BlockOpKind::Add) {
-      add(p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      addForward(prepared.half, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
       concatForward(graph, op, p, tensors, out);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
@@ -284,11 +347,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     Status status;
     if (op.kind == BlockOpKind::Conv2d) {
-      auto conv = opAs<ConvOp>(p, prepared.label);
-      status = conv ? (*conv)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), dOut,
-                                        b.params + p.weightOffset, dIn, b.paramGrads + p.weightOffset,
-                                        p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr, scratch)
-                    : conv.status();
+      status = backwardInnerConv(context, graph, op, p, tensors, b, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::BatchNorm) {
       status = normBackward<BatchNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::LayerNorm) {
@@ -297,10 +356,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
       layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), b.params + p.weightOffset, dOut,
                          dIn, b.paramGrads + p.weightOffset);
     } else if (op.kind == BlockOpKind::Add) {
-      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-        float* d = tensors.grad(op.inputs[j]);
-        if (d != nullptr) copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
-      }
+      addBackward(prepared.half, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Concat) {
       concatBackward(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {

@@ -1,8 +1,10 @@
-// Dispatch of the layers that run in bfloat16 under bf16-mixed (docs/memory-model.md section
-// 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp), and the kinds that follow their
-// input's dtype on oneDNN's bf16 primitives (batch norm with float32 statistics and parameters,
-// pools, activations); max pooling's indices and backward are the own kernels in bfloat16.
-// prepare.cpp admits only these kinds in half.
+// Dispatch of the layers whose bfloat16 kernels differ from float32's under bf16-mixed
+// (docs/memory-model.md section 11.7): conv2d and linear with autocast's casts (dnnl_half.hpp),
+// the pools (max pooling's indices and backward are own kernels in bfloat16) and dropout, and the
+// layer norm's float32 cast. Batch norm, the activations and residual blocks take either dtype
+// through the same calls and stay in run_layers.cpp's dispatch (their primitives were made for
+// bf16 data; blocks run run_blocks.cpp's one runner on bfloat16 arenas). prepare.cpp admits only
+// the kinds with bfloat16 kernels in half.
 #include "device_impl.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/model/operators.hpp"
@@ -66,20 +68,12 @@ Status forwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepare
     case LayerKind::MaxPool:
     case LayerKind::AvgPool:
     case LayerKind::AdaptiveAvgPool: return forwardPool(context, prepared, keep, b);
-    case LayerKind::BatchNorm: {
-      auto norm = opOf<BatchNormOp>(prepared);
-      return norm ? (*norm)->forward(context, b.x, b.params, b.y, reinterpret_cast<float*>(saved), b.workspace)
-                  : norm.status();
-    }
     case LayerKind::Dropout:
       dropoutForward(prepared.in, prepared.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l), halves(b.x),
                      halves(b.y), reinterpret_cast<std::uint8_t*>(saved));
       return Status::ok();
-    default: break;
+    default: return Status::internal("cpu: " + prepared.label + ": no bf16 forward kernel");
   }
-  if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 forward kernel");
-  auto eltwise = opOf<EltwiseOp>(prepared);
-  return eltwise ? (*eltwise)->forward(context, b.x, b.y, b.workspace) : eltwise.status();
 }
 
 Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
@@ -104,18 +98,46 @@ Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepar
         dropoutBackward(prepared.in.batch * prepared.in.perSample(), prepared.dropoutP,
                         reinterpret_cast<const std::uint8_t*>(b.extra), halves(b.dy), halves(b.dx));
       return Status::ok();
-    case LayerKind::BatchNorm: {
-      auto norm = opOf<BatchNormOp>(prepared);
-      return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
-                                      b.paramGrads, b.workspace)
-                  : norm.status();
-    }
-    default: break;
+    default: return Status::internal("cpu: " + prepared.label + ": no bf16 backward kernel");
   }
-  if (!isPointwise(prepared.kind)) return Status::internal("cpu: " + prepared.label + ": no bf16 backward kernel");
-  auto eltwise = opOf<EltwiseOp>(prepared);
-  if (!eltwise) return eltwise.status();
-  return (*eltwise)->backward(context, (*eltwise)->savedIsOutput() ? b.y : b.x, b.dy, b.dx, b.workspace);
+}
+
+bool hasOwnHalfDispatch(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::Conv2d:
+    case LayerKind::Linear:
+    case LayerKind::MaxPool:
+    case LayerKind::AvgPool:
+    case LayerKind::AdaptiveAvgPool:
+    case LayerKind::Dropout: return true;
+    default: return false;
+  }
+}
+
+// Autocast runs layer_norm in float32: it casts the bfloat16 input to a float32 copy, which its
+// backward reads (saved in E after the statistics), and the float32 d(input) flows back through
+// the cast (ToCopyBackward), rounded to bfloat16.
+Status forwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                            const ForwardBuffers& b) {
+  auto norm = opOf<LayerNormOp>(prepared);
+  if (!norm) return norm.status();
+  const bool keep = mode == ForwardMode::Keep;
+  std::byte* copy = keep ? b.extra + prepared.castOffset : b.workspace;
+  auto* cast = reinterpret_cast<float*>(copy);
+  castToFloat(prepared.in.batch * prepared.in.perSample(), halves(b.x), cast);
+  float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
+  return (*norm)->forward(context, cast, b.params, b.y, stats, b.workspace + prepared.castScratchBytes);
+}
+
+Status backwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  auto norm = opOf<LayerNormOp>(prepared);
+  if (!norm) return norm.status();
+  const auto* cast = reinterpret_cast<const float*>(b.extra + prepared.castOffset);
+  auto* dx = reinterpret_cast<float*>(b.workspace);
+  REMAT_RETURN_IF_ERROR((*norm)->backward(context, cast, b.dy, b.params, reinterpret_cast<const float*>(b.extra), dx,
+                                          b.paramGrads, b.workspace + prepared.castScratchBytes));
+  if (b.dx != nullptr) castToHalf(prepared.in.batch * prepared.in.perSample(), dx, halves(b.dx));
+  return Status::ok();
 }
 
 }  // namespace remat::cpu

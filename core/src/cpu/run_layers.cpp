@@ -1,6 +1,8 @@
 // Dispatch of the primitive kinds to their oneDNN primitives or own kernels. The buffers were
 // checked by CpuDevice (sizes, presence per the model's in / out / e flags) before these run; the
-// workspace holds at least the layer's required scratch.
+// workspace holds at least the layer's required scratch. Under bf16-mixed the kinds whose
+// bfloat16 kernels differ go to run_half.cpp; batch norm, the activations and blocks run here in
+// either dtype (the pointers carry bfloat16 for a half layer).
 #include "device_impl.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/model/operators.hpp"
@@ -64,7 +66,7 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
 
 Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::size_t l, ForwardMode mode,
                     std::uint64_t seed, const ForwardBuffers& b) {
-  if (prepared.half) return forwardHalfLayer(context, prepared, l, mode, seed, b);
+  if (prepared.half && hasOwnHalfDispatch(prepared.kind)) return forwardHalfLayer(context, prepared, l, mode, seed, b);
   const bool keep = mode == ForwardMode::Keep;
   const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);
   switch (prepared.kind) {
@@ -87,6 +89,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
     }
     case LayerKind::LayerNorm: {
+      if (prepared.castsFromHalf) return forwardCastLayerNorm(context, prepared, mode, b);
       auto norm = opOf<LayerNormOp>(prepared);
       float* stats = keep ? reinterpret_cast<float*>(b.extra) : nullptr;
       return norm ? (*norm)->forward(context, b.x, b.params, b.y, stats, b.workspace) : norm.status();
@@ -119,7 +122,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
 
 Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                      const BackwardBuffers& b) {
-  if (prepared.half) return backwardHalfLayer(context, prepared, b);
+  if (prepared.half && hasOwnHalfDispatch(prepared.kind)) return backwardHalfLayer(context, prepared, b);
   switch (prepared.kind) {
     case LayerKind::Conv2d: {
       auto conv = opOf<ConvOp>(prepared);
@@ -143,6 +146,7 @@ Status backwardLayer(const DnnlContext& context, const PreparedLayer& prepared, 
                   : norm.status();
     }
     case LayerKind::LayerNorm: {
+      if (prepared.castsFromHalf) return backwardCastLayerNorm(context, prepared, b);
       auto norm = opOf<LayerNormOp>(prepared);
       return norm ? (*norm)->backward(context, b.x, b.dy, b.params, reinterpret_cast<const float*>(b.extra), b.dx,
                                       b.paramGrads, b.workspace)

@@ -169,9 +169,11 @@ Result<PrimitiveParameters> LayerChecks::primitiveLayer(const ChainLayer& layer,
 
 Status LayerChecks::noKernel() const { return fail("the " + upper(device) + " backend has no kernel for this kind"); }
 
-Status LayerChecks::blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const {
+Status LayerChecks::blockNumbers(const BlockGraph& graph, const ChainLayer& layer, const AutocastCasts& casts) const {
   const LayerNumbers& m = layer.numbers;
-  if (graph.outBytes != m.outBytes || graph.extraBytes != m.extraBytes || graph.needsInput != m.needsInput ||
+  const std::uint64_t extra = graph.extraBytes + casts.inputCastBytes + casts.weightCopyBytes;
+  const bool needsInput = graph.needsInput && casts.inputCastBytes == 0;
+  if (graph.outBytes != m.outBytes || extra != m.extraBytes || needsInput != m.needsInput ||
       graph.needsOutput != m.needsOutput || graph.paramCount != layer.paramCount)
     return fail("the chain's numbers for this block differ from its inner graph's");
   return Status::ok();

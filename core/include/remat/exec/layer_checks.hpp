@@ -59,8 +59,11 @@ struct LayerChecks {
   Result<PrimitiveParameters> primitiveLayer(const ChainLayer& layer, const LayerSpec& spec,
                                              const AutocastCasts& casts = {}) const;
   Status noKernel() const;  // "the <DEVICE> backend has no kernel for this kind"
-  // A residual block: the chain's numbers must be the inner graph's.
-  Status blockNumbers(const BlockGraph& graph, const ChainLayer& layer) const;
+  // A residual block: the chain's numbers must be the inner graph's; under a mixed precision
+  // (`graph` laid out for half tensors) its e also holds autocast's copies after the graph's saved
+  // tensors: the input's cast, which the backward then reads instead of x(l-1), and the inner
+  // convolutions' weight copies.
+  Status blockNumbers(const BlockGraph& graph, const ChainLayer& layer, const AutocastCasts& casts = {}) const;
   // Inner ops of a block: a conv of `weightCount` weights and, when its spec says bias, one bias
   // per output channel; a batch norm over `channels`; nothing else with parameters.
   Status innerConv(const BlockOp& op, std::uint64_t weightCount) const;
