@@ -1,5 +1,7 @@
 #include "interpreter_program.hpp"
 
+#include <algorithm>
+
 #include "remat/memory/simulator.hpp"
 
 namespace remat::program {
@@ -97,6 +99,12 @@ class ProgramBuilder {
     if (chain_.step.grads == GradMode::OnBackward && m.paramBytes > 0)
       p.weightGrad = program_.weightGradOf[l] = tensor(m.paramBytes, 'W', l);
     p.workspaceBytes = m.bwdWorkspaceBytes;
+    if (m.sharedGradBytes > 0)
+      sharedGrad_ = p.sharedGradOut = tensor(m.sharedGradBytes, 'S', l), sharedGradBytes_ = m.sharedGradBytes;
+    if (l == 1 && sharedGrad_ != kNone) {  // the embedding's own table gradient beside it, as in PyTorch
+      p.sharedGradIn = sharedGrad_;
+      p.workspaceBytes = std::max(p.workspaceBytes, sharedGradBytes_);
+    }
     if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
         (m.extraBytes > 0 && p.extraIn == kNone))
       return Status::internal("B(" + std::to_string(l) + ") reads a tensor no earlier op wrote");
@@ -106,6 +114,8 @@ class ProgramBuilder {
   const Chain& chain_;
   const std::size_t lastSegmentStart_;
   std::vector<std::uint32_t> x_, extra_, grad_;
+  std::uint32_t sharedGrad_ = kNone;
+  std::uint64_t sharedGradBytes_ = 0;
   Program program_;
 };
 

@@ -3,6 +3,7 @@
 // reads and writes, how big each version is and which op reads it last. The simulator sweeps it
 // for footprints and the liveness trace (liveness.hpp) names its tensors, so the rule that decides
 // what is alive lives here once. Internal to core.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -23,7 +24,7 @@ inline constexpr std::uint32_t kNoTensor = std::numeric_limits<std::uint32_t>::m
 // alive until the step's last op (lastReader), and the sweep frees everything after it.
 struct OpTraffic {
   std::uint32_t reads[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
-  std::uint32_t writes[2] = {kNoTensor, kNoTensor};
+  std::uint32_t writes[3] = {kNoTensor, kNoTensor, kNoTensor};
   std::uint64_t scratchBytes = 0;  // workspace plus, for RE, the transient copy of x(c)
 };
 
@@ -134,6 +135,17 @@ class TensorGraphBuilder {
     if (gradientsOnBackward_ && m.paramBytes > 0)
       weightGradients_.push_back(write(Kind::WeightGradient, l, m.paramBytes));
     traffic_->scratchBytes = m.bwdWorkspaceBytes;
+    // A tied head's table gradient: written here, read (and freed) by B(1), whose workspace holds
+    // at least the embedding's own table gradient before the two are summed (memory-model.md 12.2;
+    // a profiled wb(1) has measured it).
+    if (m.sharedGradBytes > 0) {
+      sharedGrad_ = write(Kind::WeightGradient, l, m.sharedGradBytes);
+      sharedGradBytes_ = m.sharedGradBytes;
+    }
+    if (l == 1 && sharedGrad_ != kNoTensor) {
+      read(sharedGrad_);
+      traffic_->scratchBytes = std::max(traffic_->scratchBytes, sharedGradBytes_);
+    }
   }
 
   const Chain& chain_;
@@ -144,6 +156,8 @@ class TensorGraphBuilder {
   const bool gradientsOnBackward_;
   const std::uint64_t stepScratchBytes_;  // the STEP op's temporaries
   std::vector<std::uint32_t> weightGradients_;
+  std::uint32_t sharedGrad_ = kNoTensor;  // a tied head's table gradient, until B(1)
+  std::uint64_t sharedGradBytes_ = 0;
   std::size_t tensorCount_ = 0;
   OpTraffic* traffic_ = nullptr;  // of the op being added
   int reads_ = 0;
