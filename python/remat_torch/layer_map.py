@@ -146,8 +146,11 @@ class _ScopeTracer(fx.Tracer):
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
         node.meta[SCOPE_KEY] = self._scopes[-1][0]
-        if kind == "call_module":  # the called module's scope name: the layer name its ops get
-            node.meta[_CALLEE_KEY] = _scoped(self._scopes[-1], str(target))[0]
+        if kind == "call_module" and len(self._scopes) > 1:
+            # call_module pushed the callee's scope before fx made its node: that is the node's name,
+            # and the caller's is the scope the node was made in
+            node.meta[_CALLEE_KEY] = self._scopes[-1][0]
+            node.meta[SCOPE_KEY] = self._scopes[-2][0]
         return node
 
 
