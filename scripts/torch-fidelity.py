@@ -258,7 +258,9 @@ def main(argv=None):
     where = (f"CUDA ({torch.cuda.get_device_name(0)})" if args.device == "cuda"
              else f"CPU, {torch.get_num_threads()} thread(s)")
     print(f"# PyTorch {torch.__version__}, {where}, batch {args.batch}, "
-          f"{args.resolution}x{args.resolution}, float32; tolerance {args.tolerance:.0%}", flush=True)
+          f"{args.resolution}x{args.resolution}"
+          + (f", sequence {args.sequence}" if "gpt_small" in models else "")
+          + f", float32; tolerance {args.tolerance:.0%}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch-fidelity-") as folder:
         for name in models:
