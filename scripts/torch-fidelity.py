@@ -10,6 +10,8 @@ further than --tolerance from E (unless --report), 2 on bad input.
   scripts/torch-fidelity.py --fast                       # CI: batch 2, 32x32, two models
   scripts/torch-fidelity.py --batch 8 --resolution 128 --threads 1 --markdown   # the full table
   scripts/torch-fidelity.py --device cuda --chain zoo --markdown   # the GPU rows (scripts/gpu-check.sh)
+  scripts/torch-fidelity.py --models gpt_small,vit_b_16 --batch 2 --sequence 128 --resolution 224 \
+      --planners none,optimal,linear,dp --markdown   # the transformers (scripts/torch_fidelity_transformers.py)
 
 Run with the Python that has PyTorch (/usr/bin/python3 on Debian: python3-torch).
 """
@@ -35,6 +37,7 @@ except ImportError as error:
 from remat_torch import apply_plan, record_step, summarize  # noqa: E402
 from remat_torch.workspace import profile_workspaces, write_profiled_chain  # noqa: E402
 from remat_torch.remat_cli import RematError, export_onnx, find_remat, make_model, run_remat  # noqa: E402
+import torch_fidelity_transformers as transformers  # noqa: E402 (scripts/, beside this file)
 
 ZOO = ["alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
        "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "mobilenet_v2", "efficientnet_b0",
@@ -57,6 +60,8 @@ def parse_args(argv):
     p.add_argument("--planners", default="none,optimal,linear", help="remat planners (default none,optimal,linear)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--resolution", type=int, default=128)
+    p.add_argument("--sequence", type=int, default=128, help="gpt_small's sequence (default 128, its context)")
+    p.add_argument("--heads", type=int, default=4, help="gpt_small's heads (default 4)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--tolerance", type=float, default=0.05, help="allowed |measured / E - 1| (default 0.05)")
     p.add_argument("--remat", help="the remat binary (default $REMAT, build/dev/app/cli/remat)")
@@ -115,10 +120,10 @@ def held_at(trace, index, top=6):
     return [f"{v / MIB:.2f} MiB {k}" for k, v in items[:top]] + ([f"{rest / MIB:.2f} MiB elsewhere"] if rest else [])
 
 
-def measure(model, x, plan, name, explain=False):
-    applied = apply_plan(model, plan["checkpoint_names"], x)
+def measure(case, plan, name, explain=False):
+    applied = apply_plan(case.model, plan["checkpoint_names"], case.x)
     torch.manual_seed(0)
-    s = record_step(applied, x, model_name=name)
+    s = record_step(applied, case.x, labels=case.labels, model_name=name, **loss_kwargs(case))
     trace = s["device_traces"][0]
     summary = summarize(trace, s["remat"]["phases"])
     if explain:
@@ -133,7 +138,27 @@ def measure(model, x, plan, name, explain=False):
     }
 
 
-def chain_for(name, model, x, args, folder):
+def loss_kwargs(case):
+    return {"loss_fn": case.loss_fn} if case.loss_fn is not None else {}
+
+
+def build_case(name, args, device):
+    """The model, its input and how remat reads it: a torchvision CNN, or a transformer
+    (scripts/torch_fidelity_transformers.py)."""
+    if name in transformers.NAMES:
+        return transformers.build(name, args.batch, args.resolution, args.sequence, args.heads, device)
+    if name in MODEL_ARGS:
+        import torchvision
+
+        model = getattr(torchvision.models, name)(**MODEL_ARGS[name]).train().to(device)
+    else:
+        model = make_model(name).train().to(device)
+    x = torch.randn(args.batch, 3, args.resolution, args.resolution, device=device)
+    labels = torch.zeros(args.batch, dtype=torch.long, device=device)
+    return transformers.Case(model, x, labels, shape=f"{args.resolution}x{args.resolution}")
+
+
+def chain_for(name, case, args, folder):
     """The chain remat plans, as a remat-chain/1 file: the model's ONNX export imported, as a user's
     would be; the zoo's model of the same name where torch cannot export it (1.13 exports adaptive
     pooling only to a size that divides the input: VGG and AlexNet below 224 x 224). The zoo's VGG and
@@ -148,8 +173,9 @@ def chain_for(name, model, x, args, folder):
         cmd, source = zoo_cmd, "zoo"
     else:
         try:
-            export_onnx(model, x, onnx_path)
-            cmd, source = [args.remat, "import", onnx_path, "--batch", str(args.batch), "--output", chain_path], "onnx"
+            case.export(onnx_path) if case.export else export_onnx(case.model, case.x, onnx_path)
+            cmd = [args.remat, "import", onnx_path, "--batch", str(args.batch), *case.import_args, "--output", chain_path]
+            source = "onnx"
         except Exception as error:  # torch.onnx raises several kinds
             if name not in ZOO:
                 raise RuntimeError(f"ONNX export failed: {error}") from error
@@ -160,9 +186,9 @@ def chain_for(name, model, x, args, folder):
     return chain_path, source
 
 
-def profiled_chain(model, x, chain_path, folder, name):
+def profiled_chain(case, chain_path, folder, name):
     """The chain with PyTorch's in-op scratch of each layer as its wf / wb (docs/memory-model.md 10.4)."""
-    profile = profile_workspaces(model, x, chain_path)
+    profile = profile_workspaces(case.model, case.x, chain_path, labels=case.labels, **loss_kwargs(case))
     path = os.path.join(folder, name + ".torch-workspaces.json")
     write_profiled_chain(chain_path, profile, path)
     return path
@@ -170,35 +196,30 @@ def profiled_chain(model, x, chain_path, folder, name):
 
 def rows_for(name, planners, args, folder):
     torch.manual_seed(0)
-    device = torch.device(args.device)
-    if name in MODEL_ARGS:
-        import torchvision
-
-        model = getattr(torchvision.models, name)(**MODEL_ARGS[name]).train().to(device)
-    else:
-        model = make_model(name).train().to(device)
-    x = torch.randn(args.batch, 3, args.resolution, args.resolution, device=device)
-    plain_path, source = chain_for(name, model, x, args, folder)
+    case = build_case(name, args, torch.device(args.device))
+    plain_path, source = chain_for(name, case, args, folder)
     # One unrecorded step first: oneDNN's (and cuDNN's) first calls set up caches a later step does not
     # allocate.
-    labels = torch.zeros(args.batch, dtype=torch.long, device=device)
-    torch.nn.functional.cross_entropy(model(x), labels).backward()
-    chain_path = profiled_chain(model, x, plain_path, folder, name) if args.workspaces == "torch" else plain_path
+    loss_fn = case.loss_fn or torch.nn.functional.cross_entropy
+    loss_fn(case.model(case.x), case.labels).backward()
+    case.model.zero_grad(set_to_none=True)
+    chain_path = profiled_chain(case, plain_path, folder, name) if args.workspaces == "torch" else plain_path
+    step = [*case.plan_args, *STEP]
     rows = []
     for planner in planners:
-        plan = run_remat(["plan", chain_path, "--planner", planner, *STEP], args.remat)
+        plan = run_remat(["plan", chain_path, "--planner", planner, *step], args.remat)
         checkpoints = ",".join(map(str, plan["checkpoints"]))
-        plain = run_remat(["simulate", plain_path, "--checkpoints", checkpoints, *STEP], args.remat)
+        plain = run_remat(["simulate", plain_path, "--checkpoints", checkpoints, *step], args.remat)
         started = time.time()
-        m = measure(model, x, plan, name, args.explain)
+        m = measure(case, plan, name, args.explain)
         if args.explain:
-            sim = run_remat(["simulate", chain_path, "--checkpoints", checkpoints, *STEP], args.remat)
+            sim = run_remat(["simulate", chain_path, "--checkpoints", checkpoints, *step], args.remat)
             seed = next(i for i, op in enumerate(sim["ops"]) if op["op"] == "SEED")
             print(f"   remat holds {sim['ops'][seed - 1]['live_after_bytes'] / MIB:.2f} MiB after the forward pass, "
                   f"E at op {sim['peak_op_index']} ({sim['ops'][sim['peak_op_index']]['op']}"
                   f"({sim['ops'][sim['peak_op_index']]['layer']}))", flush=True)
         e = plan["dynamic_peak_bytes"]
-        rows.append({"model": name, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
+        rows.append({"model": name, "shape": case.shape, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
                      "E_plain": plain["dynamic_peak_bytes"], "seconds": time.time() - started, **m})
     return rows
 
@@ -237,7 +258,9 @@ def main(argv=None):
     where = (f"CUDA ({torch.cuda.get_device_name(0)})" if args.device == "cuda"
              else f"CPU, {torch.get_num_threads()} thread(s)")
     print(f"# PyTorch {torch.__version__}, {where}, batch {args.batch}, "
-          f"{args.resolution}x{args.resolution}, float32; tolerance {args.tolerance:.0%}", flush=True)
+          f"{args.resolution}x{args.resolution}"
+          + (f", sequence {args.sequence}" if "gpt_small" in models else "")
+          + f", float32; tolerance {args.tolerance:.0%}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch-fidelity-") as folder:
         for name in models:
@@ -253,7 +276,7 @@ def main(argv=None):
 
 
 def row_key(r, args):
-    key = f"{r['model']}/{r['planner']}/batch {args.batch}/{args.resolution}x{args.resolution}"
+    key = f"{r['model']}/{r['planner']}/batch {args.batch}/{r.get('shape') or f'{args.resolution}x{args.resolution}'}"
     return key + ("/no workspaces" if args.workspaces == "none" else "") + ("/cuda" if args.device == "cuda" else "")
 
 

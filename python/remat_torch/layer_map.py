@@ -31,7 +31,8 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
-SCOPE_KEY = "remat_scope"  # the qualified path of the module being traced when the node was made
+SCOPE_KEY = "remat_scope"  # the module being traced when the node was made, named as the export scopes it
+_CALLEE_KEY = "remat_callee"  # a call_module node's module, named as the export scopes it
 NAME_KEY = "remat_name"  # the name remat's ONNX import gives the layer this node belongs to
 
 
@@ -67,17 +68,54 @@ class _InplaceAddProxy(fx.Proxy):
                     break
         return self.tracer.iter(self)
 
+    def __getattr__(self, k):
+        # ``n, c, h, w = x.shape`` (torchvision's VisionTransformer) unpacks an attribute proxy
+        if k.startswith("__") and k.endswith("__"):
+            raise AttributeError(k)
+        return _Attribute(self, k)
+
+
+class _Attribute(fx.proxy.Attribute):
+    """fx's attribute proxy (``x.shape``) with the unpacking above."""
+
+    __iter__ = _InplaceAddProxy.__iter__
+
+
+def _unqualified(path: str) -> str:
+    """The name torch 1.13's exporter gives a module's scope (torch.onnx.utils'
+    _unqualified_variable_name): its path from the last atom that is not a number (``transformer.h.0``
+    is ``h.0``, ``encoder.layers.encoder_layer_0`` is ``encoder_layer_0``)."""
+    atoms = path.split(".")
+    for i in range(len(atoms) - 1, -1, -1):
+        if not atoms[i].isnumeric():
+            return ".".join(atoms[i:])
+    return path
+
+
+def _scoped(parent: Tuple[str, str], path: str) -> Tuple[str, str]:
+    """(scope name, last segment) of a module called inside ``parent`` (its scope name and last
+    segment), joined as remat's import joins the export's scope segments
+    (core/src/input/onnx/onnx_graph.cpp, scopedNameOf): a segment that extends the one before it
+    (``layer1`` then ``layer1.0``) adds only what it extends by."""
+    joined, previous = parent
+    segment = _unqualified(path)
+    if previous and segment.startswith(previous + "."):
+        return joined + segment[len(previous):], segment
+    return (joined + "." + segment if joined else segment), segment
+
 
 class _ScopeTracer(fx.Tracer):
-    """fx's tracer, noting on every node the module being traced when the node was made."""
+    """fx's tracer, noting on every node the module being traced when the node was made, named as
+    torch's exporter scopes it: the called modules' unqualified names, joined (a module's path but
+    for containers that are never called: nanoGPT's ``transformer`` ModuleDict, so ``h.0``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._scopes: List[str] = [""]
+        self._scopes: List[Tuple[str, str]] = [("", "")]  # (scope name, its last segment)
 
     def call_module(self, m, forward, args, kwargs):  # noqa: D401 (fx's signature)
         path = self.path_of_module(m)
-        self._scopes.append(path)
+        self._scopes.append(_scoped(self._scopes[-1], path) if path else ("", ""))
         try:
             return super().call_module(m, forward, args, kwargs)
         except TraceError:
@@ -93,9 +131,26 @@ class _ScopeTracer(fx.Tracer):
     def proxy(self, node):
         return _InplaceAddProxy(node, self)
 
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        """A buffer read in a traced forward is a get_attr node, as a parameter is (fx 1.13 proxies
+        parameters only): nanoGPT slices its causal mask by the traced sequence, ``bias[:, :, :t, :t]``,
+        which a concrete tensor cannot take."""
+        if isinstance(attr_val, torch.Tensor) and not isinstance(attr_val, torch.nn.Parameter):
+            for name, buffer in self.root.named_buffers():
+                if buffer is attr_val:
+                    if name not in parameter_proxy_cache:
+                        parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+                    return parameter_proxy_cache[name]
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
-        node.meta[SCOPE_KEY] = self._scopes[-1]
+        node.meta[SCOPE_KEY] = self._scopes[-1][0]
+        if kind == "call_module" and len(self._scopes) > 1:
+            # call_module pushed the callee's scope before fx made its node: that is the node's name,
+            # and the caller's is the scope the node was made in
+            node.meta[_CALLEE_KEY] = self._scopes[-1][0]
+            node.meta[SCOPE_KEY] = self._scopes[-2][0]
         return node
 
 
@@ -117,7 +172,8 @@ def _scoped_functions(tracer: "_ScopeTracer"):
             continue
 
         def scoped(*args, _original=original, _suffix="." + name, **kwargs):
-            tracer._scopes.append(tracer._scopes[-1] + _suffix)
+            joined, last = tracer._scopes[-1]
+            tracer._scopes.append((joined + _suffix, last + _suffix))
             try:
                 return _original(*args, **kwargs)
             finally:
@@ -187,7 +243,7 @@ def _name_nodes(gm: fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         scope = node.meta.get(SCOPE_KEY, "")
         if node.op == "call_module":
-            node.meta[NAME_KEY] = numbered(str(node.target))
+            node.meta[NAME_KEY] = numbered(node.meta.get(_CALLEE_KEY) or str(node.target))
         elif node.op in ("call_function", "call_method"):
             op = _onnx_op(node)
             if scope == "":
@@ -215,15 +271,45 @@ def _inside(name: str, layer_name: str) -> bool:
     return not any(name == layer_name + s or name.startswith(layer_name + s + ".") for s in _OWN_LAYER_SUFFIXES)
 
 
+def joined_parts(layer_name: str) -> set:
+    """The module scopes a layer name joined with '+' stands for (the import's name of a layer whose
+    ops lie in several modules: ``wte+wpe+drop``, ``conv_proj+encoder``, ``encoder.ln+heads.head``,
+    or with a common prefix ``h.0.attn+mlp``, read both ways)."""
+    parts = layer_name.split("+")
+    head = parts[0].rsplit(".", 1)[0] if "." in parts[0] else ""
+    return set(parts) | ({head + "." + p for p in parts[1:]} if head else set())
+
+
+def joined_layer_nodes(gm: fx.GraphModule, layer_name: str) -> List[fx.Node]:
+    """The nodes of a layer whose name is joined with '+': the calls of its modules and the ops made
+    directly in their forwards, up to the first op of a module they call that is a layer of its own
+    (``conv_proj+encoder`` holds ``encoder``'s position add and dropout, not ``encoder.ln``, which
+    ``encoder`` calls after its layers)."""
+    parts = joined_parts(layer_name)
+    nodes, deeper = [], set()
+    for node in gm.graph.nodes:
+        name = node.meta.get(NAME_KEY)
+        if not name:
+            continue
+        scope = node.meta.get(SCOPE_KEY, "")
+        deeper.update(p for p in parts if scope.startswith(p + "."))
+        if name in parts or (scope in parts and scope not in deeper):
+            nodes.append(node)
+    return nodes
+
+
+def _layer_nodes(gm: fx.GraphModule, layer_name: str) -> List[fx.Node]:
+    if "+" in layer_name:
+        return joined_layer_nodes(gm, layer_name)
+    return [n for n in gm.graph.nodes if n.meta.get(NAME_KEY) and _inside(n.meta[NAME_KEY], layer_name)]
+
+
 def layer_output_node(gm: fx.GraphModule, layer_name: str) -> fx.Node:
     """The node that writes chain layer ``layer_name``'s output x(l): the last of the layer's nodes.
     (A block's own forward can name nodes after the block itself, ShuffleNetV2's chunk before its
     branches: the output is still the last one, the concatenation.)"""
-    found: Optional[fx.Node] = None
-    for node in gm.graph.nodes:
-        name = node.meta.get(NAME_KEY)
-        if name and _inside(name, layer_name):
-            found = node
+    nodes = _layer_nodes(gm, layer_name)
+    found: Optional[fx.Node] = nodes[-1] if nodes else None
     if found is None and layer_name.endswith(_FLATTEN_SUFFIX):
         # The import writes `x.mean([2, 3])` (keepdims 0) as a pooling and a flatten layer
         # ``reducemean.flatten``; in PyTorch the mean's result is already flat: the same tensor.

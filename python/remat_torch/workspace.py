@@ -98,18 +98,28 @@ def instrument(model: torch.nn.Module, layer_names: Sequence[str]) -> Tuple[fx.G
     graph = gm.graph
     unmapped = []
     runs: List[Tuple[str, List[fx.Node]]] = []
+    joined = [n for n in layer_names if "+" in n]
+    joined_of = {}  # node -> its joined layer (names first: ``encoder.ln`` is called in ``encoder``)
+    for layer in joined:
+        for node in layer_map.joined_layer_nodes(gm, layer):
+            if node.meta.get(layer_map.NAME_KEY) in layer_map.joined_parts(layer) or node not in joined_of:
+                joined_of[node] = layer
+    pending: List[fx.Node] = []  # ops outside every module (a transformer's root ops): the next layer's
     for node in list(graph.nodes):
         name = node.meta.get(layer_map.NAME_KEY)
         if not name:
             continue
-        layer = layer_of(name, layer_names)
+        layer = layer_of(name, layer_names) or joined_of.get(node)
         if layer is None:
             unmapped.append(name)
+            if joined and node.meta.get(layer_map.SCOPE_KEY, "") == "":
+                pending.append(node)
             continue
-        if runs and runs[-1][0] == layer and runs[-1][1][-1].next is node:
-            runs[-1][1].append(node)
-        else:
-            runs.append((layer, [node]))
+        for op in pending + [node]:
+            _add_to_runs(runs, layer, op)
+        pending = []
+    for op in pending if runs else []:  # after the last layer's ops (the loss in the model): the last layer's
+        _add_to_runs(runs, runs[-1][0], op)
     for layer, nodes in runs:
         with graph.inserting_before(nodes[0]):
             handle = graph.call_function(_enter, (layer,))
@@ -121,6 +131,13 @@ def instrument(model: torch.nn.Module, layer_names: Sequence[str]) -> Tuple[fx.G
     graph.lint()
     gm.recompile()
     return gm, unmapped
+
+
+def _add_to_runs(runs: List[Tuple[str, List[fx.Node]]], layer: str, node: fx.Node) -> None:
+    if runs and runs[-1][0] == layer and runs[-1][1][-1].next is node:
+        runs[-1][1].append(node)
+    else:
+        runs.append((layer, [node]))
 
 
 def _default_loss(output, labels):

@@ -197,6 +197,46 @@ TEST(TransformerEmbedding, BertsNumbersEqualTheRuleByHand) {
   EXPECT_EQ(zooBuilt("gpt2", o).at(1).bwdWorkspaceBytes, 0u);
 }
 
+// PyTorch's autograd holds the head's gradient of the tied table (V x d) from the head's backward
+// until the embedding's adds its own (memory-model.md 12.2, measured in 12.5): every op from B(n)
+// to B(1) holds V·d·s more than the untied chain, and B(1)'s workspace is at least V·d·s.
+TEST(TransformerHead, TiedTableGradientLivesFromTheHeadToTheEmbedding) {
+  ZooOptions o;
+  o.batch = 1;
+  o.sequence = 64;
+  auto spec = zooChain("gpt2", o);
+  ASSERT_TRUE(spec.isOk());
+  ASSERT_TRUE(spec->layers.back().tied);
+  auto tied = buildChain(*spec);
+  spec->layers.back().tied = false;
+  auto untied = buildChain(*spec);
+  ASSERT_TRUE(tied.isOk() && untied.isOk());
+  const std::uint64_t table = 50257ull * 768 * 4, n = tied->size();
+  EXPECT_EQ(tied->at(n).sharedGradBytes, table);
+  EXPECT_EQ(untied->at(n).sharedGradBytes, 0u);
+  const std::uint64_t wb1 = tied->at(1).bwdWorkspaceBytes;
+  ASSERT_LT(wb1, table);
+  auto a = simulate(*tied, Plan{});
+  auto b = simulate(*untied, Plan{});
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  ASSERT_EQ(a->timeline.entries.size(), b->timeline.entries.size());
+  bool backward = false;
+  for (std::size_t i = 0; i < a->timeline.entries.size(); ++i) {
+    const Op& op = a->timeline.entries[i].op;
+    backward = backward || op.kind == OpKind::B;
+    const std::uint64_t extra = !backward ? 0 : table + (op.layer == 1 ? table - wb1 : 0);
+    EXPECT_EQ(a->timeline.entries[i].footprintBytes, b->timeline.entries[i].footprintBytes + extra) << i;
+  }
+  // The planners' tables count it as the simulator does.
+  for (const char* planner : {"optimal", "linear", "dp"}) {
+    auto report = runPlanner(*tied, planner);
+    ASSERT_TRUE(report.isOk()) << planner;
+    auto simulation = simulate(*tied, report->plan);
+    ASSERT_TRUE(simulation.isOk());
+    EXPECT_EQ(simulation->dynamicPeakBytes, report->dynamicPeakBytes) << planner;
+  }
+}
+
 TEST(TransformerPlanners, EveryPlannerPlansGpt2) {
   ZooOptions o;
   o.batch = 8;

@@ -1,6 +1,7 @@
 """scripts/torch-tied-gradient.py (docs/memory-model.md 11.2): in PyTorch the tied table's gradient
 bytes appear at the head's backward (MmBackward0), its .grad only after the embedding's backward,
-and the step's peak is the model's B(1) footprint plus the two transient tables, to 1 KiB."""
+and the step's peak is the model's B(1) footprint (the tied head's buffered gradient and the
+embedding's dense one included), to 1 KiB."""
 
 import json
 import os

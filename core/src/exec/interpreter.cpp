@@ -338,7 +338,7 @@ class StepRun {
   // Downloaded in canonical layout into the state's host copy, then hashed.
   Status digestWrites(std::size_t i, const OpProgram& p, std::vector<TensorDigest>& digests) {
     for (std::uint32_t id : p.writes()) {
-      if (!isTensor(id)) continue;
+      if (!isTensor(id) || program_.tensors[id].kind == 'S') continue;  // held, never written (a tied head's)
       const TensorMeta& meta = program_.tensors[id];
       const TensorRole role = meta.kind == 'E'   ? TensorRole::Extra
                               : meta.kind == 'W' ? TensorRole::Parameters

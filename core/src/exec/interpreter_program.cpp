@@ -1,5 +1,7 @@
 #include "interpreter_program.hpp"
 
+#include <algorithm>
+
 #include "remat/memory/simulator.hpp"
 
 namespace remat::program {
@@ -104,6 +106,12 @@ class ProgramBuilder {
         p.sharedWeightGrad = program_.weightGradOf[owner] = tensor(chain_.at(owner).paramBytes, 'W', owner);
     }
     p.workspaceBytes = m.bwdWorkspaceBytes;
+    if (m.sharedGradBytes > 0)
+      sharedGrad_ = p.sharedGradOut = tensor(m.sharedGradBytes, 'S', l), sharedGradBytes_ = m.sharedGradBytes;
+    if (l == 1 && sharedGrad_ != kNone) {  // the embedding's own table gradient beside it, as in PyTorch
+      p.sharedGradIn = sharedGrad_;
+      p.workspaceBytes = std::max(p.workspaceBytes, sharedGradBytes_);
+    }
     if (p.gradOutput == kNone || (m.needsInput && p.bwdInput == kNone) || (m.needsOutput && p.bwdOutput == kNone) ||
         (m.extraBytes > 0 && p.extraIn == kNone))
       return Status::internal("B(" + std::to_string(l) + ") reads a tensor no earlier op wrote");
@@ -114,6 +122,8 @@ class ProgramBuilder {
   const std::size_t lastSegmentStart_;
   std::vector<std::uint32_t> x_, extra_, grad_;
   const std::vector<std::size_t> gradientWriter_;  // weightGradientWriters
+  std::uint32_t sharedGrad_ = kNone;
+  std::uint64_t sharedGradBytes_ = 0;
   Program program_;
 };
 

@@ -31,6 +31,10 @@ struct OpProgram {
   // Reads: x(l-1) (F, R, RE; x(n) for SEED), and for B: d(l), x(l-1), x(l), E(l).
   std::uint32_t input = kNone;
   std::uint32_t gradOutput = kNone, bwdInput = kNone, bwdOutput = kNone, extraIn = kNone;
+  // A tied head's table gradient as PyTorch's autograd holds it (memory-model.md 12.2): written by
+  // the head's B, read and freed by B(1). The kernels add into the static table gradient instead;
+  // the buffer is held so that a run holds what PyTorch holds.
+  std::uint32_t sharedGradIn = kNone, sharedGradOut = kNone;
   // Writes: x(l) (F, R) or d(l-1) (B) or d(n) (SEED); E(l) (keep-mode F, R, RE); the weight
   // gradient G(l) and, for a tied head's B(n), the shared table's G(1) (B under
   // GradMode::OnBackward, when this B is the first to use those parameters).
@@ -38,8 +42,10 @@ struct OpProgram {
   std::uint64_t workspaceBytes = 0;
   std::uint64_t transientBytes = 0;  // RE's copy of x(c)
 
-  std::array<std::uint32_t, 5> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn}; }
-  std::array<std::uint32_t, 4> writes() const { return {output, extraOut, weightGrad, sharedWeightGrad}; }
+  std::array<std::uint32_t, 6> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn, sharedGradIn}; }
+  std::array<std::uint32_t, 5> writes() const {
+    return {output, extraOut, weightGrad, sharedWeightGrad, sharedGradOut};
+  }
 };
 
 struct Program {

@@ -3,6 +3,7 @@
 // reads and writes, how big each version is and which op reads it last. The simulator sweeps it
 // for footprints and the liveness trace (liveness.hpp) names its tensors, so the rule that decides
 // what is alive lives here once. Internal to core.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -24,7 +25,7 @@ inline constexpr std::uint32_t kNoTensor = std::numeric_limits<std::uint32_t>::m
 // alive until the step's last op (lastReader), and the sweep frees everything after it.
 struct OpTraffic {
   std::uint32_t reads[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
-  std::uint32_t writes[3] = {kNoTensor, kNoTensor, kNoTensor};
+  std::uint32_t writes[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
   std::uint64_t scratchBytes = 0;  // workspace plus, for RE, the transient copy of x(c)
 };
 
@@ -142,6 +143,17 @@ class TensorGraphBuilder {
         weightGradients_.push_back(write(Kind::WeightGradient, owner, chain_.at(owner).paramBytes));
     }
     traffic_->scratchBytes = m.bwdWorkspaceBytes;
+    // A tied head's table gradient: written here, read (and freed) by B(1), whose workspace holds
+    // at least the embedding's own table gradient before the two are summed (memory-model.md 12.2;
+    // a profiled wb(1) has measured it).
+    if (m.sharedGradBytes > 0) {
+      sharedGrad_ = write(Kind::WeightGradient, l, m.sharedGradBytes);
+      sharedGradBytes_ = m.sharedGradBytes;
+    }
+    if (l == 1 && sharedGrad_ != kNoTensor) {
+      read(sharedGrad_);
+      traffic_->scratchBytes = std::max(traffic_->scratchBytes, sharedGradBytes_);
+    }
   }
 
   const Chain& chain_;
@@ -153,6 +165,8 @@ class TensorGraphBuilder {
   const std::vector<std::size_t> gradientWriter_;  // weightGradientWriters, under OnBackward
   const std::uint64_t stepScratchBytes_;           // the STEP op's temporaries
   std::vector<std::uint32_t> weightGradients_;
+  std::uint32_t sharedGrad_ = kNoTensor;  // a tied head's table gradient, until B(1)
+  std::uint64_t sharedGradBytes_ = 0;
   std::size_t tensorCount_ = 0;
   OpTraffic* traffic_ = nullptr;  // of the op being added
   int reads_ = 0;
@@ -167,7 +181,7 @@ TensorGraph buildTensorGraph(const Chain& chain, const std::vector<Op>& ops, std
                              OnTensor&& onTensor) {
   TensorGraph graph;
   graph.traffic.resize(ops.size());
-  graph.tensorBytes.resize(2 * ops.size() + 1);  // + 1: a tied head's B(n) writes three
+  graph.tensorBytes.resize(2 * ops.size() + 2);  // + 2: a tied head's B(n) writes four
   TensorGraphBuilder<std::remove_reference_t<OnTensor>> builder(chain, lastSegmentStart, onTensor, graph);
   for (std::size_t i = 0; i < ops.size(); ++i) builder.add(ops[i], graph.traffic[i]);
   graph.tensorBytes.resize(builder.tensorCount());

@@ -156,6 +156,10 @@ Status inferLmHead(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = logits.value();
   out.numbers.bwdWorkspaceBytes = grad.value();
+  // Tied: the head's gradient of the table (vocab x d) waits in autograd's input buffer of the
+  // table's AccumulateGrad until the embedding's backward brings the other half (PyTorch 1.13,
+  // measured: memory-model.md 12.5).
+  if (spec.tied) out.numbers.sharedGradBytes = vocab * d * s;
   return Status::ok();
 }
 

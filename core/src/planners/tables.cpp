@@ -1,5 +1,7 @@
 #include "tables.hpp"
 
+#include <algorithm>
+
 #include "remat/memory/simulator.hpp"
 
 namespace remat::planning {
@@ -26,16 +28,25 @@ LayerTables makeLayerTables(const Chain& chain) {
     t.transient[l] = t.a[l] + t.e[l] - t.w[l];
     t.T[l] = t.T[l - 1] + t.w[l];
   }
+  // Gradients the backward ops right of l wrote and that are still alive: the weight gradients
+  // (on-backward: G(l) made by its writer's backward, B(l) or a tied head's B(n) for the shared
+  // table; memory-model.md 11.2) and a tied head's table gradient as autograd holds it until B(1)
+  // reads it (12.2).
+  std::vector<std::uint64_t> madeAt(size, 0);
   if (chain.step.grads == GradMode::OnBackward) {
-    // G(l) is made by its writer's backward (B(l), or a tied head's B(n) for the shared table).
     const std::vector<std::size_t> writer = weightGradientWriters(chain);
-    std::vector<std::uint64_t> madeAt(size, 0);
     for (std::size_t l = 1; l <= n; ++l) madeAt[writer[l]] += chain.at(l).paramBytes;
-    for (std::size_t l = n; l-- > 0;) t.gradAfter[l] = t.gradAfter[l + 1] + madeAt[l + 1];
+  }
+  std::uint64_t sharedGrad = 0;
+  for (std::size_t l = n; l-- > 0;) {
+    sharedGrad += chain.at(l + 1).sharedGradBytes;
+    t.gradAfter[l] = t.gradAfter[l + 1] + madeAt[l + 1] + chain.at(l + 1).sharedGradBytes;
   }
   t.floor = optimizerStepFootprint(chain);
   for (std::size_t l = 1; l <= n; ++l) {
-    t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + t.wb[l] + t.gradAfter[l - 1];
+    // B(1) of a tied head's chain: its workspace holds at least the embedding's own table gradient.
+    const std::uint64_t wb = l == 1 ? std::max(t.wb[l], sharedGrad) : t.wb[l];
+    t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + wb + t.gradAfter[l - 1];
     if (l >= 2) {
       t.forwardPair[l] = t.a[l - 1] + t.a[l] + t.wf[l];
       t.recomputeTerm[l] = t.T[l - 1] + t.transient[l - 1] + t.a[l] + t.e[l] + t.wf[l];

@@ -100,6 +100,9 @@ struct LayerNumbers {
   std::uint64_t paramBytes = 0;         // p
   double fwdCost = 1.0;
   double bwdCost = 2.0;
+  // A tied head's gradient of layer 1's table (memory-model.md 12.2): B(l) writes it and PyTorch's
+  // autograd holds it until B(1) adds the embedding's own; 0 for every other layer.
+  std::uint64_t sharedGradBytes = 0;
   bool operator==(const LayerNumbers&) const = default;
 };
 
