@@ -33,6 +33,7 @@ constexpr StepCase kCases[] = {
     {"mobilenet_v3_large", 8, 128},
     {"regnet_y_400mf", 8, 128},
     {"shufflenet_v2_x1_0", 8, 128},
+    {"convnext_tiny", 8, 128},
 };
 
 void stepBenchmark(benchmark::State& state, StepCase c, int threads) {

@@ -31,12 +31,12 @@ import time
 CHAINS = ["resnet18_b8_112", "vgg11_b4_112", "vgg16_b8_224", "mobilenet_v2_b8_112",
           # Issue 22: depthwise convolutions, Squeeze-and-Excitation, SiLU / Hardswish, channel shuffles.
           "efficientnet_b0_b8_128", "mobilenet_v3_large_b8_128", "regnet_y_400mf_b8_128",
-          "shufflenet_v2_x1_0_b8_128"]
+          "shufflenet_v2_x1_0_b8_128", "convnext_tiny_b8_128"]
 
 # The torchvision constructor's arguments that make its model the zoo's (core/src/model/zoo.cpp):
 # the zoo's EfficientNet has no stochastic depth (each MBConv's skip is a plain add), so PyTorch's
 # must not drop residual branches either (its StochasticDepth is the identity at p = 0).
-MODEL_KWARGS = {"efficientnet_b0": {"stochastic_depth_prob": 0.0}}
+MODEL_KWARGS = {"efficientnet_b0": {"stochastic_depth_prob": 0.0}, "convnext_tiny": {"stochastic_depth_prob": 0.0}}
 
 TORCH_STEP = r"""
 import json, statistics, sys, time, torch, torchvision

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Our CPU training step of the small GPT beside PyTorch's, at equal threads, as a ratio in one run:
-the table "Transformers: CPU step against PyTorch" in docs/benchmarks.md (issue 23).
+"""Our CPU training step of the small GPT (or ViT-B/16) beside PyTorch's, at equal threads, as a ratio
+in one run: the tables "Transformers: CPU step against PyTorch" in docs/benchmarks.md (issue 23).
 
 The small GPT: nanoGPT's modules (4 pre-norm causal blocks, d 256, 4 heads, MLP 1,024, sequence
 128, vocabulary 1,000, an untied head with ln_f; dropout 0), batch 8, float32. Ours: `remat run`
@@ -12,6 +12,10 @@ fused) and PyTorch's back to back, so the machine's load hits them alike; the lo
 printed before and after. Both report their parameter count (equal, or the script stops).
 
   scripts/bench-transformer-cpu-vs-torch.py --remat build/release/app/cli/remat [--threads 1,2] [--steps 5]
+
+With --model vit_b_16: zoo:vit_b_16 (batch 4, 224x224, 1,000 classes, dropout 0) against
+torchvision's vit_b_16() with the same cross-entropy step; both count 86,567,656 parameters. ViT's
+attention is nn.MultiheadAttention's math path in PyTorch 1.13; ours runs both rules.
 """
 import argparse
 import json
@@ -72,6 +76,26 @@ print(sum(p.numel() for p in net.parameters()), 1000.0 * statistics.median(times
 """ % (BATCH, SEQ, WIDTH, LAYERS, HEADS, VOCAB)
 
 
+VIT_BATCH, VIT_PARAMS = 4, 86567656
+
+TORCH_VIT_STEP = r"""
+import statistics, sys, time, torch, torchvision
+threads, steps, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+net = torchvision.models.vit_b_16().train()
+images, labels = torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
+loss = torch.nn.CrossEntropyLoss()
+times = []
+for _ in range(steps + 1):
+    net.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    loss(net(images), labels).backward()
+    times.append(time.perf_counter() - start)
+print(sum(p.numel() for p in net.parameters()), 1000.0 * statistics.median(times[1:]))
+"""
+
+
 def chain_json(fused):
     layers = [{"name": "wte+wpe", "kind": "token_embedding", "vocab": VOCAB, "positions": SEQ, "width": WIDTH,
                "p": 0}]
@@ -82,11 +106,15 @@ def chain_json(fused):
             "layers": layers}
 
 
-def ours_ms(remat, fused, threads, steps, folder):
-    path = os.path.join(folder, f"gpt-{'fused' if fused else 'math'}.json")
-    with open(path, "w") as f:
-        json.dump(chain_json(fused), f)
-    out = subprocess.run([remat, "run", path, "--checkpoints", "", "--device", "cpu", "--threads", str(threads),
+def ours_ms(remat, fused, threads, steps, folder, model):
+    if model == "vit_b_16":
+        source = ["zoo:vit_b_16", "--batch", str(VIT_BATCH), "--attention", "fused" if fused else "math"]
+    else:
+        path = os.path.join(folder, f"gpt-{'fused' if fused else 'math'}.json")
+        with open(path, "w") as f:
+            json.dump(chain_json(fused), f)
+        source = [path]
+    out = subprocess.run([remat, "run", *source, "--checkpoints", "", "--device", "cpu", "--threads", str(threads),
                           "--steps", str(steps + 1), "--optimizer", "none", "--grads", "static", "--json"],
                          capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
@@ -101,19 +129,24 @@ def main():
     parser.add_argument("--remat", default="build/release/app/cli/remat")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--model", choices=["gpt_small", "vit_b_16"], default="gpt_small")
     args = parser.parse_args()
     print(f"# load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print("| threads | ours, math | ours, fused | PyTorch 1.13 (math) | PyTorch / ours (math) | PyTorch / ours (fused) |")
     print("|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
         for threads in [int(t) for t in args.threads.split(",")]:
-            math_ms = ours_ms(args.remat, False, threads, args.steps, folder)
-            fused_ms = ours_ms(args.remat, True, threads, args.steps, folder)
+            math_ms = ours_ms(args.remat, False, threads, args.steps, folder, args.model)
+            fused_ms = ours_ms(args.remat, True, threads, args.steps, folder, args.model)
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-            out = subprocess.run(["/usr/bin/python3", "-c", TORCH_STEP, str(threads), str(args.steps)],
+            vit = args.model == "vit_b_16"
+            step = [TORCH_VIT_STEP, str(threads), str(args.steps), str(VIT_BATCH)] if vit else \
+                [TORCH_STEP, str(threads), str(args.steps)]
+            out = subprocess.run(["/usr/bin/python3", "-c", *step],
                                  capture_output=True, text=True, check=True, env=env).stdout.split()
             params, torch_ms = int(out[0]), float(out[1])
-            expected = (VOCAB + SEQ) * WIDTH + LAYERS * (12 * WIDTH * WIDTH + 13 * WIDTH) + 2 * WIDTH + VOCAB * WIDTH
+            expected = VIT_PARAMS if vit else \
+                (VOCAB + SEQ) * WIDTH + LAYERS * (12 * WIDTH * WIDTH + 13 * WIDTH) + 2 * WIDTH + VOCAB * WIDTH
             if params != expected:
                 sys.exit(f"PyTorch's model has {params} parameters, the chain {expected}")
             print(f"| {threads} | {math_ms:.1f} ms | {fused_ms:.1f} ms | {torch_ms:.1f} ms | "
