@@ -69,13 +69,30 @@ def vit_case(args):
     return "small ViT (%dx%d, patch 16, 4 layers, d 192, batch %d)" % (res, res, args.batch), net, x, target, chain
 
 
+def vit_b_16_case(args):
+    """torchvision's vit_b_16 at --resolution against the zoo's (math attention, as 1.13 runs it)."""
+    import torchvision
+
+    net = torchvision.models.vit_b_16(image_size=args.resolution)
+    x = torch.randn(args.batch, 3, args.resolution, args.resolution)
+    target = torch.randint(0, 1000, (args.batch,))
+    if args.resolution != 224:
+        raise ValueError("vit_b_16: the zoo chain is 224x224 (--resolution 224)")
+    zoo = ["zoo:vit_b_16", "--batch", str(args.batch), "--attention", "math"]
+    return "ViT-B/16 (%dx%d, batch %d, math)" % (args.resolution, args.resolution, args.batch), net, x, target, zoo
+
+
 def remat_e(remat, chain, precision):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "chain.json")
-        with open(path, "w") as f:
-            json.dump(chain, f)
-        run = subprocess.run([remat, "simulate", path, "--checkpoints", "", "--precision", precision, "--json", *STEP],
-                             capture_output=True, text=True)
+        if isinstance(chain, dict):
+            with open(path, "w") as f:
+                json.dump(chain, f)
+            source = [path]
+        else:  # a zoo chain and its options
+            source = chain
+        run = subprocess.run([remat, "simulate", *source, "--checkpoints", "", "--precision", precision, "--json",
+                              *STEP], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError("remat simulate failed: " + run.stderr.strip())
     sim = json.loads(run.stdout)
@@ -97,7 +114,7 @@ def main():
     failed = 0
     for name in args.models.split(","):
         torch.manual_seed(0)
-        title, net, x, target, chain = {"gpt": gpt_case, "vit": vit_case}[name](args)
+        title, net, x, target, chain = {"gpt": gpt_case, "vit": vit_case, "vit_b_16": vit_b_16_case}[name](args)
         for autocast in (False, True):
             original = net.forward
 
