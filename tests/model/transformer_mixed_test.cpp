@@ -9,6 +9,7 @@
 #include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/precision.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat {
 namespace {
@@ -143,6 +144,22 @@ TEST(TransformerMixed, StaticIsFloat32AndTheStepSimulates) {
   EXPECT_EQ(autocastWeightCopyBytes(mixed), (4 * D * D + 2 * D * H) * 2 + V * D * 2);
   EXPECT_GT(dynamicPeak(mixed, Plan{}), 0u);
   EXPECT_LT(dynamicPeak(mixed, Plan{}), dynamicPeak(fp32, Plan{}) * 2);
+}
+
+// GPT-2 small at batch 8, sequence 1,024 (memory-model.md 12.10): autocast's bfloat16 attention and
+// MLP tensors outweigh its weight copies, under both attention rules.
+TEST(TransformerMixed, Gpt2AtItsContextSavesUnderAutocast) {
+  ZooOptions o;
+  o.batch = 8;
+  o.sequence = 1024;
+  for (bool fused : {false, true}) {
+    o.fusedAttention = fused;
+    const Chain fp32 = testing::zooBuilt("gpt2", o);
+    auto mixed = withPrecision(fp32, Precision::Bf16Mixed);
+    ASSERT_TRUE(mixed.isOk()) << mixed.status().message();
+    EXPECT_LT(dynamicPeak(*mixed, Plan{}), dynamicPeak(fp32, Plan{}) / 20 * (fused ? 17 : 14)) << "fused " << fused;
+    EXPECT_EQ(autocastWeightCopyBytes(*mixed), 12 * (4u * 768 * 768 + 2u * 768 * 3072) * 2 + 50257u * 768 * 2);
+  }
 }
 
 }  // namespace
