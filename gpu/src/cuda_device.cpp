@@ -242,7 +242,7 @@ Status CudaDevice::backward(const BackwardCall& call) {
     REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, b.workspace, call.workspace.bytes, true, 2));
     return kernels::abstractAddGradBytes(stream, b.paramGrads, m.paramBytes, 3);
   }
-  return backwardLayer(state, d.context(), b.floats()).withContext("gpu: " + state.label + " backward");
+  return backwardLayer(state, l, call.seed, d.context(), b.floats()).withContext("gpu: " + state.label + " backward");
 }
 
 Status CudaDevice::lossSeed(const SeedCall& call) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_transformer.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/model/operators.hpp"
 
@@ -203,6 +204,9 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
+  // The transformer kinds the GPU runs; the others (token and patch embeddings, the heads, Swin's)
+  // are refused by primitiveLayer below, by name.
+  if (layer.kind == LayerKind::TransformerBlock) return prepareTransformerBlock(layer, spec, check, state);
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   const Shape& in = layer.inputShape;
