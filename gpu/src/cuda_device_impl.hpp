@@ -18,6 +18,7 @@ namespace remat::gpu {
 using kernels::Index;
 
 struct TransformerState;  // cuda_transformer.cpp
+struct EndsState;         // cuda_transformer_ends.cpp
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
@@ -62,6 +63,7 @@ struct LayerState {
   Index layerNormInner = 1;  // layernorm over NCHW's channels: H*W, the stride of a row's features
   std::optional<BlockState> block;
   std::shared_ptr<const TransformerState> transformer;  // transformer_block
+  std::shared_ptr<const EndsState> ends;                // token_embedding, lm_head
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;

@@ -6,6 +6,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer.hpp"
+#include "cuda_transformer_ends.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/model/operators.hpp"
 
@@ -204,9 +205,11 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
-  // The transformer kinds the GPU runs; the others (token and patch embeddings, the heads, Swin's)
+  // The transformer kinds the GPU runs; the others (ViT's patch embedding and cls_head, Swin's)
   // are refused by primitiveLayer below, by name.
   if (layer.kind == LayerKind::TransformerBlock) return prepareTransformerBlock(layer, spec, check, state);
+  if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(layer, spec, check, l, state);
+  if (layer.kind == LayerKind::LmHead) return prepareLmHead(chain, layer, spec, check, state);
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   const Shape& in = layer.inputShape;

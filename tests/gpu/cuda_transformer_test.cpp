@@ -4,8 +4,9 @@
 // qkv, the output and the log-sum-exp kept), without and with dropout, run every planner's plan
 // with each op's measured footprint (our allocator's count) equal to the model's prediction and
 // the gradients bit for bit store-all's, and give the CPU backend's gradients within 1e-4. The
-// kinds the GPU does not run yet (token_embedding, lm_head, the ViT ends, Swin's) are refused by
-// name at prepare.
+// small GPT (token_embedding, causal blocks, lm_head, untied and tied) does the same end to end. The
+// kinds the GPU does not run yet (ViT's patch_embedding and cls_head, Swin's) are refused by name
+// at prepare.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -108,26 +109,68 @@ TEST_F(CudaTransformerTest, FusedWorkspacesHoldNoSequenceSquaredTensor) {
     auto backward = device->requiredWorkspaceBytes(1, Pass::Backward);
     ASSERT_TRUE(forward.isOk() && backward.isOk());
     EXPECT_LT(*forward, probsBytes);
-    if (fused) EXPECT_LT(*backward, probsBytes);
-    if (!fused) EXPECT_GT(*backward, probsBytes);
+    if (fused) {
+      EXPECT_LT(*backward, probsBytes);
+    } else {
+      EXPECT_GT(*backward, probsBytes);
+    }
   }
 }
 
-// The kinds without GPU kernels are refused at prepare, by name.
-TEST_F(CudaTransformerTest, KindsWithoutKernelsAreRefusedByName) {
+// The small GPT: token_embedding (wte + wpe), two causal blocks, lm_head (ln_f, the projection,
+// log_softmax; its own W or tied to wte), with one label per token.
+Chain gpt(bool fused, double p, bool tied) {
+  json layers = json::array();
+  layers.push_back(
+      {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 50}, {"positions", 40}, {"width", 32}, {"p", p}});
+  for (int i = 0; i < 2; ++i) layers.push_back(block("h." + std::to_string(i), true, fused, p));
+  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 50}, {"tied", tied}});
   const json j = {{"format", "remat-chain/1"},
-                  {"name", "gpt-ends"},
-                  {"input", {{"shape", {2, 16}}, {"dtype", "float32"}}},
-                  {"layers",
-                   {{{"name", "wte"}, {"kind", "token_embedding"}, {"vocab", 50}, {"positions", 16}, {"width", 32}},
-                    block("h.0", true, true, 0.0)}}};
-  auto chain = parseChain(j.dump(), "gpt-ends");
+                  {"name", std::string("tiny-gpt") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "") +
+                               (tied ? "-tied" : "")},
+                  {"input", {{"shape", {2, 40}}, {"dtype", "float32"}}},
+                  {"layers", layers}};
+  auto chain = parseChain(j.dump(), "cuda_transformer_test.cpp");
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return chain.isOk() ? std::move(chain).value() : Chain{};
+}
+
+TEST_F(CudaTransformerTest, SmallGptMeasuresThePredictionAndMatchesTheCpu) {
+  for (bool fused : {false, true})
+    for (double p : {0.0, 0.1})
+      for (bool tied : {false, true}) {
+        const Chain chain = gpt(fused, p, tied);
+        SCOPED_TRACE(chain.name);
+        auto device = open();
+        ASSERT_NE(device, nullptr);
+        const Chain fitted = testing::fittedTo(chain, *device);
+        testing::expectEveryPlanReproducesStoreAll(fitted, *device, 31);
+        const RunOptions options{.captureGradients = true};
+        cpu::CpuDevice cpu;
+        auto cpuRun = runPlan(testing::fittedTo(chain, cpu), Plan{}, cpu, testing::seeded(4), options);
+        ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
+        auto gpuRun = runPlan(fitted, Plan{}, *device, testing::seeded(4), options);
+        ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
+        expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
+      }
+}
+
+// The kinds without GPU kernels (ViT's ends, Swin's) are refused at prepare, by name.
+TEST_F(CudaTransformerTest, KindsWithoutKernelsAreRefusedByName) {
+  const json j = {
+      {"format", "remat-chain/1"},
+      {"name", "pooler"},
+      {"input", {{"shape", {2, 16, 32}}, {"dtype", "float32"}}},
+      {"layers",
+       {block("h.0", false, true, 0.0),
+        {{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}}}}};
+  auto chain = parseChain(j.dump(), "pooler");
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
   auto device = open();
   ASSERT_NE(device, nullptr);
   const Status prepared = device->prepare(*chain);
   ASSERT_FALSE(prepared.isOk());
-  EXPECT_NE(prepared.message().find("token_embedding"), std::string::npos) << prepared.message();
+  EXPECT_NE(prepared.message().find("cls_head"), std::string::npos) << prepared.message();
 }
 
 }  // namespace
