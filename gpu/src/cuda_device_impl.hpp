@@ -19,6 +19,7 @@ using kernels::Index;
 
 struct TransformerState;  // cuda_transformer.cpp
 struct EndsState;         // cuda_transformer_ends.cpp
+struct VitState;          // cuda_vit.cpp
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
@@ -64,6 +65,7 @@ struct LayerState {
   std::optional<BlockState> block;
   std::shared_ptr<const TransformerState> transformer;  // transformer_block
   std::shared_ptr<const EndsState> ends;                // token_embedding, lm_head
+  std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;

@@ -5,6 +5,7 @@
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "cuda_vit.hpp"
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -367,6 +368,8 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::TransformerBlock: return forwardTransformerBlock(s, l, mode, seed, c, p);
     case LayerKind::TokenEmbedding: return forwardTokenEmbedding(s, l, mode, seed, c, p);
     case LayerKind::LmHead: return forwardLmHead(s, mode, c, p);
+    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(s, l, mode, seed, c, p);
+    case LayerKind::ClsHead: return forwardClsHead(s, mode, c, p);
     default: break;
   }
   if (isPointwise(s.kind)) return activationForward(s.kind, c.stream, s.outCount, p.x, p.y);
@@ -411,6 +414,8 @@ Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, con
     case LayerKind::TransformerBlock: return backwardTransformerBlock(s, l, seed, c, p);
     case LayerKind::TokenEmbedding: return backwardTokenEmbedding(s, c, p);
     case LayerKind::LmHead: return backwardLmHead(s, c, p);
+    case LayerKind::PatchEmbedding: return backwardPatchEmbedding(s, c, p);
+    case LayerKind::ClsHead: return backwardClsHead(s, c, p);
     default: break;
   }
   if (isPointwise(s.kind)) return activationBackward(s.kind, c.stream, s.inCount, p.x, p.y, p.dy, p.dx, false);

@@ -7,6 +7,7 @@
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "cuda_vit.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/model/operators.hpp"
 
@@ -205,11 +206,14 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
-  // The transformer kinds the GPU runs; the others (ViT's patch embedding and cls_head, Swin's)
+  // The transformer kinds the GPU runs; the others (Swin's)
   // are refused by primitiveLayer below, by name.
   if (layer.kind == LayerKind::TransformerBlock) return prepareTransformerBlock(layer, spec, check, state);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(layer, spec, check, l, state);
   if (layer.kind == LayerKind::LmHead) return prepareLmHead(chain, layer, spec, check, state);
+  if (layer.kind == LayerKind::PatchEmbedding)
+    return preparePatchEmbedding(layer, spec, check, context, options, state);
+  if (layer.kind == LayerKind::ClsHead) return prepareClsHead(layer, spec, check, state);
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   const Shape& in = layer.inputShape;

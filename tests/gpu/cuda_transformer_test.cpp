@@ -4,9 +4,10 @@
 // qkv, the output and the log-sum-exp kept), without and with dropout, run every planner's plan
 // with each op's measured footprint (our allocator's count) equal to the model's prediction and
 // the gradients bit for bit store-all's, and give the CPU backend's gradients within 1e-4. The
-// small GPT (token_embedding, causal blocks, lm_head, untied and tied) does the same end to end. The
-// kinds the GPU does not run yet (ViT's patch_embedding and cls_head, Swin's) are refused by name
-// at prepare.
+// small GPT (token_embedding, causal blocks, lm_head, untied and tied), a tiny ViT (patch_embedding,
+// blocks, cls_head) and a tiny BERT (token types and the embedding's LayerNorm, post-norm blocks,
+// the tanh pooler) do the same end to end. Swin's kinds, which the GPU does not run yet, are refused
+// by name at prepare.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -117,6 +118,12 @@ TEST_F(CudaTransformerTest, FusedWorkspacesHoldNoSequenceSquaredTensor) {
   }
 }
 
+Chain parsed(const json& j) {
+  auto chain = parseChain(j.dump(), "cuda_transformer_test.cpp");
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return chain.isOk() ? std::move(chain).value() : Chain{};
+}
+
 // The small GPT: token_embedding (wte + wpe), two causal blocks, lm_head (ln_f, the projection,
 // log_softmax; its own W or tied to wte), with one label per token.
 Chain gpt(bool fused, double p, bool tied) {
@@ -125,52 +132,106 @@ Chain gpt(bool fused, double p, bool tied) {
       {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 50}, {"positions", 40}, {"width", 32}, {"p", p}});
   for (int i = 0; i < 2; ++i) layers.push_back(block("h." + std::to_string(i), true, fused, p));
   layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 50}, {"tied", tied}});
-  const json j = {{"format", "remat-chain/1"},
-                  {"name", std::string("tiny-gpt") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "") +
-                               (tied ? "-tied" : "")},
-                  {"input", {{"shape", {2, 40}}, {"dtype", "float32"}}},
-                  {"layers", layers}};
-  auto chain = parseChain(j.dump(), "cuda_transformer_test.cpp");
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain.isOk() ? std::move(chain).value() : Chain{};
+  return parsed({{"format", "remat-chain/1"},
+                 {"name", std::string("tiny-gpt") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "") +
+                              (tied ? "-tied" : "")},
+                 {"input", {{"shape", {2, 40}}, {"dtype", "float32"}}},
+                 {"layers", layers}});
+}
+
+// A tiny ViT: patch_embedding (conv_proj on cuDNN, class token, positions), two blocks, cls_head.
+Chain vit(bool fused, double p) {
+  json layers = json::array();
+  layers.push_back({{"name", "conv_proj+class_token+pos_embedding"},
+                    {"kind", "patch_embedding"},
+                    {"patch", 4},
+                    {"width", 32},
+                    {"p", p}});
+  for (int i = 0; i < 2; ++i) {
+    json b = block("encoder_layer_" + std::to_string(i), false, fused, p);
+    b["epsilon"] = 1e-6;
+    layers.push_back(b);
+  }
+  layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
+  return parsed({{"format", "remat-chain/1"},
+                 {"name", std::string("tiny-vit") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
+                 {"input", {{"shape", {2, 3, 16, 16}}, {"dtype", "float32"}}},
+                 {"layers", layers}});
+}
+
+// A tiny BERT: token_embedding with two token types and its LayerNorm, two post-norm blocks, the
+// pooler (cls_head without the norm: dense to 10 features, tanh).
+Chain bert(bool fused, double p) {
+  json layers = json::array();
+  layers.push_back({{"name", "embeddings"},
+                    {"kind", "token_embedding"},
+                    {"vocab", 50},
+                    {"positions", 16},
+                    {"width", 32},
+                    {"segments", 2},
+                    {"norm", true},
+                    {"epsilon", 1e-12},
+                    {"p", p}});
+  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder.layer." + std::to_string(i), false, fused, p, false));
+  layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
+  return parsed({{"format", "remat-chain/1"},
+                 {"name", std::string("tiny-bert") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
+                 {"input", {{"shape", {2, 16}}, {"dtype", "float32"}}},
+                 {"layers", layers}});
+}
+
+// Every plan as predicted op by op on the GPU, store-all's gradients bit for bit, and the CPU's
+// gradients within 1e-4.
+void expectModelRunsAsOnTheCpu(const Chain& chain, CudaDevice& device) {
+  SCOPED_TRACE(chain.name);
+  const Chain fitted = testing::fittedTo(chain, device);
+  testing::expectEveryPlanReproducesStoreAll(fitted, device, 31);
+  const RunOptions options{.captureGradients = true};
+  cpu::CpuDevice cpu;
+  auto cpuRun = runPlan(testing::fittedTo(chain, cpu), Plan{}, cpu, testing::seeded(4), options);
+  ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
+  auto gpuRun = runPlan(fitted, Plan{}, device, testing::seeded(4), options);
+  ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
+  expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
 }
 
 TEST_F(CudaTransformerTest, SmallGptMeasuresThePredictionAndMatchesTheCpu) {
-  for (bool fused : {false, true})
-    for (double p : {0.0, 0.1})
-      for (bool tied : {false, true}) {
-        const Chain chain = gpt(fused, p, tied);
-        SCOPED_TRACE(chain.name);
-        auto device = open();
-        ASSERT_NE(device, nullptr);
-        const Chain fitted = testing::fittedTo(chain, *device);
-        testing::expectEveryPlanReproducesStoreAll(fitted, *device, 31);
-        const RunOptions options{.captureGradients = true};
-        cpu::CpuDevice cpu;
-        auto cpuRun = runPlan(testing::fittedTo(chain, cpu), Plan{}, cpu, testing::seeded(4), options);
-        ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
-        auto gpuRun = runPlan(fitted, Plan{}, *device, testing::seeded(4), options);
-        ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
-        expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
-      }
-}
-
-// The kinds without GPU kernels (ViT's ends, Swin's) are refused at prepare, by name.
-TEST_F(CudaTransformerTest, KindsWithoutKernelsAreRefusedByName) {
-  const json j = {
-      {"format", "remat-chain/1"},
-      {"name", "pooler"},
-      {"input", {{"shape", {2, 16, 32}}, {"dtype", "float32"}}},
-      {"layers",
-       {block("h.0", false, true, 0.0),
-        {{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}}}}};
-  auto chain = parseChain(j.dump(), "pooler");
-  ASSERT_TRUE(chain.isOk()) << chain.status().message();
   auto device = open();
   ASSERT_NE(device, nullptr);
-  const Status prepared = device->prepare(*chain);
-  ASSERT_FALSE(prepared.isOk());
-  EXPECT_NE(prepared.message().find("cls_head"), std::string::npos) << prepared.message();
+  for (bool fused : {false, true})
+    for (double p : {0.0, 0.1})
+      for (bool tied : {false, true}) expectModelRunsAsOnTheCpu(gpt(fused, p, tied), *device);
+}
+
+TEST_F(CudaTransformerTest, TinyVitMeasuresThePredictionAndMatchesTheCpu) {
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  for (bool fused : {false, true})
+    for (double p : {0.0, 0.1}) expectModelRunsAsOnTheCpu(vit(fused, p), *device);
+}
+
+TEST_F(CudaTransformerTest, TinyBertMeasuresThePredictionAndMatchesTheCpu) {
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  for (bool fused : {false, true})
+    for (double p : {0.0, 0.1}) expectModelRunsAsOnTheCpu(bert(fused, p), *device);
+}
+
+// The kinds without GPU kernels (Swin's) are refused at prepare, by name.
+TEST_F(CudaTransformerTest, SwinKindsAreRefusedByName) {
+  const Chain chain = parsed({
+  {"format", "remat-chain/1"}, {"name", "swin-stem"}, {"input", {{"shape", {1, 3, 32, 32}}, {"dtype", "float32"}}}, {
+    "layers", {
+      {
+        {"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, { "width", 32 }
+      }
+    }
+  }}});
+auto device = open();
+ASSERT_NE(device, nullptr);
+const Status prepared = device->prepare(chain);
+ASSERT_FALSE(prepared.isOk());
+EXPECT_NE(prepared.message().find("swin_embedding"), std::string::npos) << prepared.message();
 }
 
 }  // namespace
