@@ -219,19 +219,16 @@ TEST_F(CudaTransformerTest, TinyBertMeasuresThePredictionAndMatchesTheCpu) {
 
 // The kinds without GPU kernels (Swin's) are refused at prepare, by name.
 TEST_F(CudaTransformerTest, SwinKindsAreRefusedByName) {
-  const Chain chain = parsed({
-  {"format", "remat-chain/1"}, {"name", "swin-stem"}, {"input", {{"shape", {1, 3, 32, 32}}, {"dtype", "float32"}}}, {
-    "layers", {
-      {
-        {"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, { "width", 32 }
-      }
-    }
-  }}});
-auto device = open();
-ASSERT_NE(device, nullptr);
-const Status prepared = device->prepare(chain);
-ASSERT_FALSE(prepared.isOk());
-EXPECT_NE(prepared.message().find("swin_embedding"), std::string::npos) << prepared.message();
+  const json stem = {{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}};
+  json j = {{"format", "remat-chain/1"}, {"name", "swin-stem"}};
+  j["input"] = {{"shape", {1, 3, 32, 32}}, {"dtype", "float32"}};
+  j["layers"] = json::array({stem});
+  const Chain chain = parsed(j);
+  auto device = open();
+  ASSERT_NE(device, nullptr);
+  const Status prepared = device->prepare(chain);
+  ASSERT_FALSE(prepared.isOk());
+  EXPECT_NE(prepared.message().find("swin_embedding"), std::string::npos) << prepared.message();
 }
 
 }  // namespace
