@@ -241,12 +241,10 @@ struct Saved {
 
 // Batched row-major matmuls over the N*h heads of [S][dh] / [S][S] matrices.
 RowMajorGemm headGemm(const TransformerState& t, bool transA, bool transB, Index m, Index n, Index k) {
-  const Index S = t.g.seq, dh = t.g.headDim;
   RowMajorGemm g;
   g.transA = transA, g.transB = transB, g.m = m, g.n = n, g.k = k;
   g.lda = transA ? m : k, g.ldb = transB ? k : n, g.ldc = n;
   g.strideA = m * k, g.strideB = k * n, g.strideC = m * n, g.batch = t.g.batch * t.g.heads;
-  (void)S, (void)dh;
   return g;
 }
 

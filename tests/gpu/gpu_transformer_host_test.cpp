@@ -5,7 +5,7 @@
 // every layer's GPU preparation accepts the chain's numbers: the E the GPU kernels lay out is
 // byte for byte the model's (LayerChecks::expectExtra), as are the parameter counts and the
 // needs_input / needs_output flags. The fused rule's workspaces hold no S x S tensor at S = 1,024.
-// A chain whose e is off by a byte is refused, naming the layer.
+// A chain whose e is off by a byte is refused, naming the layer; half precisions are refused.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +14,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "remat/input/chain_file.hpp"
+#include "remat/model/precision.hpp"
 
 namespace remat::gpu {
 namespace {
@@ -102,6 +103,20 @@ TEST(GpuTransformerHost, AnEOffByOneByteIsRefusedNamingTheLayer) {
     EXPECT_NE(layers.status().message().find("layer 2 ('h.0', transformer_block)"), std::string::npos)
         << layers.status().message();
     EXPECT_NE(layers.status().message().find("extra bytes"), std::string::npos) << layers.status().message();
+  }
+}
+
+// The GPU runs float32 steps only: bf16-mixed (which the CPU runs) and bf16 are refused at the
+// first layer, saying so, before anything is allocated.
+TEST(GpuTransformerHost, HalfPrecisionsAreRefused) {
+  for (Precision precision : {Precision::Bf16Mixed, Precision::Bf16}) {
+    auto chain = withPrecision(gpt(true, 0.0, false), precision);
+    ASSERT_TRUE(chain.isOk()) << chain.status().message();
+    auto layers = prepareAll(*chain);
+    ASSERT_FALSE(layers.isOk()) << precisionName(precision);
+    EXPECT_NE(layers.status().message().find("gpu: layer 1 ('wte+wpe', token_embedding)"), std::string::npos)
+        << layers.status().message();
+    EXPECT_NE(layers.status().message().find("float32"), std::string::npos) << layers.status().message();
   }
 }
 
