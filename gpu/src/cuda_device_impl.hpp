@@ -20,6 +20,8 @@ using kernels::Index;
 struct TransformerState;  // cuda_transformer.cpp
 struct EndsState;         // cuda_transformer_ends.cpp
 struct VitState;          // cuda_vit.cpp
+struct SwinState;         // cuda_swin.cpp
+struct SwinEndsState;     // cuda_swin_ends.cpp
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
@@ -66,6 +68,8 @@ struct LayerState {
   std::shared_ptr<const TransformerState> transformer;  // transformer_block
   std::shared_ptr<const EndsState> ends;                // token_embedding, lm_head
   std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
+  std::shared_ptr<const SwinState> swin;                // swin_block
+  std::shared_ptr<const SwinEndsState> swinEnds;        // swin_embedding, patch_merging, swin_head
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;

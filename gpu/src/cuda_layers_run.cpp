@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
 #include "cuda_vit.hpp"
@@ -370,6 +371,10 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::LmHead: return forwardLmHead(s, mode, c, p);
     case LayerKind::PatchEmbedding: return forwardPatchEmbedding(s, l, mode, seed, c, p);
     case LayerKind::ClsHead: return forwardClsHead(s, mode, c, p);
+    case LayerKind::SwinBlock: return forwardSwinBlock(s, l, mode, seed, c, p);
+    case LayerKind::SwinEmbedding: return forwardSwinEmbedding(s, mode, c, p);
+    case LayerKind::PatchMerging: return forwardPatchMerging(s, mode, c, p);
+    case LayerKind::SwinHead: return forwardSwinHead(s, mode, c, p);
     default: break;
   }
   if (isPointwise(s.kind)) return activationForward(s.kind, c.stream, s.outCount, p.x, p.y);
@@ -416,6 +421,10 @@ Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, con
     case LayerKind::LmHead: return backwardLmHead(s, c, p);
     case LayerKind::PatchEmbedding: return backwardPatchEmbedding(s, c, p);
     case LayerKind::ClsHead: return backwardClsHead(s, c, p);
+    case LayerKind::SwinBlock: return backwardSwinBlock(s, c, p);
+    case LayerKind::SwinEmbedding: return backwardSwinEmbedding(s, c, p);
+    case LayerKind::PatchMerging: return backwardPatchMerging(s, c, p);
+    case LayerKind::SwinHead: return backwardSwinHead(s, c, p);
     default: break;
   }
   if (isPointwise(s.kind)) return activationBackward(s.kind, c.stream, s.inCount, p.x, p.y, p.dy, p.dx, false);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda_attention.hpp"
 #include "kernels_attention.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/layer_checks.hpp"
@@ -153,6 +154,31 @@ Status gemm(const LayerContext& c, const RowMajorGemm& g, const float* a, const 
   return checked.isOk() ? checked : checked.withContext(std::string("gpu: ") + what);
 }
 
+// y = x W^T + b over the token rows.
+Status linearForward(const LayerContext& c, const Linear& op, const float* x, const float* w, const float* bias,
+                     float* y) {
+  RowMajorGemm g;
+  g.transB = true;
+  g.m = op.rows, g.n = op.out, g.k = op.in, g.lda = op.in, g.ldb = op.in, g.ldc = op.out;
+  REMAT_RETURN_IF_ERROR(gemm(c, g, x, w, y, op.name));
+  return kernels::addRowBias(c.stream, op.rows, op.out, bias, y);
+}
+
+// dx = dy W (written, when dx is not null); dW += dy^T x; db += the column sums of dy.
+Status linearBackward(const LayerContext& c, const Linear& op, const float* x, const float* dy, const float* w,
+                      float* dx, float* dw, float* db) {
+  if (dx != nullptr) {
+    RowMajorGemm g;
+    g.m = op.rows, g.n = op.in, g.k = op.out, g.lda = op.out, g.ldb = op.in, g.ldc = op.in;
+    REMAT_RETURN_IF_ERROR(gemm(c, g, dy, w, dx, op.name));
+  }
+  RowMajorGemm g;
+  g.transA = true;
+  g.m = op.out, g.n = op.in, g.k = op.rows, g.lda = op.out, g.ldb = op.in, g.ldc = op.in, g.beta = 1.0f;
+  REMAT_RETURN_IF_ERROR(gemm(c, g, dy, x, dw, op.name));
+  return kernels::accumulateRowBiasGrad(c.stream, op.rows, op.out, dy, db);
+}
+
 Status prepareTransformerBlock(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                                LayerState& state) {
   const Shape& in = layer.inputShape;
@@ -191,36 +217,6 @@ struct Dropout {
   std::uint64_t site(std::uint64_t which) const { return rng::mix64(key ^ which); }
 };
 
-struct Linear {
-  Index rows = 0, in = 0, out = 0;
-  const char* name = "";
-};
-
-// y = x W^T + b over the token rows.
-Status linearForward(const LayerContext& c, const Linear& op, const float* x, const float* w, const float* bias,
-                     float* y) {
-  RowMajorGemm g;
-  g.transB = true;
-  g.m = op.rows, g.n = op.out, g.k = op.in, g.lda = op.in, g.ldb = op.in, g.ldc = op.out;
-  REMAT_RETURN_IF_ERROR(gemm(c, g, x, w, y, op.name));
-  return kernels::addRowBias(c.stream, op.rows, op.out, bias, y);
-}
-
-// dx = dy W (written, when dx is not null); dW += dy^T x; db += the column sums of dy.
-Status linearBackward(const LayerContext& c, const Linear& op, const float* x, const float* dy, const float* w,
-                      float* dx, float* dw, float* db) {
-  if (dx != nullptr) {
-    RowMajorGemm g;
-    g.m = op.rows, g.n = op.in, g.k = op.out, g.lda = op.out, g.ldb = op.in, g.ldc = op.in;
-    REMAT_RETURN_IF_ERROR(gemm(c, g, dy, w, dx, op.name));
-  }
-  RowMajorGemm g;
-  g.transA = true;
-  g.m = op.out, g.n = op.in, g.k = op.rows, g.lda = op.out, g.ldb = op.in, g.ldc = op.in, g.beta = 1.0f;
-  REMAT_RETURN_IF_ERROR(gemm(c, g, dy, x, dw, op.name));
-  return kernels::accumulateRowBiasGrad(c.stream, op.rows, op.out, dy, db);
-}
-
 struct Ops {
   Linear qkv, proj, fc1, fc2;
   explicit Ops(const TransformerState& t)
@@ -239,19 +235,10 @@ struct Saved {
   float* work(std::uint64_t offset) const { return reinterpret_cast<float*>(scratch + offset); }
 };
 
-// Batched row-major matmuls over the N*h heads of [S][dh] / [S][S] matrices.
-RowMajorGemm headGemm(const TransformerState& t, bool transA, bool transB, Index m, Index n, Index k) {
-  RowMajorGemm g;
-  g.transA = transA, g.transB = transB, g.m = m, g.n = n, g.k = k;
-  g.lda = transA ? m : k, g.ldb = transB ? k : n, g.ldc = n;
-  g.strideA = m * k, g.strideB = k * n, g.strideC = m * n, g.batch = t.g.batch * t.g.heads;
-  return g;
-}
-
 Status attentionForward(const LayerContext& c, const TransformerState& t, const Saved& s, const Dropout& drop,
                         const float* input, const float* p) {
   const Ops ops(t);
-  const Index d = t.width, S = t.g.seq, dh = t.g.headDim;
+  const Index d = t.width;
   if (t.fused) {
     REMAT_RETURN_IF_ERROR(linearForward(c, ops.qkv, input, p + t.qkvW, p + t.qkvB, s.at(t.qkvOut)));
     REMAT_RETURN_IF_ERROR(kernels::flashAttentionForward(c.stream, t.g, {drop.site(3), drop.p}, s.at(t.qkvOut),
@@ -263,17 +250,10 @@ Status attentionForward(const LayerContext& c, const TransformerState& t, const 
   REMAT_RETURN_IF_ERROR(kernels::rowsToHeads(c.stream, t.g, qkv, 3 * d, 0, s.at(t.q)));
   REMAT_RETURN_IF_ERROR(kernels::rowsToHeads(c.stream, t.g, qkv, 3 * d, d, s.at(t.k)));
   REMAT_RETURN_IF_ERROR(kernels::rowsToHeads(c.stream, t.g, qkv, 3 * d, 2 * d, s.at(t.v)));
-  float* probs = s.at(t.probs);
-  REMAT_RETURN_IF_ERROR(gemm(c, headGemm(t, false, true, S, S, dh), s.at(t.q), s.at(t.k), probs, "q k^T"));
-  REMAT_RETURN_IF_ERROR(kernels::attentionSoftmax(c.stream, t.g, 1.0f / std::sqrt(static_cast<float>(dh)), probs));
-  const float* weights = probs;
-  if (drop.active()) {
-    REMAT_RETURN_IF_ERROR(kernels::dropoutForward(c.stream, squareCount(t), drop.p, drop.site(3), probs,
-                                                  s.at(t.dropped), s.bytes(t.attnMask)));
-    weights = s.at(t.dropped);
-  }
+  MathAttention m{s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), {}};
+  if (drop.active()) m.drop = {drop.site(3), drop.p, s.bytes(t.attnMask), s.at(t.dropped)};
   float* attn = s.work(t.fAttn);
-  REMAT_RETURN_IF_ERROR(gemm(c, headGemm(t, false, false, S, dh, S), weights, s.at(t.v), attn, "P v"));
+  REMAT_RETURN_IF_ERROR(mathAttentionForward(c, t.g, m, {}, attn));
   return kernels::headsToRows(c.stream, t.g, attn, s.at(t.merged), d, 0);
 }
 
@@ -343,36 +323,19 @@ struct BackwardTensors {
   float* work(std::uint64_t offset) const { return reinterpret_cast<float*>(workspace + offset); }
 };
 
-// Math attention's backward from dOut [N][h][S][dh]: dq, dk, dv per head, then merged into dqkv.
-Status mathAttentionBackward(const LayerContext& c, const TransformerState& t, const BackwardTensors& s,
-                             const Dropout& drop, const float* dOut, float* dqkv) {
-  const Index S = t.g.seq, dh = t.g.headDim, d = t.width, Td = t.tokens * t.width;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  float *square = s.work(t.bSquare), *grads = s.work(t.bGradHeads);
-  REMAT_RETURN_IF_ERROR(gemm(c, headGemm(t, false, true, S, S, dh), dOut, s.at(t.v), square, "dOut v^T"));
-  const float* weights = s.at(t.probs);
-  if (drop.active()) {
-    const auto* mask = reinterpret_cast<const std::uint8_t*>(s.saved + t.attnMask);
-    REMAT_RETURN_IF_ERROR(kernels::dropoutBackward(c.stream, squareCount(t), drop.p, mask, square, square));
-    weights = s.at(t.dropped);
-  }
-  REMAT_RETURN_IF_ERROR(gemm(c, headGemm(t, true, false, S, dh, S), weights, dOut, grads + 2 * Td, "P^T dOut"));
-  REMAT_RETURN_IF_ERROR(kernels::attentionSoftmaxBackward(c.stream, t.g, s.at(t.probs), square));
-  RowMajorGemm dq = headGemm(t, false, false, S, dh, S), dk = headGemm(t, true, false, S, dh, S);
-  dq.alpha = dk.alpha = scale;
-  REMAT_RETURN_IF_ERROR(gemm(c, dq, square, s.at(t.k), grads, "dS k"));
-  REMAT_RETURN_IF_ERROR(gemm(c, dk, square, s.at(t.q), grads + Td, "dS^T q"));
-  for (Index j = 0; j < 3; ++j)
-    REMAT_RETURN_IF_ERROR(kernels::headsToRows(c.stream, t.g, grads + j * Td, dqkv, 3 * d, j * d));
-  return Status::ok();
-}
-
 // From d(merged heads) in `rows`: d(qkv) into the wide region.
 Status attentionBackward(const LayerContext& c, const TransformerState& t, const BackwardTensors& s,
                          const Dropout& drop, const float* rows) {
   float *heads = s.work(t.bHeads), *wide = s.work(t.bWide);
   REMAT_RETURN_IF_ERROR(kernels::rowsToHeads(c.stream, t.g, rows, t.width, 0, heads));
-  if (!t.fused) return mathAttentionBackward(c, t, s, drop, heads, wide);
+  if (!t.fused) {
+    auto* saved = const_cast<std::byte*>(s.saved);  // the backward only reads them
+    MathAttention m{s.at(t.q), s.at(t.k), s.at(t.v), const_cast<float*>(s.at(t.probs)), {}};
+    if (drop.active())
+      m.drop = {drop.site(3), drop.p, reinterpret_cast<std::uint8_t*>(saved + t.attnMask),
+                reinterpret_cast<float*>(saved + t.dropped)};
+    return mathAttentionBackward(c, t.g, m, heads, s.work(t.bSquare), s.work(t.bGradHeads), wide);
+  }
   return kernels::flashAttentionBackward(c.stream, t.g, {drop.site(3), drop.p}, s.at(t.qkvOut), s.at(t.attnOut),
                                          s.at(t.lse), heads, wide, s.work(t.bSquare));
 }

@@ -31,4 +31,15 @@ struct RowMajorGemm {
 };
 Status gemm(const LayerContext& c, const RowMajorGemm& g, const float* a, const float* b, float* out, const char* what);
 
+// A linear over token rows, y = x W^T + b (PyTorch's [out, in] weight), its name for messages.
+struct Linear {
+  Index rows = 0, in = 0, out = 0;
+  const char* name = "";
+};
+Status linearForward(const LayerContext& c, const Linear& op, const float* x, const float* w, const float* bias,
+                     float* y);
+// dx = dy W (written, when dx is not null); dW += dy^T x; db += the column sums of dy.
+Status linearBackward(const LayerContext& c, const Linear& op, const float* x, const float* dy, const float* w,
+                      float* dx, float* dw, float* db);
+
 }  // namespace remat::gpu

@@ -65,15 +65,27 @@ __global__ void geluBackwardKernel(Index count, bool tanhForm, const float* x, c
 // Keys 0 .. keysFor(i) - 1 are visible to query i.
 __device__ __forceinline__ Index keysFor(const AttentionShape& g, Index i) { return g.causal ? i + 1 : g.seq; }
 
-__global__ void softmaxKernel(AttentionShape g, float scale, float* scores) {
+// The scaled score of row r's key j plus the bias terms (the CPU's scoreBias).
+__device__ __forceinline__ float biasedScore(const AttentionShape& g, const ScoreBias& bias, float scale,
+                                             const float* row, Index r, Index j) {
+  const Index S = g.seq, i = r % S, nh = r / S;
+  float b = 0.0f;
+  if (bias.perHead != nullptr) b += bias.perHead[((nh % g.heads) * S + i) * S + j];
+  if (bias.perWindow != nullptr) b += bias.perWindow[(((nh / g.heads) % bias.windows) * S + i) * S + j];
+  return row[j] * scale + b;
+}
+
+__global__ void softmaxKernel(AttentionShape g, float scale, float* scores, ScoreBias bias) {
   for (Index r = firstIndex(); r < g.rows(); r += gridStride()) {
     float* row = scores + r * g.seq;
     const Index visible = keysFor(g, r % g.seq);
     float top = -INFINITY;
-    for (Index j = 0; j < visible; ++j) top = fmaxf(top, row[j] * scale);
+    for (Index j = 0; j < visible; ++j) top = fmaxf(top, biasedScore(g, bias, scale, row, r, j));
     float sum = 0.0f;
-    for (Index j = 0; j < visible; ++j) sum += expf(row[j] * scale - top);
-    for (Index j = 0; j < g.seq; ++j) row[j] = j < visible ? expf(row[j] * scale - top) / sum : 0.0f;
+    for (Index j = 0; j < visible; ++j) sum += expf(biasedScore(g, bias, scale, row, r, j) - top);
+    // Written in place: score j is read before it is overwritten, each only once in this pass.
+    for (Index j = 0; j < g.seq; ++j)
+      row[j] = j < visible ? expf(biasedScore(g, bias, scale, row, r, j) - top) / sum : 0.0f;
   }
 }
 
@@ -235,9 +247,10 @@ Status geluBackward(cudaStream_t stream, Index count, bool tanhForm, const float
   return Status::ok();
 }
 
-Status attentionSoftmax(cudaStream_t stream, const AttentionShape& g, float scale, float* scores) {
+Status attentionSoftmax(cudaStream_t stream, const AttentionShape& g, float scale, float* scores,
+                        const ScoreBias& bias) {
   if (g.rows() == 0) return Status::ok();
-  softmaxKernel<<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, scale, scores);
+  softmaxKernel<<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, scale, scores, bias);
   REMAT_CUDA_CHECK_LAUNCH("softmaxKernel");
   return Status::ok();
 }

@@ -39,9 +39,19 @@ Status headsToRows(cudaStream_t stream, const AttentionShape& g, const float* he
 Status geluForward(cudaStream_t stream, Index count, bool tanhForm, const float* x, float* y);
 Status geluBackward(cudaStream_t stream, Index count, bool tanhForm, const float* x, const float* dy, float* dx);
 
-// In place over the [N][h][S][S] scores: probs = softmax(scores * scale) with keys j > i masked
-// (causal); one thread per row.
-Status attentionSoftmax(cudaStream_t stream, const AttentionShape& g, float scale, float* scores);
+// Additive terms of the scores before the softmax (Swin's shifted-window attention): a per-head
+// [h][S][S] bias and a per-window [windows][S][S] mask, batch entry n being window n % windows of
+// its image. Null: none.
+struct ScoreBias {
+  const float* perHead = nullptr;
+  const float* perWindow = nullptr;
+  Index windows = 1;
+};
+
+// In place over the [N][h][S][S] scores: probs = softmax(scores * scale [+ bias]) with keys j > i
+// masked (causal); one thread per row.
+Status attentionSoftmax(cudaStream_t stream, const AttentionShape& g, float scale, float* scores,
+                        const ScoreBias& bias = {});
 // In place over dProbs [N][h][S][S]: d(scores) = P * (dP - sum_j dP * P) (the scale is applied by
 // the caller's matmuls).
 Status attentionSoftmaxBackward(cudaStream_t stream, const AttentionShape& g, const float* probs, float* dProbs);

@@ -6,8 +6,8 @@
 // the gradients bit for bit store-all's, and give the CPU backend's gradients within 1e-4. The
 // small GPT (token_embedding, causal blocks, lm_head, untied and tied), a tiny ViT (patch_embedding,
 // blocks, cls_head) and a tiny BERT (token types and the embedding's LayerNorm, post-norm blocks,
-// the tanh pooler) do the same end to end. Swin's kinds, which the GPU does not run yet, are refused
-// by name at prepare.
+// the tanh pooler) and a tiny Swin (padded, shifted, with stochastic depth, and with one window in
+// the batch) do the same end to end.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -217,18 +217,36 @@ TEST_F(CudaTransformerTest, TinyBertMeasuresThePredictionAndMatchesTheCpu) {
     for (double p : {0.0, 0.1}) expectModelRunsAsOnTheCpu(bert(fused, p), *device);
 }
 
-// The kinds without GPU kernels (Swin's) are refused at prepare, by name.
-TEST_F(CudaTransformerTest, SwinKindsAreRefusedByName) {
-  const json stem = {{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}};
-  json j = {{"format", "remat-chain/1"}, {"name", "swin-stem"}};
-  j["input"] = {{"shape", {1, 3, 32, 32}}, {"dtype", "float32"}};
-  j["layers"] = json::array({stem});
-  const Chain chain = parsed(j);
+json swinBlock(const std::string& name, std::int64_t heads, std::int64_t width, std::int64_t shift, double sd) {
+  return {{"name", name}, {"kind", "swin_block"}, {"heads", heads},        {"hidden", 4 * width},
+          {"window", 4},  {"shift", shift},       {"stochastic_depth", sd}};
+}
+
+// A tiny torchvision SwinTransformer (patch 4, embed 32, depths [2, 2], heads [2, 4], window 4): at
+// 40x40 every stage is padded and the shifted blocks shift; at batch 1, 32x32, stage 2 is one
+// window in the whole batch (E keeps qkv itself).
+Chain tinySwin(std::int64_t batch, std::int64_t image, double sd) {
+  json layers = json::array();
+  layers.push_back({{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}});
+  layers.push_back(swinBlock("features.1.0", 2, 32, 0, 0.0));
+  layers.push_back(swinBlock("features.1.1", 2, 32, 2, sd));
+  layers.push_back({{"name", "features.2"}, {"kind", "patch_merging"}});
+  layers.push_back(swinBlock("features.3.0", 4, 64, 0, sd));
+  layers.push_back(swinBlock("features.3.1", 4, 64, 2, sd));
+  layers.push_back({{"name", "norm+avgpool+head"}, {"kind", "swin_head"}, {"out_features", 10}});
+  json j = {{"format", "remat-chain/1"},
+            {"name", "tiny-swin-" + std::to_string(batch) + "x" + std::to_string(image) + (sd > 0 ? "-sd" : "")}};
+  j["input"] = {{"shape", {batch, 3, image, image}}, {"dtype", "float32"}};
+  j["layers"] = layers;
+  return parsed(j);
+}
+
+TEST_F(CudaTransformerTest, TinySwinMeasuresThePredictionAndMatchesTheCpu) {
   auto device = open();
   ASSERT_NE(device, nullptr);
-  const Status prepared = device->prepare(chain);
-  ASSERT_FALSE(prepared.isOk());
-  EXPECT_NE(prepared.message().find("swin_embedding"), std::string::npos) << prepared.message();
+  expectModelRunsAsOnTheCpu(tinySwin(2, 40, 0.0), *device);
+  expectModelRunsAsOnTheCpu(tinySwin(2, 40, 0.3), *device);
+  expectModelRunsAsOnTheCpu(tinySwin(1, 32, 0.0), *device);
 }
 
 }  // namespace

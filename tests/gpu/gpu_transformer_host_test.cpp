@@ -1,7 +1,8 @@
-// Host-only checks of the GPU backend's transformer kinds (issue 23): they run wherever the backend
+// Host-only checks of the GPU backend's transformer and Swin kinds (issue 23): they run wherever the backend
 // builds, with or without a GPU, because preparing these kinds touches no device. For the small
 // GPT (untied and tied), a tiny BERT (token types, the embedding's LayerNorm, post-norm blocks, the
-// tanh pooler) and chains of ViT blocks, under both attention rules, without and with dropout,
+// tanh pooler), chains of ViT blocks and a Swin past its patch embedding (padded, shifted, one
+// window in the batch, with stochastic depth), under both attention rules, without and with dropout,
 // every layer's GPU preparation accepts the chain's numbers: the E the GPU kernels lay out is
 // byte for byte the model's (LayerChecks::expectExtra), as are the parameter counts and the
 // needs_input / needs_output flags. The fused rule's workspaces hold no S x S tensor at S = 1,024.
@@ -72,6 +73,24 @@ Chain vitBody(bool fused, double p) {
   return parsed(chainJson("vit-body", {2, 17, 32}, layers));
 }
 
+// Swin past its patch embedding (whose cuDNN conv needs a device): blocks (padded and shifted at
+// 10x10, with stochastic depth), patch merging, more blocks (one window in the batch at batch 1),
+// the head, on the [N, H, W, C] stream.
+Chain swinBody(std::int64_t batch, std::int64_t side, double sd) {
+  auto swinBlock = [](const std::string& name, std::int64_t heads, std::int64_t width, std::int64_t shift, double p) {
+    return json{{"name", name}, {"kind", "swin_block"}, {"heads", heads},       {"hidden", 4 * width},
+                {"window", 4},  {"shift", shift},       {"stochastic_depth", p}};
+  };
+  json layers = json::array();
+  layers.push_back(swinBlock("features.1.0", 2, 32, 0, 0.0));
+  layers.push_back(swinBlock("features.1.1", 2, 32, 2, sd));
+  layers.push_back({{"name", "features.2"}, {"kind", "patch_merging"}});
+  layers.push_back(swinBlock("features.3.0", 4, 64, 0, sd));
+  layers.push_back(swinBlock("features.3.1", 4, 64, 2, sd));
+  layers.push_back({{"name", "norm+avgpool+head"}, {"kind", "swin_head"}, {"out_features", 10}});
+  return parsed(chainJson("swin-body", {batch, side, side, 32}, layers));
+}
+
 // Every layer prepared as CudaDevice::prepare does, without CUDA handles.
 Result<std::vector<LayerState>> prepareAll(const Chain& chain) {
   std::vector<LayerState> layers;
@@ -82,7 +101,8 @@ Result<std::vector<LayerState>> prepareAll(const Chain& chain) {
 TEST(GpuTransformerHost, EveryLayerSavesWhatTheModelSays) {
   for (bool fused : {false, true})
     for (double p : {0.0, 0.1}) {
-      for (const Chain& chain : {gpt(fused, p, false), gpt(fused, p, true), bert(fused, p), vitBody(fused, p)}) {
+      for (const Chain& chain : {gpt(fused, p, false), gpt(fused, p, true), bert(fused, p), vitBody(fused, p),
+                                 swinBody(2, 10, p), swinBody(1, 8, p)}) {
         SCOPED_TRACE(chain.name + (fused ? " fused" : " math") + (p > 0 ? " dropout" : ""));
         auto layers = prepareAll(chain);
         ASSERT_TRUE(layers.isOk()) << layers.status().message();
