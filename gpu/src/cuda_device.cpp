@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_transformer_ends.hpp"
 #include "kernels_abstract.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -242,7 +243,7 @@ Status CudaDevice::backward(const BackwardCall& call) {
     REMAT_RETURN_IF_ERROR(kernels::abstractFillBytes(stream, b.workspace, call.workspace.bytes, true, 2));
     return kernels::abstractAddGradBytes(stream, b.paramGrads, m.paramBytes, 3);
   }
-  return backwardLayer(state, d.context(), b.floats()).withContext("gpu: " + state.label + " backward");
+  return backwardLayer(state, l, call.seed, d.context(), b.floats()).withContext("gpu: " + state.label + " backward");
 }
 
 Status CudaDevice::lossSeed(const SeedCall& call) {
@@ -261,6 +262,12 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
     const std::uint64_t key = rng::mix64(rng::streamKey(call.seed, rng::Purpose::Abstract, 0) ^ 0x5EED);
     REMAT_RETURN_IF_ERROR(kernels::abstractAbsorb(stream, key, spans));
     return kernels::abstractFillBytes(stream, grad, bytes, false, 0);
+  }
+  if (last.kind == LayerKind::LmHead) {  // one label per token (labelCount())
+    const std::uint64_t tokens = static_cast<std::uint64_t>(last.outShape[0] * last.outShape[1]);
+    auto labels = checkedMemory(*d.allocator, call.labels, tokens * 4, "SEED", "labels", false);
+    if (!labels) return labels.status();
+    return lmHeadLossSeed(last, stream, reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));
   }
   const Index batch = last.outShape[0];
   auto labels =

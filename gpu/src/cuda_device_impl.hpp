@@ -2,6 +2,7 @@
 // CudaDevice's state: the CUDA objects, the prepared chain and one LayerState per layer (the cuDNN
 // ops with their chosen algorithms, kernel geometry, parameter offsets, workspace needs). Internal
 // to gpu/.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,12 @@
 namespace remat::gpu {
 
 using kernels::Index;
+
+struct TransformerState;  // cuda_transformer.cpp
+struct EndsState;         // cuda_transformer_ends.cpp
+struct VitState;          // cuda_vit.cpp
+struct SwinState;         // cuda_swin.cpp
+struct SwinEndsState;     // cuda_swin_ends.cpp
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
@@ -58,6 +65,11 @@ struct LayerState {
   float epsilon = 0.0f;      // layernorm (rows and inFeatures: its [N, F], or N*H*W and C over NCHW's channels)
   Index layerNormInner = 1;  // layernorm over NCHW's channels: H*W, the stride of a row's features
   std::optional<BlockState> block;
+  std::shared_ptr<const TransformerState> transformer;  // transformer_block
+  std::shared_ptr<const EndsState> ends;                // token_embedding, lm_head
+  std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
+  std::shared_ptr<const SwinState> swin;                // swin_block
+  std::shared_ptr<const SwinEndsState> swinEnds;        // swin_embedding, patch_merging, swin_head
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -72,7 +84,8 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
 // The real (non-abstract) kinds; the buffers were checked by CudaDevice (device_calls.hpp).
 Status forwardLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,
                     const LayerContext& context, const ForwardBuffers& p);
-Status backwardLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+Status backwardLayer(const LayerState& layer, std::size_t l, std::uint64_t seed, const LayerContext& context,
+                     const BackwardBuffers& p);
 
 }  // namespace remat::gpu
 

@@ -3,6 +3,10 @@
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_swin.hpp"
+#include "cuda_transformer.hpp"
+#include "cuda_transformer_ends.hpp"
+#include "cuda_vit.hpp"
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -362,13 +366,23 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return forwardBlock(s, mode, c, p);
+    case LayerKind::TransformerBlock: return forwardTransformerBlock(s, l, mode, seed, c, p);
+    case LayerKind::TokenEmbedding: return forwardTokenEmbedding(s, l, mode, seed, c, p);
+    case LayerKind::LmHead: return forwardLmHead(s, mode, c, p);
+    case LayerKind::PatchEmbedding: return forwardPatchEmbedding(s, l, mode, seed, c, p);
+    case LayerKind::ClsHead: return forwardClsHead(s, mode, c, p);
+    case LayerKind::SwinBlock: return forwardSwinBlock(s, l, mode, seed, c, p);
+    case LayerKind::SwinEmbedding: return forwardSwinEmbedding(s, mode, c, p);
+    case LayerKind::PatchMerging: return forwardPatchMerging(s, mode, c, p);
+    case LayerKind::SwinHead: return forwardSwinHead(s, mode, c, p);
     default: break;
   }
   if (isPointwise(s.kind)) return activationForward(s.kind, c.stream, s.outCount, p.x, p.y);
   return Status::internal("gpu: " + s.label + ": no forward kernel");
 }
 
-Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
+Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, const LayerContext& c,
+                     const BackwardBuffers& p) {
   switch (s.kind) {
     case LayerKind::Conv2d:
       if (p.dx != nullptr) REMAT_RETURN_IF_ERROR(s.conv->backwardData(c.cudnn, p.dy, p.params, p.dx, p.workspace));
@@ -402,6 +416,15 @@ Status backwardLayer(const LayerState& s, const LayerContext& c, const BackwardB
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
     case LayerKind::Block: return backwardBlock(s, c, p);
+    case LayerKind::TransformerBlock: return backwardTransformerBlock(s, l, seed, c, p);
+    case LayerKind::TokenEmbedding: return backwardTokenEmbedding(s, c, p);
+    case LayerKind::LmHead: return backwardLmHead(s, c, p);
+    case LayerKind::PatchEmbedding: return backwardPatchEmbedding(s, c, p);
+    case LayerKind::ClsHead: return backwardClsHead(s, c, p);
+    case LayerKind::SwinBlock: return backwardSwinBlock(s, c, p);
+    case LayerKind::SwinEmbedding: return backwardSwinEmbedding(s, c, p);
+    case LayerKind::PatchMerging: return backwardPatchMerging(s, c, p);
+    case LayerKind::SwinHead: return backwardSwinHead(s, c, p);
     default: break;
   }
   if (isPointwise(s.kind)) return activationBackward(s.kind, c.stream, s.inCount, p.x, p.y, p.dy, p.dx, false);

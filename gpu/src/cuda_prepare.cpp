@@ -3,8 +3,13 @@
 // chain's model numbers say what the kernels actually read and save are layer_checks.hpp's, shared
 // with the CPU.
 #include <algorithm>
+#include <optional>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_swin.hpp"
+#include "cuda_transformer.hpp"
+#include "cuda_transformer_ends.hpp"
+#include "cuda_vit.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/model/operators.hpp"
 
@@ -199,10 +204,31 @@ Status prepareLinear(const ChainLayer& layer, const LayerChecks& check, const Pr
   return Status::ok();
 }
 
+// The transformer and Swin kinds, which run their own runners (primitiveLayer would refuse them
+// by name); nullopt for the others.
+std::optional<Status> prepareOwnRunner(const Chain& chain, std::size_t l, const LayerSpec& spec,
+                                       const LayerContext& context, const CudaDeviceOptions& options,
+                                       const LayerChecks& check, LayerState& state) {
+  const ChainLayer& layer = chain.layers[l - 1];
+  switch (layer.kind) {
+    case LayerKind::TransformerBlock: return prepareTransformerBlock(layer, spec, check, state);
+    case LayerKind::TokenEmbedding: return prepareTokenEmbedding(layer, spec, check, l, state);
+    case LayerKind::LmHead: return prepareLmHead(chain, layer, spec, check, state);
+    case LayerKind::PatchEmbedding: return preparePatchEmbedding(layer, spec, check, context, options, state);
+    case LayerKind::ClsHead: return prepareClsHead(layer, spec, check, state);
+    case LayerKind::SwinBlock: return prepareSwinBlock(layer, spec, check, state);
+    case LayerKind::SwinEmbedding: return prepareSwinEmbedding(layer, spec, check, context, options, state);
+    case LayerKind::PatchMerging: return preparePatchMerging(layer, spec, check, state);
+    case LayerKind::SwinHead: return prepareSwinHead(layer, spec, check, state);
+    default: return std::nullopt;
+  }
+}
+
 Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
+  if (auto own = prepareOwnRunner(chain, l, spec, context, options, check, state)) return *own;
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
   const Shape& in = layer.inputShape;

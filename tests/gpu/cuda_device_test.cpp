@@ -14,6 +14,7 @@
 
 #include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
+#include "gpu_test_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/exec/profiler.hpp"
@@ -294,33 +295,6 @@ Chain parse(const char* text) {
   auto chain = parseChain(text, "cuda_device_test.cpp");
   EXPECT_TRUE(chain.isOk()) << chain.status().message();
   return chain.isOk() ? std::move(chain).value() : Chain{};
-}
-
-std::vector<float> asFloats(const std::vector<std::byte>& bytes) {
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
-}
-
-// Every layer's parameter gradients within 1e-4 of the CPU's (relative to the largest), and not
-// all zero where the layer has parameters (all-zero gradients test nothing).
-void expectGradientsNearTheCpus(const Chain& chain, const RunResult& gpuRun, const RunResult& cpuRun) {
-  ASSERT_EQ(gpuRun.parameterGradients.size(), cpuRun.parameterGradients.size());
-  for (std::size_t l = 0; l < chain.size(); ++l) {
-    const std::vector<float> g = asFloats(gpuRun.parameterGradients[l]);
-    const std::vector<float> c = asFloats(cpuRun.parameterGradients[l]);
-    ASSERT_EQ(g.size(), c.size()) << "layer " << l + 1;
-    double scale = 0.0, diff = 0.0;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      scale = std::max(scale, std::fabs(static_cast<double>(c[i])));
-      diff = std::max(diff, std::fabs(static_cast<double>(g[i]) - static_cast<double>(c[i])));
-    }
-    EXPECT_LE(diff, 1e-4 * scale + 1e-30) << "layer " << l + 1 << " ('" << chain.layers[l].name
-                                          << "'): max |gpu - cpu| " << diff << ", max |cpu| " << scale;
-    if (!c.empty()) {
-      EXPECT_GT(scale, 0.0) << "layer " << l + 1 << ": all-zero gradients test nothing";
-    }
-  }
 }
 
 class CudaDeviceTest : public ::testing::Test {
