@@ -150,6 +150,12 @@ void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x
 // d(y) * other (`value` holds the other operand, of dims `other`).
 void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
                         float* dSelf, bool accumulate);
+// The same in bfloat16 (a half block under bf16-mixed): float32 arithmetic, each written element rounded once.
+void globalAvgPoolForward(const Dims4& in, const BFloat16* x, BFloat16* y);
+void globalAvgPoolBackward(const Dims4& in, const BFloat16* dy, BFloat16* dx, bool accumulate);
+void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const BFloat16* x, const BFloat16* z, BFloat16* y);
+void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const BFloat16* dy,
+                        const BFloat16* value, BFloat16* dSelf, bool accumulate);
 
 // ShuffleNetV2's channel split and shuffle on channels-last rows (rows = N * H * W). A slice's
 // backward writes d(output) into its channels of d(input) and (not accumulating) zeros into the

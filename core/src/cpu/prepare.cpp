@@ -71,22 +71,26 @@ ActivationLayout streamLayout(const Shape& shape) {
 }
 
 // Under bf16-mixed a block runs every inner op in bfloat16 (memory-model.md 11.7); the inner ops
-// with bfloat16 kernels are ResNet's and MobileNetV2's: square convolutions, batch norms, the
-// residual add and the activations, on contiguous tensors (no channel views or gathered copies).
+// with bfloat16 kernels are ResNet's, MobileNetV2's and Squeeze-and-Excitation's: square
+// convolutions, batch norms, the residual add, the activations, the global average pool and the
+// broadcasting product, on contiguous tensors (no channel views or gathered copies).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool activation = kind && isPointwise(*kind);
     bool supported = (op.kind == BlockOpKind::Conv2d && op.layer.squareConv()) || op.kind == BlockOpKind::BatchNorm ||
-                     op.kind == BlockOpKind::Add || activation;
+                     op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
+                     op.kind == BlockOpKind::Mul || activation;
     supported = supported && !graph.tensors[op.output].isView();
     for (std::size_t j = 0; j < op.inputs.size(); ++j)
       supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
     if (!supported)
-      return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" +
-                        op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-                        ") yet (a block's convolutions, batch norms, residual add and activations have one); plan "
-                        "and simulate it, or run it as fp32");
+      return check.fail(
+          "precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" + op.layer.name + "' (" +
+          std::string(blockOpInfo(op.kind).name) +
+          ") yet (a block's convolutions, batch norms, residual add, activations, global average pool and "
+          "product have one); plan "
+          "and simulate it, or run it as fp32");
   }
   return Status::ok();
 }

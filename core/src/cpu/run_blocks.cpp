@@ -16,7 +16,8 @@
 // Under bf16-mixed the same runner runs a half block (PreparedLayer::half; memory-model.md 11.7):
 // arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
 // activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
-// the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add in bfloat16; prepare.cpp
+// the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add and Squeeze-and-Excitation's
+// global pool and product in bfloat16 (kernels_broadcast.cpp's bfloat16 overloads); prepare.cpp
 // admits only blocks of those inner ops.
 #include <algorithm>
 
@@ -138,20 +139,47 @@ Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   return Dims4{s[0], s[1], s[2], s[3]};
 }
 
-// y = a * b; its backward gives each operand d(y) times the other, summed where it was broadcast.
-void mulForwardOp(const BlockGraph& graph, const BlockOp& op, const float* a, const float* b, float* out) {
-  mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), dimsOf(graph, op.inputs[1]), a, b, out);
+const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
+BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+
+// Squeeze-and-Excitation's global pool, in the block's dtype (autocast runs mean and
+// adaptive_avg_pool2d in their input's dtype: bfloat16 after a half convolution).
+void globalPoolForwardOp(bool half, const Dims4& in, const float* x, float* y) {
+  if (half)
+    globalAvgPoolForward(in, halves(x), halves(y));
+  else
+    globalAvgPoolForward(in, x, y);
 }
 
-void mulBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors, const float* dOut,
-                   std::byte* workspace) {
+void globalPoolBackwardOp(bool half, const Dims4& in, const float* dy, float* dx, bool accumulate) {
+  if (half)
+    globalAvgPoolBackward(in, halves(dy), halves(dx), accumulate);
+  else
+    globalAvgPoolBackward(in, dy, dx, accumulate);
+}
+
+// y = a * b; its backward gives each operand d(y) times the other, summed where it was broadcast.
+void mulForwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const float* a, const float* b, float* out) {
+  const Dims4 o = dimsOf(graph, op.output), da = dimsOf(graph, op.inputs[0]), db = dimsOf(graph, op.inputs[1]);
+  if (half)
+    mulForward(o, da, db, halves(a), halves(b), halves(out));
+  else
+    mulForward(o, da, db, a, b, out);
+}
+
+void mulBackwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors,
+                   const float* dOut, std::byte* workspace) {
   const float* values[2] = {backwardInput(graph, op, 0, tensors, workspace),
                             backwardInput(graph, op, 1, tensors, workspace)};
   for (std::size_t j = 0; j < 2; ++j) {
     float* d = tensors.grad(op.inputs[j]);
-    if (d != nullptr)
-      mulBackwardOperand(dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, op.inputs[1 - j]), dOut,
-                         values[1 - j], d, op.gradAccumulate[j]);
+    if (d == nullptr) continue;
+    const Dims4 o = dimsOf(graph, op.output), self = dimsOf(graph, op.inputs[j]),
+                other = dimsOf(graph, op.inputs[1 - j]);
+    if (half)
+      mulBackwardOperand(o, self, other, halves(dOut), halves(values[1 - j]), halves(d), op.gradAccumulate[j]);
+    else
+      mulBackwardOperand(o, self, other, dOut, values[1 - j], d, op.gradAccumulate[j]);
   }
 }
 
@@ -214,10 +242,8 @@ Status backwardInnerConv(const DnnlContext& context, const BlockGraph& graph, co
   return conv ? (*conv)->backward(context, x, dOut, b.params + p.weightOffset, dIn, dw, db, scratch) : conv.status();
 }
 
-// The residual add and its backward, in the block's dtype (the float pointers carry bfloat16 in a
-// half block).
-const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
-BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+// The residual add and its backward, in the block's dtype (halves(): the float pointers carry
+// bfloat16 in a half block).
 
 void addForward(bool half, Index count, const float* a, const float* b, float* out) {
   if (half)
@@ -308,9 +334,9 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::Concat) {
       concatForward(graph, op, p, tensors, out);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
-      globalAvgPoolForward(dimsOf(graph, op.inputs[0]), in, out);
+      globalPoolForwardOp(prepared.half, dimsOf(graph, op.inputs[0]), in, out);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulForwardOp(graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      mulForwardOp(prepared.half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Slice) {  // the block's output: a copy
       copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, graph.rowChannels(op.inputs[0]), out, p.channels,
                     false);
@@ -360,9 +386,10 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::Concat) {
       concatBackward(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
-      if (dIn != nullptr) globalAvgPoolBackward(dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
+      if (dIn != nullptr)
+        globalPoolBackwardOp(prepared.half, dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulBackwardOp(graph, op, tensors, dOut, b.workspace);
+      mulBackwardOp(prepared.half, graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Slice) {
       if (dIn != nullptr)
         sliceBackward(p.rows, graph.tensors[op.inputs[0]].shape[1], op.layer.channelBegin, p.channels, dOut, dIn,

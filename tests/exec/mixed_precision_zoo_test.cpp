@@ -1,0 +1,217 @@
+// bf16-mixed on the CPU for the zoo's CNNs beyond ResNet and MobileNetV2 (docs/memory-model.md
+// section 11.7, docs/executor.md): Squeeze-and-Excitation blocks (EfficientNet-B0, MobileNetV3-Large,
+// RegNetY-400MF) run every inner op in bfloat16 as PyTorch 1.13's CPU autocast does (the global
+// pool, the 1x1 convolutions, SiLU / ReLU, sigmoid / hardsigmoid and the broadcasting product all
+// write bfloat16: none is on autocast's fp32 list), and every op's measured footprint equals the
+// prediction under every plan and in every optimizer and gradient mode. The zoo CNNs whose inner
+// ops have no bfloat16 kernel yet (ShuffleNetV2's channel views, Inception-v3's pool branches,
+// ConvNeXt-Tiny's channel layer norm), fp16-mixed and the pure half precisions are refused by layer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chain_helpers.hpp"
+#include "executor_helpers.hpp"
+#include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/model/precision.hpp"
+
+namespace remat {
+namespace {
+
+Chain withStep(const Chain& chain, Precision precision, StepOptions step) {
+  step.precision = precision;
+  auto stepped = withStepOptions(chain, step);
+  EXPECT_TRUE(stepped.isOk()) << stepped.status().message();
+  return stepped ? std::move(stepped).value() : chain;
+}
+
+// A stem (conv, batch norm, SiLU), EfficientNet's Squeeze-and-Excitation (global pool, 1x1 conv,
+// SiLU, 1x1 conv, sigmoid, the [N, C, 1, 1] scale times the block's input) and MobileNetV3's (ReLU,
+// hardsigmoid), the global pool and the classifier.
+Chain squeezeChain(Precision precision, StepOptions step = {}) {
+  const Chain chain = testing::chainFromJson(nlohmann::json::parse(R"({
+    "format": "remat-chain/1", "name": "squeeze", "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
+    "layers": [
+      {"kind": "conv2d", "name": "stem", "out_channels": 8, "kernel": 3, "stride": 2, "padding": 1, "bias": false},
+      {"kind": "batchnorm", "name": "bn"}, {"kind": "silu", "name": "silu"},
+      {"name": "se1", "kind": "block", "ops": [
+        {"name": "avgpool", "kind": "global_avgpool"}, {"name": "fc1", "kind": "conv2d", "out_channels": 2, "kernel": 1},
+        {"name": "activation", "kind": "silu"}, {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
+        {"name": "scale_activation", "kind": "sigmoid"}, {"name": "mul", "kind": "mul", "inputs": [5, 0]}]},
+      {"kind": "conv2d", "name": "conv", "out_channels": 16, "kernel": 3, "stride": 1, "padding": 1, "bias": false},
+      {"name": "se2", "kind": "block", "ops": [
+        {"name": "avgpool", "kind": "global_avgpool"}, {"name": "fc1", "kind": "conv2d", "out_channels": 4, "kernel": 1},
+        {"name": "activation", "kind": "relu"}, {"name": "fc2", "kind": "conv2d", "out_channels": 16, "kernel": 1},
+        {"name": "scale_activation", "kind": "hardsigmoid"}, {"name": "mul", "kind": "mul", "inputs": [0, 5]}]},
+      {"kind": "hardswish", "name": "hswish"}, {"kind": "adaptive_avgpool", "name": "gap"},
+      {"kind": "flatten", "name": "flat"}, {"kind": "linear", "name": "fc", "out_features": 10}]})"));
+  return withStep(chain, precision, step);
+}
+
+// Every inner op of an SE block reads a bfloat16 tensor: all write bfloat16, so the block's e is the
+// half graph's (pure bf16's) plus its two convolutions' weight copies (with bias: no bias copy).
+TEST(MixedPrecisionZoo, ASqueezeBlockSavesHalfTensorsAndItsWeightCopies) {
+  const Chain mixed = squeezeChain(Precision::Bf16Mixed);
+  const Chain half = squeezeChain(Precision::Bf16);
+  EXPECT_EQ(mixed.at(4).extraBytes, half.at(4).extraBytes + (8 * 2 + 2 * 8) * 2u);
+  EXPECT_EQ(mixed.at(4).outBytes, half.at(4).outBytes);
+  EXPECT_EQ(mixed.at(4).outBytes * 2, squeezeChain(Precision::Fp32).at(4).outBytes);
+  EXPECT_EQ(mixed.at(6).extraBytes, half.at(6).extraBytes + (16 * 4 + 4 * 16) * 2u);
+}
+
+TEST(MixedPrecisionZoo, SqueezeBlocksUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+  const Chain chain = testing::fittedTo(squeezeChain(Precision::Bf16Mixed), device);
+  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 23);
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
+// steps of store-all and of optimal's plan, each op measured as predicted, STEP included.
+TEST(MixedPrecisionZoo, SqueezeBlocksInEveryOptimizerAndGradientMode) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+  for (std::size_t mode = 0; mode < testing::kStepModeCount; ++mode) {
+    const Chain chain = testing::fittedTo(squeezeChain(Precision::Bf16Mixed, testing::stepMode(mode)), device);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto optimal = runPlanner(chain, "optimal");
+    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
+    for (const Plan& plan : {Plan{}, optimal->plan}) {
+      auto interp = Interpreter::create(chain, device, testing::seeded(mode));
+      ASSERT_TRUE(interp.isOk()) << interp.status().message();
+      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
+      EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+std::vector<std::vector<float>> gradientsOf(const Chain& built, std::uint64_t seed) {
+  cpu::CpuDevice device({.threads = 1});
+  const Chain chain = testing::fittedTo(built, device);
+  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
+  EXPECT_TRUE(interp.isOk()) << interp.status().message();
+  if (!interp) return {};
+  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
+  EXPECT_TRUE(run.isOk()) << run.status().message();
+  if (!run) return {};
+  std::vector<std::vector<float>> out;
+  for (const auto& bytes : run->parameterGradients) {
+    std::vector<float> values(bytes.size() / sizeof(float));
+    if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+    if (!values.empty()) out.push_back(std::move(values));
+  }
+  return out;
+}
+
+// The same weights and batch in float32 and in bf16-mixed: each parameter layer's float32 gradient
+// differs from float32's by bfloat16's rounding, and does differ (the half kernels ran). A wrong
+// bfloat16 kernel (a pool or product reading bfloat16 as float32) gives differences of 100% or NaN.
+TEST(MixedPrecisionZoo, SqueezeGradientsAreFloat32sWithinBfloat16Precision) {
+  const auto plain = gradientsOf(squeezeChain(Precision::Fp32), 29);
+  const auto mixed = gradientsOf(squeezeChain(Precision::Bf16Mixed), 29);
+  ASSERT_EQ(plain.size(), 6u);  // stem conv, batch norm, se1, conv, se2, linear
+  ASSERT_EQ(plain.size(), mixed.size());
+  std::string all;
+  std::vector<double> relative;
+  for (std::size_t l = 0; l < plain.size(); ++l) {
+    ASSERT_EQ(plain[l].size(), mixed[l].size());
+    double difference = 0.0, norm = 0.0;
+    for (std::size_t i = 0; i < plain[l].size(); ++i) {
+      difference += std::pow(double(mixed[l][i]) - plain[l][i], 2);
+      norm += std::pow(double(plain[l][i]), 2);
+    }
+    relative.push_back(std::sqrt(difference / norm));
+    all += " " + std::to_string(relative.back());
+  }
+  for (std::size_t i = 0; i < relative.size(); ++i) {
+    EXPECT_LT(relative[i], i + 1 == relative.size() ? 0.03 : 0.4) << "parameter layer " << i + 1 << ":" << all;
+    EXPECT_GT(relative[i], 0.0) << "parameter layer " << i + 1 << ":" << all;
+  }
+}
+
+Chain zooMixed(const char* name, StepOptions step) {
+  const Chain zoo = testing::zooBuilt(name, {.batch = 2, .resolution = 32, .numClasses = 10});
+  return withStep(zoo, Precision::Bf16Mixed, step);
+}
+
+// The zoo's SE networks at batch 2, 32x32 with PyTorch 2's step (AdamW, gradients made on
+// backward): store-all and sqrt's plan (its recomputations), each op as predicted, STEP included.
+// (Every plan and step mode: the small chain above; the zoo at every mode would take minutes.)
+TEST(MixedPrecisionZoo, ZooSqueezeNetworksMeasureThePrediction) {
+  cpu::CpuDevice device({.threads = 1});
+  const StepOptions adamw{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward};
+  for (const char* name : {"efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf"}) {
+    SCOPED_TRACE(name);
+    const Chain chain = testing::fittedTo(zooMixed(name, adamw), device);
+    ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
+    auto sqrt = runPlanner(chain, "sqrt");
+    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
+    ASSERT_FALSE(sqrt->plan.checkpoints.empty());
+    auto interp = Interpreter::create(chain, device, testing::seeded(5));
+    ASSERT_TRUE(interp.isOk()) << interp.status().message();
+    for (const Plan& plan : {Plan{}, sqrt->plan}) {
+      auto run = (*interp)->run(plan, RunOptions{});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+      EXPECT_EQ(run->timelines[0].entries.back().op.kind, OpKind::Step);
+    }
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+Status prepared(cpu::CpuDevice& device, const char* name, Precision precision, int resolution = 32) {
+  const Chain zoo = testing::zooBuilt(name, {.batch = 2, .resolution = resolution, .numClasses = 10});
+  auto chain = withPrecision(zoo, precision);
+  EXPECT_TRUE(chain.isOk()) << chain.status().message();
+  return chain ? device.prepare(*chain) : chain.status();
+}
+
+// What still has no bfloat16 kernel is refused by layer and inner op, before anything is allocated.
+TEST(MixedPrecisionZoo, ZooNetworksWithoutBfloat16KernelsAreRefusedByLayer) {
+  cpu::CpuDevice device;
+  const struct {
+    const char* name;
+    int resolution;
+    const char* where;
+  } refused[] = {{"shufflenet_v2_x1_0", 32, "('stage2.0', "},
+                 {"inception_v3", 75, "('Mixed_5b', "},
+                 {"convnext_tiny", 32, "('features.1.0', "}};
+  for (const auto& r : refused) {
+    SCOPED_TRACE(r.name);
+    const Status status = prepared(device, r.name, Precision::Bf16Mixed, r.resolution);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_EQ(status.code(), ErrorCode::InvalidInput);
+    EXPECT_NE(status.message().find(r.where), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find("precision bf16-mixed: no bfloat16 kernel on the CPU"), std::string::npos)
+        << status.message();
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// fp16-mixed: oneDNN 2.6 has no float16 convolution on this CPU; the pure half precisions (the
+// whole model in bfloat16 or float16) are refused at the first layer, named.
+TEST(MixedPrecisionZoo, Fp16AndPureHalfPrecisionsAreRefusedByLayer) {
+  cpu::CpuDevice device;
+  const Status fp16 = prepared(device, "efficientnet_b0", Precision::Fp16Mixed);
+  ASSERT_FALSE(fp16.isOk());
+  EXPECT_NE(fp16.message().find("layer 1 ('features.0.0', conv2d): precision fp16-mixed: oneDNN 2.6 has no float16"),
+            std::string::npos)
+      << fp16.message();
+  for (Precision pure : {Precision::Bf16, Precision::Fp16}) {
+    const Status status = prepared(device, "resnet18", pure);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_EQ(status.code(), ErrorCode::InvalidInput);
+    EXPECT_NE(status.message().find("layer 1 ('conv1', conv2d)"), std::string::npos) << status.message();
+  }
+}
+
+}  // namespace
+}  // namespace remat
