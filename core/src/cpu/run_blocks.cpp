@@ -17,8 +17,8 @@
 // arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
 // activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
 // the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add and Squeeze-and-Excitation's
-// global pool and product in bfloat16 (kernels_broadcast.cpp's bfloat16 overloads); prepare.cpp
-// admits only blocks of those inner ops.
+// global pool and product, the pool branches' pools and the concat in bfloat16 (the kernels'
+// bfloat16 overloads); prepare.cpp admits only blocks of those inner ops.
 #include <algorithm>
 
 #include "device_impl.hpp"
@@ -112,26 +112,57 @@ const float* backwardInput(const BlockGraph& graph, const BlockOp& op, std::size
 
 // Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
 // of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j). An
-// input that is a view is read with its owner's row stride.
+// input that is a view is read with its owner's row stride. T: the block's element type (a half
+// block's float pointers carry bfloat16; only contiguous inputs there, prepare.cpp).
+template <typename T>
+const T* as(const float* data) {
+  return reinterpret_cast<const T*>(data);
+}
+template <typename T>
+T* as(float* data) {
+  return reinterpret_cast<T*>(data);
+}
+
+template <typename T>
 void concatForward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
                    const BlockForwardTensors& tensors, float* out) {
   Index offset = 0;
   for (std::size_t in : op.inputs) {
     const Index channels = graph.tensors[in].shape[1];
-    copyOrAddRows(p.rows, channels, tensors.tensor(in), graph.rowChannels(in), out + offset, p.channels, false);
+    copyOrAddRows(p.rows, channels, as<T>(tensors.tensor(in)), graph.rowChannels(in), as<T>(out) + offset, p.channels,
+                  false);
     offset += channels;
   }
 }
 
+template <typename T>
 void concatBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
                     const BlockBackwardTensors& tensors, const float* dOut) {
   Index offset = 0;
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const Index channels = graph.tensors[op.inputs[j]].shape[1];
     float* d = tensors.grad(op.inputs[j]);
-    if (d != nullptr) copyOrAddRows(p.rows, channels, dOut + offset, p.channels, d, channels, op.gradAccumulate[j]);
+    if (d != nullptr)
+      copyOrAddRows(p.rows, channels, as<T>(dOut) + offset, p.channels, as<T>(d), channels, op.gradAccumulate[j]);
     offset += channels;
   }
+}
+
+// The pool branches' pools, in the block's dtype; a keep-mode max pool also writes its argmax
+// indices (int64, in E).
+template <typename T>
+void poolForward(const BlockOp& op, const PreparedBlockOp& p, const float* in, float* out, float* indices) {
+  if (op.kind == BlockOpKind::AvgPool) return avgPoolForward(p.pool, as<T>(in), as<T>(out));
+  maxPoolForward(p.pool, as<T>(in), as<T>(out));
+  if (indices != nullptr) maxPoolIndices(p.pool, as<T>(in), as<T>(out), reinterpret_cast<std::int64_t*>(indices));
+}
+
+template <typename T>
+void poolBackward(const BlockOp& op, const PreparedBlockOp& p, const float* indices, const float* dOut, float* dIn) {
+  if (dIn == nullptr) return;
+  if (op.kind == BlockOpKind::AvgPool) return avgPoolBackward(p.pool, as<T>(dOut), as<T>(dIn), op.gradAccumulate[0]);
+  maxPoolBackward(p.pool, reinterpret_cast<const std::int64_t*>(indices), as<T>(dOut), as<T>(dIn),
+                  op.gradAccumulate[0]);
 }
 
 Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
@@ -332,7 +363,8 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::Add) {
       addForward(prepared.half, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
-      concatForward(graph, op, p, tensors, out);
+      prepared.half ? concatForward<BFloat16>(graph, op, p, tensors, out)
+                    : concatForward<float>(graph, op, p, tensors, out);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
       globalPoolForwardOp(prepared.half, dimsOf(graph, op.inputs[0]), in, out);
     } else if (op.kind == BlockOpKind::Mul) {
@@ -341,13 +373,15 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, graph.rowChannels(op.inputs[0]), out, p.channels,
                     false);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
-    } else if (op.kind == BlockOpKind::MaxPool) {
-      maxPoolForward(p.pool, in, out);
-      float* indices = tensors.stats(op);  // keep mode: the argmax its backward reads, in E
-      if (indices != nullptr) maxPoolIndices(p.pool, in, out, reinterpret_cast<std::int64_t*>(indices));
-    } else if (op.kind == BlockOpKind::AvgPool) {
-      avgPoolForward(p.pool, in, out);
+      if (prepared.half)
+        channelShuffleForward(p.rows, p.channels, op.layer.groups, as<BFloat16>(in), graph.rowChannels(op.inputs[0]),
+                              as<BFloat16>(out));
+      else
+        channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
+    } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
+      // keep mode: a max pool's argmax, which its backward reads, in E (null otherwise)
+      prepared.half ? poolForward<BFloat16>(op, p, in, out, tensors.stats(op))
+                    : poolForward<float>(op, p, in, out, tensors.stats(op));
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -384,7 +418,8 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::Add) {
       addBackward(prepared.half, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Concat) {
-      concatBackward(graph, op, p, tensors, dOut);
+      prepared.half ? concatBackward<BFloat16>(graph, op, p, tensors, dOut)
+                    : concatBackward<float>(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
       if (dIn != nullptr)
         globalPoolBackwardOp(prepared.half, dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
@@ -395,12 +430,14 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
         sliceBackward(p.rows, graph.tensors[op.inputs[0]].shape[1], op.layer.channelBegin, p.channels, dOut, dIn,
                       op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      if (dIn != nullptr) channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
-    } else if (op.kind == BlockOpKind::MaxPool) {
-      const auto* indices = reinterpret_cast<const std::int64_t*>(tensors.stats(op));
-      if (dIn != nullptr) maxPoolBackward(p.pool, indices, dOut, dIn, op.gradAccumulate[0]);
-    } else if (op.kind == BlockOpKind::AvgPool) {
-      if (dIn != nullptr) avgPoolBackward(p.pool, dOut, dIn, op.gradAccumulate[0]);
+      if (dIn != nullptr && prepared.half)
+        channelShuffleBackward(p.rows, p.channels, op.layer.groups, as<BFloat16>(dOut), as<BFloat16>(dIn),
+                               op.gradAccumulate[0]);
+      else if (dIn != nullptr)
+        channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
+      prepared.half ? poolBackward<BFloat16>(op, p, tensors.stats(op), dOut, dIn)
+                    : poolBackward<float>(op, p, tensors.stats(op), dOut, dIn);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();
