@@ -332,18 +332,15 @@ TEST(MixedPrecisionRun, KindsWithoutBfloat16KernelsAreRefusedByName) {
   cpu::CpuDevice device;
   const nlohmann::json conv = {{"kind", "conv2d"}, {"name", "c"},  {"out_channels", 8}, {"kernel", 3},
                                {"stride", 1},      {"padding", 1}, {"bias", false}};
-  // ShuffleNetV2's channel split: a channel slice is a view of its input, which a half block
-  // cannot address yet.
-  const nlohmann::json split = nlohmann::json::parse(R"({"name": "split", "kind": "block", "ops": [
-      {"name": "left", "kind": "slice", "begin": 0, "out_channels": 4, "inputs": [0]},
-      {"name": "right", "kind": "slice", "begin": 4, "out_channels": 4, "inputs": [0]},
-      {"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 1, "inputs": [2]},
-      {"name": "concat", "kind": "concat", "inputs": [1, 3]}]})");
-  const Status views = preparedMixed(device, {conv, split});
+  // ConvNeXt's layer scale inside a block has no bfloat16 kernel yet.
+  const nlohmann::json scaled = nlohmann::json::parse(R"({"name": "scaled", "kind": "block", "ops": [
+      {"name": "conv", "kind": "conv2d", "out_channels": 8, "kernel": 1}, {"name": "gamma", "kind": "layer_scale"},
+      {"name": "add", "kind": "add", "inputs": [2, 0]}]})");
+  const Status views = preparedMixed(device, {conv, scaled});
   ASSERT_FALSE(views.isOk());
   EXPECT_EQ(views.code(), ErrorCode::InvalidInput);
-  EXPECT_NE(views.message().find("cpu: layer 2 ('split', block): precision bf16-mixed: no bfloat16 kernel on the CPU "
-                                 "for the block's inner op"),
+  EXPECT_NE(views.message().find("cpu: layer 2 ('scaled', block): precision bf16-mixed: no bfloat16 kernel on the "
+                                 "CPU for the block's inner op 'scaled.gamma' (layer_scale)"),
             std::string::npos)
       << views.message();
   // A block reading the float32 input batch would read autocast's cast of it in place of x0.

@@ -172,6 +172,8 @@ void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const
 // x's rows are xStride floats apart (a view of a wider tensor's channels; channels otherwise).
 void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, Index xStride, float* y);
 void channelShuffleBackward(Index rows, Index channels, Index groups, const float* dy, float* dx, bool accumulate);
+void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const BFloat16* dy, BFloat16* dx,
+                   bool accumulate);
 void channelShuffleForward(Index rows, Index channels, Index groups, const BFloat16* x, Index xStride, BFloat16* y);
 void channelShuffleBackward(Index rows, Index channels, Index groups, const BFloat16* dy, BFloat16* dx,
                             bool accumulate);

@@ -7,25 +7,9 @@
 
 namespace remat::cpu {
 
-void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const float* dy, float* dx,
-                   bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (Index r = 0; r < rows; ++r) {
-    float* row = dx + r * inChannels;
-    const float* g = dy + r * count;
-    if (accumulate) {
-      for (Index c = 0; c < count; ++c) row[begin + c] += g[c];
-      continue;
-    }
-    for (Index c = 0; c < begin; ++c) row[c] = 0.0f;
-    for (Index c = 0; c < count; ++c) row[begin + c] = g[c];
-    for (Index c = begin + count; c < inChannels; ++c) row[c] = 0.0f;
-  }
-}
-
 namespace {
 
-// Channel shuffle in either dtype (a half block's bfloat16 under bf16-mixed): a permutation, so a
+// Channel slice backward and shuffle in either dtype (a half block's bfloat16 under bf16-mixed): a permutation, so a
 // bfloat16 copy is exact; an accumulating backward adds through float32 and rounds once.
 float valueOf(float v) { return v; }
 float valueOf(BFloat16 v) { return v.value(); }
@@ -35,6 +19,22 @@ T stored(float v) {
     return v;
   else
     return T(v);
+}
+
+template <typename T>
+void sliceBackwardOf(Index rows, Index inChannels, Index begin, Index count, const T* dy, T* dx, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < rows; ++r) {
+    T* row = dx + r * inChannels;
+    const T* g = dy + r * count;
+    if (accumulate) {
+      for (Index c = 0; c < count; ++c) row[begin + c] = stored<T>(valueOf(row[begin + c]) + valueOf(g[c]));
+      continue;
+    }
+    for (Index c = 0; c < begin; ++c) row[c] = T{};
+    for (Index c = 0; c < count; ++c) row[begin + c] = g[c];
+    for (Index c = begin + count; c < inChannels; ++c) row[c] = T{};
+  }
 }
 
 template <typename T>
@@ -65,6 +65,15 @@ void shuffleBackward(Index rows, Index channels, Index groups, const T* dy, T* d
 }
 
 }  // namespace
+
+void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const float* dy, float* dx,
+                   bool accumulate) {
+  sliceBackwardOf(rows, inChannels, begin, count, dy, dx, accumulate);
+}
+void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const BFloat16* dy, BFloat16* dx,
+                   bool accumulate) {
+  sliceBackwardOf(rows, inChannels, begin, count, dy, dx, accumulate);
+}
 
 void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, Index xStride, float* y) {
   shuffleForward(rows, channels, groups, x, xStride, y);

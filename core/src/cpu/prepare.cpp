@@ -73,27 +73,24 @@ ActivationLayout streamLayout(const Shape& shape) {
 // Under bf16-mixed a block runs every inner op in bfloat16 (memory-model.md 11.7); the inner ops
 // with bfloat16 kernels are ResNet's, MobileNetV2's, Squeeze-and-Excitation's and Inception's:
 // convolutions (1x7 and 7x1 too), batch norms, the residual add, the activations, the global
-// average pool, the broadcasting product, the pool branches' max and average pools, the concat of
-// contiguous branches and the channel shuffle (no channel views or gathered copies: ShuffleNetV2's
-// channel split).
+// average pool, the broadcasting product, the pool branches' max and average pools, the concat,
+// ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle. Not yet:
+// ConvNeXt's inner layer norm and layer scale.
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool activation = kind && isPointwise(*kind);
-    bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
-                     op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
-                     op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
-                     op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat ||
-                     op.kind == BlockOpKind::ChannelShuffle || activation;
-    supported = supported && !graph.tensors[op.output].isView();
-    for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
+    const bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
+                           op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
+                           op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
+                           op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat ||
+                           op.kind == BlockOpKind::ChannelShuffle || op.kind == BlockOpKind::Slice || activation;
     if (!supported)
       return check.fail(
           "precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" + op.layer.name + "' (" +
           std::string(blockOpInfo(op.kind).name) +
-          ") yet (a block's convolutions, batch norms, residual add, activations, pools, product, concat and "
-          "channel shuffle have one); plan and simulate it, or run it as fp32");
+          ") yet (a block's convolutions, batch norms, residual add, activations, pools, product, concat, "
+          "channel slices and shuffle have one); plan and simulate it, or run it as fp32");
   }
   return Status::ok();
 }

@@ -86,11 +86,15 @@ std::pair<std::uint64_t, std::uint64_t> scratchBytes(const KindOp& op) {
       op);
 }
 
-// A view's values as one contiguous channels-last tensor.
+// A view's values as one contiguous channels-last tensor, in the graph's dtype.
 const float* gatherView(const BlockGraph& graph, std::size_t view, const float* values, std::byte* copy) {
   const Shape& s = graph.tensors[view].shape;
   auto* to = reinterpret_cast<float*>(copy);
-  copyOrAddRows(s[0] * s[2] * s[3], s[1], values, graph.rowChannels(view), to, s[1], false);
+  if (graph.dtype == DType::BFloat16)
+    copyOrAddRows(s[0] * s[2] * s[3], s[1], reinterpret_cast<const BFloat16*>(values), graph.rowChannels(view),
+                  reinterpret_cast<BFloat16*>(copy), s[1], false);
+  else
+    copyOrAddRows(s[0] * s[2] * s[3], s[1], values, graph.rowChannels(view), to, s[1], false);
   return to;
 }
 
@@ -113,7 +117,7 @@ const float* backwardInput(const BlockGraph& graph, const BlockOp& op, std::size
 // Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
 // of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j). An
 // input that is a view is read with its owner's row stride. T: the block's element type (a half
-// block's float pointers carry bfloat16; only contiguous inputs there, prepare.cpp).
+// block's float pointers carry bfloat16).
 template <typename T>
 const T* as(const float* data) {
   return reinterpret_cast<const T*>(data);
@@ -146,6 +150,25 @@ void concatBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBl
       copyOrAddRows(p.rows, channels, as<T>(dOut) + offset, p.channels, as<T>(d), channels, op.gradAccumulate[j]);
     offset += channels;
   }
+}
+
+// A channel slice writing the block's output (a copy), and a slice's backward, in the block's dtype.
+void sliceForward(bool half, const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p, const float* in,
+                  float* out) {
+  const Index stride = graph.rowChannels(op.inputs[0]), begin = op.layer.channelBegin;
+  if (half)
+    copyOrAddRows(p.rows, p.channels, as<BFloat16>(in) + begin, stride, as<BFloat16>(out), p.channels, false);
+  else
+    copyOrAddRows(p.rows, p.channels, in + begin, stride, out, p.channels, false);
+}
+
+void sliceBackwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p, const float* dOut,
+                     float* dIn) {
+  const Index inChannels = graph.tensors[op.inputs[0]].shape[1], begin = op.layer.channelBegin;
+  if (half)
+    sliceBackward(p.rows, inChannels, begin, p.channels, as<BFloat16>(dOut), as<BFloat16>(dIn), op.gradAccumulate[0]);
+  else
+    sliceBackward(p.rows, inChannels, begin, p.channels, dOut, dIn, op.gradAccumulate[0]);
 }
 
 // The pool branches' pools, in the block's dtype; a keep-mode max pool also writes its argmax
@@ -370,8 +393,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::Mul) {
       mulForwardOp(prepared.half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Slice) {  // the block's output: a copy
-      copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, graph.rowChannels(op.inputs[0]), out, p.channels,
-                    false);
+      sliceForward(prepared.half, graph, op, p, in, out);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
       if (prepared.half)
         channelShuffleForward(p.rows, p.channels, op.layer.groups, as<BFloat16>(in), graph.rowChannels(op.inputs[0]),
@@ -426,9 +448,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::Mul) {
       mulBackwardOp(prepared.half, graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Slice) {
-      if (dIn != nullptr)
-        sliceBackward(p.rows, graph.tensors[op.inputs[0]].shape[1], op.layer.channelBegin, p.channels, dOut, dIn,
-                      op.gradAccumulate[0]);
+      if (dIn != nullptr) sliceBackwardOp(prepared.half, graph, op, p, dOut, dIn);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
       if (dIn != nullptr && prepared.half)
         channelShuffleBackward(p.rows, p.channels, op.layer.groups, as<BFloat16>(dOut), as<BFloat16>(dIn),
