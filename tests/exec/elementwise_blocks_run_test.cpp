@@ -76,7 +76,7 @@ TEST(ElementwiseBlockModel, AnMlpGateKeepsWhatAutogradKeeps) {
 // Dropout's backward reads only its mask, one byte per element (native_dropout's bool mask, the
 // chain-level dropout's rule): E is the mask alone; hardswish reads x(l-1), so in = yes.
 TEST(ElementwiseBlockModel, DropoutInABranchKeepsOnlyItsOneByteMask) {
-  auto chain = chainOf({2, 5, 8}, {dropoutBranch("branch")}, "seq");
+  auto chain = chainOf({2, 5, 8}, json::array({dropoutBranch("branch")}), "seq");
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
   const LayerNumbers& m = chain->at(1);
   EXPECT_TRUE(m.needsInput);
@@ -96,20 +96,20 @@ TEST(ElementwiseBlockModel, RefusesOpsThatNeedNchwOnAnMlpTensor) {
   json block = {{"name", "b"},
                 {"kind", "block"},
                 {"ops", {op("relu", "relu", {0}), op("bn", "batchnorm", {1}), op("add", "add", {2, 0})}}};
-  auto chain = chainOf({4, 12}, {block}, "bad");
+  auto chain = chainOf({4, 12}, json::array({block}), "bad");
   ASSERT_FALSE(chain.isOk());
   const std::string& message = chain.status().message();
   EXPECT_NE(message.find("inner op 1 ('bn', batchnorm): batchnorm needs an NCHW tensor"), std::string::npos) << message;
   json pool = {
       {"name", "p"}, {"kind", "block"}, {"ops", {op("pool", "global_avgpool", {0}), op("mul", "mul", {0, 1})}}};
-  auto pooled = chainOf({2, 5, 8}, {pool}, "bad");
+  auto pooled = chainOf({2, 5, 8}, json::array({pool}), "bad");
   ASSERT_FALSE(pooled.isOk());
   EXPECT_NE(pooled.status().message().find("global_avgpool needs an NCHW tensor"), std::string::npos)
       << pooled.status().message();
   // A dropout probability outside [0, 1) is the chain-level dropout's refusal.
   json drop = dropoutBranch("d");
   drop["ops"][1]["p"] = 1.0;
-  EXPECT_FALSE(chainOf({4, 12}, {drop}, "bad").isOk());
+  EXPECT_FALSE(chainOf({4, 12}, json::array({drop}), "bad").isOk());
 }
 
 void expectRunsAsPredicted(const Result<Chain>& built, std::uint64_t seed) {
@@ -163,7 +163,7 @@ TEST(ElementwiseBlockRun, ABlockAfterAFlattenReadsTheMapInItsLayout) {
   };
   auto runOf = [](const Result<Chain>& built) -> RunResult {
     EXPECT_TRUE(built.isOk()) << built.status().message();
-    cpu::CpuDevice device({});
+    cpu::CpuDevice device({.poisonMemory = false});
     auto interp = Interpreter::create(testing::fittedTo(*built, device), device, testing::seeded(3));
     EXPECT_TRUE(interp.isOk()) << interp.status().message();
     auto run = (*interp)->run(Plan{}, RunOptions{.digestGradients = true, .captureDigests = true});
