@@ -139,5 +139,24 @@ TEST(OnnxElementwiseBlocks, OperandsOfDifferentRanksAreRefusedAtTheMul) {
   EXPECT_NE(model.status().message().find("/gate/Mul"), std::string::npos) << model.status().message();
 }
 
+// torchvision's branch on an NCHW map: Add(t, Dropout(t)) is one block of a dropout and an add (main
+// refused it, "is inside a multi-branch piece"); a Gemm inside a piece is still refused at the Gemm.
+TEST(OnnxElementwiseBlocks, ADropoutBranchOnAMapImportsAndAGemmInAPieceIsRefused) {
+  auto model = imported(testing::withMiddle([](OnnxBuilder& b, const std::string& t) {
+    return b.node("Add", {t, trainingDropout(b, t, "m.drop", 0.5f)}, "m");
+  }));
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  ASSERT_EQ(model->spec.layers[1].kind, LayerKind::Block);
+  EXPECT_EQ(innerKinds(model->spec.layers[1]), (std::vector<std::string>{"dropout", "add"}));
+  expectRunsAsPredicted(*model, 5);
+  auto refused = imported(mlp([](OnnxBuilder& b, const std::string& h) {
+    return b.node("Add", {h, gemm(b, h, "m.fc", 16, 16)}, "m");
+  }));
+  ASSERT_FALSE(refused.isOk());
+  const std::string& message = refused.status().message();
+  for (const char* part : {"('/m/fc/Gemm', Gemm)", "is inside a multi-branch piece", "Add, Mul, Concat, Dropout"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+}
+
 }  // namespace
 }  // namespace remat
