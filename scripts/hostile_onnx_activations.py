@@ -141,6 +141,33 @@ def _other(node, known):
     return node.input[1] if node.input[0] == known else node.input[0]
 
 
+def _shape(m, tensor):
+    """tensor's shape as ONNX's inference gives it: ints, dim_param names, None where unknown."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m)
+    except Exception:  # noqa: BLE001 - an invalid model: no shapes
+        return None
+    for info in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        if info.name == tensor and info.type.tensor_type.HasField("shape"):
+            return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                    for d in info.type.tensor_type.shape.dim]
+    return None
+
+
+def _broadcasts(m, a, b):
+    """Whether NumPy broadcasting takes a * b: True, False, or None when a shape is unknown."""
+    sa, sb = _shape(m, a), _shape(m, b)
+    if sa is None or sb is None:
+        return None
+    for x, y in zip(reversed(sa), reversed(sb)):
+        if x is None or y is None or isinstance(x, str) or isinstance(y, str):
+            if x != y and x != 1 and y != 1:
+                return None
+        elif x != y and x != 1 and y != 1:
+            return False
+    return True
+
+
 def activation_attribute(m, rng):
     """HardSigmoid's alpha / beta or Gelu's approximate: another type, NaN, inf, another value,
     given twice. torch writes alpha 1/6 (beta left at its 0.5) and approximate 'none' only."""
@@ -198,7 +225,9 @@ def pattern_half(m, rng):
             if other is None or other == x:
                 return None
             mul.input[:] = [other, s] if rng.random() < 0.5 else [s, other]
-            return False, False  # imported or refused at the node, as the shapes broadcast or not
+            if _broadcasts(m, other, s) is False:  # invalid ONNX: refused, at the Mul
+                return True, True
+            return False, False  # imported, or refused at the node (a non-element-wise op in the piece)
         else:  # a dead reader of the gate's result: fused or refused, either is right
             at = list(m.graph.node).index(mul)
             m.graph.node.insert(at + 1, helper.make_node("Relu", [s], [s + "_again"], "/HostileRelu"))
@@ -285,7 +314,9 @@ def activation_arity(m, rng):
 
 def activation_in_branches(m, rng):
     """Activations inside a multi-branch piece: a = act(t) feeding two branches joined by an Add
-    (act(a) + a, SiLU(a) + Tanh(a), GELU's chain in one branch). Valid: must import."""
+    (act(a) + a, SiLU(a) + Tanh(a), GELU's chain in one branch, a training-mode Dropout(act(a)) + a),
+    on NCHW maps and on [N, F] tensors alike (MobileNetV3's head, the LayerNorm MLPs). Valid: must
+    import."""
     gates = {gate.output[0] for gate, _ in _times_self(m)}  # a pattern's inner node: not a branch point
     i = _pick(rng, [i for i in _nodes(m, {"Tanh", "Sigmoid", "HardSwish", "HardSigmoid"})
                     if m.graph.node[i].output and m.graph.node[i].output[0] not in gates])
@@ -295,7 +326,8 @@ def activation_in_branches(m, rng):
     a = node.output[0]
     readers = _readers(m, a)
     n = helper.make_node
-    kind = rng.choice(["act-plus-skip", "silu-plus-tanh", "gelu-plus-skip", "hardswish-plus-sigmoid"])
+    kind = rng.choice(["act-plus-skip", "silu-plus-tanh", "gelu-plus-skip", "hardswish-plus-sigmoid",
+                       "dropout-in-branch"])
     if kind == "act-plus-skip":
         op = rng.choice(["Sigmoid", "Tanh", "HardSwish"] if _opset(m) >= 14 else ["Sigmoid", "Tanh"])
         new = [n(op, [a], ["b1"], "/branch/" + op), n("Add", ["b1", a], ["joined"], "/branch/Add")]
@@ -310,6 +342,17 @@ def activation_in_branches(m, rng):
                n("Add", ["b_erf", "b_one"], ["b_add"], "/branch/Add_1"), n("Mul", [a, "b_add"], ["b_mul"], "/branch/Mul"),
                k("b_half", 0.5), n("Mul", ["b_mul", "b_half"], ["b1"], "/branch/Mul_1"),
                n("Add", ["b1", a], ["joined"], "/branch/Add")]
+    elif kind == "dropout-in-branch":  # torchvision's Dropout(act(a)) + a, training mode
+        p = rng.choice([0.1, 0.25, 0.5, 0.0])
+        if _opset(m) >= 12:
+            k = lambda name, t, v: n("Constant", [], [name], "/branch/" + name,  # noqa: E731
+                                     value=helper.make_tensor(name, t, [], [v]))
+            drop = [k("b_ratio", TensorProto.FLOAT, p), k("b_train", TensorProto.BOOL, True),
+                    n("Dropout", ["b_act", "b_ratio", "b_train"], ["b1"], "/branch/Dropout")]
+        else:
+            drop = [n("Dropout", ["b_act"], ["b1"], "/branch/Dropout", ratio=p)]
+        new = [n(rng.choice(["Sigmoid", "Tanh", "Relu"]), [a], ["b_act"], "/branch/Act")] + drop + \
+              [n("Add", ["b1", a], ["joined"], "/branch/Add")]
     else:
         new = [n("HardSigmoid", [a], ["b_h"], "/branch/a/HardSigmoid", alpha=1.0 / 6.0),
                n("Mul", [a, "b_h"], ["b1"], "/branch/a/Mul"), n("Sigmoid", [a], ["b2"], "/branch/b/Sigmoid"),
@@ -329,3 +372,18 @@ def _opset(m):
 
 ACTIVATION_FAMILIES = [activation_attribute, pattern_half, pattern_rewritten, activation_arity,
                        activation_in_branches]
+
+
+def main():
+    """These families alone, on the LayerNorm MLPs, MobileNetV3 and the activation bases, through
+    `remat import --output`, judged as the campaign judges them:
+    /usr/bin/python3 scripts/hostile_onnx_activations.py --remat build/dev/app/cli/remat --runs 300"""
+    import hostile_onnx
+
+    chosen = {name: m for name, m in hostile_onnx.bases().items()
+              if name.startswith(("ln-", "mobilenet_v3", "acts-", "activations_"))}
+    return hostile_onnx.run_families_alone(main.__doc__.split("\n")[0], ACTIVATION_FAMILIES, chosen, 300)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -87,6 +87,13 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
+  // The CPU runs these (run_blocks.cpp); the GPU's block kernels take NCHW tensors and have no mask.
+  if (layer.inputShape.size() != 4)
+    return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
+                      " yet; plan and simulate it, or run it on the CPU");
+  for (const BlockOp& op : graph->ops)
+    if (op.kind == BlockOpKind::Dropout)
+      return check.fail("no GPU kernel for the inner dropout '" + op.layer.name + "' yet; run it on the CPU");
   const LayerNumbers& m = layer.numbers;
   BlockState block;
   block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);

@@ -333,15 +333,6 @@ TEST(OnnxImportErrors, NotOnnxTruncatedOrEmpty) {
   expectContains(importError(old.bytes()), {"opset 8 is older than 9"});
 }
 
-TEST(OnnxImportErrors, OpsABlockCannotHold) {
-  expectContains(
-      importError(withMiddle([](OnnxBuilder& b, const std::string& t) {
-        const std::string p = dropout(b, 13, t, "m.drop", 0.5f);
-        return b.node("Add", {t, p}, "m");
-      })),
-      {"('/m/drop/Dropout', Dropout)", "is inside a multi-branch piece", "a block holds Conv", "MaxPool, AveragePool"});
-}
-
 TEST(OnnxImport, FilesAreReadAndRecognised) {
   EXPECT_TRUE(isOnnxPath("model.onnx"));
   EXPECT_TRUE(isOnnxPath("/a/b/MODEL.ONNX"));

@@ -139,8 +139,9 @@ Status backwardCastLayerNorm(const DnnlContext& context, const PreparedLayer& pr
 // prepared.half: every inner op in bfloat16 (bf16-mixed), the inner convolutions' weight copies in
 // E after the graph's saved tensors.
 Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, PreparedLayer& prepared);
+// dropoutKey: the layer's dropout stream; an inner dropout draws on its own stream within it.
 Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                    const ForwardBuffers& b);
+                    std::uint64_t dropoutKey, const ForwardBuffers& b);
 Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 
 // Transformer blocks (run_transformer.cpp): the primitives and where each saved tensor lies in E

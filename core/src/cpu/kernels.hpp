@@ -191,7 +191,9 @@ void depthwiseWeightGradient(const ConvGeometry& g, const float* x, const float*
 // mode) receives one byte per element, 1 = kept.
 void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const float* x, float* y,
                     std::uint8_t* mask);
-void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx);
+// accumulate: d(x) += instead of = (an inner dropout whose input another op of the block also reads).
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx,
+                     bool accumulate = false);
 // The same in bfloat16 (bf16-mixed; kernels_half.cpp): the same mask for the same key.
 void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const BFloat16* x, BFloat16* y,
                     std::uint8_t* mask);

@@ -135,8 +135,13 @@ void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key,
   }
 }
 
-void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx) {
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const float* dy, float* dx, bool accumulate) {
   const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  if (accumulate) {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < count; ++i) dx[i] += mask[i] ? dy[i] * scale : 0.0f;
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
 }

@@ -131,6 +131,8 @@ Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainL
       REMAT_RETURN_IF_ERROR(check.innerLayerNorm(op, in));
     } else if (op.kind == BlockOpKind::LayerScale) {
       REMAT_RETURN_IF_ERROR(check.innerLayerScale(op, static_cast<std::uint64_t>(in[1])));
+    } else if (op.kind == BlockOpKind::Dropout && op.statsBytes != elementCount(in)) {
+      return check.fail("inner dropout '" + op.layer.name + "' keeps no one-byte mask per element");
     } else {
       REMAT_RETURN_IF_ERROR(check.innerWithoutParams(op));
     }
@@ -322,7 +324,10 @@ void castThroughFloat(const ChainLayer& layer, PreparedLayer& prepared) {
 
 Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
-  prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
+  // A block on [N, F] or [N, S, F] holds element-wise ops only (block.cpp): x(l) has x(l-1)'s shape
+  // and is written in its layout (a flatten's channels-last order included).
+  const bool elementwiseBlock = isComposite(layer.kind) && layer.outputShape.size() < 4;
+  prepared.out = keepsInputLayout(layer.kind) || elementwiseBlock ? prepared.in : layoutOf(layer.outputShape);
   if (isComposite(layer.kind))
     return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
   if (layer.kind == LayerKind::TransformerBlock)

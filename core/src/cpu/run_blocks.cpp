@@ -23,6 +23,7 @@
 
 #include "device_impl.hpp"
 #include "remat/exec/block_buffers.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/model/operators.hpp"
 
 namespace remat::cpu {
@@ -66,7 +67,8 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     case BlockOpKind::Slice:
     case BlockOpKind::ChannelShuffle:
     case BlockOpKind::MaxPool:
-    case BlockOpKind::AvgPool: return KindOp{};
+    case BlockOpKind::AvgPool:
+    case BlockOpKind::Dropout: return KindOp{};
     default: break;
   }
   const std::optional<LayerKind> layer = blockOpInfo(op.kind).layer;
@@ -188,9 +190,37 @@ void poolBackward(const BlockOp& op, const PreparedBlockOp& p, const float* indi
                   op.gradAccumulate[0]);
 }
 
+// A tensor's extents as the kernels' Dims4, whose data is channels-last [N][H][W][C]: an NCHW tensor
+// as it is, [N, F] as [N, F, 1, 1] and [N, S, F] as [N, F, S, 1], whose channels-last order is their
+// row-major one (a block of element-wise ops on them keeps x(l-1)'s layout, prepare.cpp).
 Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   const Shape& s = graph.tensors[tensor].shape;
+  if (s.size() == 2) return Dims4{s[0], s[1], 1, 1};
+  if (s.size() == 3) return Dims4{s[0], s[2], s[1], 1};
   return Dims4{s[0], s[1], s[2], s[3]};
+}
+
+// Inner dropout op `index`: the chain-level dropout's kernel and draw on a stream of its own within
+// the layer's (rng::at(dropoutKey, index)), each element's keep decision a function of its canonical
+// index, so that a recomputation draws the same mask in any plan. Keep mode writes the bool mask to
+// E (stats), which is all its backward reads; discard mode keeps none.
+ActivationLayout dropoutLayout(const BlockGraph& graph, const BlockOp& op, const PreparedLayer& prepared) {
+  const Shape& s = graph.tensors[op.inputs[0]].shape;
+  if (s.size() != 4) return prepared.in;  // element-wise ops only: every tensor is x(l-1)'s shape and layout
+  ActivationLayout layout;
+  layout.batch = s[0];
+  layout.channels = s[1];
+  layout.height = s[2];
+  layout.width = s[3];
+  layout.channelsLast = true;
+  return layout;
+}
+
+void innerDropoutForward(const BlockGraph& graph, std::size_t index, const PreparedLayer& prepared,
+                         std::uint64_t dropoutKey, const float* in, float* out, float* mask) {
+  const BlockOp& op = graph.ops[index];
+  dropoutForward(dropoutLayout(graph, op, prepared), op.layer.dropoutP, rng::at(dropoutKey, index), in, out,
+                 reinterpret_cast<std::uint8_t*>(mask));
 }
 
 const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
@@ -360,7 +390,7 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
 }
 
 Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                    const ForwardBuffers& b) {
+                    std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const BlockGraph& graph = *prepared.block;
   const BlockForwardTensors tensors(graph, mode, b);
   REMAT_RETURN_IF_ERROR(tensors.check("cpu: " + prepared.label));
@@ -404,6 +434,8 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       // keep mode: a max pool's argmax, which its backward reads, in E (null otherwise)
       prepared.half ? poolForward<BFloat16>(op, p, in, out, tensors.stats(op))
                     : poolForward<float>(op, p, in, out, tensors.stats(op));
+    } else if (op.kind == BlockOpKind::Dropout) {
+      innerDropoutForward(graph, i, prepared, dropoutKey, in, out, tensors.stats(op));
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -458,6 +490,9 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
       prepared.half ? poolBackward<BFloat16>(op, p, tensors.stats(op), dOut, dIn)
                     : poolBackward<float>(op, p, tensors.stats(op), dOut, dIn);
+    } else if (op.kind == BlockOpKind::Dropout) {
+      const auto* mask = reinterpret_cast<const std::uint8_t*>(tensors.stats(op));
+      if (dIn != nullptr) dropoutBackward(p.count, op.layer.dropoutP, mask, dOut, dIn, op.gradAccumulate[0]);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();

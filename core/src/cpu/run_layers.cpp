@@ -101,7 +101,7 @@ Status forwardLayer(const DnnlContext& context, const PreparedLayer& prepared, s
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
-    case LayerKind::Block: return forwardBlock(context, prepared, mode, b);
+    case LayerKind::Block: return forwardBlock(context, prepared, mode, dropoutKey, b);
     case LayerKind::TransformerBlock: return forwardTransformerBlock(context, prepared, mode, dropoutKey, b);
     case LayerKind::TokenEmbedding: return forwardTokenEmbedding(context, prepared, mode, dropoutKey, b);
     case LayerKind::LmHead: return forwardLmHead(context, prepared, mode, b);

@@ -101,11 +101,15 @@ class GraphBuilder {
     return append(std::move(op), std::move(shape), bytes);
   }
 
-  // a * b with NumPy broadcasting over NCHW: every axis equal, or 1 in one of them.
+  // a * b with NumPy broadcasting over tensors of one rank (NCHW, [N, F], [N, S, F]): every axis
+  // equal, or 1 in one of them.
   Result<std::size_t> mul(std::size_t a, std::size_t b, std::string name) {
     const Shape& sa = graph_.tensors[a].shape;
     const Shape& sb = graph_.tensors[b].shape;
     name = graph_.name + "." + name;
+    if (sa.size() != sb.size())
+      return Status::invalid("inner op '" + name + "' multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
+                             ": the ranks differ");
     Shape shape(sa.size());
     for (std::size_t i = 0; i < sa.size(); ++i) {
       if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
@@ -350,6 +354,22 @@ Status checkEveryTensorRead(const GraphBuilder& b, const std::string& blockName)
   return Status::ok();
 }
 
+// The element-wise inner ops, which take a tensor of any rank: the activations, dropout, add and mul
+// (NumPy broadcasting). The others (convolutions, norms, pools, the channel ops) need NCHW.
+bool isElementwise(BlockOpKind kind) {
+  if (kind == BlockOpKind::Add || kind == BlockOpKind::Mul || kind == BlockOpKind::Dropout) return true;
+  const std::optional<LayerKind> layer = blockOpInfo(kind).layer;
+  return layer && isPointwise(*layer);
+}
+
+// A block on an [N, F] or [N, S, F] tensor (an MLP's, a head's) holds element-wise ops only.
+Status checkRank(const BlockOpSpec& op, std::size_t rank, const std::string& where) {
+  if (rank == 4 || isElementwise(op.kind)) return Status::ok();
+  return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " needs an NCHW tensor; a block on a " +
+                         std::to_string(rank) +
+                         "-dimensional input holds element-wise ops only (the activations, dropout, add, mul)");
+}
+
 Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
   if (spec.ops.empty()) return Status::invalid("field 'ops' is empty: a block needs at least one inner op");
   for (std::size_t i = 0; i < spec.ops.size(); ++i) {
@@ -357,6 +377,7 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
     const std::string where =
         "inner op " + std::to_string(i) + " ('" + op.layer.name + "', " + std::string(blockOpKindName(op.kind)) + ")";
     REMAT_RETURN_IF_ERROR(checkBlockOpInputs(op, i, b.tensorCount(), where));
+    REMAT_RETURN_IF_ERROR(checkRank(op, b.tensors().front().shape.size(), where));
     Result<std::size_t> out = std::size_t{0};
     if (op.kind == BlockOpKind::Add) {
       out = b.add(op.inputs[0], op.inputs[1], op.layer.name);
@@ -389,8 +410,12 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
 Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype) {
   const std::string kind(kindName(spec.kind));
   if (!isComposite(spec.kind)) return Status::internal("'" + kind + "' is not a composite block kind");
-  if (input.size() != 4)
-    return Status::invalid(kind + " needs an NCHW input (4 dimensions), got " + shapeToString(input));
+  // A listed block of element-wise ops also runs on an MLP's [N, F] or a sequence's [N, S, F].
+  const bool anyRank = spec.kind == LayerKind::Block && (input.size() == 2 || input.size() == 3);
+  if (input.size() != 4 && !anyRank)
+    return Status::invalid(kind + " needs an NCHW input (4 dimensions)" +
+                           (spec.kind == LayerKind::Block ? ", or [N, F] or [N, S, F] for element-wise ops" : "") +
+                           ", got " + shapeToString(input));
   std::uint64_t inputBytes = dtypeBytes(dtype);
   for (auto d : input) {
     if (d <= 0) return Status::invalid(kind + " needs a positive input shape, got " + shapeToString(input));

@@ -223,7 +223,7 @@ std::array<OperatorInfo, 22> cnnKinds() {
       primitive(K::BatchNorm, "batchnorm", {}, detail::inferBatchNorm, B::BatchNorm, "BatchNormalization",
                 "native_batch_norm"),
       primitive(K::Linear, "linear", kLinearFields, detail::inferLinear, std::nullopt, "Gemm", "addmm"),
-      primitive(K::Dropout, "dropout", kDropoutFields, detail::inferDropout, std::nullopt, "Dropout", "native_dropout"),
+      primitive(K::Dropout, "dropout", kDropoutFields, detail::inferDropout, B::Dropout, "Dropout", "native_dropout"),
       other(K::Flatten, "flatten", F::View, {}),
       other(K::BasicBlock, "basic_block", F::Composite, kBasicBlockFields),
       other(K::Bottleneck, "bottleneck", F::Composite, kBottleneckFields),
@@ -292,7 +292,7 @@ const std::array<OperatorInfo, 31>& table() {
   return kTable;
 }
 
-constexpr std::array<BlockOpInfo, 20> kBlockOps = {{
+constexpr std::array<BlockOpInfo, 21> kBlockOps = {{
     {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d, kConvFields},
     {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
     {BlockOpKind::Relu, "relu", LayerKind::Relu},
@@ -331,6 +331,9 @@ constexpr std::array<BlockOpInfo, 20> kBlockOps = {{
     // indices are its E bytes (BlockOp::statsBytes), written in keep mode only.
     {BlockOpKind::MaxPool, "maxpool", LayerKind::MaxPool, kPoolFields},
     {BlockOpKind::AvgPool, "avgpool", LayerKind::AvgPool, kPoolFields},
+    // dropout: the layer kind's field and rule (training mode; native_dropout's bool mask, one byte
+    // per element, is its E bytes as a max pool's indices are; its backward reads only the mask).
+    {BlockOpKind::Dropout, "dropout", LayerKind::Dropout, kDropoutFields},
 }};
 }  // namespace
 

@@ -25,10 +25,13 @@
 //   read with the owner's row stride, or from a gathered copy (BlockOp::gatherOffset). Add's
 //   backward copies (or adds) d(output) into both inputs' gradients; Concat's copies (or adds) each
 //   input's channel slice of d(output) into that input's gradient. Mul (y = a * b, NumPy
-//   broadcasting over NCHW) reads both operands: d(a) is d(y) * b summed over the axes a was
+//   broadcasting over tensors of one rank) reads both operands: d(a) is d(y) * b summed over the axes a was
 //   broadcast along, d(b) likewise. Global average pooling reads nothing but shapes. A max pool
 //   reads its input and keeps its int64 argmax indices where a batch norm keeps its statistics
-//   (E + statsOffset, keep mode; discard mode computes none); an average pool reads its input. An inner conv2d
+//   (E + statsOffset, keep mode; discard mode computes none); an average pool reads its input. A
+//   dropout keeps its one-byte bool mask there too (keep mode; discard mode draws it and keeps none)
+//   and its backward reads only the mask. A `block` on an [N, F] or [N, S, F] input holds
+//   element-wise ops only (activations, dropout, add, mul), every tensor of the input's shape. An inner conv2d
 //   may have a bias (its parameters: the weights, then the bias).
 #include <cstddef>
 #include <cstdint>

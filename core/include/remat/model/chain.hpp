@@ -86,6 +86,7 @@ enum class BlockOpKind {
   LayerScale,      // y = gamma * x with a per-channel parameter gamma [C, 1, 1] (ConvNeXt's layer_scale)
   MaxPool,         // maxpool's fields (GoogLeNet's and Inception's pool branches); E: its int64 indices
   AvgPool,         // avgpool's fields (Inception-v3's pool branches, count_include_pad)
+  Dropout,         // dropout's field p, training mode (torchvision's branch Dropout); E: its bool mask
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are

@@ -157,7 +157,8 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
               std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
               quoteText(g.activations()[input].tensor) +
               "); a block holds Conv, BatchNormalization, the activations, MaxPool, AveragePool, GlobalAveragePool "
-              "(or ReduceMean over H and W), Add, Mul, Concat and ShuffleNetV2's channel slice and shuffle only");
+              "(or ReduceMean over H and W), Add, Mul, Concat, Dropout and ShuffleNetV2's channel slice and shuffle "
+              "only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);
     tensorOf[op.output] = k - from + 1;
@@ -229,7 +230,8 @@ Result<CutLayers> cutIntoLayers(Graph& g) {
       auto graph = buildBlockGraph(*block, input, g.dtype());
       if (!graph)
         return g.fail(last.node, "the block " + quoteText(block->name) + " it ends: " + graph.status().message());
-      result.layers.push_back(asResidualKind(*block, *graph, input).value_or(*block));
+      const bool nchw = input.size() == 4;  // a block on [N, F] or [N, S, F] is no residual kind
+      result.layers.push_back(nchw ? asResidualKind(*block, *graph, input).value_or(*block) : *block);
     }
     result.outputShapes.push_back(g.activations()[last.output].shape);
     result.lastNodes.push_back(last.node);

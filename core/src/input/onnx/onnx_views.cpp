@@ -96,11 +96,13 @@ Status convertMul(Graph& g, std::size_t index) {
                   "x * HardSigmoid(x) (HardSwish) and GELU's Erf pattern");
   const Shape& sa = g.activations()[*a].shape;
   const Shape& sb = g.activations()[*b].shape;
-  if (sa.size() != 4 || sb.size() != 4)
+  // NCHW (SE's scale), an MLP's [N, F] or a sequence's [N, S, F] (x * Sigmoid(y)), both of one rank.
+  if (sa.size() != sb.size() || sa.size() < 2 || sa.size() > 4)
     return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
-                             "; only NCHW tensors (4 dimensions each) are supported");
-  Shape shape(4);
-  for (std::size_t i = 0; i < 4; ++i) {
+                             "; the importer takes two activations of one rank, 2 to 4 dimensions ([N, F], "
+                             "[N, S, F], NCHW)");
+  Shape shape(sa.size());
+  for (std::size_t i = 0; i < sa.size(); ++i) {
     if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
       return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
                                ": the shapes do not broadcast (axis " + std::to_string(i) + ")");
