@@ -39,6 +39,11 @@ __global__ void addHalfBiasGradientKernel(Index rows, Index features, const Bf16
   }
 }
 
+__global__ void addRowBiasHalfKernel(Index rows, Index features, const float* bias, Bf16* y) {
+  const Index count = rows * features;
+  for (Index i = firstIndex(); i < count; i += gridStride()) y[i] = h(f(y[i]) + bias[i % features]);
+}
+
 __device__ inline float activationValue(const HalfActivationFn& fn, float x) {
   if (fn.kind == HalfActivation::Relu) return x > 0.0f ? x : 0.0f;
   if (fn.kind == HalfActivation::Relu6) return x > 0.0f ? (x < 6.0f ? x : 6.0f) : 0.0f;
@@ -133,6 +138,13 @@ Status addHalfBiasGradient(cudaStream_t stream, Index rows, Index features, cons
   if (features == 0) return Status::ok();
   addHalfBiasGradientKernel<<<blocksFor(features), kThreads, 0, stream>>>(rows, features, dy, db);
   REMAT_CUDA_CHECK_LAUNCH("addHalfBiasGradientKernel");
+  return Status::ok();
+}
+
+Status addRowBiasHalf(cudaStream_t stream, Index rows, Index features, const float* bias, Bf16* y) {
+  if (rows * features == 0) return Status::ok();
+  addRowBiasHalfKernel<<<blocksFor(rows * features), kThreads, 0, stream>>>(rows, features, bias, y);
+  REMAT_CUDA_CHECK_LAUNCH("addRowBiasHalfKernel");
   return Status::ok();
 }
 

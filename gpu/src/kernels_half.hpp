@@ -33,6 +33,9 @@ Status addHalfInto(cudaStream_t stream, Index count, const Bf16* from, float* to
 // before its cast.
 Status addHalfBiasGradient(cudaStream_t stream, Index rows, Index features, const Bf16* dy, float* db);
 
+// y[r][o] = bfloat16(y[r][o] + b[o]): a linear's float32 bias on its bfloat16 product.
+Status addRowBiasHalf(cudaStream_t stream, Index rows, Index features, const float* bias, Bf16* y);
+
 // relu, relu6 and the other activations (kernels.hpp's rules) on bfloat16 tensors; the backward
 // reads y for relu, sigmoid and tanh, x for the others; dx (=|+=) the gradient.
 Status activationForwardHalf(cudaStream_t stream, const HalfActivationFn& fn, Index count, const Bf16* x, Bf16* y);

@@ -7,8 +7,9 @@
 // input's cast copy, the weights' bfloat16 copies, the layer norm's float32 copy, the blocks'
 // bfloat16 arenas and inner weight copies) is byte for byte the model's E. A chain one byte off
 // is refused naming the layer; fp16-mixed and the kinds without a bfloat16 layout are refused
-// naming the layer; and, the bfloat16 kernels not being written yet, preparing refuses the step
-// at its first layer only after every layer's numbers were checked.
+// naming the layer; linears, the activations and dropout prepare in bfloat16 with their copies'
+// workspaces, and a chain with a kind only laid out (not yet run) in bfloat16 is refused at its
+// first layer, naming that kind's layer, after every layer's numbers were checked.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -152,20 +153,61 @@ Result<std::vector<LayerState>> prepareAll(const Chain& chain) {
   return layers;
 }
 
-// The bfloat16 kernels are not written yet: a chain whose layout matches is refused at its first
-// layer saying so; one whose layout does not is refused naming the layer that does not match.
-TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesTheRun) {
+// A chain with a layer whose bfloat16 kernels are not written yet (conv2d here) is refused at its
+// first layer naming that layer; one whose layout does not match is refused naming the layer that
+// does not match, before that.
+TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
   auto layers = prepareAll(mixed(kResidual));
   ASSERT_FALSE(layers.isOk());
-  EXPECT_NE(layers.status().message().find("gpu: layer 1 ('conv1', conv2d)"), std::string::npos)
+  EXPECT_NE(layers.status().message().find("gpu: layer 1 ('conv1', conv2d): precision bf16-mixed"), std::string::npos)
       << layers.status().message();
-  EXPECT_NE(layers.status().message().find("not written yet"), std::string::npos) << layers.status().message();
+  EXPECT_NE(layers.status().message().find("layer 1 ('conv1', conv2d) has no bfloat16 kernels"), std::string::npos)
+      << layers.status().message();
   Chain broken = mixed(kResidual);
   broken.layers[7].numbers.extraBytes -= 2;
   layers = prepareAll(broken);
   ASSERT_FALSE(layers.isOk());
   EXPECT_NE(layers.status().message().find("layer 8 ('layer3.1', bottleneck)"), std::string::npos)
       << layers.status().message();
+}
+
+// Linears, the activations and dropout run: each bfloat16 layer prepared with its copies' workspace
+// (a discard-mode forward's input cast and weight copy; the backward's bfloat16 weight gradient and,
+// after a float32 layer, the bfloat16 d(input) before its cast).
+TEST(GpuHalfHost, AMultilayerPerceptronPreparesInBfloat16) {
+  const Chain chain = mixed(R"({
+    "format": "remat-chain/1", "name": "mlp", "input": {"shape": [8, 192], "dtype": "float32"},
+    "layers": [
+      {"kind": "linear", "name": "fc1", "out_features": 96}, {"kind": "relu", "name": "relu1"},
+      {"kind": "dropout", "name": "drop", "p": 0.2}, {"kind": "layernorm", "name": "ln"},
+      {"kind": "linear", "name": "fc2", "out_features": 10, "bias": false}]})");
+  auto modes = checkHalfChain(chain);
+  ASSERT_TRUE(modes.isOk()) << modes.status().message();
+  // ln (layer 4) runs float32 from a cast copy, which has no GPU kernel yet: refused naming it.
+  auto refused = prepareAll(chain);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("layer 4 ('ln', layernorm) has no bfloat16 kernels"), std::string::npos)
+      << refused.status().message();
+  const Chain runnable = mixed(R"({
+    "format": "remat-chain/1", "name": "mlp", "input": {"shape": [8, 192], "dtype": "float32"},
+    "layers": [
+      {"kind": "linear", "name": "fc1", "out_features": 96}, {"kind": "relu", "name": "relu1"},
+      {"kind": "dropout", "name": "drop", "p": 0.2}, {"kind": "linear", "name": "fc2", "out_features": 10,
+      "bias": false}]})");
+  auto layers = prepareAll(runnable);
+  ASSERT_TRUE(layers.isOk()) << layers.status().message();
+  const LayerState& fc1 = (*layers)[1];
+  EXPECT_TRUE(fc1.half && fc1.castsInput);
+  EXPECT_EQ(fc1.requiredFwdWorkspace, 8u * 192 * 2 + 96u * 192 * 2);           // the cast input, the weight copy
+  EXPECT_EQ(fc1.requiredBwdWorkspace, 96u * 192 * 2);                          // layer 1: no d(input)
+  EXPECT_EQ(runnable.layers[0].numbers.extraBytes, fc1.requiredFwdWorkspace);  // keep mode: both in E
+  EXPECT_TRUE((*layers)[2].half && !(*layers)[2].castsInput);
+  EXPECT_TRUE((*layers)[3].half);
+  const LayerState& fc2 = (*layers)[4];
+  EXPECT_TRUE(fc2.half && !fc2.castsInput && !fc2.bias);
+  EXPECT_EQ(fc2.requiredFwdWorkspace, 10u * 96 * 2);
+  EXPECT_EQ(fc2.requiredBwdWorkspace, 10u * 96 * 2);
+  EXPECT_EQ(runnable.layers[3].numbers.extraBytes, 10u * 96 * 2);
 }
 
 TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
