@@ -4,8 +4,10 @@ of tests/exec/mixed_precision_run_test.cpp: the ResNet-like chain (batch 4, 32x3
 --residual, the small ResNet of residual blocks, or with --mobile, the small MobileNetV2 of
 inverted residuals, relu6 and hardsigmoid (batch 2, 16x16; five seeds, since at that batch the
 batch norms' backward cancels most bits and the spread is wide): the reference for that test's
-tolerances (docs/executor.md, bf16-mixed).
-Run: /usr/bin/python3 scripts/torch-autocast-gradients.py [--residual | --mobile]
+tolerances (docs/executor.md, bf16-mixed). With --gpt (the small GPT of torch-transformer-memory.py
+at batch 2, sequence 32) or --vit (a small torchvision ViT, 32x32, patch 8, batch 2): the reference
+for the bf16-mixed transformer kernels (docs/memory-model.md 12.10), one line per seed.
+Run: /usr/bin/python3 scripts/torch-autocast-gradients.py [--residual | --mobile | --gpt | --vit]
 """
 import collections
 import sys
@@ -21,7 +23,28 @@ def down(i, o, s):
     return nn.Sequential(nn.Conv2d(i, o, 1, s, bias=False), nn.BatchNorm2d(o))
 
 
-if "--mobile" in sys.argv:
+def _gpt():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch-transformer-memory.py")
+    spec = importlib.util.spec_from_file_location("torch_transformer_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.GPT(1000, 32, 256, 4, 4, 0.0)
+
+
+TOKENS = "--gpt" in sys.argv
+if TOKENS:
+    m = _gpt()
+    batch, resolution, trials = 2, 32, 3
+elif "--vit" in sys.argv:
+    import torchvision
+
+    m = torchvision.models.VisionTransformer(32, 8, 4, 3, 192, 768, num_classes=10)
+    nn.init.normal_(m.heads.head.weight, std=0.02)  # torchvision's zeros would leave every other gradient 0
+    batch, resolution, trials = 2, 32, 3
+elif "--mobile" in sys.argv:
     from torchvision.models.mobilenetv2 import InvertedResidual
 
     # PyTorch 1.13 has no bfloat16 hardtanh_backward on the CPU ("hardshrink_backward_cpu" not
@@ -59,12 +82,26 @@ def grads(x, y, auto):
     return [p.grad.clone() for p in m.parameters()]
 
 
+def layer_of(name):
+    """One chain layer per top-level module; a ModuleList's (GPT's h, ViT's encoder.layers) per item."""
+    parts = name.split('.')
+    if parts[0] == 'h':
+        return '.'.join(parts[:2])
+    if parts[:2] == ['encoder', 'layers']:
+        return parts[2]
+    return parts[0]
+
+
 for _ in range(trials):
-    x = torch.rand(batch, 3, resolution, resolution) * 2 - 1
-    y = torch.randint(0, 10, (batch,))
+    if TOKENS:
+        x = torch.randint(0, 1000, (batch, resolution))
+        y = torch.randint(0, 1000, (batch * resolution,))
+    else:
+        x = torch.rand(batch, 3, resolution, resolution) * 2 - 1
+        y = torch.randint(0, 10, (batch,))
     g32, g16 = grads(x, y, False), grads(x, y, True)
     layers = collections.OrderedDict()  # one chain layer per top-level module (a block's parameters together)
     for (name, _), a, b in zip(m.named_parameters(), g32, g16):
-        d, n = layers.get(name.split('.')[0], (0.0, 0.0))
-        layers[name.split('.')[0]] = (d + float(((b - a) ** 2).sum()), n + float((a ** 2).sum()))
+        d, n = layers.get(layer_of(name), (0.0, 0.0))
+        layers[layer_of(name)] = (d + float(((b - a) ** 2).sum()), n + float((a ** 2).sum()))
     print(' '.join(f"{k}: {(d / n) ** 0.5:.3f}" for k, (d, n) in layers.items()))

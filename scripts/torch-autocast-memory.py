@@ -10,12 +10,14 @@ tests/data/autocast_cnn.json at batch 8, 32x32) and exits 1 when they differ by 
 bytes (--tolerance, 1 KiB).
 
     /usr/bin/python3 scripts/torch-autocast-memory.py [--batch 8] [--resolution 32] [--remat build/dev/app/cli/remat]
-        [--model cnn|resnet18|resnet50]
+        [--model cnn|resnet18|resnet50|efficientnet_b0]
 
 One thread, batch 8, 32x32 unless told. PyTorch 1.13's CPU autocast knows bfloat16 only. --model
 resnet18 / resnet50 measures torchvision's ResNet (10 classes) instead of the small CNN, against
 `remat zoo export resnetNN --classes 10` (residual blocks under autocast: every inner conv's half
-weight copy saved, batch norms in bfloat16 with float32 statistics, the add in bfloat16).
+weight copy saved, batch norms in bfloat16 with float32 statistics, the add in bfloat16);
+--model efficientnet_b0 the same for EfficientNet-B0 (Squeeze-and-Excitation: pool, product, SiLU and
+sigmoid in bfloat16 after the half convolutions).
 """
 import argparse
 import importlib.util
@@ -107,7 +109,7 @@ def main():
     parser.add_argument("--resolution", type=int, default=32)
     parser.add_argument("--remat", help="the remat binary: compare its E with PyTorch's peak")
     parser.add_argument("--tolerance", type=int, default=1024, help="bytes (the loss's, which the model leaves out)")
-    parser.add_argument("--model", default="cnn", choices=["cnn", "resnet18", "resnet50"])
+    parser.add_argument("--model", default="cnn", choices=["cnn", "resnet18", "resnet50", "efficientnet_b0"])
     args = parser.parse_args()
     failed = 0
     torch.set_num_threads(1)
@@ -143,7 +145,8 @@ def main():
             ok = abs(step["peak_no_scratch"] - e) <= args.tolerance
             failed += not ok
             print(f"{name}: remat E {e} B, PyTorch {step['peak_no_scratch']} B without scratch: "
-                  f"{'within' if ok else 'NOT within'} {args.tolerance} B")
+                  f"{'within' if ok else 'NOT within'} {args.tolerance} B (PyTorch / E = "
+                  f"{step['peak_no_scratch'] / e:.4f})")
     sys.exit(1 if failed else 0)
 
 

@@ -51,7 +51,7 @@ struct BlockState {
 struct LayerState {
   LayerKind kind = LayerKind::Abstract;
   std::string label;  // "layer 3 ('conv1', conv2d)"
-  bool real = false;  // x(l) holds float32 NCHW activations
+  bool real = false;  // x(l) holds NCHW activations (float32; bfloat16 where `half`)
   Index inCount = 0, outCount = 0;
   Shape inShape, outShape;
   std::optional<ConvOp> conv;

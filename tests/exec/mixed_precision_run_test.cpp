@@ -332,18 +332,17 @@ TEST(MixedPrecisionRun, KindsWithoutBfloat16KernelsAreRefusedByName) {
   cpu::CpuDevice device;
   const nlohmann::json conv = {{"kind", "conv2d"}, {"name", "c"},  {"out_channels", 8}, {"kernel", 3},
                                {"stride", 1},      {"padding", 1}, {"bias", false}};
-  // Squeeze-and-Excitation: its global pool and broadcasting product have no bfloat16 kernels.
-  const nlohmann::json se = nlohmann::json::parse(R"({"name": "se", "kind": "block", "ops": [
-      {"name": "avgpool", "kind": "global_avgpool"}, {"name": "fc1", "kind": "conv2d", "out_channels": 2, "kernel": 1},
-      {"name": "activation", "kind": "silu"}, {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
-      {"name": "scale_activation", "kind": "sigmoid"}, {"name": "mul", "kind": "mul", "inputs": [5, 0]}]})");
-  const Status squeeze = preparedMixed(device, {conv, se});
-  ASSERT_FALSE(squeeze.isOk());
-  EXPECT_EQ(squeeze.code(), ErrorCode::InvalidInput);
-  EXPECT_NE(squeeze.message().find("cpu: layer 2 ('se', block): precision bf16-mixed: no bfloat16 kernel on the CPU "
-                                   "for the block's inner op"),
+  // ConvNeXt's layer scale inside a block has no bfloat16 kernel yet.
+  const nlohmann::json scaled = nlohmann::json::parse(R"({"name": "scaled", "kind": "block", "ops": [
+      {"name": "conv", "kind": "conv2d", "out_channels": 8, "kernel": 1}, {"name": "gamma", "kind": "layer_scale"},
+      {"name": "add", "kind": "add", "inputs": [2, 0]}]})");
+  const Status views = preparedMixed(device, {conv, scaled});
+  ASSERT_FALSE(views.isOk());
+  EXPECT_EQ(views.code(), ErrorCode::InvalidInput);
+  EXPECT_NE(views.message().find("cpu: layer 2 ('scaled', block): precision bf16-mixed: no bfloat16 kernel on the "
+                                 "CPU for the block's inner op 'scaled.gamma' (layer_scale)"),
             std::string::npos)
-      << squeeze.message();
+      << views.message();
   // A block reading the float32 input batch would read autocast's cast of it in place of x0.
   const Status first = preparedMixed(device, {{{"kind", "basic_block"}, {"name", "b"}, {"out_channels", 8}}});
   ASSERT_FALSE(first.isOk());

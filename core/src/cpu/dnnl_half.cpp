@@ -71,10 +71,11 @@ void inputGradient(const HalfCopies& copies, InputGrad grad, const void* compute
     copyOrAdd(copies.inputCount, half, static_cast<BFloat16*>(dx), true);
 }
 
-// PyTorch's weight order: [out][in/groups][k][k], with the groups split off first when grouped.
+// PyTorch's weight order: [out][in/groups][kh][kw], with the groups split off first when grouped
+// (kh != kw: Inception-v3's 1x7 and 7x1).
 memory::dims weightDims(const ConvGeometry& g) {
-  if (g.groups > 1) return {g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernel};
-  return {g.outChannels, g.inChannels, g.kernel, g.kernel};
+  if (g.groups > 1) return {g.groups, g.outChannels / g.groups, g.inChannels / g.groups, g.kernel, g.kernelW};
+  return {g.outChannels, g.inChannels, g.kernel, g.kernelW};
 }
 
 }  // namespace
@@ -83,7 +84,7 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
                                       InputGrad grad, const std::string& label) {
   HalfConvOp op;
   op.copies_ = {castsInput, g.batch * g.inChannels * g.inHeight * g.inWidth,
-                g.outChannels * (g.inChannels / g.groups) * g.kernel * g.kernel};
+                g.outChannels * (g.inChannels / g.groups) * g.taps()};
   op.bias_ = bias;
   op.grad_ = grad;
   op.outChannels_ = g.outChannels;
@@ -97,7 +98,7 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
   const memory::desc weightsAny(dims, dt::bf16, tag::any);
   op.biasDesc_ = memory::desc({g.outChannels}, dt::f32, tag::x);
   const memory::desc biasGrad({g.outChannels}, dt::bf16, tag::x);
-  const memory::dims strides = {g.stride, g.stride}, padding = {g.padding, g.padding};
+  const memory::dims strides = {g.stride, g.strideW}, padding = {g.padding, g.paddingW};
   Status made = dnnlTry(label + ", bf16 convolution", [&] {
     using namespace dnnl;
     const auto direct = algorithm::convolution_direct;

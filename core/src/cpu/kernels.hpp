@@ -78,7 +78,8 @@ void maxPoolIndices(const PoolGeometry& g, const BFloat16* x, const BFloat16* y,
 // when `accumulate` (a block's input read by more than one branch).
 void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx,
                      bool accumulate = false);
-void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const BFloat16* dy, BFloat16* dx);
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const BFloat16* dy, BFloat16* dx,
+                     bool accumulate = false);
 // The window maximum (a block's inner max pool; the layer's runs on oneDNN): the values oneDNN's
 // gives, so maxPoolIndices finds the same argmax.
 void maxPoolForward(const PoolGeometry& g, const float* x, float* y);
@@ -89,6 +90,12 @@ void avgPoolBackward(const PoolGeometry& g, const float* dy, float* dx, bool acc
 // PyTorch's adaptive bins: [floor(i*In/Out), ceil((i+1)*In/Out)). kernel/stride/padding unused.
 void adaptiveAvgPoolForward(const PoolGeometry& g, const float* x, float* y);
 void adaptiveAvgPoolBackward(const PoolGeometry& g, const float* dy, float* dx);
+// The same in bfloat16 (bf16-mixed): sums in float32, each written element rounded once.
+void maxPoolForward(const PoolGeometry& g, const BFloat16* x, BFloat16* y);
+void avgPoolForward(const PoolGeometry& g, const BFloat16* x, BFloat16* y);
+void avgPoolBackward(const PoolGeometry& g, const BFloat16* dy, BFloat16* dx, bool accumulate = false);
+void adaptiveAvgPoolForward(const PoolGeometry& g, const BFloat16* x, BFloat16* y);
+void adaptiveAvgPoolBackward(const PoolGeometry& g, const BFloat16* dy, BFloat16* dx);
 
 // out += a, or out = a when !accumulate (the residual add's backward), elementwise.
 void copyOrAdd(Index count, const float* a, float* out, bool accumulate);
@@ -150,6 +157,12 @@ void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x
 // d(y) * other (`value` holds the other operand, of dims `other`).
 void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
                         float* dSelf, bool accumulate);
+// The same in bfloat16 (a half block under bf16-mixed): float32 arithmetic, each written element rounded once.
+void globalAvgPoolForward(const Dims4& in, const BFloat16* x, BFloat16* y);
+void globalAvgPoolBackward(const Dims4& in, const BFloat16* dy, BFloat16* dx, bool accumulate);
+void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const BFloat16* x, const BFloat16* z, BFloat16* y);
+void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const BFloat16* dy,
+                        const BFloat16* value, BFloat16* dSelf, bool accumulate);
 
 // ShuffleNetV2's channel split and shuffle on channels-last rows (rows = N * H * W). A slice's
 // backward writes d(output) into its channels of d(input) and (not accumulating) zeros into the
@@ -159,6 +172,11 @@ void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const
 // x's rows are xStride floats apart (a view of a wider tensor's channels; channels otherwise).
 void channelShuffleForward(Index rows, Index channels, Index groups, const float* x, Index xStride, float* y);
 void channelShuffleBackward(Index rows, Index channels, Index groups, const float* dy, float* dx, bool accumulate);
+void sliceBackward(Index rows, Index inChannels, Index begin, Index count, const BFloat16* dy, BFloat16* dx,
+                   bool accumulate);
+void channelShuffleForward(Index rows, Index channels, Index groups, const BFloat16* x, Index xStride, BFloat16* y);
+void channelShuffleBackward(Index rows, Index channels, Index groups, const BFloat16* dy, BFloat16* dx,
+                            bool accumulate);
 
 // A depthwise convolution's weight gradient (kernels_depthwise.cpp), for the kernel sizes where
 // oneDNN has no depthwise backward-weights kernel: d(w) [C][1][k][k] (PyTorch's order) and d(b)
@@ -200,5 +218,7 @@ void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, flo
 // accumulation of half gradients round it.
 void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out);
 void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate);
+void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStride, BFloat16* to, Index toStride,
+                   bool accumulate);
 
 }  // namespace remat::cpu

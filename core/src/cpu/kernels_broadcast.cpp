@@ -10,12 +10,28 @@
 // stay in cache while the rows stream by once. Reading one channel across all H x W rows (stride
 // C) instead made the SE blocks' backward half of EfficientNet-B0's step (issue 22). Broadcasts
 // other than SE's ([N, C, 1, 1] against [N, C, H, W]) take the generic per-element loops.
+//
+// Each kernel is a template over the element type: float32, and bfloat16 for a half block under
+// bf16-mixed (memory-model.md 11.7: autocast runs mean, mul and their backwards in the input's
+// dtype). A bfloat16 kernel computes in float32 and rounds each element it writes once, as
+// PyTorch's CPU kernels for bfloat16 do (sums accumulate in float32).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels.hpp"
 
 namespace remat::cpu {
 namespace {
+
+float load(float v) { return v; }
+float load(BFloat16 v) { return v.value(); }
+template <typename T>
+T store(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
+}
 
 // The channels-last position of (n, c, h, w) in a tensor of dims `d`, an axis of extent 1 taking
 // index 0 (NumPy broadcasting).
@@ -44,7 +60,8 @@ struct Row {
   Index n = 0, h = 0, w = 0;
 };
 Row rowAt(const Dims4& out, Index r) { return Row{r / (out.h * out.w), (r / out.w) % out.h, r % out.w}; }
-const float* operandRow(const Dims4& d, const float* base, const Row& row) {
+template <typename T>
+const T* operandRow(const Dims4& d, const T* base, const Row& row) {
   return base + at(d, row.n, 0, row.h, row.w);
 }
 
@@ -52,25 +69,25 @@ bool sameDims(const Dims4& a, const Dims4& b) { return a.n == b.n && a.c == b.c 
 
 // d(self) where self has the output's dims: one product per element, d(y) times the other operand
 // (broadcast along its extent-1 axes).
-void mulBackwardFull(const Dims4& out, const Dims4& other, const float* dy, const float* value, float* dSelf,
-                     bool accumulate) {
+template <typename T>
+void mulBackwardFull(const Dims4& out, const Dims4& other, const T* dy, const T* value, T* dSelf, bool accumulate) {
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < out.n * out.h * out.w; ++r) {
-    const float* g = dy + r * out.c;
-    const float* v = operandRow(other, value, rowAt(out, r));
+    const T* g = dy + r * out.c;
+    const T* v = operandRow(other, value, rowAt(out, r));
     const Index step = other.c == 1 ? 0 : 1;
-    float* d = dSelf + r * out.c;
+    T* d = dSelf + r * out.c;
     for (Index c = 0; c < out.c; ++c) {
-      const float product = g[c] * v[c * step];
-      d[c] = accumulate ? d[c] + product : product;
+      const float product = load(g[c]) * load(v[c * step]);
+      d[c] = store<T>(accumulate ? load(d[c]) + product : product);
     }
   }
 }
 
 // d(self) where self is [N, C, 1, 1] and the output [N, C, H, W]: per (n, c) the sum over the
 // positions, in order, of d(y) times the other operand.
-void mulBackwardScale(const Dims4& out, const Dims4& other, const float* dy, const float* value, float* dSelf,
-                      bool accumulate) {
+template <typename T>
+void mulBackwardScale(const Dims4& out, const Dims4& other, const T* dy, const T* value, T* dSelf, bool accumulate) {
   const Index hw = out.h * out.w, blocks = channelBlocks(out.c);
   const Index step = other.c == 1 ? 0 : 1;
 #pragma omp parallel for schedule(static)
@@ -78,66 +95,68 @@ void mulBackwardScale(const Dims4& out, const Dims4& other, const float* dy, con
     const Index n = task / blocks, c0 = task % blocks * kSumChannels, width = std::min(kSumChannels, out.c - c0);
     float sum[kSumChannels] = {};
     for (Index p = 0; p < hw; ++p) {
-      const float* g = dy + (n * hw + p) * out.c + c0;
-      const float* v = operandRow(other, value, Row{n, p / out.w, p % out.w}) + c0 * step;
-      for (Index c = 0; c < width; ++c) sum[c] += g[c] * v[c * step];
+      const T* g = dy + (n * hw + p) * out.c + c0;
+      const T* v = operandRow(other, value, Row{n, p / out.w, p % out.w}) + c0 * step;
+      for (Index c = 0; c < width; ++c) sum[c] += load(g[c]) * load(v[c * step]);
     }
-    float* d = dSelf + n * out.c + c0;
-    for (Index c = 0; c < width; ++c) d[c] = accumulate ? d[c] + sum[c] : sum[c];
+    T* d = dSelf + n * out.c + c0;
+    for (Index c = 0; c < width; ++c) d[c] = store<T>(accumulate ? load(d[c]) + sum[c] : sum[c]);
   }
 }
 
-}  // namespace
-
-void globalAvgPoolForward(const Dims4& in, const float* x, float* y) {
+template <typename T>
+void globalAvgPoolForwardT(const Dims4& in, const T* x, T* y) {
   const Index hw = in.h * in.w, blocks = channelBlocks(in.c);
 #pragma omp parallel for schedule(static)
   for (Index task = 0; task < in.n * blocks; ++task) {
     const Index n = task / blocks, c0 = task % blocks * kSumChannels, width = std::min(kSumChannels, in.c - c0);
     float sum[kSumChannels] = {};
     for (Index p = 0; p < hw; ++p) {  // the positions in order, as the per-channel loop summed them
-      const float* row = x + (n * hw + p) * in.c + c0;
-      for (Index c = 0; c < width; ++c) sum[c] += row[c];
+      const T* row = x + (n * hw + p) * in.c + c0;
+      for (Index c = 0; c < width; ++c) sum[c] += load(row[c]);
     }
-    for (Index c = 0; c < width; ++c) y[n * in.c + c0 + c] = sum[c] / static_cast<float>(hw);
+    for (Index c = 0; c < width; ++c) y[n * in.c + c0 + c] = store<T>(sum[c] / static_cast<float>(hw));
   }
 }
 
-void globalAvgPoolBackward(const Dims4& in, const float* dy, float* dx, bool accumulate) {
+template <typename T>
+void globalAvgPoolBackwardT(const Dims4& in, const T* dy, T* dx, bool accumulate) {
   const Index hw = in.h * in.w;
   const float scale = 1.0f / static_cast<float>(hw);
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < in.n * hw; ++r) {
     const Index n = r / hw;
-    float* row = dx + r * in.c;
-    const float* g = dy + n * in.c;
+    T* row = dx + r * in.c;
+    const T* g = dy + n * in.c;
     if (accumulate)
-      for (Index c = 0; c < in.c; ++c) row[c] += g[c] * scale;
+      for (Index c = 0; c < in.c; ++c) row[c] = store<T>(load(row[c]) + load(g[c]) * scale);
     else
-      for (Index c = 0; c < in.c; ++c) row[c] = g[c] * scale;
+      for (Index c = 0; c < in.c; ++c) row[c] = store<T>(load(g[c]) * scale);
   }
 }
 
-void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x, const float* z, float* y) {
+template <typename T>
+void mulForwardT(const Dims4& out, const Dims4& a, const Dims4& b, const T* x, const T* z, T* y) {
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < out.n * out.h * out.w; ++r) {
     const Row row = rowAt(out, r);
-    const float* xa = operandRow(a, x, row);
-    const float* zb = operandRow(b, z, row);
-    float* to = y + r * out.c;
+    const T* xa = operandRow(a, x, row);
+    const T* zb = operandRow(b, z, row);
+    T* to = y + r * out.c;
     if (a.c == out.c && b.c == out.c)
-      for (Index c = 0; c < out.c; ++c) to[c] = xa[c] * zb[c];
+      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[c]) * load(zb[c]));
     else if (a.c == out.c)
-      for (Index c = 0; c < out.c; ++c) to[c] = xa[c] * zb[0];
+      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[c]) * load(zb[0]));
     else if (b.c == out.c)
-      for (Index c = 0; c < out.c; ++c) to[c] = xa[0] * zb[c];
+      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[0]) * load(zb[c]));
     else
-      for (Index c = 0; c < out.c; ++c) to[c] = xa[0] * zb[0];
+      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[0]) * load(zb[0]));
   }
 }
 
-void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
-                        float* dSelf, bool accumulate) {
+template <typename T>
+void mulBackwardOperandT(const Dims4& out, const Dims4& self, const Dims4& other, const T* dy, const T* value, T* dSelf,
+                         bool accumulate) {
   if (sameDims(self, out)) return mulBackwardFull(out, other, dy, value, dSelf, accumulate);
   if (self.n == out.n && self.c == out.c && self.h == 1 && self.w == 1)
     return mulBackwardScale(out, other, dy, value, dSelf, accumulate);
@@ -153,9 +172,34 @@ void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other,
       for (Index oh = rh.lo; oh < rh.hi; ++oh)
         for (Index ow = rw.lo; ow < rw.hi; ++ow)
           for (Index oc = rc.lo; oc < rc.hi; ++oc)
-            sum += dy[at(out, on, oc, oh, ow)] * value[at(other, on, oc, oh, ow)];
-    dSelf[e] = accumulate ? dSelf[e] + sum : sum;
+            sum += load(dy[at(out, on, oc, oh, ow)]) * load(value[at(other, on, oc, oh, ow)]);
+    dSelf[e] = store<T>(accumulate ? load(dSelf[e]) + sum : sum);
   }
+}
+
+}  // namespace
+
+void globalAvgPoolForward(const Dims4& in, const float* x, float* y) { globalAvgPoolForwardT(in, x, y); }
+void globalAvgPoolForward(const Dims4& in, const BFloat16* x, BFloat16* y) { globalAvgPoolForwardT(in, x, y); }
+void globalAvgPoolBackward(const Dims4& in, const float* dy, float* dx, bool accumulate) {
+  globalAvgPoolBackwardT(in, dy, dx, accumulate);
+}
+void globalAvgPoolBackward(const Dims4& in, const BFloat16* dy, BFloat16* dx, bool accumulate) {
+  globalAvgPoolBackwardT(in, dy, dx, accumulate);
+}
+void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x, const float* z, float* y) {
+  mulForwardT(out, a, b, x, z, y);
+}
+void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const BFloat16* x, const BFloat16* z, BFloat16* y) {
+  mulForwardT(out, a, b, x, z, y);
+}
+void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
+                        float* dSelf, bool accumulate) {
+  mulBackwardOperandT(out, self, other, dy, value, dSelf, accumulate);
+}
+void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const BFloat16* dy,
+                        const BFloat16* value, BFloat16* dSelf, bool accumulate) {
+  mulBackwardOperandT(out, self, other, dy, value, dSelf, accumulate);
 }
 
 }  // namespace remat::cpu

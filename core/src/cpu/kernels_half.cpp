@@ -48,6 +48,19 @@ void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate) {
   }
 }
 
+void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStride, BFloat16* to, Index toStride,
+                   bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < rows; ++r) {
+    const BFloat16* a = from + r * fromStride;
+    BFloat16* out = to + r * toStride;
+    if (accumulate)
+      for (Index i = 0; i < width; ++i) out[i] = BFloat16(out[i].value() + a[i].value());
+    else
+      for (Index i = 0; i < width; ++i) out[i] = a[i];
+  }
+}
+
 void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int32_t* labels,
                                  BFloat16* grad) {
   const Index k = layout.perSample();

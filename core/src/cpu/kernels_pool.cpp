@@ -1,10 +1,12 @@
 // The pooling kernels oneDNN has no primitive for, on channels-last activations: max pooling's
 // argmax indices (what the model keeps, as PyTorch does) and its backward from them, average
 // pooling whose ceil-mode windows reach past the padding (PyTorch's divisor), and adaptive average
-// pooling (PyTorch's bins). Work is split over (sample, block of channels); inside a block, window taps are visited in
-// (kh, kw) order and outputs in (oh, ow) order, so every sum has one order at any thread count.
+// pooling (PyTorch's bins), each in float32 and in bfloat16 (bf16-mixed's half layers and blocks). Work is split over
+// (sample, block of channels); inside a block, window taps are visited in (kh, kw) order and outputs in (oh, ow) order,
+// so every sum has one order at any thread count.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "kernels.hpp"
 
@@ -89,51 +91,34 @@ Index inputOffset(const PoolGeometry& g, Index n, Index ih, Index iw) {
   return ((n * g.inHeight + ih) * g.inWidth + iw) * g.channels;
 }
 
-void zeroBlock(const PoolGeometry& g, const Block& b, float* dx) {
-  for (Index p = 0; p < g.inHeight * g.inWidth; ++p)
-    std::fill(dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c0,
-              dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c1, 0.0f);
-}
-
-template <typename SpanOf>
-void averageForward(const PoolGeometry& g, SpanOf spanOf, const float* x, float* y) {
-  forEachBlock(g, [&](const Block& b) {
-    forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
-      const float divisor = w.divisor();
-      float* out = y + o;
-      for (Index c = b.c0; c < b.c1; ++c) out[c] = 0.0f;
-      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
-        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-          const float* in = x + inputOffset(g, b.n, ih, iw);
-          for (Index c = b.c0; c < b.c1; ++c) out[c] += in[c];
-        }
-      for (Index c = b.c0; c < b.c1; ++c) out[c] /= divisor;
-    });
-  });
-}
-
-template <typename SpanOf>
-void averageBackward(const PoolGeometry& g, SpanOf spanOf, const float* dy, float* dx, bool accumulate = false) {
-  forEachBlock(g, [&](const Block& b) {
-    if (!accumulate) zeroBlock(g, b, dx);
-    forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
-      const float divisor = w.divisor();
-      const float* grad = dy + o;
-      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
-        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-          float* in = dx + inputOffset(g, b.n, ih, iw);
-          for (Index c = b.c0; c < b.c1; ++c) in[c] += grad[c] / divisor;
-        }
-    });
-  });
-}
-
-}  // namespace
-
-namespace {
-
 float valueOf(float v) { return v; }
 float valueOf(BFloat16 v) { return v.value(); }
+template <typename T>
+T stored(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
+}
+
+// Average pooling in either dtype: the window's sum in float32 (a bfloat16 output rounded once, as
+// PyTorch's bf16 pooling accumulates in float); the backward adds d(y) / divisor into each tap (in
+// bfloat16, rounded at each add, as the max pool's backward).
+template <typename T, typename SpanOf>
+void averageForward(const PoolGeometry& g, SpanOf spanOf, const T* x, T* y) {
+  forEachBlock(g, [&](const Block& b) {
+    forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
+      const float divisor = w.divisor();
+      float sum[kChannelBlock] = {};
+      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          const T* in = x + inputOffset(g, b.n, ih, iw);
+          for (Index c = b.c0; c < b.c1; ++c) sum[c - b.c0] += valueOf(in[c]);
+        }
+      for (Index c = b.c0; c < b.c1; ++c) y[o + c] = stored<T>(sum[c - b.c0] / divisor);
+    });
+  });
+}
 
 template <typename T>
 void zeroBlockOf(const PoolGeometry& g, const Block& b, T* dx) {
@@ -141,6 +126,42 @@ void zeroBlockOf(const PoolGeometry& g, const Block& b, T* dx) {
     std::fill(dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c0,
               dx + (b.n * g.inHeight * g.inWidth + p) * g.channels + b.c1, T{});
 }
+
+template <typename T, typename SpanOf>
+void averageBackward(const PoolGeometry& g, SpanOf spanOf, const T* dy, T* dx, bool accumulate = false) {
+  forEachBlock(g, [&](const Block& b) {
+    if (!accumulate) zeroBlockOf(g, b, dx);
+    forEachOutput(g, b.n, spanOf, [&](const Window& w, Index o) {
+      const float divisor = w.divisor();
+      const T* grad = dy + o;
+      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          T* in = dx + inputOffset(g, b.n, ih, iw);
+          for (Index c = b.c0; c < b.c1; ++c) in[c] = stored<T>(valueOf(in[c]) + valueOf(grad[c]) / divisor);
+        }
+    });
+  });
+}
+
+template <typename T>
+void maxPoolForwardOf(const PoolGeometry& g, const T* x, T* y) {
+  forEachBlock(g, [&](const Block& b) {
+    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window& w, Index o) {
+      float best[kChannelBlock];
+      std::fill(best, best + kChannelBlock, -std::numeric_limits<float>::infinity());
+      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
+        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
+          const T* in = x + inputOffset(g, b.n, ih, iw);
+          for (Index c = b.c0; c < b.c1; ++c) best[c - b.c0] = std::max(best[c - b.c0], valueOf(in[c]));
+        }
+      for (Index c = b.c0; c < b.c1; ++c) y[o + c] = stored<T>(best[c - b.c0]);
+    });
+  });
+}
+
+}  // namespace
+
+namespace {
 
 // The max pool's own kernels in either dtype: bfloat16 compares and adds as PyTorch's bf16
 // kernels do, through float (the sum rounded back to bfloat16 at each add).
@@ -185,25 +206,15 @@ void maxPoolIndices(const PoolGeometry& g, const BFloat16* x, const BFloat16* y,
   maxPoolIndicesOf(g, x, y, indices);
 }
 
-void maxPoolForward(const PoolGeometry& g, const float* x, float* y) {
-  forEachBlock(g, [&](const Block& b) {
-    forEachOutput(g, b.n, KernelSpans{g}, [&](const Window& w, Index o) {
-      float* out = y + o;
-      for (Index c = b.c0; c < b.c1; ++c) out[c] = -std::numeric_limits<float>::infinity();
-      for (Index ih = w.rows.lo; ih < w.rows.hi; ++ih)
-        for (Index iw = w.cols.lo; iw < w.cols.hi; ++iw) {
-          const float* in = x + inputOffset(g, b.n, ih, iw);
-          for (Index c = b.c0; c < b.c1; ++c) out[c] = std::max(out[c], in[c]);
-        }
-    });
-  });
-}
+void maxPoolForward(const PoolGeometry& g, const float* x, float* y) { maxPoolForwardOf(g, x, y); }
+void maxPoolForward(const PoolGeometry& g, const BFloat16* x, BFloat16* y) { maxPoolForwardOf(g, x, y); }
 
 void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const float* dy, float* dx, bool accumulate) {
   maxPoolBackwardOf(g, indices, dy, dx, accumulate);
 }
-void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const BFloat16* dy, BFloat16* dx) {
-  maxPoolBackwardOf(g, indices, dy, dx, false);
+void maxPoolBackward(const PoolGeometry& g, const std::int64_t* indices, const BFloat16* dy, BFloat16* dx,
+                     bool accumulate) {
+  maxPoolBackwardOf(g, indices, dy, dx, accumulate);
 }
 
 void avgPoolForward(const PoolGeometry& g, const float* x, float* y) { averageForward(g, KernelSpans{g}, x, y); }
@@ -215,6 +226,16 @@ void adaptiveAvgPoolForward(const PoolGeometry& g, const float* x, float* y) {
   averageForward(g, AdaptiveSpans{}, x, y);
 }
 void adaptiveAvgPoolBackward(const PoolGeometry& g, const float* dy, float* dx) {
+  averageBackward(g, AdaptiveSpans{}, dy, dx);
+}
+void avgPoolForward(const PoolGeometry& g, const BFloat16* x, BFloat16* y) { averageForward(g, KernelSpans{g}, x, y); }
+void avgPoolBackward(const PoolGeometry& g, const BFloat16* dy, BFloat16* dx, bool accumulate) {
+  averageBackward(g, KernelSpans{g}, dy, dx, accumulate);
+}
+void adaptiveAvgPoolForward(const PoolGeometry& g, const BFloat16* x, BFloat16* y) {
+  averageForward(g, AdaptiveSpans{}, x, y);
+}
+void adaptiveAvgPoolBackward(const PoolGeometry& g, const BFloat16* dy, BFloat16* dx) {
   averageBackward(g, AdaptiveSpans{}, dy, dx);
 }
 

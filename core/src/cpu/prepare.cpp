@@ -71,22 +71,26 @@ ActivationLayout streamLayout(const Shape& shape) {
 }
 
 // Under bf16-mixed a block runs every inner op in bfloat16 (memory-model.md 11.7); the inner ops
-// with bfloat16 kernels are ResNet's and MobileNetV2's: square convolutions, batch norms, the
-// residual add and the activations, on contiguous tensors (no channel views or gathered copies).
+// with bfloat16 kernels are ResNet's, MobileNetV2's, Squeeze-and-Excitation's and Inception's:
+// convolutions (1x7 and 7x1 too), batch norms, the residual add, the activations, the global
+// average pool, the broadcasting product, the pool branches' max and average pools, the concat,
+// ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle. Not yet:
+// ConvNeXt's inner layer norm and layer scale.
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool activation = kind && isPointwise(*kind);
-    bool supported = (op.kind == BlockOpKind::Conv2d && op.layer.squareConv()) || op.kind == BlockOpKind::BatchNorm ||
-                     op.kind == BlockOpKind::Add || activation;
-    supported = supported && !graph.tensors[op.output].isView();
-    for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
+    const bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
+                           op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
+                           op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
+                           op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat ||
+                           op.kind == BlockOpKind::ChannelShuffle || op.kind == BlockOpKind::Slice || activation;
     if (!supported)
-      return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" +
-                        op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-                        ") yet (a block's convolutions, batch norms, residual add and activations have one); plan "
-                        "and simulate it, or run it as fp32");
+      return check.fail(
+          "precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" + op.layer.name + "' (" +
+          std::string(blockOpInfo(op.kind).name) +
+          ") yet (a block's convolutions, batch norms, residual add, activations, pools, product, concat, "
+          "channel slices and shuffle have one); plan and simulate it, or run it as fp32");
   }
   return Status::ok();
 }
@@ -225,13 +229,19 @@ Status prepareLinear(const DnnlContext& context, const Shape& out, const Primiti
                prepared);
 }
 
+bool tilesSquare(const ChainLayer& layer) {
+  const Shape& in = layer.inputShape;
+  const Shape& out = layer.outputShape;
+  return in[2] == in[3] && out[2] == out[3] && out[2] != 0 && in[2] % out[2] == 0;
+}
+
 Status preparePool(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec, HalfMode mode,
                    PreparedLayer& prepared) {
   prepared.pool = poolGeometry(spec, layer.inputShape, layer.outputShape);
-  if (layer.kind == LayerKind::AdaptiveAvgPool && mode.half) {
+  if (layer.kind == LayerKind::AdaptiveAvgPool && mode.half && tilesSquare(layer)) {
     // In bfloat16 an adaptive pool whose windows tile the input (a global pool, VGG's 7x7 of a 7x7
-    // input) runs on oneDNN's average pooling (prepareHalfKind admits only those); float32 keeps
-    // the own kernel.
+    // input) runs on oneDNN's average pooling, any other on the own bfloat16 kernel (run_half.cpp);
+    // float32 keeps the own kernel.
     PoolGeometry tiles = prepared.pool;
     tiles.kernel = tiles.inHeight / tiles.outHeight;
     tiles.stride = tiles.kernel;
@@ -358,14 +368,9 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
   // Its input's cast would have to stand in for x0 inside the block: only a block after a
   // float32 layer (the first layer, one after a layer norm) casts, and none of our zoo's does.
   if (isComposite(layer.kind) && mode.castsInput) missing = "a residual block reading a float32 input";
-  const Shape& in = layer.inputShape;
-  const Shape& out = layer.outputShape;
-  if (layer.kind == LayerKind::AdaptiveAvgPool &&
-      (in[2] != in[3] || out[2] != out[3] || out[2] == 0 || in[2] % out[2] != 0))
-    missing = "an adaptive average pool whose windows do not tile a square input";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (conv2d, linear, batchnorm, the pools, the activations and residual blocks have one); "
+                    " yet (conv2d, linear, batchnorm, the pools, the activations and blocks have one); "
                     "plan and simulate it, or run it as fp32");
 }
 

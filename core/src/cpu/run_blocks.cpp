@@ -16,8 +16,9 @@
 // Under bf16-mixed the same runner runs a half block (PreparedLayer::half; memory-model.md 11.7):
 // arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
 // activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
-// the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add in bfloat16; prepare.cpp
-// admits only blocks of those inner ops.
+// the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add and Squeeze-and-Excitation's
+// global pool and product, the pool branches' pools and the concat in bfloat16 (the kernels'
+// bfloat16 overloads); prepare.cpp admits only blocks of those inner ops.
 #include <algorithm>
 
 #include "device_impl.hpp"
@@ -85,11 +86,15 @@ std::pair<std::uint64_t, std::uint64_t> scratchBytes(const KindOp& op) {
       op);
 }
 
-// A view's values as one contiguous channels-last tensor.
+// A view's values as one contiguous channels-last tensor, in the graph's dtype.
 const float* gatherView(const BlockGraph& graph, std::size_t view, const float* values, std::byte* copy) {
   const Shape& s = graph.tensors[view].shape;
   auto* to = reinterpret_cast<float*>(copy);
-  copyOrAddRows(s[0] * s[2] * s[3], s[1], values, graph.rowChannels(view), to, s[1], false);
+  if (graph.dtype == DType::BFloat16)
+    copyOrAddRows(s[0] * s[2] * s[3], s[1], reinterpret_cast<const BFloat16*>(values), graph.rowChannels(view),
+                  reinterpret_cast<BFloat16*>(copy), s[1], false);
+  else
+    copyOrAddRows(s[0] * s[2] * s[3], s[1], values, graph.rowChannels(view), to, s[1], false);
   return to;
 }
 
@@ -111,26 +116,76 @@ const float* backwardInput(const BlockGraph& graph, const BlockOp& op, std::size
 
 // Channels-last concatenation: input j fills the output's channel columns [offset_j, offset_j + C_j)
 // of every (n, h, w) row; the backward copies (or adds) those columns back into d(input j). An
-// input that is a view is read with its owner's row stride.
+// input that is a view is read with its owner's row stride. T: the block's element type (a half
+// block's float pointers carry bfloat16).
+template <typename T>
+const T* as(const float* data) {
+  return reinterpret_cast<const T*>(data);
+}
+template <typename T>
+T* as(float* data) {
+  return reinterpret_cast<T*>(data);
+}
+
+template <typename T>
 void concatForward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
                    const BlockForwardTensors& tensors, float* out) {
   Index offset = 0;
   for (std::size_t in : op.inputs) {
     const Index channels = graph.tensors[in].shape[1];
-    copyOrAddRows(p.rows, channels, tensors.tensor(in), graph.rowChannels(in), out + offset, p.channels, false);
+    copyOrAddRows(p.rows, channels, as<T>(tensors.tensor(in)), graph.rowChannels(in), as<T>(out) + offset, p.channels,
+                  false);
     offset += channels;
   }
 }
 
+template <typename T>
 void concatBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
                     const BlockBackwardTensors& tensors, const float* dOut) {
   Index offset = 0;
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const Index channels = graph.tensors[op.inputs[j]].shape[1];
     float* d = tensors.grad(op.inputs[j]);
-    if (d != nullptr) copyOrAddRows(p.rows, channels, dOut + offset, p.channels, d, channels, op.gradAccumulate[j]);
+    if (d != nullptr)
+      copyOrAddRows(p.rows, channels, as<T>(dOut) + offset, p.channels, as<T>(d), channels, op.gradAccumulate[j]);
     offset += channels;
   }
+}
+
+// A channel slice writing the block's output (a copy), and a slice's backward, in the block's dtype.
+void sliceForward(bool half, const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p, const float* in,
+                  float* out) {
+  const Index stride = graph.rowChannels(op.inputs[0]), begin = op.layer.channelBegin;
+  if (half)
+    copyOrAddRows(p.rows, p.channels, as<BFloat16>(in) + begin, stride, as<BFloat16>(out), p.channels, false);
+  else
+    copyOrAddRows(p.rows, p.channels, in + begin, stride, out, p.channels, false);
+}
+
+void sliceBackwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p, const float* dOut,
+                     float* dIn) {
+  const Index inChannels = graph.tensors[op.inputs[0]].shape[1], begin = op.layer.channelBegin;
+  if (half)
+    sliceBackward(p.rows, inChannels, begin, p.channels, as<BFloat16>(dOut), as<BFloat16>(dIn), op.gradAccumulate[0]);
+  else
+    sliceBackward(p.rows, inChannels, begin, p.channels, dOut, dIn, op.gradAccumulate[0]);
+}
+
+// The pool branches' pools, in the block's dtype; a keep-mode max pool also writes its argmax
+// indices (int64, in E).
+template <typename T>
+void poolForward(const BlockOp& op, const PreparedBlockOp& p, const float* in, float* out, float* indices) {
+  if (op.kind == BlockOpKind::AvgPool) return avgPoolForward(p.pool, as<T>(in), as<T>(out));
+  maxPoolForward(p.pool, as<T>(in), as<T>(out));
+  if (indices != nullptr) maxPoolIndices(p.pool, as<T>(in), as<T>(out), reinterpret_cast<std::int64_t*>(indices));
+}
+
+template <typename T>
+void poolBackward(const BlockOp& op, const PreparedBlockOp& p, const float* indices, const float* dOut, float* dIn) {
+  if (dIn == nullptr) return;
+  if (op.kind == BlockOpKind::AvgPool) return avgPoolBackward(p.pool, as<T>(dOut), as<T>(dIn), op.gradAccumulate[0]);
+  maxPoolBackward(p.pool, reinterpret_cast<const std::int64_t*>(indices), as<T>(dOut), as<T>(dIn),
+                  op.gradAccumulate[0]);
 }
 
 Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
@@ -138,20 +193,47 @@ Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   return Dims4{s[0], s[1], s[2], s[3]};
 }
 
-// y = a * b; its backward gives each operand d(y) times the other, summed where it was broadcast.
-void mulForwardOp(const BlockGraph& graph, const BlockOp& op, const float* a, const float* b, float* out) {
-  mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), dimsOf(graph, op.inputs[1]), a, b, out);
+const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
+BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+
+// Squeeze-and-Excitation's global pool, in the block's dtype (autocast runs mean and
+// adaptive_avg_pool2d in their input's dtype: bfloat16 after a half convolution).
+void globalPoolForwardOp(bool half, const Dims4& in, const float* x, float* y) {
+  if (half)
+    globalAvgPoolForward(in, halves(x), halves(y));
+  else
+    globalAvgPoolForward(in, x, y);
 }
 
-void mulBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors, const float* dOut,
-                   std::byte* workspace) {
+void globalPoolBackwardOp(bool half, const Dims4& in, const float* dy, float* dx, bool accumulate) {
+  if (half)
+    globalAvgPoolBackward(in, halves(dy), halves(dx), accumulate);
+  else
+    globalAvgPoolBackward(in, dy, dx, accumulate);
+}
+
+// y = a * b; its backward gives each operand d(y) times the other, summed where it was broadcast.
+void mulForwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const float* a, const float* b, float* out) {
+  const Dims4 o = dimsOf(graph, op.output), da = dimsOf(graph, op.inputs[0]), db = dimsOf(graph, op.inputs[1]);
+  if (half)
+    mulForward(o, da, db, halves(a), halves(b), halves(out));
+  else
+    mulForward(o, da, db, a, b, out);
+}
+
+void mulBackwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors,
+                   const float* dOut, std::byte* workspace) {
   const float* values[2] = {backwardInput(graph, op, 0, tensors, workspace),
                             backwardInput(graph, op, 1, tensors, workspace)};
   for (std::size_t j = 0; j < 2; ++j) {
     float* d = tensors.grad(op.inputs[j]);
-    if (d != nullptr)
-      mulBackwardOperand(dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, op.inputs[1 - j]), dOut,
-                         values[1 - j], d, op.gradAccumulate[j]);
+    if (d == nullptr) continue;
+    const Dims4 o = dimsOf(graph, op.output), self = dimsOf(graph, op.inputs[j]),
+                other = dimsOf(graph, op.inputs[1 - j]);
+    if (half)
+      mulBackwardOperand(o, self, other, halves(dOut), halves(values[1 - j]), halves(d), op.gradAccumulate[j]);
+    else
+      mulBackwardOperand(o, self, other, dOut, values[1 - j], d, op.gradAccumulate[j]);
   }
 }
 
@@ -214,10 +296,8 @@ Status backwardInnerConv(const DnnlContext& context, const BlockGraph& graph, co
   return conv ? (*conv)->backward(context, x, dOut, b.params + p.weightOffset, dIn, dw, db, scratch) : conv.status();
 }
 
-// The residual add and its backward, in the block's dtype (the float pointers carry bfloat16 in a
-// half block).
-const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
-BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+// The residual add and its backward, in the block's dtype (halves(): the float pointers carry
+// bfloat16 in a half block).
 
 void addForward(bool half, Index count, const float* a, const float* b, float* out) {
   if (half)
@@ -306,22 +386,24 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::Add) {
       addForward(prepared.half, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
-      concatForward(graph, op, p, tensors, out);
+      prepared.half ? concatForward<BFloat16>(graph, op, p, tensors, out)
+                    : concatForward<float>(graph, op, p, tensors, out);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
-      globalAvgPoolForward(dimsOf(graph, op.inputs[0]), in, out);
+      globalPoolForwardOp(prepared.half, dimsOf(graph, op.inputs[0]), in, out);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulForwardOp(graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      mulForwardOp(prepared.half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Slice) {  // the block's output: a copy
-      copyOrAddRows(p.rows, p.channels, in + op.layer.channelBegin, graph.rowChannels(op.inputs[0]), out, p.channels,
-                    false);
+      sliceForward(prepared.half, graph, op, p, in, out);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
-    } else if (op.kind == BlockOpKind::MaxPool) {
-      maxPoolForward(p.pool, in, out);
-      float* indices = tensors.stats(op);  // keep mode: the argmax its backward reads, in E
-      if (indices != nullptr) maxPoolIndices(p.pool, in, out, reinterpret_cast<std::int64_t*>(indices));
-    } else if (op.kind == BlockOpKind::AvgPool) {
-      avgPoolForward(p.pool, in, out);
+      if (prepared.half)
+        channelShuffleForward(p.rows, p.channels, op.layer.groups, as<BFloat16>(in), graph.rowChannels(op.inputs[0]),
+                              as<BFloat16>(out));
+      else
+        channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
+    } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
+      // keep mode: a max pool's argmax, which its backward reads, in E (null otherwise)
+      prepared.half ? poolForward<BFloat16>(op, p, in, out, tensors.stats(op))
+                    : poolForward<float>(op, p, in, out, tensors.stats(op));
     } else {  // a pointwise activation
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       status = eltwise ? (*eltwise)->forward(context, in, out, scratch) : eltwise.status();
@@ -358,22 +440,24 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::Add) {
       addBackward(prepared.half, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Concat) {
-      concatBackward(graph, op, p, tensors, dOut);
+      prepared.half ? concatBackward<BFloat16>(graph, op, p, tensors, dOut)
+                    : concatBackward<float>(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
-      if (dIn != nullptr) globalAvgPoolBackward(dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
-    } else if (op.kind == BlockOpKind::Mul) {
-      mulBackwardOp(graph, op, tensors, dOut, b.workspace);
-    } else if (op.kind == BlockOpKind::Slice) {
       if (dIn != nullptr)
-        sliceBackward(p.rows, graph.tensors[op.inputs[0]].shape[1], op.layer.channelBegin, p.channels, dOut, dIn,
-                      op.gradAccumulate[0]);
+        globalPoolBackwardOp(prepared.half, dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::Mul) {
+      mulBackwardOp(prepared.half, graph, op, tensors, dOut, b.workspace);
+    } else if (op.kind == BlockOpKind::Slice) {
+      if (dIn != nullptr) sliceBackwardOp(prepared.half, graph, op, p, dOut, dIn);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      if (dIn != nullptr) channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
-    } else if (op.kind == BlockOpKind::MaxPool) {
-      const auto* indices = reinterpret_cast<const std::int64_t*>(tensors.stats(op));
-      if (dIn != nullptr) maxPoolBackward(p.pool, indices, dOut, dIn, op.gradAccumulate[0]);
-    } else if (op.kind == BlockOpKind::AvgPool) {
-      if (dIn != nullptr) avgPoolBackward(p.pool, dOut, dIn, op.gradAccumulate[0]);
+      if (dIn != nullptr && prepared.half)
+        channelShuffleBackward(p.rows, p.channels, op.layer.groups, as<BFloat16>(dOut), as<BFloat16>(dIn),
+                               op.gradAccumulate[0]);
+      else if (dIn != nullptr)
+        channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
+    } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
+      prepared.half ? poolBackward<BFloat16>(op, p, tensors.stats(op), dOut, dIn)
+                    : poolBackward<float>(op, p, tensors.stats(op), dOut, dIn);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();

@@ -29,7 +29,22 @@ float* biasOf(const PreparedLayer& prepared, float* params) {
 const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
 BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
 
+// A pool without a oneDNN primitive (an adaptive pool whose windows do not tile its input, VGG's
+// and AlexNet's 7x7 of a smaller map; an average pool whose ceil-mode windows reach past the
+// padding) runs the own bfloat16 kernels.
+bool ownHalfPool(const PreparedLayer& prepared) {
+  return prepared.ownAvgPool ||
+         (prepared.kind == LayerKind::AdaptiveAvgPool && std::holds_alternative<std::monostate>(prepared.op));
+}
+
 Status forwardPool(const DnnlContext& context, const PreparedLayer& prepared, bool keep, const ForwardBuffers& b) {
+  if (ownHalfPool(prepared)) {
+    if (prepared.kind == LayerKind::AdaptiveAvgPool)
+      adaptiveAvgPoolForward(prepared.pool, halves(b.x), halves(b.y));
+    else
+      avgPoolForward(prepared.pool, halves(b.x), halves(b.y));
+    return Status::ok();
+  }
   auto pool = opOf<PoolOp>(prepared);
   if (!pool) return pool.status();
   REMAT_RETURN_IF_ERROR((*pool)->forward(context, b.x, b.y, b.workspace));
@@ -42,6 +57,13 @@ Status backwardPool(const DnnlContext& context, const PreparedLayer& prepared, c
   if (b.dx == nullptr) return Status::ok();
   if (prepared.kind == LayerKind::MaxPool) {
     maxPoolBackward(prepared.pool, reinterpret_cast<const std::int64_t*>(b.extra), halves(b.dy), halves(b.dx));
+    return Status::ok();
+  }
+  if (ownHalfPool(prepared)) {
+    if (prepared.kind == LayerKind::AdaptiveAvgPool)
+      adaptiveAvgPoolBackward(prepared.pool, halves(b.dy), halves(b.dx));
+    else
+      avgPoolBackward(prepared.pool, halves(b.dy), halves(b.dx));
     return Status::ok();
   }
   auto pool = opOf<PoolOp>(prepared);

@@ -1,6 +1,22 @@
 #include "remat/exec/block_buffers.hpp"
 
+#include <type_traits>
+
+#include "remat/model/chain.hpp"
+
 namespace remat {
+namespace {
+
+// A view's first element: its owner's plus viewOffset elements of the graph's dtype (a bfloat16
+// graph's float pointers carry bfloat16: bf16-mixed's half blocks on the CPU).
+template <typename F>
+F* viewed(F* owner, const BlockGraph& graph, std::size_t t, ViewLayout layout) {
+  using Byte = std::conditional_t<std::is_const_v<F>, const std::byte, std::byte>;
+  const std::int64_t bytes = viewOffset(graph, t, layout) * static_cast<std::int64_t>(dtypeBytes(graph.dtype));
+  return reinterpret_cast<F*>(reinterpret_cast<Byte*>(owner) + bytes);
+}
+
+}  // namespace
 
 std::int64_t viewOffset(const BlockGraph& graph, std::size_t t, ViewLayout layout) {
   const BlockTensor& view = graph.tensors[t];
@@ -20,7 +36,7 @@ Status BlockForwardTensors::check(const std::string& where) const {
 
 float* BlockForwardTensors::tensor(std::size_t t) const {
   const BlockTensor& view = graph_.tensors[t];
-  if (view.isView()) return tensor(view.viewOf) + viewOffset(graph_, t, layout_);
+  if (view.isView()) return viewed(tensor(view.viewOf), graph_, t, layout_);
   if (t == 0) return const_cast<float*>(b_.x);
   if (t == graph_.outputTensor()) return b_.y;
   const BlockTensor& bt = graph_.tensors[t];
@@ -49,7 +65,7 @@ const float* BlockBackwardTensors::value(std::size_t t) const {
   const BlockTensor& view = graph_.tensors[t];
   if (view.isView()) {
     const float* owner = value(view.viewOf);
-    return owner == nullptr ? nullptr : owner + viewOffset(graph_, t, layout_);
+    return owner == nullptr ? nullptr : viewed(owner, graph_, t, layout_);
   }
   if (t == 0) return b_.x;
   if (t == graph_.outputTensor()) return b_.y;

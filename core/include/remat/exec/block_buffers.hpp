@@ -16,7 +16,8 @@ namespace remat {
 
 enum class ViewLayout { ChannelsLast, Nchw };
 
-// The offset in floats of view t's first element from its owner's, in `layout`.
+// The offset in elements of view t's first element from its owner's, in `layout` (the tensors
+// below step it in the graph's dtype).
 std::int64_t viewOffset(const BlockGraph& graph, std::size_t t, ViewLayout layout);
 
 // A block's forward: x(l-1), x(l), and each inner tensor in the workspace at its arena offset or,
