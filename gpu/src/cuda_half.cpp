@@ -41,7 +41,8 @@ Status refuse(const LayerChecks& check, const std::string& what) {
 }
 
 // A half block's inner ops: convolutions, batch norms, the residual add and the activations, on
-// contiguous tensors (no channel views or gathered copies), as the CPU's bfloat16 blocks.
+// contiguous tensors (no channel views or gathered copies): ResNet's and MobileNetV2's blocks (the
+// CPU runs more in bfloat16: SE, pool branches, channel views and shuffles).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
