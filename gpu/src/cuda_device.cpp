@@ -10,6 +10,7 @@
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer_ends.hpp"
 #include "kernels_abstract.hpp"
+#include "kernels_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -273,6 +274,10 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   auto labels =
       checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * 4, "SEED", "labels", false);
   if (!labels) return labels.status();
+  if (last.half)  // bf16-mixed: the loss's seed from bfloat16 logits, a bfloat16 gradient
+    return kernels::softmaxCrossEntropyBackwardHalf(
+        stream, batch, last.outCount / batch, reinterpret_cast<const kernels::Bf16*>(logits),
+        reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));
   return kernels::softmaxCrossEntropyBackward(
       stream, batch, last.outCount / batch, reinterpret_cast<const float*>(logits),
       reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));

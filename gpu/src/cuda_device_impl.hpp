@@ -51,7 +51,7 @@ struct BlockState {
 struct LayerState {
   LayerKind kind = LayerKind::Abstract;
   std::string label;  // "layer 3 ('conv1', conv2d)"
-  bool real = false;  // x(l) holds float32 NCHW activations
+  bool real = false;  // x(l) holds NCHW activations (float32; bfloat16 where `half`)
   Index inCount = 0, outCount = 0;
   Shape inShape, outShape;
   std::optional<ConvOp> conv;
@@ -70,6 +70,9 @@ struct LayerState {
   std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinState> swin;                // swin_block
   std::shared_ptr<const SwinEndsState> swinEnds;        // swin_embedding, patch_merging, swin_head
+  // bf16-mixed (cuda_half.hpp): x(l) is bfloat16; a bfloat16 layer reading a float32 input casts it.
+  bool half = false;
+  bool castsInput = false;
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -86,6 +89,16 @@ Status forwardLayer(const LayerState& layer, std::size_t l, ForwardMode mode, st
                     const LayerContext& context, const ForwardBuffers& p);
 Status backwardLayer(const LayerState& layer, std::size_t l, std::uint64_t seed, const LayerContext& context,
                      const BackwardBuffers& p);
+
+// bf16-mixed's layers that run on the GPU (cuda_half_run.cpp): linear, dropout and the
+// activations in bfloat16; their workspaces (a linear's copies in a discard-mode forward, its
+// bfloat16 weight gradient and a cast input's bfloat16 d(input) in the backward).
+bool runsHalf(LayerKind kind);
+std::uint64_t halfForwardWorkspaceBytes(const LayerState& layer);
+std::uint64_t halfBackwardWorkspaceBytes(const LayerState& layer, bool hasInputGradient);
+Status forwardHalfLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,
+                        const LayerContext& context, const ForwardBuffers& p);
+Status backwardHalfLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
 
 }  // namespace remat::gpu
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
@@ -259,6 +260,51 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
   }
 }
 
+// bf16-mixed (cuda_half.hpp): the whole chain's dtypes, from the model's cast policy, and bytes are
+// checked against its numbers when its first real layer is prepared, so a mismatch anywhere names
+// its layer. The chain runs when every bfloat16 layer has bfloat16 kernels (runsHalf) and no
+// float32 layer reads a bfloat16 input; otherwise it is refused there, before anything is
+// allocated, naming the first layer that cannot run.
+Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
+  auto modes = checkHalfChain(chain);
+  if (!modes) return modes.status();
+  for (std::size_t i = 1; i <= chain.size(); ++i) {
+    const ChainLayer& layer = chain.layers[i - 1];
+    const HalfMode& mode = (*modes)[i];
+    if (layer.kind == LayerKind::Abstract || (!mode.castsFromHalf && (!mode.half || runsHalf(layer.kind)))) continue;
+    const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
+    return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
+                      layerLabel(chain, i) +
+                      " has no bfloat16 kernels on the GPU yet (linear, dropout and the activations run; conv2d, "
+                      "batch norm, the pools, layer norm's float32 cast and residual blocks are checked only); plan "
+                      "and simulate it, run it with --device cpu, or run it as fp32");
+  }
+  return Status::ok();
+}
+
+// A layer that runs in bfloat16 (runsHalf): its kernels' E and parameters checked as the float32
+// path's, with autocast's copies (autocastCastsOf), and its workspaces.
+Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& prev, const HalfMode& mode,
+                        const LayerChecks& check, LayerState& state) {
+  const ChainLayer& layer = chain.layers[l - 1];
+  const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+  REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount), 2));
+  state.real = true;
+  state.half = true;
+  state.castsInput = mode.castsInput;
+  state.inShape = layer.inputShape;
+  state.outShape = layer.outputShape;
+  state.inCount = static_cast<Index>(elementCount(layer.inputShape));
+  state.outCount = static_cast<Index>(elementCount(layer.outputShape));
+  auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
+  if (!params) return params.status();
+  if (layer.kind == LayerKind::Linear) REMAT_RETURN_IF_ERROR(prepareLinear(layer, check, *params, state));
+  if (layer.kind == LayerKind::Dropout) state.dropoutP = spec.dropoutP;
+  state.requiredFwdWorkspace = halfForwardWorkspaceBytes(state);
+  state.requiredBwdWorkspace = halfBackwardWorkspaceBytes(state, l > 1);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& context, const CudaDeviceOptions& options,
@@ -278,8 +324,20 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
     layers.push_back(std::move(state));
     return Status::ok();
   }
-  const LayerChecks check{std::string(kGpuDeviceName), state.label};
   const LayerState& prev = layers[l - 1];
+  const bool mixed = isMixedPrecision(chain.step.precision);
+  const LayerChecks check{std::string(kGpuDeviceName), state.label, mixed};
+  if (mixed) {
+    const bool firstReal = std::none_of(layers.begin() + 1, layers.end(), [](const LayerState& s) { return s.real; });
+    if (firstReal) REMAT_RETURN_IF_ERROR(checkHalfChainRuns(chain, l));
+    auto mode = halfModeOf(chain, layer, prev.half, check);
+    if (!mode) return mode.status();
+    if (mode->half) {
+      REMAT_RETURN_IF_ERROR(prepareHalfLayer(chain, l, prev, *mode, check, state));
+      layers.push_back(std::move(state));
+      return Status::ok();
+    }
+  }
   REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount)));
   const std::uint64_t inCount = elementCount(layer.inputShape);
   state.real = true;

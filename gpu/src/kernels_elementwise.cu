@@ -4,6 +4,7 @@
 // results are bitwise reproducible.
 #include "kernel_grid.cuh"
 #include "kernels.hpp"
+#include "pointwise.cuh"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -36,39 +37,6 @@ __global__ void relu6BackwardKernel(Index count, const float* x, const float* dy
     const float g = (x[i] > 0.0f && x[i] < 6.0f) ? dy[i] : 0.0f;
     dx[i] = accumulate ? dx[i] + g : g;
   }
-}
-
-// PyTorch's formulas (aten/src/ATen/native/cuda/Activation*.cu), in float.
-__device__ float pointwiseValue(Pointwise fn, float x) {
-  switch (fn) {
-    case Pointwise::Sigmoid: return 1.0f / (1.0f + expf(-x));
-    case Pointwise::Tanh: return tanhf(x);
-    case Pointwise::Silu: return x / (1.0f + expf(-x));
-    case Pointwise::HardSwish: return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
-    case Pointwise::HardSigmoid: return fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
-    case Pointwise::Gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  }
-  return 0.0f;
-}
-
-// d f / d x at the saved tensor s (y for sigmoid and tanh, x for the others).
-__device__ float pointwiseSlope(Pointwise fn, float s) {
-  switch (fn) {
-    case Pointwise::Sigmoid: return s * (1.0f - s);
-    case Pointwise::Tanh: return 1.0f - s * s;
-    case Pointwise::Silu: {
-      const float sig = 1.0f / (1.0f + expf(-s));
-      return sig * (1.0f + s * (1.0f - sig));
-    }
-    case Pointwise::HardSwish: return s < -3.0f ? 0.0f : (s <= 3.0f ? s / 3.0f + 0.5f : 1.0f);
-    case Pointwise::HardSigmoid: return (s > -3.0f && s < 3.0f) ? 1.0f / 6.0f : 0.0f;
-    case Pointwise::Gelu: {
-      const float cdf = 0.5f * (1.0f + erff(s * 0.70710678118654752f));
-      const float pdf = expf(-0.5f * s * s) * 0.39894228040143268f;
-      return cdf + s * pdf;
-    }
-  }
-  return 0.0f;
 }
 
 __global__ void pointwiseForwardKernel(Pointwise fn, Index count, const float* x, float* y) {

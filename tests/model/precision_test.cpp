@@ -145,6 +145,25 @@ TEST(Precision, AbstractChainsKeepTheirNumbers) {
 
 // ResNet-50 at batch 8, store-all, AdamW on backward: mixed halves most activations but keeps the
 // float32 static block and adds the copies, so its E lies between pure bf16's and fp32's.
+// The cast policy the backends run by (autocastComputeDType): autocast's lower-precision list in
+// the mixed precision's half dtype, layer norm in float32, the rest in its input's dtype; outside
+// the mixed precisions every layer keeps its input's dtype.
+TEST(Precision, AutocastComputeDTypeIsTheModelsCastPolicy) {
+  const auto bf16 = DType::BFloat16, f32 = DType::Float32, f16 = DType::Float16;
+  for (LayerKind kind : {LayerKind::Conv2d, LayerKind::Linear, LayerKind::BasicBlock, LayerKind::Bottleneck}) {
+    EXPECT_EQ(autocastComputeDType(kind, f32, Precision::Bf16Mixed), bf16) << kindName(kind);
+    EXPECT_EQ(autocastComputeDType(kind, bf16, Precision::Bf16Mixed), bf16) << kindName(kind);
+    EXPECT_EQ(autocastComputeDType(kind, f32, Precision::Fp16Mixed), f16) << kindName(kind);
+    EXPECT_EQ(autocastComputeDType(kind, f32, Precision::Fp32), f32) << kindName(kind);
+  }
+  EXPECT_EQ(autocastComputeDType(LayerKind::LayerNorm, bf16, Precision::Bf16Mixed), f32);
+  for (LayerKind kind : {LayerKind::Relu, LayerKind::BatchNorm, LayerKind::MaxPool, LayerKind::Dropout}) {
+    EXPECT_EQ(autocastComputeDType(kind, bf16, Precision::Bf16Mixed), bf16) << kindName(kind);
+    EXPECT_EQ(autocastComputeDType(kind, f32, Precision::Bf16Mixed), f32) << kindName(kind);
+  }
+  EXPECT_EQ(autocastComputeDType(LayerKind::Abstract, f32, Precision::Bf16Mixed), f32);
+}
+
 TEST(Precision, ResNet50StepUnderEachPrecision) {
   ZooOptions zoo;
   zoo.batch = 8;

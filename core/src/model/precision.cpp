@@ -130,6 +130,16 @@ Result<Chain> buildMixed(const ChainSpec& base, Precision precision) {
 
 }  // namespace
 
+DType autocastComputeDType(LayerKind kind, DType input, Precision precision) {
+  if (!isMixedPrecision(precision) || kind == LayerKind::Abstract) return input;
+  switch (castPolicy(kind)) {
+    case CastPolicy::LowerPrecision: return halfOf(precision);
+    case CastPolicy::Float32: return DType::Float32;
+    case CastPolicy::FollowInput: return input;
+  }
+  return input;
+}
+
 Precision precisionOfDType(DType dtype) {
   if (dtype == DType::BFloat16) return Precision::Bf16;
   if (dtype == DType::Float16) return Precision::Fp16;

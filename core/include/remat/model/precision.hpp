@@ -10,6 +10,14 @@
 
 namespace remat {
 
+// The dtype autocast runs a layer of `kind` in when its input has dtype `input` (memory-model.md
+// 11.7): under a mixed precision conv2d, linear and residual blocks run in the precision's half
+// dtype, layer norm in float32, every other kind in its input's dtype; otherwise `input`. The one
+// cast policy the model counts with; the backends run each layer in the dtype it says. (The
+// transformer kinds run several of autocast's lists inside one layer, section 12.10: their rule is
+// transformer_mixed.cpp's, not this.)
+DType autocastComputeDType(LayerKind kind, DType input, Precision precision);
+
 // What a chain file's dtype alone means: float32 -> fp32, bfloat16 -> bf16, float16 -> fp16.
 Precision precisionOfDType(DType dtype);
 
