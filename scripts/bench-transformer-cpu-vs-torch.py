@@ -13,6 +13,9 @@ printed before and after. Both report their parameter count (equal, or the scrip
 
   scripts/bench-transformer-cpu-vs-torch.py --remat build/release/app/cli/remat [--threads 1,2] [--steps 5]
 
+--before OTHER_REMAT adds a second binary's steps (an older build: "before" columns), run right
+before ours at each thread count, so a change is measured against its base and PyTorch in one run.
+
 With --model vit_b_16: zoo:vit_b_16 (batch 4, 224x224, 1,000 classes, dropout 0) against
 torchvision's vit_b_16() with the same cross-entropy step; both count 86,567,656 parameters. ViT's
 attention is nn.MultiheadAttention's math path in PyTorch 1.13; ours runs both rules.
@@ -130,12 +133,20 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--model", choices=["gpt_small", "vit_b_16"], default="gpt_small")
+    parser.add_argument("--before", help="another remat binary (the base of a change), run beside ours")
     args = parser.parse_args()
     print(f"# load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print("| threads | ours, math | ours, fused | PyTorch 1.13 (math) | PyTorch / ours (math) | PyTorch / ours (fused) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    before_head = "before, math | before, fused | " if args.before else ""
+    print(f"| threads | {before_head}ours, math | ours, fused | PyTorch 1.13 (math) | PyTorch / ours (math) | "
+          "PyTorch / ours (fused) |")
+    print("|---:|" + "---:|" * (7 if args.before else 5))
     with tempfile.TemporaryDirectory() as folder:
         for threads in [int(t) for t in args.threads.split(",")]:
+            before = ""
+            if args.before:
+                before_math = ours_ms(args.before, False, threads, args.steps, folder, args.model)
+                before_fused = ours_ms(args.before, True, threads, args.steps, folder, args.model)
+                before = f"{before_math:.1f} ms | {before_fused:.1f} ms | "
             math_ms = ours_ms(args.remat, False, threads, args.steps, folder, args.model)
             fused_ms = ours_ms(args.remat, True, threads, args.steps, folder, args.model)
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -149,7 +160,7 @@ def main():
                 (VOCAB + SEQ) * WIDTH + LAYERS * (12 * WIDTH * WIDTH + 13 * WIDTH) + 2 * WIDTH + VOCAB * WIDTH
             if params != expected:
                 sys.exit(f"PyTorch's model has {params} parameters, the chain {expected}")
-            print(f"| {threads} | {math_ms:.1f} ms | {fused_ms:.1f} ms | {torch_ms:.1f} ms | "
+            print(f"| {threads} | {before}{math_ms:.1f} ms | {fused_ms:.1f} ms | {torch_ms:.1f} ms | "
                   f"{torch_ms / math_ms:.2f} | {torch_ms / fused_ms:.2f} |", flush=True)
     print(f"# load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 

@@ -218,10 +218,22 @@ def rows_for(name, planners, args, folder):
             print(f"   remat holds {sim['ops'][seed - 1]['live_after_bytes'] / MIB:.2f} MiB after the forward pass, "
                   f"E at op {sim['peak_op_index']} ({sim['ops'][sim['peak_op_index']]['op']}"
                   f"({sim['ops'][sim['peak_op_index']]['layer']}))", flush=True)
+        check_token_input(name, case, plan)
         e = plan["dynamic_peak_bytes"]
         rows.append({"model": name, "shape": case.shape, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
                      "E_plain": plain["dynamic_peak_bytes"], "seconds": time.time() - started, **m})
     return rows
+
+
+def check_token_input(name, case, plan):
+    """Token ids are static, outside E, but counted: remat's x0 must be PyTorch's int64 ids, byte for
+    byte (memory-model.md 12.9; before, a(0) counted them at float32's 4 bytes, half of PyTorch's)."""
+    if case.x.is_floating_point():
+        return
+    ours, theirs = plan["static"]["input_bytes"], case.x.numel() * case.x.element_size()
+    if ours != theirs:
+        raise ValueError(f"{name}: remat counts x0 as {ours} bytes ({plan['static'].get('input_dtype')}), "
+                         f"PyTorch's ids are {theirs} ({case.x.dtype})")
 
 
 def print_table(rows, args):

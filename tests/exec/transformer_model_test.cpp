@@ -7,6 +7,7 @@
 // out-of-vocabulary id is refused by position.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "chain_driver.hpp"
@@ -132,6 +133,13 @@ json bertJson(std::int64_t batch, std::int64_t seq, bool fused, double p = 0.0) 
 }
 
 // One store-all step with the reference's parameters: every layer's gradients are PyTorch's.
+// x0 of a token chain: the int64 ids (PyTorch's torch.long), packed into the driver's float vector.
+std::vector<float> tokenX0(const std::vector<std::int64_t>& ids) {
+  std::vector<float> x0(ids.size() * sizeof(std::int64_t) / sizeof(float));
+  std::memcpy(x0.data(), ids.data(), ids.size() * sizeof(std::int64_t));
+  return x0;
+}
+
 void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vector<float>& x0) {
   testing::ChainDriver driver(chain);
   ASSERT_EQ(driver.error(), "");
@@ -155,9 +163,7 @@ void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vect
 
 void checkGptAgainstTorch(bool fused) {
   const json& ref = test::torchReference("transformer")["gpt"];
-  std::vector<float> ids;
-  for (int id : ref["ids"].get<std::vector<int>>()) ids.push_back(static_cast<float>(id));
-  checkModelAgainstTorch(gpt(2, 8, fused), ref, ids);
+  checkModelAgainstTorch(gpt(2, 8, fused), ref, tokenX0(ref["ids"].get<std::vector<std::int64_t>>()));
 }
 
 void checkVitAgainstTorch(bool fused) {
@@ -169,8 +175,7 @@ void checkVitAgainstTorch(bool fused) {
 
 void checkBertAgainstTorch(bool fused) {
   const json& ref = test::torchReference("transformer")["bert"];
-  std::vector<float> ids;
-  for (int id : ref["ids"].get<std::vector<int>>()) ids.push_back(static_cast<float>(id));
+  const std::vector<float> ids = tokenX0(ref["ids"].get<std::vector<std::int64_t>>());
   auto chain = parseChain(bertJson(2, 8, fused).dump(), "tiny-bert");
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
   checkModelAgainstTorch(*chain, ref, ids);
@@ -293,8 +298,9 @@ TEST(TinyGptRun, TiedHeadGradientIsTheEmbeddingsPlusTheHeads) {
   std::vector<std::vector<float>> tiedParams = params;
   tiedParams[3].resize(lnF);
   ASSERT_EQ(tied.layers[3].paramCount, lnF);
-  std::vector<float> ids;
-  for (int i = 0; i < 16; ++i) ids.push_back(static_cast<float>((i * 7) % 50));
+  std::vector<std::int64_t> tokens;
+  for (int i = 0; i < 16; ++i) tokens.push_back((i * 7) % 50);
+  const std::vector<float> ids = tokenX0(tokens);
   const std::vector<std::int32_t> labels(16, 3);
   testing::ChainDriver tiedDriver(tied), untiedDriver(untied);
   ASSERT_EQ(tiedDriver.error(), "");
@@ -382,13 +388,13 @@ TEST(TinyGptRun, AnOutOfVocabularyIdIsALocatedError) {
   ASSERT_EQ(driver.error(), "");
   std::vector<std::vector<float>> params;
   for (const ChainLayer& layer : chain.layers) params.emplace_back(layer.paramCount, 0.01f);
-  for (float bad : {50.0f, -1.0f, 2.5f}) {
-    std::vector<float> ids(16, 1.0f);
+  for (std::int64_t bad : {std::int64_t{50}, std::int64_t{-1}, std::int64_t{1} << 40}) {
+    std::vector<std::int64_t> ids(16, 1);
     ids[11] = bad;  // sample 1, position 3
     std::string failure;
-    EXPECT_TRUE(driver.step(ids, params, std::vector<std::int32_t>(16, 0), &failure).empty());
+    EXPECT_TRUE(driver.step(tokenX0(ids), params, std::vector<std::int32_t>(16, 0), &failure).empty());
     EXPECT_NE(failure.find("cpu: layer 1 ('wte+wpe', token_embedding): token id"), std::string::npos) << failure;
-    EXPECT_NE(failure.find("of sample 1, position 3 is not a whole number in [0, 50)"), std::string::npos) << failure;
+    EXPECT_NE(failure.find("of sample 1, position 3 is not in [0, 50)"), std::string::npos) << failure;
   }
 }
 

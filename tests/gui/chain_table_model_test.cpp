@@ -128,6 +128,18 @@ TEST_F(TableTest, ExtrasOfATransformerLayerNameTheirParts) {
   EXPECT_TRUE(tip.contains(QStringLiteral("norms: mean, rstd, ln_2's input"))) << tip.toStdString();
 }
 
+// A token model's input row is its int64 ids (PyTorch's torch.long), N·S·8 bytes, not the float
+// dtype of its activations; an image input stays float32 (memory-model.md 12.9).
+TEST_F(TableTest, TokenIdsShowAsInt64) {
+  EXPECT_EQ(cell(0, Col::Kind), QStringLiteral("float32"));
+  ZooOptions o;
+  o.batch = 2;
+  o.sequence = 32;
+  document_.resetChain(remat::testing::zooBuilt("gpt2", o), QString());
+  EXPECT_EQ(cell(0, Col::Kind), QStringLiteral("int64"));
+  EXPECT_EQ(cell(0, Col::OutputBytes, Qt::EditRole), QString::number(2 * 32 * 8));
+}
+
 TEST_F(TableTest, AbstractLayersEditTheirNumbersDirectly) {
   std::vector<LayerNumbers> layers(5);
   for (std::size_t i = 0; i < layers.size(); ++i) layers[i].outBytes = 1024 * (i + 1);

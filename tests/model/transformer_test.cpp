@@ -8,6 +8,7 @@
 #include "chain_helpers.hpp"
 #include "remat/memory/simulator.hpp"
 #include "remat/model/precision.hpp"
+#include "remat/model/token_input.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
 
@@ -195,6 +196,36 @@ TEST(TransformerEmbedding, BertsNumbersEqualTheRuleByHand) {
   EXPECT_EQ(bert.fwdWorkspaceBytes, tokens * d * 4 + seq * d * 4 + tokens * d * 4);
   EXPECT_EQ(bert.bwdWorkspaceBytes, 2 * tokens * d * 4);
   EXPECT_EQ(zooBuilt("gpt2", o).at(1).bwdWorkspaceBytes, 0u);
+}
+
+// Token ids are PyTorch's torch.long [N, S] (memory-model.md 12.9): x0 of a token chain is N·S·8
+// bytes whatever the chain's dtype, and shows as int64; an image or residual-stream input keeps its
+// dtype's size.
+TEST(TransformerEmbedding, TokenIdsAreInt64InTheStaticBlock) {
+  ZooOptions o;
+  o.batch = 3;
+  o.sequence = 40;
+  for (const char* name : {"gpt2", "bert_base"}) {
+    const Chain chain = zooBuilt(name, o);
+    EXPECT_TRUE(hasTokenIds(chain)) << name;
+    EXPECT_EQ(chain.inputBytes, 3u * 40u * 8u) << name;
+    EXPECT_EQ(staticBreakdown(chain).inputBytes, 3u * 40u * 8u) << name;
+    EXPECT_EQ(inputDTypeName(chain), "int64") << name;
+  }
+  auto half = zooChain("gpt2", o);
+  ASSERT_TRUE(half.isOk()) << half.status().message();
+  for (DType dtype : {DType::Float16, DType::BFloat16}) {
+    half->input.dtype = dtype;
+    auto built = buildChain(*half);
+    ASSERT_TRUE(built.isOk()) << built.status().message();
+    EXPECT_EQ(built->inputBytes, 3u * 40u * 8u);
+    EXPECT_EQ(inputDTypeName(*built), "int64");
+  }
+  auto block = buildChain(oneBlock(false));
+  ASSERT_TRUE(block.isOk()) << block.status().message();
+  EXPECT_FALSE(hasTokenIds(*block));
+  EXPECT_EQ(block->inputBytes, 2u * 8u * 16u * 4u);
+  EXPECT_EQ(inputDTypeName(*block), "float32");
 }
 
 // PyTorch's autograd holds the head's gradient of the tied table (V x d) from the head's backward

@@ -6,6 +6,7 @@
 #include "common/units.hpp"
 #include "remat/memory/liveness.hpp"
 #include "remat/memory/op_times.hpp"
+#include "remat/model/token_input.hpp"
 
 namespace remat::gui {
 namespace {
@@ -93,7 +94,9 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
 
 std::vector<charts::StaticPart> staticParts(const Chain& chain) {
   const StaticBreakdown parts = staticBreakdown(chain);
-  return {{QObject::tr("input"), parts.inputBytes, ui::PaletteRole::StaticInput},
+  // A token chain's x0 is int64 ids (memory-model.md 12.9): the band says so.
+  const QString input = hasTokenIds(chain) ? QObject::tr("input (int64 token ids)") : QObject::tr("input");
+  return {{input, parts.inputBytes, ui::PaletteRole::StaticInput},
           {QObject::tr("weights"), parts.weightBytes, ui::PaletteRole::Static},
           {QObject::tr("gradients"), parts.gradientBytes, ui::PaletteRole::StaticGradients},
           {QObject::tr("optimizer state"), parts.optimizerStateBytes, ui::PaletteRole::StaticOptimizer}};

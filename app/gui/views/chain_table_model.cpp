@@ -10,6 +10,7 @@
 #include "common/qt_text.hpp"
 #include "common/units.hpp"
 #include "document/plan_insight.hpp"
+#include "remat/model/token_input.hpp"
 
 namespace remat::gui {
 
@@ -127,7 +128,7 @@ QVariant ChainTableModel::data(const QModelIndex& index, int role) const {
   switch (column) {
     case Layer: return isInput ? QStringLiteral("x0") : layer ? QString::number(cache.chainLayer) : QStringLiteral("-");
     case Name: return isInput ? tr("input") : QString::fromStdString(spec->name);
-    case Kind: return isInput ? ui::toQString(dtypeName(chain.dtype)) : ui::toQString(kindName(spec->kind));
+    case Kind: return isInput ? ui::toQString(inputDTypeName(chain)) : ui::toQString(kindName(spec->kind));
     case Settings: return cache.settings;
     case OutputShape: return cache.outputShape;
     case OutputBytes: {

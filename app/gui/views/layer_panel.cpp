@@ -15,6 +15,7 @@
 #include "common/units.hpp"
 #include "document/chain_edits.hpp"
 #include "document/document.hpp"
+#include "remat/model/token_input.hpp"
 #include "views/chain_table_model.hpp"
 
 namespace remat::gui {
@@ -143,7 +144,7 @@ void LayerPanel::refreshSummary() {
   summary_->setText(tr("<b>%1</b> &middot; %2 layers &middot; input %3 %4 &middot; parameters %5")
                         .arg(QString::fromStdString(chain.name).toHtmlEscaped())
                         .arg(chain.size())
-                        .arg(input, ui::toQString(dtypeName(chain.dtype)), ui::formatBytes(chain.paramBytes())));
+                        .arg(input, ui::toQString(inputDTypeName(chain)), ui::formatBytes(chain.paramBytes())));
   updateButtons();
 }
 

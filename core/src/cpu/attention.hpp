@@ -3,8 +3,8 @@
 // in its two memory rules (docs/memory-model.md section 12.1), the head split and merge copies,
 // and GELU in its erf and tanh forms. Internal to core/src/cpu.
 //
-// Math attention materialises the [N, h, S, S] probabilities (softmax's result, what its backward
-// and PV's keep); the fused rule is flash attention: blocked over the sequence in tiles of
+// Math attention (dnnl_attention.hpp) materialises the [N, h, S, S] probabilities (softmax's
+// result, what its backward and PV's keep); the fused rule is flash attention: blocked over the sequence in tiles of
 // kAttentionTile queries x kAttentionTile keys with an online softmax, so no S x S matrix exists;
 // it saves only the output and the [N, h, S] float32 log-sum-exp, and its backward recomputes the
 // probabilities tile by tile from q, k and the log-sum-exp. Every output element is computed by
@@ -78,16 +78,8 @@ struct ScoreBias {
   Index windows = 1;
 };
 
-// Math: probs = softmax(q k^T / sqrt(dh) [+ bias] [+ causal mask]) ([N][h][S][S]), out = dropout(probs) v.
-// The mask's element (n, h, i, j) is drawn at index ((n*h + h)*S + i)*S + j, as the fused rule's.
-void mathAttentionForward(const AttentionGeometry& g, const float* q, const float* k, const float* v, float* probs,
-                          const AttentionDropout& drop, float* out, const ScoreBias& bias = {});
-// From the saved q, k, v copies, probabilities (and the mask and dropped probabilities): dq, dk, dv
-// written into the token rows dqkv [N*S][3d] (q | k | v); dProbs is an [N][h][S][S] scratch that
-// ends holding d(scores), the gradient of the softmax's input (and so of an additive bias).
-void mathAttentionBackward(const AttentionGeometry& g, const float* q, const float* k, const float* v,
-                           const float* probs, const AttentionDropout& drop, const float* dOut, float* dProbs,
-                           float* dqkv);
+// Math attention (probs = softmax(q k^T / sqrt(dh) [+ bias] [+ causal mask]), out = dropout(probs) v,
+// and its backward) is MathAttentionOp on oneDNN's primitives (dnnl_attention.hpp).
 
 // Fused (flash): q, k, v read from the token rows qkv [N*S][3d]; out [N][h][S][dh]; lse [N][h][S]
 // (of the probabilities before dropout). Dropout is drawn tile by tile and never stored.

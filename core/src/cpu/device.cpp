@@ -12,6 +12,7 @@
 #include "remat/base/units.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/device_calls.hpp"
+#include "remat/model/token_input.hpp"
 
 namespace remat::cpu {
 
@@ -106,7 +107,9 @@ Result<Conversion> conversionFor(const CpuDevice::Impl& d, TensorRole role, std:
     return Status::internal("cpu: " + std::string(what) + " for layer " + std::to_string(layer) +
                             " of no prepared chain");
   conversion.prepared = &d.layers[layer];
-  conversion.activation = role == TensorRole::Activation && conversion.prepared->real;
+  // A token chain's x0 is its int64 ids (token_input.hpp): copied as they are, not as float32.
+  const bool ids = layer == 0 && hasTokenIds(*d.chain);
+  conversion.activation = role == TensorRole::Activation && conversion.prepared->real && !ids;
   conversion.params = role == TensorRole::Parameters && !conversion.prepared->params.empty();
   return conversion;
 }

@@ -1,6 +1,7 @@
-// Attention, head copies and GELU on the CPU (attention.hpp). Plain loops: each (sample, head)
-// pair, or each (sample, head, query tile) in the flash forward, is one task of the OpenMP team,
-// and within a task every sum runs in one fixed order.
+// Flash attention, head copies and GELU on the CPU (attention.hpp; math attention runs on oneDNN's
+// primitives, dnnl_attention.cpp). Plain loops: each (sample, head) pair, or each (sample, head,
+// query tile) in the flash forward, is one task of the OpenMP team, and within a task every sum
+// runs in one fixed order.
 #include <omp.h>
 
 #include <algorithm>
@@ -78,99 +79,6 @@ void dropoutFlat(Index count, const DropoutDraw& draw, const float* x, float* y,
 void dropoutFlatBackward(Index count, const DropoutDraw& draw, const std::uint8_t* mask, const float* dy, float* dx) {
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) dx[i] = mask[i] ? dy[i] * draw.scale : 0.0f;
-}
-
-namespace {
-
-// The additive bias of score (n, h, i, j), 0 without one.
-float scoreBias(const ScoreBias& bias, const AttentionGeometry& g, Index nh, Index i, Index j) {
-  const Index S = g.seq;
-  float b = 0.0f;
-  if (bias.perHead != nullptr) b += bias.perHead[((nh % g.heads) * S + i) * S + j];
-  if (bias.perWindow != nullptr) b += bias.perWindow[(((nh / g.heads) % bias.windows) * S + i) * S + j];
-  return b;
-}
-
-// exp(z) for a score z below the row's maximum, 0 below e^-64: such a probability is below
-// float32's resolution of the row's sum (1 + ...) by 21 orders of magnitude, and the subnormal
-// numbers exp gives past -87 (Swin's shift mask, -100) cost the CPU ~100 cycles per operation in
-// every later product (the shifted blocks' forward ran 4 times slower).
-float probabilityNumerator(float z) { return z < -64.0f ? 0.0f : std::exp(z); }
-
-}  // namespace
-
-void mathAttentionForward(const AttentionGeometry& g, const float* q, const float* k, const float* v, float* probs,
-                          const AttentionDropout& drop, float* out, const ScoreBias& bias) {
-  const bool biased = bias.perHead != nullptr || bias.perWindow != nullptr;
-  const Index S = g.seq, dh = g.headDim;
-  const float scale = scaleOf(g);
-#pragma omp parallel for schedule(static)
-  for (Index nh = 0; nh < g.batch * g.heads; ++nh) {
-    const float *qh = q + nh * S * dh, *kh = k + nh * S * dh, *vh = v + nh * S * dh;
-    for (Index i = 0; i < S; ++i) {
-      float* p = probs + (nh * S + i) * S;
-      float top = kNegInf;
-      for (Index j = 0; j < S; ++j) {
-        p[j] = j < keyEnd(g, i) ? scale * dot(qh + i * dh, kh + j * dh, dh) : kNegInf;
-        if (biased) p[j] += scoreBias(bias, g, nh, i, j);
-        top = std::max(top, p[j]);
-      }
-      float sum = 0.0f;
-      for (Index j = 0; j < S; ++j) sum += p[j] = probabilityNumerator(p[j] - top);
-      float* o = out + (nh * S + i) * dh;
-      std::fill_n(o, dh, 0.0f);
-      const std::uint64_t row = static_cast<std::uint64_t>((nh * S + i) * S);
-      for (Index j = 0; j < S; ++j) {
-        p[j] /= sum;
-        if (!drop.draw.active()) {
-          axpy(p[j], vh + j * dh, o, dh);
-          continue;
-        }
-        const bool keep = drop.draw.keep(row + static_cast<std::uint64_t>(j));
-        drop.mask[row + j] = keep ? 1 : 0;
-        drop.dropped[row + j] = keep ? p[j] * drop.draw.scale : 0.0f;
-        axpy(drop.dropped[row + j], vh + j * dh, o, dh);
-      }
-    }
-  }
-}
-
-void mathAttentionBackward(const AttentionGeometry& g, const float* q, const float* k, const float* v,
-                           const float* probs, const AttentionDropout& drop, const float* dOut, float* dProbs,
-                           float* dqkv) {
-  const Index S = g.seq, dh = g.headDim, stride = 3 * g.width();
-  const float scale = scaleOf(g);
-#pragma omp parallel for schedule(static)
-  for (Index nh = 0; nh < g.batch * g.heads; ++nh) {
-    const Index n = nh / g.heads, h = nh % g.heads;
-    const float *qh = q + nh * S * dh, *kh = k + nh * S * dh, *vh = v + nh * S * dh, *dO = dOut + nh * S * dh;
-    float* dq = dqkv + n * S * stride + h * dh;
-    float *dk = dq + g.width(), *dv = dq + 2 * g.width();
-    for (Index s = 0; s < S; ++s) {
-      std::fill_n(dq + s * stride, dh, 0.0f);
-      std::fill_n(dk + s * stride, dh, 0.0f);
-      std::fill_n(dv + s * stride, dh, 0.0f);
-    }
-    for (Index i = 0; i < S; ++i) {
-      const float* p = probs + (nh * S + i) * S;
-      float* dS = dProbs + (nh * S + i) * S;
-      float rowDot = 0.0f;
-      const Index row = (nh * S + i) * S;
-      for (Index j = 0; j < S; ++j) {
-        dS[j] = dot(dO + i * dh, vh + j * dh, dh);  // d(dropped P), then dP through the mask
-        if (drop.draw.active()) dS[j] = drop.mask[row + j] ? dS[j] * drop.draw.scale : 0.0f;
-        rowDot += dS[j] * p[j];
-        const float z = drop.draw.active() ? drop.dropped[row + j] : p[j];
-        axpy(z, dO + i * dh, dv + j * stride, dh);  // dV = Z^T dO, Z the (dropped) probabilities
-      }
-      for (Index j = 0; j < S; ++j) {
-        dS[j] = p[j] * (dS[j] - rowDot);   // softmax's backward: d(scores), kept for a bias's gradient
-        const float dRaw = dS[j] * scale;  // then the scale
-        axpy(dRaw, kh + j * dh, dq + i * stride, dh);
-        axpy(dRaw, qh + i * dh, dk + j * stride, dh);
-      }
-    }
-  }
 }
 
 namespace {

@@ -1,9 +1,9 @@
 // The token embedding on the CPU (docs/memory-model.md 12.2).
 //
-// token_embedding (GPT: wte[ids] + wpe[0..S)): x0 holds the ids as float32 values of integers (the
-// model counts a(0) at the chain dtype's 4 bytes, PyTorch's int64 ids at half that size); each is
-// checked to be a whole number inside the vocabulary before anything is written. E is the int64
-// position arange its backward keeps (8*S bytes); the forward writes both lookups into its
+// token_embedding (GPT: wte[ids] + wpe[0..S)): x0 holds the ids as int64, PyTorch's torch.long (the
+// model counts a(0) at 8 bytes per token, kTokenIdBytes); each is checked to lie inside the
+// vocabulary before anything is written. E is the int64 position arange its backward keeps (8*S
+// bytes); the forward writes both lookups into its
 // workspace, as PyTorch's two embedding calls do, and adds them into x(1). The backward writes the
 // dense table gradients (a scatter-add of d(x1) rows into wte's, the sum over the batch into wpe's),
 // columns split over the threads so every element is summed in token order. With dropout (p > 0) E
@@ -33,20 +33,22 @@ namespace {
 
 std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
 
-// The id at token t, or -1 when it is not a whole number in [0, vocab).
-Index tokenId(const float* ids, Index t, Index vocab) {
-  const float v = ids[t];
-  if (!(v >= 0.0f && v < static_cast<float>(vocab)) || v != std::floor(v)) return -1;
-  return static_cast<Index>(v);
+// The id at token t, or -1 when it is not in [0, vocab).
+Index tokenId(const std::int64_t* ids, Index t, Index vocab) {
+  const std::int64_t v = ids[t];
+  return v >= 0 && v < vocab ? static_cast<Index>(v) : -1;
 }
 
-Status checkIds(const PreparedLayer& prepared, const float* ids) {
+// x0 as the int64 ids it holds (the buffers' pointers are typed float for every other kind).
+const std::int64_t* tokenIds(const float* x) { return reinterpret_cast<const std::int64_t*>(x); }
+
+Status checkIds(const PreparedLayer& prepared, const std::int64_t* ids) {
   const TransformerEnds& e = prepared.ends;
   for (Index t = 0; t < e.tokens; ++t)
     if (tokenId(ids, t, e.vocab) < 0)
       return Status::invalid("cpu: " + prepared.label + ": token id " + std::to_string(ids[t]) + " of sample " +
-                             std::to_string(t / e.seq) + ", position " + std::to_string(t % e.seq) +
-                             " is not a whole number in [0, " + std::to_string(e.vocab) + ") (the vocabulary)");
+                             std::to_string(t / e.seq) + ", position " + std::to_string(t % e.seq) + " is not in [0, " +
+                             std::to_string(e.vocab) + ") (the vocabulary)");
   return Status::ok();
 }
 
@@ -100,7 +102,7 @@ Status layOutWorkspaces(const DnnlContext& context, const LayerSpec& spec, Prepa
 // Adds each token's gradient row (gradAt(t * d + c)) into the rows its ids picked: wte's, wpe's and,
 // with a type table, tte's. Each thread owns a run of columns and adds the tokens in order.
 template <typename Grad>
-void scatterIntoTables(const TransformerEnds& e, const float* ids, const std::int64_t* arange,
+void scatterIntoTables(const TransformerEnds& e, const std::int64_t* ids, const std::int64_t* arange,
                        const std::int64_t* typeIds, float* grads, Grad gradAt) {
   const Index d = e.width;
 #pragma omp parallel for schedule(static)
@@ -115,7 +117,8 @@ void scatterIntoTables(const TransformerEnds& e, const float* ids, const std::in
 
 // The lookups into the workspace, summed into `sum` as BertEmbeddings adds them: (tokens + types) +
 // positions (GPT's: tokens + positions).
-void lookUpAndAdd(const TransformerEnds& e, const float* ids, const float* params, std::byte* workspace, float* sum) {
+void lookUpAndAdd(const TransformerEnds& e, const std::int64_t* ids, const float* params, std::byte* workspace,
+                  float* sum) {
   const Index d = e.width;
   auto* tokens = reinterpret_cast<float*>(workspace);
   float* positions = tokens + e.tokens * d;
@@ -168,7 +171,7 @@ Status prepareTokenEmbedding(const DnnlContext& context, const ChainLayer& layer
 Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                              std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const TransformerEnds& e = prepared.ends;
-  REMAT_RETURN_IF_ERROR(checkIds(prepared, b.x));
+  REMAT_RETURN_IF_ERROR(checkIds(prepared, tokenIds(b.x)));
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": no forward workspace or E");
@@ -177,7 +180,7 @@ Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& pr
   float* sum = norm == nullptr ? b.y
                : keep          ? reinterpret_cast<float*>(b.extra + e.normInputAt)
                                : reinterpret_cast<float*>(b.workspace);
-  lookUpAndAdd(e, b.x, b.params, b.workspace, sum);
+  lookUpAndAdd(e, tokenIds(b.x), b.params, b.workspace, sum);
   if (keep) {  // the position ids, int64, as PyTorch's arange; BERT's type ids, its buffer of zeros
     auto* arange = reinterpret_cast<std::int64_t*>(b.extra);
     for (Index s = 0; s < e.seq; ++s) arange[s] = s;
@@ -205,7 +208,7 @@ Status backwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& p
   const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra + e.maskAt);  // p > 0 only
   const DropoutDraw drop(0, prepared.dropoutP);
   if (norm == nullptr) {
-    scatterIntoTables(e, b.x, arange, typeIds, b.paramGrads,
+    scatterIntoTables(e, tokenIds(b.x), arange, typeIds, b.paramGrads,
                       [&](Index i) { return !drop.active() ? b.dy[i] : (mask[i] ? b.dy[i] * drop.scale : 0.0f); });
     return Status::ok();
   }
@@ -217,7 +220,7 @@ Status backwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& p
                                        drop.active() ? dNorm : b.dy, b.params + e.normParams,
                                        reinterpret_cast<const float*>(b.extra + e.statsAt), dSum,
                                        b.paramGrads + e.normParams, b.workspace + e.bScratchAt));
-  scatterIntoTables(e, b.x, arange, typeIds, b.paramGrads, [&](Index i) { return dSum[i]; });
+  scatterIntoTables(e, tokenIds(b.x), arange, typeIds, b.paramGrads, [&](Index i) { return dSum[i]; });
   return Status::ok();
 }
 

@@ -19,6 +19,7 @@
 
 #include "attention.hpp"
 #include "device_impl.hpp"
+#include "dnnl_attention.hpp"
 #include "window.hpp"
 
 namespace remat::cpu {
@@ -31,6 +32,7 @@ struct SwinBlockPrep {
   bool single = false;  // N*nW = 1
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
+  MathAttentionOp attention;
   Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, windowed = 0, q = 0, k = 0, v = 0, qkvOut = 0, merged = 0, probs = 0;
@@ -103,7 +105,7 @@ std::uint64_t maxScratch(const SwinBlockPrep& t, bool forward) {
     m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
   for (const LayerNormOp* op : {&t.ln1, &t.ln2})
     m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  return m;
+  return std::max(m, t.attention.scratchBytes());
 }
 
 // The workspaces' regions; sets the layer's required wf (E + the keep-mode scratch) and wb.
@@ -152,7 +154,11 @@ Status createOps(const DnnlContext& context, SwinBlockPrep& t, float epsilon, bo
   REMAT_RETURN_IF_ERROR(linear(t.proj, Tp, C, C, "proj"));
   REMAT_RETURN_IF_ERROR(norm(t.ln2, InputGrad::Write, "norm2"));
   REMAT_RETURN_IF_ERROR(linear(t.fc1, T, C, H, "fc1"));
-  return linear(t.fc2, T, H, C, "fc2");
+  REMAT_RETURN_IF_ERROR(linear(t.fc2, T, H, C, "fc2"));
+  auto attention = MathAttentionOp::create(context, t.g, label);
+  if (!attention) return attention.status();
+  t.attention = std::move(attention).value();
+  return Status::ok();
 }
 
 }  // namespace
@@ -230,7 +236,7 @@ Status attentionForward(const DnnlContext& context, const Tensors& s, const floa
     shiftMask(t.w, s.work(t.fMask));
     bias.perWindow = s.work(t.fMask);
   }
-  mathAttentionForward(t.g, s.at(t.q), k, v, s.at(t.probs), {}, s.work(t.fAttn), bias);
+  REMAT_RETURN_IF_ERROR(t.attention.forward(context, s.at(t.q), k, v, s.at(t.probs), {}, s.work(t.fAttn), bias, dnnl));
   headsToRows(t.g, s.work(t.fAttn), s.at(t.merged), C, 0);
   return t.proj.forward(context, s.at(t.merged), params + t.projW, params + t.projB, s.work(t.fProj), dnnl);
 }
@@ -290,7 +296,8 @@ Status attentionBackward(const DnnlContext& context, const BackwardTensors& s, c
   rowsToHeads(t.g, rowsB, C, 0, s.work(t.bHeads));
   const float *k = s.at(t.k), *v = s.at(t.v);
   keysAndValues(t, s.at(t.qkvOut), s.work(t.bKv), k, v);
-  mathAttentionBackward(t.g, s.at(t.q), k, v, s.at(t.probs), {}, s.work(t.bHeads), s.work(t.bSquare), wide);
+  REMAT_RETURN_IF_ERROR(t.attention.backward(context, s.at(t.q), k, v, s.at(t.probs), {}, s.work(t.bHeads),
+                                             s.work(t.bSquare), wide, s.dnnl()));
   relativeBiasBackward(t.w.side, t.g.heads, t.g.batch, s.work(t.bSquare), g + t.table);
   REMAT_RETURN_IF_ERROR(
       t.qkv.backward(context, s.at(t.windowed), wide, p + t.qkvW, rowsA, g + t.qkvW, g + t.qkvB, s.dnnl()));

@@ -18,6 +18,7 @@
 
 #include "attention.hpp"
 #include "device_impl.hpp"
+#include "dnnl_attention.hpp"
 
 namespace remat::cpu {
 
@@ -28,6 +29,7 @@ struct TransformerBlockPrep {
   double dropoutP = 0.0;
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
+  MathAttentionOp attention;  // math only
   // parameter offsets (floats)
   Index ln1P = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // the saved tensors' offsets in E (bytes), and E's size
@@ -107,7 +109,7 @@ std::uint64_t maxScratch(const TransformerBlockPrep& t, bool forward) {
     m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
   for (const LayerNormOp* op : {&t.ln1, &t.ln2})
     m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  return m;
+  return t.fused ? m : std::max(m, t.attention.scratchBytes());
 }
 
 // The workspaces' regions; sets the layer's required wf (E + the keep-mode scratch) and wb.
@@ -159,7 +161,12 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
   REMAT_RETURN_IF_ERROR(linear(t.proj, d, d, "out projection"));
   REMAT_RETURN_IF_ERROR(norm(t.ln2, InputGrad::Write, "ln_2"));
   REMAT_RETURN_IF_ERROR(linear(t.fc1, d, H, "fc1"));
-  return linear(t.fc2, H, d, "fc2");
+  REMAT_RETURN_IF_ERROR(linear(t.fc2, H, d, "fc2"));
+  if (t.fused) return Status::ok();
+  auto attention = MathAttentionOp::create(context, t.g, label);
+  if (!attention) return attention.status();
+  t.attention = std::move(attention).value();
+  return Status::ok();
 }
 
 }  // namespace
@@ -239,7 +246,8 @@ Status attentionForward(const TransformerBlockPrep& t, const ForwardTensors& s, 
     rowsToHeads(t.g, qkv, 3 * d, d, s.at(t.k));
     rowsToHeads(t.g, qkv, 3 * d, 2 * d, s.at(t.v));
     attn = s.work(t.fAttn);
-    mathAttentionForward(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), mathDropout(t, s.drop, s.saved), attn);
+    REMAT_RETURN_IF_ERROR(t.attention.forward(context, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs),
+                                              mathDropout(t, s.drop, s.saved), attn, {}, s.scratch + t.fDnnl));
   }
   headsToRows(t.g, attn, s.at(t.merged), d, 0);
   return Status::ok();
@@ -267,18 +275,18 @@ Status postNormForward(const DnnlContext& context, const TransformerBlockPrep& t
 }
 
 // The attention's backward from d(merged heads) in `rows`: d(qkv) into the wide region.
-void attentionBackward(const TransformerBlockPrep& t, const DropoutDraw& drop, const std::byte* saved,
-                       std::byte* workspace, float* rows) {
+Status attentionBackward(const DnnlContext& context, const TransformerBlockPrep& t, const DropoutDraw& drop,
+                         const std::byte* saved, std::byte* workspace, float* rows) {
   auto at = [saved](std::uint64_t offset) { return reinterpret_cast<const float*>(saved + offset); };
   auto work = [workspace](std::uint64_t offset) { return reinterpret_cast<float*>(workspace + offset); };
   float *wide = work(t.bWide), *heads = work(t.bHeads);
   rowsToHeads(t.g, rows, t.width, 0, heads);
-  if (t.fused)
-    flashAttentionBackward(t.g, drop.site(3), at(t.qkvOut), at(t.attnOut), at(t.lse), heads, wide, work(t.bSquare),
-                           work(t.bThread));
-  else
-    mathAttentionBackward(t.g, at(t.q), at(t.k), at(t.v), at(t.probs), mathDropout(t, drop, saved), heads,
-                          work(t.bSquare), wide);
+  if (!t.fused)
+    return t.attention.backward(context, at(t.q), at(t.k), at(t.v), at(t.probs), mathDropout(t, drop, saved), heads,
+                                work(t.bSquare), wide, workspace + t.bDnnl);
+  flashAttentionBackward(t.g, drop.site(3), at(t.qkvOut), at(t.attnOut), at(t.lse), heads, wide, work(t.bSquare),
+                         work(t.bThread));
+  return Status::ok();
 }
 
 Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& t, const DropoutDraw& drop,
@@ -300,7 +308,7 @@ Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& 
   const float* dProj = residualDropoutBackward(t, drop, b.extra, 1, residual, work(t.bHeads));
   REMAT_RETURN_IF_ERROR(
       t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
-  attentionBackward(t, drop, b.extra, b.workspace, rows);
+  REMAT_RETURN_IF_ERROR(attentionBackward(context, t, drop, b.extra, b.workspace, rows));
   REMAT_RETURN_IF_ERROR(t.qkv.backward(context, b.x, wide, p + t.qkvW, b.dx, g + t.qkvW, g + t.qkvB, dnnl));
   if (b.dx != nullptr) add(T * d, b.dx, residual, b.dx);  // d(s1) reaches x(l-1) through the residual too
   return Status::ok();
@@ -359,7 +367,7 @@ Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer&
   const float* dProj = residualDropoutBackward(t, drop, saved, 1, dh1, work(t.bHeads));
   REMAT_RETURN_IF_ERROR(
       t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
-  attentionBackward(t, drop, b.extra, b.workspace, rows);
+  REMAT_RETURN_IF_ERROR(attentionBackward(context, t, drop, b.extra, b.workspace, rows));
   const float* ln1Out = at(t.ln1Out);
   REMAT_RETURN_IF_ERROR(t.qkv.backward(context, ln1Out, wide, p + t.qkvW, rows, g + t.qkvW, g + t.qkvB, dnnl));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's

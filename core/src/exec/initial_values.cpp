@@ -7,6 +7,7 @@
 #include "remat/exec/counter_rng.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/model/block.hpp"
+#include "remat/model/token_input.hpp"
 
 namespace remat {
 namespace {
@@ -232,14 +233,14 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
 std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed) {
   std::vector<std::byte> bytes(chain.inputBytes);
   const std::uint64_t key = rng::streamKey(seed, rng::Purpose::Input, 0);
-  const bool tokenIds = chain.size() > 0 && chain.layers[0].kind == LayerKind::TokenEmbedding &&
-                        chain.dtype == DType::Float32 && chain.layers[0].specIndex < chain.spec.layers.size();
-  if (tokenIds) {  // whole numbers in [0, vocab), as float32 (the model's a(0))
+  const bool tokenIds = hasTokenIds(chain) && chain.size() > 0 && chain.layers[0].kind == LayerKind::TokenEmbedding &&
+                        chain.layers[0].specIndex < chain.spec.layers.size();
+  if (tokenIds) {  // int64 ids in [0, vocab), PyTorch's torch.long (the model's a(0): kTokenIdBytes each)
     const auto vocab =
         static_cast<std::uint64_t>(std::max<std::int64_t>(1, chain.spec.layers[chain.layers[0].specIndex].vocab));
-    for (std::size_t i = 0; i < bytes.size() / 4; ++i) {
-      const auto id = static_cast<float>(rng::at(key, i) % vocab);
-      std::memcpy(bytes.data() + 4 * i, &id, 4);
+    for (std::size_t i = 0; i < bytes.size() / kTokenIdBytes; ++i) {
+      const auto id = static_cast<std::int64_t>(rng::at(key, i) % vocab);
+      std::memcpy(bytes.data() + kTokenIdBytes * i, &id, kTokenIdBytes);
     }
   } else if (!chain.inputShape.empty() && chain.dtype == DType::Float32)
     fillUniform(bytes.data(), bytes.size() / 4, 1.0f, key);

@@ -7,6 +7,7 @@
 #include "remat/base/text.hpp"
 #include "remat/model/operators.hpp"
 #include "remat/model/precision.hpp"
+#include "remat/model/token_input.hpp"
 
 namespace remat {
 namespace {
@@ -36,6 +37,16 @@ Result<DType> parseDType(std::string_view name) {
 }
 
 std::uint64_t dtypeBytes(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
+
+bool hasTokenIds(const ChainSpec& spec) {
+  return !spec.layers.empty() && spec.layers.front().kind == LayerKind::TokenEmbedding;
+}
+
+bool hasTokenIds(const Chain& chain) { return hasTokenIds(chain.spec); }
+
+std::string_view inputDTypeName(const Chain& chain) {
+  return hasTokenIds(chain) ? std::string_view("int64") : dtypeName(chain.dtype);
+}
 
 // Names, the kinds' order and their families come from the operator table (operators.cpp).
 std::string_view kindName(LayerKind kind) { return operatorInfo(kind).name; }
@@ -110,16 +121,16 @@ Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::v
 
 namespace {
 
-// From the shape when there is one (every dimension positive, the bytes within 64 bits), else as
-// stated.
-Result<std::uint64_t> inputBytesOf(const InputSpec& input) {
+// From the shape when there is one (every dimension positive, the bytes within 64 bits) at
+// `elementBytes` each, else as stated.
+Result<std::uint64_t> inputBytesOf(const InputSpec& input, std::uint64_t elementBytes) {
   if (input.shape.empty()) return input.bytes;
   for (std::size_t i = 0; i < input.shape.size(); ++i) {
     if (input.shape[i] <= 0 || input.shape[i] > kMaxIntegerField)
       return Status::invalid("input.shape[" + std::to_string(i) + "] is " + std::to_string(input.shape[i]) +
                              ", must be in 1.." + std::to_string(kMaxIntegerField));
   }
-  std::uint64_t bytes = dtypeBytes(input.dtype);
+  std::uint64_t bytes = elementBytes;
   for (auto d : input.shape) {
     if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
       return Status::invalid("input.shape " + shapeToString(input.shape) + " overflows 64-bit bytes");
@@ -176,7 +187,7 @@ ChainBuilder::ChainBuilder(const ChainSpec& spec) : spec_(spec) {
 
 Status ChainBuilder::start() {
   if (spec_.layers.empty()) return Status::invalid("has no layers");
-  auto inputBytes = inputBytesOf(spec_.input);
+  auto inputBytes = inputBytesOf(spec_.input, hasTokenIds(spec_) ? kTokenIdBytes : dtypeBytes(spec_.input.dtype));
   if (!inputBytes) return inputBytes.status();
   chain_.inputBytes = *inputBytes;
   current_ = spec_.input.shape;

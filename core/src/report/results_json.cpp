@@ -4,6 +4,7 @@
 
 #include "export_common.hpp"
 #include "remat/model/precision.hpp"
+#include "remat/model/token_input.hpp"
 
 namespace remat {
 namespace {
@@ -42,6 +43,7 @@ nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
   // The static block by part and the step that makes it (memory-model.md section 11).
   const StaticBreakdown parts = staticBreakdown(chain);
   j["static"] = {{"input_bytes", parts.inputBytes},
+                 {"input_dtype", std::string(inputDTypeName(chain))},  // int64 for token ids
                  {"weight_bytes", parts.weightBytes},
                  {"gradient_bytes", parts.gradientBytes},
                  {"optimizer_state_bytes", parts.optimizerStateBytes}};
