@@ -1,7 +1,7 @@
 // The transformer ends on the GPU (docs/memory-model.md 12.2, docs/gpu.md), op for op the CPU's.
 //
-// token_embedding: x0 holds the ids as float32 values of integers, checked on the host (copied
-// back) to be whole numbers in the vocabulary before anything is written. E: the int64 position
+// token_embedding: x0 holds the ids as int64 (PyTorch's torch.long, kTokenIdBytes each), checked on
+// the host (copied back) to lie in the vocabulary before anything is written. E: the int64 position
 // arange (8*S bytes); BERT's type ids (S int64 zeros), the LayerNorm's statistics [2T] and its
 // input (the sum, [T, d]); the dropout mask (p > 0). The forward writes both lookups into its
 // workspace (exactly the model's bytes for GPT's), BERT's type lookup after them; the backward
@@ -73,17 +73,21 @@ void layOutEmbedding(const LayerSpec& spec, EndsState& e, LayerState& state) {
   state.requiredBwdWorkspace = b + floats(e.tokens * e.width);
 }
 
-// The ids copied back and checked: whole numbers in [0, vocab).
-Status checkIds(const EndsState& e, const std::string& label, cudaStream_t stream, const float* ids) {
-  std::vector<float> host(static_cast<std::size_t>(e.tokens));
-  REMAT_CUDA_CHECK(cudaMemcpyAsync(host.data(), ids, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+// x0 as the int64 ids it holds (the buffers' pointers are typed float for every other kind).
+const std::int64_t* tokenIds(const float* x) { return reinterpret_cast<const std::int64_t*>(x); }
+
+// The ids copied back and checked: in [0, vocab).
+Status checkIds(const EndsState& e, const std::string& label, cudaStream_t stream, const std::int64_t* ids) {
+  std::vector<std::int64_t> host(static_cast<std::size_t>(e.tokens));
+  REMAT_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), ids, host.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost, stream));
   REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (Index t = 0; t < e.tokens; ++t) {
-    const float v = host[static_cast<std::size_t>(t)];
-    if (!(v >= 0.0f && v < static_cast<float>(e.vocab)) || v != std::floor(v))
+    const std::int64_t v = host[static_cast<std::size_t>(t)];
+    if (v < 0 || v >= e.vocab)
       return Status::invalid("gpu: " + label + ": token id " + std::to_string(v) + " of sample " +
-                             std::to_string(t / e.seq) + ", position " + std::to_string(t % e.seq) +
-                             " is not a whole number in [0, " + std::to_string(e.vocab) + ") (the vocabulary)");
+                             std::to_string(t / e.seq) + ", position " + std::to_string(t % e.seq) + " is not in [0, " +
+                             std::to_string(e.vocab) + ") (the vocabulary)");
   }
   return Status::ok();
 }
@@ -123,13 +127,14 @@ Status forwardTokenEmbedding(const LayerState& state, std::size_t l, ForwardMode
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("gpu: " + state.label + ": no forward workspace or E");
-  REMAT_RETURN_IF_ERROR(checkIds(e, state.label, c.stream, b.x));
+  REMAT_RETURN_IF_ERROR(checkIds(e, state.label, c.stream, tokenIds(b.x)));
   auto* tokens = reinterpret_cast<float*>(b.workspace);
   auto* positions = reinterpret_cast<float*>(b.workspace + e.positionsAt);
   float* types = e.embedding.typeTable > 0 ? reinterpret_cast<float*>(b.workspace + e.typesAt) : nullptr;
   // The sum is x(1) itself without a norm, else the norm's input: E's (keep) or the token lookup's place.
   float* sum = !e.norm ? b.y : keep ? reinterpret_cast<float*>(b.extra + e.normInputAt) : tokens;
-  REMAT_RETURN_IF_ERROR(kernels::embeddingLookUp(c.stream, e.embedding, b.x, b.params, tokens, positions, types, sum));
+  REMAT_RETURN_IF_ERROR(
+      kernels::embeddingLookUp(c.stream, e.embedding, tokenIds(b.x), b.params, tokens, positions, types, sum));
   if (keep) {  // the position ids, int64, as PyTorch's arange; BERT's type ids, its buffer of zeros
     REMAT_RETURN_IF_ERROR(kernels::writeArange(c.stream, e.seq, reinterpret_cast<std::int64_t*>(b.extra)));
     if (e.embedding.typeTable > 0)
@@ -153,7 +158,8 @@ Status backwardTokenEmbedding(const LayerState& state, const LayerContext& c, co
   const bool dropped = e.dropoutP > 0.0;
   const auto* mask = dropped ? reinterpret_cast<const std::uint8_t*>(b.extra + e.maskAt) : nullptr;
   const float scale = dropped && e.dropoutP < 1.0 ? static_cast<float>(1.0 / (1.0 - e.dropoutP)) : 0.0f;
-  if (!e.norm) return kernels::embeddingScatter(c.stream, e.embedding, b.x, arange, b.dy, mask, scale, b.paramGrads);
+  if (!e.norm)
+    return kernels::embeddingScatter(c.stream, e.embedding, tokenIds(b.x), arange, b.dy, mask, scale, b.paramGrads);
   auto* dNorm = reinterpret_cast<float*>(b.workspace + e.dNormAt);
   auto* dSum = reinterpret_cast<float*>(b.workspace + e.dSumAt);
   const Index count = e.tokens * e.width;
@@ -161,7 +167,7 @@ Status backwardTokenEmbedding(const LayerState& state, const LayerContext& c, co
   REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(
       c.stream, e.tokens, e.width, reinterpret_cast<const float*>(b.extra + e.normInputAt), dropped ? dNorm : b.dy,
       b.params + e.normParams, reinterpret_cast<const float*>(b.extra + e.statsAt), dSum, b.paramGrads + e.normParams));
-  return kernels::embeddingScatter(c.stream, e.embedding, b.x, arange, dSum, nullptr, 1.0f, b.paramGrads);
+  return kernels::embeddingScatter(c.stream, e.embedding, tokenIds(b.x), arange, dSum, nullptr, 1.0f, b.paramGrads);
 }
 
 Status prepareLmHead(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,

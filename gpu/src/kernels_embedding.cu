@@ -13,8 +13,8 @@ using grid::firstIndex;
 using grid::gridStride;
 using grid::kThreads;
 
-__global__ void lookUpKernel(EmbeddingShape e, const float* ids, const float* params, float* tokens, float* positions,
-                             float* types, float* sum) {
+__global__ void lookUpKernel(EmbeddingShape e, const std::int64_t* ids, const float* params, float* tokens,
+                             float* positions, float* types, float* sum) {
   const Index count = e.tokens * e.width;
   for (Index i = firstIndex(); i < count; i += gridStride()) {
     const Index t = i / e.width, c = i % e.width;
@@ -36,7 +36,7 @@ __global__ void arangeKernel(Index seq, std::int64_t* arange) {
 }
 
 // One thread per column, tokens in order (the CPU's order of sums).
-__global__ void scatterKernel(EmbeddingShape e, const float* ids, const std::int64_t* arange, const float* dy,
+__global__ void scatterKernel(EmbeddingShape e, const std::int64_t* ids, const std::int64_t* arange, const float* dy,
                               const std::uint8_t* mask, float scale, float* grads) {
   const Index d = e.width;
   for (Index c = firstIndex(); c < d; c += gridStride())
@@ -79,7 +79,7 @@ __global__ void nllKernel(Index tokens, Index vocab, const std::int32_t* labels,
 
 }  // namespace
 
-Status embeddingLookUp(cudaStream_t stream, const EmbeddingShape& e, const float* ids, const float* params,
+Status embeddingLookUp(cudaStream_t stream, const EmbeddingShape& e, const std::int64_t* ids, const float* params,
                        float* tokens, float* positions, float* types, float* sum) {
   const Index count = e.tokens * e.width;
   if (count == 0) return Status::ok();
@@ -95,8 +95,9 @@ Status writeArange(cudaStream_t stream, Index seq, std::int64_t* arange) {
   return Status::ok();
 }
 
-Status embeddingScatter(cudaStream_t stream, const EmbeddingShape& e, const float* ids, const std::int64_t* arange,
-                        const float* dy, const std::uint8_t* mask, float scale, float* grads) {
+Status embeddingScatter(cudaStream_t stream, const EmbeddingShape& e, const std::int64_t* ids,
+                        const std::int64_t* arange, const float* dy, const std::uint8_t* mask, float scale,
+                        float* grads) {
   if (e.width == 0) return Status::ok();
   scatterKernel<<<blocksFor(e.width), kThreads, 0, stream>>>(e, ids, arange, dy, mask, scale, grads);
   REMAT_CUDA_CHECK_LAUNCH("scatterKernel");

@@ -3,7 +3,7 @@
 // and run_heads.cpp: the token embedding's lookups and sum, its position arange, the scatter-add of
 // d(x1) into the tables (one thread per column, tokens summed in order: no atomics, bitwise
 // reproducible), the language-model head's row log-softmax and its backward, and the per-token
-// negative log-likelihood seed. The ids were checked on the host (whole numbers in [0, vocab)).
+// negative log-likelihood seed. The ids (int64, PyTorch's torch.long) were checked on the host to lie in [0, vocab).
 // Internal to gpu/.
 #include "kernels.hpp"
 
@@ -18,14 +18,15 @@ struct EmbeddingShape {
 
 // tokens[t] = wte[id_t], positions = wpe[0..S), types[t] = tte[0] (when not null), and
 // sum = (tokens + types) + positions[t % S].
-Status embeddingLookUp(cudaStream_t stream, const EmbeddingShape& e, const float* ids, const float* params,
+Status embeddingLookUp(cudaStream_t stream, const EmbeddingShape& e, const std::int64_t* ids, const float* params,
                        float* tokens, float* positions, float* types, float* sum);
 // The int64 position ids 0 .. seq-1, as PyTorch's arange.
 Status writeArange(cudaStream_t stream, Index seq, std::int64_t* arange);
 // grads[id_t] += g_t, grads[wpe + arange[t % S]] += g_t and, with a type table, grads[tte + 0] += g_t,
 // where g = dy, or mask ? dy * scale : 0 when mask is not null.
-Status embeddingScatter(cudaStream_t stream, const EmbeddingShape& e, const float* ids, const std::int64_t* arange,
-                        const float* dy, const std::uint8_t* mask, float scale, float* grads);
+Status embeddingScatter(cudaStream_t stream, const EmbeddingShape& e, const std::int64_t* ids,
+                        const std::int64_t* arange, const float* dy, const std::uint8_t* mask, float scale,
+                        float* grads);
 
 // y = log_softmax(logits) by rows; dx = dy - exp(y) * sum(dy).
 Status logSoftmaxRows(cudaStream_t stream, Index rows, Index width, const float* logits, float* y);
