@@ -39,9 +39,11 @@ std::optional<double> operand(const TransformerGraph& t, std::size_t i, const st
   return floatScalar(t, node.input(0) == data ? node.input(1) : node.input(0));
 }
 
-bool lastAxisKept(const onnx::NodeProto& reduce) {
-  const auto axes = intsAttribute(reduce, "axes");
-  return intAttribute(reduce, "keepdims", 1) == 1 && axes && axes->size() == 1 && (*axes)[0] == -1;
+// The axes attribute, or from opset 18 the constant input 1 (reduceAxes).
+bool lastAxisKept(const TransformerGraph& t, std::size_t reduce) {
+  const auto axes = reduceAxes(*t.graph, reduce, 0);
+  return intAttribute(nodeAt(t, reduce), "keepdims", 1) == 1 && axes && *axes && (*axes)->size() == 1 &&
+         (**axes)[0] == -1;
 }
 
 Status checkLayerNorm(const TransformerGraph& t, std::size_t mean, std::size_t sub) {
@@ -58,9 +60,8 @@ Status checkLayerNorm(const TransformerGraph& t, std::size_t mean, std::size_t s
   if (add != kNone) sqrt = soleReader(t, add, "Sqrt");
   const auto exponent = pow == kNone ? std::nullopt : operand(t, pow, nodeAt(t, sub).output(0));
   const auto epsilon = add == kNone ? std::nullopt : operand(t, add, nodeAt(t, variance).output(0));
-  const bool ok = sqrt != kNone && lastAxisKept(nodeAt(t, mean)) && lastAxisKept(nodeAt(t, variance)) && exponent &&
-                  *exponent == 2.0 && epsilon && *epsilon >= 0.0 && *epsilon < 1.0 &&
-                  !readersOf(t, nodeAt(t, sqrt).output(0)).empty() &&
+  const bool ok = sqrt != kNone && lastAxisKept(t, mean) && lastAxisKept(t, variance) && exponent && *exponent == 2.0 &&
+                  epsilon && *epsilon >= 0.0 && *epsilon < 1.0 && !readersOf(t, nodeAt(t, sqrt).output(0)).empty() &&
                   nodeAt(t, readersOf(t, nodeAt(t, sqrt).output(0)).front()).op_type() == "Div";
   return ok ? Status::ok() : t.graph->fail(mean, fail);
 }
