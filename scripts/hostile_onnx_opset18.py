@@ -58,7 +58,13 @@ def _initializer(m, name):
     return next((t for t in m.graph.initializer if t.name == name), None)
 
 
+def _opset(m):
+    return next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
 def reduce_axes(m, rng):
+    if _opset(m) < 18:  # the axes input is opset 18's
+        return None
     node = next((n for n in m.graph.node if n.op_type == "ReduceMean" and len(n.input) > 1), None)
     if node is None or _initializer(m, node.input[1]) is None:
         return None
@@ -91,6 +97,8 @@ def reduce_axes(m, rng):
 
 
 def split_outputs(m, rng):
+    if _opset(m) < 18:  # num_outputs is opset 18's
+        return None
     node = next((n for n in m.graph.node if n.op_type == "Split"), None)
     if node is None:
         return None

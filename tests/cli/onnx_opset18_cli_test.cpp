@@ -283,5 +283,26 @@ TEST_F(OnnxOpset18, GeluApproximateOtherThanNoneIsRefused) {
   expectRefused(gpt, "Gelu's approximate is 'sigmoid'; ONNX defines 'none' and 'tanh'", kTokens);
 }
 
+// Found by the campaign on the opset-18 GPT (and as old as the transformer path): a LayerNorm from
+// another axis than the last, which ONNX 1.12's inference does not refuse, is refused at the node.
+TEST_F(OnnxOpset18, TransformerLayerNormOverAnotherAxisIsRefused) {
+  for (const std::string file : {"gpt_small_op18.onnx", "gpt_small_op20.onnx"}) {
+    const std::string model = edited(kFolder + file, "ln.onnx", [](onnx::ModelProto& m) {
+      setAttribute(*nodeOf(m, "LayerNormalization"), "axis", [](onnx::AttributeProto& a) {
+        a.set_type(onnx::AttributeProto::INT);
+        a.set_i(-2);
+      });
+    });
+    expectRefused(model, "its axis is -2 of 3 (the input's rank)", kTokens);
+  }
+  const std::string last = edited(kFolder + "gpt_small_op18.onnx", "ln2.onnx", [](onnx::ModelProto& m) {
+    setAttribute(*nodeOf(m, "LayerNormalization"), "axis", [](onnx::AttributeProto& a) {
+      a.set_type(onnx::AttributeProto::INT);
+      a.set_i(2);  // the last axis of [N, S, d], counted from the front
+    });
+  });
+  expectSame(last, kData + "transformer/gpt_small_op17.onnx", kTokens);
+}
+
 }  // namespace
 }  // namespace remat

@@ -86,12 +86,26 @@ Status checkGelu(const TransformerGraph& t, std::size_t erf) {
   return ok ? Status::ok() : t.graph->fail(erf, fail);
 }
 
+// The kinds' LayerNorm normalises the last axis (nn.LayerNorm(d) on [N, S, d]); ONNX 1.12's inference
+// takes another axis whose Scale then does not fit, so the axis is checked here.
+Status checkLayerNormAxis(const TransformerGraph& t, std::size_t i) {
+  const onnx::NodeProto& node = nodeAt(t, i);
+  const Shape* shape = t.shapeOf(node.input(0));
+  if (shape == nullptr) return Status::ok();  // Swin's checks name an op without a shape
+  const auto rank = static_cast<std::int64_t>(shape->size());
+  const std::int64_t axis = intAttribute(node, "axis", -1);
+  if (axis == -1 || axis == rank - 1) return Status::ok();
+  return t.graph->fail(i, "its axis is " + std::to_string(axis) + " of " + std::to_string(rank) +
+                              " (the input's rank); a transformer's LayerNorm normalises the last axis only (-1)");
+}
+
 }  // namespace
 
 Status checkTransformerPatterns(const TransformerGraph& t) {
   for (std::size_t i : t.dataNodes) {
     const onnx::NodeProto& node = nodeAt(t, i);
     if (node.op_type() == "Erf") REMAT_RETURN_IF_ERROR(checkGelu(t, i));
+    if (node.op_type() == "LayerNormalization") REMAT_RETURN_IF_ERROR(checkLayerNormAxis(t, i));
     if (node.op_type() != "ReduceMean") continue;
     // The mean of a decomposed LayerNorm is read by the Sub of its input; the variance's ReduceMean
     // is checked as part of the first.
