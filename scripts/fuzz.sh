@@ -70,7 +70,7 @@ for planner in sqrt dp optimal; do
   "$remat" plan "$small" --planner "$planner" --json >"$seeds/plan_file/resnet18-$planner.json"
 done
 # torch exports (the activations' too: Sigmoid, Tanh, HardSigmoid, SiLU, HardSwish, GELU; LayerNorm's MLP), past finds
-cp tests/data/onnx/*.onnx tests/data/onnx/activations/*.onnx tests/data/onnx/layernorm/*.onnx tests/data/onnx/transformer/*.onnx tests/data/regressions/onnx/* "$seeds/onnx_importer/"
+cp tests/data/onnx/*.onnx tests/data/onnx/activations/*.onnx tests/data/onnx/layernorm/*.onnx tests/data/onnx/transformer/*.onnx tests/data/onnx/opset18/*.onnx tests/data/regressions/onnx/* "$seeds/onnx_importer/"
 rm -f "$seeds/onnx_importer/"swin_t_*.onnx  # swin_t's configuration (1.4 MB): the small Swins seed its path
 for kind in chain timeline snapshot plan cli; do
   case "$kind" in cli) target=cli_arguments ;; plan) target=plan_file ;; *) target="${kind}_reader" ;; esac

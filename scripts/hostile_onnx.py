@@ -23,6 +23,7 @@ import hostile_onnx_convnext
 import hostile_onnx_transformer
 import hostile_onnx_layernorm
 import hostile_onnx_nonsquare
+import hostile_onnx_opset18
 import hostile_onnx_pools
 import hostile_onnx_se
 import hostile_onnx_shuffle
@@ -77,6 +78,7 @@ def bases():
     models.update(hostile_onnx_layernorm.layernorm_bases())
     models.update(hostile_onnx_convnext.convnext_bases())
     models.update(hostile_onnx_transformer.transformer_bases())
+    models.update(hostile_onnx_opset18.opset18_bases())
     return models
 
 
@@ -370,7 +372,7 @@ FAMILIES = [empty_input, dangling_input, duplicate_name, many_outputs, initializ
     hostile_onnx_se.SE_FAMILIES + hostile_onnx_shuffle.SHUFFLE_FAMILIES + hostile_onnx_layernorm.LAYERNORM_FAMILIES + \
     hostile_onnx_convnext.CONVNEXT_FAMILIES + hostile_onnx_pools.POOL_FAMILIES + \
     hostile_onnx_nonsquare.NONSQUARE_FAMILIES + \
-    hostile_onnx_transformer.TRANSFORMER_FAMILIES
+    hostile_onnx_transformer.TRANSFORMER_FAMILIES + hostile_onnx_opset18.OPSET18_FAMILIES
 
 
 def mutate_onnx(models, rng, family=None):

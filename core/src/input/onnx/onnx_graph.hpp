@@ -190,6 +190,16 @@ Status checkWeightTypes(const Graph& graph, const std::map<std::string, std::int
 // domain with `everyNode` (a transformer's graph, whose ops ONNX's shape inference reads).
 Status runOnnxChecker(const Graph& graph, const onnx::ModelProto& model, bool everyNode = false);
 
+// Opsets 18 to 20 (onnx_opsets.cpp). A Reduce*'s axes: the attribute, or from opset 18 the constant
+// input 1 (not constant, an attribute at 18, or out of range for `rank` when it is not 0: an error at
+// the node); none when absent.
+Result<std::optional<std::vector<std::int64_t>>> reduceAxes(const Graph& graph, std::size_t node, std::size_t rank);
+// Split's num_outputs against its outputs, Gelu's approximate, Reduce*'s axes: errors at the node.
+Status checkNewOpsetNodes(const Graph& graph);
+// `model`, a copy of graph's, in the forms of the newest opset this build's ONNX knows, for its
+// shape inference (nothing to do at or below it).
+Status lowerForOnnxInference(const Graph& graph, onnx::ModelProto& model);
+
 // "'a', 'b', 'c' and 5 more": names quoted (quoteText), at most `shown` of them.
 std::string quotedList(const std::vector<std::string>& names, std::size_t shown = 3);
 

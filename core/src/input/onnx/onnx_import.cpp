@@ -87,7 +87,9 @@ Result<bool> readsChannelsLast(const Graph& g, std::size_t node) {
   // An Add of two activations would add an NHWC and an NCHW tensor as if both were NCHW.
   const bool biasAdd =
       op == "Add" && n.input_size() == 2 && !(g.isActivation(n.input(0)) && g.isActivation(n.input(1)));
-  if (op == "Transpose" || op == "LayerNormalization" || op == "MatMul" || biasAdd || op == "Div" || op == "ReduceMean")
+  // Gelu: GELU as one node (opset 20), elementwise like its Div-Erf pattern below 20.
+  if (op == "Transpose" || op == "LayerNormalization" || op == "MatMul" || biasAdd || op == "Div" ||
+      op == "ReduceMean" || op == "Gelu")
     return true;
   return channelsLastRefused(g, node);
 }

@@ -47,7 +47,8 @@ const std::set<std::string>& blockOps() {
                                             "Dropout",
                                             "Identity",
                                             "Erf",
-                                            "Tanh"};
+                                            "Tanh",
+                                            "Gelu"};
   return ops;
 }
 

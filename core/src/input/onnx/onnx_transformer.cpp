@@ -373,6 +373,8 @@ Result<std::vector<Piece>> readTransformerGraph(Graph& g, TransformerGraph& t, O
   t.input = *input;
   REMAT_RETURN_IF_ERROR(checkDataType(g, *findInput(g.proto(), t.input), t.tokens));
   onnx::ModelProto model = g.model();
+  REMAT_RETURN_IF_ERROR(checkNewOpsetNodes(g));
+  REMAT_RETURN_IF_ERROR(lowerForOnnxInference(g, model));  // opsets 18 to 20: ONNX 1.12 knows 17
   REMAT_RETURN_IF_ERROR(resolveSizes(g, g.options(), model, t, summary));
   REMAT_RETURN_IF_ERROR(inferShapes(g, model, t));
   markData(g, t);

@@ -39,9 +39,11 @@ std::optional<double> operand(const TransformerGraph& t, std::size_t i, const st
   return floatScalar(t, node.input(0) == data ? node.input(1) : node.input(0));
 }
 
-bool lastAxisKept(const onnx::NodeProto& reduce) {
-  const auto axes = intsAttribute(reduce, "axes");
-  return intAttribute(reduce, "keepdims", 1) == 1 && axes && axes->size() == 1 && (*axes)[0] == -1;
+// The axes attribute, or from opset 18 the constant input 1 (reduceAxes).
+bool lastAxisKept(const TransformerGraph& t, std::size_t reduce) {
+  const auto axes = reduceAxes(*t.graph, reduce, 0);
+  return intAttribute(nodeAt(t, reduce), "keepdims", 1) == 1 && axes && *axes && (*axes)->size() == 1 &&
+         (**axes)[0] == -1;
 }
 
 Status checkLayerNorm(const TransformerGraph& t, std::size_t mean, std::size_t sub) {
@@ -58,9 +60,8 @@ Status checkLayerNorm(const TransformerGraph& t, std::size_t mean, std::size_t s
   if (add != kNone) sqrt = soleReader(t, add, "Sqrt");
   const auto exponent = pow == kNone ? std::nullopt : operand(t, pow, nodeAt(t, sub).output(0));
   const auto epsilon = add == kNone ? std::nullopt : operand(t, add, nodeAt(t, variance).output(0));
-  const bool ok = sqrt != kNone && lastAxisKept(nodeAt(t, mean)) && lastAxisKept(nodeAt(t, variance)) && exponent &&
-                  *exponent == 2.0 && epsilon && *epsilon >= 0.0 && *epsilon < 1.0 &&
-                  !readersOf(t, nodeAt(t, sqrt).output(0)).empty() &&
+  const bool ok = sqrt != kNone && lastAxisKept(t, mean) && lastAxisKept(t, variance) && exponent && *exponent == 2.0 &&
+                  epsilon && *epsilon >= 0.0 && *epsilon < 1.0 && !readersOf(t, nodeAt(t, sqrt).output(0)).empty() &&
                   nodeAt(t, readersOf(t, nodeAt(t, sqrt).output(0)).front()).op_type() == "Div";
   return ok ? Status::ok() : t.graph->fail(mean, fail);
 }
@@ -85,12 +86,26 @@ Status checkGelu(const TransformerGraph& t, std::size_t erf) {
   return ok ? Status::ok() : t.graph->fail(erf, fail);
 }
 
+// The kinds' LayerNorm normalises the last axis (nn.LayerNorm(d) on [N, S, d]); ONNX 1.12's inference
+// takes another axis whose Scale then does not fit, so the axis is checked here.
+Status checkLayerNormAxis(const TransformerGraph& t, std::size_t i) {
+  const onnx::NodeProto& node = nodeAt(t, i);
+  const Shape* shape = t.shapeOf(node.input(0));
+  if (shape == nullptr) return Status::ok();  // Swin's checks name an op without a shape
+  const auto rank = static_cast<std::int64_t>(shape->size());
+  const std::int64_t axis = intAttribute(node, "axis", -1);
+  if (axis == -1 || axis == rank - 1) return Status::ok();
+  return t.graph->fail(i, "its axis is " + std::to_string(axis) + " of " + std::to_string(rank) +
+                              " (the input's rank); a transformer's LayerNorm normalises the last axis only (-1)");
+}
+
 }  // namespace
 
 Status checkTransformerPatterns(const TransformerGraph& t) {
   for (std::size_t i : t.dataNodes) {
     const onnx::NodeProto& node = nodeAt(t, i);
     if (node.op_type() == "Erf") REMAT_RETURN_IF_ERROR(checkGelu(t, i));
+    if (node.op_type() == "LayerNormalization") REMAT_RETURN_IF_ERROR(checkLayerNormAxis(t, i));
     if (node.op_type() != "ReduceMean") continue;
     // The mean of a decomposed LayerNorm is read by the Sub of its input; the variance's ReduceMean
     // is checked as part of the first.

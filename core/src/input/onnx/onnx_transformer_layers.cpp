@@ -91,6 +91,7 @@ void readNode(const TransformerGraph& t, std::size_t i, Contents& c) {
   if (op == "Relu") c.relu = true;
   if (op == "Erf") c.erf = true;
   if (op == "Tanh") c.tanh = true;
+  if (op == "Gelu") (stringAttribute(node, "approximate", "none") == "tanh" ? c.tanh : c.erf) = true;  // opset 20
   if (op == "Dropout") {
     std::optional<double> ratio = node.input_size() > 1 ? scalarOf(t, node.input(1)) : std::nullopt;
     c.dropouts.push_back(ratio ? *ratio : floatAttribute(node, "ratio", 0.5));

@@ -266,14 +266,9 @@ Status convertReduceMean(Graph& g, std::size_t index) {
   std::optional<std::size_t> a;
   REMAT_RETURN_IF_ERROR(requireDataInput(g, index, a));
   const Shape in = g.activations()[*a].shape;
-  std::vector<std::int64_t> axes = intsAttribute(node, "axes").value_or(std::vector<std::int64_t>{});
-  if (g.opset() >= 18) {
-    if (const Constant* c = g.constant(nodeInput(node, 1))) {
-      auto values = integersOf(*c, "its axes (input 1)");
-      if (!values) return g.fail(index, values.status().message());
-      axes = std::move(values).value();
-    }
-  }
+  auto listed = reduceAxes(g, index, in.size());
+  if (!listed) return listed.status();
+  std::vector<std::int64_t> axes = listed->value_or(std::vector<std::int64_t>{});
   for (auto& axis : axes)
     if (axis < 0) axis += static_cast<std::int64_t>(in.size());
   std::sort(axes.begin(), axes.end());
