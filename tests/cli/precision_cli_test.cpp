@@ -109,11 +109,26 @@ TEST_F(PrecisionCli, TheCpuExecutorRefusesWhatItCannotRun) {
                           "convolution on the CPU; run bf16-mixed"),
             std::string::npos)
       << fp16.err;
+  // Pure bf16 runs (the model cast to bfloat16); pure fp16 keeps the located refusal.
   const auto pure = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "bf16"});
-  EXPECT_EQ(pure.exitCode, 2);
-  EXPECT_NE(pure.err.find("runs float32 only; the chain is bfloat16"), std::string::npos) << pure.err;
+  EXPECT_EQ(pure.exitCode, 0) << pure.err;
+  const auto pureFp16 = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "fp16"});
+  EXPECT_EQ(pureFp16.exitCode, 2);
+  EXPECT_NE(
+      pureFp16.err.find("cpu: layer 1 ('conv1', conv2d): the CPU backend runs float32 only; the chain is float16"),
+      std::string::npos)
+      << pureFp16.err;
   const auto fp32 = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "fp32"});
   EXPECT_EQ(fp32.exitCode, 0) << fp32.err;
+}
+
+// issue 24: `remat run zoo:resnet18 --precision bf16 --device cpu`, measured as predicted.
+TEST_F(PrecisionCli, TheCpuExecutorMeasuresPureBf16ResNet18AsPredicted) {
+  const auto run = runRemat({"run", "zoo:resnet18", "--batch", "2", "--resolution", "32", "--precision", "bf16",
+                             "--device", "cpu", "--planner", "sqrt"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("every op's measured footprint and live-after equal the prediction"), std::string::npos)
+      << run.out;
 }
 
 TEST_F(PrecisionCli, TheCpuExecutorMeasuresBf16MixedAsPredicted) {
