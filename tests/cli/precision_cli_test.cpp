@@ -124,8 +124,8 @@ TEST_F(PrecisionCli, TheCpuExecutorRefusesWhatItCannotRun) {
 
 // issue 24: `remat run zoo:resnet18 --precision bf16 --device cpu`, measured as predicted.
 TEST_F(PrecisionCli, TheCpuExecutorMeasuresPureBf16ResNet18AsPredicted) {
-  const auto run = runRemat({"run", "zoo:resnet18", "--batch", "2", "--resolution", "32", "--precision", "bf16",
-                             "--device", "cpu", "--planner", "sqrt"});
+  const auto run =
+      runRemat({"run", "zoo:resnet18", "--batch", "2", "--precision", "bf16", "--device", "cpu", "--planner", "sqrt"});
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_NE(run.out.find("every op's measured footprint and live-after equal the prediction"), std::string::npos)
       << run.out;

@@ -237,8 +237,10 @@ Result<HalfLinearOp> HalfLinearOp::create(const DnnlContext& context, Index batc
                                             context.engine);
       op.backwardData_ = makeStep<matmul>(backward, data);
     }
-    op.gradientOffset_ = weights.add(static_cast<std::uint64_t>(op.copies_.weightCount) * 2);  // the half gradient
-    const matmul::primitive_desc gradient(matmul::desc(op.dyT_, op.x_, op.weights_), primitiveAttributes(),
+    // The half weight gradient: in the scratch before its float32 cast (bf16-mixed); pure bf16's
+    // matmul adds it into the bfloat16 gradient buffer itself (a sum post-op, one rounding).
+    if (!pure) op.gradientOffset_ = weights.add(static_cast<std::uint64_t>(op.copies_.weightCount) * 2);
+    const matmul::primitive_desc gradient(matmul::desc(op.dyT_, op.x_, op.weights_), primitiveAttributes(pure),
                                           context.engine);
     op.backwardWeights_ = makeStep<matmul>(gradient, weights);
     op.backwardBytes_ = std::max(data.bytes(), weights.bytes());
@@ -275,14 +277,14 @@ Status HalfLinearOp::backward(const DnnlContext& context, const void* x, const v
         {{DNNL_ARG_SRC, &y_, dy}, {DNNL_ARG_WEIGHTS, &weights_, copy}, {DNNL_ARG_DST, &x_, target}}, scratch, label_));
     inputGradient(copies_, grad_, target, dx);
   }
-  auto* gradient = reinterpret_cast<BFloat16*>(scratch + gradientOffset_);
+  auto* gradient =
+      copies_.pure ? reinterpret_cast<BFloat16*>(dw) : reinterpret_cast<BFloat16*>(scratch + gradientOffset_);
   REMAT_RETURN_IF_ERROR(
       execute(context, backwardWeights_,
               {{DNNL_ARG_SRC, &dyT_, dy}, {DNNL_ARG_WEIGHTS, &x_, input}, {DNNL_ARG_DST, &weights_, gradient}}, scratch,
               label_));
   const auto* halfDy = static_cast<const BFloat16*>(dy);
-  if (copies_.pure) {  // pure bf16: into the bfloat16 gradients
-    addHalfIntoHalf(copies_.weightCount, gradient, reinterpret_cast<BFloat16*>(dw));
+  if (copies_.pure) {  // pure bf16: the weight gradient is in place; the bias's added likewise
     if (bias_) addHalfBiasGradientHalf(batch_, outFeatures_, halfDy, reinterpret_cast<BFloat16*>(db));
     return Status::ok();
   }
