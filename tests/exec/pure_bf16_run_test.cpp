@@ -207,6 +207,29 @@ TEST(PureBf16Run, ZooResNet18MeasuresThePrediction) {
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
+// The other block kinds in pure bf16: MobileNetV2's inverted residuals, EfficientNet-B0's
+// Squeeze-and-Excitation, ShuffleNetV2's channel slices and shuffles, with AdamW and gradients
+// made on backward: store-all and sqrt's plan, each op as predicted.
+TEST(PureBf16Run, ZooBlockKindsMeasureThePrediction) {
+  cpu::CpuDevice device;
+  const StepOptions adamw{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward};
+  for (const char* name : {"mobilenet_v2", "efficientnet_b0", "shufflenet_v2_x1_0"}) {
+    SCOPED_TRACE(name);
+    const Chain zoo = testing::zooBuilt(name, {.batch = 2, .resolution = 32, .numClasses = 10});
+    const Chain chain = testing::fittedTo(withStep(zoo, Precision::Bf16, adamw), device);
+    auto sqrt = runPlanner(chain, "sqrt");
+    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
+    auto interp = Interpreter::create(chain, device, testing::seeded(7));
+    ASSERT_TRUE(interp.isOk()) << interp.status().message();
+    for (const Plan& plan : {Plan{}, sqrt->plan}) {
+      auto run = (*interp)->run(plan, RunOptions{});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+    }
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
 // Float16 keeps the located refusal; a layer norm has no pure bfloat16 kernel yet.
 TEST(PureBf16Run, Float16AndLayerNormsAreRefusedByLayer) {
   cpu::CpuDevice device;
