@@ -83,23 +83,26 @@ TEST(PureBf16Run, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
 }
 
 // SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
-// steps of store-all and of optimal's plan, each op measured as predicted, STEP (bfloat16 state
-// and temporaries) included.
+// steps of every planner's plan, each op measured as predicted, STEP (bfloat16 state and
+// temporaries) included, and each plan's gradients after the second step (so after one bfloat16
+// update) bitwise store-all's.
 void expectEveryStepModeMeasured(Chain (*make)(Precision, StepOptions)) {
   cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
   for (std::size_t mode = 0; mode < testing::kStepModeCount; ++mode) {
     const Chain chain = testing::fittedTo(make(Precision::Bf16, testing::stepMode(mode)), device);
     SCOPED_TRACE(describeStepOptions(chain.step));
-    auto optimal = runPlanner(chain, "optimal");
-    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
-    for (const Plan& plan : {Plan{}, optimal->plan}) {
+    std::vector<std::uint64_t> storeAll;
+    for (const auto& [name, plan] : testing::plannerPlans(chain, testing::allPlanners())) {
+      SCOPED_TRACE(name);
       auto interp = Interpreter::create(chain, device, testing::seeded(mode));
       ASSERT_TRUE(interp.isOk()) << interp.status().message();
       EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
-      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
+      auto run = (*interp)->run(plan, RunOptions{.steps = 2, .digestGradients = true});
       ASSERT_TRUE(run.isOk()) << run.status().message();
       for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
       EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
+      if (storeAll.empty()) storeAll = run->parameterGradientDigests;  // none's plan comes first
+      EXPECT_EQ(run->parameterGradientDigests, storeAll);
     }
     if (::testing::Test::HasFailure()) return;
   }
