@@ -89,18 +89,13 @@ TEST_F(PrecisionCli, TheCpuExecutorRefusesWhatItCannotRun) {
   const std::string chain = path("r18.json");
   ASSERT_EQ(runRemat({"zoo", "export", "resnet18", "--batch", "2", "--resolution", "8", "--output", chain}).exitCode,
             0);
-  // bf16-mixed runs ResNet's residual blocks; EfficientNet's Squeeze-and-Excitation has no bfloat16
-  // kernels yet.
+  // bf16-mixed runs ResNet's residual blocks and EfficientNet's Squeeze-and-Excitation blocks.
   const std::string efficient = path("effb0.json");
   ASSERT_EQ(runRemat({"zoo", "export", "efficientnet_b0", "--batch", "2", "--resolution", "32", "--output", efficient})
                 .exitCode,
             0);
   const auto blocks = runRemat({"run", efficient, "--planner", "none", "--device", "cpu", "--precision", "bf16-mixed"});
-  EXPECT_EQ(blocks.exitCode, 2);
-  EXPECT_NE(blocks.err.find("cpu: layer 7 ('features.1.0.block.1', block): precision bf16-mixed: no bfloat16 kernel "
-                            "on the CPU for the block's inner op 'features.1.0.block.1.avgpool' (global_avgpool)"),
-            std::string::npos)
-      << blocks.err;
+  EXPECT_EQ(blocks.exitCode, 0) << blocks.err;
   const auto resnet = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "bf16-mixed"});
   EXPECT_EQ(resnet.exitCode, 0) << resnet.err;
   const auto fp16 = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "fp16-mixed"});
@@ -109,11 +104,26 @@ TEST_F(PrecisionCli, TheCpuExecutorRefusesWhatItCannotRun) {
                           "convolution on the CPU; run bf16-mixed"),
             std::string::npos)
       << fp16.err;
+  // Pure bf16 runs (the model cast to bfloat16); pure fp16 keeps the located refusal.
   const auto pure = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "bf16"});
-  EXPECT_EQ(pure.exitCode, 2);
-  EXPECT_NE(pure.err.find("runs float32 only; the chain is bfloat16"), std::string::npos) << pure.err;
+  EXPECT_EQ(pure.exitCode, 0) << pure.err;
+  const auto pureFp16 = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "fp16"});
+  EXPECT_EQ(pureFp16.exitCode, 2);
+  EXPECT_NE(
+      pureFp16.err.find("cpu: layer 1 ('conv1', conv2d): the CPU backend runs float32 only; the chain is float16"),
+      std::string::npos)
+      << pureFp16.err;
   const auto fp32 = runRemat({"run", chain, "--planner", "none", "--device", "cpu", "--precision", "fp32"});
   EXPECT_EQ(fp32.exitCode, 0) << fp32.err;
+}
+
+// issue 24: `remat run zoo:resnet18 --precision bf16 --device cpu`, measured as predicted.
+TEST_F(PrecisionCli, TheCpuExecutorMeasuresPureBf16ResNet18AsPredicted) {
+  const auto run =
+      runRemat({"run", "zoo:resnet18", "--batch", "2", "--precision", "bf16", "--device", "cpu", "--planner", "sqrt"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("every op's measured footprint and live-after equal the prediction"), std::string::npos)
+      << run.out;
 }
 
 TEST_F(PrecisionCli, TheCpuExecutorMeasuresBf16MixedAsPredicted) {

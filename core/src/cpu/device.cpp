@@ -95,6 +95,9 @@ struct Conversion {
                              reinterpret_cast<cpu::BFloat16*>(to), toCanonical);
     else if (activation)
       cpu::convertActivation(prepared->out, from, to, toCanonical);
+    else if (prepared->halfParams)
+      cpu::convertParams(prepared->params, reinterpret_cast<const cpu::BFloat16*>(from),
+                         reinterpret_cast<cpu::BFloat16*>(to), toCanonical);
     else
       cpu::convertParams(prepared->params, from, to, toCanonical);
   }

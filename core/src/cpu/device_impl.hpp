@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -45,6 +46,14 @@ struct PreparedBlockOp {
   Index biasOffset = -1;               // Conv2d: where its bias follows the weights; -1: none
   PoolGeometry pool;                   // MaxPool, AvgPool: the own kernels' geometry
   std::uint64_t weightCopyOffset = 0;  // Conv2d in a half block: autocast's weight copy in E (bytes)
+  bool halfParams = false;             // pure bf16: the offsets count bfloat16 elements
+  // The parameters (or gradients) at `offset` elements: floats, or bfloat16 under pure bf16.
+  template <typename T>
+  T* at(T* base, Index offset) const {
+    if (!halfParams) return base + offset;
+    using Byte = std::conditional_t<std::is_const_v<T>, const std::byte, std::byte>;
+    return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base) + offset * 2);
+  }
 };
 
 struct TransformerBlockPrep;  // run_transformer.cpp
@@ -66,11 +75,20 @@ struct TransformerEnds {
   std::uint64_t typesAt = 0, fScratchAt = 0, dSumAt = 0, bScratchAt = 0;
 };
 
+// Pure bf16 (the model cast with .to(torch.bfloat16)): the CPU runs a bfloat16 chain whose step
+// precision is bf16; float16 stays refused (layer_checks.cpp).
+inline bool isPureHalf(const Chain& chain) {
+  return chain.step.precision == Precision::Bf16 && chain.dtype == DType::BFloat16;
+}
+
 struct PreparedLayer {
   LayerKind kind = LayerKind::Abstract;
   std::string label;  // "layer 3 ('conv1', conv2d)" for messages
   bool real = false;  // x(l) holds float32 activations laid out as `out`
   bool half = false;  // bf16-mixed: x(l) is bfloat16 instead (run_half.cpp runs the layer)
+  // Pure bf16 (the model cast with .to(torch.bfloat16)): the parameters and gradients are bfloat16
+  // too (half is set as well); the float pointers of the calls carry bfloat16.
+  bool halfParams = false;
   // bf16-mixed: a float32 layer (layer norm, on autocast's fp32 list) reading a bfloat16 x(l-1)
   // through its float32 cast copy: in E after the layer's statistics at castOffset (keep mode),
   // else at the start of the forward workspace; the backward's float32 d(l-1) at the start of its
@@ -109,6 +127,7 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
 
 // Parameter conversion between canonical and CPU order; `toCanonical` picks the direction.
 void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical);
+void convertParams(const std::vector<ParamSegment>& segments, const BFloat16* from, BFloat16* to, bool toCanonical);
 // Activation conversion (channels-last <-> NCHW), per sample.
 void convertActivation(const ActivationLayout& layout, const float* from, float* to, bool toCanonical);
 // A bfloat16 activation (bf16-mixed): the same permutation of 2-byte elements; its canonical form

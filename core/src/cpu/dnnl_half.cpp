@@ -54,7 +54,7 @@ CopyTargets copyTargets(const HalfCopies& copies, std::byte* extra, std::byte* s
 
 // Autocast's casts before a half op: the weights always, the input when it is float32.
 const void* castForward(const HalfCopies& copies, const void* x, const float* w, const CopyTargets& to) {
-  castToHalf(copies.weightCount, w, to.weights);
+  if (!copies.pure) castToHalf(copies.weightCount, w, to.weights);
   if (!copies.castsInput) return x;
   castToHalf(copies.inputCount, static_cast<const float*>(x), to.input);
   return to.input;
@@ -81,10 +81,11 @@ memory::dims weightDims(const ConvGeometry& g) {
 }  // namespace
 
 Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeometry& g, bool bias, bool castsInput,
-                                      InputGrad grad, const std::string& label) {
+                                      InputGrad grad, const std::string& label, bool pure) {
   HalfConvOp op;
   op.copies_ = {castsInput, g.batch * g.inChannels * g.inHeight * g.inWidth,
-                g.outChannels * (g.inChannels / g.groups) * g.taps()};
+                g.outChannels * (g.inChannels / g.groups) * g.taps(), pure};
+  const dt paramType = pure ? dt::bf16 : dt::f32;
   op.bias_ = bias;
   op.grad_ = grad;
   op.outChannels_ = g.outChannels;
@@ -94,9 +95,9 @@ Result<HalfConvOp> HalfConvOp::create(const DnnlContext& context, const ConvGeom
   const memory::dims dims = weightDims(g);
   const tag plain = g.groups > 1 ? tag::goihw : tag::oihw;
   op.weightsPlain_ = memory::desc(dims, dt::bf16, plain);
-  op.weightsGradPlain_ = memory::desc(dims, dt::f32, plain);
+  op.weightsGradPlain_ = memory::desc(dims, paramType, plain);
   const memory::desc weightsAny(dims, dt::bf16, tag::any);
-  op.biasDesc_ = memory::desc({g.outChannels}, dt::f32, tag::x);
+  op.biasDesc_ = memory::desc({g.outChannels}, paramType, tag::x);
   const memory::desc biasGrad({g.outChannels}, dt::bf16, tag::x);
   const memory::dims strides = {g.stride, g.strideW}, padding = {g.padding, g.paddingW};
   Status made = dnnlTry(label + ", bf16 convolution", [&] {
@@ -144,8 +145,10 @@ Status HalfConvOp::forward(const DnnlContext& context, const void* x, const floa
                            std::byte* extra, std::byte* scratch) const {
   const CopyTargets to = copyTargets(copies_, extra, scratch, castOffset_, copyOffset_);
   const void* input = castForward(copies_, x, w, to);
+  const void* plainWeights = copies_.pure ? static_cast<const void*>(w) : to.weights;
   Status status;
-  const void* weights = reorderedWeights(context, forwardWeights_, weightsPlain_, to.weights, scratch, label_, status);
+  const void* weights =
+      reorderedWeights(context, forwardWeights_, weightsPlain_, plainWeights, scratch, label_, status);
   REMAT_RETURN_IF_ERROR(status);
   if (bias_)
     return execute(context, forward_,
@@ -161,9 +164,9 @@ Status HalfConvOp::forward(const DnnlContext& context, const void* x, const floa
 }
 
 Status HalfConvOp::backward(const DnnlContext& context, const void* x, const void* dy, const std::byte* extra, void* dx,
-                            float* dw, float* db, std::byte* scratch) const {
+                            float* dw, float* db, std::byte* scratch, const void* pureWeights) const {
   const void* input = copies_.castsInput ? static_cast<const void*>(extra) : x;
-  const void* copy = extra + copies_.weightCopyOffset();
+  const void* copy = copies_.pure ? pureWeights : extra + copies_.weightCopyOffset();
   if (grad_ != InputGrad::None) {
     Status status;
     const void* weights = reorderedWeights(context, dataWeights_, weightsPlain_, copy, scratch, label_, status);
@@ -196,14 +199,17 @@ Status HalfConvOp::backward(const DnnlContext& context, const void* x, const voi
   REMAT_RETURN_IF_ERROR(execute(context, addWeightGradients_,
                                 {{DNNL_ARG_FROM, &diffWeights_, diffWeights}, {DNNL_ARG_TO, &weightsGradPlain_, dw}},
                                 scratch, label_));
-  if (bias_) addHalfInto(outChannels_, reinterpret_cast<const BFloat16*>(diffBias), db);
+  const auto* halfBias = reinterpret_cast<const BFloat16*>(diffBias);
+  if (bias_ && copies_.pure) addHalfIntoHalf(outChannels_, halfBias, reinterpret_cast<BFloat16*>(db));
+  if (bias_ && !copies_.pure) addHalfInto(outChannels_, halfBias, db);
   return Status::ok();
 }
 
 Result<HalfLinearOp> HalfLinearOp::create(const DnnlContext& context, Index batch, Index inFeatures, Index outFeatures,
-                                          bool bias, bool castsInput, InputGrad grad, const std::string& label) {
+                                          bool bias, bool castsInput, InputGrad grad, const std::string& label,
+                                          bool pure) {
   HalfLinearOp op;
-  op.copies_ = {castsInput, batch * inFeatures, inFeatures * outFeatures};
+  op.copies_ = {castsInput, batch * inFeatures, inFeatures * outFeatures, pure};
   op.batch_ = batch;
   op.outFeatures_ = outFeatures;
   op.bias_ = bias;
@@ -214,7 +220,7 @@ Result<HalfLinearOp> HalfLinearOp::create(const DnnlContext& context, Index batc
   op.weights_ = memory::desc({outFeatures, inFeatures}, dt::bf16, tag::ab);
   op.weightsT_ = memory::desc({inFeatures, outFeatures}, dt::bf16, tag::ba);  // W^T over the copy's memory
   op.dyT_ = memory::desc({outFeatures, batch}, dt::bf16, tag::ba);            // d(y)^T over d(y)'s memory
-  if (bias) op.biasDesc_ = memory::desc({1, outFeatures}, dt::f32, tag::ab);
+  if (bias) op.biasDesc_ = memory::desc({1, outFeatures}, pure ? dt::bf16 : dt::f32, tag::ab);
   Status made = dnnlTry(label + ", bf16 matmul", [&] {
     using dnnl::matmul;
     ScratchLayout f, data, weights;
@@ -231,8 +237,10 @@ Result<HalfLinearOp> HalfLinearOp::create(const DnnlContext& context, Index batc
                                             context.engine);
       op.backwardData_ = makeStep<matmul>(backward, data);
     }
-    op.gradientOffset_ = weights.add(op.copies_.weightCopyBytes());  // the half weight gradient
-    const matmul::primitive_desc gradient(matmul::desc(op.dyT_, op.x_, op.weights_), primitiveAttributes(),
+    // The half weight gradient: in the scratch before its float32 cast (bf16-mixed); pure bf16's
+    // matmul adds it into the bfloat16 gradient buffer itself (a sum post-op, one rounding).
+    if (!pure) op.gradientOffset_ = weights.add(static_cast<std::uint64_t>(op.copies_.weightCount) * 2);
+    const matmul::primitive_desc gradient(matmul::desc(op.dyT_, op.x_, op.weights_), primitiveAttributes(pure),
                                           context.engine);
     op.backwardWeights_ = makeStep<matmul>(gradient, weights);
     op.backwardBytes_ = std::max(data.bytes(), weights.bytes());
@@ -245,22 +253,23 @@ Status HalfLinearOp::forward(const DnnlContext& context, const void* x, const fl
                              std::byte* extra, std::byte* scratch) const {
   const CopyTargets to = copyTargets(copies_, extra, scratch, castOffset_, copyOffset_);
   const void* input = castForward(copies_, x, w, to);
+  const void* weights = copies_.pure ? static_cast<const void*>(w) : to.weights;
   if (bias_)
     return execute(context, forward_,
                    {{DNNL_ARG_SRC, &x_, input},
-                    {DNNL_ARG_WEIGHTS, &weightsT_, to.weights},
+                    {DNNL_ARG_WEIGHTS, &weightsT_, weights},
                     {DNNL_ARG_BIAS, &biasDesc_, b},
                     {DNNL_ARG_DST, &y_, y}},
                    scratch, label_);
   return execute(context, forward_,
-                 {{DNNL_ARG_SRC, &x_, input}, {DNNL_ARG_WEIGHTS, &weightsT_, to.weights}, {DNNL_ARG_DST, &y_, y}},
-                 scratch, label_);
+                 {{DNNL_ARG_SRC, &x_, input}, {DNNL_ARG_WEIGHTS, &weightsT_, weights}, {DNNL_ARG_DST, &y_, y}}, scratch,
+                 label_);
 }
 
 Status HalfLinearOp::backward(const DnnlContext& context, const void* x, const void* dy, const std::byte* extra,
-                              void* dx, float* dw, float* db, std::byte* scratch) const {
+                              void* dx, float* dw, float* db, std::byte* scratch, const void* pureWeights) const {
   const void* input = copies_.castsInput ? static_cast<const void*>(extra) : x;
-  const void* copy = extra + copies_.weightCopyOffset();
+  const void* copy = copies_.pure ? pureWeights : extra + copies_.weightCopyOffset();
   if (grad_ != InputGrad::None) {
     void* target = copies_.castsInput ? static_cast<void*>(scratch + dxOffset_) : dx;
     REMAT_RETURN_IF_ERROR(execute(
@@ -268,13 +277,19 @@ Status HalfLinearOp::backward(const DnnlContext& context, const void* x, const v
         {{DNNL_ARG_SRC, &y_, dy}, {DNNL_ARG_WEIGHTS, &weights_, copy}, {DNNL_ARG_DST, &x_, target}}, scratch, label_));
     inputGradient(copies_, grad_, target, dx);
   }
-  auto* gradient = reinterpret_cast<BFloat16*>(scratch + gradientOffset_);
+  auto* gradient =
+      copies_.pure ? reinterpret_cast<BFloat16*>(dw) : reinterpret_cast<BFloat16*>(scratch + gradientOffset_);
   REMAT_RETURN_IF_ERROR(
       execute(context, backwardWeights_,
               {{DNNL_ARG_SRC, &dyT_, dy}, {DNNL_ARG_WEIGHTS, &x_, input}, {DNNL_ARG_DST, &weights_, gradient}}, scratch,
               label_));
+  const auto* halfDy = static_cast<const BFloat16*>(dy);
+  if (copies_.pure) {  // pure bf16: the weight gradient is in place; the bias's added likewise
+    if (bias_) addHalfBiasGradientHalf(batch_, outFeatures_, halfDy, reinterpret_cast<BFloat16*>(db));
+    return Status::ok();
+  }
   addHalfInto(copies_.weightCount, gradient, dw);
-  if (bias_) addHalfBiasGradient(batch_, outFeatures_, static_cast<const BFloat16*>(dy), db);
+  if (bias_) addHalfBiasGradient(batch_, outFeatures_, halfDy, db);
   return Status::ok();
 }
 

@@ -19,17 +19,19 @@ namespace remat::cpu {
 // discard-mode forward.
 struct HalfCopies {
   bool castsInput = false;
+
   Index inputCount = 0;   // elements of x(l-1)
   Index weightCount = 0;  // the weights (not the bias: autograd does not save its copy)
+  bool pure = false;      // pure bf16: the parameters are bfloat16 themselves, no copy is made
   std::uint64_t inputCastBytes() const { return castsInput ? static_cast<std::uint64_t>(inputCount) * 2 : 0; }
-  std::uint64_t weightCopyBytes() const { return static_cast<std::uint64_t>(weightCount) * 2; }
+  std::uint64_t weightCopyBytes() const { return pure ? 0 : static_cast<std::uint64_t>(weightCount) * 2; }
   std::uint64_t weightCopyOffset() const { return inputCastBytes(); }
 };
 
 class HalfConvOp {
  public:
   static Result<HalfConvOp> create(const DnnlContext& context, const ConvGeometry& g, bool bias, bool castsInput,
-                                   InputGrad grad, const std::string& label);
+                                   InputGrad grad, const std::string& label, bool pure = false);
   const HalfCopies& copies() const { return copies_; }
   std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
@@ -39,8 +41,10 @@ class HalfConvOp {
                  std::byte* scratch) const;
   // x: bfloat16 (null when it casts: the copy in E is read); dy: bfloat16; dx: bfloat16, float32
   // when it casts (a float32 input's gradient, through the cast); dw, db: float32.
+  // Pure bf16 (copies().pure): w, b, dw, db point at bfloat16 parameters and gradients; the
+  // backward reads the weights from `pureWeights` (the parameters) instead of a copy in E.
   Status backward(const DnnlContext& context, const void* x, const void* dy, const std::byte* extra, void* dx,
-                  float* dw, float* db, std::byte* scratch) const;
+                  float* dw, float* db, std::byte* scratch, const void* pureWeights = nullptr) const;
 
  private:
   HalfCopies copies_;
@@ -62,14 +66,17 @@ class HalfConvOp {
 class HalfLinearOp {
  public:
   static Result<HalfLinearOp> create(const DnnlContext& context, Index batch, Index inFeatures, Index outFeatures,
-                                     bool bias, bool castsInput, InputGrad grad, const std::string& label);
+                                     bool bias, bool castsInput, InputGrad grad, const std::string& label,
+                                     bool pure = false);
   const HalfCopies& copies() const { return copies_; }
   std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   Status forward(const DnnlContext& context, const void* x, const float* w, const float* b, void* y, std::byte* extra,
                  std::byte* scratch) const;
+  // Pure bf16 (copies().pure): w, b, dw, db point at bfloat16 parameters and gradients; the
+  // backward reads the weights from `pureWeights` (the parameters) instead of a copy in E.
   Status backward(const DnnlContext& context, const void* x, const void* dy, const std::byte* extra, void* dx,
-                  float* dw, float* db, std::byte* scratch) const;
+                  float* dw, float* db, std::byte* scratch, const void* pureWeights = nullptr) const;
 
  private:
   HalfCopies copies_;

@@ -116,8 +116,10 @@ class PoolOp {
 // PyTorch's half batch norms keep them.
 class BatchNormOp {
  public:
+  // halfParams: pure bf16, gammaBeta and dGammaBeta are bfloat16 (widened to float32 in the scratch
+  // for oneDNN; the gradient rounded once as it is added).
   static Result<BatchNormOp> create(const DnnlContext& context, const dnnl::memory::desc& data, Index channels,
-                                    InputGrad grad, const std::string& label);
+                                    InputGrad grad, const std::string& label, bool halfParams = false);
   std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   // stats: E's 2*C floats in keep mode, null in discard mode.
@@ -134,6 +136,8 @@ class BatchNormOp {
   Step forward_, backward_;
   std::uint64_t forwardStatsOffset_ = 0, forwardBytes_ = 0;
   std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
+  bool halfParams_ = false;
+  std::uint64_t forwardParamsOffset_ = 0, backwardParamsOffset_ = 0;  // halfParams: the float32 gammaBeta
 };
 
 // Layer norm in training mode over the last axis of [rows][features] (dnnl_layernorm.cpp):
@@ -159,6 +163,8 @@ class LayerNormOp {
   Step forward_, backward_;
   std::uint64_t forwardStatsOffset_ = 0, forwardBytes_ = 0;
   std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
+  bool halfParams_ = false;
+  std::uint64_t forwardParamsOffset_ = 0, backwardParamsOffset_ = 0;  // halfParams: the float32 gammaBeta
 };
 
 // The pointwise activations (operators.hpp): oneDNN's eltwise forward and backward, from the

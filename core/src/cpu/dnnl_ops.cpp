@@ -128,8 +128,9 @@ Status PoolOp::backward(const DnnlContext& context, const void* dy, void* dx, st
 }
 
 Result<BatchNormOp> BatchNormOp::create(const DnnlContext& context, const memory::desc& data, Index channels,
-                                        InputGrad grad, const std::string& label) {
+                                        InputGrad grad, const std::string& label, bool halfParams) {
   BatchNormOp op;
+  op.halfParams_ = halfParams;
   op.channels_ = channels;
   op.count_ = 1;
   for (const memory::dim d : data.dims()) op.count_ *= d;
@@ -147,12 +148,14 @@ Result<BatchNormOp> BatchNormOp::create(const DnnlContext& context, const memory
         context.engine);
     ScratchLayout f, b;
     op.forwardStatsOffset_ = f.add(2 * op.statistic_.get_size());
+    if (halfParams) op.forwardParamsOffset_ = f.add(op.gammaBeta_.get_size());
     op.forward_ = makeStep<batch_normalization_forward>(forward, f);
     op.forwardBytes_ = f.bytes();
     const batch_normalization_backward::primitive_desc backward(
         batch_normalization_backward::desc(prop_kind::backward, data, data, kEpsilon, flags), primitiveAttributes(),
         context.engine, forward);
     op.gradParamsOffset_ = b.add(op.gammaBeta_.get_size());
+    if (halfParams) op.backwardParamsOffset_ = b.add(op.gammaBeta_.get_size());
     // oneDNN always writes d(input): into the scratch when nobody wants it or it is added.
     if (grad != InputGrad::Write) op.dxOffset_ = b.add(data.get_size());
     op.backward_ = makeStep<batch_normalization_backward>(backward, b);
@@ -165,6 +168,11 @@ Result<BatchNormOp> BatchNormOp::create(const DnnlContext& context, const memory
 Status BatchNormOp::forward(const DnnlContext& context, const void* x, const float* gammaBeta, void* y, float* stats,
                             std::byte* scratch) const {
   float* mean = stats != nullptr ? stats : reinterpret_cast<float*>(scratch + forwardStatsOffset_);
+  if (halfParams_) {
+    auto* widened = reinterpret_cast<float*>(scratch + forwardParamsOffset_);
+    castToFloat(2 * channels_, reinterpret_cast<const BFloat16*>(gammaBeta), widened);
+    gammaBeta = widened;
+  }
   return execute(context, forward_,
                  {{DNNL_ARG_SRC, &data_, x},
                   {DNNL_ARG_SCALE_SHIFT, &gammaBeta_, gammaBeta},
@@ -177,6 +185,11 @@ Status BatchNormOp::forward(const DnnlContext& context, const void* x, const flo
 Status BatchNormOp::backward(const DnnlContext& context, const void* x, const void* dy, const float* gammaBeta,
                              const float* stats, void* dx, float* dGammaBeta, std::byte* scratch) const {
   auto* gradParams = reinterpret_cast<float*>(scratch + gradParamsOffset_);
+  if (halfParams_) {
+    auto* widened = reinterpret_cast<float*>(scratch + backwardParamsOffset_);
+    castToFloat(2 * channels_, reinterpret_cast<const BFloat16*>(gammaBeta), widened);
+    gammaBeta = widened;
+  }
   void* target = grad_ == InputGrad::Write ? dx : scratch + dxOffset_;
   REMAT_RETURN_IF_ERROR(execute(context, backward_,
                                 {{DNNL_ARG_SRC, &data_, x},
@@ -187,7 +200,10 @@ Status BatchNormOp::backward(const DnnlContext& context, const void* x, const vo
                                  {DNNL_ARG_DIFF_SRC, &data_, target},
                                  {DNNL_ARG_DIFF_SCALE_SHIFT, &gammaBeta_, gradParams}},
                                 scratch, label_));
-  copyOrAdd(2 * channels_, gradParams, dGammaBeta, true);
+  if (halfParams_)
+    addFloatIntoHalf(2 * channels_, gradParams, reinterpret_cast<BFloat16*>(dGammaBeta));
+  else
+    copyOrAdd(2 * channels_, gradParams, dGammaBeta, true);
   if (grad_ == InputGrad::Add) addGradient(data_, count_, target, dx);  // inner ops of blocks
   return Status::ok();
 }

@@ -215,6 +215,11 @@ void castToHalf(Index count, const float* from, BFloat16* to);
 void castToFloat(Index count, const BFloat16* from, float* to);  // a float32 op's (layer norm's) cast copy
 void addHalfInto(Index count, const BFloat16* from, float* to);
 void addHalfBiasGradient(Index batch, Index outFeatures, const BFloat16* dy, float* db);
+// Pure bf16 (kernels_pure_half.cpp): bfloat16 gradients added into bfloat16 gradient buffers,
+// each sum rounded once (AccumulateGrad in bfloat16).
+void addHalfIntoHalf(Index count, const BFloat16* from, BFloat16* to);
+void addFloatIntoHalf(Index count, const float* from, BFloat16* to);  // a float32 result rounded first
+void addHalfBiasGradientHalf(Index batch, Index outFeatures, const BFloat16* dy, BFloat16* db);
 // The residual add and a gradient that two readers of one tensor share, in bfloat16 (a block's
 // inner ops under bf16-mixed): each sum rounded to bfloat16, as PyTorch's half add and autograd's
 // accumulation of half gradients round it.

@@ -59,6 +59,73 @@ void adam(const UpdateSpans& s, int step, bool decoupledDecay) {
   }
 }
 
+// Pure bf16 (memory-model.md 11.7): parameters, gradients, state and the step's temporaries are
+// bfloat16 as PyTorch's are for a model cast with .to(torch.bfloat16) (zeros_like(p) state). Each
+// element's update is computed in float32 from the stored bfloat16 values and every stored result
+// (parameter, moments, square root, denominator) is rounded to bfloat16 once. PyTorch 1.13's CPU
+// kernels round after each op instead (mul_, lerp_, addcmul_, ... each writes bfloat16): the bytes
+// are the same, the values may differ in the last bit.
+struct HalfSpans {
+  BFloat16* params = nullptr;
+  const BFloat16* grads = nullptr;
+  BFloat16* state = nullptr;
+  BFloat16* stateSquare = nullptr;
+  BFloat16* denominator = nullptr;
+  BFloat16* squareRoot = nullptr;
+  std::size_t count = 0;
+};
+
+void halfSgd(const HalfSpans& s, bool momentum) {
+  for (std::size_t i = 0; i < s.count; ++i) {
+    float direction = s.grads[i].value();
+    if (momentum) {
+      direction += H::kMomentum * s.state[i].value();
+      s.state[i] = BFloat16(direction);
+    }
+    s.params[i] = BFloat16(s.params[i].value() - H::kLearningRate * direction);
+  }
+}
+
+void halfAdam(const HalfSpans& s, int step, bool decoupledDecay) {
+  const double t = static_cast<double>(step);
+  const auto biasCorrection1 = static_cast<float>(1.0 - std::pow(static_cast<double>(H::kBeta1), t));
+  const auto biasCorrection2Sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(H::kBeta2), t)));
+  const float stepSize = H::kLearningRate / biasCorrection1;
+  for (std::size_t i = 0; i < s.count; ++i) {
+    float p = s.params[i].value();
+    if (decoupledDecay) p *= 1.0f - H::kLearningRate * H::kAdamWWeightDecay;
+    const float g = s.grads[i].value();
+    float m = s.state[i].value();
+    m += (g - m) * (1.0f - H::kBeta1);
+    const float v = s.stateSquare[i].value() * H::kBeta2 + (1.0f - H::kBeta2) * g * g;
+    const float root = std::sqrt(v);
+    if (s.squareRoot != nullptr) s.squareRoot[i] = BFloat16(root);
+    const float denominator = root / biasCorrection2Sqrt + H::kEpsilon;
+    s.denominator[i] = BFloat16(denominator);
+    s.state[i] = BFloat16(m);
+    s.stateSquare[i] = BFloat16(v);
+    s.params[i] = BFloat16(p - stepSize * m / denominator);
+  }
+}
+
+void halfUpdate(const OptimizerCall& call, const OptimizerMemory& m, std::uint64_t paramBytes) {
+  auto halves = [](std::byte* data) { return reinterpret_cast<BFloat16*>(data); };
+  const HalfSpans s{halves(m.params),
+                    halves(m.grads),
+                    halves(m.state),
+                    halves(m.stateSquare),
+                    halves(m.denominator),
+                    halves(m.squareRoot),
+                    static_cast<std::size_t>(paramBytes / sizeof(BFloat16))};
+  switch (call.optimizer) {
+    case OptimizerKind::Sgd: halfSgd(s, false); break;
+    case OptimizerKind::Momentum: halfSgd(s, true); break;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW: halfAdam(s, call.step, call.optimizer == OptimizerKind::AdamW); break;
+    case OptimizerKind::None: break;
+  }
+}
+
 // Abstract layers: p -= g and the state follows g, bytewise; the denominators get p's new bytes.
 void abstractUpdate(std::byte* params, const std::byte* grads, std::byte* state, std::byte* denominator,
                     std::uint64_t bytes) {
@@ -79,6 +146,10 @@ Status CpuDevice::optimizerStep(const OptimizerCall& call) {
   const std::uint64_t p = impl_->chain->at(call.layer).paramBytes;
   if (impl_->chain->layers[call.layer - 1].kind == LayerKind::Abstract) {
     abstractUpdate(m->params, m->grads, m->state, m->denominator, p);
+    return Status::ok();
+  }
+  if (cpu::isPureHalf(*impl_->chain)) {
+    halfUpdate(call, *m, p);
     return Status::ok();
   }
   if (p % sizeof(float) != 0)

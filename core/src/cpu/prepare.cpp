@@ -76,7 +76,7 @@ ActivationLayout streamLayout(const Shape& shape) {
 // average pool, the broadcasting product, the pool branches' max and average pools, the concat,
 // ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle. Not yet:
 // ConvNeXt's inner layer norm and layer scale.
-Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
+Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std::string_view precision) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool activation = kind && isPointwise(*kind);
@@ -87,8 +87,8 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
                            op.kind == BlockOpKind::ChannelShuffle || op.kind == BlockOpKind::Slice || activation;
     if (!supported)
       return check.fail(
-          "precision bf16-mixed: no bfloat16 kernel on the CPU for the block's inner op '" + op.layer.name + "' (" +
-          std::string(blockOpInfo(op.kind).name) +
+          "precision " + std::string(precision) + ": no bfloat16 kernel on the CPU for the block's inner op '" +
+          op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
           ") yet (a block's convolutions, batch norms, residual add, activations, pools, product, concat, "
           "channel slices and shuffle have one); plan and simulate it, or run it as fp32");
   }
@@ -107,15 +107,16 @@ std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
 
 // A block: its inner graph (checked against the chain's numbers and each inner op's parameters),
 // whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
-// `half`: bf16-mixed's bfloat16 block, its arenas laid out for half tensors.
+// `half`: a bfloat16 block, its arenas laid out for half tensors: bf16-mixed's (autocast's weight
+// copies in E) or pure bf16's (prepared.halfParams: bfloat16 parameters, no copies).
 Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
                     const LayerChecks& check, bool firstLayer, bool half, PreparedLayer& prepared) {
   auto graph = buildBlockGraph(spec, layer.inputShape, half ? DType::BFloat16 : chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   AutocastCasts casts;
   if (half) {
-    REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check));
-    casts.weightCopyBytes = innerWeightCopyBytes(*graph);
+    REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check, precisionName(chain.step.precision)));
+    if (!prepared.halfParams) casts.weightCopyBytes = innerWeightCopyBytes(*graph);
   }
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer, casts));
   for (const BlockOp& op : graph->ops) {
@@ -157,6 +158,7 @@ Status setOp(Result<Op> op, PreparedLayer& prepared) {
 // primitives take bf16 data), and whether it casts a float32 input (conv2d, linear).
 struct HalfMode {
   bool half = false;
+  bool pure = false;  // pure bf16: bfloat16 parameters and gradients as well, no casts at all
   bool castsInput = false;
   bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input
   dnnl::memory::data_type type() const { return half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32; }
@@ -169,7 +171,8 @@ Status prepareConv(const DnnlContext& context, const ChainLayer& layer, const La
   if (bias) prepared.biasOffset = static_cast<Index>(params.weights);
   // PyTorch's weight order is the one the parameter buffer keeps (dnnl_conv.cpp).
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(params.weights + params.biases), 0, {}});
-  if (mode.half) return setOp(HalfConvOp::create(context, g, bias, mode.castsInput, grad, prepared.label), prepared);
+  if (mode.half)
+    return setOp(HalfConvOp::create(context, g, bias, mode.castsInput, grad, prepared.label, mode.pure), prepared);
   return setOp(ConvOp::create(context, g, bias, grad, prepared.label), prepared);
 }
 
@@ -184,7 +187,7 @@ Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad g
   using tag = dnnl::memory::format_tag;
   const dnnl::memory::desc data = image ? dnnl::memory::desc({in[0], in[1], in[2], in[3]}, mode.type(), tag::nhwc)
                                         : dnnl::memory::desc({prepared.in.batch, channels}, mode.type(), tag::nc);
-  return setOp(BatchNormOp::create(context, data, channels, grad, prepared.label), prepared);
+  return setOp(BatchNormOp::create(context, data, channels, grad, prepared.label, mode.pure), prepared);
 }
 
 // Over a flattened channels-last input the features sit in (h, w, c) order: the weight and bias
@@ -225,7 +228,7 @@ Status prepareLinear(const DnnlContext& context, const Shape& out, const Primiti
   }
   if (mode.half)
     return setOp(HalfLinearOp::create(context, prepared.in.batch, inFeatures, outFeatures, bias, mode.castsInput, grad,
-                                      prepared.label),
+                                      prepared.label, mode.pure),
                  prepared);
   return setOp(LinearOp::create(context, prepared.in.batch, inFeatures, outFeatures, bias, grad, prepared.label),
                prepared);
@@ -276,6 +279,7 @@ struct LayerContext {
 // Autocast's copies a half layer saves (layer_checks.hpp), as HalfConvOp / HalfLinearOp save them.
 AutocastCasts autocastCasts(const ChainLayer& layer, const LayerSpec& spec, HalfMode mode) {
   AutocastCasts casts;
+  if (mode.pure) return casts;  // the model cast to bfloat16: nothing is cast
   if (mode.castsFromHalf) casts.inputCastBytes = elementCount(layer.inputShape) * 4;
   if (!mode.half || (layer.kind != LayerKind::Conv2d && layer.kind != LayerKind::Linear)) return casts;
   const Shape& in = layer.inputShape;
@@ -379,12 +383,28 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
                     "plan and simulate it, or run it as fp32");
 }
 
+// Pure bf16 (the model cast with .to(torch.bfloat16), memory-model.md 11.7): every layer runs in
+// bfloat16 on its bfloat16 parameters, with the bf16-mixed kernels minus autocast's casts
+// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure). Not yet: the layer norm and the transformer
+// kinds, refused by name.
+Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
+  if (isTransformerKind(layer.kind) || layer.kind == LayerKind::LayerNorm)
+    return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
+                      " yet (conv2d, linear, batchnorm, the pools, dropout, the activations and CNN blocks have "
+                      "one); plan and simulate it, run it as bf16-mixed or as fp32");
+  HalfMode mode;
+  mode.half = true;
+  mode.pure = true;
+  return mode;
+}
+
 // Which dtype layer l runs in (memory-model.md 11.7): under bf16-mixed conv2d, linear and blocks
 // run in half, layer norm in float32 (from a cast copy of a half input), the others in their
 // input's dtype; fp16-mixed has no CPU kernels (oneDNN 2.6 has no float16
 // convolution on the CPU), and the pure half modes are refused by realLayer as a half file is.
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const PreparedLayer& prev,
                             const LayerChecks& check) {
+  if (isPureHalf(chain)) return pureHalfMode(layer, check);
   if (!isMixedPrecision(chain.step.precision)) return HalfMode{};
   if (chain.step.precision != Precision::Bf16Mixed)
     return check.fail(
@@ -413,6 +433,7 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
   if (l == 0) {
     prepared.real = !chain.inputShape.empty();
     prepared.out = layoutOf(chain.inputShape);
+    prepared.half = isPureHalf(chain);  // pure bf16: the input batch is bfloat16 as well
     // A chain that starts inside a Swin (a block, merging or head first) takes the [N, H, W, C]
     // stream as it is: canonical, not an NCHW image.
     if (prepared.real && !chain.layers.empty() && isSwinKind(chain.layers[0].kind) &&
@@ -432,6 +453,7 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
   auto mode = halfModeOf(chain, layer, prev, check);
   if (!mode) return mode.status();
   prepared.half = mode->half;
+  prepared.halfParams = mode->pure;
   REMAT_RETURN_IF_ERROR(check.realLayer(
       chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample()), mode->half ? 2 : 4));
   prepared.in = prev.out;
@@ -480,11 +502,14 @@ void convertActivation(const ActivationLayout& layout, const BFloat16* from, BFl
   convertActivationOf(layout, from, to, toCanonical);
 }
 
-void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical) {
+namespace {
+
+template <typename T>
+void convertParamsOf(const std::vector<ParamSegment>& segments, const T* from, T* to, bool toCanonical) {
   for (const ParamSegment& s : segments) {
     switch (s.type) {
       case ParamSegment::Type::Plain:
-        std::memcpy(to + s.offset, from + s.offset, static_cast<std::size_t>(s.count) * sizeof(float));
+        std::memcpy(to + s.offset, from + s.offset, static_cast<std::size_t>(s.count) * sizeof(T));
         break;
       case ParamSegment::Type::LinearWeight: {
         // Each weight row is indexed like one sample of the (flattened channels-last) input.
@@ -498,6 +523,16 @@ void convertParams(const std::vector<ParamSegment>& segments, const float* from,
         break;
     }
   }
+}
+
+}  // namespace
+
+void convertParams(const std::vector<ParamSegment>& segments, const float* from, float* to, bool toCanonical) {
+  convertParamsOf(segments, from, to, toCanonical);
+}
+// Pure bf16's parameters: the same segments over bfloat16 elements.
+void convertParams(const std::vector<ParamSegment>& segments, const BFloat16* from, BFloat16* to, bool toCanonical) {
+  convertParamsOf(segments, from, to, toCanonical);
 }
 
 }  // namespace remat::cpu

@@ -34,9 +34,10 @@ std::uint64_t scratchStart(std::uint64_t arenaBytes) {
 }
 
 // The primitives of one inner op; d(input) per its gradAccumulate flag (none for layer 1's x0);
-// `half`: bfloat16 data (bf16-mixed), the convolution from autocast's copies (HalfConvOp).
+// `half`: bfloat16 data (bf16-mixed), the convolution from autocast's copies (HalfConvOp); `pure`:
+// pure bf16, bfloat16 parameters read in place (no copies).
 Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, const BlockOp& op, bool firstLayer,
-                       bool half, const std::string& label) {
+                       bool half, bool pure, const std::string& label) {
   const Shape& in = graph.tensors[op.inputs[0]].shape;
   const Shape& out = graph.tensors[op.output].shape;
   const InputGrad grad =
@@ -50,12 +51,13 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
   switch (op.kind) {
     case BlockOpKind::Conv2d:
       if (half)
-        return wrap(HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, false, grad, where));
+        return wrap(
+            HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, false, grad, where, pure));
       return wrap(ConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, grad, where));
     case BlockOpKind::BatchNorm:
       return wrap(BatchNormOp::create(
           context, dnnl::memory::desc({in[0], in[1], in[2], in[3]}, type, dnnl::memory::format_tag::nhwc), in[1], grad,
-          where));
+          where, pure));
     case BlockOpKind::LayerNorm:  // over the channels: channels-last data is N*H*W rows of C
       return wrap(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], static_cast<float>(op.layer.epsilon), grad,
                                       where));
@@ -294,16 +296,16 @@ Status normBackward(const DnnlContext& context, const BlockGraph& graph, const B
   auto norm = opAs<Norm>(p, label);
   if (!norm) return norm.status();
   return (*norm)->backward(context, backwardInput(graph, op, 0, tensors, b.workspace), tensors.grad(op.output),
-                           b.params + p.weightOffset, tensors.stats(op), tensors.grad(op.inputs[0]),
-                           b.paramGrads + p.weightOffset, scratch);
+                           p.at(b.params, p.weightOffset), tensors.stats(op), tensors.grad(op.inputs[0]),
+                           p.at(b.paramGrads, p.weightOffset), scratch);
 }
 
 // An inner convolution. In a half block (bf16-mixed) from autocast's copies: its weight copy goes
 // to its place in E in keep mode (the backward reads it there) and into its own scratch otherwise.
 Status forwardInnerConv(const DnnlContext& context, const PreparedBlockOp& p, ForwardMode mode, const float* in,
                         const ForwardBuffers& b, float* out, std::byte* scratch, const std::string& label) {
-  const float* w = b.params + p.weightOffset;
-  const float* bias = p.biasOffset >= 0 ? b.params + p.biasOffset : nullptr;
+  const float* w = p.at(b.params, p.weightOffset);
+  const float* bias = p.biasOffset >= 0 ? p.at(b.params, p.biasOffset) : nullptr;
   if (const auto* half = std::get_if<HalfConvOp>(&p.op)) {
     std::byte* copies = mode == ForwardMode::Keep ? b.extra + p.weightCopyOffset : nullptr;
     return half->forward(context, in, w, bias, out, copies, scratch);
@@ -318,12 +320,14 @@ Status backwardInnerConv(const DnnlContext& context, const BlockGraph& graph, co
   const float* x = backwardInput(graph, op, 0, tensors, b.workspace);
   const float* dOut = tensors.grad(op.output);
   float* dIn = tensors.grad(op.inputs[0]);
-  float* dw = b.paramGrads + p.weightOffset;
-  float* db = p.biasOffset >= 0 ? b.paramGrads + p.biasOffset : nullptr;
+  float* dw = p.at(b.paramGrads, p.weightOffset);
+  float* db = p.biasOffset >= 0 ? p.at(b.paramGrads, p.biasOffset) : nullptr;
   if (const auto* half = std::get_if<HalfConvOp>(&p.op))
-    return half->backward(context, x, dOut, b.extra + p.weightCopyOffset, dIn, dw, db, scratch);
+    return half->backward(context, x, dOut, b.extra + p.weightCopyOffset, dIn, dw, db, scratch,
+                          p.at(b.params, p.weightOffset));
   auto conv = opAs<ConvOp>(p, label);
-  return conv ? (*conv)->backward(context, x, dOut, b.params + p.weightOffset, dIn, dw, db, scratch) : conv.status();
+  return conv ? (*conv)->backward(context, x, dOut, p.at(b.params, p.weightOffset), dIn, dw, db, scratch)
+              : conv.status();
 }
 
 // The residual add and its backward, in the block's dtype (halves(): the float pointers carry
@@ -367,7 +371,8 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
     }
     if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
       p.pool = poolGeometry(op.layer, graph.tensors[op.inputs[0]].shape, out);
-    auto made = innerOp(context, graph, op, firstLayer, prepared.half, prepared.label);
+    p.halfParams = prepared.halfParams;
+    auto made = innerOp(context, graph, op, firstLayer, prepared.half, prepared.halfParams, prepared.label);
     if (!made) return made.status();
     p.op = std::move(made).value();
     if (const auto* conv = std::get_if<HalfConvOp>(&p.op)) {
@@ -401,7 +406,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
     const float* in = forwardInput(graph, op, 0, tensors, b.workspace);
     float* out = tensors.tensor(op.output);
-    const float* w = b.params + p.weightOffset;
+    const float* w = p.at(b.params, p.weightOffset);
     Status status;
     if (op.kind == BlockOpKind::Conv2d) {
       status = forwardInnerConv(context, p, mode, in, b, out, scratch, prepared.label);
@@ -467,8 +472,8 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::LayerNorm) {
       status = normBackward<LayerNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::LayerScale) {
-      layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), b.params + p.weightOffset, dOut,
-                         dIn, b.paramGrads + p.weightOffset);
+      layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), p.at(b.params, p.weightOffset),
+                         dOut, dIn, p.at(b.paramGrads, p.weightOffset));
     } else if (op.kind == BlockOpKind::Add) {
       addBackward(prepared.half, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Concat) {

@@ -19,11 +19,14 @@ Result<const Op*> opOf(const PreparedLayer& prepared) {
   return op;
 }
 
-const float* biasOf(const PreparedLayer& prepared, const float* params) {
-  return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
-}
+// The bias's place in the parameters: in floats, or in bfloat16 elements under pure bf16.
 float* biasOf(const PreparedLayer& prepared, float* params) {
-  return prepared.biasOffset >= 0 ? params + prepared.biasOffset : nullptr;
+  if (prepared.biasOffset < 0) return nullptr;
+  if (prepared.halfParams) return reinterpret_cast<float*>(reinterpret_cast<BFloat16*>(params) + prepared.biasOffset);
+  return params + prepared.biasOffset;
+}
+const float* biasOf(const PreparedLayer& prepared, const float* params) {
+  return biasOf(prepared, const_cast<float*>(params));
 }
 
 const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
@@ -103,13 +106,13 @@ Status backwardHalfLayer(const DnnlContext& context, const PreparedLayer& prepar
     case LayerKind::Conv2d: {
       auto conv = opOf<HalfConvOp>(prepared);
       return conv ? (*conv)->backward(context, b.x, b.dy, b.extra, b.dx, b.paramGrads, biasOf(prepared, b.paramGrads),
-                                      b.workspace)
+                                      b.workspace, b.params)
                   : conv.status();
     }
     case LayerKind::Linear: {
       auto linear = opOf<HalfLinearOp>(prepared);
       return linear ? (*linear)->backward(context, b.x, b.dy, b.extra, b.dx, b.paramGrads,
-                                          biasOf(prepared, b.paramGrads), b.workspace)
+                                          biasOf(prepared, b.paramGrads), b.workspace, b.params)
                     : linear.status();
     }
     case LayerKind::MaxPool:

@@ -228,6 +228,18 @@ Status initLayer(const Chain& chain, const ChainLayer& layer, std::size_t l, std
                           "'): " + std::to_string(layer.paramCount) + " parameters of a kind that has none");
 }
 
+// Pure bf16 (the model cast with .to(torch.bfloat16)): the float32 values rounded to bfloat16,
+// to nearest even, as the cast rounds them.
+void roundToBFloat16(const std::vector<float>& values, std::byte* out) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::uint32_t word = 0;
+    std::memcpy(&word, &values[i], sizeof word);
+    word += 0x7fffu + ((word >> 16) & 1u);  // the initial values are finite
+    const auto half = static_cast<std::uint16_t>(word >> 16);
+    std::memcpy(out + 2 * i, &half, sizeof half);
+  }
+}
+
 }  // namespace
 
 std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed) {
@@ -242,9 +254,13 @@ std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed) {
       const auto id = static_cast<std::int64_t>(rng::at(key, i) % vocab);
       std::memcpy(bytes.data() + kTokenIdBytes * i, &id, kTokenIdBytes);
     }
-  } else if (!chain.inputShape.empty() && chain.dtype == DType::Float32)
+  } else if (!chain.inputShape.empty() && chain.dtype == DType::Float32) {
     fillUniform(bytes.data(), bytes.size() / 4, 1.0f, key);
-  else
+  } else if (!chain.inputShape.empty() && chain.dtype == DType::BFloat16) {
+    std::vector<float> values(bytes.size() / 2);
+    fillUniform(reinterpret_cast<std::byte*>(values.data()), values.size(), 1.0f, key);
+    roundToBFloat16(values, bytes.data());
+  } else
     fillRandomBytes(bytes.data(), bytes.size(), key);
   return bytes;
 }
@@ -260,6 +276,14 @@ Status writeInitialParameters(const Chain& chain, std::size_t layer, std::uint64
   if (out.empty()) return Status::ok();
   const bool floats = cl.kind != LayerKind::Abstract && chain.dtype == DType::Float32 &&
                       cl.numbers.paramBytes == cl.paramCount * 4 && cl.specIndex < chain.spec.layers.size();
+  const bool halves = cl.kind != LayerKind::Abstract && chain.dtype == DType::BFloat16 &&
+                      cl.numbers.paramBytes == cl.paramCount * 2 && cl.specIndex < chain.spec.layers.size();
+  if (halves) {  // float32 initial values rounded to bfloat16
+    std::vector<float> values(cl.paramCount);
+    REMAT_RETURN_IF_ERROR(initLayer(chain, cl, layer, seed, reinterpret_cast<std::byte*>(values.data())));
+    roundToBFloat16(values, out.data());
+    return Status::ok();
+  }
   if (!floats) {
     fillRandomBytes(out.data(), out.size(), rng::streamKey(seed, rng::Purpose::Weights, layer));
     return Status::ok();

@@ -132,7 +132,9 @@ Status LayerChecks::realLayer(const Chain& chain, std::size_t l, bool inputReal,
   if (isMixedPrecision(chain.step.precision) && !autocastKernels)
     return fail("precision " + std::string(precisionName(chain.step.precision)) + ": the " + upper(device) +
                 " backend runs float32 steps only (no autocast kernels); plan and simulate it, or run it as fp32");
-  if (chain.dtype != DType::Float32)
+  // Pure bf16 runs on the backends with bfloat16 kernels (the CPU's); float16 nowhere yet.
+  const bool pureBf16 = autocastKernels && chain.dtype == DType::BFloat16 && chain.step.precision == Precision::Bf16;
+  if (chain.dtype != DType::Float32 && !pureBf16)
     return fail("the " + upper(device) + " backend runs float32 only; the chain is " +
                 std::string(dtypeName(chain.dtype)));
   if (layer.specIndex >= chain.spec.layers.size())
