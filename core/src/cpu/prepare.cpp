@@ -315,6 +315,8 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   prepared.out = keepsInputLayout(layer.kind) ? prepared.in : layoutOf(layer.outputShape);
   if (isComposite(layer.kind))
     return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
+  if (layer.kind == LayerKind::TransformerBlock && c.chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(c.dnnl, layer, spec, check, c.l, prepared);
@@ -380,10 +382,14 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
     return check.fail(
         "precision " + std::string(precisionName(chain.step.precision)) +
         ": oneDNN 2.6 has no float16 convolution on the CPU; run bf16-mixed (the same model in bfloat16)");
-  if (isTransformerKind(layer.kind))  // their matmuls are on autocast's list: no bfloat16 kernels yet
-    return check.fail(
-        "precision bf16-mixed: no bfloat16 kernel on the CPU for the transformer kinds yet; plan and "
-        "simulate it, or run it as fp32");
+  // GPT's kinds keep the float32 residual stream between layers: their half tensors lie inside E and
+  // the workspaces (run_transformer_half.cpp, run_heads_half.cpp); the other transformer kinds have
+  // no bfloat16 kernels yet.
+  if (hasHalfTransformerKernels(layer.kind)) return HalfMode{};
+  if (isTransformerKind(layer.kind))
+    return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
+                      " yet (transformer_block, token_embedding and lm_head have one); plan and simulate it, or run "
+                      "it as fp32");
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);

@@ -1,0 +1,28 @@
+#pragma once
+// Math attention and the head copies in bfloat16, as PyTorch 1.13's CPU autocast runs nanoGPT's
+// attention (docs/memory-model.md 12.10): q k^T and P v are bf16 matmuls (float32 accumulation, a
+// bfloat16 result), the scale multiplies the bfloat16 scores, softmax follows its bfloat16 input
+// (computed in float32, its probabilities rounded to bfloat16: what autograd saves). The backward
+// rounds each matmul's and softmax's result to bfloat16 the same way. Plain loops: each (sample,
+// head) pair is one task of the OpenMP team and every sum runs in one fixed order, so the results
+// do not depend on the thread count. Internal to core/src/cpu.
+#include "attention.hpp"
+#include "kernels.hpp"
+
+namespace remat::cpu {
+
+// rows [N*S][rowStride] (head h's columns at column0 + h*dh) <-> heads [N][h][S][dh], bfloat16.
+void rowsToHeadsHalf(const AttentionGeometry& g, const BFloat16* rows, Index rowStride, Index column0, BFloat16* heads);
+void headsToRowsHalf(const AttentionGeometry& g, const BFloat16* heads, BFloat16* rows, Index rowStride, Index column0);
+
+// Floats of per-thread scratch the bfloat16 math kernels need.
+Index halfAttentionThreadFloats(const AttentionGeometry& g);
+
+// probs [N][h][S][S] (bfloat16, zero above the causal diagonal), out [N][h][S][dh] bfloat16.
+void mathAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                              BFloat16* probs, BFloat16* out, float* threadScratch);
+// dOut [N][h][S][dh]; dq, dk, dv written into the token rows dqkv [N*S][3d] (q | k | v).
+void mathAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                               const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch);
+
+}  // namespace remat::cpu

@@ -1,0 +1,143 @@
+// Math attention in bfloat16 (attention_half.hpp). Each task reads its head's q, k, v and
+// probabilities as float32 values of bfloat16 data and rounds every result the way PyTorch's
+// bfloat16 ops round theirs; the per-thread scratch holds one head's float32 accumulators.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attention_half.hpp"
+
+namespace remat::cpu {
+namespace {
+
+float bf(float value) { return BFloat16(value).value(); }  // a bfloat16 op's result
+
+float dotHalf(const BFloat16* a, const BFloat16* b, Index n) {
+  float s = 0.0f;
+  for (Index i = 0; i < n; ++i) s += a[i].value() * b[i].value();
+  return s;
+}
+
+// One query row: the scaled bfloat16 scores, softmax in float32, the bfloat16 probabilities.
+void softmaxRow(const AttentionGeometry& g, const BFloat16* qi, const BFloat16* k, Index limit, float scale, float* row,
+                BFloat16* probs) {
+  const Index S = g.seq, dh = g.headDim;
+  float top = -std::numeric_limits<float>::infinity();
+  for (Index j = 0; j < limit; ++j) {
+    row[j] = bf(bf(dotHalf(qi, k + j * dh, dh)) * scale);
+    top = std::max(top, row[j]);
+  }
+  float sum = 0.0f;
+  for (Index j = 0; j < limit; ++j) {
+    row[j] = std::exp(row[j] - top);
+    sum += row[j];
+  }
+  for (Index j = 0; j < S; ++j) probs[j] = BFloat16(j < limit ? row[j] / sum : 0.0f);
+}
+
+}  // namespace
+
+void rowsToHeadsHalf(const AttentionGeometry& g, const BFloat16* rows, Index rowStride, Index column0,
+                     BFloat16* heads) {
+  const Index S = g.seq, dh = g.headDim;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index n = 0; n < g.batch; ++n)
+    for (Index h = 0; h < g.heads; ++h)
+      for (Index s = 0; s < S; ++s) {
+        const BFloat16* from = rows + (n * S + s) * rowStride + column0 + h * dh;
+        std::copy(from, from + dh, heads + ((n * g.heads + h) * S + s) * dh);
+      }
+}
+
+void headsToRowsHalf(const AttentionGeometry& g, const BFloat16* heads, BFloat16* rows, Index rowStride,
+                     Index column0) {
+  const Index S = g.seq, dh = g.headDim;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index n = 0; n < g.batch; ++n)
+    for (Index h = 0; h < g.heads; ++h)
+      for (Index s = 0; s < S; ++s) {
+        const BFloat16* from = heads + ((n * g.heads + h) * S + s) * dh;
+        std::copy(from, from + dh, rows + (n * S + s) * rowStride + column0 + h * dh);
+      }
+}
+
+Index halfAttentionThreadFloats(const AttentionGeometry& g) { return g.seq * g.seq + 3 * g.seq * g.headDim + g.seq; }
+
+void mathAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                              BFloat16* probs, BFloat16* out, float* threadScratch) {
+  const Index S = g.seq, dh = g.headDim, pairs = g.batch * g.heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+#pragma omp parallel for schedule(static)
+  for (Index pair = 0; pair < pairs; ++pair) {
+    float* row = threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g);
+    float* acc = row + S;
+    const BFloat16 *qh = q + pair * S * dh, *kh = k + pair * S * dh, *vh = v + pair * S * dh;
+    BFloat16* ph = probs + pair * S * S;
+    for (Index i = 0; i < S; ++i) {
+      const Index limit = g.causal ? i + 1 : S;
+      softmaxRow(g, qh + i * dh, kh, limit, scale, row, ph + i * S);
+      std::fill(acc, acc + dh, 0.0f);
+      for (Index j = 0; j < limit; ++j) {
+        const float p = ph[i * S + j].value();
+        for (Index c = 0; c < dh; ++c) acc[c] += p * vh[j * dh + c].value();
+      }
+      for (Index c = 0; c < dh; ++c) out[(pair * S + i) * dh + c] = BFloat16(acc[c]);
+    }
+  }
+}
+
+namespace {
+
+// One head's backward: dS (the scores' gradient, scaled) into `ds` [S][S], then dq, dk, dv.
+void headBackward(const AttentionGeometry& g, Index pair, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                  const BFloat16* p, const BFloat16* dOut, BFloat16* dqkv, float* scratch) {
+  const Index S = g.seq, dh = g.headDim, d = g.width(), n = pair / g.heads, h = pair % g.heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  float *ds = scratch, *dq = ds + S * S, *dk = dq + S * dh, *dv = dk + S * dh;
+  std::fill(dk, dk + 2 * S * dh, 0.0f);
+  for (Index i = 0; i < S; ++i) {
+    const Index limit = g.causal ? i + 1 : S;
+    float rowDot = 0.0f;
+    for (Index j = 0; j < limit; ++j) {
+      ds[i * S + j] = bf(dotHalf(dOut + i * dh, v + j * dh, dh));  // dP = dO v^T, a bf16 matmul
+      rowDot += p[i * S + j].value() * ds[i * S + j];
+    }
+    for (Index j = 0; j < limit; ++j) ds[i * S + j] = bf(bf(p[i * S + j].value() * (ds[i * S + j] - rowDot)) * scale);
+    for (Index j = 0; j < limit; ++j) {
+      const float pij = p[i * S + j].value(), sij = ds[i * S + j];
+      for (Index c = 0; c < dh; ++c) {
+        dv[j * dh + c] += pij * dOut[i * dh + c].value();
+        dk[j * dh + c] += sij * q[i * dh + c].value();
+      }
+    }
+    std::fill(dq, dq + dh, 0.0f);
+    for (Index j = 0; j < limit; ++j)
+      for (Index c = 0; c < dh; ++c) dq[c] += ds[i * S + j] * k[j * dh + c].value();
+    BFloat16* rowOut = dqkv + (n * S + i) * 3 * d + h * dh;
+    for (Index c = 0; c < dh; ++c) rowOut[c] = BFloat16(dq[c]);
+  }
+  for (Index j = 0; j < S; ++j) {
+    BFloat16* rowOut = dqkv + (n * S + j) * 3 * d + h * dh;
+    for (Index c = 0; c < dh; ++c) {
+      rowOut[d + c] = BFloat16(dk[j * dh + c]);
+      rowOut[2 * d + c] = BFloat16(dv[j * dh + c]);
+    }
+  }
+}
+
+}  // namespace
+
+void mathAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                               const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch) {
+  const Index S = g.seq, dh = g.headDim, pairs = g.batch * g.heads;
+#pragma omp parallel for schedule(static)
+  for (Index pair = 0; pair < pairs; ++pair) {
+    const Index at = pair * S * dh;
+    headBackward(g, pair, q + at, k + at, v + at, probs + pair * S * S, dOut + at, dqkv,
+                 threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g));
+  }
+}
+
+}  // namespace remat::cpu

@@ -1,0 +1,164 @@
+// bf16-mixed on the CPU for GPT's kinds (docs/memory-model.md 12.10, docs/executor.md): the small
+// GPT of scripts/torch-autocast-gradients.py --gpt (token_embedding, four pre-norm causal blocks of
+// width 256 with math attention, the tied lm_head; batch 2, sequence 32) runs as PyTorch 1.13's CPU
+// autocast runs it: every op's measured footprint equals the prediction under every planner's plan
+// and in several optimizer and gradient modes, the optimizer step included; every plan's gradients
+// are store-all's bit for bit; and the gradients lie within bfloat16's error of float32's. The
+// transformer kinds without bfloat16 kernels are refused by name before anything is allocated.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chain_helpers.hpp"
+#include "executor_helpers.hpp"
+#include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/model/precision.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+
+json block(const std::string& name, bool fused, bool preNorm = true, double p = 0.0) {
+  return {{"name", name},   {"kind", "transformer_block"}, {"heads", 4}, {"hidden", 1024},
+          {"causal", true}, {"pre_norm", preNorm},         {"p", p},     {"fused_attention", fused}};
+}
+
+json smallGptJson(bool fused = false, bool preNorm = true, double p = 0.0) {
+  json layers = json::array();
+  layers.push_back(
+      {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 1000}, {"positions", 32}, {"width", 256}});
+  for (int i = 0; i < 4; ++i) layers.push_back(block("h." + std::to_string(i), fused, preNorm, p));
+  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 1000}, {"tied", true}, {"norm", true}});
+  return {{"format", "remat-chain/1"},
+          {"name", "small-gpt"},
+          {"input", {{"shape", {2, 32}}, {"dtype", "float32"}}},
+          {"layers", layers}};
+}
+
+Chain smallGpt(Precision precision, StepOptions step = {}, const json& file = smallGptJson()) {
+  const Chain chain = testing::chainFromJson(file);
+  step.precision = precision;
+  auto stepped = withStepOptions(chain, step);
+  EXPECT_TRUE(stepped.isOk()) << stepped.status().message();
+  return stepped ? std::move(stepped).value() : chain;
+}
+
+TEST(TransformerHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+  const Chain chain = testing::fittedTo(smallGpt(Precision::Bf16Mixed), device);
+  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// SGD, Adam and AdamW, gradients static and made on backward (the tied head's table gradient made
+// by B(n)): two steps of store-all and of optimal's plan, each op measured as predicted, STEP too.
+TEST(TransformerHalfRun, OptimizerAndGradientModesMeasureThePrediction) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 2});
+  for (std::size_t mode : {0u, 2u, 3u, 10u, 13u}) {
+    const Chain chain = testing::fittedTo(smallGpt(Precision::Bf16Mixed, testing::stepMode(mode)), device);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto optimal = runPlanner(chain, "optimal");
+    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
+    for (const Plan& plan : {Plan{}, optimal->plan}) {
+      auto interp = Interpreter::create(chain, device, testing::seeded(mode));
+      ASSERT_TRUE(interp.isOk()) << interp.status().message();
+      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
+      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
+      EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+std::vector<std::vector<float>> gradientsOf(Precision precision) {
+  cpu::CpuDevice device({.threads = 2});
+  const Chain chain = testing::fittedTo(smallGpt(precision), device);
+  auto interp = Interpreter::create(chain, device, testing::seeded(7));
+  EXPECT_TRUE(interp.isOk()) << interp.status().message();
+  if (!interp) return {};
+  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
+  EXPECT_TRUE(run.isOk()) << run.status().message();
+  std::vector<std::vector<float>> out;
+  if (!run) return out;
+  for (const auto& bytes : run->parameterGradients) {
+    std::vector<float> g(bytes.size() / 4);
+    std::memcpy(g.data(), bytes.data(), g.size() * 4);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// PyTorch's own autocast gradients of this GPT lie 0.1-0.5% from float32's (relative L2 per layer,
+// scripts/torch-autocast-gradients.py --gpt); ours must lie within 2%, and not be float32's.
+TEST(TransformerHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
+  const auto mixed = gradientsOf(Precision::Bf16Mixed), plain = gradientsOf(Precision::Fp32);
+  ASSERT_EQ(mixed.size(), plain.size());
+  ASSERT_EQ(mixed.size(), 6u);
+  for (std::size_t l = 0; l < mixed.size(); ++l) {
+    ASSERT_EQ(mixed[l].size(), plain[l].size()) << "layer " << l + 1;
+    if (mixed[l].empty()) continue;  // the tied head: its gradient is layer 1's
+    double diff = 0.0, norm = 0.0;
+    for (std::size_t i = 0; i < mixed[l].size(); ++i) {
+      diff += std::pow(static_cast<double>(mixed[l][i]) - plain[l][i], 2);
+      norm += std::pow(static_cast<double>(plain[l][i]), 2);
+    }
+    const double relative = std::sqrt(diff / norm);
+    EXPECT_LT(relative, 0.02) << "layer " << l + 1;
+    EXPECT_GT(relative, 1e-5) << "layer " << l + 1 << ": float32's gradients, not bfloat16's";
+  }
+}
+
+// E of a block: the float32 statistics and h1, the bfloat16 casts, activations, q, k, v and
+// probabilities, and the four weight copies, which the CPU lays out to the byte.
+TEST(TransformerHalfRun, TheBlocksEHoldsTheHalfTensorsAndWeightCopies) {
+  const Chain mixed = smallGpt(Precision::Bf16Mixed);
+  const std::uint64_t T = 64, d = 256, H = 1024, A = 2 * 4 * 32 * 32;
+  EXPECT_EQ(mixed.at(2).extraBytes,
+            4 * T * 4 + T * d * 4 + (3 * T * d + 3 * T * d + 2 * T * H + A) * 2 + (4 * d * d + 2 * d * H) * 2);
+  EXPECT_EQ(mixed.at(6).extraBytes, 2 * T * 4 + T * d * 2 + 1000 * d * 2);  // ln_f; the cast, the table's copy
+  EXPECT_EQ(mixed.at(2).outBytes, T * d * 4);                               // the residual stream stays float32
+}
+
+void expectRefused(const json& file, const std::string& what) {
+  cpu::CpuDevice device({.threads = 1});
+  const Chain chain = smallGpt(Precision::Bf16Mixed, {}, file);
+  auto interp = Interpreter::create(chain, device, testing::seeded(1));
+  ASSERT_FALSE(interp.isOk());
+  EXPECT_NE(interp.status().message().find("precision bf16-mixed: no bfloat16 kernel on the CPU for " + what),
+            std::string::npos)
+      << interp.status().message();
+  EXPECT_NE(interp.status().message().find("'h.0'"), std::string::npos) << interp.status().message();
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+TEST(TransformerHalfRun, BlocksWithoutBfloat16KernelsAreRefusedByName) {
+  expectRefused(smallGptJson(true), "a transformer_block with fused attention");
+  expectRefused(smallGptJson(false, false), "a post-norm (BERT) transformer_block");
+  expectRefused(smallGptJson(false, true, 0.1), "a transformer_block with dropout");
+}
+
+TEST(TransformerHalfRun, VitKindsAreRefusedByName) {
+  const json vit = {{"format", "remat-chain/1"},
+                    {"name", "vit"},
+                    {"input", {{"shape", {2, 3, 16, 16}}, {"dtype", "float32"}}},
+                    {"layers",
+                     {{{"name", "conv_proj"}, {"kind", "patch_embedding"}, {"width", 32}, {"patch", 8}},
+                      {{"name", "head"}, {"kind", "cls_head"}, {"out_features", 10}}}}};
+  cpu::CpuDevice device({.threads = 1});
+  auto interp = Interpreter::create(smallGpt(Precision::Bf16Mixed, {}, vit), device, testing::seeded(1));
+  ASSERT_FALSE(interp.isOk());
+  EXPECT_NE(interp.status().message().find("no bfloat16 kernel on the CPU for patch_embedding yet"), std::string::npos)
+      << interp.status().message();
+}
+
+}  // namespace
+}  // namespace remat
