@@ -30,8 +30,12 @@ json block(const std::string& name, bool fused, bool preNorm = true, double p = 
 
 json smallGptJson(bool fused = false, bool preNorm = true, double p = 0.0) {
   json layers = json::array();
-  layers.push_back(
-      {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 1000}, {"positions", 32}, {"width", 256}});
+  layers.push_back({{"name", "wte+wpe"},
+                    {"kind", "token_embedding"},
+                    {"vocab", 1000},
+                    {"positions", 32},
+                    {"width", 256},
+                    {"p", 0.0}});
   for (int i = 0; i < 4; ++i) layers.push_back(block("h." + std::to_string(i), fused, preNorm, p));
   layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 1000}, {"tied", true}, {"norm", true}});
   return {{"format", "remat-chain/1"},
@@ -97,8 +101,10 @@ std::vector<std::vector<float>> gradientsOf(Precision precision) {
   return out;
 }
 
-// PyTorch's own autocast gradients of this GPT lie 0.1-0.5% from float32's (relative L2 per layer,
-// scripts/torch-autocast-gradients.py --gpt); ours must lie within 2%, and not be float32's.
+// PyTorch 1.13's own autocast gradients of this GPT, started from the executor's initial values,
+// lie 1.7-2.8% from float32's (relative L2 per layer, three draws: scripts/torch-autocast-gradients.py
+// --gpt --remat-init; 0.3-0.6% from PyTorch's smaller default init); ours lie 2.0-2.4%. Within 4%,
+// and at least 0.5%: bfloat16's rounding, not float32's kernels.
 TEST(TransformerHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
   const auto mixed = gradientsOf(Precision::Bf16Mixed), plain = gradientsOf(Precision::Fp32);
   ASSERT_EQ(mixed.size(), plain.size());
@@ -112,8 +118,8 @@ TEST(TransformerHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
       norm += std::pow(static_cast<double>(plain[l][i]), 2);
     }
     const double relative = std::sqrt(diff / norm);
-    EXPECT_LT(relative, 0.02) << "layer " << l + 1;
-    EXPECT_GT(relative, 1e-5) << "layer " << l + 1 << ": float32's gradients, not bfloat16's";
+    EXPECT_LT(relative, 0.04) << "layer " << l + 1;
+    EXPECT_GT(relative, 0.005) << "layer " << l + 1 << ": float32's gradients, not bfloat16's";
   }
 }
 
@@ -151,7 +157,7 @@ TEST(TransformerHalfRun, VitKindsAreRefusedByName) {
                     {"name", "vit"},
                     {"input", {{"shape", {2, 3, 16, 16}}, {"dtype", "float32"}}},
                     {"layers",
-                     {{{"name", "conv_proj"}, {"kind", "patch_embedding"}, {"width", 32}, {"patch", 8}},
+                     {{{"name", "conv_proj"}, {"kind", "patch_embedding"}, {"width", 32}, {"patch", 8}, {"p", 0.0}},
                       {{"name", "head"}, {"kind", "cls_head"}, {"out_features", 10}}}}};
   cpu::CpuDevice device({.threads = 1});
   auto interp = Interpreter::create(smallGpt(Precision::Bf16Mixed, {}, vit), device, testing::seeded(1));
