@@ -26,3 +26,16 @@ void mathAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* q, co
                                const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch);
 
 }  // namespace remat::cpu
+
+namespace remat::cpu {
+
+// Fused attention in bfloat16 (PyTorch 2's SDPA under autocast: bfloat16 q, k, v, output; the
+// log-sum-exp float32; the probabilities float32 inside the kernel and never stored): q, k, v read
+// from the token rows qkv [N*S][3d]; out [N][h][S][dh]; lse [N][h][S].
+void fusedAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* qkv, BFloat16* out, float* lse,
+                               float* threadScratch);
+// The probabilities recomputed from q, k and lse; dqkv [N*S][3d] written.
+void fusedAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* qkv, const BFloat16* out, const float* lse,
+                                const BFloat16* dOut, BFloat16* dqkv, float* threadScratch);
+
+}  // namespace remat::cpu

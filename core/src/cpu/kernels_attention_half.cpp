@@ -141,3 +141,96 @@ void mathAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* q, co
 }
 
 }  // namespace remat::cpu
+
+namespace remat::cpu {
+namespace {
+
+// Head h's q (or k, v: part 1, 2) of token row (n, s) inside qkv [N*S][3d].
+const BFloat16* rowOf(const AttentionGeometry& g, const BFloat16* qkv, Index n, Index h, Index s, Index part) {
+  const Index d = g.width();
+  return qkv + (n * g.seq + s) * 3 * d + part * d + h * g.headDim;
+}
+
+// Query i's float32 scores against keys 0..limit-1, scaled.
+void scoresOf(const AttentionGeometry& g, const BFloat16* qkv, Index n, Index h, Index i, Index limit, float scale,
+              float* row) {
+  const BFloat16* qi = rowOf(g, qkv, n, h, i, 0);
+  for (Index j = 0; j < limit; ++j) row[j] = dotHalf(qi, rowOf(g, qkv, n, h, j, 1), g.headDim) * scale;
+}
+
+void fusedHeadForward(const AttentionGeometry& g, const BFloat16* qkv, Index pair, BFloat16* out, float* lse,
+                      float* scratch) {
+  const Index S = g.seq, dh = g.headDim, n = pair / g.heads, h = pair % g.heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  float *row = scratch, *acc = row + S;
+  for (Index i = 0; i < S; ++i) {
+    const Index limit = g.causal ? i + 1 : S;
+    scoresOf(g, qkv, n, h, i, limit, scale, row);
+    const float top = *std::max_element(row, row + limit);
+    float sum = 0.0f;
+    std::fill(acc, acc + dh, 0.0f);
+    for (Index j = 0; j < limit; ++j) {
+      const float p = std::exp(row[j] - top);
+      sum += p;
+      const BFloat16* vj = rowOf(g, qkv, n, h, j, 2);
+      for (Index c = 0; c < dh; ++c) acc[c] += p * vj[c].value();
+    }
+    for (Index c = 0; c < dh; ++c) out[(pair * S + i) * dh + c] = BFloat16(acc[c] / sum);
+    lse[pair * S + i] = top + std::log(sum);
+  }
+}
+
+void fusedHeadBackward(const AttentionGeometry& g, const BFloat16* qkv, Index pair, const BFloat16* out,
+                       const float* lse, const BFloat16* dOut, BFloat16* dqkv, float* scratch) {
+  const Index S = g.seq, dh = g.headDim, n = pair / g.heads, h = pair % g.heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  float *row = scratch, *dk = row + S, *dv = dk + S * dh, *dq = dv + S * dh;
+  std::fill(dk, dk + 2 * S * dh, 0.0f);
+  for (Index i = 0; i < S; ++i) {
+    const Index limit = g.causal ? i + 1 : S;
+    const BFloat16 *dOi = dOut + (pair * S + i) * dh, *qi = rowOf(g, qkv, n, h, i, 0);
+    const float rowDot = dotHalf(dOi, out + (pair * S + i) * dh, dh);  // sum_j P dP = dO . O
+    scoresOf(g, qkv, n, h, i, limit, scale, row);
+    std::fill(dq, dq + dh, 0.0f);
+    for (Index j = 0; j < limit; ++j) {
+      const BFloat16 *kj = rowOf(g, qkv, n, h, j, 1), *vj = rowOf(g, qkv, n, h, j, 2);
+      const float p = std::exp(row[j] - lse[pair * S + i]);
+      const float ds = p * (dotHalf(dOi, vj, dh) - rowDot) * scale;
+      for (Index c = 0; c < dh; ++c) {
+        dq[c] += ds * kj[c].value();
+        dk[j * dh + c] += ds * qi[c].value();
+        dv[j * dh + c] += p * dOi[c].value();
+      }
+    }
+    BFloat16* rowOut = dqkv + (n * S + i) * 3 * g.width() + h * dh;
+    for (Index c = 0; c < dh; ++c) rowOut[c] = BFloat16(dq[c]);
+  }
+  for (Index j = 0; j < S; ++j) {
+    BFloat16* rowOut = dqkv + (n * S + j) * 3 * g.width() + h * dh;
+    for (Index c = 0; c < dh; ++c) {
+      rowOut[g.width() + c] = BFloat16(dk[j * dh + c]);
+      rowOut[2 * g.width() + c] = BFloat16(dv[j * dh + c]);
+    }
+  }
+}
+
+}  // namespace
+
+void fusedAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* qkv, BFloat16* out, float* lse,
+                               float* threadScratch) {
+  const Index pairs = g.batch * g.heads;
+#pragma omp parallel for schedule(static)
+  for (Index pair = 0; pair < pairs; ++pair)
+    fusedHeadForward(g, qkv, pair, out, lse, threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g));
+}
+
+void fusedAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* qkv, const BFloat16* out, const float* lse,
+                                const BFloat16* dOut, BFloat16* dqkv, float* threadScratch) {
+  const Index pairs = g.batch * g.heads;
+#pragma omp parallel for schedule(static)
+  for (Index pair = 0; pair < pairs; ++pair)
+    fusedHeadBackward(g, qkv, pair, out, lse, dOut, dqkv,
+                      threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g));
+}
+
+}  // namespace remat::cpu

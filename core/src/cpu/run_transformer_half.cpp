@@ -1,17 +1,17 @@
 // transformer_block under bf16-mixed on the CPU (docs/memory-model.md 12.10, docs/executor.md): a
-// pre-norm block with math attention as PyTorch 1.13's CPU autocast runs it. The residual stream
+// pre-norm block with math or fused attention as PyTorch's CPU autocast runs it. The residual stream
 // (x(l-1), h1, x(l)) and both layer norms are float32; the four linears are HalfLinearOps reading
 // bfloat16 casts of the norms' float32 outputs (qkv, fc1) or bfloat16 inputs (the merged heads,
 // GELU's output), each saving its weights' bfloat16 copy; attention and GELU run in bfloat16.
 // E holds exactly what the model counts, in this order: ln_1's and ln_2's statistics, h1 (ln_2's
 // float32 input), [ln_1's output's cast, qkv's weight copy], the merged heads, [out-projection's
 // weight copy], [ln_2's output's cast, fc1's weight copy], fc1's output, GELU's output, [fc2's
-// weight copy], the q, k, v copies and the probabilities (bracketed pairs: one HalfLinearOp's
-// copies, as it lays them out). A discard-mode forward lays E out at the start of its workspace.
+// weight copy], then math: the q, k, v copies and the probabilities / fused: qkv's output, the
+// attention's output and its float32 log-sum-exp (bracketed pairs: one HalfLinearOp's copies, as
+// it lays them out). A discard-mode forward lays E out at the start of its workspace.
 // The backward casts the float32 residual gradient to bfloat16 at each sublayer's output (the
 // gradient of autocast's promotion) and the linears write their float32 input's gradient.
-// Refused (by name): fused attention, post-norm (BERT) blocks and dropout, which have no bfloat16
-// kernels here yet.
+// Refused (by name): post-norm (BERT) blocks and dropout, which have no bfloat16 kernels here yet.
 #include <algorithm>
 
 #include "attention_half.hpp"
@@ -22,13 +22,14 @@ namespace remat::cpu {
 struct HalfBlockPrep {
   AttentionGeometry g;
   Index tokens = 0, width = 0, hidden = 0;
-  bool tanhGelu = false;
+  bool tanhGelu = false, fused = false;
   HalfLinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
   Index ln1P = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, h1 = 0, qkvCopies = 0, merged = 0, projCopy = 0, fc1Copies = 0, fc = 0, gelu = 0;
   std::uint64_t fc2Copy = 0, q = 0, k = 0, v = 0, probs = 0, savedBytes = 0, discardShift = 0;
+  std::uint64_t qkvOut = 0, attnOut = 0, lse = 0;  // fused
   // forward scratch: a norm's float32 output, qkv's output, PV's heads, a linear's half output,
   // GELU's float32 work, the threads' and the primitives' scratch
   std::uint64_t fNorm = 0, fQkv = 0, fHeads = 0, fBranch = 0, fGelu = 0, fThread = 0, fDnnl = 0;
@@ -76,6 +77,12 @@ std::uint64_t layOutSaved(HalfBlockPrep& t) {
   t.fc = e.add(halves(T * H));
   t.gelu = e.add(halves(T * H));
   t.fc2Copy = e.add(t.fc2.copies().weightCopyBytes());
+  if (t.fused) {
+    t.qkvOut = e.add(halves(3 * T * d));
+    t.attnOut = e.add(halves(T * d));
+    t.lse = e.add(floats(t.g.batch * t.g.heads * t.g.seq));
+    return e.bytes();
+  }
   t.q = e.add(halves(T * d));
   t.k = e.add(halves(T * d));
   t.v = e.add(halves(T * d));
@@ -142,15 +149,13 @@ Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bo
 
 Status refuseUnsupported(const LayerSpec& spec, const LayerChecks& check) {
   const char* missing = nullptr;
-  if (spec.fusedAttention)
-    missing = "a transformer_block with fused attention";
-  else if (!spec.preNorm)
+  if (!spec.preNorm)
     missing = "a post-norm (BERT) transformer_block";
   else if (spec.dropoutP > 0.0)
     missing = "a transformer_block with dropout";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (pre-norm blocks with math attention, token_embedding and lm_head have one); plan and "
+                    " yet (pre-norm blocks, token_embedding and lm_head have one); plan and "
                     "simulate it, or run it as fp32");
 }
 
@@ -169,7 +174,8 @@ Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer&
   t->tokens = in[0] * in[1];
   t->width = in[2];
   t->hidden = spec.hidden;
-  t->tanhGelu = spec.causal;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
+  t->tanhGelu = spec.causal;
+  t->fused = spec.fusedAttention;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
   REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
@@ -205,9 +211,14 @@ void addPromoted(Index count, const float* residual, const BFloat16* branch, flo
 
 Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* p) {
   const Index d = t.width;
-  auto* qkv = s.work(t.fQkv);
+  auto* qkv = t.fused ? s.at(t.qkvOut) : s.work(t.fQkv);
   REMAT_RETURN_IF_ERROR(t.qkv.forward(context, s.work<float>(t.fNorm), p + t.qkvW, p + t.qkvB, qkv,
                                       s.saved + t.qkvCopies, s.scratch + t.fDnnl));
+  if (t.fused) {  // q, k, v stay in the saved projection; the output and log-sum-exp are saved
+    fusedAttentionForwardHalf(t.g, qkv, s.at(t.attnOut), s.at<float>(t.lse), s.work<float>(t.fThread));
+    headsToRowsHalf(t.g, s.at(t.attnOut), s.at(t.merged), d, 0);
+    return Status::ok();
+  }
   rowsToHeadsHalf(t.g, qkv, 3 * d, 0, s.at(t.q));
   rowsToHeadsHalf(t.g, qkv, 3 * d, d, s.at(t.k));
   rowsToHeadsHalf(t.g, qkv, 3 * d, 2 * d, s.at(t.v));
@@ -286,8 +297,12 @@ Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLa
   REMAT_RETURN_IF_ERROR(
       t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g + t.projW, g + t.projB, dnnl));
   rowsToHeadsHalf(t.g, heads, d, 0, halfRows);
-  mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
-                            s.work<float>(t.bThread));
+  if (t.fused)
+    fusedAttentionBackwardHalf(t.g, s.at(t.qkvOut), s.at(t.attnOut), s.at<float>(t.lse), halfRows, wide,
+                               s.work<float>(t.bThread));
+  else
+    mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
+                              s.work<float>(t.bThread));
   REMAT_RETURN_IF_ERROR(
       t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, rows, g + t.qkvW, g + t.qkvB, dnnl));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's
