@@ -11,7 +11,9 @@
 // it lays them out). A discard-mode forward lays E out at the start of its workspace.
 // The backward casts the float32 residual gradient to bfloat16 at each sublayer's output (the
 // gradient of autocast's promotion) and the linears write their float32 input's gradient.
-// Refused (by name): post-norm (BERT) blocks and dropout, which have no bfloat16 kernels here yet.
+// BERT's post-norm block (postNormForward) keeps ln_1's and ln_2's float32 inputs (h1's slot, then
+// s2) and qkv's cast of x(l-1) (needs_input false). Refused (by name): dropout, which has no
+// bfloat16 kernels here yet.
 #include <algorithm>
 
 #include "attention_half.hpp"
@@ -22,7 +24,7 @@ namespace remat::cpu {
 struct HalfBlockPrep {
   AttentionGeometry g;
   Index tokens = 0, width = 0, hidden = 0;
-  bool tanhGelu = false, fused = false;
+  bool tanhGelu = false, fused = false, postNorm = false;
   HalfLinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
   Index ln1P = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
@@ -30,6 +32,7 @@ struct HalfBlockPrep {
   std::uint64_t st1 = 0, st2 = 0, h1 = 0, qkvCopies = 0, merged = 0, projCopy = 0, fc1Copies = 0, fc = 0, gelu = 0;
   std::uint64_t fc2Copy = 0, q = 0, k = 0, v = 0, probs = 0, savedBytes = 0, discardShift = 0;
   std::uint64_t qkvOut = 0, attnOut = 0, lse = 0;  // fused
+  std::uint64_t s2 = 0;                            // post-norm: ln_2's float32 input (h1's slot holds ln_1's)
   // forward scratch: a norm's float32 output, qkv's output, PV's heads, a linear's half output,
   // GELU's float32 work, the threads' and the primitives' scratch
   std::uint64_t fNorm = 0, fQkv = 0, fHeads = 0, fBranch = 0, fGelu = 0, fThread = 0, fDnnl = 0;
@@ -70,6 +73,7 @@ std::uint64_t layOutSaved(HalfBlockPrep& t) {
   t.st1 = e.add(floats(2 * T));
   t.st2 = e.add(floats(2 * T));
   t.h1 = e.add(floats(T * d));
+  if (t.postNorm) t.s2 = e.add(floats(T * d));
   t.qkvCopies = e.add(t.qkv.copies().inputCastBytes() + t.qkv.copies().weightCopyBytes());
   t.merged = e.add(halves(T * d));
   t.projCopy = e.add(t.proj.copies().weightCopyBytes());
@@ -127,8 +131,9 @@ void layOutScratch(HalfBlockPrep& t, PreparedLayer& prepared) {
 Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bool firstLayer,
                  const std::string& label) {
   const Index T = t.tokens, d = t.width, H = t.hidden;
-  auto linear = [&](HalfLinearOp& op, Index in, Index out, bool casts, const char* name) -> Status {
-    auto made = HalfLinearOp::create(context, T, in, out, true, casts, InputGrad::Write, label + ", " + name);
+  auto linear = [&](HalfLinearOp& op, Index in, Index out, bool casts, const char* name,
+                    InputGrad grad = InputGrad::Write) -> Status {
+    auto made = HalfLinearOp::create(context, T, in, out, true, casts, grad, label + ", " + name);
     if (!made) return made.status();
     op = std::move(made).value();
     return Status::ok();
@@ -139,8 +144,11 @@ Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bo
     op = std::move(made).value();
     return Status::ok();
   };
-  REMAT_RETURN_IF_ERROR(norm(t.ln1, firstLayer ? InputGrad::None : InputGrad::Add, "ln_1"));
-  REMAT_RETURN_IF_ERROR(linear(t.qkv, d, 3 * d, true, "qkv"));
+  // Pre-norm: ln_1 reads x(l-1) and adds its gradient to the residual's; post-norm (BERT): the qkv
+  // linear reads x(l-1) (its cast saved) and writes its gradient, the residual's added after.
+  const InputGrad first = firstLayer ? InputGrad::None : (t.postNorm ? InputGrad::Write : InputGrad::Add);
+  REMAT_RETURN_IF_ERROR(norm(t.ln1, t.postNorm ? InputGrad::Write : first, "ln_1"));
+  REMAT_RETURN_IF_ERROR(linear(t.qkv, d, 3 * d, true, "qkv", t.postNorm ? first : InputGrad::Write));
   REMAT_RETURN_IF_ERROR(linear(t.proj, d, d, false, "out projection"));
   REMAT_RETURN_IF_ERROR(norm(t.ln2, InputGrad::Write, "ln_2"));
   REMAT_RETURN_IF_ERROR(linear(t.fc1, d, H, true, "fc1"));
@@ -149,10 +157,7 @@ Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bo
 
 Status refuseUnsupported(const LayerSpec& spec, const LayerChecks& check) {
   const char* missing = nullptr;
-  if (!spec.preNorm)
-    missing = "a post-norm (BERT) transformer_block";
-  else if (spec.dropoutP > 0.0)
-    missing = "a transformer_block with dropout";
+  if (spec.dropoutP > 0.0) missing = "a transformer_block with dropout";
   if (missing == nullptr) return Status::ok();
   return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
                     " yet (pre-norm blocks, token_embedding and lm_head have one); plan and "
@@ -175,9 +180,10 @@ Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer&
   t->width = in[2];
   t->hidden = spec.hidden;
   t->tanhGelu = spec.causal;
-  t->fused = spec.fusedAttention;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
+  t->fused = spec.fusedAttention;
+  t->postNorm = !spec.preNorm;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
   REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
+  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, spec.preNorm, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
   t->savedBytes = layOutSaved(*t);
@@ -209,11 +215,13 @@ void addPromoted(Index count, const float* residual, const BFloat16* branch, flo
   for (Index i = 0; i < count; ++i) out[i] = residual[i] + branch[i].value();
 }
 
-Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* p) {
+// From qkv's float32 input (ln_1's output, or x(l-1) in a post-norm block) to the merged heads.
+Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* input,
+                        const float* p) {
   const Index d = t.width;
   auto* qkv = t.fused ? s.at(t.qkvOut) : s.work(t.fQkv);
-  REMAT_RETURN_IF_ERROR(t.qkv.forward(context, s.work<float>(t.fNorm), p + t.qkvW, p + t.qkvB, qkv,
-                                      s.saved + t.qkvCopies, s.scratch + t.fDnnl));
+  REMAT_RETURN_IF_ERROR(
+      t.qkv.forward(context, input, p + t.qkvW, p + t.qkvB, qkv, s.saved + t.qkvCopies, s.scratch + t.fDnnl));
   if (t.fused) {  // q, k, v stay in the saved projection; the output and log-sum-exp are saved
     fusedAttentionForwardHalf(t.g, qkv, s.at(t.attnOut), s.at<float>(t.lse), s.work<float>(t.fThread));
     headsToRowsHalf(t.g, s.at(t.attnOut), s.at(t.merged), d, 0);
@@ -244,6 +252,78 @@ void geluHalfBackward(const HalfBlockPrep& t, const BFloat16* x, BFloat16* dyDx,
   castToHalf(count, work + count, dyDx);
 }
 
+// The attention sublayer's backward from the float32 gradient of its promoted output (`dOut`):
+// its bfloat16 cast, the out-projection, the attention, qkv writing its float32 input's gradient.
+Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* p,
+                         float* g, const float* dOut, float* dInput) {
+  std::byte* dnnl = s.scratch + t.bDnnl;
+  const Index d = t.width;
+  auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
+  castToHalf(t.tokens * d, dOut, halfRows);
+  REMAT_RETURN_IF_ERROR(
+      t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g + t.projW, g + t.projB, dnnl));
+  rowsToHeadsHalf(t.g, heads, d, 0, halfRows);
+  if (t.fused)
+    fusedAttentionBackwardHalf(t.g, s.at(t.qkvOut), s.at(t.attnOut), s.at<float>(t.lse), halfRows, wide,
+                               s.work<float>(t.bThread));
+  else
+    mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
+                              s.work<float>(t.bThread));
+  return t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, dInput, g + t.qkvW, g + t.qkvB, dnnl);
+}
+
+// The MLP's backward from the float32 gradient of its promoted output into fc1's float32 input's.
+Status mlpBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, float* g,
+                   const float* dOut, float* dInput) {
+  std::byte* dnnl = s.scratch + t.bDnnl;
+  auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide);
+  castToHalf(t.tokens * t.width, dOut, halfRows);
+  REMAT_RETURN_IF_ERROR(
+      t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g + t.fc2W, g + t.fc2B, dnnl));
+  geluHalfBackward(t, s.at(t.fc), wide, s.work<float>(t.bFloatWide));
+  return t.fc1.backward(context, nullptr, wide, s.saved + t.fc1Copies, dInput, g + t.fc1W, g + t.fc1B, dnnl);
+}
+
+// BERT: s1 = x + proj(attn(qkv(x))), h = ln_1(s1), s2 = h + fc2(gelu(fc1(h))), y = ln_2(s2); E
+// keeps s1 (h1's slot) and s2, and qkv's and fc1's casts of x and h.
+Status postNormForward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s,
+                       const ForwardBuffers& b) {
+  std::byte* dnnl = s.scratch + t.fDnnl;
+  const float* p = b.params;
+  const Index T = t.tokens, d = t.width;
+  float *s1 = s.at<float>(t.h1), *s2 = s.at<float>(t.s2), *h = s.work<float>(t.fNorm);
+  auto* branch = s.work(t.fBranch);
+  REMAT_RETURN_IF_ERROR(attentionForward(context, t, s, b.x, p));
+  REMAT_RETURN_IF_ERROR(
+      t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, branch, s.saved + t.projCopy, dnnl));
+  addPromoted(T * d, b.x, branch, s1);
+  REMAT_RETURN_IF_ERROR(t.ln1.forward(context, s1, p + t.ln1P, h, s.at<float>(t.st1), dnnl));
+  REMAT_RETURN_IF_ERROR(t.fc1.forward(context, h, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
+  geluHalf(t, s.at(t.fc), s.at(t.gelu), s.work<float>(t.fGelu));
+  REMAT_RETURN_IF_ERROR(
+      t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
+  addPromoted(T * d, h, branch, s2);
+  return t.ln2.forward(context, s2, p + t.ln2P, b.y, s.at<float>(t.st2), dnnl);
+}
+
+Status postNormBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s,
+                        const BackwardBuffers& b) {
+  std::byte* dnnl = s.scratch + t.bDnnl;
+  const float* p = b.params;
+  float* g = b.paramGrads;
+  const Index T = t.tokens, d = t.width;
+  float *rows = s.work<float>(t.bRows), *residual = s.work<float>(t.bDh1);
+  REMAT_RETURN_IF_ERROR(
+      t.ln2.backward(context, s.at<float>(t.s2), b.dy, p + t.ln2P, s.at<float>(t.st2), residual, g + t.ln2P, dnnl));
+  REMAT_RETURN_IF_ERROR(mlpBackward(context, t, s, g, residual, rows));
+  add(T * d, rows, residual, rows);  // d(h): the MLP's and the residual's
+  REMAT_RETURN_IF_ERROR(
+      t.ln1.backward(context, s.at<float>(t.h1), rows, p + t.ln1P, s.at<float>(t.st1), residual, g + t.ln1P, dnnl));
+  REMAT_RETURN_IF_ERROR(attentionBackward(context, t, s, p, g, residual, b.dx));
+  if (b.dx != nullptr) add(T * d, b.dx, residual, b.dx);  // d(s1) reaches x(l-1) through the residual too
+  return Status::ok();
+}
+
 }  // namespace
 
 Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
@@ -253,12 +333,13 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
   const HalfTensors s{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift)};
+  if (t.postNorm) return postNormForward(context, t, s, b);
   std::byte* dnnl = s.scratch + t.fDnnl;
   const float* p = b.params;
   const Index T = t.tokens, d = t.width;
   float* norm = s.work<float>(t.fNorm);
   REMAT_RETURN_IF_ERROR(t.ln1.forward(context, b.x, p + t.ln1P, norm, s.at<float>(t.st1), dnnl));
-  REMAT_RETURN_IF_ERROR(attentionForward(context, t, s, p));
+  REMAT_RETURN_IF_ERROR(attentionForward(context, t, s, norm, p));
   auto* branch = s.work(t.fBranch);
   REMAT_RETURN_IF_ERROR(
       t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, branch, s.saved + t.projCopy, dnnl));
@@ -275,38 +356,21 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
 Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared,
                                     const BackwardBuffers& b) {
   const HalfBlockPrep& t = *prepared.halfBlock;
-  if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
+  if (b.workspace == nullptr || b.extra == nullptr || (!t.postNorm && b.x == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
   const HalfTensors s{const_cast<std::byte*>(b.extra), b.workspace};
-  std::byte* dnnl = b.workspace + t.bDnnl;
+  if (t.postNorm) return postNormBackward(context, t, s, b);
   const float* p = b.params;
   float* g = b.paramGrads;
   const Index T = t.tokens, d = t.width;
-  auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
   float *rows = s.work<float>(t.bRows), *dh1 = s.work<float>(t.bDh1);
-  castToHalf(T * d, b.dy, halfRows);  // d(fc2's bfloat16 output) through the promotion
-  REMAT_RETURN_IF_ERROR(
-      t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g + t.fc2W, g + t.fc2B, dnnl));
-  geluHalfBackward(t, s.at(t.fc), wide, s.work<float>(t.bFloatWide));
-  REMAT_RETURN_IF_ERROR(
-      t.fc1.backward(context, nullptr, wide, s.saved + t.fc1Copies, rows, g + t.fc1W, g + t.fc1B, dnnl));
-  REMAT_RETURN_IF_ERROR(
-      t.ln2.backward(context, s.at<float>(t.h1), rows, p + t.ln2P, s.at<float>(t.st2), dh1, g + t.ln2P, dnnl));
+  REMAT_RETURN_IF_ERROR(mlpBackward(context, t, s, g, b.dy, rows));
+  REMAT_RETURN_IF_ERROR(t.ln2.backward(context, s.at<float>(t.h1), rows, p + t.ln2P, s.at<float>(t.st2), dh1,
+                                       g + t.ln2P, s.scratch + t.bDnnl));
   add(T * d, dh1, b.dy, dh1);  // the residual: d(h1) = dy + ln_2's
-  castToHalf(T * d, dh1, halfRows);
-  REMAT_RETURN_IF_ERROR(
-      t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g + t.projW, g + t.projB, dnnl));
-  rowsToHeadsHalf(t.g, heads, d, 0, halfRows);
-  if (t.fused)
-    fusedAttentionBackwardHalf(t.g, s.at(t.qkvOut), s.at(t.attnOut), s.at<float>(t.lse), halfRows, wide,
-                               s.work<float>(t.bThread));
-  else
-    mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
-                              s.work<float>(t.bThread));
-  REMAT_RETURN_IF_ERROR(
-      t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, rows, g + t.qkvW, g + t.qkvB, dnnl));
+  REMAT_RETURN_IF_ERROR(attentionBackward(context, t, s, p, g, dh1, rows));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's
-  return t.ln1.backward(context, b.x, rows, p + t.ln1P, s.at<float>(t.st1), b.dx, g + t.ln1P, dnnl);
+  return t.ln1.backward(context, b.x, rows, p + t.ln1P, s.at<float>(t.st1), b.dx, g + t.ln1P, s.scratch + t.bDnnl);
 }
 
 }  // namespace remat::cpu
