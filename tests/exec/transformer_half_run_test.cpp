@@ -1,10 +1,12 @@
-// bf16-mixed on the CPU for GPT's kinds (docs/memory-model.md 12.10, docs/executor.md): the small
-// GPT of scripts/torch-autocast-gradients.py --gpt (token_embedding, four pre-norm causal blocks of
-// width 256 with math attention, the tied lm_head; batch 2, sequence 32) runs as PyTorch 1.13's CPU
-// autocast runs it: every op's measured footprint equals the prediction under every planner's plan
-// and in several optimizer and gradient modes, the optimizer step included; every plan's gradients
-// are store-all's bit for bit; and the gradients lie within bfloat16's error of float32's. The
-// transformer kinds without bfloat16 kernels are refused by name before anything is allocated.
+// bf16-mixed on the CPU for the transformer kinds (docs/memory-model.md 12.10, docs/executor.md):
+// the small GPT of scripts/torch-autocast-gradients.py --gpt (token_embedding, four pre-norm causal
+// blocks of width 256, the tied lm_head; batch 2, sequence 32) under math and fused attention, a
+// BERT-like chain (BERT's embedding, post-norm blocks, an untied lm_head or the pooler) and ViT's
+// encoder end (blocks, cls_head) run as PyTorch's CPU autocast runs them: every op's measured
+// footprint equals the prediction under every planner's plan and in several optimizer and
+// gradient modes, the optimizer step included; every plan's gradients are store-all's bit for bit;
+// and the gradients lie within bfloat16's error of float32's. The kinds without bfloat16 kernels
+// (dropout inside a block, patch_embedding) are refused by name before anything is allocated.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,8 +30,9 @@ json block(const std::string& name, bool fused, bool preNorm = true, double p = 
           {"causal", true}, {"pre_norm", preNorm},         {"p", p},     {"fused_attention", fused}};
 }
 
-// BERT's embedding (two token types, its LayerNorm) and two post-norm blocks, then an untied head.
-json bertLikeJson() {
+// BERT's embedding (two token types, its LayerNorm) and two post-norm blocks, then an untied
+// lm_head without ln_f, or BERT's pooler (cls_head: token 0, dense, tanh; bfloat16 logits).
+json bertLikeJson(bool pooler = false) {
   json layers = json::array();
   layers.push_back({{"name", "embeddings"},
                     {"kind", "token_embedding"},
@@ -45,10 +48,30 @@ json bertLikeJson() {
     b["causal"] = false;
     layers.push_back(b);
   }
-  layers.push_back({{"name", "head"}, {"kind", "lm_head"}, {"vocab", 1000}, {"tied", false}, {"norm", false}});
+  if (pooler)
+    layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
+  else
+    layers.push_back({{"name", "head"}, {"kind", "lm_head"}, {"vocab", 1000}, {"tied", false}, {"norm", false}});
   return {{"format", "remat-chain/1"},
-          {"name", "bert-like"},
+          {"name", pooler ? "bert-pooler" : "bert-like"},
           {"input", {{"shape", {2, 32}}, {"dtype", "float32"}}},
+          {"layers", layers}};
+}
+
+// ViT's encoder end: two pre-norm blocks on a float32 [N, S, d] input, then cls_head (its
+// LayerNorm, token 0, the linear; bfloat16 logits).
+json vitTailJson() {
+  json layers = json::array();
+  for (int i = 0; i < 2; ++i) {
+    json b = block("encoder_layer_" + std::to_string(i), true);
+    b["causal"] = false;
+    b["epsilon"] = 1e-6;
+    layers.push_back(b);
+  }
+  layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
+  return {{"format", "remat-chain/1"},
+          {"name", "vit-tail"},
+          {"input", {{"shape", {2, 17, 256}}, {"dtype", "float32"}}},
           {"layers", layers}};
 }
 
@@ -79,7 +102,8 @@ Chain smallGpt(Precision precision, StepOptions step = {}, const json& file = sm
 // Math attention and fused (q, k, v kept in qkv's saved output, the float32 log-sum-exp), and
 // BERT's post-norm blocks (E keeps both norms' float32 inputs and qkv's cast of x(l-1)).
 TEST(TransformerHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  for (const json& file : {smallGptJson(false), smallGptJson(true), bertLikeJson()}) {
+  for (const json& file :
+       {smallGptJson(false), smallGptJson(true), bertLikeJson(), bertLikeJson(true), vitTailJson()}) {
     SCOPED_TRACE(file["name"].get<std::string>() + " " + file["layers"][1].dump());
     cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
     const Chain chain = testing::fittedTo(smallGpt(Precision::Bf16Mixed, {}, file), device);
@@ -161,10 +185,19 @@ TEST(TransformerHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
   }
 }
 
-// BERT-like (no PyTorch reference of this chain under autocast: the GPT's bounds; 0.8-1.0% here).
+// BERT-like (no PyTorch reference of this chain under autocast: the GPT's bounds; 0.8-1.0% here, with either head).
 TEST(TransformerHalfRun, PostNormGradientsLieWithinBfloat16sErrorOfFloat32s) {
-  const json file = bertLikeJson();
-  expectWithinBfloat16sError(gradientsOf(Precision::Bf16Mixed, file), gradientsOf(Precision::Fp32, file), 4);
+  for (const bool pooler : {false, true}) {
+    SCOPED_TRACE(pooler ? "pooler" : "lm_head");
+    const json file = bertLikeJson(pooler);
+    expectWithinBfloat16sError(gradientsOf(Precision::Bf16Mixed, file), gradientsOf(Precision::Fp32, file), 4);
+  }
+}
+
+// cls_head with its LayerNorm after two pre-norm (ViT) blocks with fused attention (0.9-1.6% here).
+TEST(TransformerHalfRun, VitTailGradientsLieWithinBfloat16sErrorOfFloat32s) {
+  const json file = vitTailJson();
+  expectWithinBfloat16sError(gradientsOf(Precision::Bf16Mixed, file), gradientsOf(Precision::Fp32, file), 3);
 }
 
 // E of a block: the float32 statistics and h1, the bfloat16 casts, activations, q, k, v and

@@ -323,6 +323,8 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   if (layer.kind == LayerKind::LmHead) return prepareLmHead(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchEmbedding)
     return preparePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::ClsHead && c.chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::ClsHead) return prepareClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (isSwinKind(layer.kind)) return prepareSwin(c, layer, spec, check, prepared);
   auto params = check.primitiveLayer(layer, spec, autocastCasts(layer, spec, c.mode));
@@ -382,14 +384,15 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
     return check.fail(
         "precision " + std::string(precisionName(chain.step.precision)) +
         ": oneDNN 2.6 has no float16 convolution on the CPU; run bf16-mixed (the same model in bfloat16)");
-  // GPT's kinds keep the float32 residual stream between layers: their half tensors lie inside E and
-  // the workspaces (run_transformer_half.cpp, run_heads_half.cpp); the other transformer kinds have
-  // no bfloat16 kernels yet.
-  if (hasHalfTransformerKernels(layer.kind)) return HalfMode{};
+  // GPT's and BERT's kinds keep the float32 residual stream between layers: their half tensors lie
+  // inside E and the workspaces (run_transformer_half.cpp, run_heads_half.cpp); cls_head writes
+  // half logits (run_vit_half.cpp); the other transformer kinds have no bfloat16 kernels yet.
+  if (hasHalfTransformerKernels(layer.kind)) return HalfMode{.half = layer.kind == LayerKind::ClsHead};
   if (isTransformerKind(layer.kind))
-    return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (transformer_block, token_embedding and lm_head have one); plan and simulate it, or run "
-                      "it as fp32");
+    return check.fail(
+        "precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
+        " yet (transformer_block, token_embedding, lm_head and cls_head have one); plan and simulate it, or "
+        "run it as fp32");
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);

@@ -69,7 +69,14 @@ Status setParams(HalfBlockPrep& t, std::uint64_t paramCount, const LayerChecks& 
 
 std::uint64_t layOutSaved(HalfBlockPrep& t) {
   const Index T = t.tokens, d = t.width, H = t.hidden, A = t.g.batch * t.g.heads * t.g.seq * t.g.seq;
-  ScratchLayout e;
+  struct {  // packed, as the model sums E (ScratchLayout would align each region)
+    std::uint64_t end = 0;
+    std::uint64_t add(std::uint64_t bytes) {
+      end += bytes;
+      return end - bytes;
+    }
+    std::uint64_t bytes() const { return end; }
+  } e;
   t.st1 = e.add(floats(2 * T));
   t.st2 = e.add(floats(2 * T));
   t.h1 = e.add(floats(T * d));
@@ -167,7 +174,8 @@ Status refuseUnsupported(const LayerSpec& spec, const LayerChecks& check) {
 }  // namespace
 
 bool hasHalfTransformerKernels(LayerKind kind) {
-  return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead;
+  return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead ||
+         kind == LayerKind::ClsHead;
 }
 
 Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,

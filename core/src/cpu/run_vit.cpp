@@ -190,6 +190,7 @@ void gatherFirstTokens(const VitPrep& v, const float* x, float* rows) {
 
 Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                       const ForwardBuffers& b) {
+  if (prepared.halfClsHead) return forwardHalfClsHead(context, prepared, mode, b);  // bf16-mixed
   const VitPrep& v = *prepared.vit;
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
@@ -213,6 +214,7 @@ Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared,
 }
 
 Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfClsHead) return backwardHalfClsHead(context, prepared, b);  // bf16-mixed
   const VitPrep& v = *prepared.vit;
   if (b.workspace == nullptr || b.x == nullptr || (v.norm && b.extra == nullptr) || (v.tanhOut && b.y == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the head's backward lacks x(l-1), x(l), E or its workspace");
