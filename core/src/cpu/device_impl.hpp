@@ -52,6 +52,7 @@ struct LmHeadPrep;            // run_heads.cpp
 struct HalfBlockPrep;         // run_transformer_half.cpp (bf16-mixed)
 struct HalfLmHeadPrep;        // run_heads_half.cpp (bf16-mixed)
 struct HalfClsHeadPrep;       // run_vit_half.cpp (bf16-mixed)
+struct HalfPatchPrep;         // run_patch_half.cpp (bf16-mixed)
 struct VitPrep;               // run_vit.cpp
 struct SwinBlockPrep;         // run_swin.cpp
 struct SwinEndPrep;           // run_swin_ends.cpp
@@ -96,6 +97,7 @@ struct PreparedLayer {
   std::shared_ptr<const HalfBlockPrep> halfBlock;      // bf16-mixed: transformer_block's autocast kernels
   std::shared_ptr<const HalfLmHeadPrep> halfLmHead;    // bf16-mixed: lm_head's
   std::shared_ptr<const HalfClsHeadPrep> halfClsHead;  // bf16-mixed: cls_head's
+  std::shared_ptr<const HalfPatchPrep> halfPatch;      // bf16-mixed: patch_embedding's
   std::shared_ptr<const VitPrep> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinBlockPrep> swinBlock;
   std::shared_ptr<const SwinEndPrep> swinEnd;  // swin_embedding, patch_merging, swin_head
@@ -177,7 +179,8 @@ void logSoftmaxRows(Index rows, Index width, const float* logits, float* out);
 void logSoftmaxBackwardRows(Index rows, Index width, const float* y, const float* dy, float* dx);
 // bf16-mixed (docs/memory-model.md 12.10): GPT's kinds as PyTorch 1.13's CPU autocast runs them.
 // transformer_block and lm_head have kernels (their float32 x(l) unchanged, half tensors in E),
-// cls_head too (its x(l) bfloat16); token_embedding runs its float32 kernels.
+// cls_head and patch_embedding too (cls_head's x(l) bfloat16); token_embedding runs its float32
+// kernels.
 bool hasHalfTransformerKernels(LayerKind kind);
 Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
@@ -195,6 +198,11 @@ Status prepareHalfClsHead(const DnnlContext& context, const ChainLayer& layer, c
 Status forwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                           const ForwardBuffers& b);
 Status backwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareHalfPatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                 const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardHalfPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                 std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardHalfPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // patch_embedding and cls_head (run_vit.cpp).
 Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);

@@ -175,7 +175,7 @@ Status refuseUnsupported(const LayerSpec& spec, const LayerChecks& check) {
 
 bool hasHalfTransformerKernels(LayerKind kind) {
   return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead ||
-         kind == LayerKind::ClsHead;
+         kind == LayerKind::ClsHead || kind == LayerKind::PatchEmbedding;
 }
 
 Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,

@@ -88,6 +88,7 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
 
 Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                              std::uint64_t dropoutKey, const ForwardBuffers& b) {
+  if (prepared.halfPatch) return forwardHalfPatchEmbedding(context, prepared, mode, dropoutKey, b);  // bf16-mixed
   const VitPrep& v = *prepared.vit;
   if (b.workspace == nullptr || (mode == ForwardMode::Keep && prepared.dropoutP > 0.0 && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": no forward workspace or mask");
@@ -110,6 +111,7 @@ Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& pr
 }
 
 Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfPatch) return backwardHalfPatchEmbedding(context, prepared, b);  // bf16-mixed
   const VitPrep& v = *prepared.vit;
   if (b.workspace == nullptr || b.x == nullptr || (prepared.dropoutP > 0.0 && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the backward lacks the image, its mask or its workspace");
