@@ -18,12 +18,22 @@ void headsToRowsHalf(const AttentionGeometry& g, const BFloat16* heads, BFloat16
 // Floats of per-thread scratch the bfloat16 math kernels need.
 Index halfAttentionThreadFloats(const AttentionGeometry& g);
 
+// Math attention's dropout in bfloat16: the mask [N][h][S][S] (bytes, drawn at the fused rule's
+// indices) and the dropped probabilities P v reads. Inactive (p = 0): both null.
+struct HalfAttentionDropout {
+  DropoutDraw draw;
+  std::uint8_t* mask = nullptr;
+  BFloat16* dropped = nullptr;
+};
+
 // probs [N][h][S][S] (bfloat16, zero above the causal diagonal), out [N][h][S][dh] bfloat16.
 void mathAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                              BFloat16* probs, BFloat16* out, float* threadScratch);
+                              BFloat16* probs, BFloat16* out, float* threadScratch,
+                              const HalfAttentionDropout& drop = {});
 // dOut [N][h][S][dh]; dq, dk, dv written into the token rows dqkv [N*S][3d] (q | k | v).
 void mathAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                               const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch);
+                               const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch,
+                               const HalfAttentionDropout& drop = {});
 
 }  // namespace remat::cpu
 
@@ -32,10 +42,12 @@ namespace remat::cpu {
 // Fused attention in bfloat16 (PyTorch 2's SDPA under autocast: bfloat16 q, k, v, output; the
 // log-sum-exp float32; the probabilities float32 inside the kernel and never stored): q, k, v read
 // from the token rows qkv [N*S][3d]; out [N][h][S][dh]; lse [N][h][S].
+// Dropout (drop active) is drawn per element and never stored, as in float32.
 void fusedAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* qkv, BFloat16* out, float* lse,
-                               float* threadScratch);
+                               float* threadScratch, const DropoutDraw& drop = {});
 // The probabilities recomputed from q, k and lse; dqkv [N*S][3d] written.
 void fusedAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* qkv, const BFloat16* out, const float* lse,
-                                const BFloat16* dOut, BFloat16* dqkv, float* threadScratch);
+                                const BFloat16* dOut, BFloat16* dqkv, float* threadScratch,
+                                const DropoutDraw& drop = {});
 
 }  // namespace remat::cpu

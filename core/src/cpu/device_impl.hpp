@@ -185,8 +185,8 @@ bool hasHalfTransformerKernels(LayerKind kind);
 Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                                   const ForwardBuffers& b);
-Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared,
+                                   std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                     const BackwardBuffers& b);
 Status prepareHalfLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);

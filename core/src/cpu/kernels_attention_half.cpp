@@ -66,7 +66,7 @@ void headsToRowsHalf(const AttentionGeometry& g, const BFloat16* heads, BFloat16
 Index halfAttentionThreadFloats(const AttentionGeometry& g) { return g.seq * g.seq + 3 * g.seq * g.headDim + g.seq; }
 
 void mathAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                              BFloat16* probs, BFloat16* out, float* threadScratch) {
+                              BFloat16* probs, BFloat16* out, float* threadScratch, const HalfAttentionDropout& drop) {
   const Index S = g.seq, dh = g.headDim, pairs = g.batch * g.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
 #pragma omp parallel for schedule(static)
@@ -78,9 +78,19 @@ void mathAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* q, con
     for (Index i = 0; i < S; ++i) {
       const Index limit = g.causal ? i + 1 : S;
       softmaxRow(g, qh + i * dh, kh, limit, scale, row, ph + i * S);
+      const BFloat16* used = ph + i * S;  // the probabilities P v reads: dropped ones with dropout
+      if (drop.draw.active()) {
+        const Index at = (pair * S + i) * S;
+        for (Index j = 0; j < S; ++j) {
+          const bool keep = drop.draw.keep(static_cast<std::uint64_t>(at + j));
+          drop.mask[at + j] = keep ? 1 : 0;
+          drop.dropped[at + j] = BFloat16(keep ? ph[i * S + j].value() * drop.draw.scale : 0.0f);
+        }
+        used = drop.dropped + at;
+      }
       std::fill(acc, acc + dh, 0.0f);
       for (Index j = 0; j < limit; ++j) {
-        const float p = ph[i * S + j].value();
+        const float p = used[j].value();
         for (Index c = 0; c < dh; ++c) acc[c] += p * vh[j * dh + c].value();
       }
       for (Index c = 0; c < dh; ++c) out[(pair * S + i) * dh + c] = BFloat16(acc[c]);
@@ -91,8 +101,10 @@ void mathAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* q, con
 namespace {
 
 // One head's backward: dS (the scores' gradient, scaled) into `ds` [S][S], then dq, dk, dv.
+// With dropout `used` holds the dropped probabilities (dv's) and d(dropped) goes through the mask.
 void headBackward(const AttentionGeometry& g, Index pair, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                  const BFloat16* p, const BFloat16* dOut, BFloat16* dqkv, float* scratch) {
+                  const BFloat16* p, const BFloat16* used, const std::uint8_t* mask, float dropScale,
+                  const BFloat16* dOut, BFloat16* dqkv, float* scratch) {
   const Index S = g.seq, dh = g.headDim, d = g.width(), n = pair / g.heads, h = pair % g.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   float *ds = scratch, *dq = ds + S * S, *dk = dq + S * dh, *dv = dk + S * dh;
@@ -102,11 +114,12 @@ void headBackward(const AttentionGeometry& g, Index pair, const BFloat16* q, con
     float rowDot = 0.0f;
     for (Index j = 0; j < limit; ++j) {
       ds[i * S + j] = bf(dotHalf(dOut + i * dh, v + j * dh, dh));  // dP = dO v^T, a bf16 matmul
+      if (mask != nullptr) ds[i * S + j] = mask[i * S + j] ? bf(ds[i * S + j] * dropScale) : 0.0f;
       rowDot += p[i * S + j].value() * ds[i * S + j];
     }
     for (Index j = 0; j < limit; ++j) ds[i * S + j] = bf(bf(p[i * S + j].value() * (ds[i * S + j] - rowDot)) * scale);
     for (Index j = 0; j < limit; ++j) {
-      const float pij = p[i * S + j].value(), sij = ds[i * S + j];
+      const float pij = used[i * S + j].value(), sij = ds[i * S + j];
       for (Index c = 0; c < dh; ++c) {
         dv[j * dh + c] += pij * dOut[i * dh + c].value();
         dk[j * dh + c] += sij * q[i * dh + c].value();
@@ -130,12 +143,16 @@ void headBackward(const AttentionGeometry& g, Index pair, const BFloat16* q, con
 }  // namespace
 
 void mathAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* q, const BFloat16* k, const BFloat16* v,
-                               const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch) {
+                               const BFloat16* probs, const BFloat16* dOut, BFloat16* dqkv, float* threadScratch,
+                               const HalfAttentionDropout& drop) {
   const Index S = g.seq, dh = g.headDim, pairs = g.batch * g.heads;
+  const bool dropped = drop.draw.active();
 #pragma omp parallel for schedule(static)
   for (Index pair = 0; pair < pairs; ++pair) {
     const Index at = pair * S * dh;
-    headBackward(g, pair, q + at, k + at, v + at, probs + pair * S * S, dOut + at, dqkv,
+    const Index square = pair * S * S;
+    headBackward(g, pair, q + at, k + at, v + at, probs + square, (dropped ? drop.dropped : probs) + square,
+                 dropped ? drop.mask + square : nullptr, drop.draw.scale, dOut + at, dqkv,
                  threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g));
   }
 }
@@ -159,7 +176,7 @@ void scoresOf(const AttentionGeometry& g, const BFloat16* qkv, Index n, Index h,
 }
 
 void fusedHeadForward(const AttentionGeometry& g, const BFloat16* qkv, Index pair, BFloat16* out, float* lse,
-                      float* scratch) {
+                      float* scratch, const DropoutDraw& drop) {
   const Index S = g.seq, dh = g.headDim, n = pair / g.heads, h = pair % g.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   float *row = scratch, *acc = row + S;
@@ -171,9 +188,11 @@ void fusedHeadForward(const AttentionGeometry& g, const BFloat16* qkv, Index pai
     std::fill(acc, acc + dh, 0.0f);
     for (Index j = 0; j < limit; ++j) {
       const float p = std::exp(row[j] - top);
-      sum += p;
+      sum += p;  // the log-sum-exp of the probabilities before dropout
+      const float w =
+          drop.active() ? (drop.keep(static_cast<std::uint64_t>((pair * S + i) * S + j)) ? p * drop.scale : 0.0f) : p;
       const BFloat16* vj = rowOf(g, qkv, n, h, j, 2);
-      for (Index c = 0; c < dh; ++c) acc[c] += p * vj[c].value();
+      for (Index c = 0; c < dh; ++c) acc[c] += w * vj[c].value();
     }
     for (Index c = 0; c < dh; ++c) out[(pair * S + i) * dh + c] = BFloat16(acc[c] / sum);
     lse[pair * S + i] = top + std::log(sum);
@@ -181,7 +200,8 @@ void fusedHeadForward(const AttentionGeometry& g, const BFloat16* qkv, Index pai
 }
 
 void fusedHeadBackward(const AttentionGeometry& g, const BFloat16* qkv, Index pair, const BFloat16* out,
-                       const float* lse, const BFloat16* dOut, BFloat16* dqkv, float* scratch) {
+                       const float* lse, const BFloat16* dOut, BFloat16* dqkv, float* scratch,
+                       const DropoutDraw& drop) {
   const Index S = g.seq, dh = g.headDim, n = pair / g.heads, h = pair % g.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   float *row = scratch, *dk = row + S, *dv = dk + S * dh, *dq = dv + S * dh;
@@ -195,11 +215,13 @@ void fusedHeadBackward(const AttentionGeometry& g, const BFloat16* qkv, Index pa
     for (Index j = 0; j < limit; ++j) {
       const BFloat16 *kj = rowOf(g, qkv, n, h, j, 1), *vj = rowOf(g, qkv, n, h, j, 2);
       const float p = std::exp(row[j] - lse[pair * S + i]);
-      const float ds = p * (dotHalf(dOi, vj, dh) - rowDot) * scale;
+      const float kept =
+          drop.active() ? (drop.keep(static_cast<std::uint64_t>((pair * S + i) * S + j)) ? drop.scale : 0.0f) : 1.0f;
+      const float ds = p * (kept * dotHalf(dOi, vj, dh) - rowDot) * scale;
       for (Index c = 0; c < dh; ++c) {
         dq[c] += ds * kj[c].value();
         dk[j * dh + c] += ds * qi[c].value();
-        dv[j * dh + c] += p * dOi[c].value();
+        dv[j * dh + c] += p * kept * dOi[c].value();
       }
     }
     BFloat16* rowOut = dqkv + (n * S + i) * 3 * g.width() + h * dh;
@@ -217,20 +239,20 @@ void fusedHeadBackward(const AttentionGeometry& g, const BFloat16* qkv, Index pa
 }  // namespace
 
 void fusedAttentionForwardHalf(const AttentionGeometry& g, const BFloat16* qkv, BFloat16* out, float* lse,
-                               float* threadScratch) {
+                               float* threadScratch, const DropoutDraw& drop) {
   const Index pairs = g.batch * g.heads;
 #pragma omp parallel for schedule(static)
   for (Index pair = 0; pair < pairs; ++pair)
-    fusedHeadForward(g, qkv, pair, out, lse, threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g));
+    fusedHeadForward(g, qkv, pair, out, lse, threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g), drop);
 }
 
 void fusedAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* qkv, const BFloat16* out, const float* lse,
-                                const BFloat16* dOut, BFloat16* dqkv, float* threadScratch) {
+                                const BFloat16* dOut, BFloat16* dqkv, float* threadScratch, const DropoutDraw& drop) {
   const Index pairs = g.batch * g.heads;
 #pragma omp parallel for schedule(static)
   for (Index pair = 0; pair < pairs; ++pair)
     fusedHeadBackward(g, qkv, pair, out, lse, dOut, dqkv,
-                      threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g));
+                      threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g), drop);
 }
 
 }  // namespace remat::cpu

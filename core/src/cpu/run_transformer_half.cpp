@@ -12,8 +12,10 @@
 // The backward casts the float32 residual gradient to bfloat16 at each sublayer's output (the
 // gradient of autocast's promotion) and the linears write their float32 input's gradient.
 // BERT's post-norm block (postNormForward) keeps ln_1's and ln_2's float32 inputs (h1's slot, then
-// s2) and qkv's cast of x(l-1) (needs_input false). Refused (by name): dropout, which has no
-// bfloat16 kernels here yet.
+// s2) and qkv's cast of x(l-1) (needs_input false). With dropout (p > 0) E also holds the residual
+// branches' masks (after h1 / s2; the branches' bfloat16 outputs dropped, as autocast's dropout
+// follows its input) and, math only, the dropped bfloat16 probabilities and their mask; fused
+// redraws its mask, as in float32. Sites as float32's: 1, 2 the residuals, 3 the attention.
 #include <algorithm>
 
 #include "attention_half.hpp"
@@ -31,8 +33,10 @@ struct HalfBlockPrep {
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, h1 = 0, qkvCopies = 0, merged = 0, projCopy = 0, fc1Copies = 0, fc = 0, gelu = 0;
   std::uint64_t fc2Copy = 0, q = 0, k = 0, v = 0, probs = 0, savedBytes = 0, discardShift = 0;
-  std::uint64_t qkvOut = 0, attnOut = 0, lse = 0;  // fused
-  std::uint64_t s2 = 0;                            // post-norm: ln_2's float32 input (h1's slot holds ln_1's)
+  std::uint64_t qkvOut = 0, attnOut = 0, lse = 0;                 // fused
+  std::uint64_t mask1 = 0, mask2 = 0, dropped = 0, attnMask = 0;  // p > 0 (math: the last two)
+  double dropoutP = 0.0;
+  std::uint64_t s2 = 0;  // post-norm: ln_2's float32 input (h1's slot holds ln_1's)
   // forward scratch: a norm's float32 output, qkv's output, PV's heads, a linear's half output,
   // GELU's float32 work, the threads' and the primitives' scratch
   std::uint64_t fNorm = 0, fQkv = 0, fHeads = 0, fBranch = 0, fGelu = 0, fThread = 0, fDnnl = 0;
@@ -88,6 +92,10 @@ std::uint64_t layOutSaved(HalfBlockPrep& t) {
   t.fc = e.add(halves(T * H));
   t.gelu = e.add(halves(T * H));
   t.fc2Copy = e.add(t.fc2.copies().weightCopyBytes());
+  if (t.dropoutP > 0.0) {  // the residual branches' masks, 1 byte per element
+    t.mask1 = e.add(static_cast<std::uint64_t>(T * d));
+    t.mask2 = e.add(static_cast<std::uint64_t>(T * d));
+  }
   if (t.fused) {
     t.qkvOut = e.add(halves(3 * T * d));
     t.attnOut = e.add(halves(T * d));
@@ -98,6 +106,10 @@ std::uint64_t layOutSaved(HalfBlockPrep& t) {
   t.k = e.add(halves(T * d));
   t.v = e.add(halves(T * d));
   t.probs = e.add(halves(A));
+  if (t.dropoutP > 0.0) {
+    t.dropped = e.add(halves(A));
+    t.attnMask = e.add(static_cast<std::uint64_t>(A));
+  }
   return e.bytes();
 }
 
@@ -162,15 +174,6 @@ Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bo
   return linear(t.fc2, H, d, false, "fc2");
 }
 
-Status refuseUnsupported(const LayerSpec& spec, const LayerChecks& check) {
-  const char* missing = nullptr;
-  if (spec.dropoutP > 0.0) missing = "a transformer_block with dropout";
-  if (missing == nullptr) return Status::ok();
-  return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (pre-norm blocks, token_embedding and lm_head have one); plan and "
-                    "simulate it, or run it as fp32");
-}
-
 }  // namespace
 
 bool hasHalfTransformerKernels(LayerKind kind) {
@@ -180,7 +183,6 @@ bool hasHalfTransformerKernels(LayerKind kind) {
 
 Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  REMAT_RETURN_IF_ERROR(refuseUnsupported(spec, check));
   const Shape& in = layer.inputShape;
   auto t = std::make_shared<HalfBlockPrep>();
   t->g = AttentionGeometry{in[0], in[1], spec.heads, in[2] / spec.heads, spec.causal, currentThreads()};
@@ -189,7 +191,8 @@ Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer&
   t->hidden = spec.hidden;
   t->tanhGelu = spec.causal;
   t->fused = spec.fusedAttention;
-  t->postNorm = !spec.preNorm;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
+  t->postNorm = !spec.preNorm;
+  t->dropoutP = spec.dropoutP;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
   REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, spec.preNorm, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
@@ -207,6 +210,8 @@ namespace {
 struct HalfTensors {
   std::byte* saved;
   std::byte* scratch;
+  DropoutDraw drop;  // the layer's; inactive when p = 0
+  std::uint8_t* bytes(std::uint64_t offset) const { return reinterpret_cast<std::uint8_t*>(saved + offset); }
   template <typename T = BFloat16>
   T* at(std::uint64_t offset) const {
     return reinterpret_cast<T*>(saved + offset);
@@ -223,6 +228,34 @@ void addPromoted(Index count, const float* residual, const BFloat16* branch, flo
   for (Index i = 0; i < count; ++i) out[i] = residual[i] + branch[i].value();
 }
 
+// A residual branch's dropout on its bfloat16 output, in place, the mask into E (site 1: the
+// attention's, 2: the MLP's); and its backward on the branch's bfloat16 d(output), in place.
+void branchDropout(const HalfBlockPrep& t, const HalfTensors& s, int site, BFloat16* branch) {
+  if (!s.drop.active()) return;
+  const DropoutDraw draw = s.drop.site(static_cast<std::uint64_t>(site));
+  std::uint8_t* mask = s.bytes(site == 1 ? t.mask1 : t.mask2);
+  const Index count = t.tokens * t.width;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const bool keep = draw.keep(static_cast<std::uint64_t>(i));
+    mask[i] = keep ? 1 : 0;
+    branch[i] = BFloat16(keep ? branch[i].value() * draw.scale : 0.0f);
+  }
+}
+
+void branchDropoutBackward(const HalfBlockPrep& t, const HalfTensors& s, int site, BFloat16* grad) {
+  if (!s.drop.active()) return;
+  const std::uint8_t* mask = s.bytes(site == 1 ? t.mask1 : t.mask2);
+  const Index count = t.tokens * t.width;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) grad[i] = BFloat16(mask[i] ? grad[i].value() * s.drop.scale : 0.0f);
+}
+
+HalfAttentionDropout mathDropout(const HalfBlockPrep& t, const HalfTensors& s) {
+  if (!s.drop.active()) return {};
+  return {s.drop.site(3), s.bytes(t.attnMask), s.at(t.dropped)};
+}
+
 // From qkv's float32 input (ln_1's output, or x(l-1) in a post-norm block) to the merged heads.
 Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* input,
                         const float* p) {
@@ -231,7 +264,7 @@ Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, cons
   REMAT_RETURN_IF_ERROR(
       t.qkv.forward(context, input, p + t.qkvW, p + t.qkvB, qkv, s.saved + t.qkvCopies, s.scratch + t.fDnnl));
   if (t.fused) {  // q, k, v stay in the saved projection; the output and log-sum-exp are saved
-    fusedAttentionForwardHalf(t.g, qkv, s.at(t.attnOut), s.at<float>(t.lse), s.work<float>(t.fThread));
+    fusedAttentionForwardHalf(t.g, qkv, s.at(t.attnOut), s.at<float>(t.lse), s.work<float>(t.fThread), s.drop.site(3));
     headsToRowsHalf(t.g, s.at(t.attnOut), s.at(t.merged), d, 0);
     return Status::ok();
   }
@@ -239,7 +272,8 @@ Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, cons
   rowsToHeadsHalf(t.g, qkv, 3 * d, d, s.at(t.k));
   rowsToHeadsHalf(t.g, qkv, 3 * d, 2 * d, s.at(t.v));
   auto* heads = s.work(t.fHeads);
-  mathAttentionForwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), heads, s.work<float>(t.fThread));
+  mathAttentionForwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), heads, s.work<float>(t.fThread),
+                           mathDropout(t, s));
   headsToRowsHalf(t.g, heads, s.at(t.merged), d, 0);
   return Status::ok();
 }
@@ -268,15 +302,16 @@ Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, con
   const Index d = t.width;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
   castToHalf(t.tokens * d, dOut, halfRows);
+  branchDropoutBackward(t, s, 1, halfRows);
   REMAT_RETURN_IF_ERROR(
       t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g + t.projW, g + t.projB, dnnl));
   rowsToHeadsHalf(t.g, heads, d, 0, halfRows);
   if (t.fused)
     fusedAttentionBackwardHalf(t.g, s.at(t.qkvOut), s.at(t.attnOut), s.at<float>(t.lse), halfRows, wide,
-                               s.work<float>(t.bThread));
+                               s.work<float>(t.bThread), s.drop.site(3));
   else
     mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
-                              s.work<float>(t.bThread));
+                              s.work<float>(t.bThread), mathDropout(t, s));
   return t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, dInput, g + t.qkvW, g + t.qkvB, dnnl);
 }
 
@@ -286,6 +321,7 @@ Status mlpBackward(const DnnlContext& context, const HalfBlockPrep& t, const Hal
   std::byte* dnnl = s.scratch + t.bDnnl;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide);
   castToHalf(t.tokens * t.width, dOut, halfRows);
+  branchDropoutBackward(t, s, 2, halfRows);
   REMAT_RETURN_IF_ERROR(
       t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g + t.fc2W, g + t.fc2B, dnnl));
   geluHalfBackward(t, s.at(t.fc), wide, s.work<float>(t.bFloatWide));
@@ -304,12 +340,14 @@ Status postNormForward(const DnnlContext& context, const HalfBlockPrep& t, const
   REMAT_RETURN_IF_ERROR(attentionForward(context, t, s, b.x, p));
   REMAT_RETURN_IF_ERROR(
       t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, branch, s.saved + t.projCopy, dnnl));
+  branchDropout(t, s, 1, branch);
   addPromoted(T * d, b.x, branch, s1);
   REMAT_RETURN_IF_ERROR(t.ln1.forward(context, s1, p + t.ln1P, h, s.at<float>(t.st1), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, h, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
   geluHalf(t, s.at(t.fc), s.at(t.gelu), s.work<float>(t.fGelu));
   REMAT_RETURN_IF_ERROR(
       t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
+  branchDropout(t, s, 2, branch);
   addPromoted(T * d, h, branch, s2);
   return t.ln2.forward(context, s2, p + t.ln2P, b.y, s.at<float>(t.st2), dnnl);
 }
@@ -335,12 +373,13 @@ Status postNormBackward(const DnnlContext& context, const HalfBlockPrep& t, cons
 }  // namespace
 
 Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
-                                   const ForwardBuffers& b) {
+                                   std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const HalfBlockPrep& t = *prepared.halfBlock;
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const HalfTensors s{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift)};
+  const HalfTensors s{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift),
+                      DropoutDraw(dropoutKey, t.dropoutP)};
   if (t.postNorm) return postNormForward(context, t, s, b);
   std::byte* dnnl = s.scratch + t.fDnnl;
   const float* p = b.params;
@@ -351,22 +390,24 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
   auto* branch = s.work(t.fBranch);
   REMAT_RETURN_IF_ERROR(
       t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, branch, s.saved + t.projCopy, dnnl));
+  branchDropout(t, s, 1, branch);
   addPromoted(T * d, b.x, branch, s.at<float>(t.h1));
   REMAT_RETURN_IF_ERROR(t.ln2.forward(context, s.at<float>(t.h1), p + t.ln2P, norm, s.at<float>(t.st2), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, norm, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
   geluHalf(t, s.at(t.fc), s.at(t.gelu), s.work<float>(t.fGelu));
   REMAT_RETURN_IF_ERROR(
       t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
+  branchDropout(t, s, 2, branch);
   addPromoted(T * d, s.at<float>(t.h1), branch, b.y);
   return Status::ok();
 }
 
-Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared,
+Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                     const BackwardBuffers& b) {
   const HalfBlockPrep& t = *prepared.halfBlock;
   if (b.workspace == nullptr || b.extra == nullptr || (!t.postNorm && b.x == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  const HalfTensors s{const_cast<std::byte*>(b.extra), b.workspace};
+  const HalfTensors s{const_cast<std::byte*>(b.extra), b.workspace, DropoutDraw(dropoutKey, t.dropoutP)};
   if (t.postNorm) return postNormBackward(context, t, s, b);
   const float* p = b.params;
   float* g = b.paramGrads;
