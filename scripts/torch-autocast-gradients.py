@@ -7,7 +7,9 @@ batch norms' backward cancels most bits and the spread is wide): the reference f
 tolerances (docs/executor.md, bf16-mixed). With --gpt (the small GPT of torch-transformer-memory.py
 at batch 2, sequence 32) or --vit (a small torchvision ViT, 32x32, patch 8, batch 2): the reference
 for the bf16-mixed transformer kernels (docs/memory-model.md 12.10), one line per seed.
-Run: /usr/bin/python3 scripts/torch-autocast-gradients.py [--residual | --mobile | --gpt | --vit]
+With --gpt --remat-init the GPT starts from the executor's initial values (tables uniform in [-1, 1),
+linears Kaiming-uniform, bound sqrt(6 / fan-in)): tests/exec/transformer_half_run_test.cpp's reference.
+Run: /usr/bin/python3 scripts/torch-autocast-gradients.py [--residual | --mobile | --gpt [--remat-init] | --vit]
 """
 import collections
 import sys
@@ -37,6 +39,14 @@ def _gpt():
 TOKENS = "--gpt" in sys.argv
 if TOKENS:
     m = _gpt()
+    if "--remat-init" in sys.argv:  # core/src/exec/initial_values.cpp's init (tests/exec/transformer_half_run_test.cpp)
+        with torch.no_grad():
+            m.wte.weight.uniform_(-1, 1)
+            m.wpe.weight.uniform_(-1, 1)
+            for lin in m.modules():
+                if isinstance(lin, nn.Linear) and lin.bias is not None:
+                    lin.weight.uniform_(-(6.0 / lin.in_features) ** 0.5, (6.0 / lin.in_features) ** 0.5)
+                    lin.bias.uniform_(-lin.in_features ** -0.5, lin.in_features ** -0.5)
     batch, resolution, trials = 2, 32, 3
 elif "--vit" in sys.argv:
     import torchvision

@@ -58,6 +58,10 @@ struct PreparedBlockOp {
 
 struct TransformerBlockPrep;  // run_transformer.cpp
 struct LmHeadPrep;            // run_heads.cpp
+struct HalfBlockPrep;         // run_transformer_half.cpp (bf16-mixed)
+struct HalfLmHeadPrep;        // run_heads_half.cpp (bf16-mixed)
+struct HalfClsHeadPrep;       // run_vit_half.cpp (bf16-mixed)
+struct HalfPatchPrep;         // run_patch_half.cpp (bf16-mixed)
 struct VitPrep;               // run_vit.cpp
 struct SwinBlockPrep;         // run_swin.cpp
 struct SwinEndPrep;           // run_swin_ends.cpp
@@ -108,7 +112,11 @@ struct PreparedLayer {
   std::uint64_t blockBwdScratchOffset = 0;
   std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
   std::shared_ptr<const LmHeadPrep> lmHead;
-  std::shared_ptr<const VitPrep> vit;  // patch_embedding, cls_head
+  std::shared_ptr<const HalfBlockPrep> halfBlock;      // bf16-mixed: transformer_block's autocast kernels
+  std::shared_ptr<const HalfLmHeadPrep> halfLmHead;    // bf16-mixed: lm_head's
+  std::shared_ptr<const HalfClsHeadPrep> halfClsHead;  // bf16-mixed: cls_head's
+  std::shared_ptr<const HalfPatchPrep> halfPatch;      // bf16-mixed: patch_embedding's
+  std::shared_ptr<const VitPrep> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinBlockPrep> swinBlock;
   std::shared_ptr<const SwinEndPrep> swinEnd;  // swin_embedding, patch_merging, swin_head
   TransformerEnds ends;
@@ -186,6 +194,35 @@ Status prepareLmHead(const DnnlContext& context, const Chain& chain, const Chain
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                      const ForwardBuffers& b);
 Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// log_softmax over rows and its backward from its result (run_heads.cpp).
+void logSoftmaxRows(Index rows, Index width, const float* logits, float* out);
+void logSoftmaxBackwardRows(Index rows, Index width, const float* y, const float* dy, float* dx);
+// bf16-mixed (docs/memory-model.md 12.10): GPT's kinds as PyTorch 1.13's CPU autocast runs them.
+// transformer_block and lm_head have kernels (their float32 x(l) unchanged, half tensors in E),
+// cls_head and patch_embedding too (cls_head's x(l) bfloat16); token_embedding runs its float32
+// kernels.
+bool hasHalfTransformerKernels(LayerKind kind);
+Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                   const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                   std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                                    const BackwardBuffers& b);
+Status prepareHalfLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                         const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardHalfLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                         const ForwardBuffers& b);
+Status backwardHalfLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareHalfClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                          const ForwardBuffers& b);
+Status backwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareHalfPatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                 const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardHalfPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                 std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardHalfPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // patch_embedding and cls_head (run_vit.cpp).
 Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);

@@ -334,12 +334,18 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   prepared.out = keepsInputLayout(layer.kind) || elementwiseBlock ? prepared.in : layoutOf(layer.outputShape);
   if (isComposite(layer.kind))
     return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
+  if (layer.kind == LayerKind::TransformerBlock && c.chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(c.dnnl, layer, spec, check, c.l, prepared);
   if (layer.kind == LayerKind::LmHead) return prepareLmHead(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::PatchEmbedding && c.chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfPatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchEmbedding)
     return preparePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::ClsHead && c.chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::ClsHead) return prepareClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (isSwinKind(layer.kind)) return prepareSwin(c, layer, spec, check, prepared);
   auto params = check.primitiveLayer(layer, spec, autocastCasts(layer, spec, c.mode));
@@ -410,10 +416,14 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
     return check.fail(
         "precision " + std::string(precisionName(chain.step.precision)) +
         ": oneDNN 2.6 has no float16 convolution on the CPU; run bf16-mixed (the same model in bfloat16)");
-  if (isTransformerKind(layer.kind))  // their matmuls are on autocast's list: no bfloat16 kernels yet
-    return check.fail(
-        "precision bf16-mixed: no bfloat16 kernel on the CPU for the transformer kinds yet; plan and "
-        "simulate it, or run it as fp32");
+  // GPT's and BERT's kinds keep the float32 residual stream between layers: their half tensors lie
+  // inside E and the workspaces (run_transformer_half.cpp, run_heads_half.cpp); cls_head writes
+  // half logits (run_vit_half.cpp), patch_embedding a float32 x(l) (run_patch_half.cpp); the Swin
+  // kinds have no bfloat16 kernels yet.
+  if (hasHalfTransformerKernels(layer.kind)) return HalfMode{.half = layer.kind == LayerKind::ClsHead};
+  if (isTransformerKind(layer.kind))
+    return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
+                      " yet (GPT's, BERT's and ViT's kinds have one); plan and simulate it, or run it as fp32");
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);

@@ -31,6 +31,8 @@ namespace {
 
 std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
 
+}  // namespace
+
 void logSoftmaxRows(Index rows, Index width, const float* logits, float* out) {
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < rows; ++r) {
@@ -52,6 +54,8 @@ void logSoftmaxBackwardRows(Index rows, Index width, const float* y, const float
     for (Index i = 0; i < width; ++i) dx[at + i] = dy[at + i] - std::exp(y[at + i]) * static_cast<float>(sum);
   }
 }
+
+namespace {
 
 Status createHeadOps(const DnnlContext& context, LmHeadPrep& h, const TransformerEnds& e, float epsilon,
                      bool firstLayer, const std::string& label) {
@@ -102,6 +106,8 @@ Status prepareLmHead(const DnnlContext& context, const Chain& chain, const Chain
   h->weight = h->norm ? 2 * e.width : 0;
   REMAT_RETURN_IF_ERROR(
       check.expectParams(layer.paramCount, static_cast<std::uint64_t>(h->weight + (h->tied ? 0 : e.vocab * e.width))));
+  if (chain.step.precision == Precision::Bf16Mixed)  // autocast's casts: run_heads_half.cpp
+    return prepareHalfLmHead(context, layer, spec, check, firstLayer, prepared);
   h->stats = 0;
   h->lnOut = floats(2 * e.tokens);
   h->savedBytes = h->norm ? floats(2 * e.tokens) + floats(e.tokens * e.width) : 0;
@@ -127,6 +133,7 @@ Status prepareLmHead(const DnnlContext& context, const Chain& chain, const Chain
 
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                      const ForwardBuffers& b) {
+  if (prepared.halfLmHead) return forwardHalfLmHead(context, prepared, mode, b);
   const LmHeadPrep& h = *prepared.lmHead;
   const TransformerEnds& e = prepared.ends;
   const bool keep = mode == ForwardMode::Keep;
@@ -150,6 +157,7 @@ Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, 
 }
 
 Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfLmHead) return backwardHalfLmHead(context, prepared, b);
   const LmHeadPrep& h = *prepared.lmHead;
   const TransformerEnds& e = prepared.ends;
   if (b.workspace == nullptr || b.y == nullptr || b.x == nullptr || (h.norm && b.extra == nullptr) ||

@@ -160,6 +160,10 @@ Result<DType> mixTransformerLayer(ChainLayer& layer, const LayerSpec& spec, DTyp
     default: return Status::internal("no transformer mixed-precision rule for this kind");
   }
   if (!status.isOk()) return status;
+  if (spec.hasMeasuredWorkspace) {  // a device's measured (or fitted) scratch stands, as in float32 (chain.cpp)
+    layer.numbers.fwdWorkspaceBytes = spec.numbers.fwdWorkspaceBytes;
+    layer.numbers.bwdWorkspaceBytes = spec.numbers.bwdWorkspaceBytes;
+  }
   return output;
 }
 
