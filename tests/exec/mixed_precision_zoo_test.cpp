@@ -18,6 +18,7 @@
 
 #include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/model/precision.hpp"
@@ -25,12 +26,10 @@
 namespace remat {
 namespace {
 
-Chain withStep(const Chain& chain, Precision precision, StepOptions step) {
-  step.precision = precision;
-  auto stepped = withStepOptions(chain, step);
-  EXPECT_TRUE(stepped.isOk()) << stepped.status().message();
-  return stepped ? std::move(stepped).value() : chain;
-}
+using testing::expectEveryStepModeMeasured;
+using testing::gradientsOf;
+using testing::relativeGradientDifferences;
+using testing::withStep;
 
 // A stem (conv, batch norm, SiLU), EfficientNet's Squeeze-and-Excitation (global pool, 1x1 conv,
 // SiLU, 1x1 conv, sigmoid, the [N, C, 1, 1] scale times the block's input) and MobileNetV3's (ReLU,
@@ -133,29 +132,6 @@ TEST(MixedPrecisionZoo, ChannelViewsUnderEveryPlanMeasureThePredictionAndReprodu
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
-// SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
-// steps of store-all and of optimal's plan, each op measured as predicted, STEP included.
-void expectEveryStepModeMeasured(Chain (*make)(Precision, StepOptions)) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  for (std::size_t mode = 0; mode < testing::kStepModeCount; ++mode) {
-    const Chain chain = testing::fittedTo(make(Precision::Bf16Mixed, testing::stepMode(mode)), device);
-    SCOPED_TRACE(describeStepOptions(chain.step));
-    ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
-    auto optimal = runPlanner(chain, "optimal");
-    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
-    for (const Plan& plan : {Plan{}, optimal->plan}) {
-      auto interp = Interpreter::create(chain, device, testing::seeded(mode));
-      ASSERT_TRUE(interp.isOk()) << interp.status().message();
-      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
-      ASSERT_TRUE(run.isOk()) << run.status().message();
-      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
-      EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
-    }
-    if (::testing::Test::HasFailure()) return;
-  }
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
-}
-
 TEST(MixedPrecisionZoo, SqueezeBlocksInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(squeezeChain); }
 
 TEST(MixedPrecisionZoo, PoolBranchesInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(poolBranchChain); }
@@ -167,44 +143,6 @@ TEST(MixedPrecisionZoo, PoolBranchesUnderEveryPlanMeasureThePredictionAndReprodu
   const Chain chain = testing::fittedTo(poolBranchChain(Precision::Bf16Mixed), device);
   testing::expectEveryPlanReproducesStoreAll(chain, device, 31);
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
-}
-
-std::vector<std::vector<float>> gradientsOf(const Chain& built, std::uint64_t seed) {
-  cpu::CpuDevice device({.threads = 1});
-  const Chain chain = testing::fittedTo(built, device);
-  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
-  EXPECT_TRUE(interp.isOk()) << interp.status().message();
-  if (!interp) return {};
-  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
-  EXPECT_TRUE(run.isOk()) << run.status().message();
-  if (!run) return {};
-  std::vector<std::vector<float>> out;
-  for (const auto& bytes : run->parameterGradients) {
-    std::vector<float> values(bytes.size() / sizeof(float));
-    if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
-    if (!values.empty()) out.push_back(std::move(values));
-  }
-  return out;
-}
-
-// Each parameter layer's relative difference (L2) of its float32 gradient under bf16-mixed from
-// float32's, for the same weights and batch.
-std::vector<double> relativeGradientDifferences(Chain (*make)(Precision, StepOptions), std::uint64_t seed) {
-  const auto plain = gradientsOf(make(Precision::Fp32, {}), seed);
-  const auto mixed = gradientsOf(make(Precision::Bf16Mixed, {}), seed);
-  EXPECT_EQ(plain.size(), mixed.size());
-  std::vector<double> out;
-  for (std::size_t l = 0; l < std::min(plain.size(), mixed.size()); ++l) {
-    EXPECT_EQ(plain[l].size(), mixed[l].size()) << "parameter layer " << l + 1;
-    if (plain[l].size() != mixed[l].size()) continue;
-    double difference = 0.0, norm = 0.0;
-    for (std::size_t i = 0; i < plain[l].size(); ++i) {
-      difference += std::pow(double(mixed[l][i]) - plain[l][i], 2);
-      norm += std::pow(double(plain[l][i]), 2);
-    }
-    out.push_back(std::sqrt(difference / norm));
-  }
-  return out;
 }
 
 // The same weights and batch in float32 and in bf16-mixed: each parameter layer's float32 gradient

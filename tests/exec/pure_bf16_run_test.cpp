@@ -13,6 +13,7 @@
 
 #include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/model/precision.hpp"
@@ -20,12 +21,7 @@
 namespace remat {
 namespace {
 
-Chain withStep(const Chain& chain, Precision precision, StepOptions step) {
-  step.precision = precision;
-  auto stepped = withStepOptions(chain, step);
-  EXPECT_TRUE(stepped.isOk()) << stepped.status().message();
-  return stepped ? std::move(stepped).value() : chain;
-}
+using testing::withStep;
 
 // conv-bn-relu twice (one conv with a bias), a max and an average pool, the global pool, dropout
 // and the classifier.
