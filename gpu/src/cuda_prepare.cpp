@@ -92,9 +92,18 @@ Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec
   if (layer.inputShape.size() != 4)
     return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
                       " yet; plan and simulate it, or run it on the CPU");
-  for (const BlockOp& op : graph->ops)
+  for (const BlockOp& op : graph->ops) {
     if (op.kind == BlockOpKind::Dropout)
       return check.fail("no GPU kernel for the inner dropout '" + op.layer.name + "' yet; run it on the CPU");
+    // Issue 22's sub, div and broadcasting add have CPU kernels only (kernels_arith.cpp).
+    if (op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div)
+      return check.fail("no GPU kernel for the inner " + std::string(blockOpKindName(op.kind)) + " '" + op.layer.name +
+                        "' yet; run it on the CPU");
+    if (op.kind == BlockOpKind::Add && graph->tensors[op.inputs[0]].shape != graph->tensors[op.inputs[1]].shape)
+      return check.fail("no GPU kernel for the broadcasting inner add '" + op.layer.name + "' (" +
+                        shapeToString(graph->tensors[op.inputs[0]].shape) + " and " +
+                        shapeToString(graph->tensors[op.inputs[1]].shape) + ") yet; run it on the CPU");
+  }
   const LayerNumbers& m = layer.numbers;
   BlockState block;
   block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);

@@ -157,6 +157,15 @@ void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x
 // d(y) * other (`value` holds the other operand, of dims `other`).
 void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
                         float* dSelf, bool accumulate);
+// A block's y = a + b, a - b or a / b with NumPy broadcasting (kernels_arith.cpp), float32, and
+// one operand's gradient (operand 0: a, 1: b), summed over the axes it was broadcast along: add's
+// d(y), sub's d(y) and -d(y), div's d(y) / b and -d(y) * (a / b) / b. x and z hold a and b (read
+// by div's backward only; add's and sub's may pass null).
+enum class BroadcastOp { Add, Sub, Div };
+void broadcastForward(BroadcastOp op, const Dims4& out, const Dims4& a, const Dims4& b, const float* x, const float* z,
+                      float* y);
+void broadcastBackwardOperand(BroadcastOp op, int operand, const Dims4& out, const Dims4& a, const Dims4& b,
+                              const float* dy, const float* x, const float* z, float* dSelf, bool accumulate);
 // The same in bfloat16 (a half block under bf16-mixed): float32 arithmetic, each written element rounded once.
 void globalAvgPoolForward(const Dims4& in, const BFloat16* x, BFloat16* y);
 void globalAvgPoolBackward(const Dims4& in, const BFloat16* dy, BFloat16* dx, bool accumulate);

@@ -66,6 +66,8 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
     case BlockOpKind::Concat:
     case BlockOpKind::GlobalAvgPool:
     case BlockOpKind::Mul:
+    case BlockOpKind::Sub:
+    case BlockOpKind::Div:
     case BlockOpKind::Slice:
     case BlockOpKind::ChannelShuffle:
     case BlockOpKind::MaxPool:
@@ -352,6 +354,31 @@ void addBackward(bool half, const BlockOp& op, const PreparedBlockOp& p, const B
   }
 }
 
+// A broadcasting add (operands of different shapes), sub and div: kernels_arith.cpp, float32 (a half
+// block refuses them, prepare.cpp). An equal-shape add keeps the residual add's kernels above.
+bool broadcasts(const BlockGraph& graph, const BlockOp& op) {
+  return graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape;
+}
+
+BroadcastOp broadcastOpOf(BlockOpKind kind) {
+  return kind == BlockOpKind::Add ? BroadcastOp::Add : kind == BlockOpKind::Sub ? BroadcastOp::Sub : BroadcastOp::Div;
+}
+
+// Div's backward reads both operands (from x(l-1) or E, gathered when a view); add's and sub's none.
+void broadcastBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors,
+                         const float* dOut, std::byte* workspace) {
+  const bool reads = op.readsInput && op.readsSecondInput;
+  const float* a = reads ? backwardInput(graph, op, 0, tensors, workspace) : nullptr;
+  const float* b = reads ? backwardInput(graph, op, 1, tensors, workspace) : nullptr;
+  const Dims4 o = dimsOf(graph, op.output), da = dimsOf(graph, op.inputs[0]), db = dimsOf(graph, op.inputs[1]);
+  for (int j = 0; j < 2; ++j) {
+    float* d = tensors.grad(op.inputs[static_cast<std::size_t>(j)]);
+    if (d != nullptr)
+      broadcastBackwardOperand(broadcastOpOf(op.kind), j, o, da, db, dOut, a, b, d,
+                               op.gradAccumulate[static_cast<std::size_t>(j)]);
+  }
+}
+
 }  // namespace
 
 Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool firstLayer, PreparedLayer& prepared) {
@@ -418,8 +445,11 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
     } else if (op.kind == BlockOpKind::LayerScale) {
       mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), gammaDims(graph, op), in, w, out);
-    } else if (op.kind == BlockOpKind::Add) {
+    } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
       addForward(prepared.half, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+    } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
+      broadcastForward(broadcastOpOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                       dimsOf(graph, op.inputs[1]), in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
       prepared.half ? concatForward<BFloat16>(graph, op, p, tensors, out)
                     : concatForward<float>(graph, op, p, tensors, out);
@@ -474,8 +504,10 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::LayerScale) {
       layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), p.at(b.params, p.weightOffset),
                          dOut, dIn, p.at(b.paramGrads, p.weightOffset));
-    } else if (op.kind == BlockOpKind::Add) {
+    } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
       addBackward(prepared.half, op, p, tensors, dOut);
+    } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
+      broadcastBackwardOp(graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Concat) {
       prepared.half ? concatBackward<BFloat16>(graph, op, p, tensors, dOut)
                     : concatBackward<float>(graph, op, p, tensors, dOut);

@@ -13,6 +13,10 @@ namespace remat {
 
 std::string_view blockOpKindName(BlockOpKind kind) { return blockOpInfo(kind).name; }
 
+bool isBinaryBlockOp(BlockOpKind kind) {
+  return kind == BlockOpKind::Add || kind == BlockOpKind::Sub || kind == BlockOpKind::Mul || kind == BlockOpKind::Div;
+}
+
 Result<BlockOpKind> parseBlockOpKind(std::string_view name) {
   std::string known;
   for (const BlockOpInfo& info : blockOpTable()) {
@@ -83,38 +87,25 @@ class GraphBuilder {
     return append(std::move(op), std::move(inferred.outputShape), inferred.numbers.outBytes);
   }
 
+  // The residual add: main path first, then the skip.
   Result<std::size_t> add(std::size_t main, std::size_t skip, std::string name = "add") {
-    const BlockTensor& a = graph_.tensors[main];
-    const BlockTensor& b = graph_.tensors[skip];
-    name = graph_.name + "." + name;
-    if (a.shape != b.shape)
-      return Status::invalid("inner op '" + name + "' adds " + shapeToString(a.shape) + " and " +
-                             shapeToString(b.shape) + ": the shapes differ");
-    BlockOp op;
-    op.kind = BlockOpKind::Add;
-    op.layer.name = std::move(name);
-    op.layer.kind = LayerKind::Abstract;
-    op.inputs = {main, skip};
-    op.fwdCost = static_cast<double>(elementCount(a.shape)) / 1e9;  // one add per element
-    Shape shape = a.shape;
-    const std::uint64_t bytes = a.bytes;
-    return append(std::move(op), std::move(shape), bytes);
+    return binary(BlockOpKind::Add, main, skip, std::move(name));
   }
 
-  // a * b with NumPy broadcasting over tensors of one rank (NCHW, [N, F], [N, S, F]): every axis
-  // equal, or 1 in one of them.
-  Result<std::size_t> mul(std::size_t a, std::size_t b, std::string name) {
+  // a + b, a - b, a * b or a / b with NumPy broadcasting over tensors of one rank (NCHW, [N, F],
+  // [N, S, F]): every axis equal, or 1 in one of them. What the backward reads is derivatives.yaml's:
+  // add and sub nothing, mul and div both operands (operators.cpp).
+  Result<std::size_t> binary(BlockOpKind kind, std::size_t a, std::size_t b, std::string name) {
     const Shape& sa = graph_.tensors[a].shape;
     const Shape& sb = graph_.tensors[b].shape;
     name = graph_.name + "." + name;
-    if (sa.size() != sb.size())
-      return Status::invalid("inner op '" + name + "' multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
-                             ": the ranks differ");
+    const std::string what = "inner op '" + name + "' " + binaryVerb(kind) + " " + shapeToString(sa) +
+                             (kind == BlockOpKind::Sub ? " from " : " and ") + shapeToString(sb);
+    if (sa.size() != sb.size()) return Status::invalid(what + ": the ranks differ");
     Shape shape(sa.size());
     for (std::size_t i = 0; i < sa.size(); ++i) {
       if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
-        return Status::invalid("inner op '" + name + "' multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
-                               ": axis " + std::to_string(i) + " differs and is 1 in neither (NumPy broadcasting)");
+        return Status::invalid(what + ": axis " + std::to_string(i) + " differs and is 1 in neither (NumPy broadcasting)");
       shape[i] = std::max(sa[i], sb[i]);
     }
     std::uint64_t bytes = dtypeBytes(graph_.dtype);
@@ -123,14 +114,27 @@ class GraphBuilder {
         return Status::invalid("inner op '" + name + "' gives " + shapeToString(shape) +
                                ", which overflows 64-bit bytes");
     BlockOp op;
-    op.kind = BlockOpKind::Mul;
+    op.kind = kind;
     op.layer.name = std::move(name);
     op.layer.kind = LayerKind::Abstract;
     op.inputs = {a, b};
-    op.readsInput = true;        // derivatives.yaml mul.Tensor: other's gradient is grad * self
-    op.readsSecondInput = true;  // and self's is grad * other
-    op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one product per element
+    // mul.Tensor: self's gradient is grad * other, other's grad * self; div.Tensor: self's is
+    // grad / other, other's -grad * self / other^2 (both read, operators.cpp).
+    const bool readsBoth = kind == BlockOpKind::Mul || kind == BlockOpKind::Div;
+    op.readsInput = readsBoth;
+    op.readsSecondInput = readsBoth;
+    op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one operation per element
     return append(std::move(op), std::move(shape), bytes);
+  }
+
+  // Subtracting b from a says "subtracts [b] from [a]"; binary() writes the operands in that order.
+  static std::string binaryVerb(BlockOpKind kind) {
+    switch (kind) {
+      case BlockOpKind::Add: return "adds";
+      case BlockOpKind::Sub: return "subtracts";
+      case BlockOpKind::Mul: return "multiplies";
+      default: return "divides";
+    }
   }
 
   // Concatenates NCHW tensors along the channels, in the order given.
@@ -324,7 +328,7 @@ Result<BlockGraph> invertedResidual(const LayerSpec& spec, GraphBuilder b) {
 // Every inner op's inputs exist when it runs and have the count its kind takes.
 Status checkBlockOpInputs(const BlockOpSpec& op, std::size_t index, std::size_t tensorCount, const std::string& where) {
   const std::size_t count = op.inputs.size();
-  const bool binary = op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Mul;
+  const bool binary = isBinaryBlockOp(op.kind);
   const bool arityOk = binary ? count == 2 : op.kind == BlockOpKind::Concat ? count >= 1 : count == 1;
   if (!arityOk)
     return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " takes " +
@@ -354,10 +358,10 @@ Status checkEveryTensorRead(const GraphBuilder& b, const std::string& blockName)
   return Status::ok();
 }
 
-// The element-wise inner ops, which take a tensor of any rank: the activations, dropout, add and mul
-// (NumPy broadcasting). The others (convolutions, norms, pools, the channel ops) need NCHW.
+// The element-wise inner ops, which take a tensor of any rank: the activations, dropout, add, sub,
+// mul and div (NumPy broadcasting). The others (convolutions, norms, pools, the channel ops) need NCHW.
 bool isElementwise(BlockOpKind kind) {
-  if (kind == BlockOpKind::Add || kind == BlockOpKind::Mul || kind == BlockOpKind::Dropout) return true;
+  if (isBinaryBlockOp(kind) || kind == BlockOpKind::Dropout) return true;
   const std::optional<LayerKind> layer = blockOpInfo(kind).layer;
   return layer && isPointwise(*layer);
 }
@@ -367,7 +371,7 @@ Status checkRank(const BlockOpSpec& op, std::size_t rank, const std::string& whe
   if (rank == 4 || isElementwise(op.kind)) return Status::ok();
   return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " needs an NCHW tensor; a block on a " +
                          std::to_string(rank) +
-                         "-dimensional input holds element-wise ops only (the activations, dropout, add, mul)");
+                         "-dimensional input holds element-wise ops only (the activations, dropout, add, sub, mul, div)");
 }
 
 Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
@@ -379,10 +383,8 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
     REMAT_RETURN_IF_ERROR(checkBlockOpInputs(op, i, b.tensorCount(), where));
     REMAT_RETURN_IF_ERROR(checkRank(op, b.tensors().front().shape.size(), where));
     Result<std::size_t> out = std::size_t{0};
-    if (op.kind == BlockOpKind::Add) {
-      out = b.add(op.inputs[0], op.inputs[1], op.layer.name);
-    } else if (op.kind == BlockOpKind::Mul) {
-      out = b.mul(op.inputs[0], op.inputs[1], op.layer.name);
+    if (isBinaryBlockOp(op.kind)) {
+      out = b.binary(op.kind, op.inputs[0], op.inputs[1], op.layer.name);
     } else if (op.kind == BlockOpKind::Concat) {
       out = b.concat(op.inputs, op.layer.name);
     } else if (op.kind == BlockOpKind::Slice) {

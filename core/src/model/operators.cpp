@@ -292,12 +292,13 @@ const std::array<OperatorInfo, 31>& table() {
   return kTable;
 }
 
-constexpr std::array<BlockOpInfo, 21> kBlockOps = {{
+constexpr std::array<BlockOpInfo, 23> kBlockOps = {{
     {BlockOpKind::Conv2d, "conv2d", LayerKind::Conv2d, kConvFields},
     {BlockOpKind::BatchNorm, "batchnorm", LayerKind::BatchNorm},
     {BlockOpKind::Relu, "relu", LayerKind::Relu},
     {BlockOpKind::Relu6, "relu6", LayerKind::Relu6},
-    // add: d(output) passes to both inputs unchanged; concat: each input its channels of it.
+    // add: d(output) passes to both inputs unchanged (summed over the axes an operand was broadcast
+    // along: NumPy broadcasting, as mul's); concat: each input its channels of it.
     {BlockOpKind::Add, "add", std::nullopt, {}, BackwardReads::Nothing, "add"},
     {BlockOpKind::Concat, "concat", std::nullopt, {}, BackwardReads::Nothing, "cat"},
     {BlockOpKind::Sigmoid, "sigmoid", LayerKind::Sigmoid},
@@ -334,6 +335,14 @@ constexpr std::array<BlockOpInfo, 21> kBlockOps = {{
     // dropout: the layer kind's field and rule (training mode; native_dropout's bool mask, one byte
     // per element, is its E bytes as a max pool's indices are; its backward reads only the mask).
     {BlockOpKind::Dropout, "dropout", LayerKind::Dropout, kDropoutFields},
+    // sub: y = a - b with NumPy broadcasting; derivatives.yaml's sub.Tensor saves nothing (self's
+    // gradient is grad, other's -grad * alpha, each summed over its broadcast axes).
+    {BlockOpKind::Sub, "sub", std::nullopt, {}, BackwardReads::Nothing, "sub"},
+    // div: y = a / b with NumPy broadcasting; derivatives.yaml's div.Tensor: self's gradient is
+    // grad / other (div_tensor_self_backward saves `other`), other's is -grad * self / other^2
+    // (div_tensor_other_backward(grad, self, other) saves both), so its backward reads both
+    // operands when the divisor needs a gradient, which an activation inside a block always does.
+    {BlockOpKind::Div, "div", std::nullopt, {}, BackwardReads::Input, "div"},
 }};
 }  // namespace
 

@@ -24,15 +24,17 @@
 //   (a channel slice, BlockTensor::viewOf) is never written: its values are its owner's channels,
 //   read with the owner's row stride, or from a gathered copy (BlockOp::gatherOffset). Add's
 //   backward copies (or adds) d(output) into both inputs' gradients; Concat's copies (or adds) each
-//   input's channel slice of d(output) into that input's gradient. Mul (y = a * b, NumPy
-//   broadcasting over tensors of one rank) reads both operands: d(a) is d(y) * b summed over the axes a was
-//   broadcast along, d(b) likewise. Global average pooling reads nothing but shapes. A max pool
-//   reads its input and keeps its int64 argmax indices where a batch norm keeps its statistics
+//   input's channel slice of d(output) into that input's gradient. Add, Sub, Mul and Div take
+//   NumPy broadcasting over tensors of one rank; each operand's gradient is summed over the axes
+//   it was broadcast along. Add's d(a) and d(b) are d(y); Sub's d(y) and -d(y), reading nothing;
+//   Mul (y = a * b) reads both operands: d(a) is d(y) * b, d(b) likewise; Div (y = a / b) reads
+//   both: d(a) is d(y) / b, d(b) is -d(y) * (a / b) / b (PyTorch's div_tensor_other_backward). Global average pooling reads nothing but
+//   shapes (its [N, C, 1, 1] output is what broadcasts inside a block). A max pool reads its input and keeps its int64 argmax indices where a batch norm keeps its statistics
 //   (E + statsOffset, keep mode; discard mode computes none); an average pool reads its input. A
 //   dropout keeps its one-byte bool mask there too (keep mode; discard mode draws it and keeps none)
 //   and its backward reads only the mask. A `block` on an [N, F] or [N, S, F] input holds
-//   element-wise ops only (activations, dropout, add, mul), every tensor of the input's shape. An inner conv2d
-//   may have a bias (its parameters: the weights, then the bias).
+//   element-wise ops only (activations, dropout, add, sub, mul, div), every tensor of the input's shape.
+//   An inner conv2d may have a bias (its parameters: the weights, then the bias).
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -49,6 +51,9 @@ namespace remat {
 // "concat") and back; the parse error lists them.
 std::string_view blockOpKindName(BlockOpKind kind);
 Result<BlockOpKind> parseBlockOpKind(std::string_view name);
+// add, sub, mul and div: two operands of one rank, NumPy broadcasting (an axis equal in both, or 1
+// in one of them), the output of the broadcast shape.
+bool isBinaryBlockOp(BlockOpKind kind);
 
 inline constexpr std::uint64_t kBlockNoOffset = std::numeric_limits<std::uint64_t>::max();
 inline constexpr std::size_t kBlockNoOp = std::numeric_limits<std::size_t>::max();

@@ -63,7 +63,7 @@ std::span<const LayerKind> layerKinds();  // every kind, in the order parseKind'
 bool isComposite(LayerKind kind);
 
 // The kinds of a composite layer's inner ops: the primitive kinds a block may hold, the residual add,
-// the channel concatenation and the broadcasting product (block.hpp; operators.hpp maps them to
+// the channel concatenation and the broadcasting sum, difference, product and quotient (block.hpp; operators.hpp maps them to
 // layer kinds).
 enum class BlockOpKind {
   Conv2d,
@@ -87,6 +87,8 @@ enum class BlockOpKind {
   MaxPool,         // maxpool's fields (GoogLeNet's and Inception's pool branches); E: its int64 indices
   AvgPool,         // avgpool's fields (Inception-v3's pool branches, count_include_pad)
   Dropout,         // dropout's field p, training mode (torchvision's branch Dropout); E: its bool mask
+  Sub,             // a - b with NumPy broadcasting (issue 22); its backward reads nothing
+  Div,             // a / b with NumPy broadcasting (issue 22); its backward reads both operands
 };
 
 // The memory model's numbers for one layer (docs/memory-model.md section 1). Bytes are bytes; costs are

@@ -81,6 +81,8 @@ bool blockKindOf(const DataOp& op, BlockOpKind& kind) {
   if (op.role == OpRole::Add) return (kind = BlockOpKind::Add), true;
   if (op.role == OpRole::Concat) return (kind = BlockOpKind::Concat), true;
   if (op.role == OpRole::Mul) return (kind = BlockOpKind::Mul), true;
+  if (op.role == OpRole::Sub) return (kind = BlockOpKind::Sub), true;
+  if (op.role == OpRole::Div) return (kind = BlockOpKind::Div), true;
   if (op.role == OpRole::Slice) return (kind = BlockOpKind::Slice), true;
   if (op.role == OpRole::ChannelShuffle) return (kind = BlockOpKind::ChannelShuffle), true;
   if (op.role == OpRole::LayerScale) return (kind = BlockOpKind::LayerScale), true;
@@ -157,7 +159,7 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
               std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
               quoteText(g.activations()[input].tensor) +
               "); a block holds Conv, BatchNormalization, the activations, MaxPool, AveragePool, GlobalAveragePool "
-              "(or ReduceMean over H and W), Add, Mul, Concat, Dropout and ShuffleNetV2's channel slice and shuffle "
+              "(or ReduceMean over H and W), Add, Mul, Concat, Dropout, Sub, Div and ShuffleNetV2's channel slice and shuffle "
               "only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);

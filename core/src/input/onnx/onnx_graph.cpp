@@ -14,7 +14,8 @@ namespace {
 // Ops whose every input carries data onward; the others carry it only through input 0, and Shape
 // turns it into a constant.
 bool allInputsAreData(const std::string& opType) {
-  return opType == "Add" || opType == "Concat" || opType == "Sum" || opType == "Mul" || opType == "Sub";
+  return opType == "Add" || opType == "Concat" || opType == "Sum" || opType == "Mul" || opType == "Sub" ||
+         opType == "Div";
 }
 
 std::string lower(std::string text) {

@@ -6,7 +6,7 @@
 //   onnx_tensors.cpp    tensor data, declared types and shapes, ONNX's checker;
 //   onnx_constants.cpp  values of the constant plumbing (Constant, Shape, Gather, Unsqueeze, ...);
 //   onnx_layers.cpp     Conv, pools, BatchNormalization, Gemm, MatMul, Relu, Clip, Dropout, ...;
-//   onnx_views.cpp      Add, Mul, Concat, Flatten, Reshape, Identity, Pad, ReduceMean: views and merges;
+//   onnx_views.cpp      Add, Sub, Mul, Div, Concat, Flatten, Reshape, Identity, Pad, ReduceMean: views and merges;
 //   onnx_channels.cpp   ShuffleNetV2's channel split (Slice) and channel shuffle (Reshape-Transpose-Reshape);
 //   onnx_cut.cpp        the cut at articulation tensors into plain layers and blocks;
 //   onnx_import.cpp     the walk over the nodes and the public entry points.
@@ -39,7 +39,7 @@ struct Activation {
 
 // What a data op is in the chain: a layer of a primitive kind (or a flatten view), or one of the
 // merges that only a block holds.
-enum class OpRole { Layer, Add, Concat, Mul, Slice, ChannelShuffle, LayerScale };
+enum class OpRole { Layer, Add, Concat, Mul, Slice, ChannelShuffle, LayerScale, Sub, Div };
 
 // One ONNX node (or a fused pair, MatMul + Add) that computes on activations.
 struct DataOp {

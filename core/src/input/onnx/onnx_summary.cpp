@@ -41,10 +41,10 @@ bool isOnnxFile(const std::string& path) {
 std::string onnxSupportedOperators() {
   return "Conv, BatchNormalization, LayerNormalization (also decomposed), Relu, Clip, Sigmoid, Tanh, HardSigmoid, "
          "HardSwish, Gelu (also as Erf), x * Sigmoid(x) (SiLU), MaxPool, AveragePool, GlobalAveragePool, ReduceMean "
-         "(over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Mul (broadcasting; a [C, 1, 1] weight as "
-         "layer_scale), Concat and Slice (channels), Reshape-Transpose-Reshape (channel shuffle), Transpose to "
+         "(over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Sub, Mul, Div (of two activations, "
+         "broadcasting; a [C, 1, 1] weight times one as layer_scale), Concat and Slice (channels), Reshape-Transpose-Reshape (channel shuffle), Transpose to "
          "channels-last and back, Flatten, Reshape (to [N, features]), Identity, Pad (into a Conv or AveragePool) and "
-         "the constant plumbing Constant, Shape, Gather, Unsqueeze, Squeeze, Cast, Sub, Div (docs/import.md)";
+         "the constant plumbing Constant, Shape, Gather, Unsqueeze, Squeeze, Cast (docs/import.md)";
 }
 
 std::string formatOnnxSummary(const OnnxImportSummary& s, const std::string& source) {

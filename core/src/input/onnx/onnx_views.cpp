@@ -1,5 +1,5 @@
-// The ONNX ops that are no primitive layer: the merges Add, Mul and Concat (which only blocks hold, or
-// the bias Add of a MatMul, folded into it), the views Flatten and Reshape (a chain's flatten, or
+// The ONNX ops that are no primitive layer: the merges Add, Sub, Mul, Div and Concat (which only
+// blocks hold, or the bias Add of a MatMul, folded into it), the views Flatten and Reshape (a chain's flatten, or
 // nothing), Identity, a zero Pad (nothing, or padding for the Conv / AveragePool after it) and
 // ReduceMean over the spatial axes (global average pooling).
 #include <algorithm>
@@ -44,22 +44,72 @@ Status foldMatMulBias(Graph& g, std::size_t index, std::size_t a, const std::str
   return Status::ok();
 }
 
+// a + b, a - b, a * b or a / b of two activations of one rank (2 to 4 dimensions: [N, F], [N, S, F],
+// NCHW) with NumPy broadcasting: a block's inner op (issue 22). The verb names the node's op in
+// messages; Sub names its operands "b from a".
+struct BinaryNames {
+  const char* verb;
+  OpRole role;
+};
+BinaryNames binaryNames(const std::string& opType) {
+  if (opType == "Add") return {"adds", OpRole::Add};
+  if (opType == "Sub") return {"subtracts", OpRole::Sub};
+  if (opType == "Mul") return {"multiplies", OpRole::Mul};
+  return {"divides", OpRole::Div};
+}
+
+Status convertBroadcast(Graph& g, std::size_t index, std::size_t a, std::size_t b) {
+  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
+  const BinaryNames names = binaryNames(node.op_type());
+  const Shape& sa = g.activations()[a].shape;
+  const Shape& sb = g.activations()[b].shape;
+  const std::string operands = node.op_type() == "Sub" ? shapeToString(sb) + " from " + shapeToString(sa)
+                                                       : shapeToString(sa) + " and " + shapeToString(sb);
+  // NCHW (SE's scale), an MLP's [N, F] or a sequence's [N, S, F] (x * Sigmoid(y)), both of one rank.
+  if (sa.size() != sb.size() || sa.size() < 2 || sa.size() > 4)
+    return g.fail(index, std::string(names.verb) + " " + operands +
+                             "; the importer takes two activations of one rank, 2 to 4 dimensions ([N, F], "
+                             "[N, S, F], NCHW)");
+  Shape shape(sa.size());
+  for (std::size_t i = 0; i < sa.size(); ++i) {
+    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
+      return g.fail(index, std::string(names.verb) + " " + operands + ": the shapes do not broadcast (axis " +
+                               std::to_string(i) + ")");
+    shape[i] = std::max(sa[i], sb[i]);
+  }
+  // Broadcasting can make a tensor larger than either operand: [1, 1, 1, W] * [1, 1, H, 1].
+  std::uint64_t bytes = dtypeBytes(g.dtype());
+  for (std::int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
+      return g.fail(index, std::string(names.verb) + " " + operands + " into more than 2^64 bytes");
+  DataOp op = makeOp(g, index, LayerKind::Abstract, {a, b});
+  op.role = names.role;
+  appendOp(g, std::move(op), shape);
+  return Status::ok();
+}
+
 Status convertAdd(Graph& g, std::size_t index) {
   const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
   const auto a = g.activation(nodeInput(node, 0));
   const auto b = g.activation(nodeInput(node, 1));
   if (!a && !b) return g.fail(index, "adds nothing computed from the model's input");
   if (!a || !b) return foldMatMulBias(g, index, a ? *a : *b, a ? nodeInput(node, 1) : nodeInput(node, 0));
-  const Shape& sa = g.activations()[*a].shape;
-  const Shape& sb = g.activations()[*b].shape;
-  if (sa != sb)
-    return g.fail(index, "adds " + shapeToString(sa) + " and " + shapeToString(sb) +
-                             ": the shapes differ (broadcasting adds are not supported)");
-  DataOp op = makeOp(g, index, LayerKind::Abstract, {*a, *b});
-  op.role = OpRole::Add;
-  const Shape shape = sa;
-  appendOp(g, std::move(op), shape);
-  return Status::ok();
+  return convertBroadcast(g, index, *a, *b);
+}
+
+// a - b and a / b: of two activations only. A constant operand is a pattern's (LayerNorm's Sub of
+// the mean and Div by the deviation, GELU's Div by sqrt 2: onnx_patterns.cpp, before this) or
+// something the chain has no layer for.
+Status convertSubOrDiv(Graph& g, std::size_t index) {
+  const onnx::NodeProto& node = g.proto().node(static_cast<int>(index));
+  const auto a = g.activation(nodeInput(node, 0));
+  const auto b = g.activation(nodeInput(node, 1));
+  if (!a || !b)
+    return g.fail(index, std::string(node.op_type() == "Sub" ? "subtracts" : "divides") +
+                             " with a constant or weight operand; the importer reads " + node.op_type() +
+                             " only of two activations (inside a multi-branch piece) or in LayerNorm's and GELU's "
+                             "patterns");
+  return convertBroadcast(g, index, *a, *b);
 }
 
 // a * b of two activations with NumPy broadcasting (Squeeze-and-Excitation's scale * x); torch's
@@ -94,30 +144,7 @@ Status convertMul(Graph& g, std::size_t index) {
                   "multiplies an activation by a constant or a weight; the importer reads Mul only as the "
                   "product of two activations (Squeeze-and-Excitation's scale) or in x * Sigmoid(x) (SiLU), "
                   "x * HardSigmoid(x) (HardSwish) and GELU's Erf pattern");
-  const Shape& sa = g.activations()[*a].shape;
-  const Shape& sb = g.activations()[*b].shape;
-  // NCHW (SE's scale), an MLP's [N, F] or a sequence's [N, S, F] (x * Sigmoid(y)), both of one rank.
-  if (sa.size() != sb.size() || sa.size() < 2 || sa.size() > 4)
-    return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
-                             "; the importer takes two activations of one rank, 2 to 4 dimensions ([N, F], "
-                             "[N, S, F], NCHW)");
-  Shape shape(sa.size());
-  for (std::size_t i = 0; i < sa.size(); ++i) {
-    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
-      return g.fail(index, "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) +
-                               ": the shapes do not broadcast (axis " + std::to_string(i) + ")");
-    shape[i] = std::max(sa[i], sb[i]);
-  }
-  // Broadcasting can make a tensor larger than either operand: [1, 1, 1, W] * [1, 1, H, 1].
-  std::uint64_t bytes = dtypeBytes(g.dtype());
-  for (std::int64_t d : shape)
-    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
-      return g.fail(index,
-                    "multiplies " + shapeToString(sa) + " and " + shapeToString(sb) + " into more than 2^64 bytes");
-  DataOp op = makeOp(g, index, LayerKind::Abstract, {*a, *b});
-  op.role = OpRole::Mul;
-  appendOp(g, std::move(op), shape);
-  return Status::ok();
+  return convertBroadcast(g, index, *a, *b);
 }
 
 Status convertConcat(Graph& g, std::size_t index) {
@@ -327,7 +354,7 @@ Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, 
 }
 
 bool isViewOp(const std::string& opType) {
-  return opType == "Add" || opType == "Mul" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" ||
+  return opType == "Add" || opType == "Sub" || opType == "Mul" || opType == "Div" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" ||
          opType == "Identity" || opType == "Pad" || opType == "ReduceMean" || opType == "Slice" ||
          opType == "Transpose";
 }
@@ -336,6 +363,7 @@ Status convertViewNode(Graph& graph, std::size_t node) {
   const std::string& op = graph.proto().node(static_cast<int>(node)).op_type();
   if (op == "Add") return convertAdd(graph, node);
   if (op == "Mul") return convertMul(graph, node);
+  if (op == "Sub" || op == "Div") return convertSubOrDiv(graph, node);
   if (op == "Concat") return convertConcat(graph, node);
   if (op == "Flatten") return convertFlatten(graph, node);
   if (op == "Reshape") return convertReshape(graph, node);
