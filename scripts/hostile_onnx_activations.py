@@ -203,13 +203,16 @@ def activation_attribute(m, rng):
 def pattern_half(m, rng):
     """A pattern half-matched: x * Sigmoid(y) with y != x, the Erf without its Add / Mul tail, GELU's
     constants other than sqrt 2 / 1 / 0.5 (or not scalars), a pattern node with a second reader.
-    None of these is the fused op. Div and Erf are not read on their own: the import must refuse those,
-    at the node. A Mul of two activations is (issue 22's Squeeze-and-Excitation product): Sigmoid(x) *
+    None of these is the fused op. Erf is not read on its own, nor a Div by a constant (GELU's by
+    sqrt 2 outside its pattern): the import must refuse those, at the node. A Div of two activations
+    is read since issue 22's sub / div (inside a multi-branch piece); GELU's Div made x / x
+    ("div-activations") still leaves the Erf, refused at a node. A Mul of two activations is (issue 22's Squeeze-and-Excitation product): Sigmoid(x) *
     Sigmoid(x) must import as a sigmoid and a mul; x * Sigmoid(y) imports when the shapes broadcast and
     is refused at the node when they do not."""
     pairs, chains = _times_self(m), _gelu_chains(m)
     kind = _pick(rng, (["other-operand", "square", "gate-read-twice"] if pairs else []) +
-                 (["erf-alone", "no-half", "constant", "constant-vector", "constant-int", "erf-read-twice"]
+                 (["erf-alone", "no-half", "constant", "constant-vector", "constant-int", "erf-read-twice",
+                   "div-activations"]
                   if chains else []))
     if kind is None:
         return None
@@ -251,6 +254,8 @@ def pattern_half(m, rng):
         for out in m.graph.output:
             if out.name == tail:
                 out.name = mul.output[0]
+    elif kind == "div-activations":  # x / x: a Div the importer reads, then an Erf it does not
+        div.input[:] = [div.input[0], div.input[0]]
     elif kind == "erf-read-twice":  # a dead reader of the Erf: fused or refused, either is right
         at = list(m.graph.node).index(erf)
         m.graph.node.insert(at + 1, helper.make_node("Relu", [erf.output[0]], ["erf_again"], "/HostileRelu"))

@@ -56,6 +56,14 @@ json linear(const std::string& name, std::int64_t out) {
   return {{"name", name}, {"kind", "linear"}, {"out_features", out}};
 }
 
+// The inner graph of block `b` on `input` (parsed as a one-layer chain: parse errors are the chain
+// file's, which name the layer and the inner op).
+Result<BlockGraph> graphOf(const json& b, const Shape& input) {
+  auto chain = chainOf(input, json::array({b}), "graph");
+  if (!chain) return chain.status();
+  return buildBlockGraph(chain->spec.layers[0], input, DType::Float32);
+}
+
 // On [4, 16]: x - Sigmoid(x) keeps only sigmoid's output (its own backward reads it; sub reads
 // nothing), so in = no; x / Sigmoid(x) keeps the same tensor and x(l-1) too (div reads both).
 TEST(ArithBlockModel, SubKeepsNothingAndDivKeepsBothOperands) {
@@ -80,7 +88,7 @@ TEST(ArithBlockModel, SubKeepsNothingAndDivKeepsBothOperands) {
 // A broadcasting add reads nothing: the mean and x + mean need no saving, only shapes; the output
 // is the broadcast shape, and the mean [2, 8, 1, 1] is the only smaller tensor.
 TEST(ArithBlockModel, ABroadcastingAddReadsNothingAndGivesTheBroadcastShape) {
-  auto graph = buildBlockGraph(addBlock(), {2, 8, 5, 5}, DType::Float32);
+  auto graph = graphOf(addBlock(), {2, 8, 5, 5});
   ASSERT_TRUE(graph.isOk()) << graph.status().message();
   EXPECT_EQ(graph->tensors[1].shape, (Shape{2, 8, 1, 1}));
   EXPECT_EQ(graph->tensors[2].shape, (Shape{2, 8, 5, 5}));
@@ -96,7 +104,7 @@ TEST(ArithBlockModel, ABroadcastingAddReadsNothingAndGivesTheBroadcastShape) {
 // reads its output) and g (y's divisor, sigmoid's output); not m (sigmoid does not read its
 // input) nor q (tanh reads its output, not its input).
 TEST(ArithBlockModel, DivKeepsBothOperandsOfEachQuotient) {
-  auto div = buildBlockGraph(divBlock(), {2, 8, 5, 5}, DType::Float32);
+  auto div = graphOf(divBlock(), {2, 8, 5, 5});
   ASSERT_TRUE(div.isOk()) << div.status().message();
   EXPECT_TRUE(div->needsInput);
   EXPECT_FALSE(div->needsOutput);
@@ -107,7 +115,7 @@ TEST(ArithBlockModel, DivKeepsBothOperandsOfEachQuotient) {
 }
 
 void expectRefused(const json& b, const Shape& input, const std::vector<std::string>& parts) {
-  auto graph = buildBlockGraph(b, input, DType::Float32);
+  auto graph = graphOf(b, input);
   ASSERT_FALSE(graph.isOk());
   for (const std::string& part : parts)
     EXPECT_NE(graph.status().message().find(part), std::string::npos) << part << " in: " << graph.status().message();
@@ -169,14 +177,12 @@ TEST(ArithBlockRun, NchwBlocksMeasureAsPredictedUnderEveryPlan) {
 TEST(ArithBlockRun, MlpAndSequenceBlocksMeasureAsPredictedUnderEveryPlan) {
   json drop = op("drop", "dropout", {2});
   drop["p"] = 0.2;
-  const json branch =
-      block("branch", {op("s", "sigmoid", {0}), op("q", "div", {0, 1}), drop, op("y", "sub", {3, 1})});
+  const json branch = block("branch", {op("s", "sigmoid", {0}), op("q", "div", {0, 1}), drop, op("y", "sub", {3, 1})});
   const json gate = block("gate", {op("t", "tanh", {0}), op("d", "sub", {0, 1}), op("y", "div", {2, 1})});
   expectRunsAsPredicted(chainOf({4, 12}, {linear("fc1", 16), branch, linear("fc2", 16), gate, linear("fc3", 5)}, "mlp"),
                         19);
-  expectRunsAsPredicted(chainOf({2, 6, 8},
-                                {branch, gate, {{"name", "flat"}, {"kind", "flatten"}}, linear("fc", 4)}, "sequence"),
-                        23);
+  expectRunsAsPredicted(
+      chainOf({2, 6, 8}, {branch, gate, {{"name", "flat"}, {"kind", "flatten"}}, linear("fc", 4)}, "sequence"), 23);
 }
 
 Status preparedMixed(const json& layers) {

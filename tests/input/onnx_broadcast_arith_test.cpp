@@ -72,7 +72,7 @@ TEST(OnnxBroadcastArith, SubAndDivOfTwoActivationsImportAsABlockAndRun) {
   EXPECT_EQ(layers[1].ops[2].inputs, (std::vector<std::size_t>{2, 1}));  // q - s
   auto chain = buildChain(model->spec);
   ASSERT_TRUE(chain.isOk()) << chain.status().message();
-  EXPECT_TRUE(chain->at(2).needsInput);               // div reads h
+  EXPECT_TRUE(chain->at(2).needsInput);             // div reads h
   EXPECT_EQ(chain->at(2).extraBytes, 2u * 16 * 4);  // and s; sub reads nothing
   expectRunsAsPredicted(*model, 3);
 }
@@ -113,13 +113,12 @@ TEST(OnnxBroadcastArith, OperandsThatDoNotBroadcastAreRefusedAtTheNode) {
   const std::string wide = gemm(b, b.node("Tanh", {h}, "act"), "fc2", 16, 32);
   b.output(gemm(b, b.node("Div", {h, b.node("Sigmoid", {wide}, "gate.sigmoid")}, "gate"), "fc3", 16, 3));
   expectRefused(b.bytes(), {"('/gate/Div', Div)", "divides [2, 16] and [2, 32]", "do not broadcast (axis 1)"});
-  expectRefused(testing::withMiddle([](OnnxBuilder& c, const std::string& t) {
-                  const std::string other =
-                      c.node("MaxPool", {t}, "p", {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
-                  return c.node("Sub", {t, other}, "features.1");
-                }),
-                {"('/features/features.1/Sub', Sub)", "subtracts [2, 4, 2, 2] from [2, 4, 4, 4]",
-                 "do not broadcast (axis 2)"});
+  expectRefused(
+      testing::withMiddle([](OnnxBuilder& c, const std::string& t) {
+        const std::string other = c.node("MaxPool", {t}, "p", {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+        return c.node("Sub", {t, other}, "features.1");
+      }),
+      {"('/features/features.1/Sub', Sub)", "subtracts [2, 4, 2, 2] from [2, 4, 4, 4]", "do not broadcast (axis 2)"});
 }
 
 }  // namespace

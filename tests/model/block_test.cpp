@@ -81,7 +81,8 @@ void checkLayout(const BlockGraph& g, const std::string& where) {
     // position; its layer_scale reads its input (the other operand is a parameter).
     const bool ln = op.kind == BlockOpKind::LayerNorm;
     const bool scale = op.kind == BlockOpKind::LayerScale;
-    const bool mul = op.kind == BlockOpKind::Mul;  // reads both operands (derivatives.yaml mul.Tensor)
+    // mul and div read both operands (derivatives.yaml mul.Tensor, div.Tensor); add and sub none
+    const bool mul = op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::Div;
     // Inception's pool branches: max_pool2d_with_indices keeps its input and int64 indices (E),
     // avg_pool2d its input.
     const bool maxPool = op.kind == BlockOpKind::MaxPool;

@@ -63,7 +63,7 @@ TEST(Operators, InnerOpKindsMapToLayerKindsAndBack) {
       if (op.kind != BlockOpKind::GlobalAvgPool) EXPECT_EQ(kindName(*op.layer), op.name);
     }
   }
-  EXPECT_EQ(seen.size(), static_cast<std::size_t>(BlockOpKind::Dropout) + 1);
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(BlockOpKind::Div) + 1);  // Div: the last kind
   // The pool branches' pools: the layer kinds' fields (kernel, stride, padding, ceil_mode).
   EXPECT_EQ(blockOpInfo(BlockOpKind::MaxPool).layer, LayerKind::MaxPool);
   EXPECT_EQ(blockOpInfo(BlockOpKind::AvgPool).fields.size(), operatorInfo(LayerKind::AvgPool).fields.size());

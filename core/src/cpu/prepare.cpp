@@ -93,10 +93,12 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std:
           "channel slices and shuffle have one); plan and simulate it, or run it as fp32");
     // The residual add's bfloat16 kernel adds equal shapes; a broadcasting add runs float32 only.
     if (op.kind == BlockOpKind::Add && graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape)
-      return check.fail("precision " + std::string(precision) + ": no bfloat16 kernel on the CPU for the block's "
-                        "broadcasting add '" + op.layer.name + "' (" +
-                        shapeToString(graph.tensors[op.inputs[0]].shape) + " and " +
-                        shapeToString(graph.tensors[op.inputs[1]].shape) + ") yet; plan and simulate it, or run it "
+      return check.fail("precision " + std::string(precision) +
+                        ": no bfloat16 kernel on the CPU for the block's "
+                        "broadcasting add '" +
+                        op.layer.name + "' (" + shapeToString(graph.tensors[op.inputs[0]].shape) + " and " +
+                        shapeToString(graph.tensors[op.inputs[1]].shape) +
+                        ") yet; plan and simulate it, or run it "
                         "as fp32");
   }
   return Status::ok();

@@ -99,13 +99,15 @@ class GraphBuilder {
     const Shape& sa = graph_.tensors[a].shape;
     const Shape& sb = graph_.tensors[b].shape;
     name = graph_.name + "." + name;
-    const std::string what = "inner op '" + name + "' " + binaryVerb(kind) + " " + shapeToString(sa) +
-                             (kind == BlockOpKind::Sub ? " from " : " and ") + shapeToString(sb);
+    const std::string what = "inner op '" + name + "' " + binaryVerb(kind) + " " +
+                             (kind == BlockOpKind::Sub ? shapeToString(sb) + " from " + shapeToString(sa)
+                                                       : shapeToString(sa) + " and " + shapeToString(sb));
     if (sa.size() != sb.size()) return Status::invalid(what + ": the ranks differ");
     Shape shape(sa.size());
     for (std::size_t i = 0; i < sa.size(); ++i) {
       if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1)
-        return Status::invalid(what + ": axis " + std::to_string(i) + " differs and is 1 in neither (NumPy broadcasting)");
+        return Status::invalid(what + ": axis " + std::to_string(i) +
+                               " differs and is 1 in neither (NumPy broadcasting)");
       shape[i] = std::max(sa[i], sb[i]);
     }
     std::uint64_t bytes = dtypeBytes(graph_.dtype);
@@ -369,9 +371,10 @@ bool isElementwise(BlockOpKind kind) {
 // A block on an [N, F] or [N, S, F] tensor (an MLP's, a head's) holds element-wise ops only.
 Status checkRank(const BlockOpSpec& op, std::size_t rank, const std::string& where) {
   if (rank == 4 || isElementwise(op.kind)) return Status::ok();
-  return Status::invalid(where + ": " + std::string(blockOpKindName(op.kind)) + " needs an NCHW tensor; a block on a " +
-                         std::to_string(rank) +
-                         "-dimensional input holds element-wise ops only (the activations, dropout, add, sub, mul, div)");
+  return Status::invalid(
+      where + ": " + std::string(blockOpKindName(op.kind)) + " needs an NCHW tensor; a block on a " +
+      std::to_string(rank) +
+      "-dimensional input holds element-wise ops only (the activations, dropout, add, sub, mul, div)");
 }
 
 Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {

@@ -28,13 +28,13 @@
 //   NumPy broadcasting over tensors of one rank; each operand's gradient is summed over the axes
 //   it was broadcast along. Add's d(a) and d(b) are d(y); Sub's d(y) and -d(y), reading nothing;
 //   Mul (y = a * b) reads both operands: d(a) is d(y) * b, d(b) likewise; Div (y = a / b) reads
-//   both: d(a) is d(y) / b, d(b) is -d(y) * (a / b) / b (PyTorch's div_tensor_other_backward). Global average pooling reads nothing but
-//   shapes (its [N, C, 1, 1] output is what broadcasts inside a block). A max pool reads its input and keeps its int64 argmax indices where a batch norm keeps its statistics
-//   (E + statsOffset, keep mode; discard mode computes none); an average pool reads its input. A
-//   dropout keeps its one-byte bool mask there too (keep mode; discard mode draws it and keeps none)
-//   and its backward reads only the mask. A `block` on an [N, F] or [N, S, F] input holds
-//   element-wise ops only (activations, dropout, add, sub, mul, div), every tensor of the input's shape.
-//   An inner conv2d may have a bias (its parameters: the weights, then the bias).
+//   both: d(a) is d(y) / b, d(b) is -d(y) * (a / b) / b (PyTorch's div_tensor_other_backward). Global average pooling
+//   reads nothing but shapes (its [N, C, 1, 1] output is what broadcasts inside a block). A max pool reads its input
+//   and keeps its int64 argmax indices where a batch norm keeps its statistics (E + statsOffset, keep mode; discard
+//   mode computes none); an average pool reads its input. A dropout keeps its one-byte bool mask there too (keep mode;
+//   discard mode draws it and keeps none) and its backward reads only the mask. A `block` on an [N, F] or [N, S, F]
+//   input holds element-wise ops only (activations, dropout, add, sub, mul, div), every tensor of the input's shape. An
+//   inner conv2d may have a bias (its parameters: the weights, then the bias).
 #include <cstddef>
 #include <cstdint>
 #include <limits>

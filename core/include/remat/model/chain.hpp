@@ -63,8 +63,8 @@ std::span<const LayerKind> layerKinds();  // every kind, in the order parseKind'
 bool isComposite(LayerKind kind);
 
 // The kinds of a composite layer's inner ops: the primitive kinds a block may hold, the residual add,
-// the channel concatenation and the broadcasting sum, difference, product and quotient (block.hpp; operators.hpp maps them to
-// layer kinds).
+// the channel concatenation and the broadcasting sum, difference, product and quotient (block.hpp; operators.hpp maps
+// them to layer kinds).
 enum class BlockOpKind {
   Conv2d,
   BatchNorm,

@@ -159,7 +159,8 @@ Result<LayerSpec> pieceToBlock(const Graph& g, const std::vector<std::size_t>& o
               std::to_string(g.ops()[order[to - 1]].node) + ", after tensor " +
               quoteText(g.activations()[input].tensor) +
               "); a block holds Conv, BatchNormalization, the activations, MaxPool, AveragePool, GlobalAveragePool "
-              "(or ReduceMean over H and W), Add, Mul, Concat, Dropout, Sub, Div and ShuffleNetV2's channel slice and shuffle "
+              "(or ReduceMean over H and W), Add, Mul, Concat, Dropout, Sub, Div and ShuffleNetV2's channel slice and "
+              "shuffle "
               "only");
     inner.layer = op.layer;
     for (std::size_t in : op.inputs) inner.inputs.push_back(tensorOf[in]);

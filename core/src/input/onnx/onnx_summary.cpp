@@ -42,7 +42,8 @@ std::string onnxSupportedOperators() {
   return "Conv, BatchNormalization, LayerNormalization (also decomposed), Relu, Clip, Sigmoid, Tanh, HardSigmoid, "
          "HardSwish, Gelu (also as Erf), x * Sigmoid(x) (SiLU), MaxPool, AveragePool, GlobalAveragePool, ReduceMean "
          "(over H and W), Dropout, Gemm, MatMul (with its bias Add), Add, Sub, Mul, Div (of two activations, "
-         "broadcasting; a [C, 1, 1] weight times one as layer_scale), Concat and Slice (channels), Reshape-Transpose-Reshape (channel shuffle), Transpose to "
+         "broadcasting; a [C, 1, 1] weight times one as layer_scale), Concat and Slice (channels), "
+         "Reshape-Transpose-Reshape (channel shuffle), Transpose to "
          "channels-last and back, Flatten, Reshape (to [N, features]), Identity, Pad (into a Conv or AveragePool) and "
          "the constant plumbing Constant, Shape, Gather, Unsqueeze, Squeeze, Cast (docs/import.md)";
 }

@@ -354,9 +354,9 @@ Result<Shape> reshapeTarget(const Graph& g, std::size_t index, const Shape& in, 
 }
 
 bool isViewOp(const std::string& opType) {
-  return opType == "Add" || opType == "Sub" || opType == "Mul" || opType == "Div" || opType == "Concat" || opType == "Flatten" || opType == "Reshape" ||
-         opType == "Identity" || opType == "Pad" || opType == "ReduceMean" || opType == "Slice" ||
-         opType == "Transpose";
+  return opType == "Add" || opType == "Sub" || opType == "Mul" || opType == "Div" || opType == "Concat" ||
+         opType == "Flatten" || opType == "Reshape" || opType == "Identity" || opType == "Pad" ||
+         opType == "ReduceMean" || opType == "Slice" || opType == "Transpose";
 }
 
 Status convertViewNode(Graph& graph, std::size_t node) {
