@@ -83,27 +83,32 @@ Status checkOwnKernelParams(const BlockOp& op, const Shape& in, const LayerCheck
   return check.innerWithoutParams(op);
 }
 
+// The CPU runs these (run_blocks.cpp); the GPU's block kernels take NCHW tensors, have no mask, and
+// no kernels yet for issue 22's sub, div and broadcasting add (kernels_arith.cpp on the CPU).
+Status checkGpuBlockOps(const BlockGraph& graph, const ChainLayer& layer, const LayerChecks& check) {
+  if (layer.inputShape.size() != 4)
+    return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
+                      " yet; plan and simulate it, or run it on the CPU");
+  for (const BlockOp& op : graph.ops) {
+    const Shape& a = graph.tensors[op.inputs[0]].shape;
+    if (op.kind == BlockOpKind::Dropout)
+      return check.fail("no GPU kernel for the inner dropout '" + op.layer.name + "' yet; run it on the CPU");
+    if (op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div)
+      return check.fail("no GPU kernel for the inner " + std::string(blockOpKindName(op.kind)) + " '" + op.layer.name +
+                        "' yet; run it on the CPU");
+    if (op.kind == BlockOpKind::Add && a != graph.tensors[op.inputs[1]].shape)
+      return check.fail("no GPU kernel for the broadcasting inner add '" + op.layer.name + "' (" + shapeToString(a) +
+                        " and " + shapeToString(graph.tensors[op.inputs[1]].shape) + ") yet; run it on the CPU");
+  }
+  return Status::ok();
+}
+
 Status prepareBlock(const Chain& chain, const ChainLayer& layer, const LayerSpec& spec, const LayerContext& context,
                     const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   auto graph = buildBlockGraph(spec, layer.inputShape, chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer));
-  // The CPU runs these (run_blocks.cpp); the GPU's block kernels take NCHW tensors and have no mask.
-  if (layer.inputShape.size() != 4)
-    return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
-                      " yet; plan and simulate it, or run it on the CPU");
-  for (const BlockOp& op : graph->ops) {
-    if (op.kind == BlockOpKind::Dropout)
-      return check.fail("no GPU kernel for the inner dropout '" + op.layer.name + "' yet; run it on the CPU");
-    // Issue 22's sub, div and broadcasting add have CPU kernels only (kernels_arith.cpp).
-    if (op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div)
-      return check.fail("no GPU kernel for the inner " + std::string(blockOpKindName(op.kind)) + " '" + op.layer.name +
-                        "' yet; run it on the CPU");
-    if (op.kind == BlockOpKind::Add && graph->tensors[op.inputs[0]].shape != graph->tensors[op.inputs[1]].shape)
-      return check.fail("no GPU kernel for the broadcasting inner add '" + op.layer.name + "' (" +
-                        shapeToString(graph->tensors[op.inputs[0]].shape) + " and " +
-                        shapeToString(graph->tensors[op.inputs[1]].shape) + ") yet; run it on the CPU");
-  }
+  REMAT_RETURN_IF_ERROR(checkGpuBlockOps(*graph, layer, check));
   const LayerNumbers& m = layer.numbers;
   BlockState block;
   block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);
