@@ -214,11 +214,13 @@ _FUNCTION_OPS = {
     F.hardtanh: "Clip", torch.clamp: "Clip", torch.mean: "ReduceMean", F.dropout: "Dropout",
     F.max_pool2d: "MaxPool", F.avg_pool2d: "AveragePool", torch.sum: "ReduceSum",
     operator.mul: "Mul", torch.mul: "Mul",
+    # issue 22's inner sub and div, named as their ONNX nodes (not "truediv")
+    operator.sub: "Sub", torch.sub: "Sub", operator.truediv: "Div", torch.div: "Div",
 }
 _METHOD_OPS = {
     "add": "Add", "add_": "Add", "__add__": "Add", "flatten": "Flatten", "view": "Reshape",
     "reshape": "Reshape", "relu": "Relu", "relu_": "Relu", "mean": "ReduceMean", "clamp": "Clip",
-    "clamp_": "Clip", "mul": "Mul", "sum": "ReduceSum",
+    "clamp_": "Clip", "mul": "Mul", "sum": "ReduceSum", "sub": "Sub", "div": "Div",
 }
 _MERGES = {"Add", "Concat", "Sum"}
 

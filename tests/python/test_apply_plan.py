@@ -325,6 +325,18 @@ class NamesMatchTheOnnxImport(unittest.TestCase):
                 res = 224 if name in ("alexnet", "vgg11_bn") else 32  # 1.13 exports adaptive pooling to a divisor only
                 self.check(getattr(torchvision.models, name)(), torch.randn(1 if res == 224 else 2, 3, res, res))
 
+    def test_sub_div_and_broadcasting_add_blocks(self):
+        # Issue 22: x - mean, + mean, / sigmoid(mean) (ONNX Sub, Add, Div of activations with
+        # broadcasting) is one block named after its module, here and in remat's import.
+        class Centre(torch.nn.Module):
+            def forward(self, x):
+                m = x.mean((2, 3), keepdim=True)
+                return (m + (x - m)) / torch.sigmoid(m)
+
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), Centre(), torch.nn.ReLU(), torch.nn.Flatten(),
+                                    torch.nn.Linear(4 * 6 * 6, 5))
+        self.check(model, torch.randn(2, 3, 8, 8))
+
 
 class ShuffleNetNames(unittest.TestCase):
     """ShuffleNetV2 traces (fx unpacks ``x.chunk(2, dim=1)`` on Python 3.11 too), its channel shuffle
