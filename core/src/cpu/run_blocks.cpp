@@ -4,7 +4,8 @@
 // and own kernels for the residual add, the channel concatenation (strided copies: a copy needs no
 // primitive, and its backward is the same copies the other way), Squeeze-and-Excitation's
 // global average pooling and broadcasting product (kernels_broadcast.cpp: oneDNN's reduction of
-// d(y) * x would need a full-size temporary that the model does not count) and ShuffleNetV2's
+// d(y) * x would need a full-size temporary that the model does not count), issue 22's broadcasting
+// add, sub and div (kernels_arith.cpp, float32; an equal-shape add keeps the residual add's) and ShuffleNetV2's
 // channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
 // oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
 // broadcasting product's kernels with a [1, C, 1, 1] parameter; the pool branches' max and average
