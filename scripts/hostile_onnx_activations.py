@@ -321,7 +321,9 @@ def activation_in_branches(m, rng):
     """Activations inside a multi-branch piece: a = act(t) feeding two branches joined by an Add
     (act(a) + a, SiLU(a) + Tanh(a), GELU's chain in one branch, a training-mode Dropout(act(a)) + a),
     on NCHW maps and on [N, F] tensors alike (MobileNetV3's head, the LayerNorm MLPs). Valid: must
-    import."""
+    import; except a Dropout branch inside a transformer layer (a graph with attention), whose chain
+    kind takes one dropout p for all its sites: a p other than the layer's is refused at the node,
+    naming both ("the layer has dropouts of p 0.1 and 0"), which the judge takes as located."""
     gates = {gate.output[0] for gate, _ in _times_self(m)}  # a pattern's inner node: not a branch point
     i = _pick(rng, [i for i in _nodes(m, {"Tanh", "Sigmoid", "HardSwish", "HardSigmoid"})
                     if m.graph.node[i].output and m.graph.node[i].output[0] not in gates])
@@ -368,6 +370,8 @@ def activation_in_branches(m, rng):
         m.graph.node.insert(i + 1 + k, extra)
     if any(o.name == a for o in m.graph.output):
         return None
+    if kind == "dropout-in-branch" and any(node.op_type == "Softmax" for node in m.graph.node):
+        return False, False  # imported, or refused at the node when p is not the layer's
     return False, False, True
 
 
