@@ -233,7 +233,8 @@ void addRunCommands(CLI::App& app, Action& action) {
                   "Run the least recompute that fits in CAPACITY (a byte size such as 80GiB, static memory included), "
                   "or 'device' for what the device has available");
   cmd->add_option("--device", args->device, "Device to run on: cpu or gpu")->required();
-  cmd->add_option("--steps", args->steps, "Training steps to run (the weights are not updated)")
+  cmd->add_option("--steps", args->steps,
+                  "Training steps to run (--optimizer's step updates the weights after each; with none they stay)")
       ->capture_default_str()
       ->check(wholeNumberIn(1, kMaxRunSteps));
   cmd->add_option("--timeline", args->timeline, "Write the predicted and measured timelines: " + timelineFormatsHelp());
