@@ -134,14 +134,15 @@ TEST(ArithHalfRun, EveryOptimizerAndGradientModeUnderPureBf16) {
   testing::expectEveryStepModeMeasured(mlpChain, Precision::Bf16);
 }
 
-// The same weights and batch: bf16-mixed's gradients within bfloat16's precision of float32's,
+// The same weights and batch: bf16-mixed's gradients within bfloat16's precision of float32's (0.5% to
+// 1.5% relative L2 here, 2026-12-03),
 // and not equal to them.
 TEST(ArithHalfRun, GradientsAreFloat32sWithinBfloat16Precision) {
   for (testing::ChainMaker make : kChains) {
     const std::vector<double> differences = testing::relativeGradientDifferences(make, 13);
     ASSERT_GE(differences.size(), 2u);
     for (std::size_t l = 0; l < differences.size(); ++l) {
-      EXPECT_LT(differences[l], 0.1) << make({}, {}).name << " parameter layer " << l + 1;
+      EXPECT_LT(differences[l], 0.05) << make({}, {}).name << " parameter layer " << l + 1;
       EXPECT_GT(differences[l], 0.0) << make({}, {}).name << " parameter layer " << l + 1;
     }
   }
