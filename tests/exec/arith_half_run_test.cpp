@@ -5,13 +5,16 @@
 // dropout branches) and element-wise blocks on an MLP's [N, F] run every planner's plan with each
 // op's measured footprint equal to the model's prediction (bfloat16 arenas, the dropouts' one-byte
 // masks, div's two operands kept) and store-all's gradients bitwise; the gradients lie within
-// bfloat16's precision of float32's and differ from them (the bfloat16 kernels ran). ConvNeXt's
-// inner layer norm is still refused by name.
+// bfloat16's precision of float32's and differ from them (the bfloat16 kernels ran); each bfloat16
+// kernel is bit for bit the float32 kernel on the widened inputs, rounded once. A block reading the
+// float32 input under bf16-mixed and ConvNeXt's inner layer norm are still refused by name.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "chain_helpers.hpp"
+#include "cpu/kernels.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -101,6 +104,67 @@ Chain sequenceChain(Precision precision, StepOptions step = {}) {
 }
 
 constexpr testing::ChainMaker kChains[] = {nchwChain, mlpChain};
+
+std::vector<cpu::BFloat16> randomHalves(std::size_t count, std::uint32_t seed, float lo) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(lo, 2.0f);
+  std::vector<cpu::BFloat16> out;
+  for (std::size_t i = 0; i < count; ++i) out.emplace_back(uniform(generator));
+  return out;
+}
+
+std::vector<float> widened(const std::vector<cpu::BFloat16>& values) {
+  std::vector<float> out;
+  for (const cpu::BFloat16& v : values) out.push_back(v.value());
+  return out;
+}
+
+void expectRoundedOnce(const std::vector<cpu::BFloat16>& half, const std::vector<float>& reference,
+                       const std::string& what) {
+  ASSERT_EQ(half.size(), reference.size());
+  for (std::size_t i = 0; i < half.size(); ++i)
+    ASSERT_EQ(half[i].bits, cpu::BFloat16(reference[i]).bits) << what << " element " << i;
+}
+
+// x [2, 3, 4, 5] op m [2, 3, 1, 1] (and m op x): the bfloat16 forward and both operands' gradients,
+// written and accumulated, equal the float32 kernels' results on the widened values rounded once.
+TEST(ArithHalfKernels, EachIsTheFloat32KernelRoundedOnce) {
+  const cpu::Dims4 x{2, 3, 4, 5}, m{2, 3, 1, 1};
+  const auto xs = randomHalves(120, 1, 0.5f), ms = randomHalves(6, 2, 0.5f), dy = randomHalves(120, 3, -2.0f);
+  for (cpu::BroadcastOp op : {cpu::BroadcastOp::Add, cpu::BroadcastOp::Sub, cpu::BroadcastOp::Div})
+    for (bool meanFirst : {false, true}) {
+      const std::string what = std::to_string(static_cast<int>(op)) + (meanFirst ? " m op x" : " x op m");
+      const cpu::Dims4 a = meanFirst ? m : x, b = meanFirst ? x : m;
+      const auto& ah = meanFirst ? ms : xs;
+      const auto& bh = meanFirst ? xs : ms;
+      std::vector<cpu::BFloat16> y(120);
+      std::vector<float> yf(120);
+      cpu::broadcastForward(op, x, a, b, ah.data(), bh.data(), y.data());
+      cpu::broadcastForward(op, x, a, b, widened(ah).data(), widened(bh).data(), yf.data());
+      expectRoundedOnce(y, yf, what + " forward");
+      for (int operand : {0, 1})
+        for (bool accumulate : {false, true}) {
+          auto d = randomHalves(operand == 0 ? ah.size() : bh.size(), 4, -1.0f);
+          std::vector<float> df = widened(d);
+          cpu::broadcastBackwardOperand(op, operand, x, a, b, dy.data(), ah.data(), bh.data(), d.data(), accumulate);
+          cpu::broadcastBackwardOperand(op, operand, x, a, b, widened(dy).data(), widened(ah).data(),
+                                        widened(bh).data(), df.data(), accumulate);
+          expectRoundedOnce(d, df, what + " d(operand " + std::to_string(operand) + ")" + (accumulate ? " +=" : ""));
+        }
+    }
+}
+
+TEST(ArithHalfKernels, DropoutsBackwardAddsIntoTheGradientRoundedOnce) {
+  const auto dy = randomHalves(64, 5, -2.0f), dx = randomHalves(64, 6, -2.0f);
+  std::vector<std::uint8_t> mask(64);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<std::uint8_t>(i % 3 != 0);
+  auto half = dx;
+  std::vector<float> reference = widened(dx);
+  cpu::dropoutBackward(64, 0.3, mask.data(), dy.data(), half.data(), true);
+  cpu::dropoutBackward(64, 0.3, mask.data(), widened(dy).data(), reference.data(), true);
+  expectRoundedOnce(half, reference, "dropout d(input) +=");
+  EXPECT_NE(half[1].bits, dx[1].bits);  // element 1 is kept: something was added
+}
 
 TEST(ArithHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
   for (Precision precision : {Precision::Bf16Mixed, Precision::Bf16})
