@@ -127,9 +127,46 @@ Status concatBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpS
   return Status::ok();
 }
 
+// A tensor's extents as the kernels' NCHW Dims4: [N, F] as [N, F, 1, 1] and [N, S, F] as
+// [N, S, F, 1], whose NCHW order is their row-major one (a block of element-wise ops on them keeps
+// x(l-1)'s layout; cuda_prepare.cpp admits ranks 2 to 4).
 kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   const Shape& s = graph.tensors[tensor].shape;
+  if (s.size() == 2) return kernels::Dims4{s[0], s[1], 1, 1};
+  if (s.size() == 3) return kernels::Dims4{s[0], s[1], s[2], 1};
   return kernels::Dims4{s[0], s[1], s[2], s[3]};
+}
+
+// Issue 22's broadcasting add (operands of different shapes), sub and div: kernels_arith.cu. An
+// equal-shape add keeps the residual add's kernels.
+bool broadcasts(const BlockGraph& graph, const BlockOp& op) {
+  return graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape;
+}
+
+kernels::Arith arithOf(BlockOpKind kind) {
+  return kind == BlockOpKind::Add   ? kernels::Arith::Add
+         : kind == BlockOpKind::Sub ? kernels::Arith::Sub
+                                    : kernels::Arith::Div;
+}
+
+Status arithForward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c, const float* const in[2],
+                    float* out) {
+  return kernels::arithForward(c.stream, arithOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                               dimsOf(graph, op.inputs[1]), in[0], in[1], out);
+}
+
+// Div's backward reads both operands (saved[0], saved[1]); add's and sub's none (null).
+Status arithBackward(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                     const BlockBackwardTensors& tensors, const float* dOut, const float* const saved[2]) {
+  const kernels::Dims4 o = dimsOf(graph, op.output), a = dimsOf(graph, op.inputs[0]), b = dimsOf(graph, op.inputs[1]);
+  for (int j = 0; j < 2; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    float* d = tensors.grad(op.inputs[jj]);
+    if (d != nullptr)
+      REMAT_RETURN_IF_ERROR(kernels::arithBackwardOperand(c.stream, arithOf(op.kind), j, o, a, b, dOut, saved[0],
+                                                          saved[1], d, op.gradAccumulate[jj]));
+  }
+  return Status::ok();
 }
 
 // y = a * b: each operand's gradient is d(y) times the other (saved[1 - j]), summed where it was
@@ -193,11 +230,23 @@ Status convNextBackward(const BlockGraph& graph, const BlockOp& op, const LayerC
   return kernels::mulBackwardOperand(c.stream, y, gamma, x, dOut, saved, dw, true);
 }
 
-// One inner op's forward; in[j] is input j, contiguous unless the op reads views in place.
-Status forwardOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
-                 const BlockForwardTensors& tensors, const ForwardBuffers& p, const float* const in[2], void* scratch) {
+// One inner op's forward; in[j] is input j, contiguous unless the op reads views in place. An inner
+// dropout draws on a stream of its own within the layer's (rng::at(dropoutKey, index of the op)), the
+// CPU's run_blocks.cpp: each element's keep decision a function of its canonical (NCHW, row-major)
+// index, which is the GPU's order, so both backends drop the same elements in every plan; keep mode
+// writes the one-byte mask to E (stats), discard mode none.
+Status forwardOp(const BlockGraph& graph, std::size_t index, const BlockOpState& o, const LayerContext& c,
+                 const BlockForwardTensors& tensors, const ForwardBuffers& p, const float* const in[2], void* scratch,
+                 std::uint64_t dropoutKey) {
+  const BlockOp& op = graph.ops[index];
   float* out = tensors.tensor(op.output);
   const float* w = p.params + o.weightOffset;
+  if (op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div ||
+      (op.kind == BlockOpKind::Add && broadcasts(graph, op)))
+    return arithForward(graph, op, c, in, out);
+  if (op.kind == BlockOpKind::Dropout)
+    return kernels::dropoutForward(c.stream, o.count, op.layer.dropoutP, rng::at(dropoutKey, index), in[0], out,
+                                   reinterpret_cast<std::uint8_t*>(tensors.stats(op)));
   switch (op.kind) {
     case BlockOpKind::Conv2d:
       return o.conv->forward(c.cudnn, in[0], w, o.conv->hasBias() ? p.params + o.biasOffset : nullptr, out, scratch);
@@ -225,12 +274,14 @@ Status forwardOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState&
 // A block's forward: inner tensors in the ONE workspace at their arena offsets, or, in keep mode,
 // saved ones in E at their extras offsets (block.hpp); cuDNN's scratch after the arena. Views are
 // NCHW channel slices of their owner, read in place or gathered first.
-Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
+Status forwardBlock(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
+                    const ForwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
   const BlockForwardTensors tensors(graph, mode, p, ViewLayout::Nchw);
   REMAT_RETURN_IF_ERROR(tensors.check("gpu: " + s.label));
   void* scratch = block.fwdScratchBytes > 0 ? p.workspace + block.fwdScratchOffset : nullptr;
+  const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);  // the CPU's run_layers.cpp
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
     if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
@@ -238,7 +289,7 @@ Status forwardBlock(const LayerState& s, ForwardMode mode, const LayerContext& c
     for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
       REMAT_RETURN_IF_ERROR(
           contiguousInput(graph, op, j, tensors.tensor(op.inputs[j]), op.gatherOffset[j], p.workspace, c, in[j]));
-    REMAT_RETURN_IF_ERROR(forwardOp(graph, op, block.ops[i], c, tensors, p, in, scratch));
+    REMAT_RETURN_IF_ERROR(forwardOp(graph, i, block.ops[i], c, tensors, p, in, scratch, dropoutKey));
   }
   return Status::ok();
 }
@@ -273,6 +324,14 @@ Status backwardOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState
   const bool accumulate = op.gradAccumulate[0];
   const float* w = p.params + o.weightOffset;
   float* dw = p.paramGrads + o.weightOffset;
+  if (op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div ||
+      (op.kind == BlockOpKind::Add && broadcasts(graph, op)))
+    return arithBackward(graph, op, c, tensors, dOut, saved);
+  if (op.kind == BlockOpKind::Dropout) {  // from its mask alone
+    if (dIn == nullptr) return Status::ok();
+    return kernels::dropoutBackward(c.stream, o.count, op.layer.dropoutP,
+                                    reinterpret_cast<const std::uint8_t*>(tensors.stats(op)), dOut, dIn, accumulate);
+  }
   switch (op.kind) {
     case BlockOpKind::Conv2d: return convBackward(op, o, c, tensors, p, dOut, saved[0], scratch);
     case BlockOpKind::BatchNorm:
@@ -366,7 +425,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
     case LayerKind::BasicBlock:
     case LayerKind::Bottleneck:
     case LayerKind::InvertedResidual:
-    case LayerKind::Block: return forwardBlock(s, mode, c, p);
+    case LayerKind::Block: return forwardBlock(s, l, mode, seed, c, p);
     case LayerKind::TransformerBlock: return forwardTransformerBlock(s, l, mode, seed, c, p);
     case LayerKind::TokenEmbedding: return forwardTokenEmbedding(s, l, mode, seed, c, p);
     case LayerKind::LmHead: return forwardLmHead(s, mode, c, p);

@@ -83,23 +83,18 @@ Status checkOwnKernelParams(const BlockOp& op, const Shape& in, const LayerCheck
   return check.innerWithoutParams(op);
 }
 
-// The CPU runs these (run_blocks.cpp); the GPU's block kernels take NCHW tensors, have no mask, and
-// no kernels yet for issue 22's sub, div and broadcasting add (kernels_arith.cpp on the CPU).
+// Every inner op has a GPU kernel (cuda_layers_run.cpp); the model admits tensors of other ranks
+// than NCHW only for element-wise blocks, which the kernels' Dims4 hold up to rank 4 ([N, F] and
+// [N, S, F] row-major). An inner dropout must keep its one-byte mask, all its backward reads.
 Status checkGpuBlockOps(const BlockGraph& graph, const ChainLayer& layer, const LayerChecks& check) {
-  if (layer.inputShape.size() != 4)
-    return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
-                      " yet; plan and simulate it, or run it on the CPU");
-  for (const BlockOp& op : graph.ops) {
-    const Shape& a = graph.tensors[op.inputs[0]].shape;
-    if (op.kind == BlockOpKind::Dropout)
-      return check.fail("no GPU kernel for the inner dropout '" + op.layer.name + "' yet; run it on the CPU");
-    if (op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div)
-      return check.fail("no GPU kernel for the inner " + std::string(blockOpKindName(op.kind)) + " '" + op.layer.name +
-                        "' yet; run it on the CPU");
-    if (op.kind == BlockOpKind::Add && a != graph.tensors[op.inputs[1]].shape)
-      return check.fail("no GPU kernel for the broadcasting inner add '" + op.layer.name + "' (" + shapeToString(a) +
-                        " and " + shapeToString(graph.tensors[op.inputs[1]].shape) + ") yet; run it on the CPU");
-  }
+  for (const BlockTensor& t : graph.tensors)
+    if (t.shape.size() < 2 || t.shape.size() > 4)
+      return check.fail("the GPU runs blocks on tensors of rank 2 to 4, not on " + shapeToString(t.shape) + " ('" +
+                        t.name + "' of " + shapeToString(layer.inputShape) +
+                        "); plan and simulate it, or run it on the CPU");
+  for (const BlockOp& op : graph.ops)
+    if (op.kind == BlockOpKind::Dropout && op.statsBytes != elementCount(graph.tensors[op.inputs[0]].shape))
+      return check.fail("inner dropout '" + op.layer.name + "' keeps no one-byte mask per element");
   return Status::ok();
 }
 

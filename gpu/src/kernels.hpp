@@ -53,13 +53,24 @@ Status mulForward(cudaStream_t stream, const Dims4& out, const Dims4& a, const D
                   float* y);
 Status mulBackwardOperand(cudaStream_t stream, const Dims4& out, const Dims4& self, const Dims4& other, const float* dy,
                           const float* value, float* dSelf, bool accumulate);
+// Issue 22's broadcasting add, sub and div inside blocks (kernels_arith.cu): y = x op z with NumPy
+// broadcasting (`out` the broadcast shape); the backward of operand 0 (x, dims a) or 1 (z, dims b),
+// d(self) (=|+=) the sum over the axes self was broadcast along of d(y) * d(x op z)/d(self). Only
+// div reads x and z (add's and sub's may be null).
+enum class Arith { Add, Sub, Div };
+Status arithForward(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const float* x,
+                    const float* z, float* y);
+Status arithBackwardOperand(cudaStream_t stream, Arith op, int operand, const Dims4& out, const Dims4& a,
+                            const Dims4& b, const float* dy, const float* x, const float* z, float* dSelf,
+                            bool accumulate);
 
 // Element i (NCHW order) is kept when uniform01(at(key, i)) >= p, as on the CPU; kept elements are
-// scaled by 1 / (1 - p). mask (null in discard mode) gets 1 for kept, 0 for dropped.
+// scaled by 1 / (1 - p). mask (null in discard mode) gets 1 for kept, 0 for dropped. accumulate:
+// dx is added to (a block's inner dropout whose input another op's gradient wrote first).
 Status dropoutForward(cudaStream_t stream, Index count, double p, std::uint64_t key, const float* x, float* y,
                       std::uint8_t* mask);
-Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const float* dy,
-                       float* dx);
+Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const float* dy, float* dx,
+                       bool accumulate = false);
 
 // Layer norm over the last axis of a row-major [rows][features] matrix (kernels_layernorm.cu), weight
 // and bias one [2][features] buffer: the forward writes y and, when stats is not null (keep mode),

@@ -77,8 +77,12 @@ __global__ void dropoutForwardKernel(Index count, float threshold, float scale, 
   }
 }
 
-__global__ void dropoutBackwardKernel(Index count, float scale, const std::uint8_t* mask, const float* dy, float* dx) {
-  for (Index i = firstIndex(); i < count; i += gridStride()) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+__global__ void dropoutBackwardKernel(Index count, float scale, const std::uint8_t* mask, const float* dy, float* dx,
+                                      bool accumulate) {
+  for (Index i = firstIndex(); i < count; i += gridStride()) {
+    const float g = mask[i] ? dy[i] * scale : 0.0f;
+    dx[i] = accumulate ? dx[i] + g : g;
+  }
 }
 
 __global__ void addRowBiasKernel(Index rows, Index features, const float* bias, float* y) {
@@ -186,11 +190,11 @@ Status dropoutForward(cudaStream_t stream, Index count, double p, std::uint64_t 
   return Status::ok();
 }
 
-Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const float* dy,
-                       float* dx) {
+Status dropoutBackward(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const float* dy, float* dx,
+                       bool accumulate) {
   if (count == 0) return Status::ok();
   const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
-  dropoutBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, scale, mask, dy, dx);
+  dropoutBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, scale, mask, dy, dx, accumulate);
   REMAT_CUDA_CHECK_LAUNCH("dropoutBackwardKernel");
   return Status::ok();
 }

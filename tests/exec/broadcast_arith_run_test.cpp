@@ -6,7 +6,7 @@
 // scripts/make-broadcast-arith-reference.py with Debian's torch); chains of such blocks on NCHW and
 // [N, F] tensors run on the CPU under every planner's plan with the measured footprint of every op
 // equal to the prediction and store-all's gradients; shapes that do not broadcast are refused at the
-// inner op, and bf16-mixed and pure bf16 refuse sub, div and a broadcasting add by name.
+// inner op. bf16-mixed and pure bf16 run them too: tests/exec/arith_half_run_test.cpp.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -183,37 +183,6 @@ TEST(ArithBlockRun, MlpAndSequenceBlocksMeasureAsPredictedUnderEveryPlan) {
                         19);
   expectRunsAsPredicted(
       chainOf({2, 6, 8}, {branch, gate, {{"name", "flat"}, {"kind", "flatten"}}, linear("fc", 4)}, "sequence"), 23);
-}
-
-Status preparedAs(const json& layers, Precision precision) {
-  auto chain = chainOf({2, 3, 6, 6}, layers, "mixed");
-  if (!chain) return chain.status();
-  auto half = withPrecision(*chain, precision);
-  if (!half) return half.status();
-  cpu::CpuDevice device;
-  return device.prepare(*half);
-}
-
-// bf16-mixed and pure bf16 (a bfloat16 model): no bfloat16 kernel for these inner ops yet.
-TEST(ArithBlockRun, HalfPrecisionsRefuseSubDivAndABroadcastingAddByName) {
-  const json stem = {{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8}, {"kernel", 3}};
-  const struct {
-    json layer;
-    std::string part;
-  } cases[] = {{subBlock(), "inner op 'sub.d' (sub)"},
-               {divBlock(), "inner op 'div.q' (div)"},
-               {addBlock(), "broadcasting add 'add.a' ([2, 8, 4, 4] and [2, 8, 1, 1])"}};
-  for (const auto& [precision, name] : {std::pair{Precision::Bf16Mixed, "bf16-mixed"}, {Precision::Bf16, "bf16"}}) {
-    for (const auto& c : cases) {
-      const Status status = preparedAs({stem, c.layer}, precision);
-      ASSERT_FALSE(status.isOk()) << c.part << " " << name;
-      EXPECT_NE(
-          status.message().find("precision " + std::string(name) + ": no bfloat16 kernel on the CPU for the block's"),
-          std::string::npos)
-          << status.message();
-      EXPECT_NE(status.message().find(c.part), std::string::npos) << c.part << " in: " << status.message();
-    }
-  }
 }
 
 }  // namespace

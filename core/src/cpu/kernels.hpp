@@ -157,7 +157,7 @@ void mulForward(const Dims4& out, const Dims4& a, const Dims4& b, const float* x
 // d(y) * other (`value` holds the other operand, of dims `other`).
 void mulBackwardOperand(const Dims4& out, const Dims4& self, const Dims4& other, const float* dy, const float* value,
                         float* dSelf, bool accumulate);
-// A block's y = a + b, a - b or a / b with NumPy broadcasting (kernels_arith.cpp), float32, and
+// A block's y = a + b, a - b or a / b with NumPy broadcasting (kernels_arith.cpp), float32 or bfloat16, and
 // one operand's gradient (operand 0: a, 1: b), summed over the axes it was broadcast along: add's
 // d(y), sub's d(y) and -d(y), div's d(y) / b and -d(y) * (a / b) / b. x and z hold a and b (read
 // by div's backward only; add's and sub's may pass null).
@@ -166,6 +166,11 @@ void broadcastForward(BroadcastOp op, const Dims4& out, const Dims4& a, const Di
                       float* y);
 void broadcastBackwardOperand(BroadcastOp op, int operand, const Dims4& out, const Dims4& a, const Dims4& b,
                               const float* dy, const float* x, const float* z, float* dSelf, bool accumulate);
+void broadcastForward(BroadcastOp op, const Dims4& out, const Dims4& a, const Dims4& b, const BFloat16* x,
+                      const BFloat16* z, BFloat16* y);
+void broadcastBackwardOperand(BroadcastOp op, int operand, const Dims4& out, const Dims4& a, const Dims4& b,
+                              const BFloat16* dy, const BFloat16* x, const BFloat16* z, BFloat16* dSelf,
+                              bool accumulate);
 // The same in bfloat16 (a half block under bf16-mixed): float32 arithmetic, each written element rounded once.
 void globalAvgPoolForward(const Dims4& in, const BFloat16* x, BFloat16* y);
 void globalAvgPoolBackward(const Dims4& in, const BFloat16* dy, BFloat16* dx, bool accumulate);
@@ -206,7 +211,8 @@ void dropoutBackward(Index count, double p, const std::uint8_t* mask, const floa
 // The same in bfloat16 (bf16-mixed; kernels_half.cpp): the same mask for the same key.
 void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key, const BFloat16* x, BFloat16* y,
                     std::uint8_t* mask);
-void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx);
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx,
+                     bool accumulate = false);
 
 // Softmax cross-entropy, mean over the batch: d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N,
 // with labels as canonical class indices (checked by the caller to lie in 0..perSample-1).

@@ -100,8 +100,16 @@ void dropoutForward(const ActivationLayout& layout, double p, std::uint64_t key,
   }
 }
 
-void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx) {
+// accumulate: a half block's inner dropout whose input another op's gradient wrote first (the sum in
+// float32, rounded once).
+void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFloat16* dy, BFloat16* dx,
+                     bool accumulate) {
   const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  if (accumulate) {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < count; ++i) dx[i] = BFloat16(dx[i].value() + (mask[i] ? dy[i].value() * scale : 0.0f));
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) dx[i] = BFloat16(mask[i] ? dy[i].value() * scale : 0.0f);
 }

@@ -74,14 +74,15 @@ ActivationLayout streamLayout(const Shape& shape) {
 // with bfloat16 kernels are ResNet's, MobileNetV2's, Squeeze-and-Excitation's and Inception's:
 // convolutions (1x7 and 7x1 too), batch norms, the residual add, the activations, the global
 // average pool, the broadcasting product, the pool branches' max and average pools, the concat,
-// ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle. Not yet:
-// ConvNeXt's inner layer norm and layer scale.
+// ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle, and issue
+// 22's broadcasting add, sub, div and dropout. Not yet: ConvNeXt's inner layer norm and layer scale.
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std::string_view precision) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool activation = kind && isPointwise(*kind);
     const bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
-                           op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
+                           op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div ||
+                           op.kind == BlockOpKind::Dropout || op.kind == BlockOpKind::GlobalAvgPool ||
                            op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
                            op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat ||
                            op.kind == BlockOpKind::ChannelShuffle || op.kind == BlockOpKind::Slice || activation;
@@ -89,17 +90,8 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std:
       return check.fail(
           "precision " + std::string(precision) + ": no bfloat16 kernel on the CPU for the block's inner op '" +
           op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-          ") yet (a block's convolutions, batch norms, residual add, activations, pools, product, concat, "
+          ") yet (a block's convolutions, batch norms, add, sub, mul, div, dropout, activations, pools, concat, "
           "channel slices and shuffle have one); plan and simulate it, or run it as fp32");
-    // The residual add's bfloat16 kernel adds equal shapes; a broadcasting add runs float32 only.
-    if (op.kind == BlockOpKind::Add && graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape)
-      return check.fail("precision " + std::string(precision) +
-                        ": no bfloat16 kernel on the CPU for the block's "
-                        "broadcasting add '" +
-                        op.layer.name + "' (" + shapeToString(graph.tensors[op.inputs[0]].shape) + " and " +
-                        shapeToString(graph.tensors[op.inputs[1]].shape) +
-                        ") yet; plan and simulate it, or run it "
-                        "as fp32");
   }
   return Status::ok();
 }

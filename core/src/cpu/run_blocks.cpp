@@ -5,7 +5,7 @@
 // primitive, and its backward is the same copies the other way), Squeeze-and-Excitation's
 // global average pooling and broadcasting product (kernels_broadcast.cpp: oneDNN's reduction of
 // d(y) * x would need a full-size temporary that the model does not count), issue 22's broadcasting
-// add, sub and div (kernels_arith.cpp, float32; an equal-shape add keeps the residual add's) and ShuffleNetV2's
+// add, sub and div (kernels_arith.cpp; an equal-shape add keeps the residual add's) and ShuffleNetV2's
 // channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
 // oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
 // broadcasting product's kernels with a [1, C, 1, 1] parameter; the pool branches' max and average
@@ -18,8 +18,9 @@
 // arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
 // activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
 // the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add and Squeeze-and-Excitation's
-// global pool and product, the pool branches' pools and the concat in bfloat16 (the kernels'
-// bfloat16 overloads); prepare.cpp admits only blocks of those inner ops.
+// global pool and product, issue 22's add, sub, div and dropout, the pool branches' pools and the
+// concat in bfloat16 (the kernels' bfloat16 overloads); prepare.cpp admits only blocks of those inner
+// ops.
 #include <algorithm>
 
 #include "device_impl.hpp"
@@ -221,15 +222,30 @@ ActivationLayout dropoutLayout(const BlockGraph& graph, const BlockOp& op, const
   return layout;
 }
 
-void innerDropoutForward(const BlockGraph& graph, std::size_t index, const PreparedLayer& prepared,
-                         std::uint64_t dropoutKey, const float* in, float* out, float* mask) {
-  const BlockOp& op = graph.ops[index];
-  dropoutForward(dropoutLayout(graph, op, prepared), op.layer.dropoutP, rng::at(dropoutKey, index), in, out,
-                 reinterpret_cast<std::uint8_t*>(mask));
-}
-
 const BFloat16* halves(const float* data) { return reinterpret_cast<const BFloat16*>(data); }
 BFloat16* halves(float* data) { return reinterpret_cast<BFloat16*>(data); }
+
+// A half block's dropout draws the float32 kernel's mask (kernels_half.cpp): the same elements dropped.
+void innerDropoutForward(const BlockGraph& graph, std::size_t index, const PreparedLayer& prepared,
+                         std::uint64_t dropoutKey, const float* in, float* out, float* stats) {
+  const BlockOp& op = graph.ops[index];
+  const ActivationLayout layout = dropoutLayout(graph, op, prepared);
+  auto* mask = reinterpret_cast<std::uint8_t*>(stats);
+  if (prepared.half)
+    dropoutForward(layout, op.layer.dropoutP, rng::at(dropoutKey, index), halves(in), halves(out), mask);
+  else
+    dropoutForward(layout, op.layer.dropoutP, rng::at(dropoutKey, index), in, out, mask);
+}
+
+void innerDropoutBackward(bool half, const BlockOp& op, const PreparedBlockOp& p, const float* stats, const float* dOut,
+                          float* dIn) {
+  if (dIn == nullptr) return;
+  const auto* mask = reinterpret_cast<const std::uint8_t*>(stats);
+  if (half)
+    dropoutBackward(p.count, op.layer.dropoutP, mask, halves(dOut), halves(dIn), op.gradAccumulate[0]);
+  else
+    dropoutBackward(p.count, op.layer.dropoutP, mask, dOut, dIn, op.gradAccumulate[0]);
+}
 
 // Squeeze-and-Excitation's global pool, in the block's dtype (autocast runs mean and
 // adaptive_avg_pool2d in their input's dtype: bfloat16 after a half convolution).
@@ -355,8 +371,8 @@ void addBackward(bool half, const BlockOp& op, const PreparedBlockOp& p, const B
   }
 }
 
-// A broadcasting add (operands of different shapes), sub and div: kernels_arith.cpp, float32 (a half
-// block refuses them, prepare.cpp). An equal-shape add keeps the residual add's kernels above.
+// A broadcasting add (operands of different shapes), sub and div: kernels_arith.cpp, in the block's
+// dtype. An equal-shape add keeps the residual add's kernels above.
 bool broadcasts(const BlockGraph& graph, const BlockOp& op) {
   return graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape;
 }
@@ -365,8 +381,17 @@ BroadcastOp broadcastOpOf(BlockOpKind kind) {
   return kind == BlockOpKind::Add ? BroadcastOp::Add : kind == BlockOpKind::Sub ? BroadcastOp::Sub : BroadcastOp::Div;
 }
 
+void broadcastForwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const float* a, const float* b,
+                        float* out) {
+  const Dims4 o = dimsOf(graph, op.output), da = dimsOf(graph, op.inputs[0]), db = dimsOf(graph, op.inputs[1]);
+  if (half)
+    broadcastForward(broadcastOpOf(op.kind), o, da, db, halves(a), halves(b), halves(out));
+  else
+    broadcastForward(broadcastOpOf(op.kind), o, da, db, a, b, out);
+}
+
 // Div's backward reads both operands (from x(l-1) or E, gathered when a view); add's and sub's none.
-void broadcastBackwardOp(const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors,
+void broadcastBackwardOp(bool half, const BlockGraph& graph, const BlockOp& op, const BlockBackwardTensors& tensors,
                          const float* dOut, std::byte* workspace) {
   const bool reads = op.readsInput && op.readsSecondInput;
   const float* a = reads ? backwardInput(graph, op, 0, tensors, workspace) : nullptr;
@@ -374,9 +399,12 @@ void broadcastBackwardOp(const BlockGraph& graph, const BlockOp& op, const Block
   const Dims4 o = dimsOf(graph, op.output), da = dimsOf(graph, op.inputs[0]), db = dimsOf(graph, op.inputs[1]);
   for (int j = 0; j < 2; ++j) {
     float* d = tensors.grad(op.inputs[static_cast<std::size_t>(j)]);
-    if (d != nullptr)
-      broadcastBackwardOperand(broadcastOpOf(op.kind), j, o, da, db, dOut, a, b, d,
-                               op.gradAccumulate[static_cast<std::size_t>(j)]);
+    const bool accumulate = op.gradAccumulate[static_cast<std::size_t>(j)];
+    if (d != nullptr && half)
+      broadcastBackwardOperand(broadcastOpOf(op.kind), j, o, da, db, halves(dOut), halves(a), halves(b), halves(d),
+                               accumulate);
+    else if (d != nullptr)
+      broadcastBackwardOperand(broadcastOpOf(op.kind), j, o, da, db, dOut, a, b, d, accumulate);
   }
 }
 
@@ -449,8 +477,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
       addForward(prepared.half, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
-      broadcastForward(broadcastOpOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
-                       dimsOf(graph, op.inputs[1]), in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      broadcastForwardOp(prepared.half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
       prepared.half ? concatForward<BFloat16>(graph, op, p, tensors, out)
                     : concatForward<float>(graph, op, p, tensors, out);
@@ -508,7 +535,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
       addBackward(prepared.half, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
-      broadcastBackwardOp(graph, op, tensors, dOut, b.workspace);
+      broadcastBackwardOp(prepared.half, graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Concat) {
       prepared.half ? concatBackward<BFloat16>(graph, op, p, tensors, dOut)
                     : concatBackward<float>(graph, op, p, tensors, dOut);
@@ -529,8 +556,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
       prepared.half ? poolBackward<BFloat16>(op, p, tensors.stats(op), dOut, dIn)
                     : poolBackward<float>(op, p, tensors.stats(op), dOut, dIn);
     } else if (op.kind == BlockOpKind::Dropout) {
-      const auto* mask = reinterpret_cast<const std::uint8_t*>(tensors.stats(op));
-      if (dIn != nullptr) dropoutBackward(p.count, op.layer.dropoutP, mask, dOut, dIn, op.gradAccumulate[0]);
+      innerDropoutBackward(prepared.half, op, p, tensors.stats(op), dOut, dIn);
     } else {  // a pointwise activation, from its output or input as its description says
       auto eltwise = opAs<EltwiseOp>(p, prepared.label);
       if (!eltwise) return eltwise.status();
