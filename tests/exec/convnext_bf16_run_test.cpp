@@ -171,9 +171,10 @@ TEST(ConvNextBf16, PureBf16ZooTinyMeasuresThePrediction) {
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
-// bf16-mixed's numbers: each block reads a float32 x(l-1) (after the stem's float32 layer norm, or
-// a block's float32 output), so it saves autocast's bfloat16 cast copy instead (in = no), and its
-// output is float32 (layer_scale's promotion): a(l) is float32's, the inner tensors bfloat16's.
+// bf16-mixed's numbers: a block reading a float32 x(l-1) (after the stem's float32 layer norm, or
+// a block's float32 output) saves autocast's bfloat16 cast copy instead (in = no); one after the
+// downsampling conv reads its bfloat16 output as it is; every block's output is float32
+// (layer_scale's promotion): a(l) is float32's, the inner tensors bfloat16's.
 TEST(ConvNextBf16, MixedBlocksCastTheirFloat32InputAndWriteFloat32) {
   const Chain mixed = convNextChain(Precision::Bf16Mixed);
   const Chain plain = convNextChain(Precision::Fp32);
@@ -181,17 +182,18 @@ TEST(ConvNextBf16, MixedBlocksCastTheirFloat32InputAndWriteFloat32) {
   const struct {
     std::size_t l;
     std::uint64_t channels;
-  } blocks[] = {{3, 8}, {4, 8}, {7, 16}};
-  for (const auto& [l, c] : blocks) {
+    bool floatInput;
+  } blocks[] = {{3, 8, true}, {4, 8, true}, {7, 16, false}};
+  for (const auto& [l, c, floatInput] : blocks) {
     SCOPED_TRACE(l);
     const ChainLayer& block = mixed.layers[l - 1];
     EXPECT_EQ(block.numbers.outBytes, plain.at(l).outBytes);  // float32
     EXPECT_EQ(plain.at(l).outBytes, 2 * half.at(l).outBytes);
-    EXPECT_FALSE(block.numbers.needsInput);
+    EXPECT_EQ(block.numbers.needsInput, !floatInput);
     EXPECT_TRUE(plain.at(l).needsInput);
     // The bfloat16 inner tensors the graph saves, the input's cast copy, the three convolutions'
     // weight copies (7x7 depthwise, C -> 4C, 4C -> C; no bias copy).
-    const std::uint64_t inputCast = elementCount(block.inputShape) * 2;
+    const std::uint64_t inputCast = floatInput ? elementCount(block.inputShape) * 2 : 0;
     const std::uint64_t weightCopies = (c * 49 + 8 * c * c) * 2;
     EXPECT_EQ(block.numbers.extraBytes, half.at(l).extraBytes + inputCast + weightCopies);
   }

@@ -241,10 +241,10 @@ Status prepared(cpu::CpuDevice& device, const char* name, Precision precision, i
   return chain ? device.prepare(*chain) : chain.status();
 }
 
-// ConvNeXt-Tiny prepares (convnext_bf16_run_test.cpp runs it); a block whose float32 input meets a
+// ConvNeXt-Tiny prepares (convnext_bf16_run_test.cpp runs it); a block whose float32 tensors meet a
 // kernel without a float32 operand (a basic block after a float32 layer norm: its identity add of
-// the bfloat16 main path and the float32 x(l-1)) is refused by layer and inner op, before anything
-// is allocated.
+// the bfloat16 main path and the float32 x(l-1) is float32, which its last relu reads) is refused by
+// layer and inner op, before anything is allocated.
 TEST(MixedPrecisionZoo, BlocksReadingAFloat32InputAreRefusedByInnerOp) {
   cpu::CpuDevice device;
   EXPECT_TRUE(prepared(device, "convnext_tiny", Precision::Bf16Mixed, 32).isOk());
@@ -260,7 +260,8 @@ TEST(MixedPrecisionZoo, BlocksReadingAFloat32InputAreRefusedByInnerOp) {
   ASSERT_FALSE(status.isOk());
   EXPECT_EQ(status.code(), ErrorCode::InvalidInput);
   EXPECT_NE(status.message().find("layer 3 ('layer1.0', basic_block): precision bf16-mixed: no kernel on the CPU for "
-                                  "the block's inner op 'layer1.0.add' (add) reading the float32 tensor 'input'"),
+                                  "the block's inner op 'layer1.0.relu' (relu) reading the float32 tensor "
+                                  "'layer1.0.add'"),
             std::string::npos)
       << status.message();
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);

@@ -106,6 +106,11 @@ void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFlo
   for (Index i = 0; i < count; ++i) dx[i] = BFloat16(mask[i] ? dy[i].value() * scale : 0.0f);
 }
 
+void addMixed(Index count, const float* a, const BFloat16* b, float* out) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) out[i] = a[i] + b[i].value();
+}
+
 void layerScaleMixedForward(Index rows, Index channels, const BFloat16* x, const float* gamma, float* y) {
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < rows; ++r)

@@ -109,7 +109,7 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std:
 // Inside a bf16-mixed block the float32 tensors (memory-model.md 11.7: x(l-1) after a float32
 // layer, layer_scale's product, the residual add after it) meet only the kernels that take them:
 // x(l-1)'s cast by the block's first op, a convolution (its copy counted once, in E), and a float32
-// add of float32 operands; the rest is refused by inner op.
+// add (of float32 operands or one float32 and one bfloat16); the rest is refused by inner op.
 Status checkFloatTensors(const BlockGraph& graph, const LayerChecks& check) {
   auto isFloat = [&](std::size_t t) { return graph.tensors[t].dtype == DType::Float32; };
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
@@ -117,12 +117,12 @@ Status checkFloatTensors(const BlockGraph& graph, const LayerChecks& check) {
     const bool castConv = op.kind == BlockOpKind::Conv2d && i == 0 && op.inputs[0] == 0;
     const bool floatAdd = op.kind == BlockOpKind::Add && isFloat(op.output);
     for (std::size_t in : op.inputs) {
-      if (!isFloat(in) || castConv || (floatAdd && isFloat(op.inputs[0]) && isFloat(op.inputs[1]))) continue;
+      if (!isFloat(in) || castConv || floatAdd) continue;
       return check.fail("precision bf16-mixed: no kernel on the CPU for the block's inner op '" + op.layer.name +
                         "' (" + std::string(blockOpInfo(op.kind).name) + ") reading the float32 tensor '" +
                         graph.tensors[in].name +
                         "' yet (a float32 block input is cast by a first convolution, a float32 add takes "
-                        "float32 operands); plan and simulate it, or run it as fp32");
+                        "it); plan and simulate it, or run it as fp32");
     }
   }
   return Status::ok();

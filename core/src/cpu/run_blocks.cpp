@@ -374,22 +374,30 @@ bool readsCastCopy(const BlockGraph& graph, const BlockOp& op) {
          graph.tensors[0].dtype == DType::Float32;
 }
 
-void addForward(bool half, Index count, const float* a, const float* b, float* out) {
-  if (half)
-    add(count, halves(a), halves(b), halves(out));
-  else
-    add(count, a, b, out);
+// A float32 add may take a bfloat16 operand (ConvNeXt's layer_scale product plus a bfloat16 x(l-1),
+// type promotion); its gradient is d(y) rounded to bfloat16 (autograd casts a gradient to its
+// input's dtype).
+void addForward(const BlockGraph& graph, const BlockOp& op, Index count, const float* a, const float* b, float* out) {
+  if (isHalf(graph, op.output)) return add(count, halves(a), halves(b), halves(out));
+  const bool halfA = isHalf(graph, op.inputs[0]), halfB = isHalf(graph, op.inputs[1]);
+  if (!halfA && !halfB) return add(count, a, b, out);
+  addMixed(count, halfA ? b : a, halves(halfA ? a : b), out);
 }
 
-void addBackward(bool half, const BlockOp& op, const PreparedBlockOp& p, const BlockBackwardTensors& tensors,
-                 const float* dOut) {
+void addBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
+                 const BlockBackwardTensors& tensors, const float* dOut) {
+  const bool halfOut = isHalf(graph, op.output);
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     float* d = tensors.grad(op.inputs[j]);
     if (d == nullptr) continue;
-    if (half)
+    if (halfOut)
       copyOrAdd(p.count, halves(dOut), halves(d), op.gradAccumulate[j]);
-    else
+    else if (!isHalf(graph, op.inputs[j]))
       copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
+    else if (op.gradAccumulate[j])
+      addFloatIntoHalf(p.count, dOut, halves(d));
+    else
+      castToHalf(p.count, dOut, halves(d));
   }
 }
 
@@ -487,7 +495,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
     } else if (op.kind == BlockOpKind::LayerScale) {
       layerScaleForward(half, graph, op, in, w, out);
     } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
-      addForward(isHalf(graph, op.output), p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      addForward(graph, op, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
       broadcastForward(broadcastOpOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
                        dimsOf(graph, op.inputs[1]), in, forwardInput(graph, op, 1, tensors, b.workspace), out);
@@ -546,7 +554,7 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
       layerScaleBackward(half, graph, op, backwardInput(graph, op, 0, tensors, b.workspace),
                          p.at(b.params, p.weightOffset), dOut, dIn, p.at(b.paramGrads, p.weightOffset));
     } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
-      addBackward(isHalf(graph, op.output), op, p, tensors, dOut);
+      addBackward(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
       broadcastBackwardOp(graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Concat) {

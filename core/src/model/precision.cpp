@@ -84,8 +84,10 @@ Result<DType> mixBlock(ChainLayer& layer, const LayerSpec& spec, DType input, DT
   m.needsInput = graph->needsInput;
   m.needsOutput = graph->needsOutput;
   m.extraBytes = graph->extraBytes;
-  m.fwdWorkspaceBytes = graph->fwdWorkspaceBytes;
-  m.bwdWorkspaceBytes = graph->bwdWorkspaceBytes;
+  if (!spec.hasMeasuredWorkspace) {  // a device's measured (or fitted) scratch stands (chain.cpp)
+    m.fwdWorkspaceBytes = graph->fwdWorkspaceBytes;
+    m.bwdWorkspaceBytes = graph->bwdWorkspaceBytes;
+  }
   return graph->tensors.back().dtype;
 }
 
