@@ -2,10 +2,12 @@
 // mode: the forward writes the mean and variance of each row ([N] float32 each: E, the same bytes as
 // the mean and rstd PyTorch's native_layer_norm saves), the backward reads them with the input, as
 // derivatives.yaml's native_layer_norm_backward does. Weight and bias are one [2][F] buffer
-// (PyTorch's parameter order, oneDNN's scale-shift). In bfloat16 (pure bf16, memory-model.md 11.7)
-// the data is bf16 and the statistics stay float32, as oneDNN 2.6's layer normalization takes them
-// (and as the model counts them); its scale-shift is float32 only, so pure bf16's bfloat16 weight
-// and bias are widened into the scratch and their gradients rounded into the bfloat16 buffer.
+// (PyTorch's parameter order, oneDNN's scale-shift). In bfloat16 (pure bf16, and a bf16-mixed
+// ConvNeXt block's inner layer norm with its float32 weights, as PyTorch 2's CPU runs it;
+// memory-model.md 11.7) the data is bf16 and the statistics stay float32, as oneDNN 2.6's layer
+// normalization takes them (and as the model counts them); its scale-shift is float32 only, so pure
+// bf16's bfloat16 weight and bias are widened into the scratch and their gradients rounded into the
+// bfloat16 buffer.
 #include <algorithm>
 
 #include "dnnl_layers.hpp"
