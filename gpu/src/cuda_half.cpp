@@ -69,8 +69,8 @@ std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
 }
 
 Status checkHalfBlock(const ChainLayer& layer, const LayerSpec& spec, const HalfMode& mode, const LayerChecks& check) {
-  // Its input's cast would have to stand in for x0 inside the block's graph: only a block after a
-  // float32 layer casts, and the CPU refuses it alike.
+  // Its input's cast would have to stand in for x0 inside the block's graph, with the type
+  // promotion of a float32 input (memory-model.md 11.7; the CPU runs ConvNeXt's): no GPU layout yet.
   if (mode.castsInput) return refuse(check, "a residual block reading a float32 input");
   auto graph = buildBlockGraph(spec, layer.inputShape, DType::BFloat16);
   if (!graph) return check.fail(graph.status().message());

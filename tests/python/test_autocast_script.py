@@ -37,6 +37,17 @@ class AutocastScript(unittest.TestCase):
         self.assertRegex(p.stdout, r"bf16 autocast: remat E \d+ B, PyTorch \d+ B without scratch: within 16384 B")
         self.assertRegex(p.stdout, r"float32: remat E \d+ B, PyTorch \d+ B without scratch: within 16384 B")
 
+    @needs_remat
+    def test_convnext_block_with_hand_made_casts_matches_the_model(self):
+        # A CNBlock with PyTorch 2's CPU autocast dtypes forced by hand on 1.13 (docs/memory-model.md
+        # 11.7): layer_scale's product float32, and what autograd saves is the model's E to the byte.
+        script = os.path.join(REPO, "scripts", "torch-convnext-bf16-block.py")
+        p = subprocess.run([sys.executable, script, "--remat", remat_binary()], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("layer_scale * y is torch.float32, the block's output torch.float32", p.stdout)
+        self.assertIn("remat E of the block under bf16-mixed: 452,800 B: equal", p.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -65,7 +65,9 @@ const void* castForward(const HalfCopies& copies, const void* x, const float* w,
 // block wrote.
 void inputGradient(const HalfCopies& copies, InputGrad grad, const void* computed, void* dx) {
   const auto* half = static_cast<const BFloat16*>(computed);
-  if (copies.castsInput)
+  if (copies.castsInput && grad == InputGrad::Add)  // x(l-1) of a block, read by another op as well
+    addHalfInto(copies.inputCount, half, static_cast<float*>(dx));
+  else if (copies.castsInput)
     castToFloat(copies.inputCount, half, static_cast<float*>(dx));
   else if (grad == InputGrad::Add)
     copyOrAdd(copies.inputCount, half, static_cast<BFloat16*>(dx), true);

@@ -145,8 +145,12 @@ class BatchNormOp {
 // A discard-mode forward keeps its statistics in the scratch.
 class LayerNormOp {
  public:
+  // `type` bf16: bfloat16 data (float32 statistics, oneDNN's); `halfParams`: pure bf16's bfloat16
+  // weight and bias, widened to float32 in the scratch, their gradients rounded into bfloat16.
   static Result<LayerNormOp> create(const DnnlContext& context, Index rows, Index features, float epsilon,
-                                    InputGrad grad, const std::string& label);
+                                    InputGrad grad, const std::string& label,
+                                    dnnl::memory::data_type type = dnnl::memory::data_type::f32,
+                                    bool halfParams = false);
   std::uint64_t forwardScratchBytes() const { return forwardBytes_; }
   std::uint64_t backwardScratchBytes() const { return backwardBytes_; }
   // stats: E's 2*rows floats in keep mode, null in discard mode.
@@ -164,7 +168,8 @@ class LayerNormOp {
   std::uint64_t forwardStatsOffset_ = 0, forwardBytes_ = 0;
   std::uint64_t gradParamsOffset_ = 0, dxOffset_ = 0, backwardBytes_ = 0;
   bool halfParams_ = false;
-  std::uint64_t forwardParamsOffset_ = 0, backwardParamsOffset_ = 0;  // halfParams: the float32 gammaBeta
+  std::uint64_t forwardParamsOffset_ = 0, backwardParamsOffset_ = 0;  // halfParams: the float32 weightBias
+  const float* widenedParams(const float* weightBias, std::byte* at) const;
 };
 
 // The pointwise activations (operators.hpp): oneDNN's eltwise forward and backward, from the

@@ -242,5 +242,14 @@ void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out);
 void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate);
 void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStride, BFloat16* to, Index toStride,
                    bool accumulate);
+// ConvNeXt's layer_scale under bf16-mixed (kernels_half.cpp): bfloat16 x [rows][C] (channels-last)
+// times the float32 gamma [C] is float32 y (type promotion); the backward's d(x) = d(y) * gamma
+// rounded to bfloat16 (written or added) and d(gamma) += sum over rows of d(y) * x, in float32.
+// y = a + b with a float32 and b bfloat16, y float32 (type promotion: ConvNeXt's residual add after
+// a bfloat16 x(l-1)).
+void addMixed(Index count, const float* a, const BFloat16* b, float* out);
+void layerScaleMixedForward(Index rows, Index channels, const BFloat16* x, const float* gamma, float* y);
+void layerScaleMixedBackward(Index rows, Index channels, const float* dy, const BFloat16* x, const float* gamma,
+                             BFloat16* dx, bool accumulate, float* dGamma);
 
 }  // namespace remat::cpu

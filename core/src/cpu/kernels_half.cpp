@@ -114,4 +114,35 @@ void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFlo
   for (Index i = 0; i < count; ++i) dx[i] = BFloat16(mask[i] ? dy[i].value() * scale : 0.0f);
 }
 
+void addMixed(Index count, const float* a, const BFloat16* b, float* out) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) out[i] = a[i] + b[i].value();
+}
+
+void layerScaleMixedForward(Index rows, Index channels, const BFloat16* x, const float* gamma, float* y) {
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < rows; ++r)
+    for (Index c = 0; c < channels; ++c) y[r * channels + c] = x[r * channels + c].value() * gamma[c];
+}
+
+void layerScaleMixedBackward(Index rows, Index channels, const float* dy, const BFloat16* x, const float* gamma,
+                             BFloat16* dx, bool accumulate, float* dGamma) {
+  if (dx != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (Index r = 0; r < rows; ++r)
+      for (Index c = 0; c < channels; ++c) {
+        const Index e = r * channels + c;
+        const float d = dy[e] * gamma[c];
+        dx[e] = BFloat16(accumulate ? dx[e].value() + BFloat16(d).value() : d);
+      }
+  }
+  // One channel's sum per thread, over the rows in order: independent of the thread count.
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < channels; ++c) {
+    float sum = 0.0f;
+    for (Index r = 0; r < rows; ++r) sum += dy[r * channels + c] * x[r * channels + c].value();
+    dGamma[c] += sum;
+  }
+}
+
 }  // namespace remat::cpu

@@ -74,13 +74,16 @@ ActivationLayout streamLayout(const Shape& shape) {
 // with bfloat16 kernels are ResNet's, MobileNetV2's, Squeeze-and-Excitation's and Inception's:
 // convolutions (1x7 and 7x1 too), batch norms, the residual add, the activations, the global
 // average pool, the broadcasting product, the pool branches' max and average pools, the concat,
-// ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle, and issue
-// 22's broadcasting add, sub, div and dropout. Not yet: ConvNeXt's inner layer norm and layer scale.
+// ShuffleNetV2's channel slices (views, read in place or gathered) and channel shuffle, issue 22's
+// broadcasting add, sub, div and dropout, ConvNeXt's layer norm (bfloat16 data, float32
+// statistics) and layer scale (under bf16-mixed its float32 gamma promotes the product to float32,
+// and the residual add after it runs in float32).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std::string_view precision) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool activation = kind && isPointwise(*kind);
-    const bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
+    const bool supported = op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale ||
+                           op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
                            op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div ||
                            op.kind == BlockOpKind::Dropout || op.kind == BlockOpKind::GlobalAvgPool ||
                            op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
@@ -90,8 +93,32 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check, std:
       return check.fail(
           "precision " + std::string(precision) + ": no bfloat16 kernel on the CPU for the block's inner op '" +
           op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-          ") yet (a block's convolutions, batch norms, add, sub, mul, div, dropout, activations, pools, concat, "
-          "channel slices and shuffle have one); plan and simulate it, or run it as fp32");
+          ") yet (a block's convolutions, batch norms, layer norms, layer scales, add, sub, mul, div, dropout, "
+          "activations, pools, concat, channel slices and shuffle have one); plan and simulate it, or run it as fp32");
+  }
+  return Status::ok();
+}
+
+// Inside a bf16-mixed block the float32 tensors (memory-model.md 11.7: x(l-1) after a float32
+// layer, layer_scale's product, the residual add after it) meet only the kernels that take them:
+// x(l-1)'s cast by the block's first op, a convolution (its copy counted once, in E), and a float32
+// add (of float32 operands or one float32 and one bfloat16); the rest is refused by inner op.
+Status checkFloatTensors(const BlockGraph& graph, const LayerChecks& check) {
+  auto isFloat = [&](std::size_t t) { return graph.tensors[t].dtype == DType::Float32; };
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    const bool castConv = op.kind == BlockOpKind::Conv2d && i == 0 && op.inputs[0] == 0;
+    // The float32 add is the residual add of equal shapes (a broadcasting add runs in one dtype).
+    const bool floatAdd = op.kind == BlockOpKind::Add && isFloat(op.output) &&
+                          graph.tensors[op.inputs[0]].shape == graph.tensors[op.inputs[1]].shape;
+    for (std::size_t in : op.inputs) {
+      if (!isFloat(in) || castConv || floatAdd) continue;
+      return check.fail("precision bf16-mixed: no kernel on the CPU for the block's inner op '" + op.layer.name +
+                        "' (" + std::string(blockOpInfo(op.kind).name) + ") reading the float32 tensor '" +
+                        graph.tensors[in].name +
+                        "' yet (a float32 block input is cast by a first convolution, a float32 add takes "
+                        "it); plan and simulate it, or run it as fp32");
+    }
   }
   return Status::ok();
 }
@@ -110,13 +137,20 @@ std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
 // whose parameters keep PyTorch's order, and the primitives of its inner ops (run_blocks.cpp).
 // `half`: a bfloat16 block, its arenas laid out for half tensors: bf16-mixed's (autocast's weight
 // copies in E) or pure bf16's (prepared.halfParams: bfloat16 parameters, no copies).
+// `floatInput`: a bf16-mixed block reading a float32 x(l-1) (after a layer norm or a block whose
+// output is float32): its first convolution casts it (autocast's copy in E, before the weight copies).
 Status prepareBlock(const DnnlContext& context, const Chain& chain, const ChainLayer& layer, const LayerSpec& spec,
-                    const LayerChecks& check, bool firstLayer, bool half, PreparedLayer& prepared) {
-  auto graph = buildBlockGraph(spec, layer.inputShape, half ? DType::BFloat16 : chain.dtype);
+                    const LayerChecks& check, bool firstLayer, bool half, bool floatInput, PreparedLayer& prepared) {
+  auto graph = half && !prepared.halfParams
+                   ? buildBlockGraph(spec, layer.inputShape, DType::BFloat16,
+                                     BlockAutocast{floatInput ? DType::Float32 : DType::BFloat16})
+                   : buildBlockGraph(spec, layer.inputShape, half ? DType::BFloat16 : chain.dtype);
   if (!graph) return check.fail(graph.status().message());
   AutocastCasts casts;
   if (half) {
     REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check, precisionName(chain.step.precision)));
+    REMAT_RETURN_IF_ERROR(checkFloatTensors(*graph, check));
+    if (floatInput) casts.inputCastBytes = elementCount(layer.inputShape) * 2;
     if (!prepared.halfParams) casts.weightCopyBytes = innerWeightCopyBytes(*graph);
   }
   REMAT_RETURN_IF_ERROR(check.blockNumbers(*graph, layer, casts));
@@ -162,6 +196,7 @@ struct HalfMode {
   bool pure = false;  // pure bf16: bfloat16 parameters and gradients as well, no casts at all
   bool castsInput = false;
   bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input
+  bool floatOutput = false;    // a half block whose x(l) type promotion makes float32 (ConvNeXt's)
   dnnl::memory::data_type type() const { return half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32; }
 };
 
@@ -193,14 +228,16 @@ Status prepareBatchNorm(const DnnlContext& context, const Shape& in, InputGrad g
 
 // Over a flattened channels-last input the features sit in (h, w, c) order: the weight and bias
 // follow them (the row statistics do not depend on the order).
+// Pure bf16: bfloat16 data and parameters (HalfMode::pure), float32 statistics.
 Status prepareLayerNorm(const DnnlContext& context, const LayerSpec& spec, const Shape& in, InputGrad grad,
-                        PreparedLayer& prepared) {
+                        HalfMode mode, PreparedLayer& prepared) {
+  const auto epsilon = static_cast<float>(spec.epsilon);
   if (in.size() == 4) {
     // Over the channels of NCHW (ConvNeXt's LayerNorm2d): channels-last data is N*H*W rows of C.
     prepared.params.push_back({ParamSegment::Type::Plain, 0, in[1], 0, {}});
     prepared.params.push_back({ParamSegment::Type::Plain, in[1], in[1], 0, {}});
-    return setOp(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], static_cast<float>(spec.epsilon), grad,
-                                     prepared.label),
+    return setOp(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], epsilon, grad, prepared.label, mode.type(),
+                                     mode.pure),
                  prepared);
   }
   const Index features = prepared.in.perSample();
@@ -208,7 +245,7 @@ Status prepareLayerNorm(const DnnlContext& context, const LayerSpec& spec, const
   prepared.params.push_back({type, 0, features, 0, prepared.in});
   prepared.params.push_back({type, features, features, 0, prepared.in});
   return setOp(
-      LayerNormOp::create(context, prepared.in.batch, features, static_cast<float>(spec.epsilon), grad, prepared.label),
+      LayerNormOp::create(context, prepared.in.batch, features, epsilon, grad, prepared.label, mode.type(), mode.pure),
       prepared);
 }
 
@@ -334,7 +371,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
   const bool elementwiseBlock = isComposite(layer.kind) && layer.outputShape.size() < 4;
   prepared.out = keepsInputLayout(layer.kind) || elementwiseBlock ? prepared.in : layoutOf(layer.outputShape);
   if (isComposite(layer.kind))
-    return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
+    return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, c.mode.castsInput, prepared);
   if (layer.kind == LayerKind::TransformerBlock && c.chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
@@ -360,7 +397,7 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     case LayerKind::Linear: return prepareLinear(c.dnnl, layer.outputShape, *params, c.grad(), c.mode, prepared);
     case LayerKind::Dropout: prepared.dropoutP = spec.dropoutP; return Status::ok();
     case LayerKind::LayerNorm:
-      REMAT_RETURN_IF_ERROR(prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), prepared));
+      REMAT_RETURN_IF_ERROR(prepareLayerNorm(c.dnnl, spec, layer.inputShape, c.grad(), c.mode, prepared));
       if (c.mode.castsFromHalf) castThroughFloat(layer, prepared);
       return Status::ok();
     default:
@@ -377,28 +414,15 @@ bool isTransformerKind(LayerKind kind) {
          kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead || isSwinKind(kind);
 }
 
-// The kinds with bfloat16 kernels on the CPU; the rest are refused under bf16-mixed by name (a
-// block's inner ops by prepareBlock).
-Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const LayerChecks& check) {
-  const char* missing = nullptr;
-  // Its input's cast would have to stand in for x0 inside the block: only a block after a
-  // float32 layer (the first layer, one after a layer norm) casts, and none of our zoo's does.
-  if (isComposite(layer.kind) && mode.castsInput) missing = "a residual block reading a float32 input";
-  if (missing == nullptr) return Status::ok();
-  return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(missing) +
-                    " yet (conv2d, linear, batchnorm, the pools, the activations and blocks have one); "
-                    "plan and simulate it, or run it as fp32");
-}
-
 // Pure bf16 (the model cast with .to(torch.bfloat16), memory-model.md 11.7): every layer runs in
 // bfloat16 on its bfloat16 parameters, with the bf16-mixed kernels minus autocast's casts
-// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure). Not yet: the layer norm and the transformer
-// kinds, refused by name.
+// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure; the layer norm on oneDNN's bf16 layer
+// normalization). Not yet: the transformer kinds, refused by name.
 Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
-  if (isTransformerKind(layer.kind) || layer.kind == LayerKind::LayerNorm)
+  if (isTransformerKind(layer.kind))
     return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (conv2d, linear, batchnorm, the pools, dropout, the activations and CNN blocks have "
-                      "one); plan and simulate it, run it as bf16-mixed or as fp32");
+                      " yet (conv2d, linear, batchnorm, layernorm, the pools, dropout, the activations and CNN "
+                      "blocks have one); plan and simulate it, run it as bf16-mixed or as fp32");
   HalfMode mode;
   mode.half = true;
   mode.pure = true;
@@ -432,7 +456,9 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
   mode.half = lowerPrecision || (prev.half && !float32);
   mode.castsInput = lowerPrecision && !prev.half;
   mode.castsFromHalf = float32 && prev.half;
-  if (mode.half) REMAT_RETURN_IF_ERROR(prepareHalfKind(layer, mode, check));
+  // The model's a(l) says the block's output dtype (precision.cpp's type promotion).
+  mode.floatOutput =
+      isComposite(layer.kind) && mode.half && layer.numbers.outBytes == elementCount(layer.outputShape) * 4;
   return mode;
 }
 
@@ -463,10 +489,10 @@ Status prepareLayer(const DnnlContext& context, const Chain& chain, std::size_t 
   const PreparedLayer& prev = layers[l - 1];
   auto mode = halfModeOf(chain, layer, prev, check);
   if (!mode) return mode.status();
-  prepared.half = mode->half;
+  prepared.half = mode->half && !mode->floatOutput;  // x(l)'s dtype; a block runs its graph's (run_blocks.cpp)
   prepared.halfParams = mode->pure;
   REMAT_RETURN_IF_ERROR(check.realLayer(
-      chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample()), mode->half ? 2 : 4));
+      chain, l, prev.real, static_cast<std::uint64_t>(prev.out.batch * prev.out.perSample()), prepared.half ? 2 : 4));
   prepared.in = prev.out;
   prepared.real = true;
   REMAT_RETURN_IF_ERROR(

@@ -8,19 +8,22 @@
 // add, sub and div (kernels_arith.cpp; an equal-shape add keeps the residual add's) and ShuffleNetV2's
 // channel shuffle (kernels_channels.cpp, copies as well); ConvNeXt's layer norm over the channels is
 // oneDNN's layer normalization on the channels-last rows (N*H*W rows of C) and its layer_scale the
-// broadcasting product's kernels with a [1, C, 1, 1] parameter; the pool branches' max and average
-// pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A channel slice
-// inside a block is a view (block.hpp): it runs nothing; concat, slice and shuffle read views row by row with the
-// owner's stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's convolution does
-// the same: .contiguous()). Each workspace holds, after its arena at a 256-byte boundary, the scratch of the inner op
-// that needs the most (ops run one at a time), so a block's wf / wb are the arena plus that scratch.
+// broadcasting product's kernels with a [1, C, 1, 1] parameter (both in bfloat16 under pure bf16); the pool branches'
+// max and average pooling run kernels_pool.cpp (the own kernels add into a gradient that another branch wrote first). A
+// channel slice inside a block is a view (block.hpp): it runs nothing; concat, slice and shuffle read views row by row
+// with the owner's stride, every other op reads a contiguous copy gathered into its arena slot first (PyTorch's
+// convolution does the same: .contiguous()). Each workspace holds, after its arena at a 256-byte boundary, the scratch
+// of the inner op that needs the most (ops run one at a time), so a block's wf / wb are the arena plus that scratch.
 // Under bf16-mixed the same runner runs a half block (PreparedLayer::half; memory-model.md 11.7):
 // arenas laid out for bfloat16, the float pointers carrying bfloat16, the batch norms and
 // activations on bf16 primitives, each convolution a HalfConvOp whose weight copy lies in E after
 // the graph's saved tensors (PreparedBlockOp::weightCopyOffset), the add and Squeeze-and-Excitation's
 // global pool and product, issue 22's add, sub, div and dropout, the pool branches' pools and the
-// concat in bfloat16 (the kernels' bfloat16 overloads); prepare.cpp admits only blocks of those inner
-// ops.
+// concat in bfloat16 (the kernels' bfloat16 overloads), ConvNeXt's layer norm on bf16 data;
+// prepare.cpp admits only blocks of those inner ops. A tensor's dtype is the graph's
+// (BlockTensor::dtype): in a bf16-mixed ConvNeXt block x(l-1), layer_scale's product and the
+// residual add are float32 (type promotion), the first convolution casting x(l-1) as a chain-level
+// conv does.
 #include <algorithm>
 
 #include "device_impl.hpp"
@@ -52,9 +55,9 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
   const auto type = half ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
   switch (op.kind) {
     case BlockOpKind::Conv2d:
-      if (half)
-        return wrap(
-            HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, false, grad, where, pure));
+      if (half)  // a float32 x(l-1) (bf16-mixed, after a float32 layer): the conv casts it, as autocast
+        return wrap(HalfConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias,
+                                       graph.tensors[op.inputs[0]].dtype == DType::Float32, grad, where, pure));
       return wrap(ConvOp::create(context, convGeometry(op.layer, in, out), op.layer.bias, grad, where));
     case BlockOpKind::BatchNorm:
       return wrap(BatchNormOp::create(
@@ -62,7 +65,7 @@ Result<KindOp> innerOp(const DnnlContext& context, const BlockGraph& graph, cons
           where, pure));
     case BlockOpKind::LayerNorm:  // over the channels: channels-last data is N*H*W rows of C
       return wrap(LayerNormOp::create(context, in[0] * in[2] * in[3], in[1], static_cast<float>(op.layer.epsilon), grad,
-                                      where));
+                                      where, type, pure));
     case BlockOpKind::LayerScale:
     case BlockOpKind::Add:
     case BlockOpKind::Concat:
@@ -293,9 +296,36 @@ Dims4 gammaDims(const BlockGraph& graph, const BlockOp& op) {
   return Dims4{1, graph.tensors[op.inputs[0]].shape[1], 1, 1};
 }
 
-void layerScaleBackward(const BlockGraph& graph, const BlockOp& op, const float* x, const float* gamma,
+// Pure bf16: gamma, x and their gradients all bfloat16. bf16-mixed: x bfloat16, gamma float32, the
+// product float32 (type promotion, memory-model.md 11.7): kernels_half.cpp's mixed kernels.
+bool mixedLayerScale(const BlockGraph& graph, const BlockOp& op) {
+  return graph.tensors[op.inputs[0]].dtype == DType::BFloat16 && graph.tensors[op.output].dtype == DType::Float32;
+}
+
+void layerScaleForward(bool half, const BlockGraph& graph, const BlockOp& op, const float* x, const float* gamma,
+                       float* out) {
+  const Dims4 o = dimsOf(graph, op.output), in = dimsOf(graph, op.inputs[0]), g = gammaDims(graph, op);
+  if (mixedLayerScale(graph, op))
+    layerScaleMixedForward(o.n * o.h * o.w, o.c, halves(x), gamma, out);
+  else if (half)
+    mulForward(o, in, g, halves(x), halves(gamma), halves(out));
+  else
+    mulForward(o, in, g, x, gamma, out);
+}
+
+void layerScaleBackward(bool half, const BlockGraph& graph, const BlockOp& op, const float* x, const float* gamma,
                         const float* dOut, float* dIn, float* dGamma) {
   const Dims4 out = dimsOf(graph, op.output), in = dimsOf(graph, op.inputs[0]), g = gammaDims(graph, op);
+  if (mixedLayerScale(graph, op)) {
+    layerScaleMixedBackward(out.n * out.h * out.w, out.c, dOut, halves(x), gamma, halves(dIn), op.gradAccumulate[0],
+                            dGamma);
+    return;
+  }
+  if (half) {
+    if (dIn != nullptr) mulBackwardOperand(out, in, g, halves(dOut), halves(gamma), halves(dIn), op.gradAccumulate[0]);
+    mulBackwardOperand(out, g, in, halves(dOut), halves(x), halves(dGamma), true);  // parameter gradients are added
+    return;
+  }
   if (dIn != nullptr) mulBackwardOperand(out, in, g, dOut, gamma, dIn, op.gradAccumulate[0]);
   mulBackwardOperand(out, g, in, dOut, x, dGamma, true);  // parameter gradients are added
 }
@@ -349,25 +379,41 @@ Status backwardInnerConv(const DnnlContext& context, const BlockGraph& graph, co
               : conv.status();
 }
 
-// The residual add and its backward, in the block's dtype (halves(): the float pointers carry
-// bfloat16 in a half block).
+// The residual add and its backward, in its output's dtype (halves(): the float pointers carry
+// bfloat16 in a half block; ConvNeXt's add after layer_scale is float32 under bf16-mixed).
+bool isHalf(const BlockGraph& graph, std::size_t tensor) { return graph.tensors[tensor].dtype == DType::BFloat16; }
 
-void addForward(bool half, Index count, const float* a, const float* b, float* out) {
-  if (half)
-    add(count, halves(a), halves(b), halves(out));
-  else
-    add(count, a, b, out);
+// A convolution casting a float32 x(l-1) reads its copy in E in the backward, not x(l-1) (in(l) is
+// false, memory-model.md 11.7 rule 3).
+bool readsCastCopy(const BlockGraph& graph, const BlockOp& op) {
+  return op.kind == BlockOpKind::Conv2d && graph.dtype == DType::BFloat16 && op.inputs[0] == 0 &&
+         graph.tensors[0].dtype == DType::Float32;
 }
 
-void addBackward(bool half, const BlockOp& op, const PreparedBlockOp& p, const BlockBackwardTensors& tensors,
-                 const float* dOut) {
+// A float32 add may take a bfloat16 operand (ConvNeXt's layer_scale product plus a bfloat16 x(l-1),
+// type promotion); its gradient is d(y) rounded to bfloat16 (autograd casts a gradient to its
+// input's dtype).
+void addForward(const BlockGraph& graph, const BlockOp& op, Index count, const float* a, const float* b, float* out) {
+  if (isHalf(graph, op.output)) return add(count, halves(a), halves(b), halves(out));
+  const bool halfA = isHalf(graph, op.inputs[0]), halfB = isHalf(graph, op.inputs[1]);
+  if (!halfA && !halfB) return add(count, a, b, out);
+  addMixed(count, halfA ? b : a, halves(halfA ? a : b), out);
+}
+
+void addBackward(const BlockGraph& graph, const BlockOp& op, const PreparedBlockOp& p,
+                 const BlockBackwardTensors& tensors, const float* dOut) {
+  const bool halfOut = isHalf(graph, op.output);
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     float* d = tensors.grad(op.inputs[j]);
     if (d == nullptr) continue;
-    if (half)
+    if (halfOut)
       copyOrAdd(p.count, halves(dOut), halves(d), op.gradAccumulate[j]);
-    else
+    else if (!isHalf(graph, op.inputs[j]))
       copyOrAdd(p.count, dOut, d, op.gradAccumulate[j]);
+    else if (op.gradAccumulate[j])
+      addFloatIntoHalf(p.count, dOut, halves(d));
+    else
+      castToHalf(p.count, dOut, halves(d));
   }
 }
 
@@ -428,12 +474,13 @@ Status prepareBlockOps(const DnnlContext& context, const BlockGraph& graph, bool
     if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool)
       p.pool = poolGeometry(op.layer, graph.tensors[op.inputs[0]].shape, out);
     p.halfParams = prepared.halfParams;
-    auto made = innerOp(context, graph, op, firstLayer, prepared.half, prepared.halfParams, prepared.label);
+    auto made =
+        innerOp(context, graph, op, firstLayer, graph.dtype == DType::BFloat16, prepared.halfParams, prepared.label);
     if (!made) return made.status();
     p.op = std::move(made).value();
-    if (const auto* conv = std::get_if<HalfConvOp>(&p.op)) {
+    if (const auto* conv = std::get_if<HalfConvOp>(&p.op)) {  // its copies: [input cast, when it casts][weights]
       p.weightCopyOffset = copyOffset;
-      copyOffset += conv->copies().weightCopyBytes();
+      copyOffset += conv->copies().inputCastBytes() + conv->copies().weightCopyBytes();
     }
     const auto [fwd, bwd] = scratchBytes(p.op);
     fwdScratch = std::max(fwdScratch, fwd);
@@ -455,6 +502,7 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
   const BlockGraph& graph = *prepared.block;
   const BlockForwardTensors tensors(graph, mode, b);
   REMAT_RETURN_IF_ERROR(tensors.check("cpu: " + prepared.label));
+  const bool half = graph.dtype == DType::BFloat16;  // x(l) may be float32 all the same (prepare.cpp)
   std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockFwdScratchOffset : nullptr;
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
@@ -473,30 +521,29 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
       auto norm = opAs<LayerNormOp>(p, prepared.label);
       status = norm ? (*norm)->forward(context, in, w, out, tensors.stats(op), scratch) : norm.status();
     } else if (op.kind == BlockOpKind::LayerScale) {
-      mulForward(dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]), gammaDims(graph, op), in, w, out);
+      layerScaleForward(half, graph, op, in, w, out);
     } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
-      addForward(prepared.half, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      addForward(graph, op, p.count, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
       broadcastForwardOp(prepared.half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Concat) {
-      prepared.half ? concatForward<BFloat16>(graph, op, p, tensors, out)
-                    : concatForward<float>(graph, op, p, tensors, out);
+      half ? concatForward<BFloat16>(graph, op, p, tensors, out) : concatForward<float>(graph, op, p, tensors, out);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
-      globalPoolForwardOp(prepared.half, dimsOf(graph, op.inputs[0]), in, out);
+      globalPoolForwardOp(half, dimsOf(graph, op.inputs[0]), in, out);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulForwardOp(prepared.half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
+      mulForwardOp(half, graph, op, in, forwardInput(graph, op, 1, tensors, b.workspace), out);
     } else if (op.kind == BlockOpKind::Slice) {  // the block's output: a copy
-      sliceForward(prepared.half, graph, op, p, in, out);
+      sliceForward(half, graph, op, p, in, out);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      if (prepared.half)
+      if (half)
         channelShuffleForward(p.rows, p.channels, op.layer.groups, as<BFloat16>(in), graph.rowChannels(op.inputs[0]),
                               as<BFloat16>(out));
       else
         channelShuffleForward(p.rows, p.channels, op.layer.groups, in, graph.rowChannels(op.inputs[0]), out);
     } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
       // keep mode: a max pool's argmax, which its backward reads, in E (null otherwise)
-      prepared.half ? poolForward<BFloat16>(op, p, in, out, tensors.stats(op))
-                    : poolForward<float>(op, p, in, out, tensors.stats(op));
+      half ? poolForward<BFloat16>(op, p, in, out, tensors.stats(op))
+           : poolForward<float>(op, p, in, out, tensors.stats(op));
     } else if (op.kind == BlockOpKind::Dropout) {
       innerDropoutForward(graph, i, prepared, dropoutKey, in, out, tensors.stats(op));
     } else {  // a pointwise activation
@@ -516,12 +563,13 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
   const std::string where = "cpu: " + prepared.label;
   REMAT_RETURN_IF_ERROR(tensors.check(where));
   std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockBwdScratchOffset : nullptr;
+  const bool half = graph.dtype == DType::BFloat16;
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
     const PreparedBlockOp& p = prepared.blockOps[i];
     const float* dOut = tensors.grad(op.output);
     float* dIn = tensors.grad(op.inputs[0]);
-    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
+    if (!readsCastCopy(graph, op)) REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     Status status;
     if (op.kind == BlockOpKind::Conv2d) {
       status = backwardInnerConv(context, graph, op, p, tensors, b, scratch, prepared.label);
@@ -530,31 +578,29 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
     } else if (op.kind == BlockOpKind::LayerNorm) {
       status = normBackward<LayerNormOp>(context, graph, op, p, tensors, b, scratch, prepared.label);
     } else if (op.kind == BlockOpKind::LayerScale) {
-      layerScaleBackward(graph, op, backwardInput(graph, op, 0, tensors, b.workspace), p.at(b.params, p.weightOffset),
-                         dOut, dIn, p.at(b.paramGrads, p.weightOffset));
+      layerScaleBackward(half, graph, op, backwardInput(graph, op, 0, tensors, b.workspace),
+                         p.at(b.params, p.weightOffset), dOut, dIn, p.at(b.paramGrads, p.weightOffset));
     } else if (op.kind == BlockOpKind::Add && !broadcasts(graph, op)) {
-      addBackward(prepared.half, op, p, tensors, dOut);
+      addBackward(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
       broadcastBackwardOp(prepared.half, graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Concat) {
-      prepared.half ? concatBackward<BFloat16>(graph, op, p, tensors, dOut)
-                    : concatBackward<float>(graph, op, p, tensors, dOut);
+      half ? concatBackward<BFloat16>(graph, op, p, tensors, dOut) : concatBackward<float>(graph, op, p, tensors, dOut);
     } else if (op.kind == BlockOpKind::GlobalAvgPool) {
-      if (dIn != nullptr)
-        globalPoolBackwardOp(prepared.half, dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
+      if (dIn != nullptr) globalPoolBackwardOp(half, dimsOf(graph, op.inputs[0]), dOut, dIn, op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::Mul) {
-      mulBackwardOp(prepared.half, graph, op, tensors, dOut, b.workspace);
+      mulBackwardOp(half, graph, op, tensors, dOut, b.workspace);
     } else if (op.kind == BlockOpKind::Slice) {
-      if (dIn != nullptr) sliceBackwardOp(prepared.half, graph, op, p, dOut, dIn);
+      if (dIn != nullptr) sliceBackwardOp(half, graph, op, p, dOut, dIn);
     } else if (op.kind == BlockOpKind::ChannelShuffle) {
-      if (dIn != nullptr && prepared.half)
+      if (dIn != nullptr && half)
         channelShuffleBackward(p.rows, p.channels, op.layer.groups, as<BFloat16>(dOut), as<BFloat16>(dIn),
                                op.gradAccumulate[0]);
       else if (dIn != nullptr)
         channelShuffleBackward(p.rows, p.channels, op.layer.groups, dOut, dIn, op.gradAccumulate[0]);
     } else if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
-      prepared.half ? poolBackward<BFloat16>(op, p, tensors.stats(op), dOut, dIn)
-                    : poolBackward<float>(op, p, tensors.stats(op), dOut, dIn);
+      half ? poolBackward<BFloat16>(op, p, tensors.stats(op), dOut, dIn)
+           : poolBackward<float>(op, p, tensors.stats(op), dOut, dIn);
     } else if (op.kind == BlockOpKind::Dropout) {
       innerDropoutBackward(prepared.half, op, p, tensors.stats(op), dOut, dIn);
     } else {  // a pointwise activation, from its output or input as its description says

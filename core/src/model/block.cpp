@@ -4,6 +4,7 @@
 #include "remat/model/block.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "layers_common.hpp"
 #include "remat/base/text.hpp"
@@ -58,14 +59,16 @@ LayerKind layerKindOf(BlockOpKind kind) {
 
 class GraphBuilder {
  public:
-  GraphBuilder(const LayerSpec& spec, const Shape& input, DType dtype) {
+  GraphBuilder(const LayerSpec& spec, const Shape& input, DType dtype, const BlockAutocast* autocast) {
     graph_.kind = spec.kind;
     graph_.name = spec.name;
     graph_.dtype = dtype;
+    promotes_ = autocast != nullptr;
     BlockTensor x;
     x.name = "input";
     x.shape = input;
-    x.bytes = elementCount(input) * dtypeBytes(dtype);  // buildChain checked the input's bytes
+    x.dtype = autocast != nullptr ? autocast->input : dtype;
+    x.bytes = elementCount(input) * dtypeBytes(x.dtype);  // buildChain checked the input's bytes
     graph_.tensors.push_back(std::move(x));
   }
 
@@ -73,7 +76,11 @@ class GraphBuilder {
   Result<std::size_t> layer(LayerSpec layer, std::size_t in) {
     layer.name = graph_.name + "." + layer.name;
     ChainLayer inferred;
-    Status status = detail::inferPrimitiveLayer(layer, graph_.tensors[in].shape, graph_.dtype, inferred);
+    // Under a mixed precision a convolution writes half (autocast's lower_precision_fp list); every
+    // other primitive op runs in its input's dtype (on no list: it falls through).
+    const bool lowerPrecision = layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear;
+    const DType dtype = promotes_ && !lowerPrecision ? graph_.tensors[in].dtype : graph_.dtype;
+    Status status = detail::inferPrimitiveLayer(layer, graph_.tensors[in].shape, dtype, inferred);
     if (!status) return status.withContext("inner op '" + layer.name + "'");
     BlockOp op;
     op.kind = opKindOf(layer.kind);
@@ -84,7 +91,7 @@ class GraphBuilder {
     op.paramCount = inferred.paramCount;
     op.fwdCost = inferred.numbers.fwdCost;
     op.layer = std::move(layer);
-    return append(std::move(op), std::move(inferred.outputShape), inferred.numbers.outBytes);
+    return append(std::move(op), std::move(inferred.outputShape), inferred.numbers.outBytes, dtype);
   }
 
   // The residual add: main path first, then the skip.
@@ -110,7 +117,12 @@ class GraphBuilder {
                                " differs and is 1 in neither (NumPy broadcasting)");
       shape[i] = std::max(sa[i], sb[i]);
     }
-    std::uint64_t bytes = dtypeBytes(graph_.dtype);
+    // Under a mixed precision the wider operand's dtype (type promotion); else the graph's.
+    const DType wider = dtypeBytes(graph_.tensors[a].dtype) >= dtypeBytes(graph_.tensors[b].dtype)
+                            ? graph_.tensors[a].dtype
+                            : graph_.tensors[b].dtype;
+    const DType dtype = promotes_ ? wider : graph_.dtype;
+    std::uint64_t bytes = dtypeBytes(dtype);
     for (std::int64_t d : shape)
       if (!detail::checkedMul(bytes, static_cast<std::uint64_t>(d), bytes))
         return Status::invalid("inner op '" + name + "' gives " + shapeToString(shape) +
@@ -125,8 +137,8 @@ class GraphBuilder {
     const bool readsBoth = kind == BlockOpKind::Mul || kind == BlockOpKind::Div;
     op.readsInput = readsBoth;
     op.readsSecondInput = readsBoth;
-    op.fwdCost = static_cast<double>(bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one operation per element
-    return append(std::move(op), std::move(shape), bytes);
+    op.fwdCost = static_cast<double>(bytes / dtypeBytes(dtype)) / 1e9;  // one operation per element
+    return append(std::move(op), std::move(shape), bytes, dtype);
   }
 
   // Subtracting b from a says "subtracts [b] from [a]"; binary() writes the operands in that order.
@@ -218,10 +230,12 @@ class GraphBuilder {
     op.inputs = {in};
     op.readsInput = true;
     op.paramCount = static_cast<std::uint64_t>(x.shape[1]);
-    op.fwdCost = static_cast<double>(x.bytes / dtypeBytes(graph_.dtype)) / 1e9;  // one product per element
+    const std::uint64_t elements = x.bytes / dtypeBytes(x.dtype);
+    op.fwdCost = static_cast<double>(elements) / 1e9;  // one product per element
+    // Under a mixed precision gamma is a float32 parameter: bfloat16 x times it promotes to float32.
+    const DType dtype = promotes_ ? DType::Float32 : x.dtype;
     Shape shape = x.shape;
-    const std::uint64_t bytes = x.bytes;
-    return append(std::move(op), std::move(shape), bytes);
+    return append(std::move(op), std::move(shape), elements * dtypeBytes(dtype), dtype);
   }
 
   std::size_t tensorCount() const { return graph_.tensors.size(); }
@@ -236,11 +250,13 @@ class GraphBuilder {
   }
 
  private:
-  std::size_t append(BlockOp op, Shape shape, std::uint64_t bytes) {
+  // `dtype`: the output's; the graph's unless a mixed precision promotes it.
+  std::size_t append(BlockOp op, Shape shape, std::uint64_t bytes, std::optional<DType> dtype = std::nullopt) {
     BlockTensor t;
     t.name = op.layer.name;
     t.shape = std::move(shape);
     t.bytes = bytes;
+    t.dtype = dtype.value_or(graph_.dtype);
     t.producer = graph_.ops.size();
     op.output = graph_.tensors.size();
     graph_.ops.push_back(std::move(op));
@@ -249,6 +265,7 @@ class GraphBuilder {
   }
 
   BlockGraph graph_;
+  bool promotes_ = false;  // a mixed precision's type promotion (BlockAutocast)
 };
 
 #define REMAT_ASSIGN_OR_RETURN(lhs, expr)              \
@@ -410,9 +427,7 @@ Result<BlockGraph> listedBlock(const LayerSpec& spec, GraphBuilder b) {
 
 #undef REMAT_ASSIGN_OR_RETURN
 
-}  // namespace
-
-Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype) {
+Result<BlockGraph> buildGraph(const LayerSpec& spec, const Shape& input, DType dtype, const BlockAutocast* autocast) {
   const std::string kind(kindName(spec.kind));
   if (!isComposite(spec.kind)) return Status::internal("'" + kind + "' is not a composite block kind");
   // A listed block of element-wise ops also runs on an MLP's [N, F] or a sequence's [N, S, F].
@@ -427,7 +442,7 @@ Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DT
     if (!detail::checkedMul(inputBytes, static_cast<std::uint64_t>(d), inputBytes))
       return Status::invalid(kind + " input " + shapeToString(input) + " overflows 64-bit bytes");
   }
-  GraphBuilder builder(spec, input, dtype);
+  GraphBuilder builder(spec, input, dtype, autocast);
   if (spec.kind == LayerKind::Block) return listedBlock(spec, std::move(builder));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("out_channels", spec.outChannels));
   REMAT_RETURN_IF_ERROR(detail::checkPositiveField("stride", spec.stride));
@@ -440,6 +455,17 @@ Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DT
       REMAT_RETURN_IF_ERROR(detail::checkPositiveField("expand_ratio", spec.expandRatio));
       return invertedResidual(spec, std::move(builder));
   }
+}
+
+}  // namespace
+
+Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype) {
+  return buildGraph(spec, input, dtype, nullptr);
+}
+
+Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype,
+                                   const BlockAutocast& autocast) {
+  return buildGraph(spec, input, dtype, &autocast);
 }
 
 }  // namespace remat

@@ -73,6 +73,24 @@ void addSaved(ChainLayer& layer, const char* name, std::uint64_t bytes) {
   if (!layer.extraParts.empty() && bytes > 0) layer.extraParts.push_back({name, bytes});
 }
 
+// A block under a mixed precision: its half graph with PyTorch's type promotion (BlockAutocast):
+// layer_scale's float32 parameter and an add of a float32 x(l-1) make float32 tensors (ConvNeXt's
+// block writes a float32 x(l)). Returns the output's dtype.
+Result<DType> mixBlock(ChainLayer& layer, const LayerSpec& spec, DType input, DType half) {
+  auto graph = buildBlockGraph(spec, layer.inputShape, half, BlockAutocast{input});
+  if (!graph) return graph.status();
+  LayerNumbers& m = layer.numbers;
+  m.outBytes = graph->outBytes;
+  m.needsInput = graph->needsInput;
+  m.needsOutput = graph->needsOutput;
+  m.extraBytes = graph->extraBytes;
+  if (!spec.hasMeasuredWorkspace) {  // a device's measured (or fitted) scratch stands (chain.cpp)
+    m.fwdWorkspaceBytes = graph->fwdWorkspaceBytes;
+    m.bwdWorkspaceBytes = graph->bwdWorkspaceBytes;
+  }
+  return graph->tensors.back().dtype;
+}
+
 // Layer i of the mixed chain, reading an input of dtype `input`; returns its output's dtype.
 Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const LayerSpec& spec, DType input, DType half) {
   if (layer.kind == LayerKind::Abstract) return input;  // states its own bytes
@@ -87,6 +105,12 @@ Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const Lay
     layer.numbers = halfLayer.numbers;
     layer.extraParts = halfLayer.extraParts;
     layer.numbers.paramBytes = paramBytes;
+  }
+  DType output = compute;
+  if (isComposite(layer.kind)) {
+    auto promoted = mixBlock(layer, spec, input, half);
+    if (!promoted) return promoted.status();
+    output = *promoted;
   }
   LayerNumbers& m = layer.numbers;
   if (compute != input) {  // autocast's cast of x(l-1): saved in its place when the backward reads it
@@ -104,7 +128,7 @@ Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const Lay
     addSaved(layer, "autocast: the weights' half copies", cast->savedWeights);
     m.bwdWorkspaceBytes += cast->largestParams;
   }
-  return compute;
+  return output;
 }
 
 Result<Chain> buildMixed(const ChainSpec& base, Precision precision) {

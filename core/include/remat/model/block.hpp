@@ -67,6 +67,7 @@ struct BlockTensor {
   std::string name;  // "input" for x(l-1), else the name of the op that writes it
   Shape shape;
   std::uint64_t bytes = 0;
+  DType dtype = DType::Float32;                // the graph's, except where a mixed precision promotes (BlockAutocast)
   std::size_t producer = kBlockNoOp;           // op index that writes it; kBlockNoOp for tensor 0
   std::size_t lastForwardReader = kBlockNoOp;  // last op index reading it; kBlockNoOp for the output
   bool saved = false;                          // some inner backward reads it (inner tensors only)
@@ -146,5 +147,18 @@ struct BlockGraph {
 // block's: its index and name, and what is wrong: an input that is not written before it, a
 // tensor nobody reads, shapes that do not add or concatenate).
 Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype);
+
+// A half block under a mixed precision (docs/memory-model.md 11.7): the graph laid out for `dtype`
+// (half) tensors, except where PyTorch's type promotion widens. The block's input x(l-1) has dtype
+// `input`; its float32 parameters make layer_scale's product float32 (bfloat16 * float32 [C, 1, 1]
+// promotes), an add, sub, mul or div with a float32 operand writes float32, and the other ops that
+// are on none of autocast's lists (batch norm, layer norm, activations, pools) run in their input's
+// dtype. Convolutions write half (a convolution reading a float32 x(l-1) reads autocast's cast copy,
+// which the chain's rule 3 counts, not the graph).
+struct BlockAutocast {
+  DType input = DType::Float32;
+};
+Result<BlockGraph> buildBlockGraph(const LayerSpec& spec, const Shape& input, DType dtype,
+                                   const BlockAutocast& autocast);
 
 }  // namespace remat

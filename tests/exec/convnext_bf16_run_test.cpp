@@ -1,0 +1,250 @@
+// ConvNeXt in bfloat16 on the CPU (issue 24; docs/memory-model.md section 11.7, docs/executor.md).
+// bf16-mixed, as PyTorch 2's CPU autocast runs a CNBlock: the float32 x(l-1) cast to bfloat16 by the
+// depthwise convolution (the copy saved in E), the inner layer norm in bfloat16 with float32
+// statistics, layer_scale's float32 gamma promoting the product to float32 and the residual add in
+// float32, so x(l) is float32. Pure bf16 (the model cast with .to(torch.bfloat16)): the stem's and the downsampling
+// LayerNorm2ds, each CNBlock's inner layer norm (oneDNN's bf16 layer normalization, float32 statistics) and its
+// layer_scale (bfloat16 gamma) run, and every op's measured footprint equals the prediction under
+// every planner's plan and in every optimizer, foreach and gradient mode; the zoo's ConvNeXt-Tiny
+// likewise at batch 2; the gradients lie within bfloat16's precision of float32's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chain_helpers.hpp"
+#include "executor_helpers.hpp"
+#include "precision_runs.hpp"
+#include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/model/precision.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+using testing::withStep;
+
+json conv(const std::string& name, std::int64_t out, std::int64_t kernel, std::int64_t groups, std::size_t input) {
+  return {{"name", name},          {"kind", "conv2d"}, {"out_channels", out}, {"kernel", kernel},
+          {"padding", kernel / 2}, {"groups", groups}, {"bias", true},        {"inputs", {input}}};
+}
+
+// torchvision's CNBlock(C) as the zoo writes it.
+json cnBlock(const std::string& name, std::int64_t c) {
+  json ops = json::array();
+  ops.push_back(conv("block.0", c, 7, c, 0));
+  ops.push_back({{"name", "block.2"}, {"kind", "layernorm"}, {"epsilon", 1e-6}, {"inputs", {1}}});
+  ops.push_back(conv("block.3", 4 * c, 1, 1, 2));
+  ops.push_back({{"name", "block.4"}, {"kind", "gelu"}, {"inputs", {3}}});
+  ops.push_back(conv("block.5", c, 1, 1, 4));
+  ops.push_back({{"name", "layer_scale"}, {"kind", "layer_scale"}, {"inputs", {5}}});
+  ops.push_back({{"name", "add"}, {"kind", "add"}, {"inputs", {6, 0}}});
+  return {{"name", name}, {"kind", "block"}, {"ops", ops}};
+}
+
+json layerNorm(const std::string& name) { return {{"name", name}, {"kind", "layernorm"}, {"epsilon", 1e-6}}; }
+
+json patchify(const std::string& name, std::int64_t out, std::int64_t kernel) {
+  return {{"name", name},     {"kind", "conv2d"}, {"out_channels", out},
+          {"kernel", kernel}, {"stride", kernel}, {"bias", true}};
+}
+
+// A ConvNeXt-like chain: stem and its LayerNorm2d, two blocks, downsampling, a block, the head
+// (its LayerNorm2d over a 1x1 map) and a layer norm over [N, F] before the classifier.
+Chain convNextChain(Precision precision, StepOptions step = {}) {
+  const json j = {{"format", "remat-chain/1"},
+                  {"name", "convnext-like"},
+                  {"input", {{"shape", {2, 3, 16, 16}}, {"dtype", "float32"}}},
+                  {"layers",
+                   {patchify("stem", 8, 2),
+                    layerNorm("stem.norm"),
+                    cnBlock("stage1.0", 8),
+                    cnBlock("stage1.1", 8),
+                    layerNorm("down.0"),
+                    patchify("down.1", 16, 2),
+                    cnBlock("stage2.0", 16),
+                    {{"name", "avgpool"}, {"kind", "adaptive_avgpool"}},
+                    layerNorm("classifier.0"),
+                    {{"name", "flatten"}, {"kind", "flatten"}},
+                    layerNorm("flat.norm"),
+                    {{"name", "fc"}, {"kind", "linear"}, {"out_features", 5}}}}};
+  return withStep(testing::chainFromJson(j), precision, step);
+}
+
+TEST(ConvNextBf16, PureBf16HalvesEveryByteButTheStatistics) {
+  const Chain half = convNextChain(Precision::Bf16);
+  const Chain plain = convNextChain(Precision::Fp32);
+  ASSERT_EQ(half.layers.size(), plain.layers.size());
+  EXPECT_EQ(half.staticBytes() * 2, plain.staticBytes());
+  EXPECT_EQ(half.at(2).extraBytes, plain.at(2).extraBytes);  // the layer norm's float32 mean and rstd
+  for (std::size_t l = 1; l <= half.layers.size(); ++l) EXPECT_EQ(half.at(l).outBytes * 2, plain.at(l).outBytes);
+}
+
+TEST(ConvNextBf16, PureBf16EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+  const Chain chain = testing::fittedTo(convNextChain(Precision::Bf16), device);
+  ASSERT_EQ(chain.step.precision, Precision::Bf16);
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
+// steps of store-all and optimal's plan, every op (STEP included) as predicted.
+TEST(ConvNextBf16, PureBf16EveryOptimizerAndGradientMode) {
+  testing::expectEveryStepModeMeasured(convNextChain, Precision::Bf16);
+}
+
+std::vector<std::vector<std::byte>> gradientsOf(const Chain& built, std::uint64_t seed) {
+  cpu::CpuDevice device({.threads = 1});
+  const Chain chain = testing::fittedTo(built, device);
+  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
+  EXPECT_TRUE(interp.isOk()) << interp.status().message();
+  if (!interp) return {};
+  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
+  EXPECT_TRUE(run.isOk()) << run.status().message();
+  return run ? run->parameterGradients : std::vector<std::vector<std::byte>>{};
+}
+
+double valueAt(const std::vector<std::byte>& bytes, std::size_t i, bool half) {
+  float value = 0.0f;
+  if (!half) {
+    std::memcpy(&value, bytes.data() + 4 * i, 4);
+    return value;
+  }
+  std::uint16_t bits = 0;
+  std::memcpy(&bits, bytes.data() + 2 * i, 2);
+  const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
+  std::memcpy(&value, &word, 4);
+  return value;
+}
+
+// The same weights (float32's rounded) and batch: every parameter layer's bfloat16 gradient (the
+// blocks' inner layer norms and layer scales among them) lies near float32's and differs from it.
+TEST(ConvNextBf16, PureBf16GradientsAreFloat32sWithinBfloat16Precision) {
+  const auto plain = gradientsOf(convNextChain(Precision::Fp32), 11);
+  const auto half = gradientsOf(convNextChain(Precision::Bf16), 11);
+  ASSERT_EQ(plain.size(), half.size());
+  std::size_t layers = 0;
+  for (std::size_t l = 0; l < plain.size(); ++l) {
+    if (plain[l].empty()) continue;
+    ASSERT_EQ(plain[l].size(), half[l].size() * 2) << "layer " << l + 1;
+    double difference = 0.0, norm = 0.0;
+    for (std::size_t i = 0; i < plain[l].size() / 4; ++i) {
+      difference += std::pow(valueAt(half[l], i, true) - valueAt(plain[l], i, false), 2);
+      norm += std::pow(valueAt(plain[l], i, false), 2);
+    }
+    const double relative = std::sqrt(difference / norm);
+    EXPECT_LT(relative, 0.1) << "layer " << l + 1;
+    EXPECT_GT(relative, 0.0) << "layer " << l + 1;
+    ++layers;
+  }
+  EXPECT_EQ(layers, 10u);  // two patchify convs, four layer norms, three blocks, the linear
+}
+
+// torchvision's ConvNeXt-Tiny at batch 2, 32x32, in three step modes: store-all and sqrt's plan,
+// each op as predicted, sqrt's gradients bitwise store-all's.
+TEST(ConvNextBf16, PureBf16ZooTinyMeasuresThePrediction) {
+  cpu::CpuDevice device;
+  const Chain zoo = testing::zooBuilt("convnext_tiny", {.batch = 2, .resolution = 32, .numClasses = 10});
+  for (const StepOptions& step : {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},
+                                  StepOptions{.optimizer = OptimizerKind::None, .grads = GradMode::Static}}) {
+    const Chain chain = testing::fittedTo(withStep(zoo, Precision::Bf16, step), device);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto sqrt = runPlanner(chain, "sqrt");
+    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
+    ASSERT_FALSE(sqrt->plan.checkpoints.empty());
+    std::vector<std::vector<std::uint64_t>> digests;
+    for (const Plan& plan : {Plan{}, sqrt->plan}) {  // each from the same initial weights
+      auto interp = Interpreter::create(chain, device, testing::seeded(3));
+      ASSERT_TRUE(interp.isOk()) << interp.status().message();
+      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
+      auto run = (*interp)->run(plan, RunOptions{.digestGradients = true});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+      digests.push_back(run->parameterGradientDigests);
+    }
+    EXPECT_EQ(digests[0], digests[1]);
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// bf16-mixed's numbers: a block reading a float32 x(l-1) (after the stem's float32 layer norm, or
+// a block's float32 output) saves autocast's bfloat16 cast copy instead (in = no); one after the
+// downsampling conv reads its bfloat16 output as it is; every block's output is float32
+// (layer_scale's promotion): a(l) is float32's, the inner tensors bfloat16's.
+TEST(ConvNextBf16, MixedBlocksCastTheirFloat32InputAndWriteFloat32) {
+  const Chain mixed = convNextChain(Precision::Bf16Mixed);
+  const Chain plain = convNextChain(Precision::Fp32);
+  const Chain half = convNextChain(Precision::Bf16);
+  const struct {
+    std::size_t l;
+    std::uint64_t channels;
+    bool floatInput;
+  } blocks[] = {{3, 8, true}, {4, 8, true}, {7, 16, false}};
+  for (const auto& [l, c, floatInput] : blocks) {
+    SCOPED_TRACE(l);
+    const ChainLayer& block = mixed.layers[l - 1];
+    EXPECT_EQ(block.numbers.outBytes, plain.at(l).outBytes);  // float32
+    EXPECT_EQ(plain.at(l).outBytes, 2 * half.at(l).outBytes);
+    EXPECT_EQ(block.numbers.needsInput, !floatInput);
+    EXPECT_TRUE(plain.at(l).needsInput);
+    // The bfloat16 inner tensors the graph saves, the input's cast copy, the three convolutions'
+    // weight copies (7x7 depthwise, C -> 4C, 4C -> C; no bias copy).
+    const std::uint64_t inputCast = floatInput ? elementCount(block.inputShape) * 2 : 0;
+    const std::uint64_t weightCopies = (c * 49 + 8 * c * c) * 2;
+    EXPECT_EQ(block.numbers.extraBytes, half.at(l).extraBytes + inputCast + weightCopies);
+  }
+  EXPECT_EQ(mixed.at(5).extraBytes, plain.at(5).extraBytes);  // a float32 norm of a float32 input
+  EXPECT_EQ(mixed.at(2).extraBytes, plain.at(2).extraBytes + elementCount(mixed.layers[1].inputShape) * 4);
+}
+
+TEST(ConvNextBf16, MixedEveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+  const Chain chain = testing::fittedTo(convNextChain(Precision::Bf16Mixed), device);
+  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+TEST(ConvNextBf16, MixedEveryOptimizerAndGradientMode) {
+  testing::expectEveryStepModeMeasured(convNextChain, Precision::Bf16Mixed);
+}
+
+// The float32 master gradients of every parameter layer lie near float32's and differ from them.
+TEST(ConvNextBf16, MixedGradientsAreCloseToFloat32s) {
+  const std::vector<double> differences = testing::relativeGradientDifferences(convNextChain, 11);
+  ASSERT_EQ(differences.size(), 10u);
+  for (std::size_t l = 0; l < differences.size(); ++l) {
+    EXPECT_LT(differences[l], 0.1) << "parameter layer " << l + 1;
+    EXPECT_GT(differences[l], 0.0) << "parameter layer " << l + 1;
+  }
+}
+
+// torchvision's ConvNeXt-Tiny at batch 2, 32x32 under bf16-mixed: store-all and sqrt's plan with
+// AdamW (gradients on backward) and without an optimizer, each op as predicted.
+TEST(ConvNextBf16, MixedZooTinyMeasuresThePrediction) {
+  cpu::CpuDevice device;
+  const Chain zoo = testing::zooBuilt("convnext_tiny", {.batch = 2, .resolution = 32, .numClasses = 10});
+  for (const StepOptions& step : {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},
+                                  StepOptions{.optimizer = OptimizerKind::None, .grads = GradMode::Static}}) {
+    const Chain chain = testing::fittedTo(withStep(zoo, Precision::Bf16Mixed, step), device);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto sqrt = runPlanner(chain, "sqrt");
+    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
+    auto interp = Interpreter::create(chain, device, testing::seeded(3));
+    ASSERT_TRUE(interp.isOk()) << interp.status().message();
+    EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
+    for (const Plan& plan : {Plan{}, sqrt->plan}) {
+      auto run = (*interp)->run(plan, RunOptions{});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
+    }
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+}  // namespace
+}  // namespace remat
