@@ -9,6 +9,7 @@
 
 #include "kernels.hpp"
 #include "remat/exec/device_calls.hpp"
+#include "remat/exec/layer_checks.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
 #include "remat/model/block.hpp"
@@ -73,6 +74,10 @@ struct LayerState {
   // bf16-mixed (cuda_half.hpp): x(l) is bfloat16; a bfloat16 layer reading a float32 input casts it.
   bool half = false;
   bool castsInput = false;
+  // A bfloat16 conv2d's workspaces (cuda_half_conv.cpp): the forward's [input cast][weight copy]
+  // (discard mode), the backward's [half dW][half d(input) at bwdInputGradOffset, when it casts];
+  // cuDNN's scratch after them at these 256-byte-aligned offsets.
+  std::uint64_t halfFwdScratchOffset = 0, halfBwdInputGradOffset = 0, halfBwdScratchOffset = 0;
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -99,6 +104,30 @@ std::uint64_t halfBackwardWorkspaceBytes(const LayerState& layer, bool hasInputG
 Status forwardHalfLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,
                         const LayerContext& context, const ForwardBuffers& p);
 Status backwardHalfLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
+// bf16-mixed's CNN kinds (cuda_half_conv.cpp): conv2d on cuDNN in bfloat16 with float32
+// accumulation, batch norm on bfloat16 data with float32 parameters and statistics, max and
+// average pooling on cuDNN and the adaptive average pool's own kernel, in bfloat16.
+bool runsHalfCnn(LayerKind kind);
+// A bfloat16 conv2d's workspace offsets (the comment at halfFwdScratchOffset) from its castsInput,
+// inCount and weight count; hasInputGradient is false for layer 1.
+void setHalfConvOffsets(LayerState& state, std::uint64_t weights, bool hasInputGradient);
+Status prepareHalfCnnLayer(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
+                           const CudaDeviceOptions& options, const LayerChecks& check,
+                           const PrimitiveParameters& params, LayerState& state);
+Status forwardHalfCnnLayer(const LayerState& layer, ForwardMode mode, const LayerContext& context,
+                           const ForwardBuffers& p);
+Status backwardHalfCnnLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
+// cuda_prepare.cpp's helpers that bf16-mixed's layers share.
+std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment);
+Result<ConvGeometry> convGeometry(const LayerSpec& spec, const Shape& in);
+// The workspace a convolution's algorithms may use: the chain's wf / wb past the offsets (policy
+// Chain), or the cap (policy Profile).
+AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBytes, std::uint64_t fwdOffset,
+                           std::uint64_t bwdBytes, std::uint64_t bwdOffset);
+Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state);
+Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& check, LayerState& state);
 
 }  // namespace remat::gpu
 

@@ -94,7 +94,9 @@ Result<kernels::HalfActivationFn> activationOf(LayerKind kind) {
 
 }  // namespace
 
-bool runsHalf(LayerKind kind) { return kind == LayerKind::Linear || kind == LayerKind::Dropout || isPointwise(kind); }
+bool runsHalf(LayerKind kind) {
+  return kind == LayerKind::Linear || kind == LayerKind::Dropout || isPointwise(kind) || runsHalfCnn(kind);
+}
 
 std::uint64_t halfForwardWorkspaceBytes(const LayerState& s) {
   if (s.kind != LayerKind::Linear) return 0;
@@ -110,6 +112,7 @@ std::uint64_t halfBackwardWorkspaceBytes(const LayerState& s, bool hasInputGradi
 Status forwardHalfLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
                         const ForwardBuffers& p) {
   const bool keep = mode == ForwardMode::Keep;
+  if (runsHalfCnn(s.kind)) return forwardHalfCnnLayer(s, mode, c, p);
   if (s.kind == LayerKind::Linear) return linearForwardHalf(s, mode, c, p);
   if (s.kind == LayerKind::Dropout)
     return kernels::dropoutForwardHalf(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),
@@ -121,6 +124,7 @@ Status forwardHalfLayer(const LayerState& s, std::size_t l, ForwardMode mode, st
 }
 
 Status backwardHalfLayer(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
+  if (runsHalfCnn(s.kind)) return backwardHalfCnnLayer(s, c, p);
   if (s.kind == LayerKind::Linear) return linearBackwardHalf(s, c, p);
   if (p.dx == nullptr) return Status::ok();
   if (s.kind == LayerKind::Dropout)

@@ -15,8 +15,8 @@
 #include "remat/model/operators.hpp"
 
 namespace remat::gpu {
-namespace {
 
+// Shared with bf16-mixed's convolutions (cuda_half_conv.cpp; declared in cuda_device_impl.hpp).
 std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
@@ -59,6 +59,8 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   }
   return policy;
 }
+
+namespace {
 
 // The pool branches' windows (GoogLeNet, Inception), run by kernels_pool.cu.
 kernels::PoolWindowGeometry poolWindows(const LayerSpec& spec, const Shape& in, const Shape& out) {
@@ -177,7 +179,10 @@ Status prepareConv(const ChainLayer& layer, const LayerSpec& spec, const LayerCo
   return Status::ok();
 }
 
-// cuDNN must pool to the shape that PyTorch's rule gave the chain; it has no ceil mode.
+}  // namespace
+
+// cuDNN must pool to the shape that PyTorch's rule gave the chain; it has no ceil mode. A bfloat16
+// layer (state.half, bf16-mixed) pools bfloat16 tensors.
 Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state) {
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
@@ -189,6 +194,7 @@ Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
   g.stride = static_cast<int>(spec.stride);
   g.padding = static_cast<int>(spec.padding);
   g.mode = layer.kind == LayerKind::MaxPool ? PoolMode::Max : PoolMode::AverageIncludePadding;
+  g.bfloat16 = state.half;
   auto pool = PoolOp::create(g);
   if (!pool) return pool.status().withContext("gpu: " + state.label);
   const Dims4 o = pool->outputDims();
@@ -200,11 +206,12 @@ Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
 }
 
 // Layer 1's input needs no gradient, but cuDNN's batch-norm backward always writes dx: it goes to
-// the workspace, which the chain must then hold.
+// the workspace, which the chain must then hold. A bfloat16 layer (state.half) normalises
+// bfloat16 tensors with float32 parameters and statistics.
 Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& check, LayerState& state) {
   auto dims = toDims4(chain.layers[l - 1].inputShape);
   if (!dims) return check.fail(dims.status().message());
-  auto bn = BatchNormOp::create(*dims);
+  auto bn = BatchNormOp::create(*dims, state.half);
   if (!bn) return bn.status().withContext("gpu: " + state.label);
   state.bn = std::move(*bn);
   if (l == 1) {
@@ -213,6 +220,8 @@ Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& ch
   }
   return Status::ok();
 }
+
+namespace {
 
 Status prepareLinear(const ChainLayer& layer, const LayerChecks& check, const PrimitiveParameters& params,
                      LayerState& state) {
@@ -289,17 +298,19 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
-                      " has no bfloat16 kernels on the GPU yet (linear, dropout and the activations run; conv2d, "
-                      "batch norm, the pools, layer norm's float32 cast and residual blocks are checked only); plan "
+                      " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout and "
+                      "the activations run; layer norm's float32 cast and residual blocks are checked only); plan "
                       "and simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();
 }
 
 // A layer that runs in bfloat16 (runsHalf): its kernels' E and parameters checked as the float32
-// path's, with autocast's copies (autocastCastsOf), and its workspaces.
+// path's, with autocast's copies (autocastCastsOf), and its workspaces; the CNN kinds' cuDNN ops
+// and workspaces are cuda_half_conv.cpp's.
 Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& prev, const HalfMode& mode,
-                        const LayerChecks& check, LayerState& state) {
+                        const LayerContext& context, const CudaDeviceOptions& options, const LayerChecks& check,
+                        LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount), 2));
@@ -312,6 +323,7 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   if (!params) return params.status();
+  if (runsHalfCnn(layer.kind)) return prepareHalfCnnLayer(chain, l, spec, context, options, check, *params, state);
   if (layer.kind == LayerKind::Linear) REMAT_RETURN_IF_ERROR(prepareLinear(layer, check, *params, state));
   if (layer.kind == LayerKind::Dropout) state.dropoutP = spec.dropoutP;
   state.requiredFwdWorkspace = halfForwardWorkspaceBytes(state);
@@ -347,7 +359,7 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
     auto mode = halfModeOf(chain, layer, prev.half, check);
     if (!mode) return mode.status();
     if (mode->half) {
-      REMAT_RETURN_IF_ERROR(prepareHalfLayer(chain, l, prev, *mode, check, state));
+      REMAT_RETURN_IF_ERROR(prepareHalfLayer(chain, l, prev, *mode, context, options, check, state));
       layers.push_back(std::move(state));
       return Status::ok();
     }

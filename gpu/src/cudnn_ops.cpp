@@ -138,10 +138,10 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
 }
 
 Status ConvOp::createTensorDescriptors() {
-  auto x = createTensorDescriptor(geometry_.input);
+  auto x = createTensorDescriptor(geometry_.input, geometry_.bfloat16);
   if (!x) return x.status();
   xDesc_ = std::move(*x);
-  auto y = createTensorDescriptor(output_);
+  auto y = createTensorDescriptor(output_, geometry_.bfloat16);
   if (!y) return y.status();
   yDesc_ = std::move(*y);
   auto w = createFilterDescriptor(geometry_);
@@ -250,10 +250,10 @@ Result<PoolOp> PoolOp::create(const PoolGeometry& geometry) {
   auto output = poolingOutputDims(geometry);
   if (!output) return output.status();
   op.output_ = *output;
-  auto x = createTensorDescriptor(geometry.input);
+  auto x = createTensorDescriptor(geometry.input, geometry.bfloat16);
   if (!x) return x.status();
   op.xDesc_ = std::move(*x);
-  auto y = createTensorDescriptor(op.output_);
+  auto y = createTensorDescriptor(op.output_, geometry.bfloat16);
   if (!y) return y.status();
   op.yDesc_ = std::move(*y);
   auto pool = createPoolingDescriptor(geometry);
@@ -281,10 +281,10 @@ Status PoolOp::backward(cudnnHandle_t handle, const float* x, const float* y, co
 
 // --- BatchNormOp -------------------------------------------------------------------------------
 
-Result<BatchNormOp> BatchNormOp::create(const Dims4& dims) {
+Result<BatchNormOp> BatchNormOp::create(const Dims4& dims, bool bfloat16) {
   BatchNormOp op;
   op.dims_ = dims;
-  auto x = createTensorDescriptor(dims);
+  auto x = createTensorDescriptor(dims, bfloat16);
   if (!x) return x.status();
   op.xDesc_ = std::move(*x);
   auto c = createChannelDescriptor(dims.c);

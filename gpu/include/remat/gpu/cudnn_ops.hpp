@@ -71,6 +71,14 @@ class ConvOp {
                         void* workspace) const;
   bool hasBias() const { return bias_; }
 
+  // bf16-mixed (geometry.bfloat16; cudnn_half_ops.cpp): x, w, y, dx and dw are bfloat16, the
+  // sums float32. No bias here: its float32 add onto y and its gradient are own kernels
+  // (kernels_half_conv.hpp). forwardHalf and backwardDataHalf write; backwardFilterHalf writes dw
+  // (the half gradient, added into the float32 master by the caller).
+  Status forwardHalf(cudnnHandle_t handle, const void* x, const void* w, void* y, void* workspace) const;
+  Status backwardDataHalf(cudnnHandle_t handle, const void* dy, const void* w, void* dx, void* workspace) const;
+  Status backwardFilterHalf(cudnnHandle_t handle, const void* x, const void* dy, void* dw, void* workspace) const;
+
  private:
   ConvOp() = default;
   Status createTensorDescriptors();  // x, y, w and (with a bias) the bias
@@ -100,6 +108,9 @@ class PoolOp {
   Status forward(cudnnHandle_t handle, const float* x, float* y) const;
   // Max pooling reads x and y; average pooling reads neither (pass nullptr).
   Status backward(cudnnHandle_t handle, const float* x, const float* y, const float* dy, float* dx) const;
+  // bf16-mixed (geometry.bfloat16): the same on bfloat16 tensors (cudnn_half_ops.cpp).
+  Status forwardHalf(cudnnHandle_t handle, const void* x, void* y) const;
+  Status backwardHalf(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx) const;
 
  private:
   PoolOp() = default;
@@ -114,7 +125,9 @@ class PoolOp {
 class BatchNormOp {
  public:
   static constexpr double kEpsilon = 1e-5;
-  static Result<BatchNormOp> create(const Dims4& dims);
+  // bfloat16: x, y, dy and dx in bfloat16 (bf16-mixed), gamma, beta, their gradients and the
+  // statistics float32 as cuDNN wants for half data (and PyTorch keeps them).
+  static Result<BatchNormOp> create(const Dims4& dims, bool bfloat16 = false);
   int channels() const { return dims_.c; }
   // stats is null in discard mode (nothing saved), else 2 * C floats: mean then inverse std.
   Status forward(cudnnHandle_t handle, const float* x, const float* gamma, const float* beta, float* y,
@@ -122,6 +135,11 @@ class BatchNormOp {
   // dx written (added into when accumulate); dgamma, dbeta added into.
   Status backward(cudnnHandle_t handle, const float* x, const float* dy, const float* gamma, const float* stats,
                   float* dx, float* dgamma, float* dbeta, bool accumulate = false) const;
+  // The same on bfloat16 x, y, dy, dx (create(dims, true); cudnn_half_ops.cpp); dx written.
+  Status forwardHalf(cudnnHandle_t handle, const void* x, const float* gamma, const float* beta, void* y,
+                     float* stats) const;
+  Status backwardHalf(cudnnHandle_t handle, const void* x, const void* dy, const float* gamma, const float* stats,
+                      void* dx, float* dgamma, float* dbeta) const;
 
  private:
   BatchNormOp() = default;

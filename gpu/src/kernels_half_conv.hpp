@@ -1,0 +1,22 @@
+#pragma once
+// bf16-mixed's own kernels around cuDNN's bfloat16 convolution and for the adaptive pool
+// (kernels_half_pool.cu; docs/gpu.md): a convolution's float32 bias added onto its bfloat16
+// output, its bias gradient from bfloat16 dy (summed in float32, rounded to bfloat16 before the
+// float32 add, as PyTorch's half bias gradient through ToCopyBackward), and adaptive average
+// pooling on bfloat16 tensors (PyTorch's bins, float32 sums, one rounding). One thread per output
+// element or per channel, sums in a fixed order: bitwise reproducible. Internal to gpu/.
+#include "kernels.hpp"
+#include "kernels_half.hpp"
+
+namespace remat::gpu::kernels {
+
+// y[n][c][i] = bfloat16(y[n][c][i] + bias[c]) over the `plane` = H * W elements of each channel.
+Status addChannelBiasHalf(cudaStream_t stream, Index batch, Index channels, Index plane, const float* bias, Bf16* y);
+// db[c] += float(bfloat16(sum over n and the plane of dy[n][c][i])).
+Status addHalfChannelBiasGradient(cudaStream_t stream, Index batch, Index channels, Index plane, const Bf16* dy,
+                                  float* db);
+// The float32 kernels' rule (kernels.hpp) on bfloat16: y = bfloat16(mean of the bin); dx written.
+Status adaptiveAvgPoolForwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* x, Bf16* y);
+Status adaptiveAvgPoolBackwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* dy, Bf16* dx);
+
+}  // namespace remat::gpu::kernels
