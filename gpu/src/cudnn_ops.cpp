@@ -120,6 +120,9 @@ std::string_view backwardFilterAlgorithmName(int algo) {
 
 Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry, bool bias,
                               const AlgorithmPolicy& policy, std::string_view name) {
+  // cuDNN's algorithm queries dereference the handle (a null one crashes cuDNN 9).
+  if (handle == nullptr)
+    return Status::internal("gpu: convolution '" + std::string(name) + "': no cuDNN handle to choose algorithms with");
   ConvOp op;
   op.geometry_ = geometry;
   op.bias_ = bias;

@@ -153,15 +153,18 @@ Result<std::vector<LayerState>> prepareAll(const Chain& chain) {
   return layers;
 }
 
-// A chain with a layer whose bfloat16 kernels are not written yet (conv2d here) is refused at its
-// first layer naming that layer; one whose layout does not match is refused naming the layer that
-// does not match, before that.
+// A chain with a layer whose bfloat16 kernels are not written yet (a residual block here: its
+// convolutions, batch norms and the stem run) is refused at its first layer naming that layer; one
+// whose layout does not match is refused naming the layer that does not match, before that.
 TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
   auto layers = prepareAll(mixed(kResidual));
   ASSERT_FALSE(layers.isOk());
   EXPECT_NE(layers.status().message().find("gpu: layer 1 ('conv1', conv2d): precision bf16-mixed"), std::string::npos)
       << layers.status().message();
-  EXPECT_NE(layers.status().message().find("layer 1 ('conv1', conv2d) has no bfloat16 kernels"), std::string::npos)
+  EXPECT_NE(layers.status().message().find("layer 5 ('layer1.0', basic_block) has no bfloat16 kernels"),
+            std::string::npos)
+      << layers.status().message();
+  EXPECT_EQ(layers.status().message().find("conv2d) has no bfloat16 kernels"), std::string::npos)
       << layers.status().message();
   Chain broken = mixed(kResidual);
   broken.layers[7].numbers.extraBytes -= 2;
@@ -208,6 +211,95 @@ TEST(GpuHalfHost, AMultilayerPerceptronPreparesInBfloat16) {
   EXPECT_EQ(fc2.requiredFwdWorkspace, 10u * 96 * 2);
   EXPECT_EQ(fc2.requiredBwdWorkspace, 10u * 96 * 2);
   EXPECT_EQ(runnable.layers[3].numbers.extraBytes, 10u * 96 * 2);
+}
+
+// A plain CNN runs in bfloat16 on the GPU: nothing refuses it before its first convolution asks
+// cuDNN for algorithms (which needs a device: without a handle that query is what fails, naming the
+// layer). The layers after the stem prepare on the host: batch norm and the pools with bfloat16
+// cuDNN ops and no workspace, the adaptive pool with its geometry, the linear from a bfloat16 input.
+constexpr const char* kPlainCnn = R"({
+  "format": "remat-chain/1", "name": "plain_cnn", "input": {"shape": [4, 3, 16, 16], "dtype": "float32"},
+  "layers": [
+    {"kind": "conv2d", "name": "conv1", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1, "bias": true},
+    {"kind": "batchnorm", "name": "bn1"}, {"kind": "relu", "name": "relu1"},
+    {"kind": "maxpool", "name": "pool", "kernel": 2, "stride": 2},
+    {"kind": "avgpool", "name": "avg", "kernel": 3, "stride": 1, "padding": 1},
+    {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
+    {"kind": "dropout", "name": "drop", "p": 0.1}, {"kind": "linear", "name": "fc", "out_features": 10}]})";
+
+TEST(GpuHalfHost, APlainCnnPreparesInBfloat16) {
+  const Chain chain = mixed(kPlainCnn);
+  auto whole = prepareAll(chain);
+  ASSERT_FALSE(whole.isOk());  // conv1's algorithm query has no cuDNN handle here
+  EXPECT_NE(whole.status().message().find("gpu: layer 1 ('conv1', conv2d)"), std::string::npos)
+      << whole.status().message();
+  EXPECT_EQ(whole.status().message().find("no bfloat16"), std::string::npos) << whole.status().message();
+  // The stem as prepareLayer leaves it, then the rest prepared for real.
+  std::vector<LayerState> layers;
+  ASSERT_TRUE(prepareLayer(chain, 0, {}, {}, layers).isOk());
+  LayerState stem;
+  stem.kind = LayerKind::Conv2d;
+  stem.real = stem.half = stem.castsInput = true;
+  stem.outShape = chain.layers[0].outputShape;
+  stem.outCount = static_cast<Index>(elementCount(stem.outShape));
+  layers.push_back(std::move(stem));
+  for (std::size_t l = 2; l <= chain.size(); ++l) {
+    const Status prepared = prepareLayer(chain, l, {}, {}, layers);
+    ASSERT_TRUE(prepared.isOk()) << layerLabel(chain, l) << ": " << prepared.message();
+  }
+  for (std::size_t l = 2; l <= chain.size(); ++l) {
+    const LayerState& s = layers[l];
+    EXPECT_TRUE(s.half && !s.castsInput) << s.label;
+    if (l == chain.size()) break;  // fc: its weight copy and gradient, below
+    EXPECT_EQ(s.requiredFwdWorkspace, 0u) << s.label;
+    EXPECT_EQ(s.requiredBwdWorkspace, 0u) << s.label;
+  }
+  EXPECT_TRUE(layers[2].bn.has_value());
+  EXPECT_FALSE(layers[2].dxInWorkspace);
+  ASSERT_TRUE(layers[4].pool.has_value());
+  EXPECT_EQ(layers[4].pool->outputDims(), (Dims4{4, 8, 8, 8}));
+  ASSERT_TRUE(layers[5].pool.has_value());
+  EXPECT_EQ(layers[5].pool->outputDims(), (Dims4{4, 8, 8, 8}));
+  EXPECT_EQ(layers[6].adaptive.inHeight, 8);
+  EXPECT_EQ(layers[6].adaptive.outHeight, 1);
+  ASSERT_EQ(chain.size(), 8u);                             // flatten is folded into the pool
+  EXPECT_EQ(layers[8].requiredFwdWorkspace, 10u * 8 * 2);  // fc: its weight copy (discard mode)
+  EXPECT_EQ(layers[8].requiredBwdWorkspace, 10u * 8 * 2);  // and its bfloat16 weight gradient
+  // E of the bfloat16 max pool holds its bfloat16 output's copy (8 bytes an output: int64 indices).
+  EXPECT_GE(chain.layers[3].numbers.extraBytes, 4u * 8 * 8 * 8 * 2);
+}
+
+// A bfloat16 conv2d's workspaces: a discard-mode forward's input cast and weight copy, then cuDNN's
+// scratch; the backward's half weight gradient (what the model adds to wb), the half d(input) when
+// it casts (not at layer 1), then cuDNN's scratch; every region at a 256-byte boundary.
+TEST(GpuHalfHost, AConvolutionsCopiesAndHalfGradientsComeBeforeCudnnsScratch) {
+  const Chain resnet = mixed(kResnetLike);
+  LayerState conv1;
+  conv1.castsInput = true;
+  conv1.inCount = 4 * 3 * 32 * 32;
+  const std::uint64_t weights = 16u * 3 * 7 * 7;
+  setHalfConvOffsets(conv1, weights, false);
+  EXPECT_EQ(conv1.halfFwdScratchOffset, 29440u);  // 24,576 + 4,704 aligned up
+  EXPECT_EQ(resnet.layers[0].numbers.extraBytes, 24576u + 4704u);
+  EXPECT_EQ(conv1.halfBwdInputGradOffset, 4864u);  // 4,704 aligned up
+  EXPECT_EQ(conv1.halfBwdScratchOffset, 4864u);    // layer 1: no d(input)
+  EXPECT_GE(resnet.layers[0].numbers.bwdWorkspaceBytes, weights * 2);
+  // The conv after a layer norm reads a float32 input: its d(input) is made in bfloat16, then cast.
+  const Chain norms = mixed(kNorms);
+  LayerState conv;
+  conv.castsInput = true;
+  conv.inCount = 2 * 8 * 4 * 4;
+  setHalfConvOffsets(conv, 16u * 8 * 9, true);
+  EXPECT_EQ(conv.halfBwdInputGradOffset, 2304u);
+  EXPECT_EQ(conv.halfBwdScratchOffset, 2304u + 512u);
+  EXPECT_EQ(conv.halfFwdScratchOffset, 2816u);  // 512 + 2,304
+  EXPECT_EQ(norms.layers[3].numbers.extraBytes, 512u + 2304u);
+  // Reading a bfloat16 input, nothing is cast.
+  LayerState inner;
+  inner.inCount = 1000;
+  setHalfConvOffsets(inner, 100, true);
+  EXPECT_EQ(inner.halfFwdScratchOffset, 256u);
+  EXPECT_EQ(inner.halfBwdScratchOffset, 256u);
 }
 
 TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
