@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "kernels_half.hpp"
 #include "remat/exec/device_calls.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/gpu/cuda_device.hpp"
@@ -39,6 +40,11 @@ struct BlockOpState {
   Index batch = 0;         // Concat: N, and C * H * W of the output
   Index outPerSample = 0;
   kernels::PoolWindowGeometry pool;  // MaxPool, AvgPool
+  // bf16-mixed (cuda_half_blocks.cpp): a convolution's weight count and its bfloat16 copy's offset
+  // in E (after the graph's saved tensors); an activation's bfloat16 kernel.
+  Index halfWeights = 0;
+  std::uint64_t halfCopyOffset = 0;
+  kernels::HalfActivationFn halfActivation;
 };
 
 struct BlockState {
@@ -47,6 +53,9 @@ struct BlockState {
   // cuDNN's scratch for the inner convolutions sits after the arenas, at an aligned offset.
   std::uint64_t fwdScratchOffset = 0, fwdScratchBytes = 0;
   std::uint64_t bwdScratchOffset = 0, bwdScratchBytes = 0;
+  // bf16-mixed: the scratch starts with a region for the largest inner weight copy (a discard-mode
+  // forward) or bfloat16 weight gradient (the backward), cuDNN's after it.
+  std::uint64_t halfRegionBytes = 0;
 };
 
 struct LayerState {
@@ -118,6 +127,17 @@ Status prepareHalfCnnLayer(const Chain& chain, std::size_t l, const LayerSpec& s
 Status forwardHalfCnnLayer(const LayerState& layer, ForwardMode mode, const LayerContext& context,
                            const ForwardBuffers& p);
 Status backwardHalfCnnLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+// The bfloat16 kernel of an activation kind (an internal error for others).
+Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
+
+// bf16-mixed's residual blocks (cuda_half_blocks.cpp): the bfloat16 graph's arenas, its inner
+// convolutions on cuDNN in bfloat16 from their weight copies (in E after the graph's saved
+// tensors), batch norms, the residual add and the activations in bfloat16.
+Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
+                        const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state);
+Status forwardHalfBlock(const LayerState& layer, ForwardMode mode, const LayerContext& context,
+                        const ForwardBuffers& p);
+Status backwardHalfBlock(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
 
 // cuda_prepare.cpp's helpers that bf16-mixed's layers share.
 std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment);

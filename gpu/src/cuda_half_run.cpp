@@ -76,7 +76,9 @@ Status linearBackwardHalf(const LayerState& s, const LayerContext& c, const Back
   return Status::ok();
 }
 
-Result<kernels::HalfActivationFn> activationOf(LayerKind kind) {
+}  // namespace
+
+Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind) {
   using kernels::HalfActivation;
   using kernels::Pointwise;
   switch (kind) {
@@ -92,10 +94,9 @@ Result<kernels::HalfActivationFn> activationOf(LayerKind kind) {
   }
 }
 
-}  // namespace
-
 bool runsHalf(LayerKind kind) {
-  return kind == LayerKind::Linear || kind == LayerKind::Dropout || isPointwise(kind) || runsHalfCnn(kind);
+  return kind == LayerKind::Linear || kind == LayerKind::Dropout || isPointwise(kind) || runsHalfCnn(kind) ||
+         isComposite(kind);
 }
 
 std::uint64_t halfForwardWorkspaceBytes(const LayerState& s) {
@@ -113,24 +114,26 @@ Status forwardHalfLayer(const LayerState& s, std::size_t l, ForwardMode mode, st
                         const ForwardBuffers& p) {
   const bool keep = mode == ForwardMode::Keep;
   if (runsHalfCnn(s.kind)) return forwardHalfCnnLayer(s, mode, c, p);
+  if (isComposite(s.kind)) return forwardHalfBlock(s, mode, c, p);
   if (s.kind == LayerKind::Linear) return linearForwardHalf(s, mode, c, p);
   if (s.kind == LayerKind::Dropout)
     return kernels::dropoutForwardHalf(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),
                                        halves(p.x), halves(p.y),
                                        keep ? reinterpret_cast<std::uint8_t*>(p.extra) : nullptr);
-  auto fn = activationOf(s.kind);
+  auto fn = halfActivationOf(s.kind);
   if (!fn) return fn.status();
   return kernels::activationForwardHalf(c.stream, *fn, s.outCount, halves(p.x), halves(p.y));
 }
 
 Status backwardHalfLayer(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   if (runsHalfCnn(s.kind)) return backwardHalfCnnLayer(s, c, p);
+  if (isComposite(s.kind)) return backwardHalfBlock(s, c, p);
   if (s.kind == LayerKind::Linear) return linearBackwardHalf(s, c, p);
   if (p.dx == nullptr) return Status::ok();
   if (s.kind == LayerKind::Dropout)
     return kernels::dropoutBackwardHalf(c.stream, s.inCount, s.dropoutP, reinterpret_cast<const std::uint8_t*>(p.extra),
                                         halves(p.dy), halves(p.dx));
-  auto fn = activationOf(s.kind);
+  auto fn = halfActivationOf(s.kind);
   if (!fn) return fn.status();
   const void* saved = operatorInfo(s.kind).backwardReads == BackwardReads::Output ? p.y : p.x;
   return kernels::activationBackwardHalf(c.stream, *fn, s.outCount, halves(saved), halves(p.dy), halves(p.dx), false);

@@ -298,8 +298,8 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
-                      " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout and "
-                      "the activations run; layer norm's float32 cast and residual blocks are checked only); plan "
+                      " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
+                      "the activations and residual blocks run; layer norm's float32 cast is checked only); plan "
                       "and simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();
@@ -321,6 +321,7 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
   state.outShape = layer.outputShape;
   state.inCount = static_cast<Index>(elementCount(layer.inputShape));
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
+  if (isComposite(layer.kind)) return prepareHalfBlock(chain, l, spec, context, options, check, state);
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   if (!params) return params.status();
   if (runsHalfCnn(layer.kind)) return prepareHalfCnnLayer(chain, l, spec, context, options, check, *params, state);

@@ -22,11 +22,12 @@ Status ConvOp::forwardHalf(cudnnHandle_t handle, const void* x, const void* w, v
   return Status::ok();
 }
 
-Status ConvOp::backwardDataHalf(cudnnHandle_t handle, const void* dy, const void* w, void* dx, void* workspace) const {
+Status ConvOp::backwardDataHalf(cudnnHandle_t handle, const void* dy, const void* w, void* dx, void* workspace,
+                                bool accumulate) const {
   if (!geometry_.bfloat16) return Status::internal("gpu: backwardDataHalf on a float32 convolution");
   REMAT_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &kOne, wDesc_.get(), w, yDesc_.get(), dy, convData_.get(),
                                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(data_.algo), workspace,
-                                                 data_.workspaceBytes, &kZero, xDesc_.get(), dx));
+                                                 data_.workspaceBytes, accumulate ? &kOne : &kZero, xDesc_.get(), dx));
   return Status::ok();
 }
 
@@ -66,11 +67,11 @@ Status BatchNormOp::forwardHalf(cudnnHandle_t handle, const void* x, const float
 }
 
 Status BatchNormOp::backwardHalf(cudnnHandle_t handle, const void* x, const void* dy, const float* gamma,
-                                 const float* stats, void* dx, float* dgamma, float* dbeta) const {
-  // dgamma and dbeta are added into (beta 1), as every parameter gradient; dx is written.
+                                 const float* stats, void* dx, float* dgamma, float* dbeta, bool accumulate) const {
+  // dgamma and dbeta are added into (beta 1), as every parameter gradient; dx written or added into.
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      handle, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kOne, xDesc_.get(), x, xDesc_.get(), dy, xDesc_.get(), dx,
-      channelDesc_.get(), gamma, dgamma, dbeta, kEpsilon, stats, stats + dims_.c));
+      handle, CUDNN_BATCHNORM_SPATIAL, &kOne, accumulate ? &kOne : &kZero, &kOne, &kOne, xDesc_.get(), x, xDesc_.get(),
+      dy, xDesc_.get(), dx, channelDesc_.get(), gamma, dgamma, dbeta, kEpsilon, stats, stats + dims_.c));
   return Status::ok();
 }
 

@@ -73,10 +73,12 @@ class ConvOp {
 
   // bf16-mixed (geometry.bfloat16; cudnn_half_ops.cpp): x, w, y, dx and dw are bfloat16, the
   // sums float32. No bias here: its float32 add onto y and its gradient are own kernels
-  // (kernels_half_conv.hpp). forwardHalf and backwardDataHalf write; backwardFilterHalf writes dw
+  // (kernels_half_conv.hpp). forwardHalf writes, backwardDataHalf writes or adds (in float32, one
+  // rounding: inside blocks); backwardFilterHalf writes dw
   // (the half gradient, added into the float32 master by the caller).
   Status forwardHalf(cudnnHandle_t handle, const void* x, const void* w, void* y, void* workspace) const;
-  Status backwardDataHalf(cudnnHandle_t handle, const void* dy, const void* w, void* dx, void* workspace) const;
+  Status backwardDataHalf(cudnnHandle_t handle, const void* dy, const void* w, void* dx, void* workspace,
+                          bool accumulate = false) const;
   Status backwardFilterHalf(cudnnHandle_t handle, const void* x, const void* dy, void* dw, void* workspace) const;
 
  private:
@@ -135,11 +137,11 @@ class BatchNormOp {
   // dx written (added into when accumulate); dgamma, dbeta added into.
   Status backward(cudnnHandle_t handle, const float* x, const float* dy, const float* gamma, const float* stats,
                   float* dx, float* dgamma, float* dbeta, bool accumulate = false) const;
-  // The same on bfloat16 x, y, dy, dx (create(dims, true); cudnn_half_ops.cpp); dx written.
+  // The same on bfloat16 x, y, dy, dx (create(dims, true); cudnn_half_ops.cpp).
   Status forwardHalf(cudnnHandle_t handle, const void* x, const float* gamma, const float* beta, void* y,
                      float* stats) const;
   Status backwardHalf(cudnnHandle_t handle, const void* x, const void* dy, const float* gamma, const float* stats,
-                      void* dx, float* dgamma, float* dbeta) const;
+                      void* dx, float* dgamma, float* dbeta, bool accumulate = false) const;
 
  private:
   BatchNormOp() = default;

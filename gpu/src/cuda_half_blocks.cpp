@@ -1,0 +1,226 @@
+// bf16-mixed's residual blocks on the GPU (cuda_device_impl.hpp, docs/gpu.md): ResNet's basic
+// blocks and bottlenecks, MobileNetV2's inverted residuals and imported blocks of the same ops, as
+// torch.autocast runs them and the CPU's run_blocks.cpp does under bf16-mixed. The graph is laid
+// out for bfloat16 (buildBlockGraph(..., BFloat16): arenas, saved tensors, float32 statistics);
+// every inner convolution runs on cuDNN in bfloat16 with float32 accumulation from its weights'
+// bfloat16 copy, which lies in E after the graph's saved tensors, one after the other (autocast
+// saves it for the backward; memory-model.md 11.7); batch norms run on bfloat16 data with float32
+// parameters and statistics; the residual add and the activations are kernels_half.cu's.
+//
+// Workspaces: the forward's arena, then at a 256-byte boundary a region for the largest inner
+// weight copy (where a discard-mode forward makes each copy) and cuDNN's scratch after it; the
+// backward's gradient arena, then a region for the largest bfloat16 weight gradient (then added
+// into its float32 master) and cuDNN's scratch. cuDNN's algorithms are chosen to fit what the
+// chain's wf / wb leave after those, as the float32 blocks do.
+#include <algorithm>
+
+#include "cuda_device_impl.hpp"
+#include "cuda_half.hpp"
+#include "kernels_half_conv.hpp"
+#include "remat/exec/block_buffers.hpp"
+#include "remat/model/operators.hpp"
+
+namespace remat::gpu {
+namespace {
+
+using kernels::Bf16;
+
+constexpr std::uint64_t kHalfBytes = 2;
+
+const Bf16* halves(const void* data) { return static_cast<const Bf16*>(data); }
+Bf16* halves(void* data) { return static_cast<Bf16*>(data); }
+
+// The inner ops with bfloat16 kernels here, beyond cuda_half.cpp's layout check (which admits
+// convolutions, batch norms, the add and the activations on contiguous tensors): a same-shape add,
+// an activation with a bfloat16 kernel.
+Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerChecks& check, BlockOpState& state) {
+  if (op.kind == BlockOpKind::Add) {
+    if (graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape || op.inputs.size() != 2)
+      return check.fail("precision bf16-mixed: no bfloat16 GPU kernel for the broadcasting inner add '" +
+                        op.layer.name + "' yet; run it with --device cpu");
+    return Status::ok();
+  }
+  const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
+  if (!kind || !isPointwise(*kind)) return check.fail("inner op '" + op.layer.name + "' has no bfloat16 GPU kernel");
+  auto fn = halfActivationOf(*kind);
+  if (!fn) return check.fail("precision bf16-mixed: inner op '" + op.layer.name + "': " + fn.status().message());
+  state.halfActivation = *fn;
+  return Status::ok();
+}
+
+struct HalfConvNeeds {
+  std::uint64_t regionBytes = 0;  // the largest weight copy / bfloat16 weight gradient
+  std::uint64_t copyOffset = 0;   // the next weight copy's offset in E
+};
+
+Status prepareInnerConv(const BlockOp& op, const Shape& in, const LayerContext& context, const AlgorithmPolicy& policy,
+                        const LayerChecks& check, HalfConvNeeds& needs, BlockOpState& s, BlockState& block,
+                        LayerState& state) {
+  auto g = convGeometry(op.layer, in);
+  if (!g) return check.fail("inner conv '" + op.layer.name + "': " + g.status().message());
+  g->bfloat16 = true;
+  s.halfWeights =
+      static_cast<Index>(op.paramCount - (op.layer.bias ? static_cast<std::uint64_t>(op.layer.outChannels) : 0));
+  s.biasOffset = s.weightOffset + s.halfWeights;
+  s.halfCopyOffset = needs.copyOffset;
+  needs.copyOffset += static_cast<std::uint64_t>(s.halfWeights) * kHalfBytes;
+  auto conv = ConvOp::create(context.cudnn, *g, false, policy, op.layer.name);
+  if (!conv) return conv.status().withContext("gpu: " + state.label + " (bfloat16)");
+  block.fwdScratchBytes = std::max(block.fwdScratchBytes, conv->forwardWorkspaceBytes());
+  block.bwdScratchBytes = std::max(block.bwdScratchBytes, conv->backwardWorkspaceBytes());
+  if (!state.algorithms.empty()) state.algorithms += "; ";
+  state.algorithms += op.layer.name + ": bf16 " + conv->describe();
+  s.conv = std::move(*conv);
+  return Status::ok();
+}
+
+Status forwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockState& block, ForwardMode mode,
+                        const LayerContext& c, const ForwardBuffers& p, const void* in, void* out) {
+  std::byte* region = p.workspace + block.fwdScratchOffset;
+  Bf16* copy = halves(mode == ForwardMode::Keep ? p.extra + o.halfCopyOffset : region);
+  REMAT_RETURN_IF_ERROR(kernels::castToHalf(c.stream, o.halfWeights, p.params + o.weightOffset, copy));
+  REMAT_RETURN_IF_ERROR(o.conv->forwardHalf(c.cudnn, in, copy, out, region + block.halfRegionBytes));
+  if (!op.layer.bias) return Status::ok();
+  const Dims4 y = o.conv->outputDims();
+  return kernels::addChannelBiasHalf(c.stream, y.n, y.c, static_cast<Index>(y.h) * y.w, p.params + o.biasOffset,
+                                     halves(out));
+}
+
+Status backwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockState& block, const LayerContext& c,
+                         const BackwardBuffers& p, const void* saved, const void* dOut, void* dIn) {
+  std::byte* region = p.workspace + block.bwdScratchOffset;
+  std::byte* scratch = region + block.halfRegionBytes;
+  const Bf16* copy = halves(p.extra + o.halfCopyOffset);
+  if (dIn != nullptr)
+    REMAT_RETURN_IF_ERROR(o.conv->backwardDataHalf(c.cudnn, dOut, copy, dIn, scratch, op.gradAccumulate[0]));
+  Bf16* dw = halves(region);
+  REMAT_RETURN_IF_ERROR(o.conv->backwardFilterHalf(c.cudnn, saved, dOut, dw, scratch));
+  REMAT_RETURN_IF_ERROR(kernels::addHalfInto(c.stream, o.halfWeights, dw, p.paramGrads + o.weightOffset));
+  if (!op.layer.bias) return Status::ok();
+  const Dims4 y = o.conv->outputDims();
+  return kernels::addHalfChannelBiasGradient(c.stream, y.n, y.c, static_cast<Index>(y.h) * y.w, halves(dOut),
+                                             p.paramGrads + o.biasOffset);
+}
+
+Status forwardInnerOp(const BlockOp& op, const BlockOpState& o, const BlockState& block, ForwardMode mode,
+                      const LayerContext& c, const BlockForwardTensors& tensors, const ForwardBuffers& p) {
+  void* out = tensors.tensor(op.output);
+  const void* in = tensors.tensor(op.inputs[0]);
+  const float* w = p.params + o.weightOffset;
+  switch (op.kind) {
+    case BlockOpKind::Conv2d: return forwardInnerConv(op, o, block, mode, c, p, in, out);
+    case BlockOpKind::BatchNorm: return o.bn->forwardHalf(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op));
+    case BlockOpKind::Add:
+      return kernels::addHalf(c.stream, o.count, halves(in), halves(tensors.tensor(op.inputs[1])), halves(out));
+    default: return kernels::activationForwardHalf(c.stream, o.halfActivation, o.count, halves(in), halves(out));
+  }
+}
+
+Status backwardInnerOp(const BlockOp& op, const BlockOpState& o, const BlockState& block, const LayerContext& c,
+                       const BlockBackwardTensors& tensors, const BackwardBuffers& p) {
+  const void* dOut = tensors.grad(op.output);
+  void* dIn = tensors.grad(op.inputs[0]);
+  const bool accumulate = op.gradAccumulate[0];
+  switch (op.kind) {
+    case BlockOpKind::Conv2d: return backwardInnerConv(op, o, block, c, p, tensors.value(op.inputs[0]), dOut, dIn);
+    case BlockOpKind::BatchNorm: {
+      if (dIn == nullptr) return Status::internal("inner batch norm '" + op.layer.name + "' without d(input)");
+      const float* w = p.params + o.weightOffset;
+      float* dw = p.paramGrads + o.weightOffset;
+      return o.bn->backwardHalf(c.cudnn, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
+                                dw + o.bn->channels(), accumulate);
+    }
+    case BlockOpKind::Add:
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        void* d = tensors.grad(op.inputs[j]);
+        if (d != nullptr)
+          REMAT_RETURN_IF_ERROR(
+              kernels::copyOrAddHalf(c.stream, o.count, halves(dOut), halves(d), op.gradAccumulate[j]));
+      }
+      return Status::ok();
+    default: {  // an activation: only the tensor its backward reads is there
+      if (dIn == nullptr) return Status::ok();
+      const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
+      const void* saved = fromOutput ? tensors.value(op.output) : tensors.value(op.inputs[0]);
+      return kernels::activationBackwardHalf(c.stream, o.halfActivation, o.count, halves(saved), halves(dOut),
+                                             halves(dIn), accumulate);
+    }
+  }
+}
+
+}  // namespace
+
+Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
+                        const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
+  const ChainLayer& layer = chain.layers[l - 1];
+  // The model's numbers against the bfloat16 graph and its weight copies (cuda_half.cpp), which
+  // also refuses a block reading a float32 input and the inner ops without a bfloat16 layout.
+  REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, HalfMode{true, state.castsInput, false}, check));
+  auto graph = buildBlockGraph(spec, layer.inputShape, DType::BFloat16);
+  if (!graph) return check.fail(graph.status().message());
+  BlockState block;
+  HalfConvNeeds needs{0, graph->extraBytes};
+  for (const BlockOp& op : graph->ops)
+    if (op.kind == BlockOpKind::Conv2d) needs.regionBytes = std::max(needs.regionBytes, (op.paramCount) * kHalfBytes);
+  block.halfRegionBytes = alignUp(needs.regionBytes, kBlockTensorAlignBytes);
+  block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);
+  block.bwdScratchOffset = alignUp(graph->bwdWorkspaceBytes, kBlockTensorAlignBytes);
+  const LayerNumbers& m = layer.numbers;
+  AlgorithmPolicy policy = convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset + block.halfRegionBytes,
+                                      m.bwdWorkspaceBytes, block.bwdScratchOffset + block.halfRegionBytes);
+  policy.allowTf32 = true;  // bfloat16 tensor-core math rounds nothing autocast did not (cuda_half_conv.cpp)
+  Index offset = 0;
+  for (const BlockOp& op : graph->ops) {
+    BlockOpState s;
+    const Shape& in = graph->tensors[op.inputs[0]].shape;
+    s.count = static_cast<Index>(elementCount(graph->tensors[op.output].shape));
+    s.weightOffset = offset;
+    if (op.kind == BlockOpKind::Conv2d) {
+      REMAT_RETURN_IF_ERROR(prepareInnerConv(op, in, context, policy, check, needs, s, block, state));
+    } else if (op.kind == BlockOpKind::BatchNorm) {
+      auto dims = toDims4(in);
+      if (!dims) return check.fail("inner batch norm '" + op.layer.name + "': " + dims.status().message());
+      auto bn = BatchNormOp::create(*dims, true);
+      if (!bn) return bn.status().withContext("gpu: " + state.label);
+      s.bn = std::move(*bn);
+    } else {
+      REMAT_RETURN_IF_ERROR(checkHalfInnerOp(*graph, op, check, s));
+    }
+    offset += static_cast<Index>(op.paramCount);
+    block.ops.push_back(std::move(s));
+  }
+  state.requiredFwdWorkspace = block.fwdScratchOffset + block.halfRegionBytes + block.fwdScratchBytes;
+  state.requiredBwdWorkspace = block.bwdScratchOffset + block.halfRegionBytes + block.bwdScratchBytes;
+  block.graph = std::move(graph).value();
+  state.block = std::move(block);
+  return Status::ok();
+}
+
+Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
+  const BlockState& block = *s.block;
+  const BlockGraph& graph = block.graph;
+  const BlockForwardTensors tensors(graph, mode, p, ViewLayout::Nchw);
+  const std::string where = "gpu: " + s.label;
+  REMAT_RETURN_IF_ERROR(tensors.check(where));
+  for (std::size_t i = 0; i < graph.ops.size(); ++i)
+    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph.ops[i], block.ops[i], block, mode, c, tensors, p)
+                              .withContext(where + ", inner op '" + graph.ops[i].layer.name + "'"));
+  return Status::ok();
+}
+
+Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
+  const BlockState& block = *s.block;
+  const BlockGraph& graph = block.graph;
+  const BlockBackwardTensors tensors(graph, p, ViewLayout::Nchw);
+  const std::string where = "gpu: " + s.label;
+  REMAT_RETURN_IF_ERROR(tensors.check(where));
+  for (std::size_t i = graph.ops.size(); i-- > 0;) {
+    const BlockOp& op = graph.ops[i];
+    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
+    REMAT_RETURN_IF_ERROR(backwardInnerOp(op, block.ops[i], block, c, tensors, p)
+                              .withContext(where + ", inner op '" + op.layer.name + "'"));
+  }
+  return Status::ok();
+}
+
+}  // namespace remat::gpu
