@@ -19,6 +19,7 @@
 #include "cuda_half.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/precision.hpp"
+#include "remat/model/zoo.hpp"
 
 namespace remat::gpu {
 namespace {
@@ -315,6 +316,35 @@ TEST(GpuHalfHost, AConvolutionsCopiesAndHalfGradientsComeBeforeCudnnsScratch) {
   setHalfConvOffsets(inner, 100, true);
   EXPECT_EQ(inner.halfFwdScratchOffset, 256u);
   EXPECT_EQ(inner.halfBwdScratchOffset, 256u);
+}
+
+// The zoo's CNNs the device test runs: ResNet-18's and MobileNetV2's layouts match the model and
+// nothing refuses them before cuDNN is asked for algorithms; EfficientNet-B0's first
+// Squeeze-and-Excitation block is refused naming it.
+TEST(GpuHalfHost, ZooCnnsLayOutInBfloat16OrAreRefusedByLayer) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0"}) {
+    SCOPED_TRACE(name);
+    auto spec = zooChain(name, {.batch = 2, .resolution = 32, .numClasses = 10});
+    ASSERT_TRUE(spec.isOk()) << spec.status().message();
+    auto built = buildChain(*spec);
+    ASSERT_TRUE(built.isOk()) << built.status().message();
+    auto chain = withPrecision(*built, Precision::Bf16Mixed);
+    ASSERT_TRUE(chain.isOk()) << chain.status().message();
+    auto modes = checkHalfChain(*chain);
+    auto layers = prepareAll(*chain);
+    ASSERT_FALSE(layers.isOk());
+    if (std::string(name) == "efficientnet_b0") {
+      ASSERT_FALSE(modes.isOk());
+      EXPECT_NE(modes.status().message().find("block): precision bf16-mixed: the GPU has no bfloat16 layout for the "
+                                              "block's inner op"),
+                std::string::npos)
+          << modes.status().message();
+      EXPECT_EQ(layers.status().message(), modes.status().message());
+      continue;
+    }
+    ASSERT_TRUE(modes.isOk()) << modes.status().message();
+    EXPECT_NE(layers.status().message().find("no cuDNN handle"), std::string::npos) << layers.status().message();
+  }
 }
 
 TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
