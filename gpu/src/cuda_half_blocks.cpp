@@ -1,11 +1,13 @@
 // bf16-mixed's residual blocks on the GPU (cuda_device_impl.hpp, docs/gpu.md): ResNet's basic
-// blocks and bottlenecks, MobileNetV2's inverted residuals and imported blocks of the same ops, as
+// blocks and bottlenecks, MobileNetV2's inverted residuals, EfficientNet's MBConv blocks with
+// Squeeze-and-Excitation (global pool, broadcasting product) and imported blocks of these ops, as
 // torch.autocast runs them and the CPU's run_blocks.cpp does under bf16-mixed. The graph is laid
 // out for bfloat16 (buildBlockGraph(..., BFloat16): arenas, saved tensors, float32 statistics);
 // every inner convolution runs on cuDNN in bfloat16 with float32 accumulation from its weights'
 // bfloat16 copy, which lies in E after the graph's saved tensors, one after the other (autocast
 // saves it for the backward; memory-model.md 11.7); batch norms run on bfloat16 data with float32
-// parameters and statistics; the residual add and the activations are kernels_half.cu's.
+// parameters and statistics; the residual add and the activations are kernels_half.cu's, the
+// global pool and the product kernels_half_pool.cu's.
 //
 // Workspaces: the forward's arena, then at a 256-byte boundary a region for the largest inner
 // weight copy (where a discard-mode forward makes each copy) and cuDNN's scratch after it; the
@@ -30,10 +32,16 @@ constexpr std::uint64_t kHalfBytes = 2;
 const Bf16* halves(const void* data) { return static_cast<const Bf16*>(data); }
 Bf16* halves(void* data) { return static_cast<Bf16*>(data); }
 
+kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
+  const Shape& s = graph.tensors[tensor].shape;
+  return kernels::Dims4{s[0], s[1], s[2], s[3]};
+}
+
 // The inner ops with bfloat16 kernels here, beyond cuda_half.cpp's layout check (which admits
 // convolutions, batch norms, the add and the activations on contiguous tensors): a same-shape add,
 // an activation with a bfloat16 kernel.
 Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerChecks& check, BlockOpState& state) {
+  if (op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul) return Status::ok();
   if (op.kind == BlockOpKind::Add) {
     if (graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape || op.inputs.size() != 2)
       return check.fail("precision bf16-mixed: no bfloat16 GPU kernel for the broadcasting inner add '" +
@@ -102,8 +110,9 @@ Status backwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockSt
                                              p.paramGrads + o.biasOffset);
 }
 
-Status forwardInnerOp(const BlockOp& op, const BlockOpState& o, const BlockState& block, ForwardMode mode,
-                      const LayerContext& c, const BlockForwardTensors& tensors, const ForwardBuffers& p) {
+Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
+                      ForwardMode mode, const LayerContext& c, const BlockForwardTensors& tensors,
+                      const ForwardBuffers& p) {
   void* out = tensors.tensor(op.output);
   const void* in = tensors.tensor(op.inputs[0]);
   const float* w = p.params + o.weightOffset;
@@ -112,12 +121,32 @@ Status forwardInnerOp(const BlockOp& op, const BlockOpState& o, const BlockState
     case BlockOpKind::BatchNorm: return o.bn->forwardHalf(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op));
     case BlockOpKind::Add:
       return kernels::addHalf(c.stream, o.count, halves(in), halves(tensors.tensor(op.inputs[1])), halves(out));
+    case BlockOpKind::GlobalAvgPool:
+      return kernels::globalAvgPoolForwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(in), halves(out));
+    case BlockOpKind::Mul:
+      return kernels::mulForwardHalf(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                                     dimsOf(graph, op.inputs[1]), halves(in), halves(tensors.tensor(op.inputs[1])),
+                                     halves(out));
     default: return kernels::activationForwardHalf(c.stream, o.halfActivation, o.count, halves(in), halves(out));
   }
 }
 
-Status backwardInnerOp(const BlockOp& op, const BlockOpState& o, const BlockState& block, const LayerContext& c,
-                       const BlockBackwardTensors& tensors, const BackwardBuffers& p) {
+// y = a * b: each operand's gradient is d(y) times the other, summed where it was broadcast.
+Status mulBackwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                       const BlockBackwardTensors& tensors, const void* dOut) {
+  for (std::size_t j = 0; j < 2; ++j) {
+    void* d = tensors.grad(op.inputs[j]);
+    if (d == nullptr) continue;
+    const std::size_t other = op.inputs[1 - j];
+    REMAT_RETURN_IF_ERROR(kernels::mulBackwardOperandHalf(
+        c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, other), halves(dOut),
+        halves(tensors.value(other)), halves(d), op.gradAccumulate[j]));
+  }
+  return Status::ok();
+}
+
+Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
+                       const LayerContext& c, const BlockBackwardTensors& tensors, const BackwardBuffers& p) {
   const void* dOut = tensors.grad(op.output);
   void* dIn = tensors.grad(op.inputs[0]);
   const bool accumulate = op.gradAccumulate[0];
@@ -138,6 +167,11 @@ Status backwardInnerOp(const BlockOp& op, const BlockOpState& o, const BlockStat
               kernels::copyOrAddHalf(c.stream, o.count, halves(dOut), halves(d), op.gradAccumulate[j]));
       }
       return Status::ok();
+    case BlockOpKind::GlobalAvgPool:
+      if (dIn == nullptr) return Status::ok();
+      return kernels::globalAvgPoolBackwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(dOut), halves(dIn),
+                                                accumulate);
+    case BlockOpKind::Mul: return mulBackwardHalf(graph, op, c, tensors, dOut);
     default: {  // an activation: only the tensor its backward reads is there
       if (dIn == nullptr) return Status::ok();
       const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
@@ -203,7 +237,7 @@ Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContex
   const std::string where = "gpu: " + s.label;
   REMAT_RETURN_IF_ERROR(tensors.check(where));
   for (std::size_t i = 0; i < graph.ops.size(); ++i)
-    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph.ops[i], block.ops[i], block, mode, c, tensors, p)
+    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph, graph.ops[i], block.ops[i], block, mode, c, tensors, p)
                               .withContext(where + ", inner op '" + graph.ops[i].layer.name + "'"));
   return Status::ok();
 }
@@ -217,7 +251,7 @@ Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const Backw
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
     REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-    REMAT_RETURN_IF_ERROR(backwardInnerOp(op, block.ops[i], block, c, tensors, p)
+    REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p)
                               .withContext(where + ", inner op '" + op.layer.name + "'"));
   }
   return Status::ok();

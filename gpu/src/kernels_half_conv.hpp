@@ -4,7 +4,8 @@
 // output, its bias gradient from bfloat16 dy (summed in float32, rounded to bfloat16 before the
 // float32 add, as PyTorch's half bias gradient through ToCopyBackward), and adaptive average
 // pooling on bfloat16 tensors (PyTorch's bins, float32 sums, one rounding). One thread per output
-// element or per channel, sums in a fixed order: bitwise reproducible. Internal to gpu/.
+// element or per channel, sums in a fixed order: bitwise reproducible. Also Squeeze-and-Excitation's
+// global pool and broadcasting product in bfloat16 blocks. Internal to gpu/.
 #include "kernels.hpp"
 #include "kernels_half.hpp"
 
@@ -18,5 +19,16 @@ Status addHalfChannelBiasGradient(cudaStream_t stream, Index batch, Index channe
 // The float32 kernels' rule (kernels.hpp) on bfloat16: y = bfloat16(mean of the bin); dx written.
 Status adaptiveAvgPoolForwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* x, Bf16* y);
 Status adaptiveAvgPoolBackwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* dy, Bf16* dx);
+
+// Squeeze-and-Excitation inside a bfloat16 block, NCHW (the float32 kernels' rules, kernels.hpp):
+// the global average pool y[n][c] = bfloat16(sum / (H * W)) and its backward d(x) (=|+=) d(y) /
+// (H * W); y = a * b with NumPy broadcasting (`out` the broadcast dims) and one operand's gradient,
+// d(self) (=|+=) the float32 sum over the axes self was broadcast along of d(y) * other, rounded once.
+Status globalAvgPoolForwardHalf(cudaStream_t stream, const Dims4& in, const Bf16* x, Bf16* y);
+Status globalAvgPoolBackwardHalf(cudaStream_t stream, const Dims4& in, const Bf16* dy, Bf16* dx, bool accumulate);
+Status mulForwardHalf(cudaStream_t stream, const Dims4& out, const Dims4& a, const Dims4& b, const Bf16* x,
+                      const Bf16* z, Bf16* y);
+Status mulBackwardOperandHalf(cudaStream_t stream, const Dims4& out, const Dims4& self, const Dims4& other,
+                              const Bf16* dy, const Bf16* value, Bf16* dSelf, bool accumulate);
 
 }  // namespace remat::gpu::kernels

@@ -1,12 +1,13 @@
 // bf16-mixed runs on the GPU (issue 24; gpu/src/cuda_half_run.cpp, cuda_half_conv.cpp,
 // cuda_half_blocks.cpp): chains of linears, the activations and dropout, a plain CNN (conv2d with
 // and without a bias on cuDNN in bfloat16, batch norm, the pools, the adaptive pool) and the zoo's
-// ResNet-18 and MobileNetV2 at 32x32 (residual blocks in bfloat16), as torch.autocast runs them
+// ResNet-18, MobileNetV2 and EfficientNet-B0 at 32x32 (residual and SE blocks in bfloat16), as
+// torch.autocast runs them
 // (float32 accumulation from the weights' bfloat16 copies, float32 masters). Every planner's plan
 // measures the prediction op by op and reproduces store-all's gradients; the gradients are the
 // CPU's bf16-mixed run's within bfloat16's precision. A chain with a layer that is only laid out in
-// bfloat16 on the GPU (a layer norm's float32 cast, EfficientNet-B0's Squeeze-and-Excitation
-// blocks) is refused at open time naming the layer. Needs a GPU: without one every test skips,
+// bfloat16 on the GPU (a layer norm's float32 cast, ShuffleNetV2's channel slices and shuffles)
+// is refused at open time naming the layer. Needs a GPU: without one every test skips,
 // saying why.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "executor_helpers.hpp"
 #include "gpu_test_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/layer_checks.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/precision.hpp"
@@ -137,11 +139,12 @@ TEST_F(CudaHalfRunTest, APlainCnnMeasuresThePredictionUnderEveryPlan) {
 TEST_F(CudaHalfRunTest, APlainCnnsGradientsAreTheCpus) { expectGradientsNearTheCpus(mixed(kPlainCnn), 5, 3e-2); }
 
 // The zoo's residual networks at a small size: basic blocks (ResNet-18), inverted residuals with
-// relu6 (MobileNetV2), every inner convolution from its bfloat16 weight copy in E.
+// relu6 (MobileNetV2), MBConv with Squeeze-and-Excitation (EfficientNet-B0), every inner
+// convolution from its bfloat16 weight copy in E.
 TEST_F(CudaHalfRunTest, ZooCnnsMeasureThePredictionUnderEveryPlan) {
   auto device = createCudaDevice({});
   ASSERT_TRUE(device.isOk()) << device.status().message();
-  for (const char* name : {"resnet18", "mobilenet_v2"}) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0"}) {
     SCOPED_TRACE(name);
     const Chain chain = testing::fittedTo(zooMixed(name), **device);
     testing::expectEveryPlanReproducesStoreAll(chain, **device, 7);
@@ -149,19 +152,19 @@ TEST_F(CudaHalfRunTest, ZooCnnsMeasureThePredictionUnderEveryPlan) {
 }
 
 TEST_F(CudaHalfRunTest, ZooCnnsGradientsAreTheCpus) {
-  for (const char* name : {"resnet18", "mobilenet_v2"}) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0"}) {
     SCOPED_TRACE(name);
     // Deeper chains add roundings: 5% of the largest gradient.
     expectGradientsNearTheCpus(zooMixed(name), 7, 5e-2);
   }
 }
 
-// EfficientNet-B0's blocks hold Squeeze-and-Excitation (global pool, broadcasting product), which
-// has no bfloat16 kernels on the GPU yet: refused naming its first such block.
-TEST_F(CudaHalfRunTest, EfficientNetsSqueezeBlocksAreRefusedNamingTheLayer) {
+// ShuffleNetV2's blocks read channel slices and shuffle them, which have no bfloat16 kernels on
+// the GPU yet: refused naming its first block.
+TEST_F(CudaHalfRunTest, ShuffleNetsBlocksAreRefusedNamingTheLayer) {
   auto device = createCudaDevice({});
   ASSERT_TRUE(device.isOk()) << device.status().message();
-  auto interp = Interpreter::create(zooMixed("efficientnet_b0"), **device, testing::seeded(1));
+  auto interp = Interpreter::create(zooMixed("shufflenet_v2_x1_0"), **device, testing::seeded(1));
   ASSERT_FALSE(interp.isOk());
   EXPECT_NE(
       interp.status().message().find("precision bf16-mixed: the GPU has no bfloat16 layout for the block's inner op"),

@@ -154,10 +154,11 @@ Result<std::vector<LayerState>> prepareAll(const Chain& chain) {
   return layers;
 }
 
-// ResNet's blocks run in bfloat16: nothing refuses the residual chain before its first
-// convolution asks cuDNN for algorithms (no handle here). A block whose inner ops have no bfloat16
-// kernels yet (Squeeze-and-Excitation's global pool and product) is refused when the first layer is
-// prepared, naming the block; one whose layout does not match is refused naming that layer.
+// ResNet's blocks and Squeeze-and-Excitation run in bfloat16: nothing refuses those chains before
+// their first convolution asks cuDNN for algorithms (no handle here). A block whose inner ops have
+// no bfloat16 kernels yet (an Inception-like pool branch and the concatenation) is refused when the
+// first layer is prepared, naming the block; one whose layout does not match is refused naming that
+// layer.
 constexpr const char* kSqueeze = R"({
   "format": "remat-chain/1", "name": "squeeze", "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
   "layers": [
@@ -170,6 +171,17 @@ constexpr const char* kSqueeze = R"({
     {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
     {"kind": "linear", "name": "fc", "out_features": 10}]})";
 
+constexpr const char* kPoolBranch = R"({
+  "format": "remat-chain/1", "name": "pool-branch", "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
+  "layers": [
+    {"kind": "conv2d", "name": "stem", "out_channels": 8, "kernel": 3, "stride": 1, "padding": 1, "bias": false},
+    {"name": "inception", "kind": "block", "ops": [
+      {"name": "b1", "kind": "conv2d", "out_channels": 4, "kernel": 1, "inputs": [0]},
+      {"name": "pool", "kind": "maxpool", "kernel": 3, "stride": 1, "padding": 1, "inputs": [0]},
+      {"name": "cat", "kind": "concat", "inputs": [1, 2]}]},
+    {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
+    {"kind": "linear", "name": "fc", "out_features": 10}]})";
+
 TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
   auto layers = prepareAll(mixed(kResidual));
   ASSERT_FALSE(layers.isOk());  // conv1's algorithm query: no cuDNN handle on the host
@@ -178,9 +190,13 @@ TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
   EXPECT_EQ(layers.status().message().find("no bfloat16"), std::string::npos) << layers.status().message();
   layers = prepareAll(mixed(kSqueeze));
   ASSERT_FALSE(layers.isOk());
-  EXPECT_NE(layers.status().message().find("gpu: layer 4 ('se1', block): precision bf16-mixed"), std::string::npos)
+  EXPECT_NE(layers.status().message().find("no cuDNN handle"), std::string::npos) << layers.status().message();
+  layers = prepareAll(mixed(kPoolBranch));
+  ASSERT_FALSE(layers.isOk());
+  EXPECT_NE(layers.status().message().find("gpu: layer 2 ('inception', block): precision bf16-mixed"),
+            std::string::npos)
       << layers.status().message();
-  EXPECT_NE(layers.status().message().find("inner op 'se1.avgpool' (global_avgpool)"), std::string::npos)
+  EXPECT_NE(layers.status().message().find("inner op 'inception.pool' (maxpool)"), std::string::npos)
       << layers.status().message();
   Chain broken = mixed(kResidual);
   broken.layers[7].numbers.extraBytes -= 2;
@@ -318,11 +334,11 @@ TEST(GpuHalfHost, AConvolutionsCopiesAndHalfGradientsComeBeforeCudnnsScratch) {
   EXPECT_EQ(inner.halfBwdScratchOffset, 256u);
 }
 
-// The zoo's CNNs the device test runs: ResNet-18's and MobileNetV2's layouts match the model and
-// nothing refuses them before cuDNN is asked for algorithms; EfficientNet-B0's first
-// Squeeze-and-Excitation block is refused naming it.
+// The zoo's CNNs the device test runs: ResNet-18's, MobileNetV2's and EfficientNet-B0's layouts
+// match the model and nothing refuses them before cuDNN is asked for algorithms; ShuffleNetV2's first
+// block (channel slices, the shuffle) is refused naming it.
 TEST(GpuHalfHost, ZooCnnsLayOutInBfloat16OrAreRefusedByLayer) {
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0"}) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "shufflenet_v2_x1_0"}) {
     SCOPED_TRACE(name);
     auto spec = zooChain(name, {.batch = 2, .resolution = 32, .numClasses = 10});
     ASSERT_TRUE(spec.isOk()) << spec.status().message();
@@ -333,7 +349,7 @@ TEST(GpuHalfHost, ZooCnnsLayOutInBfloat16OrAreRefusedByLayer) {
     auto modes = checkHalfChain(*chain);
     auto layers = prepareAll(*chain);
     ASSERT_FALSE(layers.isOk());
-    if (std::string(name) == "efficientnet_b0") {
+    if (std::string(name) == "shufflenet_v2_x1_0") {
       ASSERT_FALSE(modes.isOk());
       EXPECT_NE(modes.status().message().find("block): precision bf16-mixed: the GPU has no bfloat16 layout for the "
                                               "block's inner op"),
