@@ -40,16 +40,18 @@ Status refuse(const LayerChecks& check, const std::string& what) {
                     "and residual blocks have one); plan and simulate it, or run it with --device cpu");
 }
 
-// A half block's inner ops: convolutions, batch norms, the residual add, the activations and
-// Squeeze-and-Excitation's global pool and broadcasting product, on contiguous tensors (no channel
-// views or gathered copies): ResNet's, MobileNetV2's and EfficientNet's blocks (the CPU runs more
-// in bfloat16: pool branches, channel views and shuffles).
+// A half block's inner ops: convolutions, batch norms, the residual add, the activations,
+// Squeeze-and-Excitation's global pool and broadcasting product, the pool branches and the
+// concatenation, on contiguous tensors (no channel views or gathered copies): ResNet's,
+// MobileNetV2's, EfficientNet's, GoogLeNet's and Inception's blocks (the CPU runs more in
+// bfloat16: channel views and shuffles).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
                      op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
-                     op.kind == BlockOpKind::Mul || (kind && isPointwise(*kind));
+                     op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
+                     op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat || (kind && isPointwise(*kind));
     supported = supported && !graph.tensors[op.output].isView();
     for (std::size_t j = 0; j < op.inputs.size(); ++j)
       supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;

@@ -1,13 +1,15 @@
 // bf16-mixed's residual blocks on the GPU (cuda_device_impl.hpp, docs/gpu.md): ResNet's basic
 // blocks and bottlenecks, MobileNetV2's inverted residuals, EfficientNet's MBConv blocks with
-// Squeeze-and-Excitation (global pool, broadcasting product) and imported blocks of these ops, as
+// Squeeze-and-Excitation (global pool, broadcasting product), GoogLeNet's and Inception's
+// branches (pools, concatenation) and imported blocks of these ops, as
 // torch.autocast runs them and the CPU's run_blocks.cpp does under bf16-mixed. The graph is laid
 // out for bfloat16 (buildBlockGraph(..., BFloat16): arenas, saved tensors, float32 statistics);
 // every inner convolution runs on cuDNN in bfloat16 with float32 accumulation from its weights'
 // bfloat16 copy, which lies in E after the graph's saved tensors, one after the other (autocast
 // saves it for the backward; memory-model.md 11.7); batch norms run on bfloat16 data with float32
 // parameters and statistics; the residual add and the activations are kernels_half.cu's, the
-// global pool and the product kernels_half_pool.cu's.
+// global pool and the product kernels_half_pool.cu's, the pool branches and the concatenation
+// kernels_half_branches.cu's (a max pool's int64 argmax in E where a batch norm keeps statistics).
 //
 // Workspaces: the forward's arena, then at a 256-byte boundary a region for the largest inner
 // weight copy (where a discard-mode forward makes each copy) and cuDNN's scratch after it; the
@@ -41,7 +43,17 @@ kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
 // convolutions, batch norms, the add and the activations on contiguous tensors): a same-shape add,
 // an activation with a bfloat16 kernel.
 Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerChecks& check, BlockOpState& state) {
-  if (op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul) return Status::ok();
+  const Shape& out = graph.tensors[op.output].shape;
+  state.batch = out[0];
+  state.outPerSample = state.count / out[0];
+  if (op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::Concat)
+    return Status::ok();
+  if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
+    const Shape& in = graph.tensors[op.inputs[0]].shape;
+    state.pool = kernels::PoolWindowGeometry{in[0],  in[1],           in[2],           in[3],           out[2],
+                                             out[3], op.layer.kernel, op.layer.stride, op.layer.padding};
+    return Status::ok();
+  }
   if (op.kind == BlockOpKind::Add) {
     if (graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape || op.inputs.size() != 2)
       return check.fail("precision bf16-mixed: no bfloat16 GPU kernel for the broadcasting inner add '" +
@@ -110,6 +122,34 @@ Status backwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockSt
                                              p.paramGrads + o.biasOffset);
 }
 
+// NCHW concatenation: input j is the slice [offset_j, offset_j + C_j * H * W) of every sample of the
+// output (the float32 runner's rule, on bfloat16 rows); the backward copies (or adds) them back.
+Status concatForwardHalf(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                         const BlockForwardTensors& tensors, void* out) {
+  Index offset = 0;
+  for (std::size_t in : op.inputs) {
+    const Index width = static_cast<Index>(elementCount(graph.tensors[in].shape)) / o.batch;
+    REMAT_RETURN_IF_ERROR(kernels::copyOrAddRowsHalf(c.stream, o.batch, width, halves(tensors.tensor(in)), width,
+                                                     halves(out) + offset, o.outPerSample, false));
+    offset += width;
+  }
+  return Status::ok();
+}
+
+Status concatBackwardHalf(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                          const BlockBackwardTensors& tensors, const void* dOut) {
+  Index offset = 0;
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const Index width = static_cast<Index>(elementCount(graph.tensors[op.inputs[j]].shape)) / o.batch;
+    void* d = tensors.grad(op.inputs[j]);
+    if (d != nullptr)
+      REMAT_RETURN_IF_ERROR(kernels::copyOrAddRowsHalf(c.stream, o.batch, width, halves(dOut) + offset, o.outPerSample,
+                                                       halves(d), width, op.gradAccumulate[j]));
+    offset += width;
+  }
+  return Status::ok();
+}
+
 Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
                       ForwardMode mode, const LayerContext& c, const BlockForwardTensors& tensors,
                       const ForwardBuffers& p) {
@@ -123,6 +163,11 @@ Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpS
       return kernels::addHalf(c.stream, o.count, halves(in), halves(tensors.tensor(op.inputs[1])), halves(out));
     case BlockOpKind::GlobalAvgPool:
       return kernels::globalAvgPoolForwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(in), halves(out));
+    case BlockOpKind::MaxPool:  // keep mode: the argmax its backward reads, in E
+      return kernels::maxPoolForwardHalf(c.stream, o.pool, halves(in), halves(out),
+                                         reinterpret_cast<std::int64_t*>(tensors.stats(op)));
+    case BlockOpKind::AvgPool: return kernels::avgPoolForwardHalf(c.stream, o.pool, halves(in), halves(out));
+    case BlockOpKind::Concat: return concatForwardHalf(graph, op, o, c, tensors, out);
     case BlockOpKind::Mul:
       return kernels::mulForwardHalf(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
                                      dimsOf(graph, op.inputs[1]), halves(in), halves(tensors.tensor(op.inputs[1])),
@@ -172,6 +217,14 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
       return kernels::globalAvgPoolBackwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(dOut), halves(dIn),
                                                 accumulate);
     case BlockOpKind::Mul: return mulBackwardHalf(graph, op, c, tensors, dOut);
+    case BlockOpKind::MaxPool:
+      if (dIn == nullptr) return Status::ok();
+      return kernels::maxPoolBackwardHalf(c.stream, o.pool, reinterpret_cast<const std::int64_t*>(tensors.stats(op)),
+                                          halves(dOut), halves(dIn), accumulate);
+    case BlockOpKind::AvgPool:
+      if (dIn == nullptr) return Status::ok();
+      return kernels::avgPoolBackwardHalf(c.stream, o.pool, halves(dOut), halves(dIn), accumulate);
+    case BlockOpKind::Concat: return concatBackwardHalf(graph, op, o, c, tensors, dOut);
     default: {  // an activation: only the tensor its backward reads is there
       if (dIn == nullptr) return Status::ok();
       const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;

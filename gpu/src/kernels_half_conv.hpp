@@ -31,4 +31,17 @@ Status mulForwardHalf(cudaStream_t stream, const Dims4& out, const Dims4& a, con
 Status mulBackwardOperandHalf(cudaStream_t stream, const Dims4& out, const Dims4& self, const Dims4& other,
                               const Bf16* dy, const Bf16* value, Bf16* dSelf, bool accumulate);
 
+// The pool branches of bfloat16 blocks (GoogLeNet's, Inception's): kernels.hpp's windows, order of
+// sums and int64 argmax on bfloat16 tensors (float32 sums, one rounding); accumulate adds into the
+// gradient another branch wrote. And the concatenation's strided copies and adds of bfloat16 rows
+// (copyOrAddRows's rule).
+Status maxPoolForwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, const Bf16* x, Bf16* y,
+                          std::int64_t* indices);
+Status maxPoolBackwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, const std::int64_t* indices,
+                           const Bf16* dy, Bf16* dx, bool accumulate);
+Status avgPoolForwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, const Bf16* x, Bf16* y);
+Status avgPoolBackwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, const Bf16* dy, Bf16* dx, bool accumulate);
+Status copyOrAddRowsHalf(cudaStream_t stream, Index rows, Index width, const Bf16* from, Index fromStride, Bf16* to,
+                         Index toStride, bool accumulate);
+
 }  // namespace remat::gpu::kernels

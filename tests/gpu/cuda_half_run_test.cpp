@@ -1,14 +1,13 @@
 // bf16-mixed runs on the GPU (issue 24; gpu/src/cuda_half_run.cpp, cuda_half_conv.cpp,
 // cuda_half_blocks.cpp): chains of linears, the activations and dropout, a plain CNN (conv2d with
 // and without a bias on cuDNN in bfloat16, batch norm, the pools, the adaptive pool) and the zoo's
-// ResNet-18, MobileNetV2 and EfficientNet-B0 at 32x32 (residual and SE blocks in bfloat16), as
-// torch.autocast runs them
-// (float32 accumulation from the weights' bfloat16 copies, float32 masters). Every planner's plan
-// measures the prediction op by op and reproduces store-all's gradients; the gradients are the
-// CPU's bf16-mixed run's within bfloat16's precision. A chain with a layer that is only laid out in
-// bfloat16 on the GPU (a layer norm's float32 cast, ShuffleNetV2's channel slices and shuffles)
-// is refused at open time naming the layer. Needs a GPU: without one every test skips,
-// saying why.
+// ResNet-18, MobileNetV2, EfficientNet-B0 (32x32) and Inception-v3 (75x75), their residual, SE
+// and pool-branch blocks in bfloat16, as torch.autocast runs them (float32 accumulation from the
+// weights' bfloat16 copies, float32 masters). Every planner's plan measures the prediction op by
+// op and reproduces store-all's gradients; the gradients are the CPU's bf16-mixed run's within
+// bfloat16's precision. A chain with a layer that is only laid out in bfloat16 on the GPU (a layer
+// norm's float32 cast, ShuffleNetV2's channel slices and shuffles) is refused at open time naming
+// the layer. Needs a GPU: without one every test skips, saying why.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,7 +64,8 @@ constexpr const char* kPlainCnn = R"({
     {"kind": "dropout", "name": "drop", "p": 0.1}, {"kind": "linear", "name": "fc", "out_features": 10}]})";
 
 Chain zooMixed(const char* name) {
-  auto spec = zooChain(name, {.batch = 2, .resolution = 32, .numClasses = 10});
+  const std::int64_t resolution = std::string(name) == "inception_v3" ? 75 : 32;  // its smallest
+  auto spec = zooChain(name, {.batch = 2, .resolution = resolution, .numClasses = 10});
   EXPECT_TRUE(spec.isOk()) << spec.status().message();
   if (!spec) return Chain{};
   auto chain = buildChain(*spec);
@@ -139,12 +139,13 @@ TEST_F(CudaHalfRunTest, APlainCnnMeasuresThePredictionUnderEveryPlan) {
 TEST_F(CudaHalfRunTest, APlainCnnsGradientsAreTheCpus) { expectGradientsNearTheCpus(mixed(kPlainCnn), 5, 3e-2); }
 
 // The zoo's residual networks at a small size: basic blocks (ResNet-18), inverted residuals with
-// relu6 (MobileNetV2), MBConv with Squeeze-and-Excitation (EfficientNet-B0), every inner
-// convolution from its bfloat16 weight copy in E.
+// relu6 (MobileNetV2), MBConv with Squeeze-and-Excitation (EfficientNet-B0), pool branches and
+// concatenations with 1x7 / 7x1 convolutions (Inception-v3 at 75x75), every inner convolution from
+// its bfloat16 weight copy in E.
 TEST_F(CudaHalfRunTest, ZooCnnsMeasureThePredictionUnderEveryPlan) {
   auto device = createCudaDevice({});
   ASSERT_TRUE(device.isOk()) << device.status().message();
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0"}) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "inception_v3"}) {
     SCOPED_TRACE(name);
     const Chain chain = testing::fittedTo(zooMixed(name), **device);
     testing::expectEveryPlanReproducesStoreAll(chain, **device, 7);
@@ -152,7 +153,7 @@ TEST_F(CudaHalfRunTest, ZooCnnsMeasureThePredictionUnderEveryPlan) {
 }
 
 TEST_F(CudaHalfRunTest, ZooCnnsGradientsAreTheCpus) {
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0"}) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "inception_v3"}) {
     SCOPED_TRACE(name);
     // Deeper chains add roundings: 5% of the largest gradient.
     expectGradientsNearTheCpus(zooMixed(name), 7, 5e-2);

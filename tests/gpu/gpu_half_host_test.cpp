@@ -154,11 +154,11 @@ Result<std::vector<LayerState>> prepareAll(const Chain& chain) {
   return layers;
 }
 
-// ResNet's blocks and Squeeze-and-Excitation run in bfloat16: nothing refuses those chains before
-// their first convolution asks cuDNN for algorithms (no handle here). A block whose inner ops have
-// no bfloat16 kernels yet (an Inception-like pool branch and the concatenation) is refused when the
-// first layer is prepared, naming the block; one whose layout does not match is refused naming that
-// layer.
+// ResNet's blocks, Squeeze-and-Excitation and pool branches run in bfloat16: nothing refuses those
+// chains before their first convolution asks cuDNN for algorithms (no handle here). A block whose
+// inner ops have no bfloat16 kernels yet (ShuffleNetV2's channel slices and shuffle) is refused
+// when the first layer is prepared, naming the block; one whose layout does not match is refused
+// naming that layer.
 constexpr const char* kSqueeze = R"({
   "format": "remat-chain/1", "name": "squeeze", "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
   "layers": [
@@ -168,6 +168,19 @@ constexpr const char* kSqueeze = R"({
       {"name": "avgpool", "kind": "global_avgpool"}, {"name": "fc1", "kind": "conv2d", "out_channels": 2, "kernel": 1},
       {"name": "activation", "kind": "silu"}, {"name": "fc2", "kind": "conv2d", "out_channels": 8, "kernel": 1},
       {"name": "scale_activation", "kind": "sigmoid"}, {"name": "mul", "kind": "mul", "inputs": [5, 0]}]},
+    {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
+    {"kind": "linear", "name": "fc", "out_features": 10}]})";
+
+constexpr const char* kShuffle = R"({
+  "format": "remat-chain/1", "name": "shuffle", "input": {"shape": [2, 3, 16, 16], "dtype": "float32"},
+  "layers": [
+    {"kind": "conv2d", "name": "stem", "out_channels": 16, "kernel": 3, "stride": 1, "padding": 1, "bias": false},
+    {"name": "stage", "kind": "block", "ops": [
+      {"name": "slice", "kind": "slice", "begin": 0, "out_channels": 8, "inputs": [0]},
+      {"name": "slice_1", "kind": "slice", "begin": 8, "out_channels": 8, "inputs": [0]},
+      {"name": "conv", "kind": "conv2d", "out_channels": 8, "kernel": 1, "bias": false, "inputs": [2]},
+      {"name": "concat", "kind": "concat", "inputs": [1, 3]},
+      {"name": "channel_shuffle", "kind": "channel_shuffle", "groups": 2}]},
     {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
     {"kind": "linear", "name": "fc", "out_features": 10}]})";
 
@@ -193,10 +206,12 @@ TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
   EXPECT_NE(layers.status().message().find("no cuDNN handle"), std::string::npos) << layers.status().message();
   layers = prepareAll(mixed(kPoolBranch));
   ASSERT_FALSE(layers.isOk());
-  EXPECT_NE(layers.status().message().find("gpu: layer 2 ('inception', block): precision bf16-mixed"),
-            std::string::npos)
+  EXPECT_NE(layers.status().message().find("no cuDNN handle"), std::string::npos) << layers.status().message();
+  layers = prepareAll(mixed(kShuffle));
+  ASSERT_FALSE(layers.isOk());
+  EXPECT_NE(layers.status().message().find("gpu: layer 2 ('stage', block): precision bf16-mixed"), std::string::npos)
       << layers.status().message();
-  EXPECT_NE(layers.status().message().find("inner op 'inception.pool' (maxpool)"), std::string::npos)
+  EXPECT_NE(layers.status().message().find("inner op 'stage.slice' (slice)"), std::string::npos)
       << layers.status().message();
   Chain broken = mixed(kResidual);
   broken.layers[7].numbers.extraBytes -= 2;
@@ -334,13 +349,14 @@ TEST(GpuHalfHost, AConvolutionsCopiesAndHalfGradientsComeBeforeCudnnsScratch) {
   EXPECT_EQ(inner.halfBwdScratchOffset, 256u);
 }
 
-// The zoo's CNNs the device test runs: ResNet-18's, MobileNetV2's and EfficientNet-B0's layouts
-// match the model and nothing refuses them before cuDNN is asked for algorithms; ShuffleNetV2's first
-// block (channel slices, the shuffle) is refused naming it.
+// The zoo's CNNs the device test runs: ResNet-18's, MobileNetV2's, EfficientNet-B0's and
+// Inception-v3's layouts match the model and nothing refuses them before cuDNN is asked for algorithms; ShuffleNetV2's
+// first block (channel slices, the shuffle) is refused naming it.
 TEST(GpuHalfHost, ZooCnnsLayOutInBfloat16OrAreRefusedByLayer) {
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "shufflenet_v2_x1_0"}) {
+  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "inception_v3", "shufflenet_v2_x1_0"}) {
     SCOPED_TRACE(name);
-    auto spec = zooChain(name, {.batch = 2, .resolution = 32, .numClasses = 10});
+    const std::int64_t resolution = std::string(name) == "inception_v3" ? 75 : 32;  // its smallest
+    auto spec = zooChain(name, {.batch = 2, .resolution = resolution, .numClasses = 10});
     ASSERT_TRUE(spec.isOk()) << spec.status().message();
     auto built = buildChain(*spec);
     ASSERT_TRUE(built.isOk()) << built.status().message();
