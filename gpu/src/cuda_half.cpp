@@ -121,12 +121,8 @@ Status checkHalfLayer(const Chain& chain, std::size_t l, const HalfMode& mode, c
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   if (isComposite(layer.kind)) return checkHalfBlock(layer, spec, mode, check);
-  const Shape& in = layer.inputShape;
-  const Shape& out = layer.outputShape;
-  // bfloat16's adaptive pool is an average pool over whole windows (the CPU's rule alike).
-  if (mode.half && layer.kind == LayerKind::AdaptiveAvgPool &&
-      (in.size() != 4 || out.size() != 4 || out[2] == 0 || out[3] == 0 || in[2] % out[2] != 0 || in[3] % out[3] != 0))
-    return refuse(check, "an adaptive average pool whose windows do not tile its input");
+  // (bfloat16's adaptive pool takes PyTorch's bins, overlapping or not: kernels_half_pool.cu, as
+  // the CPU's own kernel for VGG's and AlexNet's 7x7 of a smaller map.)
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   return params ? Status::ok() : params.status();
 }

@@ -1,8 +1,9 @@
 // bf16-mixed runs on the GPU (issue 24; gpu/src/cuda_half_run.cpp, cuda_half_conv.cpp,
 // cuda_half_blocks.cpp): chains of linears, the activations and dropout, a plain CNN (conv2d with
 // and without a bias on cuDNN in bfloat16, batch norm, the pools, the adaptive pool) and the zoo's
-// ResNet-18, MobileNetV2, EfficientNet-B0 (32x32) and Inception-v3 (75x75), their residual, SE
-// and pool-branch blocks in bfloat16, as torch.autocast runs them (float32 accumulation from the
+// CNNs at their smallest size (AlexNet, VGG-11, ResNet-18, MobileNetV2 / V3, EfficientNet-B0,
+// RegNetY-400MF, Inception-v3), their residual, SE and pool-branch blocks in bfloat16, as
+// torch.autocast runs them (float32 accumulation from the
 // weights' bfloat16 copies, float32 masters). Every planner's plan measures the prediction op by
 // op and reproduces store-all's gradients; the gradients are the CPU's bf16-mixed run's within
 // bfloat16's precision. A chain with a layer that is only laid out in bfloat16 on the GPU (a layer
@@ -63,8 +64,14 @@ constexpr const char* kPlainCnn = R"({
     {"kind": "adaptive_avgpool", "name": "gap"}, {"kind": "flatten", "name": "flat"},
     {"kind": "dropout", "name": "drop", "p": 0.1}, {"kind": "linear", "name": "fc", "out_features": 10}]})";
 
+// The zoo's CNNs that run in bfloat16 on the GPU, each at its smallest size (batch 2).
+constexpr const char* kZooCnns[] = {"alexnet",        "vgg11_bn",           "resnet18",
+                                    "mobilenet_v2",   "mobilenet_v3_large", "efficientnet_b0",
+                                    "regnet_y_400mf", "inception_v3"};
+
 Chain zooMixed(const char* name) {
-  const std::int64_t resolution = std::string(name) == "inception_v3" ? 75 : 32;  // its smallest
+  const std::string n(name);
+  const std::int64_t resolution = n == "inception_v3" ? 75 : n == "alexnet" ? 63 : 32;  // the smallest
   auto spec = zooChain(name, {.batch = 2, .resolution = resolution, .numClasses = 10});
   EXPECT_TRUE(spec.isOk()) << spec.status().message();
   if (!spec) return Chain{};
@@ -138,14 +145,16 @@ TEST_F(CudaHalfRunTest, APlainCnnMeasuresThePredictionUnderEveryPlan) {
 
 TEST_F(CudaHalfRunTest, APlainCnnsGradientsAreTheCpus) { expectGradientsNearTheCpus(mixed(kPlainCnn), 5, 3e-2); }
 
-// The zoo's residual networks at a small size: basic blocks (ResNet-18), inverted residuals with
-// relu6 (MobileNetV2), MBConv with Squeeze-and-Excitation (EfficientNet-B0), pool branches and
-// concatenations with 1x7 / 7x1 convolutions (Inception-v3 at 75x75), every inner convolution from
-// its bfloat16 weight copy in E.
+// The zoo's CNNs at a small size: plain stacks whose adaptive pool makes 7x7 of a smaller map
+// (AlexNet, VGG-11 with batch norm), basic blocks (ResNet-18), inverted residuals with relu6
+// (MobileNetV2), hardswish and SE with hardsigmoid (MobileNetV3), MBConv with
+// Squeeze-and-Excitation (EfficientNet-B0), RegNetY's blocks, pool branches and concatenations with
+// 1x7 / 7x1 convolutions (Inception-v3 at 75x75), every inner convolution from its bfloat16 weight
+// copy in E.
 TEST_F(CudaHalfRunTest, ZooCnnsMeasureThePredictionUnderEveryPlan) {
   auto device = createCudaDevice({});
   ASSERT_TRUE(device.isOk()) << device.status().message();
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "inception_v3"}) {
+  for (const char* name : kZooCnns) {
     SCOPED_TRACE(name);
     const Chain chain = testing::fittedTo(zooMixed(name), **device);
     testing::expectEveryPlanReproducesStoreAll(chain, **device, 7);
@@ -153,7 +162,7 @@ TEST_F(CudaHalfRunTest, ZooCnnsMeasureThePredictionUnderEveryPlan) {
 }
 
 TEST_F(CudaHalfRunTest, ZooCnnsGradientsAreTheCpus) {
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "inception_v3"}) {
+  for (const char* name : kZooCnns) {
     SCOPED_TRACE(name);
     // Deeper chains add roundings: 5% of the largest gradient.
     expectGradientsNearTheCpus(zooMixed(name), 7, 5e-2);

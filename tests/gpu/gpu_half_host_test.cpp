@@ -349,13 +349,16 @@ TEST(GpuHalfHost, AConvolutionsCopiesAndHalfGradientsComeBeforeCudnnsScratch) {
   EXPECT_EQ(inner.halfBwdScratchOffset, 256u);
 }
 
-// The zoo's CNNs the device test runs: ResNet-18's, MobileNetV2's, EfficientNet-B0's and
+// The zoo's CNNs the device test runs: AlexNet's and VGG's (whose adaptive pool makes 7x7 of a
+// smaller map), ResNet-18's, MobileNetV2's and V3's, EfficientNet-B0's, RegNetY's and
 // Inception-v3's layouts match the model and nothing refuses them before cuDNN is asked for algorithms; ShuffleNetV2's
 // first block (channel slices, the shuffle) is refused naming it.
 TEST(GpuHalfHost, ZooCnnsLayOutInBfloat16OrAreRefusedByLayer) {
-  for (const char* name : {"resnet18", "mobilenet_v2", "efficientnet_b0", "inception_v3", "shufflenet_v2_x1_0"}) {
+  for (const char* name : {"alexnet", "vgg11_bn", "resnet18", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+                           "regnet_y_400mf", "inception_v3", "shufflenet_v2_x1_0"}) {
     SCOPED_TRACE(name);
-    const std::int64_t resolution = std::string(name) == "inception_v3" ? 75 : 32;  // its smallest
+    const std::string n(name);
+    const std::int64_t resolution = n == "inception_v3" ? 75 : n == "alexnet" ? 63 : 32;  // the smallest
     auto spec = zooChain(name, {.batch = 2, .resolution = resolution, .numClasses = 10});
     ASSERT_TRUE(spec.isOk()) << spec.status().message();
     auto built = buildChain(*spec);
