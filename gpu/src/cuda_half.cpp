@@ -41,20 +41,17 @@ Status refuse(const LayerChecks& check, const std::string& what) {
 }
 
 // A half block's inner ops: convolutions, batch norms, the residual add, the activations,
-// Squeeze-and-Excitation's global pool and broadcasting product, the pool branches and the
-// concatenation, on contiguous tensors (no channel views or gathered copies): ResNet's,
-// MobileNetV2's, EfficientNet's, GoogLeNet's and Inception's blocks (the CPU runs more in
-// bfloat16: channel views and shuffles).
+// Squeeze-and-Excitation's global pool and broadcasting product, the pool branches, the
+// concatenation and ShuffleNetV2's channel slices and shuffle (every zoo CNN's blocks but
+// ConvNeXt's, whose layer norm and layer scale have no bfloat16 kernels on the CPU either).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
-    bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
-                     op.kind == BlockOpKind::Add || op.kind == BlockOpKind::GlobalAvgPool ||
-                     op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
-                     op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat || (kind && isPointwise(*kind));
-    supported = supported && !graph.tensors[op.output].isView();
-    for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
+    const bool supported =
+        op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm || op.kind == BlockOpKind::Add ||
+        op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
+        op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat || op.kind == BlockOpKind::Slice ||
+        op.kind == BlockOpKind::ChannelShuffle || (kind && isPointwise(*kind));
     if (!supported)
       return refuse(check,
                     "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")");

@@ -1,7 +1,8 @@
 // bf16-mixed's residual blocks on the GPU (cuda_device_impl.hpp, docs/gpu.md): ResNet's basic
 // blocks and bottlenecks, MobileNetV2's inverted residuals, EfficientNet's MBConv blocks with
 // Squeeze-and-Excitation (global pool, broadcasting product), GoogLeNet's and Inception's
-// branches (pools, concatenation) and imported blocks of these ops, as
+// branches (pools, concatenation), ShuffleNetV2's (channel slices read in place or gathered, the
+// channel shuffle) and imported blocks of these ops, as
 // torch.autocast runs them and the CPU's run_blocks.cpp does under bf16-mixed. The graph is laid
 // out for bfloat16 (buildBlockGraph(..., BFloat16): arenas, saved tensors, float32 statistics);
 // every inner convolution runs on cuDNN in bfloat16 with float32 accumulation from its weights'
@@ -22,6 +23,7 @@
 #include "cuda_half.hpp"
 #include "kernels_half_conv.hpp"
 #include "remat/exec/block_buffers.hpp"
+#include "remat/gpu/cuda_check.hpp"
 #include "remat/model/operators.hpp"
 
 namespace remat::gpu {
@@ -39,6 +41,63 @@ kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   return kernels::Dims4{s[0], s[1], s[2], s[3]};
 }
 
+// The elements of one sample of tensor t, and between two samples of its buffer: its owner's
+// C * H * W (a channel slice, a view, is read in place, sample by sample).
+Index perSample(const BlockGraph& graph, std::size_t t) {
+  const Shape& shape = graph.tensors[t].shape;
+  return static_cast<Index>(elementCount(shape)) / shape[0];
+}
+Index sampleStride(const BlockGraph& graph, std::size_t t) { return perSample(graph, graph.owner(t)); }
+Index planeOf(const BlockGraph& graph, std::size_t t) {
+  const Shape& shape = graph.tensors[t].shape;
+  return shape[2] * shape[3];
+}
+
+// Input j of op as the contiguous tensor its kernel reads: a view the op cannot read in place
+// (block.hpp's gather offsets, in bytes of the bfloat16 graph) is first copied, sample by sample,
+// to its slot in the workspace (the float32 runner's contiguousInput).
+Status contiguousInput(const BlockGraph& graph, const BlockOp& op, std::size_t j, const void* values,
+                       std::uint64_t slot, std::byte* workspace, const LayerContext& c, const void*& out) {
+  out = values;
+  if (slot == kBlockNoOffset || values == nullptr) return Status::ok();
+  Bf16* copy = halves(workspace + slot);
+  const std::size_t t = op.inputs[j];
+  const Index width = perSample(graph, t);
+  REMAT_RETURN_IF_ERROR(kernels::copyOrAddRowsHalf(c.stream, graph.tensors[t].shape[0], width, halves(values),
+                                                   sampleStride(graph, t), copy, width, false));
+  out = copy;
+  return Status::ok();
+}
+
+// ShuffleNetV2's channel slice (forward only when it is the block's output, else a view: nothing to
+// run) and channel shuffle; backward: d(input) the gradient in the slice's channels, zero elsewhere
+// (or added), and the inverse permutation.
+Status channelOpForward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                        const void* in, void* out) {
+  const std::size_t t = op.inputs[0];
+  if (op.kind == BlockOpKind::Slice)
+    return kernels::copyOrAddRowsHalf(c.stream, o.batch, o.outPerSample,
+                                      halves(in) + op.layer.channelBegin * planeOf(graph, t), sampleStride(graph, t),
+                                      halves(out), o.outPerSample, false);
+  return kernels::channelShuffleForwardHalf(c.stream, o.batch, graph.tensors[op.output].shape[1], op.layer.groups,
+                                            planeOf(graph, op.output), halves(in), sampleStride(graph, t), halves(out));
+}
+
+Status channelOpBackward(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const LayerContext& c,
+                         const void* dOut, void* dIn) {
+  if (dIn == nullptr) return Status::ok();
+  const std::size_t t = op.inputs[0];
+  const bool accumulate = op.gradAccumulate[0];
+  if (op.kind == BlockOpKind::ChannelShuffle)
+    return kernels::channelShuffleBackwardHalf(c.stream, o.batch, graph.tensors[op.output].shape[1], op.layer.groups,
+                                               planeOf(graph, op.output), halves(dOut), halves(dIn), accumulate);
+  if (!accumulate)
+    REMAT_CUDA_CHECK(cudaMemsetAsync(dIn, 0, elementCount(graph.tensors[t].shape) * kHalfBytes, c.stream));
+  return kernels::copyOrAddRowsHalf(c.stream, o.batch, o.outPerSample, halves(dOut), o.outPerSample,
+                                    halves(dIn) + op.layer.channelBegin * planeOf(graph, t), perSample(graph, t),
+                                    accumulate);
+}
+
 // The inner ops with bfloat16 kernels here, beyond cuda_half.cpp's layout check (which admits
 // convolutions, batch norms, the add and the activations on contiguous tensors): a same-shape add,
 // an activation with a bfloat16 kernel.
@@ -46,7 +105,8 @@ Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerC
   const Shape& out = graph.tensors[op.output].shape;
   state.batch = out[0];
   state.outPerSample = state.count / out[0];
-  if (op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::Concat)
+  if (op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::Concat ||
+      op.kind == BlockOpKind::Slice || op.kind == BlockOpKind::ChannelShuffle)
     return Status::ok();
   if (op.kind == BlockOpKind::MaxPool || op.kind == BlockOpKind::AvgPool) {
     const Shape& in = graph.tensors[op.inputs[0]].shape;
@@ -128,9 +188,10 @@ Status concatForwardHalf(const BlockGraph& graph, const BlockOp& op, const Block
                          const BlockForwardTensors& tensors, void* out) {
   Index offset = 0;
   for (std::size_t in : op.inputs) {
-    const Index width = static_cast<Index>(elementCount(graph.tensors[in].shape)) / o.batch;
-    REMAT_RETURN_IF_ERROR(kernels::copyOrAddRowsHalf(c.stream, o.batch, width, halves(tensors.tensor(in)), width,
-                                                     halves(out) + offset, o.outPerSample, false));
+    const Index width = perSample(graph, in);
+    REMAT_RETURN_IF_ERROR(kernels::copyOrAddRowsHalf(c.stream, o.batch, width, halves(tensors.tensor(in)),
+                                                     sampleStride(graph, in), halves(out) + offset, o.outPerSample,
+                                                     false));
     offset += width;
   }
   return Status::ok();
@@ -152,15 +213,14 @@ Status concatBackwardHalf(const BlockGraph& graph, const BlockOp& op, const Bloc
 
 Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
                       ForwardMode mode, const LayerContext& c, const BlockForwardTensors& tensors,
-                      const ForwardBuffers& p) {
+                      const ForwardBuffers& p, const void* const inputs[2]) {
   void* out = tensors.tensor(op.output);
-  const void* in = tensors.tensor(op.inputs[0]);
+  const void* in = inputs[0];
   const float* w = p.params + o.weightOffset;
   switch (op.kind) {
     case BlockOpKind::Conv2d: return forwardInnerConv(op, o, block, mode, c, p, in, out);
     case BlockOpKind::BatchNorm: return o.bn->forwardHalf(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op));
-    case BlockOpKind::Add:
-      return kernels::addHalf(c.stream, o.count, halves(in), halves(tensors.tensor(op.inputs[1])), halves(out));
+    case BlockOpKind::Add: return kernels::addHalf(c.stream, o.count, halves(in), halves(inputs[1]), halves(out));
     case BlockOpKind::GlobalAvgPool:
       return kernels::globalAvgPoolForwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(in), halves(out));
     case BlockOpKind::MaxPool:  // keep mode: the argmax its backward reads, in E
@@ -168,41 +228,44 @@ Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpS
                                          reinterpret_cast<std::int64_t*>(tensors.stats(op)));
     case BlockOpKind::AvgPool: return kernels::avgPoolForwardHalf(c.stream, o.pool, halves(in), halves(out));
     case BlockOpKind::Concat: return concatForwardHalf(graph, op, o, c, tensors, out);
+    case BlockOpKind::Slice:
+    case BlockOpKind::ChannelShuffle: return channelOpForward(graph, op, o, c, in, out);
     case BlockOpKind::Mul:
       return kernels::mulForwardHalf(c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
-                                     dimsOf(graph, op.inputs[1]), halves(in), halves(tensors.tensor(op.inputs[1])),
-                                     halves(out));
+                                     dimsOf(graph, op.inputs[1]), halves(in), halves(inputs[1]), halves(out));
     default: return kernels::activationForwardHalf(c.stream, o.halfActivation, o.count, halves(in), halves(out));
   }
 }
 
 // y = a * b: each operand's gradient is d(y) times the other, summed where it was broadcast.
 Status mulBackwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
-                       const BlockBackwardTensors& tensors, const void* dOut) {
+                       const BlockBackwardTensors& tensors, const void* dOut, const void* const saved[2]) {
   for (std::size_t j = 0; j < 2; ++j) {
     void* d = tensors.grad(op.inputs[j]);
     if (d == nullptr) continue;
     const std::size_t other = op.inputs[1 - j];
     REMAT_RETURN_IF_ERROR(kernels::mulBackwardOperandHalf(
         c.stream, dimsOf(graph, op.output), dimsOf(graph, op.inputs[j]), dimsOf(graph, other), halves(dOut),
-        halves(tensors.value(other)), halves(d), op.gradAccumulate[j]));
+        halves(saved[1 - j]), halves(d), op.gradAccumulate[j]));
   }
   return Status::ok();
 }
 
+// One inner op's backward; saved[j] is input j as its backward reads it (contiguous), or null.
 Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
-                       const LayerContext& c, const BlockBackwardTensors& tensors, const BackwardBuffers& p) {
+                       const LayerContext& c, const BlockBackwardTensors& tensors, const BackwardBuffers& p,
+                       const void* const saved[2]) {
   const void* dOut = tensors.grad(op.output);
   void* dIn = tensors.grad(op.inputs[0]);
   const bool accumulate = op.gradAccumulate[0];
   switch (op.kind) {
-    case BlockOpKind::Conv2d: return backwardInnerConv(op, o, block, c, p, tensors.value(op.inputs[0]), dOut, dIn);
+    case BlockOpKind::Conv2d: return backwardInnerConv(op, o, block, c, p, saved[0], dOut, dIn);
     case BlockOpKind::BatchNorm: {
       if (dIn == nullptr) return Status::internal("inner batch norm '" + op.layer.name + "' without d(input)");
       const float* w = p.params + o.weightOffset;
       float* dw = p.paramGrads + o.weightOffset;
-      return o.bn->backwardHalf(c.cudnn, tensors.value(op.inputs[0]), dOut, w, tensors.stats(op), dIn, dw,
-                                dw + o.bn->channels(), accumulate);
+      return o.bn->backwardHalf(c.cudnn, saved[0], dOut, w, tensors.stats(op), dIn, dw, dw + o.bn->channels(),
+                                accumulate);
     }
     case BlockOpKind::Add:
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
@@ -216,7 +279,9 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
       if (dIn == nullptr) return Status::ok();
       return kernels::globalAvgPoolBackwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(dOut), halves(dIn),
                                                 accumulate);
-    case BlockOpKind::Mul: return mulBackwardHalf(graph, op, c, tensors, dOut);
+    case BlockOpKind::Mul: return mulBackwardHalf(graph, op, c, tensors, dOut, saved);
+    case BlockOpKind::Slice:
+    case BlockOpKind::ChannelShuffle: return channelOpBackward(graph, op, o, c, dOut, dIn);
     case BlockOpKind::MaxPool:
       if (dIn == nullptr) return Status::ok();
       return kernels::maxPoolBackwardHalf(c.stream, o.pool, reinterpret_cast<const std::int64_t*>(tensors.stats(op)),
@@ -228,8 +293,8 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
     default: {  // an activation: only the tensor its backward reads is there
       if (dIn == nullptr) return Status::ok();
       const bool fromOutput = operatorInfo(op.layer.kind).backwardReads == BackwardReads::Output;
-      const void* saved = fromOutput ? tensors.value(op.output) : tensors.value(op.inputs[0]);
-      return kernels::activationBackwardHalf(c.stream, o.halfActivation, o.count, halves(saved), halves(dOut),
+      const void* read = fromOutput ? tensors.value(op.output) : saved[0];
+      return kernels::activationBackwardHalf(c.stream, o.halfActivation, o.count, halves(read), halves(dOut),
                                              halves(dIn), accumulate);
     }
   }
@@ -289,9 +354,16 @@ Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContex
   const BlockForwardTensors tensors(graph, mode, p, ViewLayout::Nchw);
   const std::string where = "gpu: " + s.label;
   REMAT_RETURN_IF_ERROR(tensors.check(where));
-  for (std::size_t i = 0; i < graph.ops.size(); ++i)
-    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph, graph.ops[i], block.ops[i], block, mode, c, tensors, p)
-                              .withContext(where + ", inner op '" + graph.ops[i].layer.name + "'"));
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
+    const void* in[2] = {nullptr, nullptr};
+    for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
+      REMAT_RETURN_IF_ERROR(
+          contiguousInput(graph, op, j, tensors.tensor(op.inputs[j]), op.gatherOffset[j], p.workspace, c, in[j]));
+    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph, op, block.ops[i], block, mode, c, tensors, p, in)
+                              .withContext(where + ", inner op '" + op.layer.name + "'"));
+  }
   return Status::ok();
 }
 
@@ -304,7 +376,14 @@ Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const Backw
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
     REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-    REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p)
+    const void* saved[2] = {nullptr, nullptr};
+    const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
+    const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
+    for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
+      if (reads[j])
+        REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
+                                              p.workspace, c, saved[j]));
+    REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p, saved)
                               .withContext(where + ", inner op '" + op.layer.name + "'"));
   }
   return Status::ok();

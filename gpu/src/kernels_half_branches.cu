@@ -1,6 +1,7 @@
-// The pool branches and the concatenation of bfloat16 blocks (kernels_half_conv.hpp): the windows
-// and orders of kernels_pool.cu (the CPU's kernels_pool.cpp) on bfloat16 tensors, each output
-// summed in float32 and rounded once, as kernels_half.cu's kernels.
+// The pool branches, the concatenation and ShuffleNetV2's channel shuffle of bfloat16 blocks
+// (kernels_half_conv.hpp): the windows and orders of kernels_pool.cu (the CPU's kernels_pool.cpp)
+// and the permutation of kernels_channels.cu on bfloat16 tensors, each sum in float32 and rounded
+// once, as kernels_half.cu's kernels.
 #include "kernel_grid.cuh"
 #include "kernels_half_conv.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -115,6 +116,34 @@ __global__ void addRowsHalfKernel(Index rows, Index width, const Bf16* from, Ind
   }
 }
 
+__global__ void channelShuffleForwardHalfKernel(Index batch, Index channels, Index groups, Index plane, const Bf16* x,
+                                                Index xSampleStride, Bf16* y) {
+  const Index perGroup = channels / groups, count = batch * channels * plane;
+  for (Index at = firstIndex(); at < count; at += gridStride()) {
+    const Index p = at % plane, outChannel = (at / plane) % channels, n = at / (plane * channels);
+    const Index k = outChannel / groups, i = outChannel % groups;
+    y[at] = x[n * xSampleStride + (i * perGroup + k) * plane + p];
+  }
+}
+
+__global__ void channelShuffleBackwardHalfKernel(Index batch, Index channels, Index groups, Index plane, const Bf16* dy,
+                                                 Bf16* dx, bool accumulate) {
+  const Index perGroup = channels / groups, count = batch * channels * plane;
+  for (Index at = firstIndex(); at < count; at += gridStride()) {
+    const Index p = at % plane, inChannel = (at / plane) % channels, n = at / (plane * channels);
+    const Index i = inChannel / perGroup, k = inChannel % perGroup;
+    const Bf16 g = dy[(n * channels + k * groups + i) * plane + p];
+    dx[at] = accumulate ? h(f(dx[at]) + f(g)) : g;
+  }
+}
+
+Status checkGroups(Index channels, Index groups) {
+  if (groups < 1 || channels % groups != 0)
+    return Status::invalid("channel shuffle: " + std::to_string(channels) + " channels in " + std::to_string(groups) +
+                           " groups (the groups must divide the channels)");
+  return Status::ok();
+}
+
 Status checkGeometry(const PoolWindowGeometry& g, const char* what) {
   if (g.kernel < 1 || g.stride < 1 || g.padding < 0 || g.padding * 2 > g.kernel)
     return Status::invalid(std::string(what) + ": kernel " + std::to_string(g.kernel) + ", stride " +
@@ -161,6 +190,28 @@ Status avgPoolBackwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, con
   if (inputs(g) == 0) return Status::ok();
   avgPoolBackwardHalfKernel<<<blocksFor(inputs(g)), kThreads, 0, stream>>>(g, dy, dx, accumulate);
   REMAT_CUDA_CHECK_LAUNCH("avgPoolBackwardHalfKernel");
+  return Status::ok();
+}
+
+Status channelShuffleForwardHalf(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                                 const Bf16* x, Index xSampleStride, Bf16* y) {
+  REMAT_RETURN_IF_ERROR(checkGroups(channels, groups));
+  const Index count = batch * channels * plane;
+  if (count == 0) return Status::ok();
+  channelShuffleForwardHalfKernel<<<blocksFor(count), kThreads, 0, stream>>>(batch, channels, groups, plane, x,
+                                                                             xSampleStride, y);
+  REMAT_CUDA_CHECK_LAUNCH("channelShuffleForwardHalfKernel");
+  return Status::ok();
+}
+
+Status channelShuffleBackwardHalf(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                                  const Bf16* dy, Bf16* dx, bool accumulate) {
+  REMAT_RETURN_IF_ERROR(checkGroups(channels, groups));
+  const Index count = batch * channels * plane;
+  if (count == 0) return Status::ok();
+  channelShuffleBackwardHalfKernel<<<blocksFor(count), kThreads, 0, stream>>>(batch, channels, groups, plane, dy, dx,
+                                                                              accumulate);
+  REMAT_CUDA_CHECK_LAUNCH("channelShuffleBackwardHalfKernel");
   return Status::ok();
 }
 

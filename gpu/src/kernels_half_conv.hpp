@@ -43,5 +43,11 @@ Status avgPoolForwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, cons
 Status avgPoolBackwardHalf(cudaStream_t stream, const PoolWindowGeometry& g, const Bf16* dy, Bf16* dx, bool accumulate);
 Status copyOrAddRowsHalf(cudaStream_t stream, Index rows, Index width, const Bf16* from, Index fromStride, Bf16* to,
                          Index toStride, bool accumulate);
+// ShuffleNetV2's channel shuffle on bfloat16 (kernels.hpp's channelShuffleForward / Backward
+// rule: a permutation of channel planes; x's samples xSampleStride elements apart).
+Status channelShuffleForwardHalf(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                                 const Bf16* x, Index xSampleStride, Bf16* y);
+Status channelShuffleBackwardHalf(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
+                                  const Bf16* dy, Bf16* dx, bool accumulate);
 
 }  // namespace remat::gpu::kernels
