@@ -45,6 +45,7 @@ struct BlockOpState {
   Index halfWeights = 0;
   std::uint64_t halfCopyOffset = 0;
   kernels::HalfActivationFn halfActivation;
+  kernels::Dims4 halfNorm;  // a batch norm's input (kernels_half_norm.cu)
 };
 
 struct BlockState {
@@ -87,6 +88,7 @@ struct LayerState {
   // (discard mode), the backward's [half dW][half d(input) at bwdInputGradOffset, when it casts];
   // cuDNN's scratch after them at these 256-byte-aligned offsets.
   std::uint64_t halfFwdScratchOffset = 0, halfBwdInputGradOffset = 0, halfBwdScratchOffset = 0;
+  kernels::Dims4 halfNorm;  // a bfloat16 batch norm's input (kernels_half_norm.cu)
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -147,7 +149,6 @@ Result<ConvGeometry> convGeometry(const LayerSpec& spec, const Shape& in);
 AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBytes, std::uint64_t fwdOffset,
                            std::uint64_t bwdBytes, std::uint64_t bwdOffset);
 Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state);
-Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& check, LayerState& state);
 
 }  // namespace remat::gpu
 

@@ -32,6 +32,7 @@ namespace {
 using kernels::Bf16;
 
 constexpr std::uint64_t kHalfBytes = 2;
+constexpr float kEpsilon = static_cast<float>(BatchNormOp::kEpsilon);  // the float32 path's
 
 const Bf16* halves(const void* data) { return static_cast<const Bf16*>(data); }
 Bf16* halves(void* data) { return static_cast<Bf16*>(data); }
@@ -219,7 +220,9 @@ Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpS
   const float* w = p.params + o.weightOffset;
   switch (op.kind) {
     case BlockOpKind::Conv2d: return forwardInnerConv(op, o, block, mode, c, p, in, out);
-    case BlockOpKind::BatchNorm: return o.bn->forwardHalf(c.cudnn, in, w, w + o.bn->channels(), out, tensors.stats(op));
+    case BlockOpKind::BatchNorm:
+      return kernels::batchNormForwardHalf(c.stream, o.halfNorm, kEpsilon, halves(in), w, w + o.halfNorm.c, halves(out),
+                                           tensors.stats(op));
     case BlockOpKind::Add: return kernels::addHalf(c.stream, o.count, halves(in), halves(inputs[1]), halves(out));
     case BlockOpKind::GlobalAvgPool:
       return kernels::globalAvgPoolForwardHalf(c.stream, dimsOf(graph, op.inputs[0]), halves(in), halves(out));
@@ -264,8 +267,8 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
       if (dIn == nullptr) return Status::internal("inner batch norm '" + op.layer.name + "' without d(input)");
       const float* w = p.params + o.weightOffset;
       float* dw = p.paramGrads + o.weightOffset;
-      return o.bn->backwardHalf(c.cudnn, saved[0], dOut, w, tensors.stats(op), dIn, dw, dw + o.bn->channels(),
-                                accumulate);
+      return kernels::batchNormBackwardHalf(c.stream, o.halfNorm, halves(saved[0]), halves(dOut), w, tensors.stats(op),
+                                            halves(dIn), dw, dw + o.halfNorm.c, accumulate);
     }
     case BlockOpKind::Add:
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
@@ -332,9 +335,7 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
     } else if (op.kind == BlockOpKind::BatchNorm) {
       auto dims = toDims4(in);
       if (!dims) return check.fail("inner batch norm '" + op.layer.name + "': " + dims.status().message());
-      auto bn = BatchNormOp::create(*dims, true);
-      if (!bn) return bn.status().withContext("gpu: " + state.label);
-      s.bn = std::move(*bn);
+      s.halfNorm = kernels::Dims4{dims->n, dims->c, dims->h, dims->w};
     } else {
       REMAT_RETURN_IF_ERROR(checkHalfInnerOp(*graph, op, check, s));
     }

@@ -1,7 +1,7 @@
 // bf16-mixed's CNN layers on the GPU (cuda_device_impl.hpp, docs/gpu.md): conv2d on cuDNN with
 // bfloat16 tensors and float32 accumulation, batch norm on bfloat16 data with float32 parameters
-// and statistics, max and average pooling on cuDNN and the adaptive average pool's own kernel, all
-// on bfloat16 tensors, as torch.autocast runs them on CUDA (the CPU's run_half.cpp alike).
+// and statistics (an own kernel, kernels_half_norm.cu), max and average pooling on cuDNN and the adaptive average
+// pool's own kernel, all on bfloat16 tensors, as torch.autocast runs them on CUDA (the CPU's run_half.cpp alike).
 //
 // A conv2d's E, keep mode: [the input's bfloat16 cast, when it reads a float32 input][the weight's
 // bfloat16 copy] (autocastCastsOf); a discard-mode forward makes both at the start of its
@@ -20,7 +20,8 @@ namespace {
 using kernels::Bf16;
 
 constexpr std::uint64_t kHalfBytes = 2;
-constexpr std::uint64_t kScratchAlignBytes = 256;  // cuDNN's workspaces, as the blocks' scratch
+constexpr std::uint64_t kScratchAlignBytes = 256;                      // cuDNN's workspaces, as the blocks' scratch
+constexpr float kEpsilon = static_cast<float>(BatchNormOp::kEpsilon);  // the float32 path's
 
 const Bf16* halves(const void* data) { return static_cast<const Bf16*>(data); }
 Bf16* halves(void* data) { return static_cast<Bf16*>(data); }
@@ -119,7 +120,12 @@ Status prepareHalfCnnLayer(const Chain& chain, std::size_t l, const LayerSpec& s
   const Shape& out = layer.outputShape;
   switch (layer.kind) {
     case LayerKind::Conv2d: return prepareHalfConv(chain, l, spec, context, options, check, params, state);
-    case LayerKind::BatchNorm: return prepareBatchNorm(chain, l, check, state);
+    case LayerKind::BatchNorm: {
+      auto dims = toDims4(in);
+      if (!dims) return check.fail(dims.status().message());
+      state.halfNorm = kernels::Dims4{dims->n, dims->c, dims->h, dims->w};
+      return Status::ok();
+    }
     case LayerKind::MaxPool:
     case LayerKind::AvgPool: return preparePool(layer, spec, check, state);
     case LayerKind::AdaptiveAvgPool:
@@ -135,8 +141,9 @@ Status forwardHalfCnnLayer(const LayerState& s, ForwardMode mode, const LayerCon
   switch (s.kind) {
     case LayerKind::Conv2d: return convForwardHalf(s, mode, c, p);
     case LayerKind::BatchNorm:
-      return s.bn->forwardHalf(c.cudnn, p.x, p.params, p.params + s.bn->channels(), p.y,
-                               keep ? reinterpret_cast<float*>(p.extra) : nullptr);
+      return kernels::batchNormForwardHalf(c.stream, s.halfNorm, kEpsilon, halves(p.x), p.params,
+                                           p.params + s.halfNorm.c, halves(p.y),
+                                           keep ? reinterpret_cast<float*>(p.extra) : nullptr);
     case LayerKind::MaxPool:
       // As float32's: the model keeps x and E (PyTorch's int64 indices, 8 bytes per output), not y,
       // which cuDNN's backward reads; a keep-mode forward copies the bfloat16 y into E.
@@ -157,8 +164,9 @@ Status backwardHalfCnnLayer(const LayerState& s, const LayerContext& c, const Ba
   if (s.kind == LayerKind::BatchNorm) {
     // A bfloat16 batch norm reads a bfloat16 activation, never the float32 input x0: it has a d(input).
     if (p.dx == nullptr) return Status::internal("gpu: " + s.label + ": bfloat16 batch norm backward without dx");
-    return s.bn->backwardHalf(c.cudnn, p.x, p.dy, p.params, reinterpret_cast<const float*>(p.extra), p.dx, p.paramGrads,
-                              p.paramGrads + s.bn->channels());
+    return kernels::batchNormBackwardHalf(c.stream, s.halfNorm, halves(p.x), halves(p.dy), p.params,
+                                          reinterpret_cast<const float*>(p.extra), halves(p.dx), p.paramGrads,
+                                          p.paramGrads + s.halfNorm.c, false);
   }
   if (p.dx == nullptr) return Status::ok();
   switch (s.kind) {

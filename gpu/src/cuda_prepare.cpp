@@ -205,13 +205,14 @@ Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
   return Status::ok();
 }
 
+namespace {
+
 // Layer 1's input needs no gradient, but cuDNN's batch-norm backward always writes dx: it goes to
-// the workspace, which the chain must then hold. A bfloat16 layer (state.half) normalises
-// bfloat16 tensors with float32 parameters and statistics.
+// the workspace, which the chain must then hold.
 Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& check, LayerState& state) {
   auto dims = toDims4(chain.layers[l - 1].inputShape);
   if (!dims) return check.fail(dims.status().message());
-  auto bn = BatchNormOp::create(*dims, state.half);
+  auto bn = BatchNormOp::create(*dims);
   if (!bn) return bn.status().withContext("gpu: " + state.label);
   state.bn = std::move(*bn);
   if (l == 1) {
@@ -220,8 +221,6 @@ Status prepareBatchNorm(const Chain& chain, std::size_t l, const LayerChecks& ch
   }
   return Status::ok();
 }
-
-namespace {
 
 Status prepareLinear(const ChainLayer& layer, const LayerChecks& check, const PrimitiveParameters& params,
                      LayerState& state) {

@@ -1,8 +1,8 @@
 // bf16-mixed's cuDNN calls (cudnn_ops.hpp): the float32 ops' descriptors and algorithms, made with
-// bfloat16 tensors (ConvGeometry::bfloat16, PoolGeometry::bfloat16, BatchNormOp::create(dims,
-// true)), called on bfloat16 data. cuDNN's scaling factors stay float (its rule for half data), and
-// the convolution descriptors compute in float32, so every sum is float32 and each output is
-// rounded once to bfloat16, as torch.autocast's convolution on cuDNN.
+// bfloat16 tensors (ConvGeometry::bfloat16, PoolGeometry::bfloat16), called on bfloat16 data (batch
+// norm is an own kernel, kernels_half_norm.cu, as PyTorch keeps bfloat16 off cuDNN's). cuDNN's scaling factors stay
+// float (its rule for half data), and the convolution descriptors compute in float32, so every sum is float32 and each
+// output is rounded once to bfloat16, as torch.autocast's convolution on cuDNN.
 #include "remat/gpu/cuda_check.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
 
@@ -53,25 +53,6 @@ Status PoolOp::backwardHalf(cudnnHandle_t handle, const void* x, const void* y, 
   }
   REMAT_CUDNN_CHECK(cudnnPoolingBackward(handle, pool_.get(), &kOne, yDesc_.get(), y, yDesc_.get(), dy, xDesc_.get(), x,
                                          &kZero, xDesc_.get(), dx));
-  return Status::ok();
-}
-
-Status BatchNormOp::forwardHalf(cudnnHandle_t handle, const void* x, const float* gamma, const float* beta, void* y,
-                                float* stats) const {
-  float* mean = stats;
-  float* invStd = stats != nullptr ? stats + dims_.c : nullptr;
-  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(handle, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xDesc_.get(),
-                                                           x, xDesc_.get(), y, channelDesc_.get(), gamma, beta, 0.0,
-                                                           nullptr, nullptr, kEpsilon, mean, invStd));
-  return Status::ok();
-}
-
-Status BatchNormOp::backwardHalf(cudnnHandle_t handle, const void* x, const void* dy, const float* gamma,
-                                 const float* stats, void* dx, float* dgamma, float* dbeta, bool accumulate) const {
-  // dgamma and dbeta are added into (beta 1), as every parameter gradient; dx written or added into.
-  REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      handle, CUDNN_BATCHNORM_SPATIAL, &kOne, accumulate ? &kOne : &kZero, &kOne, &kOne, xDesc_.get(), x, xDesc_.get(),
-      dy, xDesc_.get(), dx, channelDesc_.get(), gamma, dgamma, dbeta, kEpsilon, stats, stats + dims_.c));
   return Status::ok();
 }
 

@@ -284,10 +284,10 @@ Status PoolOp::backward(cudnnHandle_t handle, const float* x, const float* y, co
 
 // --- BatchNormOp -------------------------------------------------------------------------------
 
-Result<BatchNormOp> BatchNormOp::create(const Dims4& dims, bool bfloat16) {
+Result<BatchNormOp> BatchNormOp::create(const Dims4& dims) {
   BatchNormOp op;
   op.dims_ = dims;
-  auto x = createTensorDescriptor(dims, bfloat16);
+  auto x = createTensorDescriptor(dims);
   if (!x) return x.status();
   op.xDesc_ = std::move(*x);
   auto c = createChannelDescriptor(dims.c);

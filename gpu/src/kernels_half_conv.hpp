@@ -50,4 +50,14 @@ Status channelShuffleForwardHalf(cudaStream_t stream, Index batch, Index channel
 Status channelShuffleBackwardHalf(cudaStream_t stream, Index batch, Index channels, Index groups, Index plane,
                                   const Bf16* dy, Bf16* dx, bool accumulate);
 
+// Batch normalisation in training mode on bfloat16 data (kernels_half_norm.cu): per channel c over
+// N, H, W, y = bfloat16((x - mean) * invStd * gamma[c] + beta[c]) with the biased variance and
+// float32 statistics, saved (mean then inverse std, 2 * C floats) when stats is not null; the
+// backward reads them, writes (or adds into) dx in bfloat16 and adds the float32 gamma and beta
+// gradients.
+Status batchNormForwardHalf(cudaStream_t stream, const Dims4& d, float epsilon, const Bf16* x, const float* gamma,
+                            const float* beta, Bf16* y, float* stats);
+Status batchNormBackwardHalf(cudaStream_t stream, const Dims4& d, const Bf16* x, const Bf16* dy, const float* gamma,
+                             const float* stats, Bf16* dx, float* dgamma, float* dbeta, bool accumulate);
+
 }  // namespace remat::gpu::kernels

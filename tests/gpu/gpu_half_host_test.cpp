@@ -276,8 +276,8 @@ TEST(GpuHalfHost, AMultilayerPerceptronPreparesInBfloat16) {
 
 // A plain CNN runs in bfloat16 on the GPU: nothing refuses it before its first convolution asks
 // cuDNN for algorithms (which needs a device: without a handle that query is what fails, naming the
-// layer). The layers after the stem prepare on the host: batch norm and the pools with bfloat16
-// cuDNN ops and no workspace, the adaptive pool with its geometry, the linear from a bfloat16 input.
+// layer). The layers after the stem prepare on the host: batch norm (an own kernel) and the pools
+// (bfloat16 cuDNN ops) with no workspace, the adaptive pool with its geometry, the linear from a bfloat16 input.
 constexpr const char* kPlainCnn = R"({
   "format": "remat-chain/1", "name": "plain_cnn", "input": {"shape": [4, 3, 16, 16], "dtype": "float32"},
   "layers": [
@@ -315,7 +315,9 @@ TEST(GpuHalfHost, APlainCnnPreparesInBfloat16) {
     EXPECT_EQ(s.requiredFwdWorkspace, 0u) << s.label;
     EXPECT_EQ(s.requiredBwdWorkspace, 0u) << s.label;
   }
-  EXPECT_TRUE(layers[2].bn.has_value());
+  EXPECT_EQ(layers[2].halfNorm.n, 4);  // bn1: its own bfloat16 kernel over [4, 8, 16, 16]
+  EXPECT_EQ(layers[2].halfNorm.c, 8);
+  EXPECT_EQ(layers[2].halfNorm.h * layers[2].halfNorm.w, 256);
   EXPECT_FALSE(layers[2].dxInWorkspace);
   ASSERT_TRUE(layers[4].pool.has_value());
   EXPECT_EQ(layers[4].pool->outputDims(), (Dims4{4, 8, 8, 8}));

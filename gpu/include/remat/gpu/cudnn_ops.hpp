@@ -127,9 +127,7 @@ class PoolOp {
 class BatchNormOp {
  public:
   static constexpr double kEpsilon = 1e-5;
-  // bfloat16: x, y, dy and dx in bfloat16 (bf16-mixed), gamma, beta, their gradients and the
-  // statistics float32 as cuDNN wants for half data (and PyTorch keeps them).
-  static Result<BatchNormOp> create(const Dims4& dims, bool bfloat16 = false);
+  static Result<BatchNormOp> create(const Dims4& dims);
   int channels() const { return dims_.c; }
   // stats is null in discard mode (nothing saved), else 2 * C floats: mean then inverse std.
   Status forward(cudnnHandle_t handle, const float* x, const float* gamma, const float* beta, float* y,
@@ -137,11 +135,6 @@ class BatchNormOp {
   // dx written (added into when accumulate); dgamma, dbeta added into.
   Status backward(cudnnHandle_t handle, const float* x, const float* dy, const float* gamma, const float* stats,
                   float* dx, float* dgamma, float* dbeta, bool accumulate = false) const;
-  // The same on bfloat16 x, y, dy, dx (create(dims, true); cudnn_half_ops.cpp).
-  Status forwardHalf(cudnnHandle_t handle, const void* x, const float* gamma, const float* beta, void* y,
-                     float* stats) const;
-  Status backwardHalf(cudnnHandle_t handle, const void* x, const void* dy, const float* gamma, const float* stats,
-                      void* dx, float* dgamma, float* dbeta, bool accumulate = false) const;
 
  private:
   BatchNormOp() = default;
