@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_half.hpp"
 #include "kernels.hpp"
 #include "kernels_half.hpp"
 #include "remat/exec/device_calls.hpp"
@@ -84,6 +85,7 @@ struct LayerState {
   // bf16-mixed (cuda_half.hpp): x(l) is bfloat16; a bfloat16 layer reading a float32 input casts it.
   bool half = false;
   bool castsInput = false;
+  bool castsFromHalf = false;  // a float32 layer norm reading a bfloat16 input: from its float32 copy
   // A bfloat16 conv2d's workspaces (cuda_half_conv.cpp): the forward's [input cast][weight copy]
   // (discard mode), the backward's [half dW][half d(input) at bwdInputGradOffset, when it casts];
   // cuDNN's scratch after them at these 256-byte-aligned offsets.
@@ -129,6 +131,16 @@ Status prepareHalfCnnLayer(const Chain& chain, std::size_t l, const LayerSpec& s
 Status forwardHalfCnnLayer(const LayerState& layer, ForwardMode mode, const LayerContext& context,
                            const ForwardBuffers& p);
 Status backwardHalfCnnLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+// bf16-mixed's layer norm after a bfloat16 layer (cuda_half_run.cpp; autocast's fp32 list): the
+// float32 kernels on a float32 copy of the input, saved in E after the statistics (a discard-mode
+// forward makes it at the start of its workspace), d(input) made in float32 in the backward's
+// workspace and cast to bfloat16.
+Status prepareLayerNormFromHalf(const Chain& chain, std::size_t l, const LayerState& prev, const HalfMode& mode,
+                                const LayerChecks& check, LayerState& state);
+Status forwardLayerNormFromHalf(const LayerState& layer, ForwardMode mode, const LayerContext& context,
+                                const ForwardBuffers& p);
+Status backwardLayerNormFromHalf(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
 // The bfloat16 kernel of an activation kind (an internal error for others).
 Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
 

@@ -293,13 +293,14 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    if (layer.kind == LayerKind::Abstract || (!mode.castsFromHalf && (!mode.half || runsHalf(layer.kind)))) continue;
+    const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm : !mode.half || runsHalf(layer.kind);
+    if (layer.kind == LayerKind::Abstract || runs) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
                       " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
-                      "the activations and residual blocks run; layer norm's float32 cast is checked only); plan "
-                      "and simulate it, run it with --device cpu, or run it as fp32");
+                      "the activations, layer norm and the CNN blocks run); plan and simulate it, run it with "
+                      "--device cpu, or run it as fp32");
   }
   return Status::ok();
 }
@@ -358,8 +359,9 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
     if (firstReal) REMAT_RETURN_IF_ERROR(checkHalfChainRuns(chain, l));
     auto mode = halfModeOf(chain, layer, prev.half, check);
     if (!mode) return mode.status();
-    if (mode->half) {
-      REMAT_RETURN_IF_ERROR(prepareHalfLayer(chain, l, prev, *mode, context, options, check, state));
+    if (mode->half || mode->castsFromHalf) {
+      REMAT_RETURN_IF_ERROR(mode->half ? prepareHalfLayer(chain, l, prev, *mode, context, options, check, state)
+                                       : prepareLayerNormFromHalf(chain, l, prev, *mode, check, state));
       layers.push_back(std::move(state));
       return Status::ok();
     }

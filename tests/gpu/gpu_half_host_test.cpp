@@ -235,9 +235,9 @@ TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
       << layers.status().message();
 }
 
-// Linears, the activations and dropout run: each bfloat16 layer prepared with its copies' workspace
-// (a discard-mode forward's input cast and weight copy; the backward's bfloat16 weight gradient and,
-// after a float32 layer, the bfloat16 d(input) before its cast).
+// Linears, the activations, dropout and layer norm run: each bfloat16 layer prepared with its
+// copies' workspace (a discard-mode forward's input cast and weight copy; the backward's bfloat16
+// weight gradient and, after a float32 layer, the bfloat16 d(input) before its cast).
 TEST(GpuHalfHost, AMultilayerPerceptronPreparesInBfloat16) {
   const Chain chain = mixed(R"({
     "format": "remat-chain/1", "name": "mlp", "input": {"shape": [8, 192], "dtype": "float32"},
@@ -247,11 +247,19 @@ TEST(GpuHalfHost, AMultilayerPerceptronPreparesInBfloat16) {
       {"kind": "linear", "name": "fc2", "out_features": 10, "bias": false}]})");
   auto modes = checkHalfChain(chain);
   ASSERT_TRUE(modes.isOk()) << modes.status().message();
-  // ln (layer 4) runs float32 from a cast copy, which has no GPU kernel yet: refused naming it.
-  auto refused = prepareAll(chain);
-  ASSERT_FALSE(refused.isOk());
-  EXPECT_NE(refused.status().message().find("layer 4 ('ln', layernorm) has no bfloat16 kernels"), std::string::npos)
-      << refused.status().message();
+  // ln (layer 4) runs float32 from a float32 copy of its bfloat16 input, kept in E after its
+  // statistics (or made in a discard-mode forward's workspace); its float32 d(input) is made in
+  // the backward's workspace and cast. fc2 reads ln's float32 output: it casts it.
+  auto normed = prepareAll(chain);
+  ASSERT_TRUE(normed.isOk()) << normed.status().message();
+  const LayerState& ln = (*normed)[4];
+  EXPECT_TRUE(ln.castsFromHalf && !ln.half);
+  EXPECT_EQ(ln.requiredFwdWorkspace, 8u * 96 * 4);
+  EXPECT_EQ(ln.requiredBwdWorkspace, 8u * 96 * 4);
+  EXPECT_EQ(chain.layers[3].numbers.extraBytes, 2u * 8 * 4 + 8u * 96 * 4);  // [mean, rstd][the copy]
+  const LayerState& cast = (*normed)[5];
+  EXPECT_TRUE(cast.half && cast.castsInput);
+  EXPECT_EQ(cast.requiredBwdWorkspace, 10u * 96 * 2 + 8u * 96 * 2);  // dW, then d(input) before its cast
   const Chain runnable = mixed(R"({
     "format": "remat-chain/1", "name": "mlp", "input": {"shape": [8, 192], "dtype": "float32"},
     "layers": [
