@@ -99,9 +99,8 @@ Status channelOpBackward(const BlockGraph& graph, const BlockOp& op, const Block
                                     accumulate);
 }
 
-// The inner ops with bfloat16 kernels here, beyond cuda_half.cpp's layout check (which admits
-// convolutions, batch norms, the add and the activations on contiguous tensors): a same-shape add,
-// an activation with a bfloat16 kernel.
+// The state of an inner op other than a convolution or batch norm, and what cuda_half.cpp's layout
+// check does not refuse by kind: a broadcasting add, an activation without a bfloat16 kernel.
 Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerChecks& check, BlockOpState& state) {
   const Shape& out = graph.tensors[op.output].shape;
   state.batch = out[0];
@@ -311,6 +310,9 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
   // The model's numbers against the bfloat16 graph and its weight copies (cuda_half.cpp), which
   // also refuses a block reading a float32 input and the inner ops without a bfloat16 layout.
   REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, HalfMode{true, state.castsInput, false}, check));
+  if (layer.inputShape.size() != 4)  // as the float32 blocks: NCHW
+    return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
+                      " yet; plan and simulate it, or run it on the CPU");
   auto graph = buildBlockGraph(spec, layer.inputShape, DType::BFloat16);
   if (!graph) return check.fail(graph.status().message());
   BlockState block;
