@@ -1,8 +1,9 @@
 // bf16-mixed's batch normalisation in training mode (kernels_half_conv.hpp): bfloat16 x, y, dy, dx
-// with float32 scale, bias, their gradients and the saved mean and inverse standard deviation,
-// PyTorch's CUDA batch norm on a bfloat16 input (whose cuDNN path PyTorch does not take for
-// bfloat16, so neither do we). One block per channel, sums over the N * H * W elements in float32
-// through a fixed reduction tree: bitwise reproducible, no atomics.
+// with float32 scale, bias, their gradients and the saved mean and inverse standard deviation, as
+// PyTorch's CUDA batch norm on a bfloat16 input under autocast. An own kernel rather than cuDNN's
+// legacy batch norm, whose bfloat16 support could not be checked without a device. One block per
+// channel, sums over the N * H * W elements in float32 through a fixed reduction tree: bitwise
+// reproducible, no atomics.
 #include "kernels_half_conv.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
