@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda_half.hpp"
 #include "kernels.hpp"
+#include "kernels_half.hpp"
 #include "remat/exec/device_calls.hpp"
+#include "remat/exec/layer_checks.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
 #include "remat/model/block.hpp"
@@ -38,6 +41,12 @@ struct BlockOpState {
   Index batch = 0;         // Concat: N, and C * H * W of the output
   Index outPerSample = 0;
   kernels::PoolWindowGeometry pool;  // MaxPool, AvgPool
+  // bf16-mixed (cuda_half_blocks.cpp): a convolution's weight count and its bfloat16 copy's offset
+  // in E (after the graph's saved tensors); an activation's bfloat16 kernel.
+  Index halfWeights = 0;
+  std::uint64_t halfCopyOffset = 0;
+  kernels::HalfActivationFn halfActivation;
+  kernels::Dims4 halfNorm;  // a batch norm's input (kernels_half_norm.cu)
 };
 
 struct BlockState {
@@ -46,6 +55,9 @@ struct BlockState {
   // cuDNN's scratch for the inner convolutions sits after the arenas, at an aligned offset.
   std::uint64_t fwdScratchOffset = 0, fwdScratchBytes = 0;
   std::uint64_t bwdScratchOffset = 0, bwdScratchBytes = 0;
+  // bf16-mixed: the scratch starts with a region for the largest inner weight copy (a discard-mode
+  // forward) or bfloat16 weight gradient (the backward), cuDNN's after it.
+  std::uint64_t halfRegionBytes = 0;
 };
 
 struct LayerState {
@@ -73,6 +85,12 @@ struct LayerState {
   // bf16-mixed (cuda_half.hpp): x(l) is bfloat16; a bfloat16 layer reading a float32 input casts it.
   bool half = false;
   bool castsInput = false;
+  bool castsFromHalf = false;  // a float32 layer norm reading a bfloat16 input: from its float32 copy
+  // A bfloat16 conv2d's workspaces (cuda_half_conv.cpp): the forward's [input cast][weight copy]
+  // (discard mode), the backward's [half dW][half d(input) at bwdInputGradOffset, when it casts];
+  // cuDNN's scratch after them at these 256-byte-aligned offsets.
+  std::uint64_t halfFwdScratchOffset = 0, halfBwdInputGradOffset = 0, halfBwdScratchOffset = 0;
+  kernels::Dims4 halfNorm;  // a bfloat16 batch norm's input (kernels_half_norm.cu)
   // Layer 1 batch norm: cuDNN always writes dx, so its backward puts it in the workspace.
   bool dxInWorkspace = false;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -99,6 +117,50 @@ std::uint64_t halfBackwardWorkspaceBytes(const LayerState& layer, bool hasInputG
 Status forwardHalfLayer(const LayerState& layer, std::size_t l, ForwardMode mode, std::uint64_t seed,
                         const LayerContext& context, const ForwardBuffers& p);
 Status backwardHalfLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
+// bf16-mixed's CNN kinds (cuda_half_conv.cpp): conv2d on cuDNN in bfloat16 with float32
+// accumulation, batch norm on bfloat16 data with float32 parameters and statistics, max and
+// average pooling on cuDNN and the adaptive average pool's own kernel, in bfloat16.
+bool runsHalfCnn(LayerKind kind);
+// A bfloat16 conv2d's workspace offsets (the comment at halfFwdScratchOffset) from its castsInput,
+// inCount and weight count; hasInputGradient is false for layer 1.
+void setHalfConvOffsets(LayerState& state, std::uint64_t weights, bool hasInputGradient);
+Status prepareHalfCnnLayer(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
+                           const CudaDeviceOptions& options, const LayerChecks& check,
+                           const PrimitiveParameters& params, LayerState& state);
+Status forwardHalfCnnLayer(const LayerState& layer, ForwardMode mode, const LayerContext& context,
+                           const ForwardBuffers& p);
+Status backwardHalfCnnLayer(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+// bf16-mixed's layer norm after a bfloat16 layer (cuda_half_run.cpp; autocast's fp32 list): the
+// float32 kernels on a float32 copy of the input, saved in E after the statistics (a discard-mode
+// forward makes it at the start of its workspace), d(input) made in float32 in the backward's
+// workspace and cast to bfloat16.
+Status prepareLayerNormFromHalf(const Chain& chain, std::size_t l, const LayerState& prev, const HalfMode& mode,
+                                const LayerChecks& check, LayerState& state);
+Status forwardLayerNormFromHalf(const LayerState& layer, ForwardMode mode, const LayerContext& context,
+                                const ForwardBuffers& p);
+Status backwardLayerNormFromHalf(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
+// The bfloat16 kernel of an activation kind (an internal error for others).
+Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
+
+// bf16-mixed's residual blocks (cuda_half_blocks.cpp): the bfloat16 graph's arenas, its inner
+// convolutions on cuDNN in bfloat16 from their weight copies (in E after the graph's saved
+// tensors), batch norms, the residual add and the activations in bfloat16.
+Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
+                        const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state);
+Status forwardHalfBlock(const LayerState& layer, ForwardMode mode, const LayerContext& context,
+                        const ForwardBuffers& p);
+Status backwardHalfBlock(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
+// cuda_prepare.cpp's helpers that bf16-mixed's layers share.
+std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment);
+Result<ConvGeometry> convGeometry(const LayerSpec& spec, const Shape& in);
+// The workspace a convolution's algorithms may use: the chain's wf / wb past the offsets (policy
+// Chain), or the cap (policy Profile).
+AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBytes, std::uint64_t fwdOffset,
+                           std::uint64_t bwdBytes, std::uint64_t bwdOffset);
+Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state);
 
 }  // namespace remat::gpu
 

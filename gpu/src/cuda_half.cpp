@@ -40,17 +40,18 @@ Status refuse(const LayerChecks& check, const std::string& what) {
                     "and residual blocks have one); plan and simulate it, or run it with --device cpu");
 }
 
-// A half block's inner ops: convolutions, batch norms, the residual add and the activations, on
-// contiguous tensors (no channel views or gathered copies): ResNet's and MobileNetV2's blocks (the
-// CPU runs more in bfloat16: SE, pool branches, channel views and shuffles).
+// A half block's inner ops: convolutions, batch norms, the residual add, the activations,
+// Squeeze-and-Excitation's global pool and broadcasting product, the pool branches, the
+// concatenation and ShuffleNetV2's channel slices and shuffle (every zoo CNN's blocks but
+// ConvNeXt's, whose layer norm and layer scale have no bfloat16 kernels on the CPU either).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
-    bool supported = op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm ||
-                     op.kind == BlockOpKind::Add || (kind && isPointwise(*kind));
-    supported = supported && !graph.tensors[op.output].isView();
-    for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      supported = supported && op.gatherOffset[j] == kBlockNoOffset && op.gatherGradOffset[j] == kBlockNoOffset;
+    const bool supported =
+        op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm || op.kind == BlockOpKind::Add ||
+        op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
+        op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat || op.kind == BlockOpKind::Slice ||
+        op.kind == BlockOpKind::ChannelShuffle || (kind && isPointwise(*kind));
     if (!supported)
       return refuse(check,
                     "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")");
@@ -117,12 +118,8 @@ Status checkHalfLayer(const Chain& chain, std::size_t l, const HalfMode& mode, c
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   if (isComposite(layer.kind)) return checkHalfBlock(layer, spec, mode, check);
-  const Shape& in = layer.inputShape;
-  const Shape& out = layer.outputShape;
-  // bfloat16's adaptive pool is an average pool over whole windows (the CPU's rule alike).
-  if (mode.half && layer.kind == LayerKind::AdaptiveAvgPool &&
-      (in.size() != 4 || out.size() != 4 || out[2] == 0 || out[3] == 0 || in[2] % out[2] != 0 || in[3] % out[3] != 0))
-    return refuse(check, "an adaptive average pool whose windows do not tile its input");
+  // (bfloat16's adaptive pool takes PyTorch's bins, overlapping or not: kernels_half_pool.cu, as
+  // the CPU's own kernel for VGG's and AlexNet's 7x7 of a smaller map.)
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   return params ? Status::ok() : params.status();
 }

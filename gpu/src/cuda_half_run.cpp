@@ -76,7 +76,9 @@ Status linearBackwardHalf(const LayerState& s, const LayerContext& c, const Back
   return Status::ok();
 }
 
-Result<kernels::HalfActivationFn> activationOf(LayerKind kind) {
+}  // namespace
+
+Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind) {
   using kernels::HalfActivation;
   using kernels::Pointwise;
   switch (kind) {
@@ -92,9 +94,10 @@ Result<kernels::HalfActivationFn> activationOf(LayerKind kind) {
   }
 }
 
-}  // namespace
-
-bool runsHalf(LayerKind kind) { return kind == LayerKind::Linear || kind == LayerKind::Dropout || isPointwise(kind); }
+bool runsHalf(LayerKind kind) {
+  return kind == LayerKind::Linear || kind == LayerKind::Dropout || isPointwise(kind) || runsHalfCnn(kind) ||
+         isComposite(kind);
+}
 
 std::uint64_t halfForwardWorkspaceBytes(const LayerState& s) {
   if (s.kind != LayerKind::Linear) return 0;
@@ -110,23 +113,72 @@ std::uint64_t halfBackwardWorkspaceBytes(const LayerState& s, bool hasInputGradi
 Status forwardHalfLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
                         const ForwardBuffers& p) {
   const bool keep = mode == ForwardMode::Keep;
+  if (runsHalfCnn(s.kind)) return forwardHalfCnnLayer(s, mode, c, p);
+  if (isComposite(s.kind)) return forwardHalfBlock(s, mode, c, p);
   if (s.kind == LayerKind::Linear) return linearForwardHalf(s, mode, c, p);
   if (s.kind == LayerKind::Dropout)
     return kernels::dropoutForwardHalf(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),
                                        halves(p.x), halves(p.y),
                                        keep ? reinterpret_cast<std::uint8_t*>(p.extra) : nullptr);
-  auto fn = activationOf(s.kind);
+  auto fn = halfActivationOf(s.kind);
   if (!fn) return fn.status();
   return kernels::activationForwardHalf(c.stream, *fn, s.outCount, halves(p.x), halves(p.y));
 }
 
+Status prepareLayerNormFromHalf(const Chain& chain, std::size_t l, const LayerState& prev, const HalfMode& mode,
+                                const LayerChecks& check, LayerState& state) {
+  const ChainLayer& layer = chain.layers[l - 1];
+  const LayerSpec& spec = chain.spec.layers[layer.specIndex];
+  if (layer.kind != LayerKind::LayerNorm) return check.noKernel();
+  REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount)));
+  auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
+  if (!params) return params.status();
+  const Shape& in = layer.inputShape;
+  state.real = true;
+  state.castsFromHalf = true;
+  state.inShape = in;
+  state.outShape = layer.outputShape;
+  state.inCount = static_cast<Index>(elementCount(in));
+  state.outCount = static_cast<Index>(elementCount(layer.outputShape));
+  // [N, F], or NCHW over the channels: N*H*W rows of C, H*W apart (the float32 path's rule).
+  state.layerNormInner = in.size() == 4 ? in[2] * in[3] : 1;
+  state.rows = in[0] * state.layerNormInner;
+  state.inFeatures = in[1];
+  state.epsilon = static_cast<float>(spec.epsilon);
+  state.requiredFwdWorkspace = static_cast<std::uint64_t>(state.inCount) * 4;  // a discard-mode forward's copy
+  state.requiredBwdWorkspace = l > 1 ? static_cast<std::uint64_t>(state.inCount) * 4 : 0;  // float32 d(input)
+  return Status::ok();
+}
+
+// E: [mean, rstd per row][the input's float32 copy].
+Status forwardLayerNormFromHalf(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
+  const bool keep = mode == ForwardMode::Keep;
+  float* stats = keep ? reinterpret_cast<float*>(p.extra) : nullptr;
+  float* copy = keep ? stats + 2 * s.rows : reinterpret_cast<float*>(p.workspace);
+  REMAT_RETURN_IF_ERROR(kernels::castToFloat(c.stream, s.inCount, halves(p.x), copy));
+  return kernels::layerNormForward(c.stream, s.rows, s.inFeatures, s.epsilon, copy, p.params, p.y, stats,
+                                   s.layerNormInner);
+}
+
+Status backwardLayerNormFromHalf(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
+  const float* stats = reinterpret_cast<const float*>(p.extra);
+  const float* copy = stats + 2 * s.rows;
+  float* dx = p.dx != nullptr ? reinterpret_cast<float*>(p.workspace) : nullptr;
+  REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, s.rows, s.inFeatures, copy, p.dy, p.params, stats, dx,
+                                                   p.paramGrads, s.layerNormInner));
+  if (dx == nullptr) return Status::ok();
+  return kernels::castToHalf(c.stream, s.inCount, dx, halves(p.dx));
+}
+
 Status backwardHalfLayer(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
+  if (runsHalfCnn(s.kind)) return backwardHalfCnnLayer(s, c, p);
+  if (isComposite(s.kind)) return backwardHalfBlock(s, c, p);
   if (s.kind == LayerKind::Linear) return linearBackwardHalf(s, c, p);
   if (p.dx == nullptr) return Status::ok();
   if (s.kind == LayerKind::Dropout)
     return kernels::dropoutBackwardHalf(c.stream, s.inCount, s.dropoutP, reinterpret_cast<const std::uint8_t*>(p.extra),
                                         halves(p.dy), halves(p.dx));
-  auto fn = activationOf(s.kind);
+  auto fn = halfActivationOf(s.kind);
   if (!fn) return fn.status();
   const void* saved = operatorInfo(s.kind).backwardReads == BackwardReads::Output ? p.y : p.x;
   return kernels::activationBackwardHalf(c.stream, *fn, s.outCount, halves(saved), halves(p.dy), halves(p.dx), false);

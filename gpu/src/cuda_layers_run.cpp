@@ -400,6 +400,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
 Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
                     const ForwardBuffers& p) {
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
+  if (s.castsFromHalf) return forwardLayerNormFromHalf(s, mode, c, p);
   const bool keep = mode == ForwardMode::Keep;
   switch (s.kind) {
     case LayerKind::Conv2d:
@@ -444,6 +445,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
 Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, const LayerContext& c,
                      const BackwardBuffers& p) {
   if (s.half) return backwardHalfLayer(s, c, p);
+  if (s.castsFromHalf) return backwardLayerNormFromHalf(s, c, p);
   switch (s.kind) {
     case LayerKind::Conv2d:
       if (p.dx != nullptr) REMAT_RETURN_IF_ERROR(s.conv->backwardData(c.cudnn, p.dy, p.params, p.dx, p.workspace));

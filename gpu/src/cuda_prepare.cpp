@@ -15,8 +15,8 @@
 #include "remat/model/operators.hpp"
 
 namespace remat::gpu {
-namespace {
 
+// Shared with bf16-mixed's convolutions (cuda_half_conv.cpp; declared in cuda_device_impl.hpp).
 std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
@@ -59,6 +59,8 @@ AlgorithmPolicy convPolicy(const CudaDeviceOptions& options, std::uint64_t fwdBy
   }
   return policy;
 }
+
+namespace {
 
 // The pool branches' windows (GoogLeNet, Inception), run by kernels_pool.cu.
 kernels::PoolWindowGeometry poolWindows(const LayerSpec& spec, const Shape& in, const Shape& out) {
@@ -172,7 +174,10 @@ Status prepareConv(const ChainLayer& layer, const LayerSpec& spec, const LayerCo
   return Status::ok();
 }
 
-// cuDNN must pool to the shape that PyTorch's rule gave the chain; it has no ceil mode.
+}  // namespace
+
+// cuDNN must pool to the shape that PyTorch's rule gave the chain; it has no ceil mode. A bfloat16
+// layer (state.half, bf16-mixed) pools bfloat16 tensors.
 Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state) {
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
@@ -184,6 +189,7 @@ Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
   g.stride = static_cast<int>(spec.stride);
   g.padding = static_cast<int>(spec.padding);
   g.mode = layer.kind == LayerKind::MaxPool ? PoolMode::Max : PoolMode::AverageIncludePadding;
+  g.bfloat16 = state.half;
   auto pool = PoolOp::create(g);
   if (!pool) return pool.status().withContext("gpu: " + state.label);
   const Dims4 o = pool->outputDims();
@@ -193,6 +199,8 @@ Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
   state.pool = std::move(*pool);
   return Status::ok();
 }
+
+namespace {
 
 // Layer 1's input needs no gradient, but cuDNN's batch-norm backward always writes dx: it goes to
 // the workspace, which the chain must then hold.
@@ -280,21 +288,24 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    if (layer.kind == LayerKind::Abstract || (!mode.castsFromHalf && (!mode.half || runsHalf(layer.kind)))) continue;
+    const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm : !mode.half || runsHalf(layer.kind);
+    if (layer.kind == LayerKind::Abstract || runs) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
-                      " has no bfloat16 kernels on the GPU yet (linear, dropout and the activations run; conv2d, "
-                      "batch norm, the pools, layer norm's float32 cast and residual blocks are checked only); plan "
-                      "and simulate it, run it with --device cpu, or run it as fp32");
+                      " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
+                      "the activations, layer norm and the CNN blocks run); plan and simulate it, run it with "
+                      "--device cpu, or run it as fp32");
   }
   return Status::ok();
 }
 
 // A layer that runs in bfloat16 (runsHalf): its kernels' E and parameters checked as the float32
-// path's, with autocast's copies (autocastCastsOf), and its workspaces.
+// path's, with autocast's copies (autocastCastsOf), and its workspaces; the CNN kinds' cuDNN ops
+// and workspaces are cuda_half_conv.cpp's.
 Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& prev, const HalfMode& mode,
-                        const LayerChecks& check, LayerState& state) {
+                        const LayerContext& context, const CudaDeviceOptions& options, const LayerChecks& check,
+                        LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount), 2));
@@ -305,8 +316,10 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
   state.outShape = layer.outputShape;
   state.inCount = static_cast<Index>(elementCount(layer.inputShape));
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
+  if (isComposite(layer.kind)) return prepareHalfBlock(chain, l, spec, context, options, check, state);
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   if (!params) return params.status();
+  if (runsHalfCnn(layer.kind)) return prepareHalfCnnLayer(chain, l, spec, context, options, check, *params, state);
   if (layer.kind == LayerKind::Linear) REMAT_RETURN_IF_ERROR(prepareLinear(layer, check, *params, state));
   if (layer.kind == LayerKind::Dropout) state.dropoutP = spec.dropoutP;
   state.requiredFwdWorkspace = halfForwardWorkspaceBytes(state);
@@ -341,8 +354,9 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
     if (firstReal) REMAT_RETURN_IF_ERROR(checkHalfChainRuns(chain, l));
     auto mode = halfModeOf(chain, layer, prev.half, check);
     if (!mode) return mode.status();
-    if (mode->half) {
-      REMAT_RETURN_IF_ERROR(prepareHalfLayer(chain, l, prev, *mode, check, state));
+    if (mode->half || mode->castsFromHalf) {
+      REMAT_RETURN_IF_ERROR(mode->half ? prepareHalfLayer(chain, l, prev, *mode, context, options, check, state)
+                                       : prepareLayerNormFromHalf(chain, l, prev, *mode, check, state));
       layers.push_back(std::move(state));
       return Status::ok();
     }

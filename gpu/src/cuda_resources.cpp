@@ -69,12 +69,12 @@ Result<CublasHandle> createCublasHandle(cudaStream_t stream, bool allowTf32) {
   return handle;
 }
 
-Result<TensorDescriptor> createTensorDescriptor(const Dims4& dims) {
+Result<TensorDescriptor> createTensorDescriptor(const Dims4& dims, bool bfloat16) {
   cudnnTensorDescriptor_t raw = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&raw));
   TensorDescriptor desc(raw);
-  REMAT_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims.n, dims.c, dims.h, dims.w));
+  const cudnnDataType_t type = bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, type, dims.n, dims.c, dims.h, dims.w));
   return desc;
 }
 
@@ -89,8 +89,9 @@ Result<FilterDescriptor> createFilterDescriptor(const ConvGeometry& g) {
   cudnnFilterDescriptor_t raw = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&raw));
   FilterDescriptor desc(raw);
-  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.outChannels,
-                                               g.input.c / g.groups, g.kernel, g.kernelW()));
+  const cudnnDataType_t type = g.bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), type, CUDNN_TENSOR_NCHW, g.outChannels, g.input.c / g.groups,
+                                               g.kernel, g.kernelW()));
   return desc;
 }
 
@@ -106,7 +107,7 @@ Result<ConvolutionDescriptor> createConvolutionDescriptor(const ConvGeometry& g,
 }
 
 Result<Dims4> convolutionOutputDims(const ConvGeometry& g, bool allowTf32) {
-  auto input = createTensorDescriptor(g.input);
+  auto input = createTensorDescriptor(g.input, g.bfloat16);
   if (!input) return input.status();
   auto filter = createFilterDescriptor(g);
   if (!filter) return filter.status();
@@ -136,7 +137,7 @@ Result<PoolingDescriptor> createPoolingDescriptor(const PoolGeometry& g) {
 }
 
 Result<Dims4> poolingOutputDims(const PoolGeometry& g) {
-  auto input = createTensorDescriptor(g.input);
+  auto input = createTensorDescriptor(g.input, g.bfloat16);
   if (!input) return input.status();
   auto pool = createPoolingDescriptor(g);
   if (!pool) return pool.status();

@@ -120,6 +120,9 @@ std::string_view backwardFilterAlgorithmName(int algo) {
 
 Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry, bool bias,
                               const AlgorithmPolicy& policy, std::string_view name) {
+  // cuDNN's algorithm queries dereference the handle (a null one crashes cuDNN 9).
+  if (handle == nullptr)
+    return Status::internal("gpu: convolution '" + std::string(name) + "': no cuDNN handle to choose algorithms with");
   ConvOp op;
   op.geometry_ = geometry;
   op.bias_ = bias;
@@ -138,10 +141,10 @@ Result<ConvOp> ConvOp::create(cudnnHandle_t handle, const ConvGeometry& geometry
 }
 
 Status ConvOp::createTensorDescriptors() {
-  auto x = createTensorDescriptor(geometry_.input);
+  auto x = createTensorDescriptor(geometry_.input, geometry_.bfloat16);
   if (!x) return x.status();
   xDesc_ = std::move(*x);
-  auto y = createTensorDescriptor(output_);
+  auto y = createTensorDescriptor(output_, geometry_.bfloat16);
   if (!y) return y.status();
   yDesc_ = std::move(*y);
   auto w = createFilterDescriptor(geometry_);
@@ -250,10 +253,10 @@ Result<PoolOp> PoolOp::create(const PoolGeometry& geometry) {
   auto output = poolingOutputDims(geometry);
   if (!output) return output.status();
   op.output_ = *output;
-  auto x = createTensorDescriptor(geometry.input);
+  auto x = createTensorDescriptor(geometry.input, geometry.bfloat16);
   if (!x) return x.status();
   op.xDesc_ = std::move(*x);
-  auto y = createTensorDescriptor(op.output_);
+  auto y = createTensorDescriptor(op.output_, geometry.bfloat16);
   if (!y) return y.status();
   op.yDesc_ = std::move(*y);
   auto pool = createPoolingDescriptor(geometry);

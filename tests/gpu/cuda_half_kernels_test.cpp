@@ -2,7 +2,9 @@
 // (core/src/cpu/kernels_half.cpp): autocast's casts, a bfloat16 gradient into its float32 master,
 // a linear's bfloat16 bias gradient, dropout (the same mask and values) and the loss's seed from
 // bfloat16 logits agree bit for bit; the activations agree with the CPU's rule (float32, one
-// rounding). Needs a GPU: without one every test skips, saying why.
+// rounding). The CNN kernels (kernels_half_norm.cu, kernels_half_pool.cu): batch norm's forward,
+// statistics and backward, the global pool and the broadcasting product against double-precision
+// references within bfloat16's rounding. Needs a GPU: without one every test skips, saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 
 #include "cpu/kernels.hpp"  // the CPU backend's (core/src/cpu)
 #include "kernels_half.hpp"
+#include "kernels_half_conv.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_device.hpp"
 
@@ -179,6 +182,121 @@ TEST_F(CudaHalfKernelsTest, ActivationsFollowTheirRules) {
     const float want = 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
     EXPECT_NEAR(gy[i].value(), want, std::fabs(want) / 128.0f + 1e-6f) << i;
   }
+}
+
+// |a - b| within `relative` of the largest reference magnitude, element by element.
+void expectNear(const std::vector<BFloat16>& gpu, const std::vector<double>& reference, double relative,
+                const char* what) {
+  ASSERT_EQ(gpu.size(), reference.size()) << what;
+  double scale = 0.0, worst = 0.0;
+  for (double r : reference) scale = std::max(scale, std::fabs(r));
+  for (std::size_t i = 0; i < gpu.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(gpu[i].value()) - reference[i]));
+  EXPECT_LE(worst, relative * scale) << what << ": max |gpu - reference| " << worst << ", max " << scale;
+  EXPECT_GT(scale, 0.0) << what;
+}
+
+// Training-mode batch norm over [N, C, H, W] in double precision: y, mean, inverse std, and the
+// backward's dx, dgamma, dbeta for a given dy.
+struct NormReference {
+  std::vector<double> y, mean, invStd, dx, dgamma, dbeta;
+};
+
+NormReference batchNormReference(const kernels::Dims4& d, const std::vector<float>& x, const std::vector<float>& gamma,
+                                 const std::vector<float>& beta, const std::vector<float>& dy) {
+  const std::size_t plane = static_cast<std::size_t>(d.h * d.w), count = static_cast<std::size_t>(d.n) * plane;
+  NormReference r{std::vector<double>(x.size()), {}, {}, std::vector<double>(x.size()), {}, {}};
+  auto at = [&](std::size_t c, std::size_t m) {
+    return ((m / plane) * static_cast<std::size_t>(d.c) + c) * plane + m % plane;
+  };
+  for (std::size_t c = 0; c < static_cast<std::size_t>(d.c); ++c) {
+    double mean = 0.0, var = 0.0, sumDy = 0.0, sumDyXhat = 0.0;
+    for (std::size_t m = 0; m < count; ++m) mean += x[at(c, m)];
+    mean /= static_cast<double>(count);
+    for (std::size_t m = 0; m < count; ++m) var += (x[at(c, m)] - mean) * (x[at(c, m)] - mean);
+    const double invStd = 1.0 / std::sqrt(var / static_cast<double>(count) + 1e-5);
+    for (std::size_t m = 0; m < count; ++m) {
+      const double xhat = (x[at(c, m)] - mean) * invStd;
+      r.y[at(c, m)] = xhat * gamma[c] + beta[c];
+      sumDy += dy[at(c, m)];
+      sumDyXhat += dy[at(c, m)] * xhat;
+    }
+    for (std::size_t m = 0; m < count; ++m) {
+      const double xhat = (x[at(c, m)] - mean) * invStd, n = static_cast<double>(count);
+      r.dx[at(c, m)] = gamma[c] * invStd * (dy[at(c, m)] - sumDy / n - xhat * sumDyXhat / n);
+    }
+    r.mean.push_back(mean);
+    r.invStd.push_back(invStd);
+    r.dgamma.push_back(sumDyXhat);
+    r.dbeta.push_back(sumDy);
+  }
+  return r;
+}
+
+// Values exactly representable in bfloat16, so the reference sees what the kernel reads.
+std::vector<float> roundedToHalf(std::vector<float> values) {
+  for (float& v : values) v = BFloat16(v).value();
+  return values;
+}
+
+TEST_F(CudaHalfKernelsTest, BatchNormIsTheDoublePrecisionReferenceRoundedOnce) {
+  const kernels::Dims4 d{3, 5, 7, 9};
+  const std::size_t count = static_cast<std::size_t>(d.n * d.c * d.h * d.w);
+  const std::vector<float> x = roundedToHalf(randomFloats(count, 21));
+  const std::vector<float> dy = roundedToHalf(randomFloats(count, 22, 1.0f));
+  const std::vector<float> gamma = randomFloats(5, 23, 2.0f), beta = randomFloats(5, 24, 1.0f);
+  const NormReference r = batchNormReference(d, x, gamma, beta, dy);
+  DeviceArray<Bf16> dx(count), dyHalf(count), xHalf(count), y(count);
+  DeviceArray<float> params(10), stats(10), grads(10);
+  xHalf.upload(halves(x));
+  dyHalf.upload(halves(dy));
+  std::vector<float> both = gamma;
+  both.insert(both.end(), beta.begin(), beta.end());
+  params.upload(both);
+  grads.upload(std::vector<float>(10, 1.0f));  // parameter gradients are added into
+  ASSERT_TRUE(kernels::batchNormForwardHalf(nullptr, d, 1e-5f, xHalf.get(), params.get(), params.get() + 5, y.get(),
+                                            stats.get())
+                  .isOk());
+  expectNear(y.download<BFloat16>(), r.y, 1.0 / 128, "y");
+  const std::vector<float> saved = stats.download<float>();
+  for (std::size_t c = 0; c < 5; ++c) {
+    EXPECT_NEAR(saved[c], r.mean[c], 1e-5) << "mean " << c;
+    EXPECT_NEAR(saved[5 + c], r.invStd[c], 1e-4 * r.invStd[c]) << "inverse std " << c;
+  }
+  ASSERT_TRUE(kernels::batchNormBackwardHalf(nullptr, d, xHalf.get(), dyHalf.get(), params.get(), stats.get(), dx.get(),
+                                             grads.get(), grads.get() + 5, false)
+                  .isOk());
+  expectNear(dx.download<BFloat16>(), r.dx, 1.0 / 64, "dx");
+  const std::vector<float> g = grads.download<float>();
+  for (std::size_t c = 0; c < 5; ++c) {
+    EXPECT_NEAR(g[c], 1.0 + r.dgamma[c], 1e-3 * (1.0 + std::fabs(r.dgamma[c]))) << "dgamma " << c;
+    EXPECT_NEAR(g[5 + c], 1.0 + r.dbeta[c], 1e-3 * (1.0 + std::fabs(r.dbeta[c]))) << "dbeta " << c;
+  }
+}
+
+// Squeeze-and-Excitation: the global pool, and y = s * x with s [N, C, 1, 1]; d(s) sums over H, W.
+TEST_F(CudaHalfKernelsTest, SqueezeKernelsAreTheReferenceRoundedOnce) {
+  const kernels::Dims4 x{2, 6, 5, 4}, s{2, 6, 1, 1};
+  const std::size_t count = 2 * 6 * 5 * 4, plane = 20;
+  const std::vector<float> values = roundedToHalf(randomFloats(count, 31));
+  const std::vector<float> scales = roundedToHalf(randomFloats(12, 32, 1.0f));
+  const std::vector<float> grads = roundedToHalf(randomFloats(count, 33, 1.0f));
+  DeviceArray<Bf16> xs(count), ss(12), pooled(12), product(count), dy(count), dScale(12);
+  xs.upload(halves(values));
+  ss.upload(halves(scales));
+  dy.upload(halves(grads));
+  ASSERT_TRUE(kernels::globalAvgPoolForwardHalf(nullptr, x, xs.get(), pooled.get()).isOk());
+  ASSERT_TRUE(kernels::mulForwardHalf(nullptr, x, s, x, ss.get(), xs.get(), product.get()).isOk());
+  ASSERT_TRUE(kernels::mulBackwardOperandHalf(nullptr, x, s, x, dy.get(), xs.get(), dScale.get(), false).isOk());
+  std::vector<double> mean(12, 0.0), y(count), dS(12, 0.0);
+  for (std::size_t i = 0; i < count; ++i) {
+    mean[i / plane] += values[i] / static_cast<double>(plane);
+    y[i] = static_cast<double>(scales[i / plane]) * values[i];
+    dS[i / plane] += static_cast<double>(grads[i]) * values[i];
+  }
+  expectNear(pooled.download<BFloat16>(), mean, 1.0 / 128, "global pool");
+  expectNear(product.download<BFloat16>(), y, 1.0 / 128, "product");
+  expectNear(dScale.download<BFloat16>(), dS, 1.0 / 128, "d(scale)");
 }
 
 }  // namespace

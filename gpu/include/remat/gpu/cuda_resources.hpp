@@ -78,8 +78,8 @@ Result<CudnnHandle> createCudnnHandle(cudaStream_t stream);
 // allowTf32.
 Result<CublasHandle> createCublasHandle(cudaStream_t stream, bool allowTf32);
 
-// Fully packed float32 NCHW.
-Result<TensorDescriptor> createTensorDescriptor(const Dims4& dims);
+// Fully packed NCHW, float32 unless bfloat16 (bf16-mixed's activations).
+Result<TensorDescriptor> createTensorDescriptor(const Dims4& dims, bool bfloat16 = false);
 // Per-channel [1, C, 1, 1] (biases, batch-norm scale and statistics).
 Result<TensorDescriptor> createChannelDescriptor(int channels);
 
@@ -92,8 +92,11 @@ struct ConvGeometry {
   int kernelW() const { return kernelWidth < 0 ? kernel : kernelWidth; }
   int strideW() const { return strideWidth < 0 ? stride : strideWidth; }
   int paddingW() const { return paddingWidth < 0 ? padding : paddingWidth; }
+  // bf16-mixed: x, y and the filter in bfloat16, still float32 accumulation (cuDNN's
+  // PSEUDO_BFLOAT16 configuration).
+  bool bfloat16 = false;
 };
-// [K, C / groups, kh, kw], float32 NCHW.
+// [K, C / groups, kh, kw], NCHW, float32 or bfloat16 as the geometry says.
 Result<FilterDescriptor> createFilterDescriptor(const ConvGeometry& geometry);
 // Cross-correlation (PyTorch's convolution), float32 accumulation, the groups set; FMA math only
 // unless allowTf32 (TF32 tensor cores round inputs to 10 mantissa bits).
@@ -106,6 +109,7 @@ struct PoolGeometry {
   Dims4 input;
   int kernel = 1, stride = 1, padding = 0;
   PoolMode mode = PoolMode::Max;
+  bool bfloat16 = false;  // bf16-mixed: x and y in bfloat16
 };
 // Max pooling is deterministic in cuDNN's CUDNN_POOLING_MAX_DETERMINISTIC mode; average pooling
 // counts the padding in the divisor (PyTorch's count_include_pad=True).

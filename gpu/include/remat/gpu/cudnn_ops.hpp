@@ -71,6 +71,16 @@ class ConvOp {
                         void* workspace) const;
   bool hasBias() const { return bias_; }
 
+  // bf16-mixed (geometry.bfloat16; cudnn_half_ops.cpp): x, w, y, dx and dw are bfloat16, the
+  // sums float32. No bias here: its float32 add onto y and its gradient are own kernels
+  // (kernels_half_conv.hpp). forwardHalf writes, backwardDataHalf writes or adds (in float32, one
+  // rounding: inside blocks); backwardFilterHalf writes dw
+  // (the half gradient, added into the float32 master by the caller).
+  Status forwardHalf(cudnnHandle_t handle, const void* x, const void* w, void* y, void* workspace) const;
+  Status backwardDataHalf(cudnnHandle_t handle, const void* dy, const void* w, void* dx, void* workspace,
+                          bool accumulate = false) const;
+  Status backwardFilterHalf(cudnnHandle_t handle, const void* x, const void* dy, void* dw, void* workspace) const;
+
  private:
   ConvOp() = default;
   Status createTensorDescriptors();  // x, y, w and (with a bias) the bias
@@ -100,6 +110,9 @@ class PoolOp {
   Status forward(cudnnHandle_t handle, const float* x, float* y) const;
   // Max pooling reads x and y; average pooling reads neither (pass nullptr).
   Status backward(cudnnHandle_t handle, const float* x, const float* y, const float* dy, float* dx) const;
+  // bf16-mixed (geometry.bfloat16): the same on bfloat16 tensors (cudnn_half_ops.cpp).
+  Status forwardHalf(cudnnHandle_t handle, const void* x, void* y) const;
+  Status backwardHalf(cudnnHandle_t handle, const void* x, const void* y, const void* dy, void* dx) const;
 
  private:
   PoolOp() = default;
