@@ -59,6 +59,7 @@ struct PreparedBlockOp {
 struct TransformerBlockPrep;  // run_transformer.cpp
 struct LmHeadPrep;            // run_heads.cpp
 struct HalfBlockPrep;         // run_transformer_half.cpp (bf16-mixed)
+struct PureBlockPrep;         // run_transformer_pure.cpp (pure bf16)
 struct HalfLmHeadPrep;        // run_heads_half.cpp (bf16-mixed)
 struct HalfClsHeadPrep;       // run_vit_half.cpp (bf16-mixed)
 struct HalfPatchPrep;         // run_patch_half.cpp (bf16-mixed)
@@ -113,6 +114,7 @@ struct PreparedLayer {
   std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
   std::shared_ptr<const LmHeadPrep> lmHead;
   std::shared_ptr<const HalfBlockPrep> halfBlock;      // bf16-mixed: transformer_block's autocast kernels
+  std::shared_ptr<const PureBlockPrep> pureBlock;      // pure bf16: transformer_block's bfloat16 kernels
   std::shared_ptr<const HalfLmHeadPrep> halfLmHead;    // bf16-mixed: lm_head's
   std::shared_ptr<const HalfClsHeadPrep> halfClsHead;  // bf16-mixed: cls_head's
   std::shared_ptr<const HalfPatchPrep> halfPatch;      // bf16-mixed: patch_embedding's
@@ -207,6 +209,13 @@ Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer&
 Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                    std::uint64_t dropoutKey, const ForwardBuffers& b);
 Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                                    const BackwardBuffers& b);
+// Pure bf16 (run_transformer_pure.cpp): the block on bfloat16 x, parameters and gradients.
+Status preparePureTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                   const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPureTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                   std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardPureTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                     const BackwardBuffers& b);
 Status prepareHalfLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);

@@ -345,6 +345,8 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, prepared);
   if (layer.kind == LayerKind::TransformerBlock && c.chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::TransformerBlock && c.mode.pure)
+    return preparePureTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(c.dnnl, layer, spec, check, c.l, prepared);
@@ -400,13 +402,14 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
 
 // Pure bf16 (the model cast with .to(torch.bfloat16), memory-model.md 11.7): every layer runs in
 // bfloat16 on its bfloat16 parameters, with the bf16-mixed kernels minus autocast's casts
-// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure). Not yet: the layer norm and the transformer
-// kinds, refused by name.
+// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure); transformer_block in run_transformer_pure.cpp.
+// Not yet: the layer norm and the other transformer kinds, refused by name.
 Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
-  if (isTransformerKind(layer.kind) || layer.kind == LayerKind::LayerNorm)
+  if ((isTransformerKind(layer.kind) && layer.kind != LayerKind::TransformerBlock) ||
+      layer.kind == LayerKind::LayerNorm)
     return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (conv2d, linear, batchnorm, the pools, dropout, the activations and CNN blocks have "
-                      "one); plan and simulate it, run it as bf16-mixed or as fp32");
+                      " yet (conv2d, linear, batchnorm, the pools, dropout, the activations, CNN blocks and "
+                      "transformer_block have one); plan and simulate it, run it as bf16-mixed or as fp32");
   HalfMode mode;
   mode.half = true;
   mode.pure = true;
