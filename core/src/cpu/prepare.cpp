@@ -402,14 +402,19 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
 
 // Pure bf16 (the model cast with .to(torch.bfloat16), memory-model.md 11.7): every layer runs in
 // bfloat16 on its bfloat16 parameters, with the bf16-mixed kernels minus autocast's casts
-// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure); transformer_block in run_transformer_pure.cpp.
+// (run_half.cpp, dnnl_half.cpp with HalfCopies::pure); transformer_block in run_transformer_pure.cpp,
+// token_embedding in run_embeddings.cpp, lm_head in run_heads_pure.cpp.
 // Not yet: the layer norm and the other transformer kinds, refused by name.
+bool hasPureTransformerKernels(LayerKind kind) {
+  return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead;
+}
+
 Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
-  if ((isTransformerKind(layer.kind) && layer.kind != LayerKind::TransformerBlock) ||
-      layer.kind == LayerKind::LayerNorm)
+  if ((isTransformerKind(layer.kind) && !hasPureTransformerKernels(layer.kind)) || layer.kind == LayerKind::LayerNorm)
     return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (conv2d, linear, batchnorm, the pools, dropout, the activations, CNN blocks and "
-                      "transformer_block have one); plan and simulate it, run it as bf16-mixed or as fp32");
+                      " yet (conv2d, linear, batchnorm, the pools, dropout, the activations, CNN blocks, "
+                      "transformer_block, token_embedding and lm_head have one); plan and simulate it, run it as "
+                      "bf16-mixed or as fp32");
   HalfMode mode;
   mode.half = true;
   mode.pure = true;
