@@ -84,6 +84,34 @@ json tokensJson(bool bert, bool fused, double p = 0.0) {
           {"layers", layers}};
 }
 
+// A small ViT: patch_embedding (32x32, patch 8: 16 patches and the class token), two pre-norm
+// blocks, cls_head (its LayerNorm, token 0, the linear); or BERT's pooler after post-norm blocks
+// (cls_head without a norm, with tanh).
+json vitJson(bool fused, bool pooler = false, double p = 0.0) {
+  json layers = json::array();
+  layers.push_back({{"name", "conv_proj"}, {"kind", "patch_embedding"}, {"patch", 8}, {"width", 64}, {"p", p}});
+  for (int i = 0; i < 2; ++i)
+    layers.push_back({{"name", "encoder_layer_" + std::to_string(i)},
+                      {"kind", "transformer_block"},
+                      {"heads", 4},
+                      {"hidden", 256},
+                      {"causal", false},
+                      {"pre_norm", !pooler},
+                      {"epsilon", 1e-6},
+                      {"p", p},
+                      {"fused_attention", fused}});
+  if (pooler)
+    layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
+  else
+    layers.push_back({{"name", "heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
+  const std::string name =
+      std::string(pooler ? "vit-pooler" : "vit-image") + (fused ? "-fused" : "-math") + (p > 0.0 ? "-dropout" : "");
+  return {{"format", "remat-chain/1"},
+          {"name", name},
+          {"input", {{"shape", {2, 3, 32, 32}}, {"dtype", "float32"}}},
+          {"layers", layers}};
+}
+
 Chain blocks(const json& file, Precision precision, StepOptions step = {}) {
   return testing::withStep(testing::chainFromJson(file), precision, step);
 }
@@ -103,7 +131,11 @@ std::vector<json> everyStyle() {
           tokensJson(true, false),
           tokensJson(true, true),
           tokensJson(false, false, 0.1),
-          tokensJson(true, true, 0.1)};
+          tokensJson(true, true, 0.1),
+          vitJson(false),
+          vitJson(true),
+          vitJson(true, true),
+          vitJson(false, false, 0.1)};
 }
 
 // The model's pure rule is float32's with 2-byte tensors and float32 norm statistics (memory-model.md
@@ -209,22 +241,17 @@ TEST(TransformerPureBf16Run, GradientsLieWithinBfloat16sErrorOfFloat32s) {
   }
 }
 
-// The kinds without pure bfloat16 kernels yet are refused by name before anything is allocated.
-TEST(TransformerPureBf16Run, TheOtherTransformerKindsAreRefusedByName) {
-  const json vit = {
-      {"format", "remat-chain/1"},
-      {"name", "vit"},
-      {"input", {{"shape", {2, 3, 32, 32}}, {"dtype", "float32"}}},
-      {"layers",
-       {{{"name", "conv_proj"}, {"kind", "patch_embedding"}, {"patch", 8}, {"width", 64}, {"p", 0.0}},
-        {{"name", "encoder_layer_0"}, {"kind", "transformer_block"}, {"heads", 4}, {"hidden", 256}, {"p", 0.0}},
-        {{"name", "heads"}, {"kind", "cls_head"}, {"out_features", 10}}}}};
+// Swin's kinds, without pure bfloat16 kernels yet, are refused by name before anything is allocated.
+TEST(TransformerPureBf16Run, SwinKindsAreRefusedByName) {
+  const json swin = {{"format", "remat-chain/1"},
+                     {"name", "swin"},
+                     {"input", {{"shape", {2, 3, 32, 32}}, {"dtype", "float32"}}},
+                     {"layers", {{{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}}}}};
   cpu::CpuDevice device;
-  const Status refused = device.prepare(blocks(vit, Precision::Bf16));
+  const Status refused = device.prepare(blocks(swin, Precision::Bf16));
   ASSERT_FALSE(refused.isOk());
-  EXPECT_NE(refused.message().find(
-                "layer 1 ('conv_proj', patch_embedding): precision bf16: no pure bfloat16 kernel on the CPU for "
-                "patch_embedding yet"),
+  EXPECT_NE(refused.message().find("layer 1 ('features.0', swin_embedding): precision bf16: no pure bfloat16 kernel "
+                                   "on the CPU for swin_embedding yet"),
             std::string::npos)
       << refused.message();
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);

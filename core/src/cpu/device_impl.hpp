@@ -61,6 +61,7 @@ struct LmHeadPrep;            // run_heads.cpp
 struct HalfBlockPrep;         // run_transformer_half.cpp (bf16-mixed)
 struct PureBlockPrep;         // run_transformer_pure.cpp (pure bf16)
 struct PureLmHeadPrep;        // run_heads_pure.cpp (pure bf16)
+struct PureVitPrep;           // run_vit_pure.cpp (pure bf16)
 struct HalfLmHeadPrep;        // run_heads_half.cpp (bf16-mixed)
 struct HalfClsHeadPrep;       // run_vit_half.cpp (bf16-mixed)
 struct HalfPatchPrep;         // run_patch_half.cpp (bf16-mixed)
@@ -117,6 +118,7 @@ struct PreparedLayer {
   std::shared_ptr<const HalfBlockPrep> halfBlock;      // bf16-mixed: transformer_block's autocast kernels
   std::shared_ptr<const PureBlockPrep> pureBlock;      // pure bf16: transformer_block's bfloat16 kernels
   std::shared_ptr<const PureLmHeadPrep> pureLmHead;    // pure bf16: lm_head's
+  std::shared_ptr<const PureVitPrep> pureVit;          // pure bf16: patch_embedding's, cls_head's
   std::shared_ptr<const HalfLmHeadPrep> halfLmHead;    // bf16-mixed: lm_head's
   std::shared_ptr<const HalfClsHeadPrep> halfClsHead;  // bf16-mixed: cls_head's
   std::shared_ptr<const HalfPatchPrep> halfPatch;      // bf16-mixed: patch_embedding's
@@ -224,6 +226,16 @@ Status preparePureLmHead(const DnnlContext& context, const ChainLayer& layer, co
 Status forwardPureLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                          const ForwardBuffers& b);
 Status backwardPureLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status preparePurePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                 const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPurePatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                 std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardPurePatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                          const ForwardBuffers& b);
+Status backwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareHalfLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardHalfLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
