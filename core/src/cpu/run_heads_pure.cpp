@@ -3,11 +3,13 @@
 // normalization on a widening of its input and parameters in the workspace, its output rounded
 // once), the projection is a pure HalfLinearOp reading ln_f's bfloat16 output (E, after the
 // statistics) and the bfloat16 table (layer 1's when tied), the logits are bfloat16 and
-// log_softmax, computed in float32 from them, writes bfloat16 log-probabilities into x(n), as
+// log_softmax, computed in float32 from them row by row (no float32 copy: the workspaces are the
+// model's logits and d(logits), T * V * 2 each), writes bfloat16 log-probabilities into x(n), as
 // PyTorch's CPU kernel runs it on a bfloat16 tensor. The backward: log_softmax's d(logits) rounded
 // to bfloat16, the projection's backward adding the table's gradient into the bfloat16 buffer
 // (layer 1's for a tied head), then ln_f's.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "device_impl.hpp"
@@ -20,11 +22,11 @@ struct PureLmHeadPrep {
   HalfLinearOp projection;
   Index weight = 0;  // W's offset in the parameters (bfloat16 elements)
   std::uint64_t stats = 0, lnOut = 0, savedBytes = 0, discardShift = 0;  // E
-  // forward workspace: ln_f's float32 input, output and parameters; the logits, bfloat16 and float32
-  std::uint64_t wideIn = 0, wideOut = 0, wideParams = 0, halfLogits = 0, logits = 0, fDnnl = 0;
-  // backward workspace: x(n) and d(n) widened, d(logits) float32 and bfloat16, d(ln_f's output),
-  // ln_f's float32 x, d(output), d(input), parameters and their gradients
-  std::uint64_t wideY = 0, wideDy = 0, dLogits = 0, dHalf = 0, dLnOut = 0, wideX = 0, wideDln = 0, wideDx = 0;
+  // forward workspace: ln_f's float32 input, output and parameters; the bfloat16 logits
+  std::uint64_t wideIn = 0, wideOut = 0, wideParams = 0, halfLogits = 0, fDnnl = 0;
+  // backward workspace: d(logits) in bfloat16, d(ln_f's output), ln_f's float32 x, d(output),
+  // d(input), parameters and their gradients
+  std::uint64_t dHalf = 0, dLnOut = 0, wideX = 0, wideDln = 0, wideDx = 0;
   std::uint64_t bParams = 0, dParams = 0, bDnnl = 0;
 };
 
@@ -61,15 +63,11 @@ void layOutPureHead(PureLmHeadPrep& h, const TransformerEnds& e, PreparedLayer& 
     h.wideOut = f.add(T * d * 4);
     h.wideParams = f.add(2 * d * 4);
   }
-  h.halfLogits = f.add(aligned(T * V * 2));
-  h.logits = f.add(T * V * 4);
+  h.halfLogits = f.add(aligned(T * V * 2));  // the model's wf: T * V * s
   h.fDnnl = f.add(std::max(lnFwd, h.projection.forwardScratchBytes()));
   h.discardShift = aligned(h.savedBytes);
   prepared.requiredFwdWorkspace = h.discardShift + f.bytes();
-  h.wideY = b.add(T * V * 4);
-  h.wideDy = b.add(T * V * 4);
-  h.dLogits = b.add(T * V * 4);
-  h.dHalf = b.add(aligned(T * V * 2));
+  h.dHalf = b.add(aligned(T * V * 2));  // the model's wb: d(logits), then d(ln_f's output) beside it
   if (h.norm) {
     h.dLnOut = b.add(aligned(T * d * 2));
     h.wideX = b.add(T * d * 4);
@@ -84,6 +82,34 @@ void layOutPureHead(PureLmHeadPrep& h, const TransformerEnds& e, PreparedLayer& 
 
 const BFloat16* halfOf(const float* p) { return reinterpret_cast<const BFloat16*>(p); }
 BFloat16* halfOf(float* p) { return reinterpret_cast<BFloat16*>(p); }
+
+// log_softmax over each bfloat16 row, in float32 arithmetic, each result rounded to bfloat16
+// (PyTorch's CPU kernel on a bfloat16 tensor): row by row, no float32 copy of the logits.
+void logSoftmaxRowsHalf(Index rows, Index width, const BFloat16* logits, BFloat16* out) {
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < rows; ++r) {
+    const BFloat16* x = logits + r * width;
+    float top = x[0].value();
+    for (Index i = 1; i < width; ++i) top = std::max(top, x[i].value());
+    double sum = 0.0;
+    for (Index i = 0; i < width; ++i) sum += std::exp(static_cast<double>(x[i].value() - top));
+    const float shift = top + static_cast<float>(std::log(sum));
+    for (Index i = 0; i < width; ++i) out[r * width + i] = BFloat16(x[i].value() - shift);
+  }
+}
+
+// Its backward: dx = dy - exp(y) * sum(dy), each rounded to bfloat16.
+void logSoftmaxBackwardRowsHalf(Index rows, Index width, const BFloat16* y, const BFloat16* dy, BFloat16* dx) {
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < rows; ++r) {
+    const Index at = r * width;
+    double sum = 0.0;
+    for (Index i = 0; i < width; ++i) sum += dy[at + i].value();
+    const auto total = static_cast<float>(sum);
+    for (Index i = 0; i < width; ++i)
+      dx[at + i] = BFloat16(dy[at + i].value() - std::exp(y[at + i].value()) * total);
+  }
+}
 
 }  // namespace
 
@@ -131,12 +157,9 @@ Status forwardPureLmHead(const DnnlContext& context, const PreparedLayer& prepar
     projected = lnOut;
   }
   auto* halfLogits = reinterpret_cast<BFloat16*>(scratch + h.halfLogits);
-  auto* logits = reinterpret_cast<float*>(scratch + h.logits);
   REMAT_RETURN_IF_ERROR(
       h.projection.forward(context, projected, weight, nullptr, halfLogits, saved, scratch + h.fDnnl));
-  castToFloat(e.tokens * e.vocab, halfLogits, logits);
-  logSoftmaxRows(e.tokens, e.vocab, logits, logits);
-  castToHalf(e.tokens * e.vocab, logits, halfOf(b.y));
+  logSoftmaxRowsHalf(e.tokens, e.vocab, halfLogits, halfOf(b.y));
   return Status::ok();
 }
 
@@ -175,16 +198,9 @@ Status backwardPureLmHead(const DnnlContext& context, const PreparedLayer& prepa
                             ": the head's backward lacks x(l-1), x(l), E, its workspace or layer 1's table");
   const BFloat16* weight = h.tied ? halfOf(b.sharedParams) : halfOf(b.params) + h.weight;
   BFloat16* weightGrad = h.tied ? halfOf(b.sharedParamGrads) : halfOf(b.paramGrads) + h.weight;
-  const Index count = e.tokens * e.vocab;
-  auto* wideY = reinterpret_cast<float*>(b.workspace + h.wideY);
-  auto* wideDy = reinterpret_cast<float*>(b.workspace + h.wideDy);
-  auto* dLogits = reinterpret_cast<float*>(b.workspace + h.dLogits);
   auto* dHalf = reinterpret_cast<BFloat16*>(b.workspace + h.dHalf);
   std::byte* dnnl = b.workspace + h.bDnnl;
-  castToFloat(count, halfOf(b.y), wideY);
-  castToFloat(count, halfOf(b.dy), wideDy);
-  logSoftmaxBackwardRows(e.tokens, e.vocab, wideY, wideDy, dLogits);
-  castToHalf(count, dLogits, dHalf);
+  logSoftmaxBackwardRowsHalf(e.tokens, e.vocab, halfOf(b.y), halfOf(b.dy), dHalf);
   auto* dw = reinterpret_cast<float*>(weightGrad);
   if (!h.norm) return h.projection.backward(context, b.x, dHalf, nullptr, b.dx, dw, nullptr, dnnl, weight);
   REMAT_RETURN_IF_ERROR(h.projection.backward(context, b.extra + h.lnOut, dHalf, nullptr, b.workspace + h.dLnOut, dw,
