@@ -36,13 +36,13 @@ struct PureBlockPrep {
   std::uint64_t mask1 = 0, mask2 = 0, q = 0, k = 0, v = 0, probs = 0, dropped = 0, attnMask = 0;
   std::uint64_t qkvOut = 0, attnOut = 0, lse = 0, savedBytes = 0, discardShift = 0;
   // forward scratch: a norm's float32 input, output and parameters, qkv's output (math), PV's
-  // heads, a branch's output, GELU's float32 work, the threads' and the primitives' scratch
-  std::uint64_t fWideIn = 0, fWideOut = 0, fParams = 0, fQkv = 0, fHeads = 0, fBranch = 0, fGelu = 0;
+  // heads, a branch's output, the threads' and the primitives' scratch
+  std::uint64_t fWideIn = 0, fWideOut = 0, fParams = 0, fQkv = 0, fHeads = 0, fBranch = 0;
   std::uint64_t fThread = 0, fDnnl = 0;
   // backward scratch: bfloat16 rows (a branch's d(output), the residual's d, a norm's d(output)),
-  // the wide d (GELU's, qkv's), d(heads), GELU's float32 work, a norm's float32 x, dy, dx and
+  // the wide d (GELU's, qkv's), d(heads), a norm's float32 x, dy, dx and
   // parameters and their gradient, the threads' and the primitives' scratch
-  std::uint64_t bBranch = 0, bResidual = 0, bRows = 0, bWide = 0, bHeads = 0, bFloatWide = 0;
+  std::uint64_t bBranch = 0, bResidual = 0, bRows = 0, bWide = 0, bHeads = 0;
   std::uint64_t bX = 0, bDy = 0, bDx = 0, bParams = 0, bDParams = 0, bThread = 0, bDnnl = 0;
 };
 
@@ -128,7 +128,6 @@ void layOutPureScratch(PureBlockPrep& t, PreparedLayer& prepared) {
   if (!t.fused) t.fQkv = f.add(aligned(halves(3 * T * d)));
   t.fHeads = f.add(aligned(halves(T * d)));
   t.fBranch = f.add(aligned(halves(T * d)));
-  t.fGelu = f.add(floats(T * H));
   t.fThread = f.add(threadBytes);
   t.fDnnl = f.add(maxPureScratch(t, true));
   t.discardShift = aligned(t.savedBytes);
@@ -139,7 +138,6 @@ void layOutPureScratch(PureBlockPrep& t, PreparedLayer& prepared) {
   t.bRows = b.add(aligned(halves(T * d)));
   t.bWide = b.add(aligned(halves(std::max(T * H, 3 * T * d))));
   t.bHeads = b.add(aligned(halves(T * d)));
-  t.bFloatWide = b.add(floats(2 * T * H));
   t.bX = b.add(floats(T * d));
   t.bDy = b.add(floats(T * d));
   t.bDx = b.add(floats(T * d));
@@ -318,10 +316,7 @@ Status pureMlpForward(const DnnlContext& context, const PureBlockPrep& t, const 
   std::byte* dnnl = s.scratch + t.fDnnl;
   const Index count = t.tokens * t.hidden;
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, input, s.param(t.fc1W), s.param(t.fc1B), s.at(t.fc), s.saved, dnnl));
-  auto* work = s.work<float>(t.fGelu);
-  castToFloat(count, s.at(t.fc), work);
-  geluForward(count, t.tanhGelu, work, work);
-  castToHalf(count, work, s.at(t.gelu));
+  geluForwardHalf(count, t.tanhGelu, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(t.fc2.forward(context, s.at(t.gelu), s.param(t.fc2W), s.param(t.fc2B), branch, s.saved, dnnl));
   pureBranchDropout(t, s, 2, branch);
   return Status::ok();
@@ -337,11 +332,7 @@ Status pureMlpBackward(const DnnlContext& context, const PureBlockPrep& t, const
   pureBranchDropoutBackward(t, s, 2, branch);
   REMAT_RETURN_IF_ERROR(t.fc2.backward(context, s.at(t.gelu), branch, s.saved, wide, s.grad(t.fc2W), s.grad(t.fc2B),
                                        dnnl, s.params + t.fc2W));
-  auto* work = s.work<float>(t.bFloatWide);
-  castToFloat(count, s.at(t.fc), work);
-  castToFloat(count, wide, work + count);
-  geluBackward(count, t.tanhGelu, work, work + count, work + count);
-  castToHalf(count, work + count, wide);
+  geluBackwardHalf(count, t.tanhGelu, s.at(t.fc), wide);
   return t.fc1.backward(context, input, wide, s.saved, dInput, s.grad(t.fc1W), s.grad(t.fc1B), dnnl, s.params + t.fc1W);
 }
 
