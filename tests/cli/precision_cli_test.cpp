@@ -126,6 +126,16 @@ TEST_F(PrecisionCli, TheCpuExecutorMeasuresPureBf16ResNet18AsPredicted) {
       << run.out;
 }
 
+// issue 24: GPT-2 small cast to bfloat16 (its embedding, twelve blocks, the tied head) at batch 1,
+// sequence 16, sqrt's plan, measured as predicted.
+TEST_F(PrecisionCli, TheCpuExecutorMeasuresPureBf16Gpt2AsPredicted) {
+  const auto run = runRemat({"run", "zoo:gpt2", "--batch", "1", "--sequence", "16", "--precision", "bf16", "--device",
+                             "cpu", "--planner", "sqrt"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("every op's measured footprint and live-after equal the prediction"), std::string::npos)
+      << run.out;
+}
+
 TEST_F(PrecisionCli, TheCpuExecutorMeasuresBf16MixedAsPredicted) {
   const std::string chain = std::string(REMAT_TEST_DATA_DIR) + "/autocast_cnn.json";
   const auto run = runRemat({"run", chain, "--planner", "optimal", "--device", "cpu", "--precision", "bf16-mixed"});

@@ -51,3 +51,13 @@ void fusedAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* qkv,
                                 const DropoutDraw& drop = {});
 
 }  // namespace remat::cpu
+
+namespace remat::cpu {
+
+// GELU (tanh form: GPT-2's approximate='tanh'; else erf) on bfloat16 tensors, computed in float32
+// and rounded once, in place allowed; its backward turns dyDx from d(output) into d(input). No
+// workspace: each thread widens a small chunk on its stack.
+void geluForwardHalf(Index count, bool tanhForm, const BFloat16* x, BFloat16* y);
+void geluBackwardHalf(Index count, bool tanhForm, const BFloat16* x, BFloat16* dyDx);
+
+}  // namespace remat::cpu

@@ -245,7 +245,9 @@ Status CpuDevice::lossSeed(const SeedCall& call) {
                              std::to_string(i) + " is outside the " + std::to_string(classes) +
                              " classes of the last layer");
   const cpu::ThreadScope threads(d.threads);
-  if (tokens)
+  if (tokens && last.half)  // pure bf16: bfloat16 log-probabilities
+    cpu::nllLossBackward(count, classes, values, reinterpret_cast<cpu::BFloat16*>(grad));
+  else if (tokens)
     cpu::nllLossBackward(count, classes, values, reinterpret_cast<float*>(grad));
   else if (last.half)  // bf16-mixed: half logits, the loss in float32 (kernels.hpp)
     cpu::softmaxCrossEntropyBackward(layout, reinterpret_cast<const cpu::BFloat16*>(logits), values,

@@ -59,6 +59,9 @@ struct PreparedBlockOp {
 struct TransformerBlockPrep;  // run_transformer.cpp
 struct LmHeadPrep;            // run_heads.cpp
 struct HalfBlockPrep;         // run_transformer_half.cpp (bf16-mixed)
+struct PureBlockPrep;         // run_transformer_pure.cpp (pure bf16)
+struct PureLmHeadPrep;        // run_heads_pure.cpp (pure bf16)
+struct PureVitPrep;           // run_vit_pure.cpp (pure bf16)
 struct HalfLmHeadPrep;        // run_heads_half.cpp (bf16-mixed)
 struct HalfClsHeadPrep;       // run_vit_half.cpp (bf16-mixed)
 struct HalfPatchPrep;         // run_patch_half.cpp (bf16-mixed)
@@ -113,6 +116,9 @@ struct PreparedLayer {
   std::shared_ptr<const TransformerBlockPrep> transformer;  // transformer_block: primitives and tensor offsets
   std::shared_ptr<const LmHeadPrep> lmHead;
   std::shared_ptr<const HalfBlockPrep> halfBlock;      // bf16-mixed: transformer_block's autocast kernels
+  std::shared_ptr<const PureBlockPrep> pureBlock;      // pure bf16: transformer_block's bfloat16 kernels
+  std::shared_ptr<const PureLmHeadPrep> pureLmHead;    // pure bf16: lm_head's
+  std::shared_ptr<const PureVitPrep> pureVit;          // pure bf16: patch_embedding's, cls_head's
   std::shared_ptr<const HalfLmHeadPrep> halfLmHead;    // bf16-mixed: lm_head's
   std::shared_ptr<const HalfClsHeadPrep> halfClsHead;  // bf16-mixed: cls_head's
   std::shared_ptr<const HalfPatchPrep> halfPatch;      // bf16-mixed: patch_embedding's
@@ -208,6 +214,28 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
                                    std::uint64_t dropoutKey, const ForwardBuffers& b);
 Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                     const BackwardBuffers& b);
+// Pure bf16 (run_transformer_pure.cpp): the block on bfloat16 x, parameters and gradients.
+Status preparePureTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                   const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPureTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                   std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardPureTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
+                                    const BackwardBuffers& b);
+Status preparePureLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                         const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPureLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                         const ForwardBuffers& b);
+Status backwardPureLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status preparePurePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                 const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPurePatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                 std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardPurePatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+Status forwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                          const ForwardBuffers& b);
+Status backwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareHalfLmHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
 Status forwardHalfLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
@@ -258,6 +286,7 @@ Status forwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared
 Status backwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
 void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
+void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, BFloat16* grad);  // pure bf16
 
 // Abstract layers: synthetic kernels that read every input byte and write deterministic bytes
 // into every output, extra and workspace byte (cpu_device_abstract.cpp).

@@ -255,4 +255,39 @@ void fusedAttentionBackwardHalf(const AttentionGeometry& g, const BFloat16* qkv,
                       threadScratch + omp_get_thread_num() * halfAttentionThreadFloats(g), drop);
 }
 
+// GELU on bfloat16 tensors without a float32 copy in the workspace: each chunk of a thread is
+// widened into a small array on its stack (PyTorch's bfloat16 kernel widens in registers), the
+// float32 formula of geluForward / geluBackward applied and the result rounded once; the values
+// are those of widening the whole tensor first.
+namespace {
+constexpr Index kGeluChunk = 2048;
+}
+
+void geluForwardHalf(Index count, bool tanhForm, const BFloat16* x, BFloat16* y) {
+  const Index chunks = (count + kGeluChunk - 1) / kGeluChunk;
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < chunks; ++c) {
+    float work[kGeluChunk];
+    const Index start = c * kGeluChunk, n = std::min(kGeluChunk, count - start);
+    for (Index i = 0; i < n; ++i) work[i] = x[start + i].value();
+    geluForward(n, tanhForm, work, work);
+    for (Index i = 0; i < n; ++i) y[start + i] = BFloat16(work[i]);
+  }
+}
+
+void geluBackwardHalf(Index count, bool tanhForm, const BFloat16* x, BFloat16* dyDx) {
+  const Index chunks = (count + kGeluChunk - 1) / kGeluChunk;
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < chunks; ++c) {
+    float input[kGeluChunk], grad[kGeluChunk];
+    const Index start = c * kGeluChunk, n = std::min(kGeluChunk, count - start);
+    for (Index i = 0; i < n; ++i) {
+      input[i] = x[start + i].value();
+      grad[i] = dyDx[start + i].value();
+    }
+    geluBackward(n, tanhForm, input, grad, grad);
+    for (Index i = 0; i < n; ++i) dyDx[start + i] = BFloat16(grad[i]);
+  }
+}
+
 }  // namespace remat::cpu

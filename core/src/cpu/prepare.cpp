@@ -374,16 +374,22 @@ Status prepareReal(const LayerContext& c, const ChainLayer& layer, const LayerSp
     return prepareBlock(c.dnnl, c.chain, layer, spec, check, c.l == 1, c.mode.half, c.mode.castsInput, prepared);
   if (layer.kind == LayerKind::TransformerBlock && c.chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::TransformerBlock && c.mode.pure)
+    return preparePureTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TransformerBlock)
     return prepareTransformerBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::TokenEmbedding) return prepareTokenEmbedding(c.dnnl, layer, spec, check, c.l, prepared);
   if (layer.kind == LayerKind::LmHead) return prepareLmHead(c.dnnl, c.chain, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchEmbedding && c.chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfPatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::PatchEmbedding && c.mode.pure)
+    return preparePurePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchEmbedding)
     return preparePatchEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::ClsHead && c.chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::ClsHead && c.mode.pure)
+    return preparePureClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::ClsHead) return prepareClsHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (isSwinKind(layer.kind)) return prepareSwin(c, layer, spec, check, prepared);
   auto params = check.primitiveLayer(layer, spec, autocastCasts(layer, spec, c.mode));
@@ -417,12 +423,20 @@ bool isTransformerKind(LayerKind kind) {
 // Pure bf16 (the model cast with .to(torch.bfloat16), memory-model.md 11.7): every layer runs in
 // bfloat16 on its bfloat16 parameters, with the bf16-mixed kernels minus autocast's casts
 // (run_half.cpp, dnnl_half.cpp with HalfCopies::pure; the layer norm on oneDNN's bf16 layer
-// normalization). Not yet: the transformer kinds, refused by name.
+// normalization); transformer_block in run_transformer_pure.cpp, token_embedding in
+// run_embeddings.cpp, lm_head in run_heads_pure.cpp, patch_embedding and cls_head in
+// run_vit_pure.cpp. Not yet: Swin's kinds, refused by name.
+bool hasPureTransformerKernels(LayerKind kind) {
+  return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead ||
+         kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead;
+}
+
 Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
-  if (isTransformerKind(layer.kind))
+  if (isTransformerKind(layer.kind) && !hasPureTransformerKernels(layer.kind))
     return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (conv2d, linear, batchnorm, layernorm, the pools, dropout, the activations and CNN "
-                      "blocks have one); plan and simulate it, run it as bf16-mixed or as fp32");
+                      " yet (conv2d, linear, batchnorm, layernorm, the pools, dropout, the activations, CNN blocks "
+                      "and GPT's, BERT's and ViT's kinds have one); plan and simulate it, run it as "
+                      "bf16-mixed or as fp32");
   HalfMode mode;
   mode.half = true;
   mode.pure = true;

@@ -18,6 +18,13 @@
 // reuses the type lookup's. The backward scales d(x1) through the mask into its workspace, runs
 // the norm's backward to d(sum) and scatters that into the three tables as above. Parameters: wte
 // [V, d], wpe [P, d], tte [segments, d], the norm's weight and bias [2, d].
+//
+// Pure bf16 (the model cast with .to(torch.bfloat16); memory-model.md 12.11): the tables, the
+// lookups, their sums (each rounded, as PyTorch's bfloat16 add), x(1) and the norm's input in E are
+// bfloat16; the norm's statistics stay float32 (the model's, CUDA's), oneDNN's float32 layer
+// normalization running on a widening of its input and parameters in the workspace. The backward
+// adds each token's gradient row into the bfloat16 table gradients, each sum rounded (PyTorch's
+// bfloat16 index_add); the norm's d(input) is rounded to bfloat16 before the scatter.
 #include <omp.h>
 
 #include <algorithm>
@@ -54,7 +61,7 @@ Status checkIds(const PreparedLayer& prepared, const std::int64_t* ids) {
 
 // E's layout (bytes) of an embedding with the chain's spec: the arange, BERT's type ids, the norm's
 // statistics and input, the mask; returns E's size.
-std::uint64_t layOutExtra(const LayerSpec& spec, TransformerEnds& e) {
+std::uint64_t layOutExtra(const LayerSpec& spec, TransformerEnds& e, std::uint64_t elementBytes) {
   std::uint64_t at = 8 * static_cast<std::uint64_t>(e.seq);
   if (spec.segments > 0) {
     e.typeIdsAt = at;
@@ -64,7 +71,7 @@ std::uint64_t layOutExtra(const LayerSpec& spec, TransformerEnds& e) {
     e.statsAt = at;
     at += floats(2 * e.tokens);
     e.normInputAt = at;
-    at += floats(e.tokens * e.width);
+    at += elementBytes * static_cast<std::uint64_t>(e.tokens * e.width);  // float32, bfloat16 under pure bf16
   }
   e.maskAt = at;
   return at + (spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(e.tokens * e.width) : 0);
@@ -139,6 +146,11 @@ void lookUpAndAdd(const TransformerEnds& e, const std::int64_t* ids, const float
 
 }  // namespace
 
+Status preparePureTokenEmbedding(const LayerSpec& spec, PreparedLayer& prepared);
+Status forwardPureTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, bool keep,
+                                 std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardPureTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+
 std::string shortNumber(double value) {
   std::ostringstream out;
   out << value;
@@ -163,9 +175,10 @@ Status prepareTokenEmbedding(const DnnlContext& context, const ChainLayer& layer
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
   prepared.dropoutP = spec.dropoutP;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, layOutExtra(spec, e)));
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, layOutExtra(spec, e, prepared.halfParams ? 2 : 4)));
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
-  return layOutWorkspaces(context, spec, prepared);
+  REMAT_RETURN_IF_ERROR(layOutWorkspaces(context, spec, prepared));
+  return prepared.halfParams ? preparePureTokenEmbedding(spec, prepared) : Status::ok();
 }
 
 Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
@@ -180,12 +193,13 @@ Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& pr
   float* sum = norm == nullptr ? b.y
                : keep          ? reinterpret_cast<float*>(b.extra + e.normInputAt)
                                : reinterpret_cast<float*>(b.workspace);
-  lookUpAndAdd(e, tokenIds(b.x), b.params, b.workspace, sum);
   if (keep) {  // the position ids, int64, as PyTorch's arange; BERT's type ids, its buffer of zeros
     auto* arange = reinterpret_cast<std::int64_t*>(b.extra);
     for (Index s = 0; s < e.seq; ++s) arange[s] = s;
     if (e.typeTable > 0) std::fill_n(reinterpret_cast<std::int64_t*>(b.extra + e.typeIdsAt), e.seq, 0);
   }
+  if (prepared.halfParams) return forwardPureTokenEmbedding(context, prepared, keep, dropoutKey, b);
+  lookUpAndAdd(e, tokenIds(b.x), b.params, b.workspace, sum);
   if (norm != nullptr)
     REMAT_RETURN_IF_ERROR(norm->forward(context, sum, b.params + e.normParams, b.y,
                                         keep ? reinterpret_cast<float*>(b.extra + e.statsAt) : nullptr,
@@ -203,6 +217,7 @@ Status backwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& p
   if (b.x == nullptr || b.extra == nullptr || (norm != nullptr && b.workspace == nullptr))
     return Status::internal("cpu: " + prepared.label +
                             ": the backward lacks the ids, the position ids or its workspace");
+  if (prepared.halfParams) return backwardPureTokenEmbedding(context, prepared, b);
   const auto* arange = reinterpret_cast<const std::int64_t*>(b.extra);
   const auto* typeIds = e.typeTable > 0 ? reinterpret_cast<const std::int64_t*>(b.extra + e.typeIdsAt) : nullptr;
   const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra + e.maskAt);  // p > 0 only
@@ -221,6 +236,167 @@ Status backwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& p
                                        reinterpret_cast<const float*>(b.extra + e.statsAt), dSum,
                                        b.paramGrads + e.normParams, b.workspace + e.bScratchAt));
   scatterIntoTables(e, tokenIds(b.x), arange, typeIds, b.paramGrads, [&](Index i) { return dSum[i]; });
+  return Status::ok();
+}
+
+namespace {
+
+std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
+
+// Pure bf16's workspaces (offsets in bytes), the same for prepare and run.
+struct PureEmbeddingScratch {
+  std::uint64_t tokens = 0, positions = 0, types = 0, sum = 0, wideIn = 0, wideOut = 0, params = 0, fDnnl = 0,
+                fBytes = 0;
+  std::uint64_t dNorm = 0, wideX = 0, wideDy = 0, dSum = 0, bParams = 0, dParams = 0, bDnnl = 0, bBytes = 0;
+};
+
+PureEmbeddingScratch pureScratchOf(const TransformerEnds& e, const LayerNormOp* norm, bool dropout) {
+  PureEmbeddingScratch p;
+  const Index T = e.tokens, d = e.width;
+  ScratchLayout f, b;
+  p.tokens = f.add(halves(T * d));
+  p.positions = f.add(halves(e.seq * d));
+  if (e.typeTable > 0) p.types = f.add(halves(T * d));
+  if (norm != nullptr) {
+    p.sum = f.add(halves(T * d));  // the norm's input in a discard-mode forward
+    p.wideIn = f.add(floats(T * d));
+    p.wideOut = f.add(floats(T * d));
+    p.params = f.add(floats(2 * d));
+    p.fDnnl = f.add(norm->forwardScratchBytes());
+    if (dropout) p.dNorm = b.add(halves(T * d));
+    p.wideX = b.add(floats(T * d));
+    p.wideDy = b.add(floats(T * d));
+    p.dSum = b.add(floats(T * d));
+    p.bParams = b.add(floats(2 * d));
+    p.dParams = b.add(floats(2 * d));
+    p.bDnnl = b.add(norm->backwardScratchBytes());
+  }
+  p.fBytes = f.bytes();
+  p.bBytes = b.bytes();
+  return p;
+}
+
+// Each token's gradient row into the bfloat16 tables' gradients, each sum rounded, in token order.
+template <typename Grad>
+void scatterIntoHalfTables(const TransformerEnds& e, const std::int64_t* ids, const std::int64_t* arange,
+                           const std::int64_t* typeIds, BFloat16* grads, Grad gradAt) {
+  const Index d = e.width;
+  auto addTo = [](BFloat16& to, float g) { to = BFloat16(to.value() + g); };
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < d; ++c)
+    for (Index t = 0; t < e.tokens; ++t) {
+      const float g = gradAt(t * d + c);
+      addTo(grads[tokenId(ids, t, e.vocab) * d + c], g);
+      addTo(grads[e.positionTable + arange[t % e.seq] * d + c], g);
+      if (typeIds != nullptr) addTo(grads[e.typeTable + typeIds[t % e.seq] * d + c], g);
+    }
+}
+
+// (tokens + types) + positions in bfloat16, each sum rounded.
+void lookUpAndAddHalf(const TransformerEnds& e, const PureEmbeddingScratch& p, const std::int64_t* ids,
+                      const BFloat16* params, std::byte* workspace, BFloat16* sum) {
+  const Index d = e.width;
+  auto* tokens = reinterpret_cast<BFloat16*>(workspace + p.tokens);
+  auto* positions = reinterpret_cast<BFloat16*>(workspace + p.positions);
+  auto* types = e.typeTable > 0 ? reinterpret_cast<BFloat16*>(workspace + p.types) : nullptr;
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < e.tokens; ++t) {
+    std::memcpy(tokens + t * d, params + tokenId(ids, t, e.vocab) * d, halves(d));
+    if (types != nullptr) std::memcpy(types + t * d, params + e.typeTable, halves(d));  // type id 0
+  }
+  std::memcpy(positions, params + e.positionTable, halves(e.seq * d));
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < e.tokens; ++t)
+    for (Index c = 0; c < d; ++c) {
+      const Index i = t * d + c;
+      const float first = types != nullptr ? BFloat16(tokens[i].value() + types[i].value()).value() : tokens[i].value();
+      sum[i] = BFloat16(first + positions[(t % e.seq) * d + c].value());
+    }
+}
+
+}  // namespace
+
+Status preparePureTokenEmbedding(const LayerSpec& spec, PreparedLayer& prepared) {
+  const auto* norm = std::get_if<LayerNormOp>(&prepared.op);
+  const PureEmbeddingScratch p = pureScratchOf(prepared.ends, norm, spec.dropoutP > 0.0);
+  prepared.requiredFwdWorkspace = p.fBytes;
+  prepared.requiredBwdWorkspace = p.bBytes;
+  return Status::ok();
+}
+
+Status forwardPureTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, bool keep,
+                                 std::uint64_t dropoutKey, const ForwardBuffers& b) {
+  const TransformerEnds& e = prepared.ends;
+  const auto* norm = std::get_if<LayerNormOp>(&prepared.op);
+  const DropoutDraw drop(dropoutKey, prepared.dropoutP);
+  const PureEmbeddingScratch p = pureScratchOf(e, norm, drop.active());
+  const auto* params = reinterpret_cast<const BFloat16*>(b.params);
+  auto* y = reinterpret_cast<BFloat16*>(b.y);
+  BFloat16* sum = norm == nullptr ? y
+                  : keep          ? reinterpret_cast<BFloat16*>(b.extra + e.normInputAt)
+                                  : reinterpret_cast<BFloat16*>(b.workspace + p.sum);
+  lookUpAndAddHalf(e, p, tokenIds(b.x), params, b.workspace, sum);
+  if (norm != nullptr) {
+    const Index count = e.tokens * e.width;
+    auto* wideIn = reinterpret_cast<float*>(b.workspace + p.wideIn);
+    auto* wideOut = reinterpret_cast<float*>(b.workspace + p.wideOut);
+    auto* wideParams = reinterpret_cast<float*>(b.workspace + p.params);
+    castToFloat(count, sum, wideIn);
+    castToFloat(2 * e.width, params + e.normParams, wideParams);
+    REMAT_RETURN_IF_ERROR(norm->forward(context, wideIn, wideParams, wideOut,
+                                        keep ? reinterpret_cast<float*>(b.extra + e.statsAt) : nullptr,
+                                        b.workspace + p.fDnnl));
+    castToHalf(count, wideOut, y);
+  }
+  if (!drop.active()) return Status::ok();
+  auto* mask = keep ? reinterpret_cast<std::uint8_t*>(b.extra + e.maskAt) : nullptr;
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < e.tokens * e.width; ++i) {
+    const bool kept = drop.keep(static_cast<std::uint64_t>(i));
+    y[i] = BFloat16(kept ? y[i].value() * drop.scale : 0.0f);
+    if (mask != nullptr) mask[i] = kept ? 1 : 0;
+  }
+  return Status::ok();
+}
+
+Status backwardPureTokenEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  const TransformerEnds& e = prepared.ends;
+  const auto* norm = std::get_if<LayerNormOp>(&prepared.op);
+  const DropoutDraw drop(0, prepared.dropoutP);
+  const PureEmbeddingScratch p = pureScratchOf(e, norm, drop.active());
+  const auto* arange = reinterpret_cast<const std::int64_t*>(b.extra);
+  const auto* typeIds = e.typeTable > 0 ? reinterpret_cast<const std::int64_t*>(b.extra + e.typeIdsAt) : nullptr;
+  const auto* mask = reinterpret_cast<const std::uint8_t*>(b.extra + e.maskAt);  // p > 0 only
+  const auto* dy = reinterpret_cast<const BFloat16*>(b.dy);
+  auto* grads = reinterpret_cast<BFloat16*>(b.paramGrads);
+  auto dropped = [&](Index i) {
+    return !drop.active() ? dy[i].value() : (mask[i] ? BFloat16(dy[i].value() * drop.scale).value() : 0.0f);
+  };
+  if (norm == nullptr) {
+    scatterIntoHalfTables(e, tokenIds(b.x), arange, typeIds, grads, dropped);
+    return Status::ok();
+  }
+  const Index count = e.tokens * e.width;
+  auto* wideX = reinterpret_cast<float*>(b.workspace + p.wideX);
+  auto* wideDy = reinterpret_cast<float*>(b.workspace + p.wideDy);
+  auto* dSum = reinterpret_cast<float*>(b.workspace + p.dSum);
+  auto* wideParams = reinterpret_cast<float*>(b.workspace + p.bParams);
+  auto* dParams = reinterpret_cast<float*>(b.workspace + p.dParams);
+  if (drop.active()) {
+    auto* dNorm = reinterpret_cast<BFloat16*>(b.workspace + p.dNorm);
+    for (Index i = 0; i < count; ++i) dNorm[i] = BFloat16(dropped(i));
+    castToFloat(count, dNorm, wideDy);
+  } else {
+    castToFloat(count, dy, wideDy);
+  }
+  castToFloat(count, reinterpret_cast<const BFloat16*>(b.extra + e.normInputAt), wideX);
+  castToFloat(2 * e.width, reinterpret_cast<const BFloat16*>(b.params) + e.normParams, wideParams);
+  std::memset(dParams, 0, floats(2 * e.width));  // oneDNN's gradients are added into it
+  REMAT_RETURN_IF_ERROR(norm->backward(context, wideX, wideDy, wideParams,
+                                       reinterpret_cast<const float*>(b.extra + e.statsAt), dSum, dParams,
+                                       b.workspace + p.bDnnl));
+  addFloatIntoHalf(2 * e.width, dParams, grads + e.normParams);
+  scatterIntoHalfTables(e, tokenIds(b.x), arange, typeIds, grads, [&](Index i) { return BFloat16(dSum[i]).value(); });
   return Status::ok();
 }
 

@@ -108,6 +108,7 @@ Status prepareLmHead(const DnnlContext& context, const Chain& chain, const Chain
       check.expectParams(layer.paramCount, static_cast<std::uint64_t>(h->weight + (h->tied ? 0 : e.vocab * e.width))));
   if (chain.step.precision == Precision::Bf16Mixed)  // autocast's casts: run_heads_half.cpp
     return prepareHalfLmHead(context, layer, spec, check, firstLayer, prepared);
+  if (prepared.halfParams) return preparePureLmHead(context, layer, spec, check, firstLayer, prepared);  // pure bf16
   h->stats = 0;
   h->lnOut = floats(2 * e.tokens);
   h->savedBytes = h->norm ? floats(2 * e.tokens) + floats(e.tokens * e.width) : 0;
@@ -134,6 +135,7 @@ Status prepareLmHead(const DnnlContext& context, const Chain& chain, const Chain
 Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                      const ForwardBuffers& b) {
   if (prepared.halfLmHead) return forwardHalfLmHead(context, prepared, mode, b);
+  if (prepared.pureLmHead) return forwardPureLmHead(context, prepared, mode, b);
   const LmHeadPrep& h = *prepared.lmHead;
   const TransformerEnds& e = prepared.ends;
   const bool keep = mode == ForwardMode::Keep;
@@ -158,6 +160,7 @@ Status forwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, 
 
 Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   if (prepared.halfLmHead) return backwardHalfLmHead(context, prepared, b);
+  if (prepared.pureLmHead) return backwardPureLmHead(context, prepared, b);
   const LmHeadPrep& h = *prepared.lmHead;
   const TransformerEnds& e = prepared.ends;
   if (b.workspace == nullptr || b.y == nullptr || b.x == nullptr || (h.norm && b.extra == nullptr) ||
@@ -175,6 +178,16 @@ Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared,
   REMAT_RETURN_IF_ERROR(h.projection.backward(context, lnOut, dLogits, weight, dLnOut, weightGrad, nullptr, dnnl));
   return h.ln.backward(context, b.x, dLnOut, b.params, reinterpret_cast<const float*>(b.extra + h.stats), b.dx,
                        b.paramGrads, dnnl);
+}
+
+// Pure bf16: the same gradient in bfloat16 (-1/T rounded).
+void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, BFloat16* grad) {
+  const BFloat16 invTokens(-1.0f / static_cast<float>(tokens));
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < tokens; ++t) {
+    std::fill_n(grad + t * vocab, vocab, BFloat16(0.0f));
+    grad[t * vocab + labels[t]] = invTokens;
+  }
 }
 
 void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad) {

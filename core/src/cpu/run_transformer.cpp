@@ -319,6 +319,7 @@ Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& 
 Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                std::uint64_t dropoutKey, const ForwardBuffers& b) {
   if (prepared.halfBlock) return forwardHalfTransformerBlock(context, prepared, mode, dropoutKey, b);  // bf16-mixed
+  if (prepared.pureBlock) return forwardPureTransformerBlock(context, prepared, mode, dropoutKey, b);  // pure bf16
   const TransformerBlockPrep& t = *prepared.transformer;
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
@@ -347,6 +348,7 @@ Status forwardTransformerBlock(const DnnlContext& context, const PreparedLayer& 
 Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                 const BackwardBuffers& b) {
   if (prepared.halfBlock) return backwardHalfTransformerBlock(context, prepared, dropoutKey, b);  // bf16-mixed
+  if (prepared.pureBlock) return backwardPureTransformerBlock(context, prepared, dropoutKey, b);  // pure bf16
   const TransformerBlockPrep& t = *prepared.transformer;
   if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");

@@ -38,10 +38,10 @@ struct HalfBlockPrep {
   double dropoutP = 0.0;
   std::uint64_t s2 = 0;  // post-norm: ln_2's float32 input (h1's slot holds ln_1's)
   // forward scratch: a norm's float32 output, qkv's output, PV's heads, a linear's half output,
-  // GELU's float32 work, the threads' and the primitives' scratch
-  std::uint64_t fNorm = 0, fQkv = 0, fHeads = 0, fBranch = 0, fGelu = 0, fThread = 0, fDnnl = 0;
+  // the threads' and the primitives' scratch
+  std::uint64_t fNorm = 0, fQkv = 0, fHeads = 0, fBranch = 0, fThread = 0, fDnnl = 0;
   // backward scratch
-  std::uint64_t bHalfRows = 0, bWide = 0, bFloatWide = 0, bRows = 0, bDh1 = 0, bHeads = 0, bThread = 0, bDnnl = 0;
+  std::uint64_t bHalfRows = 0, bWide = 0, bRows = 0, bDh1 = 0, bHeads = 0, bThread = 0, bDnnl = 0;
 };
 
 namespace {
@@ -130,7 +130,6 @@ void layOutScratch(HalfBlockPrep& t, PreparedLayer& prepared) {
   t.fQkv = f.add(aligned(halves(3 * T * d)));
   t.fHeads = f.add(aligned(halves(T * d)));
   t.fBranch = f.add(aligned(halves(T * d)));
-  t.fGelu = f.add(floats(T * H));
   t.fThread = f.add(threadBytes);
   t.fDnnl = f.add(maxScratch(t, true));
   t.discardShift = aligned(t.savedBytes);
@@ -138,7 +137,6 @@ void layOutScratch(HalfBlockPrep& t, PreparedLayer& prepared) {
   ScratchLayout b;
   t.bHalfRows = b.add(aligned(halves(T * d)));                   // a sublayer's bfloat16 d(output)
   t.bWide = b.add(aligned(halves(std::max(T * H, 3 * T * d))));  // d(GELU's output), d(fc1's), d(qkv)
-  t.bFloatWide = b.add(floats(2 * T * H));                       // GELU's backward in float32
   t.bRows = b.add(floats(T * d));                                // d(a norm's output), float32
   t.bDh1 = b.add(floats(T * d));
   t.bHeads = b.add(aligned(halves(T * d)));  // d(merged heads), then as heads
@@ -278,20 +276,14 @@ Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, cons
   return Status::ok();
 }
 
-// GELU in bfloat16: computed in float32 from the bfloat16 input, rounded (PyTorch's bf16 kernel).
-void geluHalf(const HalfBlockPrep& t, const BFloat16* x, BFloat16* y, float* work) {
-  const Index count = t.tokens * t.hidden;
-  castToFloat(count, x, work);
-  geluForward(count, t.tanhGelu, work, work);
-  castToHalf(count, work, y);
+// GELU in bfloat16: computed in float32 from the bfloat16 input, rounded (PyTorch's bf16 kernel),
+// without a float32 copy in the workspace (geluForwardHalf).
+void geluHalf(const HalfBlockPrep& t, const BFloat16* x, BFloat16* y) {
+  geluForwardHalf(t.tokens * t.hidden, t.tanhGelu, x, y);
 }
 
-void geluHalfBackward(const HalfBlockPrep& t, const BFloat16* x, BFloat16* dyDx, float* work) {
-  const Index count = t.tokens * t.hidden;
-  castToFloat(count, x, work);
-  castToFloat(count, dyDx, work + count);
-  geluBackward(count, t.tanhGelu, work, work + count, work + count);
-  castToHalf(count, work + count, dyDx);
+void geluHalfBackward(const HalfBlockPrep& t, const BFloat16* x, BFloat16* dyDx) {
+  geluBackwardHalf(t.tokens * t.hidden, t.tanhGelu, x, dyDx);
 }
 
 // The attention sublayer's backward from the float32 gradient of its promoted output (`dOut`):
@@ -324,7 +316,7 @@ Status mlpBackward(const DnnlContext& context, const HalfBlockPrep& t, const Hal
   branchDropoutBackward(t, s, 2, halfRows);
   REMAT_RETURN_IF_ERROR(
       t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g + t.fc2W, g + t.fc2B, dnnl));
-  geluHalfBackward(t, s.at(t.fc), wide, s.work<float>(t.bFloatWide));
+  geluHalfBackward(t, s.at(t.fc), wide);
   return t.fc1.backward(context, nullptr, wide, s.saved + t.fc1Copies, dInput, g + t.fc1W, g + t.fc1B, dnnl);
 }
 
@@ -344,7 +336,7 @@ Status postNormForward(const DnnlContext& context, const HalfBlockPrep& t, const
   addPromoted(T * d, b.x, branch, s1);
   REMAT_RETURN_IF_ERROR(t.ln1.forward(context, s1, p + t.ln1P, h, s.at<float>(t.st1), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, h, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
-  geluHalf(t, s.at(t.fc), s.at(t.gelu), s.work<float>(t.fGelu));
+  geluHalf(t, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(
       t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
   branchDropout(t, s, 2, branch);
@@ -394,7 +386,7 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
   addPromoted(T * d, b.x, branch, s.at<float>(t.h1));
   REMAT_RETURN_IF_ERROR(t.ln2.forward(context, s.at<float>(t.h1), p + t.ln2P, norm, s.at<float>(t.st2), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, norm, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
-  geluHalf(t, s.at(t.fc), s.at(t.gelu), s.work<float>(t.fGelu));
+  geluHalf(t, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(
       t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
   branchDropout(t, s, 2, branch);

@@ -89,6 +89,7 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
 Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                              std::uint64_t dropoutKey, const ForwardBuffers& b) {
   if (prepared.halfPatch) return forwardHalfPatchEmbedding(context, prepared, mode, dropoutKey, b);  // bf16-mixed
+  if (prepared.pureVit) return forwardPurePatchEmbedding(context, prepared, mode, dropoutKey, b);    // pure bf16
   const VitPrep& v = *prepared.vit;
   if (b.workspace == nullptr || (mode == ForwardMode::Keep && prepared.dropoutP > 0.0 && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": no forward workspace or mask");
@@ -112,6 +113,7 @@ Status forwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& pr
 
 Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   if (prepared.halfPatch) return backwardHalfPatchEmbedding(context, prepared, b);  // bf16-mixed
+  if (prepared.pureVit) return backwardPurePatchEmbedding(context, prepared, b);    // pure bf16
   const VitPrep& v = *prepared.vit;
   if (b.workspace == nullptr || b.x == nullptr || (prepared.dropoutP > 0.0 && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the backward lacks the image, its mask or its workspace");
@@ -193,6 +195,7 @@ void gatherFirstTokens(const VitPrep& v, const float* x, float* rows) {
 Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                       const ForwardBuffers& b) {
   if (prepared.halfClsHead) return forwardHalfClsHead(context, prepared, mode, b);  // bf16-mixed
+  if (prepared.pureVit) return forwardPureClsHead(context, prepared, mode, b);      // pure bf16
   const VitPrep& v = *prepared.vit;
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
@@ -217,6 +220,7 @@ Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared,
 
 Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   if (prepared.halfClsHead) return backwardHalfClsHead(context, prepared, b);  // bf16-mixed
+  if (prepared.pureVit) return backwardPureClsHead(context, prepared, b);      // pure bf16
   const VitPrep& v = *prepared.vit;
   if (b.workspace == nullptr || b.x == nullptr || (v.norm && b.extra == nullptr) || (v.tanhOut && b.y == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the head's backward lacks x(l-1), x(l), E or its workspace");
