@@ -86,6 +86,8 @@ struct LayerState {
   bool half = false;
   bool castsInput = false;
   bool castsFromHalf = false;  // a float32 layer norm reading a bfloat16 input: from its float32 copy
+  bool floatOutput = false;    // a bfloat16 block whose output is float32 (ConvNeXt's type promotion)
+  bool outputHalf() const { return half && !floatOutput; }
   // A bfloat16 conv2d's workspaces (cuda_half_conv.cpp): the forward's [input cast][weight copy]
   // (discard mode), the backward's [half dW][half d(input) at bwdInputGradOffset, when it casts];
   // cuDNN's scratch after them at these 256-byte-aligned offsets.
@@ -147,6 +149,11 @@ Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
 // bf16-mixed's residual blocks (cuda_half_blocks.cpp): the bfloat16 graph's arenas, its inner
 // convolutions on cuDNN in bfloat16 from their weight copies (in E after the graph's saved
 // tensors), batch norms, the residual add and the activations in bfloat16.
+// Whether a bfloat16 block whose layout matches the model (cuda_half.cpp) has GPU kernels for every
+// inner op: not yet for a float32 x(l-1) (ConvNeXt's, read through the first conv's cast), float32
+// inner tensors, layer norms, layer scales, dropout, sub, div and broadcasting adds (the CPU runs
+// them: run_blocks.cpp). Refused naming the inner op, before anything is allocated.
+Status checkHalfBlockRuns(const BlockGraph& graph, bool castsInput, const LayerChecks& check);
 Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                         const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state);
 Status forwardHalfBlock(const LayerState& layer, ForwardMode mode, const LayerContext& context,

@@ -302,19 +302,43 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
   }
 }
 
+Status notYet(const LayerChecks& check, const std::string& what) {
+  return check.fail("precision bf16-mixed: the GPU's bfloat16 layout of this block matches the model, but " + what +
+                    " has no bfloat16 kernel on the GPU yet; plan and simulate it, run it with --device cpu, or run "
+                    "it as fp32");
+}
+
 }  // namespace
+
+Status checkHalfBlockRuns(const BlockGraph& graph, bool castsInput, const LayerChecks& check) {
+  if (castsInput) return notYet(check, "its float32 input (cast by its first convolution)");
+  for (const BlockOp& op : graph.ops) {
+    const std::string name = "the inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")";
+    const bool kernelMissing = op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale ||
+                               op.kind == BlockOpKind::Dropout || op.kind == BlockOpKind::Sub ||
+                               op.kind == BlockOpKind::Div;
+    if (kernelMissing) return notYet(check, name);
+    if (op.kind == BlockOpKind::Add &&
+        (op.inputs.size() != 2 || graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape))
+      return notYet(check, name + " broadcasting");
+    for (std::size_t t : op.inputs)
+      if (graph.tensors[t].dtype != DType::BFloat16) return notYet(check, name + " on float32 data");
+  }
+  return Status::ok();
+}
 
 Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                         const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   // The model's numbers against the bfloat16 graph and its weight copies (cuda_half.cpp), which
   // also refuses a block reading a float32 input and the inner ops without a bfloat16 layout.
-  REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, HalfMode{true, state.castsInput, false}, check));
+  REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, HalfMode{true, state.castsInput, false, state.floatOutput}, check));
   if (layer.inputShape.size() != 4)  // as the float32 blocks: NCHW
     return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
                       " yet; plan and simulate it, or run it on the CPU");
-  auto graph = buildBlockGraph(spec, layer.inputShape, DType::BFloat16);
+  auto graph = halfBlockGraph(spec, layer.inputShape, state.castsInput);
   if (!graph) return check.fail(graph.status().message());
+  REMAT_RETURN_IF_ERROR(checkHalfBlockRuns(*graph, state.castsInput, check));
   BlockState block;
   HalfConvNeeds needs{0, graph->extraBytes};
   for (const BlockOp& op : graph->ops)
