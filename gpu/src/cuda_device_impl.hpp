@@ -156,8 +156,8 @@ Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
 Status checkHalfBlockRuns(const BlockGraph& graph, bool castsInput, const LayerChecks& check);
 Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                         const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state);
-Status forwardHalfBlock(const LayerState& layer, ForwardMode mode, const LayerContext& context,
-                        const ForwardBuffers& p);
+Status forwardHalfBlock(const LayerState& layer, std::size_t l, std::uint64_t seed, ForwardMode mode,
+                        const LayerContext& context, const ForwardBuffers& p);
 Status backwardHalfBlock(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
 
 // cuda_prepare.cpp's helpers that bf16-mixed's layers share.

@@ -21,8 +21,10 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "kernels_half_arith.hpp"
 #include "kernels_half_conv.hpp"
 #include "remat/exec/block_buffers.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 #include "remat/model/operators.hpp"
 
@@ -114,10 +116,13 @@ Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerC
                                              out[3], op.layer.kernel, op.layer.stride, op.layer.padding};
     return Status::ok();
   }
-  if (op.kind == BlockOpKind::Add) {
-    if (graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape || op.inputs.size() != 2)
-      return check.fail("precision bf16-mixed: no bfloat16 GPU kernel for the broadcasting inner add '" +
-                        op.layer.name + "' yet; run it with --device cpu");
+  if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
+    if (op.inputs.size() != 2) return check.fail("inner op '" + op.layer.name + "' must have two operands");
+    return Status::ok();
+  }
+  if (op.kind == BlockOpKind::Dropout) {  // its one-byte mask in E (keep mode), as float32's
+    if (op.statsBytes != elementCount(graph.tensors[op.inputs[0]].shape))
+      return check.fail("inner dropout '" + op.layer.name + "' has an unexpected mask size");
     return Status::ok();
   }
   const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
@@ -211,12 +216,53 @@ Status concatBackwardHalf(const BlockGraph& graph, const BlockOp& op, const Bloc
   return Status::ok();
 }
 
+// Issue 22's broadcasting add, sub and div in bfloat16 (kernels_half_arith.cu); an equal-shape add
+// keeps the residual add's kernels.
+bool isArith(const BlockGraph& graph, const BlockOp& op) {
+  return op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div ||
+         (op.kind == BlockOpKind::Add && graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape);
+}
+kernels::Arith arithOf(BlockOpKind kind) {
+  return kind == BlockOpKind::Add   ? kernels::Arith::Add
+         : kind == BlockOpKind::Sub ? kernels::Arith::Sub
+                                    : kernels::Arith::Div;
+}
+
+// Div's backward reads both operands (saved); add's and sub's none (null).
+Status arithBackwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                         const BlockBackwardTensors& tensors, const void* dOut, const void* const saved[2]) {
+  const kernels::Dims4 o = dimsOf(graph, op.output), a = dimsOf(graph, op.inputs[0]), b = dimsOf(graph, op.inputs[1]);
+  for (int j = 0; j < 2; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    void* d = tensors.grad(op.inputs[jj]);
+    if (d != nullptr)
+      REMAT_RETURN_IF_ERROR(kernels::arithBackwardOperandHalf(c.stream, arithOf(op.kind), j, o, a, b, halves(dOut),
+                                                              halves(saved[0]), halves(saved[1]), halves(d),
+                                                              op.gradAccumulate[jj]));
+  }
+  return Status::ok();
+}
+
+// An inner dropout draws on a stream of its own within the layer's (rng::at(dropoutKey, index of
+// the op)), the float32 runner's and the CPU's: the same elements dropped as under float32, in
+// every plan; keep mode writes its one-byte mask to E (stats).
+struct InnerOpAt {
+  std::size_t index = 0;
+  std::uint64_t dropoutKey = 0;
+};
+
 Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
                       ForwardMode mode, const LayerContext& c, const BlockForwardTensors& tensors,
-                      const ForwardBuffers& p, const void* const inputs[2]) {
+                      const ForwardBuffers& p, const void* const inputs[2], InnerOpAt at) {
   void* out = tensors.tensor(op.output);
   const void* in = inputs[0];
   const float* w = p.params + o.weightOffset;
+  if (isArith(graph, op))
+    return kernels::arithForwardHalf(c.stream, arithOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                                     dimsOf(graph, op.inputs[1]), halves(in), halves(inputs[1]), halves(out));
+  if (op.kind == BlockOpKind::Dropout)
+    return kernels::dropoutForwardHalf(c.stream, o.count, op.layer.dropoutP, rng::at(at.dropoutKey, at.index),
+                                       halves(in), halves(out), reinterpret_cast<std::uint8_t*>(tensors.stats(op)));
   switch (op.kind) {
     case BlockOpKind::Conv2d: return forwardInnerConv(op, o, block, mode, c, p, in, out);
     case BlockOpKind::BatchNorm:
@@ -260,6 +306,13 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
   const void* dOut = tensors.grad(op.output);
   void* dIn = tensors.grad(op.inputs[0]);
   const bool accumulate = op.gradAccumulate[0];
+  if (isArith(graph, op)) return arithBackwardHalf(graph, op, c, tensors, dOut, saved);
+  if (op.kind == BlockOpKind::Dropout) {  // from its mask alone
+    if (dIn == nullptr) return Status::ok();
+    return kernels::dropoutBackwardHalfInto(c.stream, o.count, op.layer.dropoutP,
+                                            reinterpret_cast<const std::uint8_t*>(tensors.stats(op)), halves(dOut),
+                                            halves(dIn), accumulate);
+  }
   switch (op.kind) {
     case BlockOpKind::Conv2d: return backwardInnerConv(op, o, block, c, p, saved[0], dOut, dIn);
     case BlockOpKind::BatchNorm: {
@@ -314,13 +367,7 @@ Status checkHalfBlockRuns(const BlockGraph& graph, bool castsInput, const LayerC
   if (castsInput) return notYet(check, "its float32 input (cast by its first convolution)");
   for (const BlockOp& op : graph.ops) {
     const std::string name = "the inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")";
-    const bool kernelMissing = op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale ||
-                               op.kind == BlockOpKind::Dropout || op.kind == BlockOpKind::Sub ||
-                               op.kind == BlockOpKind::Div;
-    if (kernelMissing) return notYet(check, name);
-    if (op.kind == BlockOpKind::Add &&
-        (op.inputs.size() != 2 || graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape))
-      return notYet(check, name + " broadcasting");
+    if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale) return notYet(check, name);
     for (std::size_t t : op.inputs)
       if (graph.tensors[t].dtype != DType::BFloat16) return notYet(check, name + " on float32 data");
   }
@@ -375,12 +422,14 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
   return Status::ok();
 }
 
-Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
+Status forwardHalfBlock(const LayerState& s, std::size_t l, std::uint64_t seed, ForwardMode mode, const LayerContext& c,
+                        const ForwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
   const BlockForwardTensors tensors(graph, mode, p, ViewLayout::Nchw);
   const std::string where = "gpu: " + s.label;
   REMAT_RETURN_IF_ERROR(tensors.check(where));
+  const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);  // the CPU's run_layers.cpp
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
     if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
@@ -388,8 +437,9 @@ Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContex
     for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
       REMAT_RETURN_IF_ERROR(
           contiguousInput(graph, op, j, tensors.tensor(op.inputs[j]), op.gatherOffset[j], p.workspace, c, in[j]));
-    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph, op, block.ops[i], block, mode, c, tensors, p, in)
-                              .withContext(where + ", inner op '" + op.layer.name + "'"));
+    REMAT_RETURN_IF_ERROR(
+        forwardInnerOp(graph, op, block.ops[i], block, mode, c, tensors, p, in, InnerOpAt{i, dropoutKey})
+            .withContext(where + ", inner op '" + op.layer.name + "'"));
   }
   return Status::ok();
 }

@@ -222,12 +222,9 @@ TEST(GpuHalfHost, PreparingChecksEveryLayerThenRefusesWhatCannotRun) {
   layers = prepareAll(mixed(kShuffle));
   ASSERT_FALSE(layers.isOk());
   EXPECT_NE(layers.status().message().find("no cuDNN handle"), std::string::npos) << layers.status().message();
-  layers = prepareAll(mixed(kInnerDropout));
+  layers = prepareAll(mixed(kInnerDropout));  // an inner dropout runs in bfloat16 (kernels_half_arith.cu)
   ASSERT_FALSE(layers.isOk());
-  EXPECT_NE(layers.status().message().find("gpu: layer 2 ('res', block): precision bf16-mixed"), std::string::npos)
-      << layers.status().message();
-  EXPECT_NE(layers.status().message().find("inner op 'res.drop' (dropout)"), std::string::npos)
-      << layers.status().message();
+  EXPECT_NE(layers.status().message().find("no cuDNN handle"), std::string::npos) << layers.status().message();
   Chain broken = mixed(kResidual);
   broken.layers[7].numbers.extraBytes -= 2;
   layers = prepareAll(broken);
@@ -455,8 +452,8 @@ TEST(GpuHalfHost, ConvNextBlocksLayOutAsTheModelWithFloat32InputsAndOutputs) {
 }
 
 // Issue 22's blocks after a bfloat16 convolution: dropout, sub and div (reading both operands) and
-// a broadcasting add, sub and div of a pooled mean lay out in bfloat16 as the model's; their GPU
-// kernels are not there yet, so preparing refuses the first such block by its inner op.
+// a broadcasting add, sub and div of a pooled mean lay out in bfloat16 as the model's, and nothing
+// refuses them before cuDNN is asked for the stem's algorithms (their kernels: kernels_half_arith.cu).
 TEST(GpuHalfHost, BlocksWithDropoutSubDivLayOutInBfloat16) {
   using namespace blocks;
   const json conv = {{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8},
@@ -483,10 +480,14 @@ TEST(GpuHalfHost, BlocksWithDropoutSubDivLayOutInBfloat16) {
   }
   auto layersPrepared = prepareAll(*stepped);
   ASSERT_FALSE(layersPrepared.isOk());
-  EXPECT_NE(layersPrepared.status().message().find("('arith', block)"), std::string::npos)
+  EXPECT_NE(layersPrepared.status().message().find("no cuDNN handle"), std::string::npos)
       << layersPrepared.status().message();
-  EXPECT_NE(layersPrepared.status().message().find("inner op 'arith.q' (div)"), std::string::npos)
-      << layersPrepared.status().message();
+  Chain off = *stepped;  // the dropout's mask one byte short in the model
+  off.layers[2].numbers.extraBytes -= 1;
+  auto refused = checkHalfChain(off);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("layer 3 ('drop', block)"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
