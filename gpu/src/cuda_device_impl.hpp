@@ -58,6 +58,12 @@ struct BlockState {
   // bf16-mixed: the scratch starts with a region for the largest inner weight copy (a discard-mode
   // forward) or bfloat16 weight gradient (the backward), cuDNN's after it.
   std::uint64_t halfRegionBytes = 0;
+  // A float32 x(l-1) (ConvNeXt's): the first conv reads its bfloat16 cast, in E at inputCastOffset
+  // (keep mode; after the graph's saved tensors, before the weight copies) or, discard mode, in a
+  // region of castRegionBytes after halfRegionBytes, where the backward puts that conv's bfloat16
+  // d(input) before it is added into the float32 d(l-1).
+  bool castsInput = false;
+  std::uint64_t inputCastOffset = 0, castRegionBytes = 0;
 };
 
 struct LayerState {
@@ -149,11 +155,6 @@ Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
 // bf16-mixed's residual blocks (cuda_half_blocks.cpp): the bfloat16 graph's arenas, its inner
 // convolutions on cuDNN in bfloat16 from their weight copies (in E after the graph's saved
 // tensors), batch norms, the residual add and the activations in bfloat16.
-// Whether a bfloat16 block whose layout matches the model (cuda_half.cpp) has GPU kernels for every
-// inner op: not yet for a float32 x(l-1) (ConvNeXt's, read through the first conv's cast), float32
-// inner tensors, layer norms, layer scales, dropout, sub, div and broadcasting adds (the CPU runs
-// them: run_blocks.cpp). Refused naming the inner op, before anything is allocated.
-Status checkHalfBlockRuns(const BlockGraph& graph, bool castsInput, const LayerChecks& check);
 Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                         const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state);
 Status forwardHalfBlock(const LayerState& layer, std::size_t l, std::uint64_t seed, ForwardMode mode,

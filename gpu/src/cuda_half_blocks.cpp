@@ -23,6 +23,7 @@
 #include "cuda_half.hpp"
 #include "kernels_half_arith.hpp"
 #include "kernels_half_conv.hpp"
+#include "kernels_half_convnext.hpp"
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -116,6 +117,9 @@ Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerC
                                              out[3], op.layer.kernel, op.layer.stride, op.layer.padding};
     return Status::ok();
   }
+  if (op.kind == BlockOpKind::LayerNorm) return check.innerLayerNorm(op, graph.tensors[op.inputs[0]].shape);
+  if (op.kind == BlockOpKind::LayerScale)
+    return check.innerLayerScale(op, static_cast<std::uint64_t>(graph.tensors[op.inputs[0]].shape[1]));
   if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
     if (op.inputs.size() != 2) return check.fail("inner op '" + op.layer.name + "' must have two operands");
     return Status::ok();
@@ -159,12 +163,25 @@ Status prepareInnerConv(const BlockOp& op, const Shape& in, const LayerContext& 
   return Status::ok();
 }
 
+// Whether op is the first conv reading a float32 x(l-1) through autocast's cast (ConvNeXt's).
+bool castsBlockInput(const BlockState& block, const BlockOp& op) {
+  return block.castsInput && op.kind == BlockOpKind::Conv2d && op.inputs[0] == 0;
+}
+
 Status forwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockState& block, ForwardMode mode,
                         const LayerContext& c, const ForwardBuffers& p, const void* in, void* out) {
   std::byte* region = p.workspace + block.fwdScratchOffset;
-  Bf16* copy = halves(mode == ForwardMode::Keep ? p.extra + o.halfCopyOffset : region);
+  const bool keep = mode == ForwardMode::Keep;
+  if (castsBlockInput(block, op)) {  // in is the float32 x(l-1); the conv reads (and saves) its cast
+    void* cast = keep ? static_cast<void*>(p.extra + block.inputCastOffset) : region + block.halfRegionBytes;
+    REMAT_RETURN_IF_ERROR(kernels::castToHalf(c.stream, static_cast<Index>(elementCount(block.graph.tensors[0].shape)),
+                                              static_cast<const float*>(in), halves(cast)));
+    in = cast;
+  }
+  Bf16* copy = halves(keep ? p.extra + o.halfCopyOffset : region);
   REMAT_RETURN_IF_ERROR(kernels::castToHalf(c.stream, o.halfWeights, p.params + o.weightOffset, copy));
-  REMAT_RETURN_IF_ERROR(o.conv->forwardHalf(c.cudnn, in, copy, out, region + block.halfRegionBytes));
+  REMAT_RETURN_IF_ERROR(
+      o.conv->forwardHalf(c.cudnn, in, copy, out, region + block.halfRegionBytes + block.castRegionBytes));
   if (!op.layer.bias) return Status::ok();
   const Dims4 y = o.conv->outputDims();
   return kernels::addChannelBiasHalf(c.stream, y.n, y.c, static_cast<Index>(y.h) * y.w, p.params + o.biasOffset,
@@ -174,10 +191,18 @@ Status forwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockSta
 Status backwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockState& block, const LayerContext& c,
                          const BackwardBuffers& p, const void* saved, const void* dOut, void* dIn) {
   std::byte* region = p.workspace + block.bwdScratchOffset;
-  std::byte* scratch = region + block.halfRegionBytes;
+  std::byte* scratch = region + block.halfRegionBytes + block.castRegionBytes;
   const Bf16* copy = halves(p.extra + o.halfCopyOffset);
-  if (dIn != nullptr)
+  if (dIn != nullptr && castsBlockInput(block, op)) {  // bfloat16 d(cast), then into the float32 d(l-1)
+    Bf16* dCast = halves(region + block.halfRegionBytes);
+    const auto count = static_cast<Index>(elementCount(block.graph.tensors[0].shape));
+    REMAT_RETURN_IF_ERROR(o.conv->backwardDataHalf(c.cudnn, dOut, copy, dCast, scratch, false));
+    REMAT_RETURN_IF_ERROR(op.gradAccumulate[0]
+                              ? kernels::addHalfInto(c.stream, count, dCast, static_cast<float*>(dIn))
+                              : kernels::castToFloat(c.stream, count, dCast, static_cast<float*>(dIn)));
+  } else if (dIn != nullptr) {
     REMAT_RETURN_IF_ERROR(o.conv->backwardDataHalf(c.cudnn, dOut, copy, dIn, scratch, op.gradAccumulate[0]));
+  }
   Bf16* dw = halves(region);
   REMAT_RETURN_IF_ERROR(o.conv->backwardFilterHalf(c.cudnn, saved, dOut, dw, scratch));
   REMAT_RETURN_IF_ERROR(kernels::addHalfInto(c.stream, o.halfWeights, dw, p.paramGrads + o.weightOffset));
@@ -246,6 +271,54 @@ Status arithBackwardHalf(const BlockGraph& graph, const BlockOp& op, const Layer
 // An inner dropout draws on a stream of its own within the layer's (rng::at(dropoutKey, index of
 // the op)), the float32 runner's and the CPU's: the same elements dropped as under float32, in
 // every plan; keep mode writes its one-byte mask to E (stats).
+// ConvNeXt's inner ops (kernels_half_convnext.cu): the layer norm over the channels on bfloat16
+// data (N*H*W rows of C, H*W apart; float32 statistics in E), layer_scale's bfloat16 x float32 gamma
+// written in float32, and the residual add where an operand (and so its output) is float32.
+bool isHalfTensor(const BlockGraph& graph, std::size_t t) { return graph.tensors[t].dtype == DType::BFloat16; }
+bool isMixedAdd(const BlockGraph& graph, const BlockOp& op) {
+  return op.kind == BlockOpKind::Add && !isHalfTensor(graph, op.output);
+}
+
+Status convNextForwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                           const BlockForwardTensors& tensors, const void* const in[2], const float* w, void* out) {
+  const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
+  if (op.kind == BlockOpKind::LayerScale)
+    return kernels::layerScaleForwardHalf(c.stream, x, halves(in[0]), w, static_cast<float*>(out));
+  if (op.kind == BlockOpKind::LayerNorm)
+    return kernels::layerNormForwardHalf(c.stream, x.n * x.h * x.w, x.c, static_cast<float>(op.layer.epsilon),
+                                         halves(in[0]), w, halves(out), tensors.stats(op), x.h * x.w);
+  return kernels::addMixed(c.stream, static_cast<Index>(elementCount(graph.tensors[op.output].shape)), in[0],
+                           isHalfTensor(graph, op.inputs[0]), in[1], isHalfTensor(graph, op.inputs[1]),
+                           static_cast<float*>(out));
+}
+
+Status convNextBackwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                            const BlockBackwardTensors& tensors, const BackwardBuffers& p, const BlockOpState& o,
+                            const void* const saved[2]) {
+  const void* dOut = tensors.grad(op.output);
+  const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
+  const float* w = p.params + o.weightOffset;
+  float* dw = p.paramGrads + o.weightOffset;
+  const bool accumulate = op.gradAccumulate[0];
+  if (op.kind == BlockOpKind::LayerNorm)
+    return kernels::layerNormBackwardHalf(c.stream, x.n * x.h * x.w, x.c, halves(saved[0]), halves(dOut), w,
+                                          tensors.stats(op), halves(tensors.grad(op.inputs[0])), dw, x.h * x.w,
+                                          accumulate);
+  if (op.kind == BlockOpKind::LayerScale)
+    return kernels::layerScaleBackwardHalf(c.stream, x, static_cast<const float*>(dOut), halves(saved[0]), w,
+                                           halves(tensors.grad(op.inputs[0])), accumulate, dw);
+  const auto count = static_cast<Index>(elementCount(graph.tensors[op.output].shape));  // the float32 add
+  for (std::size_t j = 0; j < 2; ++j) {
+    void* d = tensors.grad(op.inputs[j]);
+    if (d == nullptr) continue;
+    const auto* g = static_cast<const float*>(dOut);
+    REMAT_RETURN_IF_ERROR(isHalfTensor(graph, op.inputs[j])
+                              ? kernels::copyOrAddFloatToHalf(c.stream, count, g, halves(d), op.gradAccumulate[j])
+                              : kernels::copyOrAdd(c.stream, count, g, static_cast<float*>(d), op.gradAccumulate[j]));
+  }
+  return Status::ok();
+}
+
 struct InnerOpAt {
   std::size_t index = 0;
   std::uint64_t dropoutKey = 0;
@@ -260,6 +333,8 @@ Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpS
   if (isArith(graph, op))
     return kernels::arithForwardHalf(c.stream, arithOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
                                      dimsOf(graph, op.inputs[1]), halves(in), halves(inputs[1]), halves(out));
+  if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale || isMixedAdd(graph, op))
+    return convNextForwardHalf(graph, op, c, tensors, inputs, w, out);
   if (op.kind == BlockOpKind::Dropout)
     return kernels::dropoutForwardHalf(c.stream, o.count, op.layer.dropoutP, rng::at(at.dropoutKey, at.index),
                                        halves(in), halves(out), reinterpret_cast<std::uint8_t*>(tensors.stats(op)));
@@ -307,6 +382,8 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
   void* dIn = tensors.grad(op.inputs[0]);
   const bool accumulate = op.gradAccumulate[0];
   if (isArith(graph, op)) return arithBackwardHalf(graph, op, c, tensors, dOut, saved);
+  if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale || isMixedAdd(graph, op))
+    return convNextBackwardHalf(graph, op, c, tensors, p, o, saved);
   if (op.kind == BlockOpKind::Dropout) {  // from its mask alone
     if (dIn == nullptr) return Status::ok();
     return kernels::dropoutBackwardHalfInto(c.stream, o.count, op.layer.dropoutP,
@@ -355,24 +432,7 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
   }
 }
 
-Status notYet(const LayerChecks& check, const std::string& what) {
-  return check.fail("precision bf16-mixed: the GPU's bfloat16 layout of this block matches the model, but " + what +
-                    " has no bfloat16 kernel on the GPU yet; plan and simulate it, run it with --device cpu, or run "
-                    "it as fp32");
-}
-
 }  // namespace
-
-Status checkHalfBlockRuns(const BlockGraph& graph, bool castsInput, const LayerChecks& check) {
-  if (castsInput) return notYet(check, "its float32 input (cast by its first convolution)");
-  for (const BlockOp& op : graph.ops) {
-    const std::string name = "the inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")";
-    if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale) return notYet(check, name);
-    for (std::size_t t : op.inputs)
-      if (graph.tensors[t].dtype != DType::BFloat16) return notYet(check, name + " on float32 data");
-  }
-  return Status::ok();
-}
 
 Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                         const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
@@ -385,17 +445,22 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
                       " yet; plan and simulate it, or run it on the CPU");
   auto graph = halfBlockGraph(spec, layer.inputShape, state.castsInput);
   if (!graph) return check.fail(graph.status().message());
-  REMAT_RETURN_IF_ERROR(checkHalfBlockRuns(*graph, state.castsInput, check));
   BlockState block;
-  HalfConvNeeds needs{0, graph->extraBytes};
+  // A float32 x(l-1): the first conv's bfloat16 cast in E before the weight copies (cuda_half.cpp).
+  const std::uint64_t castBytes = state.castsInput ? static_cast<std::uint64_t>(state.inCount) * kHalfBytes : 0;
+  block.castsInput = state.castsInput;
+  block.inputCastOffset = graph->extraBytes;
+  block.castRegionBytes = alignUp(castBytes, kBlockTensorAlignBytes);
+  HalfConvNeeds needs{0, graph->extraBytes + castBytes};
   for (const BlockOp& op : graph->ops)
     if (op.kind == BlockOpKind::Conv2d) needs.regionBytes = std::max(needs.regionBytes, (op.paramCount) * kHalfBytes);
   block.halfRegionBytes = alignUp(needs.regionBytes, kBlockTensorAlignBytes);
   block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);
   block.bwdScratchOffset = alignUp(graph->bwdWorkspaceBytes, kBlockTensorAlignBytes);
   const LayerNumbers& m = layer.numbers;
-  AlgorithmPolicy policy = convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset + block.halfRegionBytes,
-                                      m.bwdWorkspaceBytes, block.bwdScratchOffset + block.halfRegionBytes);
+  const std::uint64_t regions = block.halfRegionBytes + block.castRegionBytes;
+  AlgorithmPolicy policy = convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset + regions,
+                                      m.bwdWorkspaceBytes, block.bwdScratchOffset + regions);
   policy.allowTf32 = true;  // bfloat16 tensor-core math rounds nothing autocast did not (cuda_half_conv.cpp)
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
@@ -415,8 +480,8 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
     offset += static_cast<Index>(op.paramCount);
     block.ops.push_back(std::move(s));
   }
-  state.requiredFwdWorkspace = block.fwdScratchOffset + block.halfRegionBytes + block.fwdScratchBytes;
-  state.requiredBwdWorkspace = block.bwdScratchOffset + block.halfRegionBytes + block.bwdScratchBytes;
+  state.requiredFwdWorkspace = block.fwdScratchOffset + regions + block.fwdScratchBytes;
+  state.requiredBwdWorkspace = block.bwdScratchOffset + regions + block.bwdScratchBytes;
   block.graph = std::move(graph).value();
   state.block = std::move(block);
   return Status::ok();
@@ -452,8 +517,14 @@ Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const Backw
   REMAT_RETURN_IF_ERROR(tensors.check(where));
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
-    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     const void* saved[2] = {nullptr, nullptr};
+    if (castsBlockInput(block, op)) {  // it saved x(l-1)'s cast in E, not x(l-1)
+      saved[0] = p.extra + block.inputCastOffset;
+      REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p, saved)
+                                .withContext(where + ", inner op '" + op.layer.name + "'"));
+      continue;
+    }
+    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
     const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
     for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)

@@ -290,12 +290,6 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
     const HalfMode& mode = (*modes)[i];
     const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm : !mode.half || runsHalf(layer.kind);
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
-    if (runs && mode.half && isComposite(layer.kind)) {  // a block: every inner op needs its kernel
-      auto graph = halfBlockGraph(chain.spec.layers[layer.specIndex], layer.inputShape, mode.castsInput);
-      if (!graph) return graph.status();
-      const LayerChecks at{std::string(kGpuDeviceName), layerLabel(chain, i), true};
-      REMAT_RETURN_IF_ERROR(checkHalfBlockRuns(*graph, mode.castsInput, at));
-    }
     if (layer.kind == LayerKind::Abstract || runs) continue;
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
