@@ -274,7 +274,7 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   auto labels =
       checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * 4, "SEED", "labels", false);
   if (!labels) return labels.status();
-  if (last.half)  // bf16-mixed: the loss's seed from bfloat16 logits, a bfloat16 gradient
+  if (last.outputHalf())  // bf16-mixed: the loss's seed from bfloat16 logits, a bfloat16 gradient
     return kernels::softmaxCrossEntropyBackwardHalf(
         stream, batch, last.outCount / batch, reinterpret_cast<const kernels::Bf16*>(logits),
         reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));

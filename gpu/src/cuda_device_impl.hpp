@@ -58,6 +58,12 @@ struct BlockState {
   // bf16-mixed: the scratch starts with a region for the largest inner weight copy (a discard-mode
   // forward) or bfloat16 weight gradient (the backward), cuDNN's after it.
   std::uint64_t halfRegionBytes = 0;
+  // A float32 x(l-1) (ConvNeXt's): the first conv reads its bfloat16 cast, in E at inputCastOffset
+  // (keep mode; after the graph's saved tensors, before the weight copies) or, discard mode, in a
+  // region of castRegionBytes after halfRegionBytes, where the backward puts that conv's bfloat16
+  // d(input) before it is added into the float32 d(l-1).
+  bool castsInput = false;
+  std::uint64_t inputCastOffset = 0, castRegionBytes = 0;
 };
 
 struct LayerState {
@@ -86,6 +92,8 @@ struct LayerState {
   bool half = false;
   bool castsInput = false;
   bool castsFromHalf = false;  // a float32 layer norm reading a bfloat16 input: from its float32 copy
+  bool floatOutput = false;    // a bfloat16 block whose output is float32 (ConvNeXt's type promotion)
+  bool outputHalf() const { return half && !floatOutput; }
   // A bfloat16 conv2d's workspaces (cuda_half_conv.cpp): the forward's [input cast][weight copy]
   // (discard mode), the backward's [half dW][half d(input) at bwdInputGradOffset, when it casts];
   // cuDNN's scratch after them at these 256-byte-aligned offsets.
@@ -149,8 +157,8 @@ Result<kernels::HalfActivationFn> halfActivationOf(LayerKind kind);
 // tensors), batch norms, the residual add and the activations in bfloat16.
 Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec, const LayerContext& context,
                         const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state);
-Status forwardHalfBlock(const LayerState& layer, ForwardMode mode, const LayerContext& context,
-                        const ForwardBuffers& p);
+Status forwardHalfBlock(const LayerState& layer, std::size_t l, std::uint64_t seed, ForwardMode mode,
+                        const LayerContext& context, const ForwardBuffers& p);
 Status backwardHalfBlock(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
 
 // cuda_prepare.cpp's helpers that bf16-mixed's layers share.

@@ -42,19 +42,42 @@ Status refuse(const LayerChecks& check, const std::string& what) {
 
 // A half block's inner ops: convolutions, batch norms, the residual add, the activations,
 // Squeeze-and-Excitation's global pool and broadcasting product, the pool branches, the
-// concatenation and ShuffleNetV2's channel slices and shuffle (every zoo CNN's blocks but
-// ConvNeXt's, whose layer norm and layer scale have no bfloat16 kernels on the CPU either).
+// concatenation, ShuffleNetV2's channel slices and shuffle, issue 22's add, sub, div (broadcasting
+// or not) and dropout, and ConvNeXt's layer norm (bfloat16 data, float32 statistics) and layer
+// scale (its float32 gamma promotes the product to float32): the CPU's set (prepare.cpp).
 Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool supported =
         op.kind == BlockOpKind::Conv2d || op.kind == BlockOpKind::BatchNorm || op.kind == BlockOpKind::Add ||
+        op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div || op.kind == BlockOpKind::Dropout ||
+        op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale ||
         op.kind == BlockOpKind::GlobalAvgPool || op.kind == BlockOpKind::Mul || op.kind == BlockOpKind::MaxPool ||
         op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat || op.kind == BlockOpKind::Slice ||
         op.kind == BlockOpKind::ChannelShuffle || (kind && isPointwise(*kind));
     if (!supported)
       return refuse(check,
                     "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")");
+  }
+  return Status::ok();
+}
+
+// Inside a bf16-mixed block the float32 tensors (memory-model.md 11.7: x(l-1) after a float32
+// layer, layer_scale's product, the residual add after it) meet only the kernels that take them,
+// as on the CPU (prepare.cpp's checkFloatTensors): x(l-1)'s cast by the block's first op, a
+// convolution (its copy counted once, in E), and the float32 residual add of equal shapes.
+Status checkFloatTensors(const BlockGraph& graph, const LayerChecks& check) {
+  auto isFloat = [&](std::size_t t) { return graph.tensors[t].dtype == DType::Float32; };
+  for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+    const BlockOp& op = graph.ops[i];
+    const bool castConv = op.kind == BlockOpKind::Conv2d && i == 0 && op.inputs[0] == 0;
+    const bool floatAdd = op.kind == BlockOpKind::Add && isFloat(op.output) && op.inputs.size() == 2 &&
+                          graph.tensors[op.inputs[0]].shape == graph.tensors[op.inputs[1]].shape;
+    for (std::size_t in : op.inputs) {
+      if (!isFloat(in) || castConv || floatAdd) continue;
+      return refuse(check, "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
+                               ") reading the float32 tensor '" + graph.tensors[in].name + "'");
+    }
   }
   return Status::ok();
 }
@@ -70,18 +93,23 @@ std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
 }
 
 Status checkHalfBlock(const ChainLayer& layer, const LayerSpec& spec, const HalfMode& mode, const LayerChecks& check) {
-  // Its input's cast would have to stand in for x0 inside the block's graph, with the type
-  // promotion of a float32 input (memory-model.md 11.7; the CPU runs ConvNeXt's): no GPU layout yet.
-  if (mode.castsInput) return refuse(check, "a residual block reading a float32 input");
-  auto graph = buildBlockGraph(spec, layer.inputShape, DType::BFloat16);
+  auto graph = halfBlockGraph(spec, layer.inputShape, mode.castsInput);
   if (!graph) return check.fail(graph.status().message());
   REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check));
+  REMAT_RETURN_IF_ERROR(checkFloatTensors(*graph, check));
   AutocastCasts casts;
+  // A float32 x(l-1) (ConvNeXt's) is read through the first convolution's bfloat16 cast, saved in
+  // E before the weight copies (memory-model.md 11.7, rule 3).
+  if (mode.castsInput) casts.inputCastBytes = elementCount(layer.inputShape) * kHalfBytes;
   casts.weightCopyBytes = innerWeightCopyBytes(*graph);
   return check.blockNumbers(*graph, layer, casts);
 }
 
 }  // namespace
+
+Result<BlockGraph> halfBlockGraph(const LayerSpec& spec, const Shape& input, bool floatInput) {
+  return buildBlockGraph(spec, input, DType::BFloat16, BlockAutocast{floatInput ? DType::Float32 : DType::BFloat16});
+}
 
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool inputHalf, const LayerChecks& check) {
   const Precision precision = chain.step.precision;
@@ -96,6 +124,11 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool in
   mode.half = compute == DType::BFloat16;
   mode.castsInput = mode.half && input == DType::Float32;
   mode.castsFromHalf = compute == DType::Float32 && input == DType::BFloat16;
+  if (mode.half && isComposite(layer.kind)) {  // type promotion may make the block's output float32
+    auto graph = halfBlockGraph(chain.spec.layers[layer.specIndex], layer.inputShape, mode.castsInput);
+    if (!graph) return check.fail(graph.status().message());
+    mode.floatOutput = graph->tensors[graph->outputTensor()].dtype == DType::Float32;
+  }
   return mode;
 }
 
@@ -136,9 +169,10 @@ Result<std::vector<HalfMode>> checkHalfChain(const Chain& chain) {
       continue;
     }
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
-    auto mode = halfModeOf(chain, layer, modes.back().half, check);
+    auto mode = halfModeOf(chain, layer, modes.back().outputHalf(), check);
     if (!mode) return mode.status();
-    REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, inputReal, inputElements, mode->half ? kHalfBytes : kFloatBytes));
+    REMAT_RETURN_IF_ERROR(
+        check.realLayer(chain, l, inputReal, inputElements, mode->outputHalf() ? kHalfBytes : kFloatBytes));
     REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, *mode, check));
     modes.push_back(*mode);
     inputReal = true;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "remat/exec/layer_checks.hpp"
+#include "remat/model/block.hpp"
 #include "remat/model/chain.hpp"
 
 namespace remat::gpu {
@@ -18,7 +19,13 @@ struct HalfMode {
   bool half = false;           // computes in bfloat16: its output x(l) is bfloat16
   bool castsInput = false;     // a bfloat16 layer reading a float32 input casts it (conv2d, linear, blocks)
   bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input casts it to float32
+  bool floatOutput = false;    // a bfloat16 block whose output type promotion makes float32 (ConvNeXt's)
+  bool outputHalf() const { return half && !floatOutput; }
 };
+
+// A bfloat16 block's inner graph under bf16-mixed: half tensors, float32 where type promotion
+// widens (BlockAutocast; `floatInput`: x(l-1) is float32, read through the first conv's cast).
+Result<BlockGraph> halfBlockGraph(const LayerSpec& spec, const Shape& input, bool floatInput);
 
 // The mode of layer l after a layer whose output is bfloatl16 (`inputHalf`). Float32 precisions
 // give the all-false mode; fp16-mixed, and the kinds without a bfloat16 layout on the GPU

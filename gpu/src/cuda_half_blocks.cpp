@@ -21,8 +21,11 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "kernels_half_arith.hpp"
 #include "kernels_half_conv.hpp"
+#include "kernels_half_convnext.hpp"
 #include "remat/exec/block_buffers.hpp"
+#include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 #include "remat/model/operators.hpp"
 
@@ -114,10 +117,16 @@ Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerC
                                              out[3], op.layer.kernel, op.layer.stride, op.layer.padding};
     return Status::ok();
   }
-  if (op.kind == BlockOpKind::Add) {
-    if (graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape || op.inputs.size() != 2)
-      return check.fail("precision bf16-mixed: no bfloat16 GPU kernel for the broadcasting inner add '" +
-                        op.layer.name + "' yet; run it with --device cpu");
+  if (op.kind == BlockOpKind::LayerNorm) return check.innerLayerNorm(op, graph.tensors[op.inputs[0]].shape);
+  if (op.kind == BlockOpKind::LayerScale)
+    return check.innerLayerScale(op, static_cast<std::uint64_t>(graph.tensors[op.inputs[0]].shape[1]));
+  if (op.kind == BlockOpKind::Add || op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div) {
+    if (op.inputs.size() != 2) return check.fail("inner op '" + op.layer.name + "' must have two operands");
+    return Status::ok();
+  }
+  if (op.kind == BlockOpKind::Dropout) {  // its one-byte mask in E (keep mode), as float32's
+    if (op.statsBytes != elementCount(graph.tensors[op.inputs[0]].shape))
+      return check.fail("inner dropout '" + op.layer.name + "' has an unexpected mask size");
     return Status::ok();
   }
   const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
@@ -154,12 +163,25 @@ Status prepareInnerConv(const BlockOp& op, const Shape& in, const LayerContext& 
   return Status::ok();
 }
 
+// Whether op is the first conv reading a float32 x(l-1) through autocast's cast (ConvNeXt's).
+bool castsBlockInput(const BlockState& block, const BlockOp& op) {
+  return block.castsInput && op.kind == BlockOpKind::Conv2d && op.inputs[0] == 0;
+}
+
 Status forwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockState& block, ForwardMode mode,
                         const LayerContext& c, const ForwardBuffers& p, const void* in, void* out) {
   std::byte* region = p.workspace + block.fwdScratchOffset;
-  Bf16* copy = halves(mode == ForwardMode::Keep ? p.extra + o.halfCopyOffset : region);
+  const bool keep = mode == ForwardMode::Keep;
+  if (castsBlockInput(block, op)) {  // in is the float32 x(l-1); the conv reads (and saves) its cast
+    void* cast = keep ? static_cast<void*>(p.extra + block.inputCastOffset) : region + block.halfRegionBytes;
+    REMAT_RETURN_IF_ERROR(kernels::castToHalf(c.stream, static_cast<Index>(elementCount(block.graph.tensors[0].shape)),
+                                              static_cast<const float*>(in), halves(cast)));
+    in = cast;
+  }
+  Bf16* copy = halves(keep ? p.extra + o.halfCopyOffset : region);
   REMAT_RETURN_IF_ERROR(kernels::castToHalf(c.stream, o.halfWeights, p.params + o.weightOffset, copy));
-  REMAT_RETURN_IF_ERROR(o.conv->forwardHalf(c.cudnn, in, copy, out, region + block.halfRegionBytes));
+  REMAT_RETURN_IF_ERROR(
+      o.conv->forwardHalf(c.cudnn, in, copy, out, region + block.halfRegionBytes + block.castRegionBytes));
   if (!op.layer.bias) return Status::ok();
   const Dims4 y = o.conv->outputDims();
   return kernels::addChannelBiasHalf(c.stream, y.n, y.c, static_cast<Index>(y.h) * y.w, p.params + o.biasOffset,
@@ -169,10 +191,18 @@ Status forwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockSta
 Status backwardInnerConv(const BlockOp& op, const BlockOpState& o, const BlockState& block, const LayerContext& c,
                          const BackwardBuffers& p, const void* saved, const void* dOut, void* dIn) {
   std::byte* region = p.workspace + block.bwdScratchOffset;
-  std::byte* scratch = region + block.halfRegionBytes;
+  std::byte* scratch = region + block.halfRegionBytes + block.castRegionBytes;
   const Bf16* copy = halves(p.extra + o.halfCopyOffset);
-  if (dIn != nullptr)
+  if (dIn != nullptr && castsBlockInput(block, op)) {  // bfloat16 d(cast), then into the float32 d(l-1)
+    Bf16* dCast = halves(region + block.halfRegionBytes);
+    const auto count = static_cast<Index>(elementCount(block.graph.tensors[0].shape));
+    REMAT_RETURN_IF_ERROR(o.conv->backwardDataHalf(c.cudnn, dOut, copy, dCast, scratch, false));
+    REMAT_RETURN_IF_ERROR(op.gradAccumulate[0]
+                              ? kernels::addHalfInto(c.stream, count, dCast, static_cast<float*>(dIn))
+                              : kernels::castToFloat(c.stream, count, dCast, static_cast<float*>(dIn)));
+  } else if (dIn != nullptr) {
     REMAT_RETURN_IF_ERROR(o.conv->backwardDataHalf(c.cudnn, dOut, copy, dIn, scratch, op.gradAccumulate[0]));
+  }
   Bf16* dw = halves(region);
   REMAT_RETURN_IF_ERROR(o.conv->backwardFilterHalf(c.cudnn, saved, dOut, dw, scratch));
   REMAT_RETURN_IF_ERROR(kernels::addHalfInto(c.stream, o.halfWeights, dw, p.paramGrads + o.weightOffset));
@@ -211,12 +241,103 @@ Status concatBackwardHalf(const BlockGraph& graph, const BlockOp& op, const Bloc
   return Status::ok();
 }
 
+// Issue 22's broadcasting add, sub and div in bfloat16 (kernels_half_arith.cu); an equal-shape add
+// keeps the residual add's kernels.
+bool isArith(const BlockGraph& graph, const BlockOp& op) {
+  return op.kind == BlockOpKind::Sub || op.kind == BlockOpKind::Div ||
+         (op.kind == BlockOpKind::Add && graph.tensors[op.inputs[0]].shape != graph.tensors[op.inputs[1]].shape);
+}
+kernels::Arith arithOf(BlockOpKind kind) {
+  return kind == BlockOpKind::Add   ? kernels::Arith::Add
+         : kind == BlockOpKind::Sub ? kernels::Arith::Sub
+                                    : kernels::Arith::Div;
+}
+
+// Div's backward reads both operands (saved); add's and sub's none (null).
+Status arithBackwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                         const BlockBackwardTensors& tensors, const void* dOut, const void* const saved[2]) {
+  const kernels::Dims4 o = dimsOf(graph, op.output), a = dimsOf(graph, op.inputs[0]), b = dimsOf(graph, op.inputs[1]);
+  for (int j = 0; j < 2; ++j) {
+    const auto jj = static_cast<std::size_t>(j);
+    void* d = tensors.grad(op.inputs[jj]);
+    if (d != nullptr)
+      REMAT_RETURN_IF_ERROR(kernels::arithBackwardOperandHalf(c.stream, arithOf(op.kind), j, o, a, b, halves(dOut),
+                                                              halves(saved[0]), halves(saved[1]), halves(d),
+                                                              op.gradAccumulate[jj]));
+  }
+  return Status::ok();
+}
+
+// An inner dropout draws on a stream of its own within the layer's (rng::at(dropoutKey, index of
+// the op)), the float32 runner's and the CPU's: the same elements dropped as under float32, in
+// every plan; keep mode writes its one-byte mask to E (stats).
+// ConvNeXt's inner ops (kernels_half_convnext.cu): the layer norm over the channels on bfloat16
+// data (N*H*W rows of C, H*W apart; float32 statistics in E), layer_scale's bfloat16 x float32 gamma
+// written in float32, and the residual add where an operand (and so its output) is float32.
+bool isHalfTensor(const BlockGraph& graph, std::size_t t) { return graph.tensors[t].dtype == DType::BFloat16; }
+bool isMixedAdd(const BlockGraph& graph, const BlockOp& op) {
+  return op.kind == BlockOpKind::Add && !isHalfTensor(graph, op.output);
+}
+
+Status convNextForwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                           const BlockForwardTensors& tensors, const void* const in[2], const float* w, void* out) {
+  const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
+  if (op.kind == BlockOpKind::LayerScale)
+    return kernels::layerScaleForwardHalf(c.stream, x, halves(in[0]), w, static_cast<float*>(out));
+  if (op.kind == BlockOpKind::LayerNorm)
+    return kernels::layerNormForwardHalf(c.stream, x.n * x.h * x.w, x.c, static_cast<float>(op.layer.epsilon),
+                                         halves(in[0]), w, halves(out), tensors.stats(op), x.h * x.w);
+  return kernels::addMixed(c.stream, static_cast<Index>(elementCount(graph.tensors[op.output].shape)), in[0],
+                           isHalfTensor(graph, op.inputs[0]), in[1], isHalfTensor(graph, op.inputs[1]),
+                           static_cast<float*>(out));
+}
+
+Status convNextBackwardHalf(const BlockGraph& graph, const BlockOp& op, const LayerContext& c,
+                            const BlockBackwardTensors& tensors, const BackwardBuffers& p, const BlockOpState& o,
+                            const void* const saved[2]) {
+  const void* dOut = tensors.grad(op.output);
+  const kernels::Dims4 x = dimsOf(graph, op.inputs[0]);
+  const float* w = p.params + o.weightOffset;
+  float* dw = p.paramGrads + o.weightOffset;
+  const bool accumulate = op.gradAccumulate[0];
+  if (op.kind == BlockOpKind::LayerNorm)
+    return kernels::layerNormBackwardHalf(c.stream, x.n * x.h * x.w, x.c, halves(saved[0]), halves(dOut), w,
+                                          tensors.stats(op), halves(tensors.grad(op.inputs[0])), dw, x.h * x.w,
+                                          accumulate);
+  if (op.kind == BlockOpKind::LayerScale)
+    return kernels::layerScaleBackwardHalf(c.stream, x, static_cast<const float*>(dOut), halves(saved[0]), w,
+                                           halves(tensors.grad(op.inputs[0])), accumulate, dw);
+  const auto count = static_cast<Index>(elementCount(graph.tensors[op.output].shape));  // the float32 add
+  for (std::size_t j = 0; j < 2; ++j) {
+    void* d = tensors.grad(op.inputs[j]);
+    if (d == nullptr) continue;
+    const auto* g = static_cast<const float*>(dOut);
+    REMAT_RETURN_IF_ERROR(isHalfTensor(graph, op.inputs[j])
+                              ? kernels::copyOrAddFloatToHalf(c.stream, count, g, halves(d), op.gradAccumulate[j])
+                              : kernels::copyOrAdd(c.stream, count, g, static_cast<float*>(d), op.gradAccumulate[j]));
+  }
+  return Status::ok();
+}
+
+struct InnerOpAt {
+  std::size_t index = 0;
+  std::uint64_t dropoutKey = 0;
+};
+
 Status forwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState& o, const BlockState& block,
                       ForwardMode mode, const LayerContext& c, const BlockForwardTensors& tensors,
-                      const ForwardBuffers& p, const void* const inputs[2]) {
+                      const ForwardBuffers& p, const void* const inputs[2], InnerOpAt at) {
   void* out = tensors.tensor(op.output);
   const void* in = inputs[0];
   const float* w = p.params + o.weightOffset;
+  if (isArith(graph, op))
+    return kernels::arithForwardHalf(c.stream, arithOf(op.kind), dimsOf(graph, op.output), dimsOf(graph, op.inputs[0]),
+                                     dimsOf(graph, op.inputs[1]), halves(in), halves(inputs[1]), halves(out));
+  if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale || isMixedAdd(graph, op))
+    return convNextForwardHalf(graph, op, c, tensors, inputs, w, out);
+  if (op.kind == BlockOpKind::Dropout)
+    return kernels::dropoutForwardHalf(c.stream, o.count, op.layer.dropoutP, rng::at(at.dropoutKey, at.index),
+                                       halves(in), halves(out), reinterpret_cast<std::uint8_t*>(tensors.stats(op)));
   switch (op.kind) {
     case BlockOpKind::Conv2d: return forwardInnerConv(op, o, block, mode, c, p, in, out);
     case BlockOpKind::BatchNorm:
@@ -260,6 +381,15 @@ Status backwardInnerOp(const BlockGraph& graph, const BlockOp& op, const BlockOp
   const void* dOut = tensors.grad(op.output);
   void* dIn = tensors.grad(op.inputs[0]);
   const bool accumulate = op.gradAccumulate[0];
+  if (isArith(graph, op)) return arithBackwardHalf(graph, op, c, tensors, dOut, saved);
+  if (op.kind == BlockOpKind::LayerNorm || op.kind == BlockOpKind::LayerScale || isMixedAdd(graph, op))
+    return convNextBackwardHalf(graph, op, c, tensors, p, o, saved);
+  if (op.kind == BlockOpKind::Dropout) {  // from its mask alone
+    if (dIn == nullptr) return Status::ok();
+    return kernels::dropoutBackwardHalfInto(c.stream, o.count, op.layer.dropoutP,
+                                            reinterpret_cast<const std::uint8_t*>(tensors.stats(op)), halves(dOut),
+                                            halves(dIn), accumulate);
+  }
   switch (op.kind) {
     case BlockOpKind::Conv2d: return backwardInnerConv(op, o, block, c, p, saved[0], dOut, dIn);
     case BlockOpKind::BatchNorm: {
@@ -309,22 +439,28 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
   const ChainLayer& layer = chain.layers[l - 1];
   // The model's numbers against the bfloat16 graph and its weight copies (cuda_half.cpp), which
   // also refuses a block reading a float32 input and the inner ops without a bfloat16 layout.
-  REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, HalfMode{true, state.castsInput, false}, check));
+  REMAT_RETURN_IF_ERROR(checkHalfLayer(chain, l, HalfMode{true, state.castsInput, false, state.floatOutput}, check));
   if (layer.inputShape.size() != 4)  // as the float32 blocks: NCHW
     return check.fail("the GPU runs blocks on NCHW tensors only, not on " + shapeToString(layer.inputShape) +
                       " yet; plan and simulate it, or run it on the CPU");
-  auto graph = buildBlockGraph(spec, layer.inputShape, DType::BFloat16);
+  auto graph = halfBlockGraph(spec, layer.inputShape, state.castsInput);
   if (!graph) return check.fail(graph.status().message());
   BlockState block;
-  HalfConvNeeds needs{0, graph->extraBytes};
+  // A float32 x(l-1): the first conv's bfloat16 cast in E before the weight copies (cuda_half.cpp).
+  const std::uint64_t castBytes = state.castsInput ? static_cast<std::uint64_t>(state.inCount) * kHalfBytes : 0;
+  block.castsInput = state.castsInput;
+  block.inputCastOffset = graph->extraBytes;
+  block.castRegionBytes = alignUp(castBytes, kBlockTensorAlignBytes);
+  HalfConvNeeds needs{0, graph->extraBytes + castBytes};
   for (const BlockOp& op : graph->ops)
     if (op.kind == BlockOpKind::Conv2d) needs.regionBytes = std::max(needs.regionBytes, (op.paramCount) * kHalfBytes);
   block.halfRegionBytes = alignUp(needs.regionBytes, kBlockTensorAlignBytes);
   block.fwdScratchOffset = alignUp(graph->fwdWorkspaceBytes, kBlockTensorAlignBytes);
   block.bwdScratchOffset = alignUp(graph->bwdWorkspaceBytes, kBlockTensorAlignBytes);
   const LayerNumbers& m = layer.numbers;
-  AlgorithmPolicy policy = convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset + block.halfRegionBytes,
-                                      m.bwdWorkspaceBytes, block.bwdScratchOffset + block.halfRegionBytes);
+  const std::uint64_t regions = block.halfRegionBytes + block.castRegionBytes;
+  AlgorithmPolicy policy = convPolicy(options, m.fwdWorkspaceBytes, block.fwdScratchOffset + regions,
+                                      m.bwdWorkspaceBytes, block.bwdScratchOffset + regions);
   policy.allowTf32 = true;  // bfloat16 tensor-core math rounds nothing autocast did not (cuda_half_conv.cpp)
   Index offset = 0;
   for (const BlockOp& op : graph->ops) {
@@ -344,19 +480,21 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
     offset += static_cast<Index>(op.paramCount);
     block.ops.push_back(std::move(s));
   }
-  state.requiredFwdWorkspace = block.fwdScratchOffset + block.halfRegionBytes + block.fwdScratchBytes;
-  state.requiredBwdWorkspace = block.bwdScratchOffset + block.halfRegionBytes + block.bwdScratchBytes;
+  state.requiredFwdWorkspace = block.fwdScratchOffset + regions + block.fwdScratchBytes;
+  state.requiredBwdWorkspace = block.bwdScratchOffset + regions + block.bwdScratchBytes;
   block.graph = std::move(graph).value();
   state.block = std::move(block);
   return Status::ok();
 }
 
-Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContext& c, const ForwardBuffers& p) {
+Status forwardHalfBlock(const LayerState& s, std::size_t l, std::uint64_t seed, ForwardMode mode, const LayerContext& c,
+                        const ForwardBuffers& p) {
   const BlockState& block = *s.block;
   const BlockGraph& graph = block.graph;
   const BlockForwardTensors tensors(graph, mode, p, ViewLayout::Nchw);
   const std::string where = "gpu: " + s.label;
   REMAT_RETURN_IF_ERROR(tensors.check(where));
+  const std::uint64_t dropoutKey = rng::streamKey(seed, rng::Purpose::Dropout, l);  // the CPU's run_layers.cpp
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
     if (graph.tensors[op.output].isView()) continue;  // a channel slice: its owner holds its values
@@ -364,8 +502,9 @@ Status forwardHalfBlock(const LayerState& s, ForwardMode mode, const LayerContex
     for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
       REMAT_RETURN_IF_ERROR(
           contiguousInput(graph, op, j, tensors.tensor(op.inputs[j]), op.gatherOffset[j], p.workspace, c, in[j]));
-    REMAT_RETURN_IF_ERROR(forwardInnerOp(graph, op, block.ops[i], block, mode, c, tensors, p, in)
-                              .withContext(where + ", inner op '" + op.layer.name + "'"));
+    REMAT_RETURN_IF_ERROR(
+        forwardInnerOp(graph, op, block.ops[i], block, mode, c, tensors, p, in, InnerOpAt{i, dropoutKey})
+            .withContext(where + ", inner op '" + op.layer.name + "'"));
   }
   return Status::ok();
 }
@@ -378,8 +517,14 @@ Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const Backw
   REMAT_RETURN_IF_ERROR(tensors.check(where));
   for (std::size_t i = graph.ops.size(); i-- > 0;) {
     const BlockOp& op = graph.ops[i];
-    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     const void* saved[2] = {nullptr, nullptr};
+    if (castsBlockInput(block, op)) {  // it saved x(l-1)'s cast in E, not x(l-1)
+      saved[0] = p.extra + block.inputCastOffset;
+      REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p, saved)
+                                .withContext(where + ", inner op '" + op.layer.name + "'"));
+      continue;
+    }
+    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
     const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
     const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
     for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)

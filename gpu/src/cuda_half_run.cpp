@@ -114,7 +114,7 @@ Status forwardHalfLayer(const LayerState& s, std::size_t l, ForwardMode mode, st
                         const ForwardBuffers& p) {
   const bool keep = mode == ForwardMode::Keep;
   if (runsHalfCnn(s.kind)) return forwardHalfCnnLayer(s, mode, c, p);
-  if (isComposite(s.kind)) return forwardHalfBlock(s, mode, c, p);
+  if (isComposite(s.kind)) return forwardHalfBlock(s, l, seed, mode, c, p);
   if (s.kind == LayerKind::Linear) return linearForwardHalf(s, mode, c, p);
   if (s.kind == LayerKind::Dropout)
     return kernels::dropoutForwardHalf(c.stream, s.outCount, s.dropoutP, rng::streamKey(seed, rng::Purpose::Dropout, l),

@@ -289,8 +289,8 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
     const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm : !mode.half || runsHalf(layer.kind);
-    if (layer.kind == LayerKind::Abstract || runs) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
+    if (layer.kind == LayerKind::Abstract || runs) continue;
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
                       " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
@@ -308,10 +308,12 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
                         LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-  REMAT_RETURN_IF_ERROR(check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount), 2));
+  REMAT_RETURN_IF_ERROR(
+      check.realLayer(chain, l, prev.real, static_cast<std::uint64_t>(prev.outCount), mode.floatOutput ? 4 : 2));
   state.real = true;
   state.half = true;
   state.castsInput = mode.castsInput;
+  state.floatOutput = mode.floatOutput;
   state.inShape = layer.inputShape;
   state.outShape = layer.outputShape;
   state.inCount = static_cast<Index>(elementCount(layer.inputShape));
@@ -352,7 +354,7 @@ Status prepareLayer(const Chain& chain, std::size_t l, const LayerContext& conte
   if (mixed) {
     const bool firstReal = std::none_of(layers.begin() + 1, layers.end(), [](const LayerState& s) { return s.real; });
     if (firstReal) REMAT_RETURN_IF_ERROR(checkHalfChainRuns(chain, l));
-    auto mode = halfModeOf(chain, layer, prev.half, check);
+    auto mode = halfModeOf(chain, layer, prev.outputHalf(), check);
     if (!mode) return mode.status();
     if (mode->half || mode->castsFromHalf) {
       REMAT_RETURN_IF_ERROR(mode->half ? prepareHalfLayer(chain, l, prev, *mode, context, options, check, state)

@@ -4,7 +4,10 @@
 // bfloat16 logits agree bit for bit; the activations agree with the CPU's rule (float32, one
 // rounding). The CNN kernels (kernels_half_norm.cu, kernels_half_pool.cu): batch norm's forward,
 // statistics and backward, the global pool and the broadcasting product against double-precision
-// references within bfloat16's rounding. Needs a GPU: without one every test skips, saying why.
+// references within bfloat16's rounding. Blocks' bfloat16 sub, div and broadcasting add and the
+// accumulating dropout backward (kernels_half_arith.cu) are the CPU's bit for bit; ConvNeXt's
+// layer scale, float32 add and layer norm (kernels_half_convnext.cu) are the references rounded
+// once (the layer norm within bfloat16's rounding). Needs a GPU: without one every test skips, saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +19,9 @@
 
 #include "cpu/kernels.hpp"  // the CPU backend's (core/src/cpu)
 #include "kernels_half.hpp"
+#include "kernels_half_arith.hpp"
 #include "kernels_half_conv.hpp"
+#include "kernels_half_convnext.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_device.hpp"
 
@@ -297,6 +302,100 @@ TEST_F(CudaHalfKernelsTest, SqueezeKernelsAreTheReferenceRoundedOnce) {
   expectNear(pooled.download<BFloat16>(), mean, 1.0 / 128, "global pool");
   expectNear(product.download<BFloat16>(), y, 1.0 / 128, "product");
   expectNear(dScale.download<BFloat16>(), dS, 1.0 / 128, "d(scale)");
+}
+
+// With one channel, the CPU's channels-last Dims4 and the GPU's NCHW are the same order.
+TEST_F(CudaHalfKernelsTest, ArithAndDropoutIntoAreTheCpusBitForBit) {
+  const cpu::Dims4 cOut{2, 1, 3, 4}, cB{1, 1, 3, 1};
+  const kernels::Dims4 gOut{2, 1, 3, 4}, gB{1, 1, 3, 1};
+  const auto x = halves(randomFloats(24, 1)), dy = halves(randomFloats(24, 2)), prior = halves(randomFloats(24, 3));
+  std::vector<float> bValues = randomFloats(3, 4, 1.0f);
+  for (float& v : bValues) v = 1.5f + v;  // away from zero: div
+  const auto z = halves(bValues);
+  DeviceArray<Bf16> dx(24), dz(3), ddy(24), dy0(24), dd(24), dzGrad(3);
+  dx.upload(x), dz.upload(z), ddy.upload(dy);
+  const cpu::BroadcastOp cpuOps[] = {cpu::BroadcastOp::Add, cpu::BroadcastOp::Sub, cpu::BroadcastOp::Div};
+  const kernels::Arith gpuOps[] = {kernels::Arith::Add, kernels::Arith::Sub, kernels::Arith::Div};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<BFloat16> y(24), da = prior, db(3);
+    cpu::broadcastForward(cpuOps[k], cOut, cOut, cB, x.data(), z.data(), y.data());
+    cpu::broadcastBackwardOperand(cpuOps[k], 0, cOut, cOut, cB, dy.data(), x.data(), z.data(), da.data(), true);
+    cpu::broadcastBackwardOperand(cpuOps[k], 1, cOut, cOut, cB, dy.data(), x.data(), z.data(), db.data(), false);
+    ASSERT_TRUE(kernels::arithForwardHalf(nullptr, gpuOps[k], gOut, gOut, gB, dx.get(), dz.get(), dy0.get()).isOk());
+    expectSameBits(dy0.download<BFloat16>(), y, "arith forward");
+    dd.upload(prior);
+    ASSERT_TRUE(kernels::arithBackwardOperandHalf(nullptr, gpuOps[k], 0, gOut, gOut, gB, ddy.get(), dx.get(), dz.get(),
+                                                  dd.get(), true)
+                    .isOk());
+    expectSameBits(dd.download<BFloat16>(), da, "d(a), added");
+    ASSERT_TRUE(kernels::arithBackwardOperandHalf(nullptr, gpuOps[k], 1, gOut, gOut, gB, ddy.get(), dx.get(), dz.get(),
+                                                  dzGrad.get(), false)
+                    .isOk());
+    expectSameBits(dzGrad.download<BFloat16>(), db, "d(b), summed over its broadcast axes");
+  }
+  std::vector<std::uint8_t> mask(24);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 != 0 ? 1 : 0;
+  std::vector<BFloat16> cpuDx = prior;
+  cpu::dropoutBackward(24, 0.3, mask.data(), dy.data(), cpuDx.data(), true);
+  DeviceArray<std::uint8_t> dmask(24);
+  dmask.upload(mask);
+  dd.upload(prior);
+  ASSERT_TRUE(kernels::dropoutBackwardHalfInto(nullptr, 24, 0.3, dmask.get(), ddy.get(), dd.get(), true).isOk());
+  expectSameBits(dd.download<BFloat16>(), cpuDx, "dropout's backward, added");
+}
+
+TEST_F(CudaHalfKernelsTest, ConvNextKernelsAreTheReferenceRoundedOnce) {
+  const kernels::Dims4 d{2, 4, 3, 3};  // N, C, H, W
+  const std::size_t count = 72;
+  const auto x = halves(randomFloats(count, 5)), dyHalf = halves(randomFloats(count, 6));
+  const std::vector<float> gamma = randomFloats(4, 7, 1.0f), dy = randomFloats(count, 8);
+  DeviceArray<Bf16> dx(count), ddyHalf(count), dgrad(count);
+  DeviceArray<float> dgamma(4), dy32(count), dout(count), dgGamma(4);
+  dx.upload(x), ddyHalf.upload(dyHalf), dgamma.upload(gamma), dy32.upload(dy);
+  ASSERT_TRUE(kernels::layerScaleForwardHalf(nullptr, d, dx.get(), dgamma.get(), dout.get()).isOk());
+  const std::vector<float> y = dout.download<float>();
+  std::vector<float> zeros(4, 0.0f);
+  dgGamma.upload(zeros);
+  ASSERT_TRUE(
+      kernels::layerScaleBackwardHalf(nullptr, d, dy32.get(), dx.get(), dgamma.get(), dgrad.get(), false, dgGamma.get())
+          .isOk());
+  const std::vector<BFloat16> dIn = dgrad.download<BFloat16>();
+  const std::vector<float> dGamma = dgGamma.download<float>();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t c = (i / 9) % 4;
+    EXPECT_EQ(y[i], x[i].value() * gamma[c]) << i;  // float32, not rounded
+    EXPECT_EQ(dIn[i].bits, BFloat16(dy[i] * gamma[c]).bits) << i;
+  }
+  for (std::size_t c = 0; c < 4; ++c) {
+    double sum = 0.0;
+    for (std::size_t n = 0; n < 2; ++n)
+      for (std::size_t p = 0; p < 9; ++p) sum += double(dy[(n * 4 + c) * 9 + p]) * x[(n * 4 + c) * 9 + p].value();
+    EXPECT_NEAR(dGamma[c], sum, 1e-4 * (1.0 + std::fabs(sum))) << c;
+  }
+  // The float32 residual add of a bfloat16 and a float32 operand, and its gradient into the former.
+  ASSERT_TRUE(
+      kernels::addMixed(nullptr, static_cast<kernels::Index>(count), dx.get(), true, dy32.get(), false, dout.get())
+          .isOk());
+  const std::vector<float> sum = dout.download<float>();
+  for (std::size_t i = 0; i < count; ++i) EXPECT_EQ(sum[i], x[i].value() + dy[i]) << i;
+  // The layer norm over the channels: each position's C values, float32 statistics.
+  std::vector<float> weightBias = randomFloats(8, 9, 1.0f);
+  DeviceArray<float> dwb(8), dstats(2 * 18);
+  dwb.upload(weightBias);
+  ASSERT_TRUE(
+      kernels::layerNormForwardHalf(nullptr, 18, 4, 1e-6f, dx.get(), dwb.get(), dgrad.get(), dstats.get(), 9).isOk());
+  const std::vector<BFloat16> normed = dgrad.download<BFloat16>();
+  for (std::size_t r = 0; r < 18; ++r) {
+    const std::size_t n = r / 9, p = r % 9;
+    double mean = 0.0, var = 0.0;
+    for (std::size_t c = 0; c < 4; ++c) mean += x[(n * 4 + c) * 9 + p].value() / 4.0;
+    for (std::size_t c = 0; c < 4; ++c) var += std::pow(x[(n * 4 + c) * 9 + p].value() - mean, 2) / 4.0;
+    for (std::size_t c = 0; c < 4; ++c) {
+      const std::size_t i = (n * 4 + c) * 9 + p;
+      const double ref = (x[i].value() - mean) / std::sqrt(var + 1e-6) * weightBias[c] + weightBias[4 + c];
+      EXPECT_NEAR(normed[i].value(), ref, 1e-2 * (1.0 + std::fabs(ref))) << i;  // one bfloat16 rounding
+    }
+  }
 }
 
 }  // namespace

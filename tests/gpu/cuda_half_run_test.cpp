@@ -6,14 +6,16 @@
 // them (float32 accumulation from the weights' bfloat16 copies, float32 masters). Every planner's
 // plan measures the prediction op by op and reproduces store-all's gradients; the gradients are
 // the CPU's bf16-mixed run's within bfloat16's precision; a layer norm between bfloat16 layers runs
-// from its float32 copy. ConvNeXt, whose blocks read a float32 input, is refused at open time
-// naming the layer. Needs a GPU: without one every test skips, saying why.
+// from its float32 copy. ConvNeXt-Tiny's blocks (a float32 x(l-1) cast by the first conv, layer
+// norm, layer scale, the float32 residual add) and blocks with inner dropout, sub, div and a
+// broadcasting add run too. Needs a GPU: without one every test skips, saying why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "elementwise_block_chains.hpp"
 #include "executor_helpers.hpp"
 #include "gpu_test_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -185,15 +187,40 @@ TEST_F(CudaHalfRunTest, ZooCnnsGradientsAreTheCpus) {
   }
 }
 
-// ConvNeXt's blocks read the float32 output of its stem's layer norm, and a block reading a float32
-// input has no bfloat16 kernels on the GPU (nor on the CPU): refused naming its first block.
-TEST_F(CudaHalfRunTest, ConvNextsBlocksAreRefusedNamingTheLayer) {
+// ConvNeXt-Tiny (32x32, batch 2): its blocks read a float32 x(l-1) through the first conv's
+// bfloat16 cast (in E before the weight copies), run the layer norm on bfloat16 data with float32
+// statistics, layer_scale's product in float32 and the float32 residual add (kernels_half_convnext.cu):
+// every plan measures the prediction op by op, and the gradients are the CPU's bf16-mixed run's.
+TEST_F(CudaHalfRunTest, ConvNextTinyMeasuresThePredictionUnderEveryPlan) {
   auto device = createCudaDevice({});
   ASSERT_TRUE(device.isOk()) << device.status().message();
-  auto interp = Interpreter::create(zooMixed("convnext_tiny"), **device, testing::seeded(1));
-  ASSERT_FALSE(interp.isOk());
-  EXPECT_NE(interp.status().message().find("a residual block reading a float32 input"), std::string::npos)
-      << interp.status().message();
+  const Chain chain = testing::fittedTo(zooMixed("convnext_tiny"), **device);
+  testing::expectEveryPlanReproducesStoreAll(chain, **device, 7);
+  expectGradientsNearTheCpus(zooMixed("convnext_tiny"), 7, 5e-2, GradientNorm::L2);
+}
+
+// Issue 22's blocks in bfloat16 after a bfloat16 conv: inner dropout (the float32 mask), sub, div
+// and a broadcasting add, sub and div of a pooled mean (kernels_half_arith.cu).
+TEST_F(CudaHalfRunTest, BlocksWithDropoutSubDivMeasureThePredictionAndTheCpusGradients) {
+  using namespace blocks;
+  const json conv = {{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8},
+                     {"kernel", 3},    {"stride", 1},      {"padding", 1}};
+  const json layers = {conv,
+                       arithBranch("arith"),
+                       dropoutBranch("drop", "gelu"),
+                       arithGate("gate"),
+                       meanAdd(),
+                       meanSub(),
+                       meanDiv(),
+                       {{"name", "gap"}, {"kind", "adaptive_avgpool"}},
+                       {{"name", "flat"}, {"kind", "flatten"}},
+                       linear("fc", 10)};
+  auto stepped = withPrecision(chainOf("arith_nchw", {2, 3, 8, 8}, layers), Precision::Bf16Mixed);
+  ASSERT_TRUE(stepped.isOk()) << stepped.status().message();
+  auto device = createCudaDevice({});
+  ASSERT_TRUE(device.isOk()) << device.status().message();
+  testing::expectEveryPlanReproducesStoreAll(testing::fittedTo(*stepped, **device), **device, 3);
+  expectGradientsNearTheCpus(*stepped, 3, 3e-2);
 }
 
 // A layer norm after a bfloat16 linear runs in float32 from its input's float32 copy, and the
