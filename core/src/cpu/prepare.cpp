@@ -312,15 +312,22 @@ bool isSwinKind(LayerKind kind) {
 Status prepareSwin(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = streamLayout(layer.outputShape);
+  const bool half = c.mode.half;  // bf16-mixed: the bfloat16 stream (run_swin_half.cpp, run_swin_ends_half.cpp)
   if (layer.kind == LayerKind::SwinEmbedding)
-    return prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
+    return half ? prepareHalfSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared)
+                : prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (prepared.in.channelsLast)
     return check.fail(
         "the CPU runs this Swin kind on the [N, H, W, C] residual stream of a Swin layer before it, "
         "not on a convolution's NCHW map");
-  if (layer.kind == LayerKind::SwinBlock) return prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
-  if (layer.kind == LayerKind::PatchMerging) return preparePatchMerging(c.dnnl, layer, spec, check, prepared);
-  return prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::SwinBlock)
+    return half ? prepareHalfSwinBlock(c.dnnl, layer, spec, check, prepared)
+                : prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::PatchMerging)
+    return half ? prepareHalfPatchMerging(c.dnnl, layer, spec, check, prepared)
+                : preparePatchMerging(c.dnnl, layer, spec, check, prepared);
+  return half ? prepareHalfSwinHead(c.dnnl, layer, spec, check, prepared)
+              : prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
 }
 
 // A layer norm under bf16-mixed reading a bfloat16 input (HalfMode::castsFromHalf): E is [its
@@ -427,12 +434,13 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
         ": oneDNN 2.6 has no float16 convolution on the CPU; run bf16-mixed (the same model in bfloat16)");
   // GPT's and BERT's kinds keep the float32 residual stream between layers: their half tensors lie
   // inside E and the workspaces (run_transformer_half.cpp, run_heads_half.cpp); cls_head writes
-  // half logits (run_vit_half.cpp), patch_embedding a float32 x(l) (run_patch_half.cpp); the Swin
-  // kinds have no bfloat16 kernels yet.
+  // half logits (run_vit_half.cpp), patch_embedding a float32 x(l) (run_patch_half.cpp); Swin's
+  // stream is bfloat16 from its patch embedding on, logits included (run_swin_half.cpp).
   if (hasHalfTransformerKernels(layer.kind)) return HalfMode{.half = layer.kind == LayerKind::ClsHead};
+  if (isSwinKind(layer.kind)) return HalfMode{.half = true};
   if (isTransformerKind(layer.kind))
     return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (GPT's, BERT's and ViT's kinds have one); plan and simulate it, or run it as fp32");
+                      " yet (GPT's, BERT's, ViT's and Swin's kinds have one); plan and simulate it, or run it as fp32");
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);

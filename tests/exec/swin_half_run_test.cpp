@@ -1,0 +1,139 @@
+// bf16-mixed on the CPU for Swin's kinds (docs/memory-model.md 12.10, "Swin under autocast";
+// docs/executor.md): a small Swin (swin_embedding, shifted-window blocks, patch_merging, swin_head;
+// the 40x40 image pads and shifts every stage) and zoo swin_t at its smallest resolution run as
+// PyTorch 2's CPU autocast runs them, on a bfloat16 stream: every op's measured footprint equals the
+// prediction under every planner's plan (with stochastic depth, and with one window in the whole
+// batch, where E keeps qkv itself) and in several optimizer and gradient modes, the step included;
+// every plan's gradients are store-all's bit for bit; and the gradients lie within bfloat16's error
+// of float32's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "chain_helpers.hpp"
+#include "executor_helpers.hpp"
+#include "precision_runs.hpp"
+#include "remat/cpu/cpu_device.hpp"
+#include "remat/exec/interpreter.hpp"
+#include "remat/model/precision.hpp"
+#include "remat/model/zoo.hpp"
+
+namespace remat {
+namespace {
+
+using nlohmann::json;
+
+json swinBlock(const std::string& name, std::int64_t heads, std::int64_t width, std::int64_t shift, double sd) {
+  return {{"name", name}, {"kind", "swin_block"}, {"heads", heads},        {"hidden", 4 * width},
+          {"window", 4},  {"shift", shift},       {"stochastic_depth", sd}};
+}
+
+// swin_run_test's tiny Swin: patch 4, embed 32, depths [2, 2], heads [2, 4], window 4.
+json tinySwin(std::int64_t batch, std::int64_t image, double sd = 0.0) {
+  json layers = json::array();
+  layers.push_back({{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}});
+  layers.push_back(swinBlock("features.1.0", 2, 32, 0, 0.0));
+  layers.push_back(swinBlock("features.1.1", 2, 32, 2, sd));
+  layers.push_back({{"name", "features.2"}, {"kind", "patch_merging"}});
+  layers.push_back(swinBlock("features.3.0", 4, 64, 0, sd));
+  layers.push_back(swinBlock("features.3.1", 4, 64, 2, sd));
+  layers.push_back({{"name", "norm+avgpool+head"}, {"kind", "swin_head"}, {"out_features", 10}});
+  return {{"format", "remat-chain/1"},
+          {"name", "tiny-swin"},
+          {"input", {{"shape", {batch, 3, image, image}}, {"dtype", "float32"}}},
+          {"layers", layers}};
+}
+
+Chain stepped(const json& file, Precision precision, StepOptions step = {}) {
+  return testing::withStep(testing::chainFromJson(file), precision, step);
+}
+
+// 40x40 (every stage pads and shifts), with stochastic depth, and 16x16 at batch 1 (stage 2 is
+// one window in the whole batch: E keeps qkv).
+TEST(SwinHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  for (const json& file : {tinySwin(2, 40), tinySwin(2, 40, 0.2), tinySwin(1, 32)}) {
+    SCOPED_TRACE(file["input"].dump() + " " + file["layers"][2].dump());
+    cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+    const Chain chain = testing::fittedTo(stepped(file, Precision::Bf16Mixed), device);
+    ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
+    testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
+    EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  }
+}
+
+// SGD, Adam and AdamW, gradients static and made on backward: two steps of store-all and of
+// optimal's plan, each op measured as predicted, STEP too.
+TEST(SwinHalfRun, OptimizerAndGradientModesMeasureThePrediction) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 2});
+  for (std::size_t mode : {0u, 3u, 13u}) {
+    const Chain chain =
+        testing::fittedTo(stepped(tinySwin(2, 40, 0.2), Precision::Bf16Mixed, testing::stepMode(mode)), device);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto optimal = runPlanner(chain, "optimal");
+    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
+    for (const Plan& plan : {Plan{}, optimal->plan}) {
+      auto interp = Interpreter::create(chain, device, testing::seeded(mode));
+      ASSERT_TRUE(interp.isOk()) << interp.status().message();
+      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
+      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
+      EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+Chain tinyOf(Precision precision, StepOptions step) { return stepped(tinySwin(2, 40), precision, step); }
+
+// Relative L2 distance per layer of the bf16-mixed gradients from float32's, same weights and batch:
+// within a few % (bfloat16's rounding), and not zero (the half kernels ran).
+TEST(SwinHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
+  const std::vector<double> relative = testing::relativeGradientDifferences(tinyOf, 7);
+  ASSERT_EQ(relative.size(), 7u);
+  for (std::size_t l = 0; l < relative.size(); ++l) {
+    ::testing::Test::RecordProperty("layer" + std::to_string(l + 1), std::to_string(relative[l]));
+    EXPECT_LT(relative[l], 0.04) << "layer " << l + 1;
+    EXPECT_GT(relative[l], 0.001) << "layer " << l + 1 << ": float32's gradients, not bfloat16's";
+  }
+}
+
+// E of a block, to the byte: the float32 statistics and softmax result, the bfloat16 stream's
+// tensors and P's cast, the four weight copies.
+TEST(SwinHalfRun, TheBlocksEHoldsFloat32ProbabilitiesAndTheWeightCopies) {
+  const Chain mixed = stepped(tinySwin(2, 32), Precision::Bf16Mixed);
+  const std::uint64_t T = 2 * 8 * 8, C = 32, H = 128, A = 2 * 4 * 2 * 16 * 16;
+  EXPECT_EQ(mixed.at(2).extraBytes,
+            2 * T * 8 + (5 * T * C + 2 * T * C + 2 * T * H) * 2 + A * (4 + 2) + (4 * C * C + 2 * C * H) * 2);
+  EXPECT_EQ(mixed.at(2).outBytes, T * C * 2);    // the stream is bfloat16
+  EXPECT_EQ(mixed.at(7).outBytes, 2u * 10 * 2);  // and so are the logits
+}
+
+// torchvision's swin_t at its smallest resolution, batch 1: store-all and optimal's plan measured
+// as predicted, optimal's gradients store-all's.
+TEST(ZooSwinHalfRun, SwinTStoreAllAndOptimalAsPredicted) {
+  auto spec = zooChain("swin_t", {.batch = 1, .resolution = 196, .numClasses = 10});
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto built = buildChain(*spec);
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  cpu::CpuDevice device({.threads = 2});
+  const Chain chain = testing::fittedTo(testing::withStep(*built, Precision::Bf16Mixed, {}), device);
+  auto interp = Interpreter::create(chain, device, testing::seeded(5));
+  ASSERT_TRUE(interp.isOk()) << interp.status().message();
+  const RunOptions options{.digestGradients = true, .captureDigests = true};
+  auto reference = (*interp)->run(Plan{}, options);
+  ASSERT_TRUE(reference.isOk()) << reference.status().message();
+  testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
+  for (const auto& [name, plan] : testing::plannerPlans(chain, {"optimal"})) {
+    SCOPED_TRACE(name + " [" + formatCheckpointList(plan) + "]");
+    auto run = (*interp)->run(plan, options);
+    ASSERT_TRUE(run.isOk()) << run.status().message();
+    testing::expectReproducesStoreAll(chain, plan, *run, *reference);
+  }
+}
+
+}  // namespace
+}  // namespace remat
