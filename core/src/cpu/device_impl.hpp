@@ -260,25 +260,25 @@ Status prepareSwinHead(const DnnlContext& context, const ChainLayer& layer, cons
 Status forwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                        const ForwardBuffers& b);
 Status backwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
-// Swin's kinds under bf16-mixed (run_swin_half.cpp, run_swin_ends_half.cpp): the bfloat16 stream;
+// Swin's kinds under bf16-mixed and pure bf16 (run_swin_half.cpp, run_swin_ends_half.cpp): the bfloat16 stream;
 // the float32 entry points above dispatch to them when the layer was prepared half.
 Status prepareHalfSwinBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                            const LayerChecks& check, PreparedLayer& prepared);
+                            const LayerChecks& check, bool pure, PreparedLayer& prepared);
 Status forwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                             std::uint64_t dropoutKey, const ForwardBuffers& b);
 Status backwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareHalfSwinEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared);
+                                const LayerChecks& check, bool firstLayer, bool pure, PreparedLayer& prepared);
 Status forwardHalfSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                 const ForwardBuffers& b);
 Status backwardHalfSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareHalfPatchMerging(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                               const LayerChecks& check, PreparedLayer& prepared);
+                               const LayerChecks& check, bool pure, PreparedLayer& prepared);
 Status forwardHalfPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                const ForwardBuffers& b);
 Status backwardHalfPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 Status prepareHalfSwinHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                           const LayerChecks& check, PreparedLayer& prepared);
+                           const LayerChecks& check, bool pure, PreparedLayer& prepared);
 Status forwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                            const ForwardBuffers& b);
 Status backwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);

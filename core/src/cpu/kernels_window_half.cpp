@@ -82,20 +82,22 @@ float dot(const BFloat16* a, const BFloat16* b, Index n) {
   return sum;
 }
 
-void forwardPair(const SwinHalfAttention& a, Index pair, float* probs32, BFloat16* probs16, BFloat16* out) {
+void forwardPair(const SwinHalfAttention& a, Index pair, float* probs32, BFloat16* probs16, BFloat16* out,
+                 float* rowScratch) {
   const AttentionGeometry& g = a.g;
   const Index L = g.seq, dh = g.headDim, h = pair % g.heads, entry = pair / g.heads;
   const BFloat16 *q = a.q + headBlock(g, pair), *k = a.k + headBlock(g, pair), *v = a.v + headBlock(g, pair);
   const float* bias = a.bias + h * L * L;
   const float* mask = a.mask != nullptr ? a.mask + (entry % a.windows) * L * L : nullptr;
-  float* p32 = probs32 + squareBlock(g, pair);
   BFloat16* p16 = probs16 + squareBlock(g, pair);
   for (Index i = 0; i < L; ++i) {
-    float* row = p32 + i * L;
+    float* row = probs32 != nullptr ? probs32 + squareBlock(g, pair) + i * L : rowScratch;
     float top = -INFINITY;
-    for (Index j = 0; j < L; ++j) {  // q k^T rounded (a bf16 matmul), then the float32 adds
+    for (Index j = 0; j < L; ++j) {  // q k^T rounded (a bf16 matmul), then the float32 adds (pure: bf16 adds)
       float s = BFloat16(dot(q + i * dh, k + j * dh, dh)).value() + bias[i * L + j];
+      if (a.pure) s = BFloat16(s).value();
       if (mask != nullptr) s += mask[i * L + j];
+      if (a.pure) s = BFloat16(s).value();
       row[j] = s;
       top = std::max(top, s);
     }
@@ -118,10 +120,11 @@ void forwardPair(const SwinHalfAttention& a, Index pair, float* probs32, BFloat1
 }  // namespace
 
 void swinAttentionForwardHalf(const SwinHalfAttention& a, float* probs32, BFloat16* probs16, BFloat16* out,
-                              float* /*threadScratch*/) {
+                              float* threadScratch) {
   const Index pairs = a.g.batch * a.g.heads;
 #pragma omp parallel for schedule(static)
-  for (Index pair = 0; pair < pairs; ++pair) forwardPair(a, pair, probs32, probs16, out);
+  for (Index pair = 0; pair < pairs; ++pair)
+    forwardPair(a, pair, probs32, probs16, out, threadScratch + omp_get_thread_num() * swinAttentionThreadFloats(a.g));
 }
 
 namespace {
@@ -147,8 +150,9 @@ void backwardPair(const PairGrad& p, Index pair, float* work) {
   const Index L = g.seq, dh = g.headDim, h = pair % g.heads, entry = pair / g.heads;
   const BFloat16 *q = p.a.q + headBlock(g, pair), *k = p.a.k + headBlock(g, pair), *v = p.a.v + headBlock(g, pair);
   const BFloat16* dO = p.dOut + headBlock(g, pair);
-  const float* p32 = p.probs32 + squareBlock(g, pair);
   const BFloat16* p16 = p.probs16 + squareBlock(g, pair);
+  // softmax's result as its backward reads it: float32 (bf16-mixed), or the bfloat16 one (pure)
+  auto prob = [&](Index at) { return p.probs32 != nullptr ? p.probs32[squareBlock(g, pair) + at] : p16[at].value(); };
   float* dS = p.dScores + squareBlock(g, pair);
   float* dSh = work;  // d(q k^T): the float32 scores' gradient rounded to bfloat16 (the promotion's backward)
   for (Index i = 0; i < L; ++i) {
@@ -156,11 +160,12 @@ void backwardPair(const PairGrad& p, Index pair, float* work) {
     float inner = 0.0f;
     for (Index j = 0; j < L; ++j) {
       dP[j] = BFloat16(dot(dO + i * dh, v + j * dh, dh)).value();
-      inner += p32[i * L + j] * dP[j];
+      inner += prob(i * L + j) * dP[j];
     }
     for (Index j = 0; j < L; ++j) {
-      dS[i * L + j] = p32[i * L + j] * (dP[j] - inner);
+      dS[i * L + j] = prob(i * L + j) * (dP[j] - inner);
       dSh[i * L + j] = BFloat16(dS[i * L + j]).value();
+      if (p.a.pure) dS[i * L + j] = dSh[i * L + j];  // softmax's bfloat16 backward: the add's gradient as is
     }
   }
   for (Index i = 0; i < L; ++i)

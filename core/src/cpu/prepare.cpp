@@ -312,21 +312,22 @@ bool isSwinKind(LayerKind kind) {
 Status prepareSwin(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = streamLayout(layer.outputShape);
-  const bool half = c.mode.half;  // bf16-mixed: the bfloat16 stream (run_swin_half.cpp, run_swin_ends_half.cpp)
+  // bf16-mixed and pure bf16: the bfloat16 stream (run_swin_half.cpp, run_swin_ends_half.cpp)
+  const bool half = c.mode.half, pure = c.mode.pure;
   if (layer.kind == LayerKind::SwinEmbedding)
-    return half ? prepareHalfSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared)
+    return half ? prepareHalfSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, pure, prepared)
                 : prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (prepared.in.channelsLast)
     return check.fail(
         "the CPU runs this Swin kind on the [N, H, W, C] residual stream of a Swin layer before it, "
         "not on a convolution's NCHW map");
   if (layer.kind == LayerKind::SwinBlock)
-    return half ? prepareHalfSwinBlock(c.dnnl, layer, spec, check, prepared)
+    return half ? prepareHalfSwinBlock(c.dnnl, layer, spec, check, pure, prepared)
                 : prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (layer.kind == LayerKind::PatchMerging)
-    return half ? prepareHalfPatchMerging(c.dnnl, layer, spec, check, prepared)
+    return half ? prepareHalfPatchMerging(c.dnnl, layer, spec, check, pure, prepared)
                 : preparePatchMerging(c.dnnl, layer, spec, check, prepared);
-  return half ? prepareHalfSwinHead(c.dnnl, layer, spec, check, prepared)
+  return half ? prepareHalfSwinHead(c.dnnl, layer, spec, check, pure, prepared)
               : prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
 }
 
@@ -408,9 +409,10 @@ Status prepareHalfKind(const ChainLayer& layer, const HalfMode& mode, const Laye
 // Pure bf16 (the model cast with .to(torch.bfloat16), memory-model.md 11.7): every layer runs in
 // bfloat16 on its bfloat16 parameters, with the bf16-mixed kernels minus autocast's casts
 // (run_half.cpp, dnnl_half.cpp with HalfCopies::pure). Not yet: the layer norm and the transformer
-// kinds, refused by name.
+// kinds but Swin's, refused by name.
 Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
-  if (isTransformerKind(layer.kind) || layer.kind == LayerKind::LayerNorm)
+  // Swin's kinds run pure on their bf16-mixed kernels with `pure` (run_swin_half.cpp).
+  if ((isTransformerKind(layer.kind) && !isSwinKind(layer.kind)) || layer.kind == LayerKind::LayerNorm)
     return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
                       " yet (conv2d, linear, batchnorm, the pools, dropout, the activations and CNN blocks have "
                       "one); plan and simulate it, run it as bf16-mixed or as fp32");

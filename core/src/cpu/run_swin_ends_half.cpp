@@ -10,7 +10,11 @@
 //   reduction's weight copy].
 // swin_head: the statistics, the bfloat16 normalised map (avgpool's saved self), the bfloat16
 //   pooled [N, C], [the head's weight copy].
+// Pure bf16: the same on bfloat16 parameters and gradients, without copies or the image's cast
+// (the embedding's conv keeps the bfloat16 image itself: in = yes); each norm's bfloat16 weight and
+// bias are widened into the scratch and their float32 gradients added into the bfloat16 buffer.
 #include <algorithm>
+#include <type_traits>
 
 #include "device_impl.hpp"
 #include "window_half.hpp"
@@ -19,13 +23,14 @@ namespace remat::cpu {
 
 struct HalfSwinEndPrep {
   Index batch = 0, height = 0, width = 0, channels = 0, rows = 0, features = 0, outFeatures = 0;
+  bool pure = false;  // pure bf16: bfloat16 parameters and gradients
   std::optional<HalfConvOp> conv;
   std::optional<HalfLinearOp> linear;
   LayerNormOp ln;
   Index normP = 0, weight = 0, bias = 0;                                                // parameter offsets (floats)
   std::uint64_t copies = 0, stats = 0, a = 0, b = 0, savedBytes = 0, discardShift = 0;  // E
-  std::uint64_t fWide = 0, fNorm = 0, fDnnl = 0;                                        // forward scratch
-  std::uint64_t bX = 0, bDy = 0, bDx = 0, bHalf = 0, bDnnl = 0;                         // backward scratch
+  std::uint64_t fWide = 0, fNorm = 0, fParams = 0, fDnnl = 0;                           // forward scratch
+  std::uint64_t bX = 0, bDy = 0, bDx = 0, bHalf = 0, bParams = 0, bDnnl = 0;            // backward scratch
 };
 
 namespace {
@@ -49,6 +54,20 @@ Status assign(Result<Op> made, Into& op) {
   return Status::ok();
 }
 
+// Parameter (or gradient) element `offset`: a float32 master's, or pure bf16's bfloat16 one.
+template <typename F>
+F* paramAt(F* base, Index offset, bool pure) {
+  using Byte = std::conditional_t<std::is_const_v<F>, const std::byte, std::byte>;
+  return pure ? reinterpret_cast<F*>(reinterpret_cast<Byte*>(base) + offset * 2) : base + offset;
+}
+
+// The norm's weight and bias as float32: the masters, or pure bf16's widened into `wide`.
+const float* normParams(const HalfSwinEndPrep& e, const float* params, float* wide) {
+  if (!e.pure) return params + e.normP;
+  castToFloat(2 * e.features, reinterpret_cast<const BFloat16*>(paramAt(params, e.normP, true)), wide);
+  return wide;
+}
+
 Status checkSaved(const ChainLayer& layer, const LayerChecks& check, bool needsInput, const HalfSwinEndPrep& e) {
   if (e.channels % 2 != 0) return check.fail("precision bf16-mixed: the CPU's bfloat16 Swin kernels need an even C");
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, needsInput, "needs_input"));
@@ -65,12 +84,15 @@ void layOutScratch(HalfSwinEndPrep& e, std::uint64_t fwdOps, std::uint64_t bwdOp
   ScratchLayout f, b;
   e.fWide = f.add(floats(count));
   e.fNorm = f.add(floats(count));
+  const Index normParams = e.pure ? 2 * e.features : 0;  // pure: the norm's widened weight and bias
+  e.fParams = f.add(floats(normParams));
   e.fDnnl = f.add(std::max(fwdOps, e.ln.forwardScratchBytes()));
   prepared.requiredFwdWorkspace = e.discardShift + f.bytes();
   e.bX = b.add(floats(count));
   e.bDy = b.add(floats(count));
   e.bDx = b.add(floats(count));
   e.bHalf = b.add(halfBytes);
+  e.bParams = b.add(floats(2 * normParams));  // pure: widened, then their float32 gradients
   e.bDnnl = b.add(std::max(bwdOps, e.ln.backwardScratchBytes()));
   prepared.requiredBwdWorkspace = b.bytes();
 }
@@ -98,7 +120,8 @@ Status normForward(const DnnlContext& context, const HalfSwinEndPrep& e, const S
                    const float* params, BFloat16* y) {
   const Index count = e.rows * e.features;
   castToFloat(count, x, at<float>(s.scratch, e.fWide));
-  REMAT_RETURN_IF_ERROR(e.ln.forward(context, at<float>(s.scratch, e.fWide), params + e.normP,
+  REMAT_RETURN_IF_ERROR(e.ln.forward(context, at<float>(s.scratch, e.fWide),
+                                     normParams(e, params, at<float>(s.scratch, e.fParams)),
                                      at<float>(s.scratch, e.fNorm), at<float>(s.saved, e.stats), s.scratch + e.fDnnl));
   castToHalf(count, at<float>(s.scratch, e.fNorm), y);
   return Status::ok();
@@ -107,9 +130,16 @@ Status normForward(const DnnlContext& context, const HalfSwinEndPrep& e, const S
 // Its backward from x and the float32 dy already in bDy: d(x) float32 in bDx.
 Status normBackward(const DnnlContext& context, const HalfSwinEndPrep& e, const BackwardBuffers& b, const BFloat16* x) {
   castToFloat(e.rows * e.features, x, at<float>(b.workspace, e.bX));
-  return e.ln.backward(context, at<float>(b.workspace, e.bX), at<float>(b.workspace, e.bDy), b.params + e.normP,
-                       at<float>(b.extra, e.stats), at<float>(b.workspace, e.bDx), b.paramGrads + e.normP,
-                       b.workspace + e.bDnnl);
+  float* wide = at<float>(b.workspace, e.bParams);
+  const float* params = normParams(e, b.params, wide);
+  float* grads = e.pure ? wide + 2 * e.features : b.paramGrads + e.normP;
+  if (e.pure) std::fill_n(grads, 2 * e.features, 0.0f);
+  REMAT_RETURN_IF_ERROR(e.ln.backward(context, at<float>(b.workspace, e.bX), at<float>(b.workspace, e.bDy), params,
+                                      at<float>(b.extra, e.stats), at<float>(b.workspace, e.bDx), grads,
+                                      b.workspace + e.bDnnl));
+  if (e.pure)
+    addFloatIntoHalf(2 * e.features, grads, reinterpret_cast<BFloat16*>(paramAt(b.paramGrads, e.normP, true)));
+  return Status::ok();
 }
 
 Status makeNorm(const DnnlContext& context, HalfSwinEndPrep& e, const LayerSpec& spec, const std::string& label) {
@@ -121,8 +151,9 @@ Status makeNorm(const DnnlContext& context, HalfSwinEndPrep& e, const LayerSpec&
 }  // namespace
 
 Status prepareHalfSwinEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
+                                const LayerChecks& check, bool firstLayer, bool pure, PreparedLayer& prepared) {
   auto e = std::make_shared<HalfSwinEndPrep>();
+  e->pure = pure;
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
   e->batch = out[0], e->height = out[1], e->width = out[2], e->channels = e->features = out[3];
@@ -137,14 +168,14 @@ Status prepareHalfSwinEmbedding(const DnnlContext& context, const ChainLayer& la
   convSpec.groups = 1;
   const Shape convOut{in[0], C, out[1], out[2]};
   REMAT_RETURN_IF_ERROR(
-      assign(HalfConvOp::create(context, convGeometry(convSpec, in, convOut), true, true,
-                                firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv"),
+      assign(HalfConvOp::create(context, convGeometry(convSpec, in, convOut), true, !pure,
+                                firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv", pure),
              e->conv));
   REMAT_RETURN_IF_ERROR(makeNorm(context, *e, spec, prepared.label + ", norm"));
   e->a = e->conv->copies().inputCastBytes() + e->conv->copies().weightCopyBytes();  // the conv's output
   e->stats = e->a + halves(e->rows * C);
   e->savedBytes = e->stats + floats(2 * e->rows);
-  REMAT_RETURN_IF_ERROR(checkSaved(layer, check, false, *e));
+  REMAT_RETURN_IF_ERROR(checkSaved(layer, check, pure, *e));  // pure: the conv keeps the bfloat16 image
   layOutScratch(*e, e->conv->forwardScratchBytes(), e->conv->backwardScratchBytes(), halves(e->rows * C), prepared);
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
   prepared.halfSwinEnd = std::move(e);
@@ -158,25 +189,27 @@ Status forwardHalfSwinEmbedding(const DnnlContext& context, const PreparedLayer&
   if (!s) return s.status();
   BFloat16* conv = at(s->saved, e.a);
   REMAT_RETURN_IF_ERROR(
-      e.conv->forward(context, b.x, b.params, b.params + e.bias, conv, s->saved, s->scratch + e.fDnnl));
+      e.conv->forward(context, b.x, b.params, paramAt(b.params, e.bias, e.pure), conv, s->saved, s->scratch + e.fDnnl));
   return normForward(context, e, *s, conv, b.params, reinterpret_cast<BFloat16*>(b.y));
 }
 
 Status backwardHalfSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   const HalfSwinEndPrep& e = *prepared.halfSwinEnd;
-  REMAT_RETURN_IF_ERROR(requireBackward(prepared, b, false));
+  REMAT_RETURN_IF_ERROR(requireBackward(prepared, b, e.pure));
   const Index count = e.rows * e.features;
   castToFloat(count, reinterpret_cast<const BFloat16*>(b.dy), at<float>(b.workspace, e.bDy));
   REMAT_RETURN_IF_ERROR(normBackward(context, e, b, at(b.extra, e.a)));
   BFloat16* dConv = at(b.workspace, e.bHalf);
   castToHalf(count, at<float>(b.workspace, e.bDx), dConv);
   float* g = b.paramGrads;
-  return e.conv->backward(context, nullptr, dConv, b.extra, b.dx, g, g + e.bias, b.workspace + e.bDnnl);
+  return e.conv->backward(context, e.pure ? b.x : nullptr, dConv, b.extra, b.dx, g, paramAt(g, e.bias, e.pure),
+                          b.workspace + e.bDnnl, b.params);
 }
 
 Status prepareHalfPatchMerging(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                               const LayerChecks& check, PreparedLayer& prepared) {
+                               const LayerChecks& check, bool pure, PreparedLayer& prepared) {
   auto e = std::make_shared<HalfSwinEndPrep>();
+  e->pure = pure;
   const Shape& in = layer.inputShape;
   e->batch = in[0], e->height = in[1], e->width = in[2], e->channels = in[3];
   e->rows = layer.outputShape[0] * layer.outputShape[1] * layer.outputShape[2];
@@ -185,7 +218,7 @@ Status prepareHalfPatchMerging(const DnnlContext& context, const ChainLayer& lay
   REMAT_RETURN_IF_ERROR(check.expectParams(layer.paramCount, static_cast<std::uint64_t>(e->normP + 2 * e->features)));
   REMAT_RETURN_IF_ERROR(makeNorm(context, *e, spec, prepared.label + ", norm"));
   REMAT_RETURN_IF_ERROR(assign(HalfLinearOp::create(context, e->rows, e->features, 2 * e->channels, false, false,
-                                                    InputGrad::Write, prepared.label + ", reduction"),
+                                                    InputGrad::Write, prepared.label + ", reduction", pure),
                                e->linear));
   const std::uint64_t cat = halves(e->rows * e->features);
   e->a = 0, e->b = cat, e->stats = 2 * cat, e->copies = e->stats + floats(2 * e->rows);
@@ -214,7 +247,7 @@ Status backwardHalfPatchMerging(const DnnlContext& context, const PreparedLayer&
   const Index count = e.rows * e.features;
   BFloat16 *dNormed = at(b.workspace, e.bHalf), *dCat = dNormed + count;
   REMAT_RETURN_IF_ERROR(e.linear->backward(context, at(b.extra, e.b), b.dy, b.extra + e.copies, dNormed, b.paramGrads,
-                                           nullptr, b.workspace + e.bDnnl));
+                                           nullptr, b.workspace + e.bDnnl, b.params));
   castToFloat(count, dNormed, at<float>(b.workspace, e.bDy));
   REMAT_RETURN_IF_ERROR(normBackward(context, e, b, at(b.extra, e.a)));
   if (b.dx == nullptr) return Status::ok();
@@ -224,8 +257,9 @@ Status backwardHalfPatchMerging(const DnnlContext& context, const PreparedLayer&
 }
 
 Status prepareHalfSwinHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                           const LayerChecks& check, PreparedLayer& prepared) {
+                           const LayerChecks& check, bool pure, PreparedLayer& prepared) {
   auto e = std::make_shared<HalfSwinEndPrep>();
+  e->pure = pure;
   const Shape& in = layer.inputShape;
   e->batch = in[0], e->height = in[1], e->width = in[2], e->channels = e->features = in[3];
   e->rows = e->batch * e->height * e->width;
@@ -236,7 +270,7 @@ Status prepareHalfSwinHead(const DnnlContext& context, const ChainLayer& layer, 
   REMAT_RETURN_IF_ERROR(check.expectParams(layer.paramCount, static_cast<std::uint64_t>(e->bias + e->outFeatures)));
   REMAT_RETURN_IF_ERROR(makeNorm(context, *e, spec, prepared.label + ", norm"));
   REMAT_RETURN_IF_ERROR(assign(HalfLinearOp::create(context, e->batch, C, e->outFeatures, true, false, InputGrad::Write,
-                                                    prepared.label + ", head"),
+                                                    prepared.label + ", head", pure),
                                e->linear));
   e->stats = 0, e->a = floats(2 * e->rows), e->b = e->a + halves(e->rows * C), e->copies = e->b + halves(e->batch * C);
   e->savedBytes = e->copies + e->linear->copies().weightCopyBytes();
@@ -256,8 +290,8 @@ Status forwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prep
   BFloat16 *normed = at(s->saved, e.a), *pooled = at(s->saved, e.b);
   REMAT_RETURN_IF_ERROR(normForward(context, e, *s, reinterpret_cast<const BFloat16*>(b.x), b.params, normed));
   averagePositionsHalf(e.batch, e.height * e.width, e.channels, normed, pooled);
-  return e.linear->forward(context, pooled, b.params + e.weight, b.params + e.bias, b.y, s->saved + e.copies,
-                           s->scratch + e.fDnnl);
+  return e.linear->forward(context, pooled, paramAt(b.params, e.weight, e.pure), paramAt(b.params, e.bias, e.pure), b.y,
+                           s->saved + e.copies, s->scratch + e.fDnnl);
 }
 
 Status backwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
@@ -265,8 +299,9 @@ Status backwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& pre
   REMAT_RETURN_IF_ERROR(requireBackward(prepared, b, true));
   float* g = b.paramGrads;
   BFloat16* dPooled = at(b.workspace, e.bHalf);
-  REMAT_RETURN_IF_ERROR(e.linear->backward(context, at(b.extra, e.b), b.dy, b.extra + e.copies, dPooled, g + e.weight,
-                                           g + e.bias, b.workspace + e.bDnnl));
+  REMAT_RETURN_IF_ERROR(e.linear->backward(context, at(b.extra, e.b), b.dy, b.extra + e.copies, dPooled,
+                                           paramAt(g, e.weight, e.pure), paramAt(g, e.bias, e.pure),
+                                           b.workspace + e.bDnnl, paramAt(b.params, e.weight, e.pure)));
   averagePositionsHalfBackward(e.batch, e.height * e.width, e.channels, dPooled, at<float>(b.workspace, e.bDy));
   const auto* x = reinterpret_cast<const BFloat16*>(b.x);
   REMAT_RETURN_IF_ERROR(normBackward(context, e, b, x));

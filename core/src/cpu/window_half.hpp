@@ -37,14 +37,17 @@ struct SwinHalfAttention {
   const BFloat16 *q, *k, *v;
   const float* bias;
   const float* mask;
-  Index windows;  // nW: which mask a batch entry takes (entry % nW)
+  Index windows;      // nW: which mask a batch entry takes (entry % nW)
+  bool pure = false;  // pure bf16: each score add rounds to bfloat16, no float32 probabilities
 };
 
 // probs32 [N*nW][h][L][L] float32 (softmax's result), probs16 its bfloat16 cast, out [..][L][dh] bfloat16.
+// Pure: probs32 null, probs16 softmax's bfloat16 result (from bfloat16 scores).
 void swinAttentionForwardHalf(const SwinHalfAttention& a, float* probs32, BFloat16* probs16, BFloat16* out,
                               float* threadScratch);
 // dOut [N*nW][h][L][dh]; dq (through the scale), dk, dv written into the window rows dqkv [Tp][3C]
-// (q | k | v); dScores [N*nW][h][L][L] float32 (the bias table's gradient is summed from it).
+// (q | k | v); dScores [N*nW][h][L][L] float32 (the bias table's gradient is summed from it; pure:
+// rounded to bfloat16, softmax's bfloat16 backward, from probs16).
 void swinAttentionBackwardHalf(const SwinHalfAttention& a, const float* probs32, const BFloat16* probs16,
                                const BFloat16* dOut, float scale, BFloat16* dqkv, float* dScores, float* threadScratch);
 
