@@ -182,6 +182,20 @@ TEST(SwinPureBf16Run, GradientsLieWithinBfloat16sErrorOfFloat32s) {
   }
 }
 
+// The bfloat16 gathers move a row as C / 2 words: an odd C is refused by layer, before anything runs.
+TEST(SwinHalfRun, AnOddChannelCountIsRefusedByLayer) {
+  json file = tinySwin(2, 32);
+  file["layers"] = json::array({{{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 15}},
+                                {{"name", "head"}, {"kind", "swin_head"}, {"out_features", 10}}});
+  for (const Precision precision : {Precision::Bf16Mixed, Precision::Bf16}) {
+    cpu::CpuDevice device({.threads = 1});
+    const Status status = device.prepare(stepped(file, precision));
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("layer 1 ('features.0', swin_embedding)"), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find("need an even channel count C, got 15"), std::string::npos) << status.message();
+  }
+}
+
 // torchvision's swin_t at its smallest resolution, batch 1: store-all and optimal's plan measured
 // as predicted, optimal's gradients store-all's.
 TEST(ZooSwinHalfRun, SwinTStoreAllAndOptimalAsPredicted) {

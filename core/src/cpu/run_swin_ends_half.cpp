@@ -14,6 +14,7 @@
 // (the embedding's conv keeps the bfloat16 image itself: in = yes); each norm's bfloat16 weight and
 // bias are widened into the scratch and their float32 gradients added into the bfloat16 buffer.
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
 #include "device_impl.hpp"
@@ -69,7 +70,9 @@ const float* normParams(const HalfSwinEndPrep& e, const float* params, float* wi
 }
 
 Status checkSaved(const ChainLayer& layer, const LayerChecks& check, bool needsInput, const HalfSwinEndPrep& e) {
-  if (e.channels % 2 != 0) return check.fail("precision bf16-mixed: the CPU's bfloat16 Swin kernels need an even C");
+  if (e.channels % 2 != 0)  // the window and merge gathers move a bfloat16 row as C / 2 float32 words
+    return check.fail("the CPU's bfloat16 Swin kernels need an even channel count C, got " +
+                      std::to_string(e.channels) + "; run it as fp32");
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, needsInput, "needs_input"));
   REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
   return check.expectExtra(layer.numbers.extraBytes, e.savedBytes);

@@ -18,6 +18,7 @@
 // their float32 gradients added into the bfloat16 buffer with one rounding.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "attention_half.hpp"
@@ -180,7 +181,9 @@ Status createOps(const DnnlContext& context, HalfSwinBlockPrep& t, float epsilon
 Status prepareHalfSwinBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                             const LayerChecks& check, bool pure, PreparedLayer& prepared) {
   const Shape& in = layer.inputShape;
-  if (in[3] % 2 != 0) return check.fail("precision bf16-mixed: the CPU's bfloat16 Swin kernels need an even C");
+  if (in[3] % 2 != 0)  // the window gathers move a bfloat16 row as C / 2 float32 words
+    return check.fail("the CPU's bfloat16 Swin kernels need an even channel count C, got " + std::to_string(in[3]) +
+                      "; run it as fp32");
   auto t = std::make_shared<HalfSwinBlockPrep>();
   t->w = windowGeometry(in[0], in[1], in[2], in[3], spec.window, spec.shift);
   t->g =
