@@ -5,8 +5,8 @@
 // ViT (patch_embedding, blocks, cls_head) run as PyTorch's CPU autocast runs them: every op's measured
 // footprint equals the prediction under every planner's plan and in several optimizer and
 // gradient modes, the optimizer step included; every plan's gradients are store-all's bit for bit;
-// and the gradients lie within bfloat16's error of float32's, with dropout too. The Swin kinds,
-// without bfloat16 kernels, are refused by name before anything is allocated.
+// and the gradients lie within bfloat16's error of float32's, with dropout too. (Swin's kinds:
+// swin_half_run_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -253,18 +253,6 @@ TEST(TransformerHalfRun, TheBlocksEHoldsTheHalfTensorsAndWeightCopies) {
             4 * T * 4 + T * d * 4 + (3 * T * d + 3 * T * d + 2 * T * H + A) * 2 + (4 * d * d + 2 * d * H) * 2);
   EXPECT_EQ(mixed.at(6).extraBytes, 2 * T * 4 + T * d * 2 + 1000 * d * 2);  // ln_f; the cast, the table's copy
   EXPECT_EQ(mixed.at(2).outBytes, T * d * 4);                               // the residual stream stays float32
-}
-
-TEST(TransformerHalfRun, SwinKindsAreRefusedByName) {
-  const json swin = {{"format", "remat-chain/1"},
-                     {"name", "swin"},
-                     {"input", {{"shape", {2, 3, 32, 32}}, {"dtype", "float32"}}},
-                     {"layers", {{{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}}}}};
-  cpu::CpuDevice device({.threads = 1});
-  auto interp = Interpreter::create(smallGpt(Precision::Bf16Mixed, {}, swin), device, testing::seeded(1));
-  ASSERT_FALSE(interp.isOk());
-  EXPECT_NE(interp.status().message().find("no bfloat16 kernel on the CPU for swin_embedding yet"), std::string::npos)
-      << interp.status().message();
 }
 
 }  // namespace

@@ -68,6 +68,8 @@ struct HalfPatchPrep;         // run_patch_half.cpp (bf16-mixed)
 struct VitPrep;               // run_vit.cpp
 struct SwinBlockPrep;         // run_swin.cpp
 struct SwinEndPrep;           // run_swin_ends.cpp
+struct HalfSwinBlockPrep;     // run_swin_half.cpp (bf16-mixed)
+struct HalfSwinEndPrep;       // run_swin_ends_half.cpp (bf16-mixed)
 
 // The token kinds' sizes (token_embedding, lm_head).
 struct TransformerEnds {
@@ -124,7 +126,9 @@ struct PreparedLayer {
   std::shared_ptr<const HalfPatchPrep> halfPatch;      // bf16-mixed: patch_embedding's
   std::shared_ptr<const VitPrep> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinBlockPrep> swinBlock;
-  std::shared_ptr<const SwinEndPrep> swinEnd;  // swin_embedding, patch_merging, swin_head
+  std::shared_ptr<const SwinEndPrep> swinEnd;              // swin_embedding, patch_merging, swin_head
+  std::shared_ptr<const HalfSwinBlockPrep> halfSwinBlock;  // bf16-mixed: swin_block's autocast kernels
+  std::shared_ptr<const HalfSwinEndPrep> halfSwinEnd;      // bf16-mixed: the other Swin kinds'
   TransformerEnds ends;
   std::vector<ParamSegment> params;
   std::uint64_t requiredFwdWorkspace = 0;
@@ -284,6 +288,28 @@ Status prepareSwinHead(const DnnlContext& context, const ChainLayer& layer, cons
 Status forwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                        const ForwardBuffers& b);
 Status backwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+// Swin's kinds under bf16-mixed and pure bf16 (run_swin_half.cpp, run_swin_ends_half.cpp): the bfloat16 stream;
+// the float32 entry points above dispatch to them when the layer was prepared half.
+Status prepareHalfSwinBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                            const LayerChecks& check, bool pure, PreparedLayer& prepared);
+Status forwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                            std::uint64_t dropoutKey, const ForwardBuffers& b);
+Status backwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareHalfSwinEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                                const LayerChecks& check, bool firstLayer, bool pure, PreparedLayer& prepared);
+Status forwardHalfSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                                const ForwardBuffers& b);
+Status backwardHalfSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareHalfPatchMerging(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                               const LayerChecks& check, bool pure, PreparedLayer& prepared);
+Status forwardHalfPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                               const ForwardBuffers& b);
+Status backwardHalfPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
+Status prepareHalfSwinHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
+                           const LayerChecks& check, bool pure, PreparedLayer& prepared);
+Status forwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
+                           const ForwardBuffers& b);
+Status backwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
 void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
 void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, BFloat16* grad);  // pure bf16

@@ -341,15 +341,23 @@ bool isSwinKind(LayerKind kind) {
 Status prepareSwin(const LayerContext& c, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
                    PreparedLayer& prepared) {
   prepared.out = streamLayout(layer.outputShape);
+  // bf16-mixed and pure bf16: the bfloat16 stream (run_swin_half.cpp, run_swin_ends_half.cpp)
+  const bool half = c.mode.half, pure = c.mode.pure;
   if (layer.kind == LayerKind::SwinEmbedding)
-    return prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
+    return half ? prepareHalfSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, pure, prepared)
+                : prepareSwinEmbedding(c.dnnl, layer, spec, check, c.l == 1, prepared);
   if (prepared.in.channelsLast)
     return check.fail(
         "the CPU runs this Swin kind on the [N, H, W, C] residual stream of a Swin layer before it, "
         "not on a convolution's NCHW map");
-  if (layer.kind == LayerKind::SwinBlock) return prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
-  if (layer.kind == LayerKind::PatchMerging) return preparePatchMerging(c.dnnl, layer, spec, check, prepared);
-  return prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::SwinBlock)
+    return half ? prepareHalfSwinBlock(c.dnnl, layer, spec, check, pure, prepared)
+                : prepareSwinBlock(c.dnnl, layer, spec, check, c.l == 1, prepared);
+  if (layer.kind == LayerKind::PatchMerging)
+    return half ? prepareHalfPatchMerging(c.dnnl, layer, spec, check, pure, prepared)
+                : preparePatchMerging(c.dnnl, layer, spec, check, prepared);
+  return half ? prepareHalfSwinHead(c.dnnl, layer, spec, check, pure, prepared)
+              : prepareSwinHead(c.dnnl, layer, spec, check, c.l == 1, prepared);
 }
 
 // A layer norm under bf16-mixed reading a bfloat16 input (HalfMode::castsFromHalf): E is [its
@@ -425,17 +433,17 @@ bool isTransformerKind(LayerKind kind) {
 // (run_half.cpp, dnnl_half.cpp with HalfCopies::pure; the layer norm on oneDNN's bf16 layer
 // normalization); transformer_block in run_transformer_pure.cpp, token_embedding in
 // run_embeddings.cpp, lm_head in run_heads_pure.cpp, patch_embedding and cls_head in
-// run_vit_pure.cpp. Not yet: Swin's kinds, refused by name.
+// run_vit_pure.cpp, Swin's kinds on their bf16-mixed kernels with `pure` (run_swin_half.cpp).
 bool hasPureTransformerKernels(LayerKind kind) {
   return kind == LayerKind::TransformerBlock || kind == LayerKind::TokenEmbedding || kind == LayerKind::LmHead ||
-         kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead;
+         kind == LayerKind::PatchEmbedding || kind == LayerKind::ClsHead || isSwinKind(kind);
 }
 
 Result<HalfMode> pureHalfMode(const ChainLayer& layer, const LayerChecks& check) {
   if (isTransformerKind(layer.kind) && !hasPureTransformerKernels(layer.kind))
     return check.fail("precision bf16: no pure bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
                       " yet (conv2d, linear, batchnorm, layernorm, the pools, dropout, the activations, CNN blocks "
-                      "and GPT's, BERT's and ViT's kinds have one); plan and simulate it, run it as "
+                      "and the transformer and Swin kinds have one); plan and simulate it, run it as "
                       "bf16-mixed or as fp32");
   HalfMode mode;
   mode.half = true;
@@ -457,12 +465,13 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, const P
         ": oneDNN 2.6 has no float16 convolution on the CPU; run bf16-mixed (the same model in bfloat16)");
   // GPT's and BERT's kinds keep the float32 residual stream between layers: their half tensors lie
   // inside E and the workspaces (run_transformer_half.cpp, run_heads_half.cpp); cls_head writes
-  // half logits (run_vit_half.cpp), patch_embedding a float32 x(l) (run_patch_half.cpp); the Swin
-  // kinds have no bfloat16 kernels yet.
+  // half logits (run_vit_half.cpp), patch_embedding a float32 x(l) (run_patch_half.cpp); Swin's
+  // stream is bfloat16 from its patch embedding on, logits included (run_swin_half.cpp).
   if (hasHalfTransformerKernels(layer.kind)) return HalfMode{.half = layer.kind == LayerKind::ClsHead};
+  if (isSwinKind(layer.kind)) return HalfMode{.half = true};
   if (isTransformerKind(layer.kind))
     return check.fail("precision bf16-mixed: no bfloat16 kernel on the CPU for " + std::string(kindName(layer.kind)) +
-                      " yet (GPT's, BERT's and ViT's kinds have one); plan and simulate it, or run it as fp32");
+                      " yet (GPT's, BERT's, ViT's and Swin's kinds have one); plan and simulate it, or run it as fp32");
   HalfMode mode;
   const bool lowerPrecision =
       layer.kind == LayerKind::Conv2d || layer.kind == LayerKind::Linear || isComposite(layer.kind);

@@ -245,6 +245,7 @@ Status attentionForward(const DnnlContext& context, const Tensors& s, const floa
 
 Status forwardSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                         std::uint64_t dropoutKey, const ForwardBuffers& b) {
+  if (prepared.halfSwinBlock) return forwardHalfSwinBlock(context, prepared, mode, dropoutKey, b);  // bf16-mixed
   const SwinBlockPrep& t = *prepared.swinBlock;
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
@@ -308,6 +309,7 @@ Status attentionBackward(const DnnlContext& context, const BackwardTensors& s, c
 }  // namespace
 
 Status backwardSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfSwinBlock) return backwardHalfSwinBlock(context, prepared, b);  // bf16-mixed
   const SwinBlockPrep& t = *prepared.swinBlock;
   if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");

@@ -117,6 +117,7 @@ Status prepareSwinEmbedding(const DnnlContext& context, const ChainLayer& layer,
 
 Status forwardSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                             const ForwardBuffers& b) {
+  if (prepared.halfSwinEnd) return forwardHalfSwinEmbedding(context, prepared, mode, b);  // bf16-mixed
   const SwinEndPrep& e = *prepared.swinEnd;
   REMAT_RETURN_IF_ERROR(requireForward(prepared, mode, b));
   const Saved s = savedOf(e, mode, b);
@@ -126,6 +127,7 @@ Status forwardSwinEmbedding(const DnnlContext& context, const PreparedLayer& pre
 }
 
 Status backwardSwinEmbedding(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfSwinEnd) return backwardHalfSwinEmbedding(context, prepared, b);  // bf16-mixed
   const SwinEndPrep& e = *prepared.swinEnd;
   REMAT_RETURN_IF_ERROR(requireBackward(prepared, b, true));
   float* g = b.paramGrads;
@@ -168,6 +170,7 @@ Status preparePatchMerging(const DnnlContext& context, const ChainLayer& layer, 
 
 Status forwardPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                            const ForwardBuffers& b) {
+  if (prepared.halfSwinEnd) return forwardHalfPatchMerging(context, prepared, mode, b);  // bf16-mixed
   const SwinEndPrep& e = *prepared.swinEnd;
   REMAT_RETURN_IF_ERROR(requireForward(prepared, mode, b));
   const Saved s = savedOf(e, mode, b);
@@ -179,6 +182,7 @@ Status forwardPatchMerging(const DnnlContext& context, const PreparedLayer& prep
 }
 
 Status backwardPatchMerging(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfSwinEnd) return backwardHalfPatchMerging(context, prepared, b);  // bf16-mixed
   const SwinEndPrep& e = *prepared.swinEnd;
   REMAT_RETURN_IF_ERROR(requireBackward(prepared, b, false));
   float* g = b.paramGrads;
@@ -227,6 +231,7 @@ Status prepareSwinHead(const DnnlContext& context, const ChainLayer& layer, cons
 
 Status forwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                        const ForwardBuffers& b) {
+  if (prepared.halfSwinEnd) return forwardHalfSwinHead(context, prepared, mode, b);  // bf16-mixed
   const SwinEndPrep& e = *prepared.swinEnd;
   REMAT_RETURN_IF_ERROR(requireForward(prepared, mode, b));
   const Saved s = savedOf(e, mode, b);
@@ -238,6 +243,7 @@ Status forwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared
 }
 
 Status backwardSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
+  if (prepared.halfSwinEnd) return backwardHalfSwinHead(context, prepared, b);  // bf16-mixed
   const SwinEndPrep& e = *prepared.swinEnd;
   REMAT_RETURN_IF_ERROR(requireBackward(prepared, b, true));
   float* g = b.paramGrads;

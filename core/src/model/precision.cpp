@@ -8,6 +8,7 @@
 
 #include "remat/model/block.hpp"
 #include "remat/model/operators.hpp"
+#include "swin_mixed.hpp"
 #include "transformer_mixed.hpp"
 
 namespace remat {
@@ -96,6 +97,7 @@ Result<DType> mixLayer(ChainLayer& layer, const ChainLayer& halfLayer, const Lay
   if (layer.kind == LayerKind::Abstract) return input;  // states its own bytes
   // The transformer kinds run several of autocast's lists inside one layer (section 12.10).
   if (detail::hasTransformerMixedRule(layer.kind)) return detail::mixTransformerLayer(layer, spec, half);
+  if (detail::hasSwinMixedRule(layer.kind)) return detail::mixSwinLayer(layer, halfLayer, spec, half);
   const CastPolicy policy = castPolicy(layer.kind);
   const DType compute = policy == CastPolicy::LowerPrecision ? half
                         : policy == CastPolicy::Float32      ? DType::Float32
@@ -217,7 +219,8 @@ std::uint64_t autocastWeightCopyBytes(const Chain& chain) {
   if (!isMixedPrecision(chain.step.precision)) return 0;
   std::uint64_t total = 0;
   for (const ChainLayer& layer : chain.layers) {
-    if (detail::hasTransformerMixedRule(layer.kind)) total += detail::transformerWeightCopyBytes(layer);
+    if (detail::hasTransformerMixedRule(layer.kind) || detail::hasSwinMixedRule(layer.kind))
+      total += detail::transformerWeightCopyBytes(layer);  // found by the part's name
     if (layer.kind == LayerKind::Abstract || castPolicy(layer.kind) != CastPolicy::LowerPrecision) continue;
     auto cast = castBytesOf(layer, chain.spec.layers[layer.specIndex], halfOf(chain.step.precision));
     if (cast) total += cast->savedWeights;
