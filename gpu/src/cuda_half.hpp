@@ -18,11 +18,12 @@ struct HalfMode {
   bool half = false;           // computes in bfloat16: its output x(l) is bfloat16
   bool castsInput = false;     // a bfloat16 layer reading a float32 input casts it (conv2d, linear, blocks)
   bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input casts it to float32
+  bool inputHalf = false;      // x(l-1) is bfloat16
 };
 
 // The mode of layer l after a layer whose output is bfloatl16 (`inputHalf`). Float32 precisions
 // give the all-false mode; fp16-mixed, and the kinds without a bfloat16 layout on the GPU
-// (the transformer and Swin kinds), are refused naming the layer (check's label).
+// (the Swin kinds), are refused naming the layer (check's label).
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool inputHalf, const LayerChecks& check);
 
 // Autocast's copies a layer of this mode saves in E (layer_checks.hpp): what the GPU's kernels lay
