@@ -70,6 +70,50 @@ __device__ __forceinline__ float keptFactor(const HalfDrop& drop, Index r, Index
   return drop.p < 1.0f && rng::uniform01(rng::at(drop.key, index)) >= drop.p ? drop.scale : 0.0f;
 }
 
+__device__ __forceinline__ float roundHalf(float value) { return __bfloat162float(__float2bfloat16_rn(value)); }
+
+// One thread per query row r: scores, probabilities and their dropout in place, as the CPU's
+// softmaxRow and mathAttentionForwardHalf's dropout loop.
+__global__ void softmaxHalfKernel(AttentionShape g, HalfDrop drop, float scale, Bf16* scores, std::uint8_t* mask,
+                                  Bf16* dropped) {
+  for (Index r = firstIndex(); r < g.rows(); r += gridStride()) {
+    Bf16* row = scores + r * g.seq;
+    const Index limit = visibleKeys(g, r % g.seq);
+    float top = -INFINITY;
+    for (Index j = 0; j < limit; ++j) top = fmaxf(top, roundHalf(__bfloat162float(row[j]) * scale));
+    float sum = 0.0f;
+    for (Index j = 0; j < limit; ++j) sum += expf(roundHalf(__bfloat162float(row[j]) * scale) - top);
+    // Score j is read before it is overwritten, once, in this pass.
+    for (Index j = 0; j < g.seq; ++j) {
+      const float p = j < limit ? expf(roundHalf(__bfloat162float(row[j]) * scale) - top) / sum : 0.0f;
+      row[j] = __float2bfloat16_rn(p);
+      if (drop.p <= 0.0f) continue;
+      const float kept = keptFactor(drop, r, g.seq, j);
+      mask[r * g.seq + j] = kept != 0.0f ? 1 : 0;
+      dropped[r * g.seq + j] = __float2bfloat16_rn(kept != 0.0f ? __bfloat162float(row[j]) * drop.scale : 0.0f);
+    }
+  }
+}
+
+__global__ void softmaxBackwardHalfKernel(AttentionShape g, HalfDrop drop, float scale, const Bf16* probs,
+                                          const std::uint8_t* mask, Bf16* dProbs) {
+  for (Index r = firstIndex(); r < g.rows(); r += gridStride()) {
+    const Bf16* p = probs + r * g.seq;
+    Bf16* ds = dProbs + r * g.seq;
+    const Index limit = visibleKeys(g, r % g.seq);
+    float rowDot = 0.0f;
+    for (Index j = 0; j < limit; ++j) {
+      float dp = __bfloat162float(ds[j]);
+      if (drop.p > 0.0f) dp = mask[r * g.seq + j] ? roundHalf(dp * drop.scale) : 0.0f;
+      ds[j] = __float2bfloat16_rn(dp);  // exact: dp is a bfloat16 value
+      rowDot += __bfloat162float(p[j]) * dp;
+    }
+    for (Index j = 0; j < g.seq; ++j)
+      ds[j] = __float2bfloat16_rn(
+          j < limit ? roundHalf(__bfloat162float(p[j]) * (__bfloat162float(ds[j]) - rowDot)) * scale : 0.0f);
+  }
+}
+
 // Per query row (the CPU's fusedHeadForward): the row maximum, then exp(score - max) summed and
 // (dropped) weighted into the float32 accumulator, out = bfloat16(acc / sum), lse = max + log(sum).
 // The scores are recomputed rather than kept, so the thread holds no S-long row.
@@ -178,6 +222,27 @@ Status headsToRowsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16*
   if (count == 0) return Status::ok();
   headsToRowsHalfKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, heads, rows, rowStride, column0);
   REMAT_CUDA_CHECK_LAUNCH("headsToRowsHalfKernel");
+  return Status::ok();
+}
+
+Status attentionSoftmaxHalf(cudaStream_t stream, const AttentionShape& g, const AttentionDrop& drop, Bf16* scores,
+                            std::uint8_t* mask, Bf16* dropped) {
+  if (g.rows() == 0) return Status::ok();
+  if (drop.active() && (mask == nullptr || dropped == nullptr))
+    return Status::internal("softmaxHalfKernel: dropout needs the mask and the dropped probabilities");
+  softmaxHalfKernel<<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, halfDrop(drop), softmaxScale(g), scores, mask,
+                                                                  dropped);
+  REMAT_CUDA_CHECK_LAUNCH("softmaxHalfKernel");
+  return Status::ok();
+}
+
+Status attentionSoftmaxBackwardHalf(cudaStream_t stream, const AttentionShape& g, const AttentionDrop& drop,
+                                    const Bf16* probs, const std::uint8_t* mask, Bf16* dProbs) {
+  if (g.rows() == 0) return Status::ok();
+  if (drop.active() && mask == nullptr) return Status::internal("softmaxBackwardHalfKernel: dropout needs the mask");
+  softmaxBackwardHalfKernel<<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, halfDrop(drop), softmaxScale(g), probs,
+                                                                          mask, dProbs);
+  REMAT_CUDA_CHECK_LAUNCH("softmaxBackwardHalfKernel");
   return Status::ok();
 }
 

@@ -20,6 +20,19 @@ Status rowsToHeadsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16*
 Status headsToRowsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* heads, Bf16* rows, Index rowStride,
                        Index column0);
 
+// Math attention's softmax in bfloat16 (the CPU's softmaxRow), in place over the [N][h][S][S]
+// scores that q k^T wrote in bfloat16: each score scaled and rounded (the bf16 mul), softmax in
+// float32, the probabilities rounded to bfloat16, zero above the causal diagonal. With dropout
+// (drop active) also the byte mask [N][h][S][S] and the dropped bfloat16 probabilities P v reads
+// (element ((n*h + h)*S + i)*S + j drawn, the fused rule's index); otherwise both may be null.
+Status attentionSoftmaxHalf(cudaStream_t stream, const AttentionShape& g, const AttentionDrop& drop, Bf16* scores,
+                            std::uint8_t* mask, Bf16* dropped);
+// In place over dP [N][h][S][S] (dO v^T, bfloat16): through the dropout mask (scaled and rounded),
+// then d(scores) = bfloat16(bfloat16(P (dP - sum_j P dP)) * scale), zero above the diagonal: what
+// dq = dS k and dk = dS^T q read (the CPU's headBackward).
+Status attentionSoftmaxBackwardHalf(cudaStream_t stream, const AttentionShape& g, const AttentionDrop& drop,
+                                    const Bf16* probs, const std::uint8_t* mask, Bf16* dProbs);
+
 // Flash forward: q, k, v read from the bfloat16 token rows qkv [N*S][3d]; out [N][h][S][dh]
 // bfloat16; lse [N][h][S] float32 of the scaled scores before dropout.
 Status flashAttentionForwardHalf(cudaStream_t stream, const AttentionShape& g, const AttentionDrop& drop,

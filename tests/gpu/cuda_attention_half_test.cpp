@@ -3,7 +3,8 @@
 // attention, without and with dropout, the bfloat16 output, the float32 log-sum-exp and dq, dk, dv
 // agree with the CPU's (same loops, same order; fused multiply-adds may move a result by one
 // bfloat16 step), and the bfloat16 head split and merge are exact copies. Needs a GPU: without one
-// every test skips, saying why.
+// every test skips, saying why. Math attention's bfloat16 softmax and its backward are compared
+// the same way, from the bfloat16 products q k^T and dO v^T its cuBLAS calls will make.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -119,6 +120,81 @@ TEST_P(CudaAttentionHalfTest, FlashForwardAndBackwardAreTheCpus) {
                                                   dOutDevice.get(), dqkv.get())
                   .isOk());
   expectNearTheCpus(dqkv.download<BFloat16>(), cpuDqkv, "dq, dk, dv");
+}
+
+float dotHalf(const BFloat16* a, const BFloat16* b, std::size_t n) {  // the CPU's order
+  float sum = 0.0f;
+  for (std::size_t c = 0; c < n; ++c) sum += a[c].value() * b[c].value();
+  return sum;
+}
+
+// The bfloat16 products the math rule's cuBLAS calls make, in the CPU's order: out[pair][i][j] =
+// bfloat16(a_i . b_j) over the [N*h][S][dh] heads.
+std::vector<BFloat16> headProducts(const cpu::AttentionGeometry& g, const std::vector<BFloat16>& a,
+                                   const std::vector<BFloat16>& b) {
+  const auto S = static_cast<std::size_t>(g.seq), dh = static_cast<std::size_t>(g.headDim);
+  std::vector<BFloat16> out;
+  for (std::size_t pair = 0; pair < static_cast<std::size_t>(g.batch * g.heads); ++pair)
+    for (std::size_t i = 0; i < S; ++i)
+      for (std::size_t j = 0; j < S; ++j)
+        out.emplace_back(dotHalf(&a[(pair * S + i) * dh], &b[(pair * S + j) * dh], dh));
+  return out;
+}
+
+// Math attention's softmax and its backward on the GPU from the bfloat16 products q k^T and dO v^T:
+// the probabilities, the mask and the dropped probabilities are the CPU's, and dq = dS k (summed
+// here in the CPU's order) is the CPU's dq.
+TEST_P(CudaAttentionHalfTest, MathSoftmaxAndItsBackwardAreTheCpus) {
+  const auto [causal, p] = GetParam();
+  const cpu::AttentionGeometry cg{2, 13, 2, 8, causal, 1};
+  const kernels::AttentionShape g{cg.batch, cg.seq, cg.heads, cg.headDim, causal};
+  const auto S = static_cast<std::size_t>(cg.seq), dh = static_cast<std::size_t>(cg.headDim);
+  const std::size_t pairs = static_cast<std::size_t>(cg.batch * cg.heads), heads = pairs * S * dh;
+  const std::vector<BFloat16> q = randomHalves(heads, 4), k = randomHalves(heads, 5), v = randomHalves(heads, 6);
+  const std::vector<BFloat16> dOut = randomHalves(heads, 7);
+  const std::uint64_t key = rng::streamKey(9, rng::Purpose::Dropout, 1);
+  std::vector<BFloat16> probs(pairs * S * S), out(heads), cpuDropped(pairs * S * S);
+  std::vector<std::uint8_t> cpuMask(pairs * S * S);
+  cpu::HalfAttentionDropout cpuDrop;
+  if (p > 0.0) cpuDrop = {cpu::DropoutDraw(key, p), cpuMask.data(), cpuDropped.data()};
+  std::vector<float> scratch(static_cast<std::size_t>(cpu::halfAttentionThreadFloats(cg)) * 256);
+  cpu::mathAttentionForwardHalf(cg, q.data(), k.data(), v.data(), probs.data(), out.data(), scratch.data(), cpuDrop);
+  std::vector<BFloat16> cpuDqkv(static_cast<std::size_t>(cg.tokens()) * 3 * cg.width());
+  cpu::mathAttentionBackwardHalf(cg, q.data(), k.data(), v.data(), probs.data(), dOut.data(), cpuDqkv.data(),
+                                 scratch.data(), cpuDrop);
+
+  const kernels::AttentionDrop drop{key, p};
+  DeviceArray<Bf16> scores(probs.size()), dropped(probs.size()), cpuProbs(probs.size()), ds(probs.size());
+  DeviceArray<std::uint8_t> mask(probs.size());
+  scores.upload(headProducts(cg, q, k));
+  ASSERT_TRUE(kernels::attentionSoftmaxHalf(nullptr, g, drop, scores.get(), mask.get(), dropped.get()).isOk());
+  expectNearTheCpus(scores.download<BFloat16>(), probs, "probabilities");
+  if (p > 0.0) {
+    EXPECT_EQ(mask.download<std::uint8_t>(), cpuMask);
+    expectNearTheCpus(dropped.download<BFloat16>(), cpuDropped, "dropped probabilities");
+    mask.upload(cpuMask);
+  }
+  cpuProbs.upload(probs);
+  ds.upload(headProducts(cg, dOut, v));
+  ASSERT_TRUE(kernels::attentionSoftmaxBackwardHalf(nullptr, g, drop, cpuProbs.get(), mask.get(), ds.get()).isOk());
+  const std::vector<BFloat16> dScores = ds.download<BFloat16>();
+  std::vector<BFloat16> dq, cpuDq;
+  for (std::size_t pair = 0; pair < pairs; ++pair)
+    for (std::size_t i = 0; i < S; ++i) {
+      const std::size_t n = pair / static_cast<std::size_t>(cg.heads), h = pair % static_cast<std::size_t>(cg.heads);
+      const std::size_t row = (n * S + i) * 3 * static_cast<std::size_t>(cg.width()) + h * dh;
+      for (std::size_t c = 0; c < dh; ++c) {
+        float sum = 0.0f;
+        for (std::size_t j = 0; j < (causal ? i + 1 : S); ++j)
+          sum += dScores[(pair * S + i) * S + j].value() * k[(pair * S + j) * dh + c].value();
+        dq.emplace_back(sum);
+        cpuDq.push_back(cpuDqkv[row + c]);
+      }
+      if (causal) {
+        for (std::size_t j = i + 1; j < S; ++j) EXPECT_EQ(dScores[(pair * S + i) * S + j].bits, 0u);
+      }
+    }
+  expectNearTheCpus(dq, cpuDq, "dq from the GPU's d(scores)");
 }
 
 INSTANTIATE_TEST_SUITE_P(CausalAndDropout, CudaAttentionHalfTest,
