@@ -18,6 +18,7 @@ namespace remat::gpu {
 using kernels::Index;
 
 struct TransformerState;  // cuda_transformer.cpp
+struct HalfBlockState;    // cuda_transformer_half.hpp
 struct EndsState;         // cuda_transformer_ends.cpp
 struct VitState;          // cuda_vit.cpp
 struct SwinState;         // cuda_swin.cpp
@@ -66,6 +67,7 @@ struct LayerState {
   Index layerNormInner = 1;  // layernorm over NCHW's channels: H*W, the stride of a row's features
   std::optional<BlockState> block;
   std::shared_ptr<const TransformerState> transformer;  // transformer_block
+  std::shared_ptr<const HalfBlockState> halfBlock;      // transformer_block under bf16-mixed
   std::shared_ptr<const EndsState> ends;                // token_embedding, lm_head
   std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinState> swin;                // swin_block

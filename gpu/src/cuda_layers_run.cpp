@@ -6,6 +6,7 @@
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "cuda_transformer_half.hpp"
 #include "cuda_vit.hpp"
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
@@ -340,6 +341,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
 
 Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
                     const ForwardBuffers& p) {
+  if (s.halfBlock) return forwardHalfTransformerBlock(s, l, mode, seed, c, p);
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
   const bool keep = mode == ForwardMode::Keep;
   switch (s.kind) {
@@ -384,6 +386,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
 
 Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, const LayerContext& c,
                      const BackwardBuffers& p) {
+  if (s.halfBlock) return backwardHalfTransformerBlock(s, l, seed, c, p);
   if (s.half) return backwardHalfLayer(s, c, p);
   switch (s.kind) {
     case LayerKind::Conv2d:

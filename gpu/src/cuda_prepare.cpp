@@ -10,6 +10,7 @@
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "cuda_transformer_half.hpp"
 #include "cuda_transformer_half_layout.hpp"
 #include "cuda_vit.hpp"
 #include "remat/exec/layer_checks.hpp"
@@ -251,6 +252,8 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
+  if (layer.kind == LayerKind::TransformerBlock && chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfTransformerBlock(layer, spec, check, state);
   if (auto own = prepareOwnRunner(chain, l, spec, context, options, check, state)) return *own;
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
@@ -286,10 +289,10 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    // GPT's, BERT's and ViT's kinds are laid out in bfloat16 but have no bfloat16 kernels yet: the
-    // float32 path must not run them under bf16-mixed.
-    const bool laidOutOnly =
-        mode.castsFromHalf || (mode.half && !runsHalf(layer.kind)) || hasHalfTransformerLayout(layer.kind);
+    // GPT's, BERT's and ViT's kinds but the block are laid out in bfloat16 without bfloat16
+    // kernels yet: the float32 path must not run them under bf16-mixed.
+    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runsHalf(layer.kind)) ||
+                             (hasHalfTransformerLayout(layer.kind) && layer.kind != LayerKind::TransformerBlock);
     if (layer.kind == LayerKind::Abstract || !laidOutOnly) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +

@@ -8,8 +8,9 @@
 // (transformer_mixed.cpp), as are its parameters and needs_input / needs_output; each layer's
 // dtype is the CPU's (cls_head's logits bfloat16, the rest float32). An E one byte off or a missing
 // needs_input is refused naming the layer; a transformer kind reading a bfloat16 input is refused; and
-// since these kinds have no bfloat16 kernels on the GPU yet, preparing such a chain is refused at
-// its first layer, never run in float32 instead.
+// since the embeddings and heads have no bfloat16 kernels on the GPU yet, preparing a chain with one is refused at
+// its first layer, never run in float32 instead. transformer_block has bfloat16 runners
+// (cuda_transformer_half.cpp): chains of blocks prepare in bfloat16.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "cuda_transformer_half.hpp"
 #include "cuda_transformer_half_layout.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/precision.hpp"
@@ -194,6 +196,40 @@ TEST(GpuTransformerHalfHost, PreparingRefusesWhatHasNoBfloat16Kernels) {
                            " has no bfloat16 kernels on the GPU yet"),
               std::string::npos)
         << message;
+  }
+}
+
+// Blocks alone (ViT's encoder, BERT's post-norm layers) have bfloat16 runners: every layer prepares
+// in bfloat16 (its halfBlock state, not float32's), with workspaces; the fused rule's hold no S x S
+// tensor at S = 1,024, math's backward holds d(scores).
+TEST(GpuTransformerHalfHost, BlocksPrepareInBfloat16) {
+  for (bool fused : {false, true})
+    for (bool preNorm : {true, false}) {
+      json layers = json::array();
+      for (int i = 0; i < 2; ++i) layers.push_back(block("b" + std::to_string(i), false, fused, 0.1, preNorm));
+      const Chain chain = mixed("blocks", {2, 17, 32}, layers);
+      auto prepared = prepareAll(chain);
+      ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
+      for (std::size_t l = 1; l <= chain.size(); ++l) {
+        const LayerState& s = (*prepared)[l];
+        EXPECT_TRUE(s.halfBlock != nullptr && s.transformer == nullptr) << "layer " << l;
+        EXPECT_FALSE(s.half) << "x(l) stays float32";
+        EXPECT_GT(s.requiredFwdWorkspace, chain.layers[l - 1].numbers.extraBytes) << "discard mode holds E";
+        EXPECT_GT(s.requiredBwdWorkspace, 0u);
+      }
+    }
+  const std::uint64_t probsBytes = 2ull * 2 * 1024 * 1024 * 2;
+  for (bool fused : {true, false}) {
+    json layers = json::array({block("b0", true, fused, 0.0)});
+    auto prepared = prepareAll(mixed("long", {2, 1024, 32}, layers));
+    ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
+    const LayerState& s = (*prepared)[1];
+    if (fused) {
+      EXPECT_LT(s.requiredFwdWorkspace, probsBytes);
+      EXPECT_LT(s.requiredBwdWorkspace, probsBytes);
+    } else {
+      EXPECT_GT(s.requiredBwdWorkspace, probsBytes);
+    }
   }
 }
 
