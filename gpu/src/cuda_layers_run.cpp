@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_heads_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
@@ -342,6 +343,7 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
 Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
                     const ForwardBuffers& p) {
   if (s.halfBlock) return forwardHalfTransformerBlock(s, l, mode, seed, c, p);
+  if (s.halfLmHead) return forwardHalfLmHead(s, mode, c, p);
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
   const bool keep = mode == ForwardMode::Keep;
   switch (s.kind) {
@@ -387,6 +389,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
 Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, const LayerContext& c,
                      const BackwardBuffers& p) {
   if (s.halfBlock) return backwardHalfTransformerBlock(s, l, seed, c, p);
+  if (s.halfLmHead) return backwardHalfLmHead(s, c, p);
   if (s.half) return backwardHalfLayer(s, c, p);
   switch (s.kind) {
     case LayerKind::Conv2d:

@@ -7,6 +7,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "cuda_heads_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
@@ -254,6 +255,8 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
   if (layer.kind == LayerKind::TransformerBlock && chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfTransformerBlock(layer, spec, check, state);
+  if (layer.kind == LayerKind::LmHead && chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfLmHead(chain, layer, spec, check, state);
   if (auto own = prepareOwnRunner(chain, l, spec, context, options, check, state)) return *own;
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
@@ -289,17 +292,18 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    // GPT's, BERT's and ViT's kinds but the block are laid out in bfloat16 without bfloat16
-    // kernels yet: the float32 path must not run them under bf16-mixed.
-    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runsHalf(layer.kind)) ||
-                             (hasHalfTransformerLayout(layer.kind) && layer.kind != LayerKind::TransformerBlock);
+    // ViT's ends are laid out in bfloat16 without bfloat16 kernels yet: the float32 path must not
+    // run them under bf16-mixed (token_embedding is float32 throughout under autocast).
+    const bool vitEnd = layer.kind == LayerKind::PatchEmbedding || layer.kind == LayerKind::ClsHead;
+    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runsHalf(layer.kind)) || vitEnd;
     if (layer.kind == LayerKind::Abstract || !laidOutOnly) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
-                      " has no bfloat16 kernels on the GPU yet (linear, dropout and the activations run; conv2d, "
-                      "batch norm, the pools, layer norm's float32 cast, residual blocks and the transformer kinds are "
-                      "checked only); plan "
+                      " has no bfloat16 kernels on the GPU yet (linear, dropout, the activations and GPT's and BERT's "
+                      "blocks, embedding and lm_head run; conv2d, "
+                      "batch norm, the pools, layer norm's float32 cast, residual blocks, patch_embedding and cls_head "
+                      "are checked only); plan "
                       "and simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();

@@ -8,17 +8,20 @@
 // (transformer_mixed.cpp), as are its parameters and needs_input / needs_output; each layer's
 // dtype is the CPU's (cls_head's logits bfloat16, the rest float32). An E one byte off or a missing
 // needs_input is refused naming the layer; a transformer kind reading a bfloat16 input is refused; and
-// since the embeddings and heads have no bfloat16 kernels on the GPU yet, preparing a chain with one is refused at
-// its first layer, never run in float32 instead. transformer_block has bfloat16 runners
-// (cuda_transformer_half.cpp): chains of blocks prepare in bfloat16.
+// since ViT's ends (patch_embedding, cls_head) have no bfloat16 kernels on the GPU yet, preparing a
+// chain with one is refused at its first layer, never run in float32 instead. transformer_block and
+// lm_head have bfloat16 runners (cuda_transformer_half.cpp, cuda_heads_half.cpp), token_embedding
+// its float32 one: chains of blocks and the small GPT prepare.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "cuda_heads_half.hpp"
 #include "cuda_transformer_half.hpp"
 #include "cuda_transformer_half_layout.hpp"
 #include "remat/input/chain_file.hpp"
@@ -184,19 +187,37 @@ TEST(GpuTransformerHalfHost, ABfloat16InputIsRefused) {
   }
 }
 
-// Laid out, not yet run: preparing refuses at the first layer, naming the first transformer layer,
-// rather than running these kinds' float32 kernels under bf16-mixed.
+// ViT's ends are laid out, not yet run: preparing refuses at the first layer, naming the first
+// such layer (BERT's pooler, ViT's patch embedding), rather than running their float32 kernels.
 TEST(GpuTransformerHalfHost, PreparingRefusesWhatHasNoBfloat16Kernels) {
-  for (const Chain& chain : {gpt(true, 0.0, true), bert(false, 0.1), vit(true, 0.0)}) {
-    auto layers = prepareAll(chain);
-    ASSERT_FALSE(layers.isOk()) << chain.name;
+  const Chain b = bert(false, 0.1), v = vit(true, 0.0);
+  for (const auto& [chain, refused] : {std::pair{&b, std::size_t{4}}, std::pair{&v, std::size_t{1}}}) {
+    auto layers = prepareAll(*chain);
+    ASSERT_FALSE(layers.isOk()) << chain->name;
     const std::string& message = layers.status().message();
     EXPECT_NE(message.find("gpu: layer 1 ("), std::string::npos) << message;
-    EXPECT_NE(message.find("matches the model for every layer, but " + layerLabel(chain, 1) +
+    EXPECT_NE(message.find("matches the model for every layer, but " + layerLabel(*chain, refused) +
                            " has no bfloat16 kernels on the GPU yet"),
               std::string::npos)
         << message;
   }
+}
+
+// The small GPT runs whole: token_embedding on its float32 runner (float32 throughout under
+// autocast), the blocks and lm_head (untied and tied) on their bfloat16 runners.
+TEST(GpuTransformerHalfHost, TheSmallGptPreparesInBfloat16) {
+  for (bool fused : {false, true})
+    for (bool tied : {false, true}) {
+      const Chain chain = gpt(fused, 0.1, tied);
+      auto layers = prepareAll(chain);
+      ASSERT_TRUE(layers.isOk()) << layers.status().message();
+      EXPECT_TRUE((*layers)[1].ends != nullptr && !(*layers)[1].half) << "the embedding's float32 runner";
+      for (std::size_t l = 2; l < chain.size(); ++l) EXPECT_TRUE((*layers)[l].halfBlock != nullptr) << "layer " << l;
+      const LayerState& head = (*layers)[chain.size()];
+      EXPECT_TRUE(head.halfLmHead != nullptr && head.ends == nullptr);
+      EXPECT_GT(head.requiredFwdWorkspace, chain.layers.back().numbers.extraBytes);  // discard mode holds E
+      EXPECT_GT(head.requiredBwdWorkspace, 0u);
+    }
 }
 
 // Blocks alone (ViT's encoder, BERT's post-norm layers) have bfloat16 runners: every layer prepares
