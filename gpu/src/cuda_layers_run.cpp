@@ -344,6 +344,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
                     const ForwardBuffers& p) {
   if (s.halfBlock) return forwardHalfTransformerBlock(s, l, mode, seed, c, p);
   if (s.halfLmHead) return forwardHalfLmHead(s, mode, c, p);
+  if (s.halfClsHead) return forwardHalfClsHead(s, mode, c, p);
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
   const bool keep = mode == ForwardMode::Keep;
   switch (s.kind) {
@@ -390,6 +391,7 @@ Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, con
                      const BackwardBuffers& p) {
   if (s.halfBlock) return backwardHalfTransformerBlock(s, l, seed, c, p);
   if (s.halfLmHead) return backwardHalfLmHead(s, c, p);
+  if (s.halfClsHead) return backwardHalfClsHead(s, c, p);
   if (s.half) return backwardHalfLayer(s, c, p);
   switch (s.kind) {
     case LayerKind::Conv2d:

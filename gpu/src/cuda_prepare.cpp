@@ -292,18 +292,18 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    // ViT's ends are laid out in bfloat16 without bfloat16 kernels yet: the float32 path must not
-    // run them under bf16-mixed (token_embedding is float32 throughout under autocast).
-    const bool vitEnd = layer.kind == LayerKind::PatchEmbedding || layer.kind == LayerKind::ClsHead;
-    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runsHalf(layer.kind)) || vitEnd;
+    // patch_embedding is laid out in bfloat16 without bfloat16 kernels yet: the float32 path must
+    // not run it under bf16-mixed (token_embedding is float32 throughout under autocast).
+    const bool runs = runsHalf(layer.kind) || layer.kind == LayerKind::ClsHead;
+    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runs) || layer.kind == LayerKind::PatchEmbedding;
     if (layer.kind == LayerKind::Abstract || !laidOutOnly) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
                       " has no bfloat16 kernels on the GPU yet (linear, dropout, the activations and GPT's and BERT's "
-                      "blocks, embedding and lm_head run; conv2d, "
-                      "batch norm, the pools, layer norm's float32 cast, residual blocks, patch_embedding and cls_head "
-                      "are checked only); plan "
+                      "blocks, embedding, lm_head and cls_head run; conv2d, "
+                      "batch norm, the pools, layer norm's float32 cast, residual blocks and patch_embedding are "
+                      "checked only); plan "
                       "and simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();
@@ -323,6 +323,7 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
   state.outShape = layer.outputShape;
   state.inCount = static_cast<Index>(elementCount(layer.inputShape));
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
+  if (layer.kind == LayerKind::ClsHead) return prepareHalfClsHead(layer, spec, check, state);  // own runner
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   if (!params) return params.status();
   if (layer.kind == LayerKind::Linear) REMAT_RETURN_IF_ERROR(prepareLinear(layer, check, *params, state));

@@ -5,8 +5,10 @@
 // attention and GELU): every planner's plan measures the model's prediction op by op and reproduces
 // store-all's gradients, and the gradients are the CPU's bf16-mixed run's within bfloat16's
 // precision (3% of the largest: cuBLAS and the CPU's loops sum in other orders). The small GPT
-// (token_embedding, blocks, lm_head untied and tied) does the same end to end. A ViT (its
-// patch_embedding and cls_head have no bfloat16 kernels on the GPU yet) is refused at open time.
+// (token_embedding, blocks, lm_head untied and tied), a tiny BERT (its embedding's LayerNorm,
+// post-norm blocks, the tanh pooler) and ViT's encoder end (blocks, cls_head) do the same end to
+// end. A whole ViT (its patch_embedding has no bfloat16 kernels on the GPU yet) is refused at open
+// time.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,6 +68,38 @@ Chain gpt(bool fused, double p, bool tied) {
                 {"layers", layers}});
 }
 
+// A tiny BERT: the embedding with token types and its LayerNorm, two post-norm blocks, the tanh
+// pooler (cls_head: bfloat16 logits, the loss's seed from them).
+Chain bert(bool fused, double p) {
+  json layers = json::array();
+  layers.push_back({{"name", "embeddings"},
+                    {"kind", "token_embedding"},
+                    {"vocab", 50},
+                    {"positions", 16},
+                    {"width", 32},
+                    {"segments", 2},
+                    {"norm", true},
+                    {"epsilon", 1e-12},
+                    {"p", p}});
+  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder.layer." + std::to_string(i), false, fused, p, false));
+  layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
+  return mixed({{"format", "remat-chain/1"},
+                {"name", std::string("tiny-bert") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
+                {"input", {{"shape", {2, 16}}, {"dtype", "float32"}}},
+                {"layers", layers}});
+}
+
+// ViT's encoder end: two blocks and the head (LayerNorm, token 0, the linear).
+Chain vitTail(bool fused, double p) {
+  json layers = json::array();
+  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder_layer_" + std::to_string(i), false, fused, p));
+  layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
+  return mixed({{"format", "remat-chain/1"},
+                {"name", std::string("vit-tail") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
+                {"input", {{"shape", {2, 17, 32}}, {"dtype", "float32"}}},
+                {"layers", layers}});
+}
+
 class CudaTransformerHalfTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -88,8 +122,7 @@ class CudaTransformerHalfTest : public ::testing::Test {
           SCOPED_TRACE(chain.name);
           body(chain);
         }
-        for (bool tied : {false, true}) {
-          const Chain chain = gpt(fused, p, tied);
+        for (const Chain& chain : {gpt(fused, p, false), gpt(fused, p, true), bert(fused, p), vitTail(fused, p)}) {
           SCOPED_TRACE(chain.name);
           body(chain);
         }

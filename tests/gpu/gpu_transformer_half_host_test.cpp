@@ -8,10 +8,10 @@
 // (transformer_mixed.cpp), as are its parameters and needs_input / needs_output; each layer's
 // dtype is the CPU's (cls_head's logits bfloat16, the rest float32). An E one byte off or a missing
 // needs_input is refused naming the layer; a transformer kind reading a bfloat16 input is refused; and
-// since ViT's ends (patch_embedding, cls_head) have no bfloat16 kernels on the GPU yet, preparing a
-// chain with one is refused at its first layer, never run in float32 instead. transformer_block and
-// lm_head have bfloat16 runners (cuda_transformer_half.cpp, cuda_heads_half.cpp), token_embedding
-// its float32 one: chains of blocks and the small GPT prepare.
+// since patch_embedding has no bfloat16 kernels on the GPU yet, preparing a chain with one is
+// refused at its first layer, never run in float32 instead. transformer_block, lm_head and cls_head
+// have bfloat16 runners (cuda_transformer_half.cpp, cuda_heads_half.cpp), token_embedding its
+// float32 one: chains of blocks, the small GPT and the tiny BERT prepare.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -187,19 +187,31 @@ TEST(GpuTransformerHalfHost, ABfloat16InputIsRefused) {
   }
 }
 
-// ViT's ends are laid out, not yet run: preparing refuses at the first layer, naming the first
-// such layer (BERT's pooler, ViT's patch embedding), rather than running their float32 kernels.
+// patch_embedding is laid out, not yet run: preparing a ViT refuses at the first layer, naming it,
+// rather than running its float32 kernels.
 TEST(GpuTransformerHalfHost, PreparingRefusesWhatHasNoBfloat16Kernels) {
-  const Chain b = bert(false, 0.1), v = vit(true, 0.0);
-  for (const auto& [chain, refused] : {std::pair{&b, std::size_t{4}}, std::pair{&v, std::size_t{1}}}) {
-    auto layers = prepareAll(*chain);
-    ASSERT_FALSE(layers.isOk()) << chain->name;
-    const std::string& message = layers.status().message();
-    EXPECT_NE(message.find("gpu: layer 1 ("), std::string::npos) << message;
-    EXPECT_NE(message.find("matches the model for every layer, but " + layerLabel(*chain, refused) +
-                           " has no bfloat16 kernels on the GPU yet"),
-              std::string::npos)
-        << message;
+  const Chain chain = vit(true, 0.0);
+  auto layers = prepareAll(chain);
+  ASSERT_FALSE(layers.isOk());
+  const std::string& message = layers.status().message();
+  EXPECT_NE(message.find("gpu: layer 1 ("), std::string::npos) << message;
+  EXPECT_NE(message.find("matches the model for every layer, but " + layerLabel(chain, 1) +
+                         " has no bfloat16 kernels on the GPU yet"),
+            std::string::npos)
+      << message;
+}
+
+// The tiny BERT runs whole: its embedding (and LayerNorm) on the float32 runner, the post-norm
+// blocks, the pooler on cls_head's bfloat16 runner, whose x(l) is bfloat16 (half logits).
+TEST(GpuTransformerHalfHost, TheTinyBertPreparesInBfloat16) {
+  for (bool fused : {false, true}) {
+    const Chain chain = bert(fused, 0.1);
+    auto layers = prepareAll(chain);
+    ASSERT_TRUE(layers.isOk()) << layers.status().message();
+    const LayerState& pooler = (*layers)[chain.size()];
+    EXPECT_TRUE(pooler.halfClsHead != nullptr && pooler.vit == nullptr);
+    EXPECT_TRUE(pooler.half) << "bfloat16 logits";
+    EXPECT_GT(pooler.requiredBwdWorkspace, 0u);
   }
 }
 
