@@ -4,6 +4,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_heads_half.hpp"
+#include "cuda_patch_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
@@ -345,6 +346,7 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
   if (s.halfBlock) return forwardHalfTransformerBlock(s, l, mode, seed, c, p);
   if (s.halfLmHead) return forwardHalfLmHead(s, mode, c, p);
   if (s.halfClsHead) return forwardHalfClsHead(s, mode, c, p);
+  if (s.halfPatch) return forwardHalfPatchEmbedding(s, l, mode, seed, c, p);
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
   const bool keep = mode == ForwardMode::Keep;
   switch (s.kind) {
@@ -392,6 +394,7 @@ Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, con
   if (s.halfBlock) return backwardHalfTransformerBlock(s, l, seed, c, p);
   if (s.halfLmHead) return backwardHalfLmHead(s, c, p);
   if (s.halfClsHead) return backwardHalfClsHead(s, c, p);
+  if (s.halfPatch) return backwardHalfPatchEmbedding(s, c, p);
   if (s.half) return backwardHalfLayer(s, c, p);
   switch (s.kind) {
     case LayerKind::Conv2d:

@@ -8,6 +8,7 @@
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
 #include "cuda_heads_half.hpp"
+#include "cuda_patch_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
@@ -257,6 +258,8 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
     return prepareHalfTransformerBlock(layer, spec, check, state);
   if (layer.kind == LayerKind::LmHead && chain.step.precision == Precision::Bf16Mixed)
     return prepareHalfLmHead(chain, layer, spec, check, state);
+  if (layer.kind == LayerKind::PatchEmbedding && chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfPatchEmbedding(layer, spec, check, state);
   if (auto own = prepareOwnRunner(chain, l, spec, context, options, check, state)) return *own;
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
@@ -292,18 +295,17 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    // patch_embedding is laid out in bfloat16 without bfloat16 kernels yet: the float32 path must
-    // not run it under bf16-mixed (token_embedding is float32 throughout under autocast).
+    // (GPT's, BERT's and ViT's kinds have their own bfloat16 runners, token_embedding its float32
+    // one: float32 throughout under autocast.)
     const bool runs = runsHalf(layer.kind) || layer.kind == LayerKind::ClsHead;
-    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runs) || layer.kind == LayerKind::PatchEmbedding;
+    const bool laidOutOnly = mode.castsFromHalf || (mode.half && !runs);
     if (layer.kind == LayerKind::Abstract || !laidOutOnly) continue;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
-                      " has no bfloat16 kernels on the GPU yet (linear, dropout, the activations and GPT's and BERT's "
-                      "blocks, embedding, lm_head and cls_head run; conv2d, "
-                      "batch norm, the pools, layer norm's float32 cast, residual blocks and patch_embedding are "
-                      "checked only); plan "
+                      " has no bfloat16 kernels on the GPU yet (linear, dropout, the activations and GPT's, BERT's "
+                      "and ViT's kinds run; conv2d, batch norm, the pools, layer norm's float32 cast and residual "
+                      "blocks are checked only); plan "
                       "and simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();

@@ -7,11 +7,11 @@
 // casts and weight copies, bfloat16 attention and GELU tensors) is byte for byte the model's E
 // (transformer_mixed.cpp), as are its parameters and needs_input / needs_output; each layer's
 // dtype is the CPU's (cls_head's logits bfloat16, the rest float32). An E one byte off or a missing
-// needs_input is refused naming the layer; a transformer kind reading a bfloat16 input is refused; and
-// since patch_embedding has no bfloat16 kernels on the GPU yet, preparing a chain with one is
-// refused at its first layer, never run in float32 instead. transformer_block, lm_head and cls_head
-// have bfloat16 runners (cuda_transformer_half.cpp, cuda_heads_half.cpp), token_embedding its
-// float32 one: chains of blocks, the small GPT and the tiny BERT prepare.
+// needs_input is refused naming the layer; a transformer kind reading a bfloat16 input is refused.
+// transformer_block, lm_head, cls_head and patch_embedding have bfloat16 runners
+// (cuda_transformer_half.cpp, cuda_heads_half.cpp, cuda_patch_half.cpp), token_embedding its float32
+// one (float32 throughout under autocast): chains of blocks, the small GPT, the tiny BERT and the
+// tiny ViT prepare, each layer on its bfloat16 runner.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -187,18 +187,19 @@ TEST(GpuTransformerHalfHost, ABfloat16InputIsRefused) {
   }
 }
 
-// patch_embedding is laid out, not yet run: preparing a ViT refuses at the first layer, naming it,
-// rather than running its float32 kernels.
-TEST(GpuTransformerHalfHost, PreparingRefusesWhatHasNoBfloat16Kernels) {
-  const Chain chain = vit(true, 0.0);
-  auto layers = prepareAll(chain);
-  ASSERT_FALSE(layers.isOk());
-  const std::string& message = layers.status().message();
-  EXPECT_NE(message.find("gpu: layer 1 ("), std::string::npos) << message;
-  EXPECT_NE(message.find("matches the model for every layer, but " + layerLabel(chain, 1) +
-                         " has no bfloat16 kernels on the GPU yet"),
-            std::string::npos)
-      << message;
+// The tiny ViT runs whole: patch_embedding (conv_proj as a bfloat16 GEMM over the patches), the
+// blocks, cls_head; x(1) float32, the logits bfloat16.
+TEST(GpuTransformerHalfHost, TheTinyVitPreparesInBfloat16) {
+  for (bool fused : {false, true}) {
+    const Chain chain = vit(fused, 0.1);
+    auto layers = prepareAll(chain);
+    ASSERT_TRUE(layers.isOk()) << layers.status().message();
+    const LayerState& patch = (*layers)[1];
+    EXPECT_TRUE(patch.halfPatch != nullptr && patch.vit == nullptr && !patch.half);
+    EXPECT_GT(patch.requiredFwdWorkspace, chain.layers[0].numbers.extraBytes);  // discard mode holds E
+    EXPECT_GT(patch.requiredBwdWorkspace, 0u);
+    EXPECT_TRUE((*layers)[chain.size()].halfClsHead != nullptr);
+  }
 }
 
 // The tiny BERT runs whole: its embedding (and LayerNorm) on the float32 runner, the post-norm
