@@ -21,6 +21,10 @@ namespace remat::gpu {
 using kernels::Index;
 
 struct TransformerState;  // cuda_transformer.cpp
+struct HalfBlockState;    // cuda_transformer_half.hpp
+struct HalfLmHeadState;   // cuda_heads_half.cpp
+struct HalfClsHeadState;  // cuda_heads_half.cpp
+struct HalfPatchState;    // cuda_patch_half.cpp
 struct EndsState;         // cuda_transformer_ends.cpp
 struct VitState;          // cuda_vit.cpp
 struct SwinState;         // cuda_swin.cpp
@@ -84,6 +88,10 @@ struct LayerState {
   Index layerNormInner = 1;  // layernorm over NCHW's channels: H*W, the stride of a row's features
   std::optional<BlockState> block;
   std::shared_ptr<const TransformerState> transformer;  // transformer_block
+  std::shared_ptr<const HalfBlockState> halfBlock;      // transformer_block under bf16-mixed
+  std::shared_ptr<const HalfLmHeadState> halfLmHead;    // lm_head under bf16-mixed
+  std::shared_ptr<const HalfClsHeadState> halfClsHead;  // cls_head under bf16-mixed (x(l) bfloat16)
+  std::shared_ptr<const HalfPatchState> halfPatch;      // patch_embedding under bf16-mixed
   std::shared_ptr<const EndsState> ends;                // token_embedding, lm_head
   std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinState> swin;                // swin_block

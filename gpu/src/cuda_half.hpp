@@ -21,6 +21,7 @@ struct HalfMode {
   bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input casts it to float32
   bool floatOutput = false;    // a bfloat16 block whose output type promotion makes float32 (ConvNeXt's)
   bool outputHalf() const { return half && !floatOutput; }
+  bool inputHalf = false;      // x(l-1) is bfloat16
 };
 
 // A bfloat16 block's inner graph under bf16-mixed: half tensors, float32 where type promotion
@@ -29,7 +30,7 @@ Result<BlockGraph> halfBlockGraph(const LayerSpec& spec, const Shape& input, boo
 
 // The mode of layer l after a layer whose output is bfloatl16 (`inputHalf`). Float32 precisions
 // give the all-false mode; fp16-mixed, and the kinds without a bfloat16 layout on the GPU
-// (the transformer and Swin kinds), are refused naming the layer (check's label).
+// (the Swin kinds), are refused naming the layer (check's label).
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool inputHalf, const LayerChecks& check);
 
 // Autocast's copies a layer of this mode saves in E (layer_checks.hpp): what the GPU's kernels lay

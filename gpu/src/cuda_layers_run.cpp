@@ -3,9 +3,12 @@
 #include <algorithm>
 
 #include "cuda_device_impl.hpp"
+#include "cuda_heads_half.hpp"
+#include "cuda_patch_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "cuda_transformer_half.hpp"
 #include "cuda_vit.hpp"
 #include "remat/exec/block_buffers.hpp"
 #include "remat/exec/counter_rng.hpp"
@@ -399,6 +402,10 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
 
 Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::uint64_t seed, const LayerContext& c,
                     const ForwardBuffers& p) {
+  if (s.halfBlock) return forwardHalfTransformerBlock(s, l, mode, seed, c, p);
+  if (s.halfLmHead) return forwardHalfLmHead(s, mode, c, p);
+  if (s.halfClsHead) return forwardHalfClsHead(s, mode, c, p);
+  if (s.halfPatch) return forwardHalfPatchEmbedding(s, l, mode, seed, c, p);
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
   if (s.castsFromHalf) return forwardLayerNormFromHalf(s, mode, c, p);
   const bool keep = mode == ForwardMode::Keep;
@@ -444,6 +451,10 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
 
 Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, const LayerContext& c,
                      const BackwardBuffers& p) {
+  if (s.halfBlock) return backwardHalfTransformerBlock(s, l, seed, c, p);
+  if (s.halfLmHead) return backwardHalfLmHead(s, c, p);
+  if (s.halfClsHead) return backwardHalfClsHead(s, c, p);
+  if (s.halfPatch) return backwardHalfPatchEmbedding(s, c, p);
   if (s.half) return backwardHalfLayer(s, c, p);
   if (s.castsFromHalf) return backwardLayerNormFromHalf(s, c, p);
   switch (s.kind) {

@@ -7,9 +7,13 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "cuda_heads_half.hpp"
+#include "cuda_patch_half.hpp"
 #include "cuda_swin.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "cuda_transformer_half.hpp"
+#include "cuda_transformer_half_layout.hpp"
 #include "cuda_vit.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/model/operators.hpp"
@@ -253,6 +257,12 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
+  if (layer.kind == LayerKind::TransformerBlock && chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfTransformerBlock(layer, spec, check, state);
+  if (layer.kind == LayerKind::LmHead && chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfLmHead(chain, layer, spec, check, state);
+  if (layer.kind == LayerKind::PatchEmbedding && chain.step.precision == Precision::Bf16Mixed)
+    return prepareHalfPatchEmbedding(layer, spec, check, state);
   if (auto own = prepareOwnRunner(chain, l, spec, context, options, check, state)) return *own;
   auto params = check.primitiveLayer(layer, spec);
   if (!params) return params.status();
@@ -288,14 +298,17 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
   for (std::size_t i = 1; i <= chain.size(); ++i) {
     const ChainLayer& layer = chain.layers[i - 1];
     const HalfMode& mode = (*modes)[i];
-    const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm : !mode.half || runsHalf(layer.kind);
+    // (GPT's, BERT's and ViT's kinds have their own bfloat16 runners, token_embedding its float32
+    // one: float32 throughout under autocast.)
+    const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm
+                                         : !mode.half || runsHalf(layer.kind) || layer.kind == LayerKind::ClsHead;
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     if (layer.kind == LayerKind::Abstract || runs) continue;
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
                       layerLabel(chain, i) +
                       " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
-                      "the activations, layer norm and the CNN blocks run); plan and simulate it, run it with "
-                      "--device cpu, or run it as fp32");
+                      "the activations, layer norm, the CNN blocks and GPT's, BERT's and ViT's kinds run); plan and "
+                      "simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();
 }
@@ -319,6 +332,7 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
   state.inCount = static_cast<Index>(elementCount(layer.inputShape));
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
   if (isComposite(layer.kind)) return prepareHalfBlock(chain, l, spec, context, options, check, state);
+  if (layer.kind == LayerKind::ClsHead) return prepareHalfClsHead(layer, spec, check, state);  // own runner
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   if (!params) return params.status();
   if (runsHalfCnn(layer.kind)) return prepareHalfCnnLayer(chain, l, spec, context, options, check, *params, state);

@@ -263,7 +263,8 @@ Status backwardLmHead(const LayerState& state, const LayerContext& c, const Back
 }
 
 Status lmHeadLossSeed(const LayerState& last, cudaStream_t stream, const std::int32_t* labels, float* grad) {
-  const EndsState& e = *last.ends;
+  // From the layer's shape [N, S, V], not its EndsState: a bf16-mixed head has its own state.
+  const struct { Index tokens, vocab; } e{last.outShape[0] * last.outShape[1], last.outShape[2]};
   std::vector<std::int32_t> host(static_cast<std::size_t>(e.tokens));
   REMAT_CUDA_CHECK(
       cudaMemcpyAsync(host.data(), labels, host.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));

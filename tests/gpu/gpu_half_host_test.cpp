@@ -496,17 +496,18 @@ TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
   }
 }
 
-// The transformer kinds have no bfloat16 layout on the GPU: refused by kind, naming the layer.
+// The Swin kinds have no bfloat16 layout on the GPU: refused by kind, naming the layer (GPT's,
+// BERT's and ViT's kinds have one: gpu_transformer_half_host_test.cpp).
 TEST(GpuHalfHost, KindsWithoutABfloat16LayoutAreRefusedByName) {
   const Chain chain = mixed(R"({
-    "format": "remat-chain/1", "name": "vit-body", "input": {"shape": [2, 17, 32], "dtype": "float32"},
-    "layers": [{"name": "encoder_layer_0", "kind": "transformer_block", "heads": 2, "hidden": 128, "causal": false,
-                "p": 0.0, "fused_attention": true, "epsilon": 1e-6, "pre_norm": true}]})");
+    "format": "remat-chain/1", "name": "swin-body", "input": {"shape": [2, 8, 8, 32], "dtype": "float32"},
+    "layers": [{"name": "features.1.0", "kind": "swin_block", "heads": 2, "hidden": 128, "window": 4, "shift": 0,
+                "stochastic_depth": 0.0}]})");
   auto modes = checkHalfChain(chain);
   ASSERT_FALSE(modes.isOk());
-  EXPECT_NE(modes.status().message().find("gpu: layer 1 ('encoder_layer_0', transformer_block)"), std::string::npos)
+  EXPECT_NE(modes.status().message().find("gpu: layer 1 ('features.1.0', swin_block)"), std::string::npos)
       << modes.status().message();
-  EXPECT_NE(modes.status().message().find("the transformer_block kind"), std::string::npos) << modes.status().message();
+  EXPECT_NE(modes.status().message().find("the swin_block kind"), std::string::npos) << modes.status().message();
 }
 
 }  // namespace

@@ -126,17 +126,17 @@ TEST(GpuTransformerHost, AnEOffByOneByteIsRefusedNamingTheLayer) {
   }
 }
 
-// The GPU runs the transformer kinds in float32 only: bf16-mixed (the GPU has no bfloat16 layout
-// for them) and bf16 are refused at the first layer, saying so, before anything is allocated.
+// Pure bf16 is refused at the first layer, saying so, before anything is allocated (bf16-mixed:
+// gpu_transformer_half_host_test.cpp).
 TEST(GpuTransformerHost, HalfPrecisionsAreRefused) {
-  for (Precision precision : {Precision::Bf16Mixed, Precision::Bf16}) {
+  for (Precision precision : {Precision::Bf16}) {
     auto chain = withPrecision(gpt(true, 0.0, false), precision);
     ASSERT_TRUE(chain.isOk()) << chain.status().message();
     auto layers = prepareAll(*chain);
     ASSERT_FALSE(layers.isOk()) << precisionName(precision);
     EXPECT_NE(layers.status().message().find("gpu: layer 1 ('wte+wpe', token_embedding)"), std::string::npos)
         << layers.status().message();
-    const char* why = precision == Precision::Bf16 ? "float32 only" : "no bfloat16 layout for the token_embedding kind";
+    const char* why = "float32 only";
     EXPECT_NE(layers.status().message().find(why), std::string::npos) << layers.status().message();
   }
 }
