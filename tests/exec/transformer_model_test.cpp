@@ -155,7 +155,7 @@ void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vect
   }
   ASSERT_EQ(params.size(), chain.size());
   for (std::size_t l = 0; l < params.size(); ++l) ASSERT_EQ(params[l].size(), chain.layers[l].paramCount) << l;
-  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<std::int32_t>>());
+  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<LabelIndex>>());
   ASSERT_EQ(grads.size(), chain.size());
   for (std::size_t l = 0; l < grads.size(); ++l)
     test::expectCloseToTorch(grads[l], ref["dparams"][l], chain.layers[l].name + " dparams");
@@ -301,7 +301,7 @@ TEST(TinyGptRun, TiedHeadGradientIsTheEmbeddingsPlusTheHeads) {
   std::vector<std::int64_t> tokens;
   for (int i = 0; i < 16; ++i) tokens.push_back((i * 7) % 50);
   const std::vector<float> ids = tokenX0(tokens);
-  const std::vector<std::int32_t> labels(16, 3);
+  const std::vector<LabelIndex> labels(16, 3);
   testing::ChainDriver tiedDriver(tied), untiedDriver(untied);
   ASSERT_EQ(tiedDriver.error(), "");
   const auto got = tiedDriver.step(ids, tiedParams, labels), want = untiedDriver.step(ids, params, labels);
