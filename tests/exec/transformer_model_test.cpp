@@ -392,7 +392,7 @@ TEST(TinyGptRun, AnOutOfVocabularyIdIsALocatedError) {
     std::vector<std::int64_t> ids(16, 1);
     ids[11] = bad;  // sample 1, position 3
     std::string failure;
-    EXPECT_TRUE(driver.step(tokenX0(ids), params, std::vector<std::int32_t>(16, 0), &failure).empty());
+    EXPECT_TRUE(driver.step(tokenX0(ids), params, std::vector<LabelIndex>(16, 0), &failure).empty());
     EXPECT_NE(failure.find("cpu: layer 1 ('wte+wpe', token_embedding): token id"), std::string::npos) << failure;
     EXPECT_NE(failure.find("of sample 1, position 3 is not in [0, 50)"), std::string::npos) << failure;
   }
