@@ -219,6 +219,7 @@ def rows_for(name, planners, args, folder):
                   f"E at op {sim['peak_op_index']} ({sim['ops'][sim['peak_op_index']]['op']}"
                   f"({sim['ops'][sim['peak_op_index']]['layer']}))", flush=True)
         check_token_input(name, case, plan)
+        check_labels(name, case, plan)
         e = plan["dynamic_peak_bytes"]
         rows.append({"model": name, "shape": case.shape, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
                      "E_plain": plain["dynamic_peak_bytes"], "seconds": time.time() - started, **m})
@@ -234,6 +235,17 @@ def check_token_input(name, case, plan):
     if ours != theirs:
         raise ValueError(f"{name}: remat counts x0 as {ours} bytes ({plan['static'].get('input_dtype')}), "
                          f"PyTorch's ids are {theirs} ({case.x.dtype})")
+
+
+def check_labels(name, case, plan):
+    """The loss's labels are static with the input: remat counts them as PyTorch's cross_entropy /
+    nll_loss targets, int64, one per sample (one per token after lm_head), byte for byte
+    (memory-model.md section 1)."""
+    labels = getattr(case.model, "targets", case.labels)  # the GPT's loss reads its own [N, S] targets
+    ours, theirs = plan["static"]["label_bytes"], labels.numel() * labels.element_size()
+    if ours != theirs:
+        raise ValueError(f"{name}: remat counts the labels as {ours} bytes, PyTorch's are {theirs} "
+                         f"({labels.dtype}, {tuple(labels.shape)})")
 
 
 def print_table(rows, args):

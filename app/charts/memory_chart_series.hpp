@@ -24,7 +24,7 @@ struct ChartMarker {
 // A part of static memory (memory-model.md section 11.1): its band under the ops, stacked from 0 in
 // the order given, and its legend entry.
 struct StaticPart {
-  QString name;  // "input", "weights", "gradients", "optimizer state"
+  QString name;  // "input and labels", "weights", "gradients", "optimizer state"
   std::uint64_t bytes = 0;
   ui::PaletteRole role = ui::PaletteRole::Static;
 };

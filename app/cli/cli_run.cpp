@@ -69,10 +69,9 @@ void printReport(const Chain& chain, const std::string& planner, const std::stri
                 formatBytes(run.staticBytes).c_str());
   out << line;
   std::snprintf(line, sizeof line, "%-22s %16s %16s\n", "total peak", formatBytes(sim.peakBytes()).c_str(),
-                formatBytes(run.staticBytes + run.labelBytes + measuredPeak).c_str());
+                formatBytes(run.staticBytes + measuredPeak).c_str());
   out << line;
-  if (run.labelBytes > 0)
-    out << "(measured static memory also holds " << formatBytes(run.labelBytes) << " of labels)\n";
+  if (run.labelBytes > 0) out << "(static memory includes " << formatBytes(run.labelBytes) << " of int64 labels)\n";
   out << "\n";
   for (std::size_t s = 0; s < run.stepSeconds.size(); ++s) {
     std::snprintf(line, sizeof line, "step %zu       %.3f ms\n", s, 1e3 * run.stepSeconds[s]);

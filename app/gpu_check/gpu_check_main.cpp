@@ -108,13 +108,13 @@ struct PlanRow {
   std::uint64_t predictedPeakBytes = 0;  // static + E
   std::uint64_t countedPeakBytes = 0;    // static + the interpreter's largest footprint
   bool exactPerOp = false;               // every op's footprint and live-after equal the simulator's
-  std::uint64_t poolUsedHighBytes = 0;   // everything the pool handed out, labels included
+  std::uint64_t poolUsedHighBytes = 0;   // everything the pool handed out
   std::uint64_t poolReservedHighBytes = 0;
-  std::uint64_t labelBytes = 0;
+  std::uint64_t labelBytes = 0;  // part of the static bytes, as the model counts them
   // cudaMemGetInfo's used bytes after the run minus before the device's first allocation: the
   // pool's reservation plus anything allocated behind our back (cuDNN, cuBLAS).
   std::uint64_t deviceUsedBytes = 0;
-  double errorPercent = 0.0;  // (pool used high - labels - predicted) / predicted
+  double errorPercent = 0.0;  // (pool used high - predicted) / predicted
   double stepMs = 0.0;        // median over the steps after the first
   std::string error;          // non-empty when the plan could not run
 };
@@ -174,7 +174,7 @@ PlanRow runOne(const Chain& chain, gpu::CudaDevice& device, Interpreter& interpr
   }
   row.poolUsedHighBytes = pool->usedHighBytes;
   row.poolReservedHighBytes = pool->reservedHighBytes;
-  const double measuredBytes = static_cast<double>(pool->usedHighBytes) - static_cast<double>(run.labelBytes);
+  const double measuredBytes = static_cast<double>(pool->usedHighBytes);  // the labels are in the prediction
   row.errorPercent = 100.0 * (measuredBytes - static_cast<double>(row.predictedPeakBytes)) /
                      static_cast<double>(row.predictedPeakBytes);
   std::vector<double> ms;

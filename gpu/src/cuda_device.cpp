@@ -151,12 +151,13 @@ Status CudaDevice::upload(DeviceBuffer dst, TensorRole role, std::size_t layer, 
     // Checked here, on the host, so the seed kernel never sees a label outside the classes.
     const LayerState& last = impl_->layers.back();
     const Index classes = last.outCount / last.outShape[0];
-    for (std::size_t i = 0; i + 4 <= src.size(); i += 4) {
-      std::int32_t label = 0;
-      std::memcpy(&label, src.data() + i, 4);
+    for (std::size_t i = 0; i + sizeof(LabelIndex) <= src.size(); i += sizeof(LabelIndex)) {
+      LabelIndex label = 0;
+      std::memcpy(&label, src.data() + i, sizeof(LabelIndex));
       if (label < 0 || label >= classes)
-        return Status::invalid("gpu: label " + std::to_string(label) + " of sample " + std::to_string(i / 4) +
-                               " is outside the " + std::to_string(classes) + " classes of the last layer");
+        return Status::invalid("gpu: label " + std::to_string(label) + " of sample " +
+                               std::to_string(i / sizeof(LabelIndex)) + " is outside the " + std::to_string(classes) +
+                               " classes of the last layer");
     }
   }
   auto data = impl_->memory(dst, "upload");
@@ -266,21 +267,21 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   }
   if (last.kind == LayerKind::LmHead) {  // one label per token (labelCount())
     const std::uint64_t tokens = static_cast<std::uint64_t>(last.outShape[0] * last.outShape[1]);
-    auto labels = checkedMemory(*d.allocator, call.labels, tokens * 4, "SEED", "labels", false);
+    auto labels = checkedMemory(*d.allocator, call.labels, tokens * sizeof(LabelIndex), "SEED", "labels", false);
     if (!labels) return labels.status();
-    return lmHeadLossSeed(last, stream, reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));
+    return lmHeadLossSeed(last, stream, reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad));
   }
   const Index batch = last.outShape[0];
-  auto labels =
-      checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * 4, "SEED", "labels", false);
+  auto labels = checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * sizeof(LabelIndex), "SEED",
+                              "labels", false);
   if (!labels) return labels.status();
   if (last.outputHalf())  // bf16-mixed: the loss's seed from bfloat16 logits, a bfloat16 gradient
     return kernels::softmaxCrossEntropyBackwardHalf(
         stream, batch, last.outCount / batch, reinterpret_cast<const kernels::Bf16*>(logits),
-        reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));
+        reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));
   return kernels::softmaxCrossEntropyBackward(
       stream, batch, last.outCount / batch, reinterpret_cast<const float*>(logits),
-      reinterpret_cast<const std::int32_t*>(*labels), reinterpret_cast<float*>(grad));
+      reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad));
 }
 
 // The buffers checked as every backend checks them (checkOptimizerCall); the update then runs on

@@ -262,15 +262,15 @@ Status backwardLmHead(const LayerState& state, const LayerContext& c, const Back
                                     reinterpret_cast<const float*>(b.extra), b.dx, b.paramGrads);
 }
 
-Status lmHeadLossSeed(const LayerState& last, cudaStream_t stream, const std::int32_t* labels, float* grad) {
+Status lmHeadLossSeed(const LayerState& last, cudaStream_t stream, const LabelIndex* labels, float* grad) {
   // From the layer's shape [N, S, V], not its EndsState: a bf16-mixed head has its own state.
   const struct { Index tokens, vocab; } e{last.outShape[0] * last.outShape[1], last.outShape[2]};
-  std::vector<std::int32_t> host(static_cast<std::size_t>(e.tokens));
+  std::vector<LabelIndex> host(static_cast<std::size_t>(e.tokens));
   REMAT_CUDA_CHECK(
-      cudaMemcpyAsync(host.data(), labels, host.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+      cudaMemcpyAsync(host.data(), labels, host.size() * sizeof(LabelIndex), cudaMemcpyDeviceToHost, stream));
   REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (Index t = 0; t < e.tokens; ++t) {
-    const std::int32_t v = host[static_cast<std::size_t>(t)];
+    const LabelIndex v = host[static_cast<std::size_t>(t)];
     if (v < 0 || v >= e.vocab)
       return Status::invalid("gpu: label " + std::to_string(v) + " of token " + std::to_string(t) + " is outside the " +
                              std::to_string(e.vocab) + " classes of the last layer");

@@ -23,6 +23,6 @@ Status backwardLmHead(const LayerState& state, const LayerContext& c, const Back
 
 // The chain ends in lm_head: one label per token, checked on the host to lie in the vocabulary,
 // then d(x(n)) = the mean negative log-likelihood's gradient.
-Status lmHeadLossSeed(const LayerState& last, cudaStream_t stream, const std::int32_t* labels, float* grad);
+Status lmHeadLossSeed(const LayerState& last, cudaStream_t stream, const LabelIndex* labels, float* grad);
 
 }  // namespace remat::gpu

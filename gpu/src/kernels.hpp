@@ -130,7 +130,7 @@ Status channelShuffleBackward(cudaStream_t stream, Index batch, Index channels, 
 
 // d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N, rows of `classes` logits.
 Status softmaxCrossEntropyBackward(cudaStream_t stream, Index batch, Index classes, const float* logits,
-                                   const std::int32_t* labels, float* grad);
+                                   const std::int64_t* labels, float* grad);
 
 // The optimizer step of one layer (kernels_optimizer.cu), in place over `count` floats: the CPU
 // backend's formulas (core/src/cpu/optimizer_step.cpp). state is momentum_buffer or exp_avg (null

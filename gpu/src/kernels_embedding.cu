@@ -71,7 +71,7 @@ __global__ void logSoftmaxBackwardKernel(Index rows, Index width, const float* y
   }
 }
 
-__global__ void nllKernel(Index tokens, Index vocab, const std::int32_t* labels, float* grad) {
+__global__ void nllKernel(Index tokens, Index vocab, const std::int64_t* labels, float* grad) {
   const Index count = tokens * vocab;
   const float value = -1.0f / static_cast<float>(tokens);
   for (Index i = firstIndex(); i < count; i += gridStride()) grad[i] = labels[i / vocab] == i % vocab ? value : 0.0f;
@@ -119,7 +119,7 @@ Status logSoftmaxBackwardRows(cudaStream_t stream, Index rows, Index width, cons
   return Status::ok();
 }
 
-Status nllLossBackward(cudaStream_t stream, Index tokens, Index vocab, const std::int32_t* labels, float* grad) {
+Status nllLossBackward(cudaStream_t stream, Index tokens, Index vocab, const std::int64_t* labels, float* grad) {
   if (tokens * vocab == 0) return Status::ok();
   nllKernel<<<blocksFor(tokens * vocab), kThreads, 0, stream>>>(tokens, vocab, labels, grad);
   REMAT_CUDA_CHECK_LAUNCH("nllKernel");

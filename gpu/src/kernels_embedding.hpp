@@ -32,7 +32,7 @@ Status embeddingScatter(cudaStream_t stream, const EmbeddingShape& e, const std:
 Status logSoftmaxRows(cudaStream_t stream, Index rows, Index width, const float* logits, float* y);
 Status logSoftmaxBackwardRows(cudaStream_t stream, Index rows, Index width, const float* y, const float* dy, float* dx);
 // grad[t] = 0 except -1/tokens at labels[t] (the mean negative log-likelihood's gradient).
-Status nllLossBackward(cudaStream_t stream, Index tokens, Index vocab, const std::int32_t* labels, float* grad);
+Status nllLossBackward(cudaStream_t stream, Index tokens, Index vocab, const std::int64_t* labels, float* grad);
 
 }  // namespace remat::gpu::kernels
 

@@ -95,7 +95,7 @@ __global__ void dropoutBackwardHalfKernel(Index count, float scale, const std::u
 
 // One thread per sample, the CPU's order: the row's maximum, the sum of exponentials in double.
 __global__ void softmaxCrossEntropyBackwardHalfKernel(Index batch, Index classes, float invBatch, const Bf16* logits,
-                                                      const std::int32_t* labels, Bf16* grad) {
+                                                      const std::int64_t* labels, Bf16* grad) {
   for (Index n = firstIndex(); n < batch; n += gridStride()) {
     const Bf16* row = logits + n * classes;
     Bf16* out = grad + n * classes;
@@ -198,7 +198,7 @@ Status dropoutBackwardHalf(cudaStream_t stream, Index count, double p, const std
 }
 
 Status softmaxCrossEntropyBackwardHalf(cudaStream_t stream, Index batch, Index classes, const Bf16* logits,
-                                       const std::int32_t* labels, Bf16* grad) {
+                                       const std::int64_t* labels, Bf16* grad) {
   if (batch == 0 || classes == 0) return Status::ok();
   const float invBatch = 1.0f / static_cast<float>(batch);
   softmaxCrossEntropyBackwardHalfKernel<<<blocksFor(batch), kThreads, 0, stream>>>(batch, classes, invBatch, logits,

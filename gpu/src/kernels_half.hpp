@@ -52,6 +52,6 @@ Status dropoutBackwardHalf(cudaStream_t stream, Index count, double p, const std
 // The softmax cross-entropy seed from bfloat16 logits [batch][classes], in float32 then rounded:
 // grad = (softmax - onehot(label)) / batch. Labels were checked on the host.
 Status softmaxCrossEntropyBackwardHalf(cudaStream_t stream, Index batch, Index classes, const Bf16* logits,
-                                       const std::int32_t* labels, Bf16* grad);
+                                       const std::int64_t* labels, Bf16* grad);
 
 }  // namespace remat::gpu::kernels

@@ -52,7 +52,7 @@ __global__ void adaptiveAvgPoolBackwardKernel(AdaptivePoolGeometry g, const floa
 // One block per sample: the row's maximum, then the sum of exponentials in double (as the CPU
 // reference does), both with a fixed shared-memory tree.
 __global__ void softmaxCrossEntropyBackwardKernel(Index classes, float invBatch, const float* logits,
-                                                  const std::int32_t* labels, float* grad) {
+                                                  const std::int64_t* labels, float* grad) {
   __shared__ float maxShared[kThreads];
   __shared__ double sumShared[kThreads];
   const Index n = blockIdx.x;
@@ -134,7 +134,7 @@ Status accumulateChannelBiasGrad(cudaStream_t stream, Index batch, Index channel
 }
 
 Status softmaxCrossEntropyBackward(cudaStream_t stream, Index batch, Index classes, const float* logits,
-                                   const std::int32_t* labels, float* grad) {
+                                   const std::int64_t* labels, float* grad) {
   if (batch == 0 || classes == 0) return Status::ok();
   if (batch > 0x7fffffff)
     return Status::invalid("softmax cross-entropy: batch " + std::to_string(batch) + " too large");

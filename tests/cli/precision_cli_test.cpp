@@ -62,7 +62,12 @@ TEST_F(PrecisionCli, PlanJsonCarriesThePrecisionAndTheStaticBreakdown) {
   EXPECT_EQ(mixed["static"], fp32["static"]);
   EXPECT_EQ(bf16["static"]["weight_bytes"].get<std::uint64_t>() * 2,
             fp32["static"]["weight_bytes"].get<std::uint64_t>());
-  EXPECT_EQ(bf16["static_bytes"].get<std::uint64_t>() * 2, fp32["static_bytes"].get<std::uint64_t>());
+  // The labels are int64 at every precision: one per sample of the batch of 4, beside the input.
+  const std::uint64_t labels = fp32["static"]["label_bytes"];
+  EXPECT_EQ(labels, 4u * 8u);
+  EXPECT_EQ(bf16["static"]["label_bytes"], labels);
+  EXPECT_EQ((bf16["static_bytes"].get<std::uint64_t>() - labels) * 2,
+            fp32["static_bytes"].get<std::uint64_t>() - labels);
   // The half weight copies: about 2 bytes a parameter (not the batch norms', not the fc's bias).
   const std::uint64_t weights = fp32["static"]["weight_bytes"];
   const std::uint64_t copies = mixed["autocast_weight_copy_bytes"];

@@ -65,7 +65,9 @@ TEST_F(StepOptionsCli, PlanJsonBreaksTheStaticBlockDown) {
   const std::uint64_t weights = s["weight_bytes"];
   EXPECT_EQ(s["gradient_bytes"], 0);
   EXPECT_EQ(s["optimizer_state_bytes"], 2 * weights);
-  EXPECT_EQ(after["static_bytes"].get<std::uint64_t>(), s["input_bytes"].get<std::uint64_t>() + 3 * weights);
+  EXPECT_EQ(s["label_bytes"], 2 * 8);  // int64, one per sample
+  EXPECT_EQ(after["static_bytes"].get<std::uint64_t>(),
+            s["input_bytes"].get<std::uint64_t>() + s["label_bytes"].get<std::uint64_t>() + 3 * weights);
   // Every gradient is alive at the optimizer step, so E is at least P.
   EXPECT_GE(after["dynamic_peak_bytes"].get<std::uint64_t>(), weights);
   EXPECT_GT(after["peak_bytes"].get<std::uint64_t>(), before["peak_bytes"].get<std::uint64_t>());
@@ -108,12 +110,12 @@ TEST_F(StepOptionsCli, FitCountsTheOptimizerState) {
   const auto result = runRemat(
       {"plan", "zoo:resnet18", "--batch", "2", "--fit", "100MiB", "--optimizer", "adamw", "--grads", "static"});
   EXPECT_EQ(result.exitCode, 2);
-  EXPECT_NE(result.err.find("(input + parameters + parameter gradients + optimizer state)"), std::string::npos)
+  EXPECT_NE(result.err.find("(input + labels + parameters + parameter gradients + optimizer state)"), std::string::npos)
       << result.err;
   // The default step's gradients are made on backward: the static block holds the state, not them.
   const auto byDefault = runRemat({"plan", "zoo:resnet18", "--batch", "2", "--fit", "60MiB"});
   EXPECT_EQ(byDefault.exitCode, 2);
-  EXPECT_NE(byDefault.err.find("(input + parameters + optimizer state)"), std::string::npos) << byDefault.err;
+  EXPECT_NE(byDefault.err.find("(input + labels + parameters + optimizer state)"), std::string::npos) << byDefault.err;
 }
 
 }  // namespace

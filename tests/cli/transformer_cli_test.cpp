@@ -103,7 +103,8 @@ TEST_F(TransformerCli, RunsASmallGptAsPredicted) {
     ASSERT_EQ(run.exitCode, 0) << rule << ": " << run.err;
     const json result = json::parse(run.out);
     EXPECT_TRUE(result["matches_prediction"].get<bool>()) << rule;
-    EXPECT_EQ(result["label_bytes"].get<std::uint64_t>(), 2u * 16 * 4) << rule;  // one int32 label per token
+    EXPECT_EQ(result["label_bytes"].get<std::uint64_t>(), 2u * 16 * 8) << rule;  // one int64 label per token
+    EXPECT_EQ(result["measured_static_bytes"], result["static_bytes"]) << rule;  // the labels are in both
   }
 }
 

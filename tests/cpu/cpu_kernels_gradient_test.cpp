@@ -216,14 +216,14 @@ TEST(CpuGradient, SoftmaxCrossEntropySeed) {
     cpu::CpuDevice& d = h.device();
     const std::size_t k = h.outputCount() / 3;
     const std::vector<float> logits = randomFloats(h.outputCount(), 15, 3.0f);
-    const std::vector<std::int32_t> labels = {1, static_cast<std::int32_t>(k - 1), 4};
+    const std::vector<LabelIndex> labels = {1, static_cast<LabelIndex>(k - 1), 4};  // int64, as PyTorch's
     auto logitsBuffer = d.allocator().allocate(logits.size() * 4);
     auto gradBuffer = d.allocator().allocate(logits.size() * 4);
-    auto labelBuffer = d.allocator().allocate(12);
+    auto labelBuffer = d.allocator().allocate(3 * sizeof(LabelIndex));
     ASSERT_TRUE(logitsBuffer && gradBuffer && labelBuffer);
     ASSERT_TRUE(d.upload(*logitsBuffer, TensorRole::Activation, 2, testing::toBytes(logits)).isOk());
-    std::vector<std::byte> labelBytes(12);
-    std::memcpy(labelBytes.data(), labels.data(), 12);
+    std::vector<std::byte> labelBytes(3 * sizeof(LabelIndex));
+    std::memcpy(labelBytes.data(), labels.data(), labelBytes.size());
     ASSERT_TRUE(d.upload(*labelBuffer, TensorRole::Labels, 0, labelBytes).isOk());
     Status st = d.lossSeed({*logitsBuffer, *labelBuffer, *gradBuffer, 0});
     ASSERT_TRUE(st.isOk()) << st.message();
@@ -240,8 +240,8 @@ TEST(CpuGradient, SoftmaxCrossEntropySeed) {
       }
     }
     // A label outside the classes is an error, not a wild write.
-    std::vector<std::int32_t> bad = {0, static_cast<std::int32_t>(k), 0};
-    std::memcpy(labelBytes.data(), bad.data(), 12);
+    std::vector<LabelIndex> bad = {0, static_cast<LabelIndex>(k), 0};
+    std::memcpy(labelBytes.data(), bad.data(), labelBytes.size());
     ASSERT_TRUE(d.upload(*labelBuffer, TensorRole::Labels, 0, labelBytes).isOk());
     EXPECT_EQ(d.lossSeed({*logitsBuffer, *labelBuffer, *gradBuffer, 0}).code(), ErrorCode::InvalidInput);
     for (auto* b : {&logitsBuffer, &gradBuffer, &labelBuffer}) ASSERT_TRUE(d.allocator().release(**b).isOk());

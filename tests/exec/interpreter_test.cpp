@@ -68,7 +68,8 @@ TEST(Interpreter, StepsRepeatTheSameMemoryAndStaticBytesAreTheModels) {
   ASSERT_TRUE(run.isOk()) << run.status().message();
   ASSERT_EQ(run->timelines.size(), 3u);
   ASSERT_EQ(run->stepSeconds.size(), 3u);
-  EXPECT_EQ(run->labelBytes, 2u * 4u);
+  EXPECT_EQ(run->labelBytes, 2u * 8u);  // int64, one per sample: a part of the static bytes
+  EXPECT_EQ(staticBreakdown(chain).labelBytes, run->labelBytes);
   for (int step = 0; step < 3; ++step) {
     const Timeline& t = run->timelines[step];
     EXPECT_EQ(t.run, step);
@@ -81,12 +82,12 @@ TEST(Interpreter, StepsRepeatTheSameMemoryAndStaticBytesAreTheModels) {
     for (const TimelineEntry& e : t.entries) total += e.timeUs;
     EXPECT_GT(total, 0.0);
   }
-  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes() + run->labelBytes);
+  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes());
 }
 
 TEST(Interpreter, SeedsAndLabelsChangeTheGradients) {
   const Chain chain = smallRealChain();
-  auto gradientsWith = [&](std::uint64_t seed, std::vector<std::int32_t> labels) {
+  auto gradientsWith = [&](std::uint64_t seed, std::vector<LabelIndex> labels) {
     cpu::CpuDevice device({.poisonMemory = true});
     auto run = runPlan(chain, Plan{}, device, {.seed = seed, .labels = std::move(labels)}, {.digestGradients = true});
     EXPECT_TRUE(run.isOk()) << run.status().message();
@@ -107,7 +108,7 @@ TEST(Interpreter, SeedsAndLabelsChangeTheGradients) {
   auto run = (*interp)->run(Plan{});
   ASSERT_FALSE(run.isOk());
   EXPECT_NE(run.status().message().find("label 5"), std::string::npos) << run.status().message();
-  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes() + 8) << "a failed step leaks nothing";
+  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes()) << "a failed step leaks nothing";
 }
 
 TEST(Interpreter, RejectsBadPlansAndTooSmallWorkspaces) {
@@ -151,15 +152,18 @@ TEST(Interpreter, RejectsBadPlansAndTooSmallWorkspaces) {
 // Running out of memory while the static tensors are uploaded gives back what was allocated.
 TEST(Interpreter, AFailedCreateLeavesTheDeviceEmpty) {
   const Chain chain = smallRealChain();
-  for (std::uint64_t capacity : {std::uint64_t{1}, chain.inputBytes, chain.staticBytes() - 1, chain.staticBytes()}) {
+  // chain.inputBytes: x0 fits, its int64 labels (static, right after it) do not.
+  for (std::uint64_t capacity : {std::uint64_t{1}, chain.inputBytes, chain.staticBytes() - 1}) {
     cpu::CpuDevice device({.capacityBytes = capacity});
     auto interp = Interpreter::create(chain, device);
-    ASSERT_FALSE(interp.isOk()) << "capacity " << capacity << " (the labels need 8 more bytes)";
+    ASSERT_FALSE(interp.isOk()) << "capacity " << capacity << " (the static bytes, labels included, do not fit)";
     EXPECT_EQ(interp.status().code(), ErrorCode::OutOfMemory) << interp.status().message();
     EXPECT_NE(interp.status().message().find("static tensors"), std::string::npos) << interp.status().message();
     EXPECT_EQ(device.allocator().bytesHeld(), 0u) << "capacity " << capacity;
     EXPECT_EQ(device.allocator().buffersHeld(), 0u) << "capacity " << capacity;
   }
+  cpu::CpuDevice exact({.capacityBytes = chain.staticBytes()});
+  EXPECT_TRUE(Interpreter::create(chain, exact).isOk()) << "the model's static bytes are all it needs";
 }
 
 // With a device capacity between two plans' peaks, the store-all plan runs out of memory and a
@@ -249,7 +253,7 @@ TEST(Interpreter, CancelStopsBeforeTheNextOpAndFreesTheStep) {
   EXPECT_NE(run.status().message().find("before op 7 of " + std::to_string(opCount)), std::string::npos)
       << run.status().message();
   EXPECT_EQ(started.back(), 5u);
-  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes() + 8) << "only the static tensors and labels";
+  EXPECT_EQ(device.allocator().bytesHeld(), chain.staticBytes()) << "only the static tensors, labels included";
 
   // Set before the run: no op runs at all; the interpreter stays usable.
   started.clear();

@@ -106,7 +106,7 @@ TEST(OptimizerRun, WeightsChangeFromStepToStep) {
   }
 }
 
-// With gradients made on backward, the static block is the input, the weights and the state only.
+// With gradients made on backward, the static block is the input and labels, the weights and the state only.
 TEST(OptimizerRun, StaticBytesHoldTheStateNotTheGradients) {
   auto built = buildChain(testing::randomRealChainSpec(4, 8));
   ASSERT_TRUE(built.isOk()) << built.status().message();
@@ -115,7 +115,9 @@ TEST(OptimizerRun, StaticBytesHoldTheStateNotTheGradients) {
   chain.step = {OptimizerKind::Adam, false, GradMode::OnBackward};
   auto interp = Interpreter::create(chain, device, testing::seeded(1));
   ASSERT_TRUE(interp.isOk()) << interp.status().message();
-  EXPECT_EQ((*interp)->staticBytes(), chain.inputBytes + 3 * chain.paramBytes());
+  const std::uint64_t labels = labelCount(chain) * sizeof(LabelIndex);  // int64, one per sample
+  EXPECT_GT(labels, 0u);
+  EXPECT_EQ((*interp)->staticBytes(), chain.inputBytes + labels + 3 * chain.paramBytes());
 }
 
 }  // namespace

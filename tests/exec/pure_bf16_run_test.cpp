@@ -61,7 +61,11 @@ TEST(PureBf16Run, TheModelHalvesEveryByteButTheStatistics) {
   const Chain half = plainChain(Precision::Bf16, adamw);
   const Chain plain = plainChain(Precision::Fp32, adamw);
   EXPECT_EQ(half.dtype, DType::BFloat16);
-  EXPECT_EQ(half.staticBytes() * 2, plain.staticBytes());  // input, weights, gradients, both moments
+  // Input, weights, gradients, both moments; the labels are int64 at every precision.
+  const std::uint64_t labels = staticBreakdown(plain).labelBytes;
+  EXPECT_EQ(staticBreakdown(half).labelBytes, labels);
+  EXPECT_EQ(labels, 2u * 8u);
+  EXPECT_EQ((half.staticBytes() - labels) * 2, plain.staticBytes() - labels);
   EXPECT_EQ(half.at(1).outBytes * 2, plain.at(1).outBytes);
   EXPECT_EQ(half.at(2).extraBytes, plain.at(2).extraBytes);  // batch norm's float32 mean and inverse std
   EXPECT_EQ(half.at(1).extraBytes, 0u);                      // no weight copy, no input cast

@@ -69,7 +69,7 @@ void checkAgainstTorch(const std::string& variant) {
   }
   ASSERT_EQ(params.size(), chain.size());
   const auto x0 = test::spread(static_cast<std::size_t>(2 * 3 * image * image), 0.3, 1.0);
-  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<std::int32_t>>());
+  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<LabelIndex>>());
   ASSERT_EQ(grads.size(), chain.size());
   for (std::size_t l = 0; l < grads.size(); ++l)
     test::expectCloseToTorch(grads[l], ref["dparams"][l], chain.layers[l].name + " dparams");

@@ -155,7 +155,7 @@ void checkModelAgainstTorch(const Chain& chain, const json& ref, const std::vect
   }
   ASSERT_EQ(params.size(), chain.size());
   for (std::size_t l = 0; l < params.size(); ++l) ASSERT_EQ(params[l].size(), chain.layers[l].paramCount) << l;
-  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<std::int32_t>>());
+  const auto grads = driver.step(x0, params, ref["labels"].get<std::vector<LabelIndex>>());
   ASSERT_EQ(grads.size(), chain.size());
   for (std::size_t l = 0; l < grads.size(); ++l)
     test::expectCloseToTorch(grads[l], ref["dparams"][l], chain.layers[l].name + " dparams");
@@ -301,7 +301,7 @@ TEST(TinyGptRun, TiedHeadGradientIsTheEmbeddingsPlusTheHeads) {
   std::vector<std::int64_t> tokens;
   for (int i = 0; i < 16; ++i) tokens.push_back((i * 7) % 50);
   const std::vector<float> ids = tokenX0(tokens);
-  const std::vector<std::int32_t> labels(16, 3);
+  const std::vector<LabelIndex> labels(16, 3);
   testing::ChainDriver tiedDriver(tied), untiedDriver(untied);
   ASSERT_EQ(tiedDriver.error(), "");
   const auto got = tiedDriver.step(ids, tiedParams, labels), want = untiedDriver.step(ids, params, labels);
@@ -392,7 +392,7 @@ TEST(TinyGptRun, AnOutOfVocabularyIdIsALocatedError) {
     std::vector<std::int64_t> ids(16, 1);
     ids[11] = bad;  // sample 1, position 3
     std::string failure;
-    EXPECT_TRUE(driver.step(tokenX0(ids), params, std::vector<std::int32_t>(16, 0), &failure).empty());
+    EXPECT_TRUE(driver.step(tokenX0(ids), params, std::vector<LabelIndex>(16, 0), &failure).empty());
     EXPECT_NE(failure.find("cpu: layer 1 ('wte+wpe', token_embedding): token id"), std::string::npos) << failure;
     EXPECT_NE(failure.find("of sample 1, position 3 is not in [0, 50)"), std::string::npos) << failure;
   }

@@ -143,9 +143,9 @@ TEST_F(CudaHalfKernelsTest, BiasGradientDropoutAndLossSeedAreTheCpus) {
   cpu::dropoutBackward(static_cast<cpu::Index>(n), 0.3, cpuMask.data(), dy.data(), cpuDx.data());
   expectSameBits(dx.download<BFloat16>(), cpuDx, "dropoutBackwardHalf");
 
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
-  for (std::size_t r = 0; r < labels.size(); ++r) labels[r] = static_cast<std::int32_t>((r * 7) % features);
-  DeviceArray<std::int32_t> labelsDevice(labels.size());
+  std::vector<LabelIndex> labels(static_cast<std::size_t>(rows));
+  for (std::size_t r = 0; r < labels.size(); ++r) labels[r] = static_cast<LabelIndex>((r * 7) % features);
+  DeviceArray<LabelIndex> labelsDevice(labels.size());
   labelsDevice.upload(labels);
   ASSERT_TRUE(
       kernels::softmaxCrossEntropyBackwardHalf(nullptr, rows, features, dyDevice.get(), labelsDevice.get(), dx.get())

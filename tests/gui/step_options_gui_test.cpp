@@ -77,12 +77,19 @@ TEST_F(StepOptionsGuiTest, TheStepBarSetsTheStepAndTheChartShowsItsParts) {
   EXPECT_EQ(window_.document()->simulation().timeline.entries.back().op.kind, OpKind::Step);
   EXPECT_EQ(window_.document()->planner(), window_.plannerPicker()->plannerName());
   const QStringList names = series();
-  for (const char* name : {"input", "weights", "optimizer state", "weight gradients", "optimizer step"})
+  for (const char* name : {"input and labels", "weights", "optimizer state", "weight gradients", "optimizer step"})
     EXPECT_TRUE(names.contains(QString::fromLatin1(name))) << name << ": " << names.join(", ").toStdString();
   EXPECT_FALSE(names.contains(QStringLiteral("gradients")));  // made on backward: not static
   const QString parts = window_.planView()->summaryToolTip(QStringLiteral("static"));
   EXPECT_TRUE(parts.contains(QStringLiteral("adamw, foreach on, gradients on backward"))) << parts.toStdString();
   EXPECT_TRUE(parts.contains(QStringLiteral("optimizer state  ") + ui::formatBytes(2 * chain.paramBytes())))
+      << parts.toStdString();
+  // The batch's band and card line: x0 and the int64 labels, one per sample.
+  const StaticBreakdown split = staticBreakdown(chain);
+  EXPECT_EQ(split.labelBytes, labelCount(chain) * 8);
+  EXPECT_GT(split.labelBytes, 0u);
+  EXPECT_TRUE(
+      parts.contains(QStringLiteral("input and labels  ") + ui::formatBytes(split.inputBytes + split.labelBytes)))
       << parts.toStdString();
 
   // Undo goes back to core's defaults, and the bar shows them.

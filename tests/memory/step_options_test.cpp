@@ -61,6 +61,7 @@ TEST(StepOptions, AdamWForeachGradientsOnBackward) {
   EXPECT_EQ(b.weightBytes, 52u);
   EXPECT_EQ(b.gradientBytes, 0u);
   EXPECT_EQ(b.optimizerStateBytes, 104u);  // exp_avg and exp_avg_sq
+  EXPECT_EQ(b.labelBytes, 0u);             // an abstract last layer: no loss, no labels
   EXPECT_EQ(chain.staticBytes(), 166u);
   EXPECT_EQ(dynamicPeak(chain, Plan{}), 562u);
 }

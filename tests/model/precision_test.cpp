@@ -110,6 +110,7 @@ TEST(Precision, Bf16MixedWorkedByHand) {
   const StaticBreakdown b = staticBreakdown(fp32);
   EXPECT_EQ(a.total(), b.total());
   EXPECT_EQ(a.inputBytes, b.inputBytes);
+  EXPECT_EQ(a.labelBytes, b.labelBytes);
   EXPECT_EQ(a.weightBytes, b.weightBytes);
   EXPECT_EQ(autocastWeightCopyBytes(*mixed), 216u + 1280u + 100u);
   EXPECT_EQ(autocastWeightCopyBytes(fp32), 0u);
@@ -178,7 +179,9 @@ TEST(Precision, ResNet50StepUnderEachPrecision) {
   EXPECT_LT(eMixed, e32);
   EXPECT_GT(eMixed, eBf16);
   EXPECT_EQ(mixed->staticBytes(), fp32.staticBytes());
-  EXPECT_EQ(pure->staticBytes() * 2, fp32.staticBytes());
+  const std::uint64_t labels = staticBreakdown(fp32).labelBytes;  // int64 at every precision
+  EXPECT_EQ(staticBreakdown(*pure).labelBytes, labels);
+  EXPECT_EQ((pure->staticBytes() - labels) * 2, fp32.staticBytes() - labels);
   // Every conv of ResNet-50 is bias-free: the copies are 2 bytes a parameter but for the batch
   // norms' (0.2% of them) and the fc's bias.
   const std::uint64_t copies = autocastWeightCopyBytes(*mixed);

@@ -212,6 +212,9 @@ TEST(TransformerEmbedding, TokenIdsAreInt64InTheStaticBlock) {
     EXPECT_EQ(staticBreakdown(chain).inputBytes, 3u * 40u * 8u) << name;
     EXPECT_EQ(inputDTypeName(chain), "int64") << name;
   }
+  // The loss's int64 labels sit beside the input: one per token after lm_head, one per sample else.
+  EXPECT_EQ(staticBreakdown(zooBuilt("gpt2", o)).labelBytes, 3u * 40u * 8u);
+  EXPECT_EQ(staticBreakdown(zooBuilt("resnet18", {.batch = 3})).labelBytes, 3u * 8u);
   auto half = zooChain("gpt2", o);
   ASSERT_TRUE(half.isOk()) << half.status().message();
   for (DType dtype : {DType::Float16, DType::BFloat16}) {

@@ -25,7 +25,7 @@ class ChainDriver {
   // The parameter gradients of every layer (index l - 1), or an empty vector on failure (the
   // failure is reported; `failure` receives the first error's message).
   std::vector<std::vector<float>> step(const std::vector<float>& x0, const std::vector<std::vector<float>>& params,
-                                       const std::vector<std::int32_t>& labels, std::string* failure = nullptr) {
+                                       const std::vector<LabelIndex>& labels, std::string* failure = nullptr) {
     const std::size_t n = chain_.size();
     std::vector<DeviceBuffer> x(n + 1), extra(n + 1), p(n + 1), grads(n + 1);
     std::vector<std::vector<float>> out;

@@ -69,7 +69,7 @@ TEST(PlanToFit, TheBudgetIsTheCapacityLessTheStaticMemory) {
   const std::uint64_t staticBytes = chain.staticBytes();
   const Status tooSmall = budgetForCapacity(chain, staticBytes - 1).status();
   EXPECT_EQ(tooSmall.message(), "no plan fits in " + formatBytes(staticBytes - 1) + ": static memory alone is " +
-                                    formatBytes(staticBytes) + " (input + parameters + parameter gradients)");
+                                    formatBytes(staticBytes) + " (input + labels + parameters + parameter gradients)");
   EXPECT_NE(budgetForCapacity(chain, 10, "the 10 B cpu has available").status().message().find("the 10 B cpu"),
             std::string::npos);
   // The peak of linear's plan, which is below store-all's: a capacity some plan fits.

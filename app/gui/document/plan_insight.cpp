@@ -94,9 +94,11 @@ QString peakDescription(const Chain& chain, const Simulation& simulation, const 
 
 std::vector<charts::StaticPart> staticParts(const Chain& chain) {
   const StaticBreakdown parts = staticBreakdown(chain);
-  // A token chain's x0 is int64 ids (memory-model.md 12.9): the band says so.
-  const QString input = hasTokenIds(chain) ? QObject::tr("input (int64 token ids)") : QObject::tr("input");
-  return {{input, parts.inputBytes, ui::PaletteRole::StaticInput},
+  // One band for the batch: x0 and the loss's labels. A token chain's x0 is int64 ids
+  // (memory-model.md 12.9): the band says so.
+  const QString input =
+      hasTokenIds(chain) ? QObject::tr("input (int64 token ids) and labels") : QObject::tr("input and labels");
+  return {{input, parts.inputBytes + parts.labelBytes, ui::PaletteRole::StaticInput},
           {QObject::tr("weights"), parts.weightBytes, ui::PaletteRole::Static},
           {QObject::tr("gradients"), parts.gradientBytes, ui::PaletteRole::StaticGradients},
           {QObject::tr("optimizer state"), parts.optimizerStateBytes, ui::PaletteRole::StaticOptimizer}};

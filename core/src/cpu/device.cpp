@@ -236,9 +236,10 @@ Status CpuDevice::lossSeed(const SeedCall& call) {
   const bool tokens = last.kind == LayerKind::LmHead;
   const cpu::Index count = tokens ? last.ends.tokens : layout.batch;
   const cpu::Index classes = tokens ? last.ends.vocab : layout.perSample();
-  auto labels = checkedMemory(d.allocator, call.labels, static_cast<std::uint64_t>(count) * 4, "SEED", "labels", false);
+  auto labels = checkedMemory(d.allocator, call.labels, static_cast<std::uint64_t>(count) * sizeof(LabelIndex), "SEED",
+                              "labels", false);
   if (!labels) return labels.status();
-  const auto* values = reinterpret_cast<const std::int32_t*>(*labels);
+  const auto* values = reinterpret_cast<const LabelIndex*>(*labels);
   for (cpu::Index i = 0; i < count; ++i)
     if (values[i] < 0 || values[i] >= classes)
       return Status::invalid("cpu: label " + std::to_string(values[i]) + " of " + (tokens ? "token " : "sample ") +

@@ -311,8 +311,8 @@ Status forwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prep
                            const ForwardBuffers& b);
 Status backwardHalfSwinHead(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b);
 // The seed of a chain ending in lm_head: nll_loss's backward (mean over the N*S tokens) into d(n).
-void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad);
-void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, BFloat16* grad);  // pure bf16
+void nllLossBackward(Index tokens, Index vocab, const std::int64_t* labels, float* grad);
+void nllLossBackward(Index tokens, Index vocab, const std::int64_t* labels, BFloat16* grad);  // pure bf16
 
 // Abstract layers: synthetic kernels that read every input byte and write deterministic bytes
 // into every output, extra and workspace byte (cpu_device_abstract.cpp).

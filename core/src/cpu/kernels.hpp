@@ -216,11 +216,11 @@ void dropoutBackward(Index count, double p, const std::uint8_t* mask, const BFlo
 
 // Softmax cross-entropy, mean over the batch: d[n][k] = (softmax(x[n])[k] - [k == label[n]]) / N,
 // with labels as canonical class indices (checked by the caller to lie in 0..perSample-1).
-void softmaxCrossEntropyBackward(const ActivationLayout& layout, const float* logits, const std::int32_t* labels,
+void softmaxCrossEntropyBackward(const ActivationLayout& layout, const float* logits, const std::int64_t* labels,
                                  float* grad);
 // The same from bfloat16 logits (bf16-mixed): autocast runs the loss in float32 on a cast of the
 // logits, and the gradient flows back to the half logits through the cast (rounded to bfloat16).
-void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int32_t* labels,
+void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int64_t* labels,
                                  BFloat16* grad);
 
 // Autocast's casts (kernels_half.cpp): float32 to bfloat16 (an input's cast copy, a weight's half

@@ -61,7 +61,7 @@ void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStri
   }
 }
 
-void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int32_t* labels,
+void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int64_t* labels,
                                  BFloat16* grad) {
   const Index k = layout.perSample();
   const float invBatch = 1.0f / static_cast<float>(layout.batch);

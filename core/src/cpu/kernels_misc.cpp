@@ -146,7 +146,7 @@ void dropoutBackward(Index count, double p, const std::uint8_t* mask, const floa
   for (Index i = 0; i < count; ++i) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
 }
 
-void softmaxCrossEntropyBackward(const ActivationLayout& layout, const float* logits, const std::int32_t* labels,
+void softmaxCrossEntropyBackward(const ActivationLayout& layout, const float* logits, const std::int64_t* labels,
                                  float* grad) {
   const Index k = layout.perSample();
   const float invBatch = 1.0f / static_cast<float>(layout.batch);

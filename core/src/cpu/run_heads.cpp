@@ -181,7 +181,7 @@ Status backwardLmHead(const DnnlContext& context, const PreparedLayer& prepared,
 }
 
 // Pure bf16: the same gradient in bfloat16 (-1/T rounded).
-void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, BFloat16* grad) {
+void nllLossBackward(Index tokens, Index vocab, const std::int64_t* labels, BFloat16* grad) {
   const BFloat16 invTokens(-1.0f / static_cast<float>(tokens));
 #pragma omp parallel for schedule(static)
   for (Index t = 0; t < tokens; ++t) {
@@ -190,7 +190,7 @@ void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, BFlo
   }
 }
 
-void nllLossBackward(Index tokens, Index vocab, const std::int32_t* labels, float* grad) {
+void nllLossBackward(Index tokens, Index vocab, const std::int64_t* labels, float* grad) {
   const float invTokens = 1.0f / static_cast<float>(tokens);
 #pragma omp parallel for schedule(static)
   for (Index t = 0; t < tokens; ++t) {

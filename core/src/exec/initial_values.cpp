@@ -300,22 +300,14 @@ Result<std::vector<std::byte>> initialParameters(const Chain& chain, std::size_t
   return bytes;
 }
 
-std::size_t labelCount(const Chain& chain) {
-  if (chain.size() == 0) return 0;
-  const ChainLayer& last = chain.layers.back();
-  if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return 0;
-  const std::size_t batch = static_cast<std::size_t>(last.outputShape[0]);
-  return last.kind == LayerKind::LmHead ? batch * static_cast<std::size_t>(last.outputShape[1]) : batch;
-}
-
-std::vector<std::int32_t> initialLabels(const Chain& chain, std::uint64_t seed) {
+std::vector<LabelIndex> initialLabels(const Chain& chain, std::uint64_t seed) {
   const std::uint64_t count = labelCount(chain);
   if (count == 0) return {};
   const ChainLayer& last = chain.layers.back();
   const std::uint64_t classes = elementCount(last.outputShape) / count;  // per sample, or the vocabulary
-  std::vector<std::int32_t> labels(count);
+  std::vector<LabelIndex> labels(count);
   const std::uint64_t key = rng::streamKey(seed, rng::Purpose::Labels, 0);
-  for (std::uint64_t i = 0; i < count; ++i) labels[i] = static_cast<std::int32_t>(rng::at(key, i) % classes);
+  for (std::uint64_t i = 0; i < count; ++i) labels[i] = static_cast<LabelIndex>(rng::at(key, i) % classes);
   return labels;
 }
 

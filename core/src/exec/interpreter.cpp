@@ -69,12 +69,14 @@ struct Interpreter::State {
     return buffer;
   }
 
-  // x0, and each layer's parameters (initialised) and parameter gradients; sets staticBytes.
+  // x0, the labels, and each layer's parameters (initialised) and parameter gradients; sets
+  // staticBytes (the labels included, as the model counts them: staticBreakdown).
   Status uploadModel() {
     const std::uint64_t before = device->allocator().bytesHeld();
     auto x0 = allocateStatic(chain.inputBytes, TensorRole::Activation, 0, initialInput(chain, options.seed));
     if (!x0) return x0.status();
     input = std::move(*x0);
+    REMAT_RETURN_IF_ERROR(uploadLabels());
     params.resize(chain.size() + 1);
     grads.resize(chain.size() + 1);
     state.resize(chain.size() + 1);
@@ -101,16 +103,15 @@ struct Interpreter::State {
     return Status::ok();
   }
 
-  // The int32 labels of a real chain (none for an abstract last layer); sets labelBytes.
+  // The int64 labels of a real chain (none for an abstract last layer); sets labelBytes.
   Status uploadLabels() {
-    const std::vector<std::int32_t> values =
-        options.labels.empty() ? initialLabels(chain, options.seed) : options.labels;
+    const std::vector<LabelIndex> values = options.labels.empty() ? initialLabels(chain, options.seed) : options.labels;
     const ChainLayer& last = chain.layers.back();
     if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return Status::ok();
     if (values.size() != labelCount(chain))
       return Status::invalid(std::to_string(values.size()) + " labels given for " + std::to_string(labelCount(chain)) +
                              (last.kind == LayerKind::LmHead ? " tokens" : " samples"));
-    std::vector<std::byte> bytes(values.size() * sizeof(std::int32_t));
+    std::vector<std::byte> bytes(values.size() * sizeof(LabelIndex));
     std::memcpy(bytes.data(), values.data(), bytes.size());
     const std::uint64_t before = device->allocator().bytesHeld();
     auto buffer = allocateStatic(bytes.size(), TensorRole::Labels, 0, bytes);
@@ -446,7 +447,6 @@ Result<std::unique_ptr<Interpreter>> Interpreter::create(const Chain& chain, Dev
   state->device = &device;
   state->options = options;
   REMAT_RETURN_IF_ERROR(state->uploadModel());
-  REMAT_RETURN_IF_ERROR(state->uploadLabels());
   return std::unique_ptr<Interpreter>(new Interpreter(std::move(state)));
 }
 

@@ -93,6 +93,14 @@ std::uint64_t Chain::paramCount() const {
   return total;
 }
 
+std::size_t labelCount(const Chain& chain) {
+  if (chain.size() == 0) return 0;
+  const ChainLayer& last = chain.layers.back();
+  if (last.kind == LayerKind::Abstract || last.outputShape.empty()) return 0;
+  const std::size_t batch = static_cast<std::size_t>(last.outputShape[0]);
+  return last.kind == LayerKind::LmHead ? batch * static_cast<std::size_t>(last.outputShape[1]) : batch;
+}
+
 std::uint64_t Chain::staticBytes() const { return staticBreakdown(*this).total(); }
 
 Chain makeAbstractChain(std::string name, std::uint64_t inputBytes, const std::vector<LayerNumbers>& layers) {

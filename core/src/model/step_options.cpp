@@ -98,6 +98,7 @@ StaticBreakdown staticBreakdown(const Chain& chain) {
   StaticBreakdown b;
   const std::uint64_t params = chain.paramBytes();
   b.inputBytes = chain.inputBytes;
+  b.labelBytes = labelCount(chain) * sizeof(LabelIndex);
   b.weightBytes = params;
   b.gradientBytes = chain.step.grads == GradMode::Static ? params : 0;
   b.optimizerStateBytes = optimizerStateFactor(chain.step.optimizer) * params;
@@ -105,7 +106,7 @@ StaticBreakdown staticBreakdown(const Chain& chain) {
 }
 
 std::string describeStaticParts(const Chain& chain) {
-  std::string text = "(input + parameters";
+  std::string text = labelCount(chain) > 0 ? "(input + labels + parameters" : "(input + parameters";
   if (chain.step.grads == GradMode::Static) text += " + parameter gradients";
   if (optimizerStateFactor(chain.step.optimizer) > 0) text += " + optimizer state";
   return text + ")";

@@ -44,6 +44,7 @@ nlohmann::json planReportToJson(const PlanReport& report, const Chain& chain) {
   const StaticBreakdown parts = staticBreakdown(chain);
   j["static"] = {{"input_bytes", parts.inputBytes},
                  {"input_dtype", std::string(inputDTypeName(chain))},  // int64 for token ids
+                 {"label_bytes", parts.labelBytes},                    // int64, beside the input
                  {"weight_bytes", parts.weightBytes},
                  {"gradient_bytes", parts.gradientBytes},
                  {"optimizer_state_bytes", parts.optimizerStateBytes}};

@@ -19,7 +19,7 @@
 //                           linear weight [out][in] (in indexes the flattened NCHW input) then bias;
 //                           batchnorm gamma [C] then beta [C]; residual blocks: their inner layers'
 //                           parameters in block.hpp's order; abstract layers: raw bytes;
-//   labels                  int32 [batch];
+//   labels                  int64 [labelCount()] (LabelIndex);
 //   raw                     bytes as they are (no conversion).
 // So a CPU run and a GPU run of the same chain and seed can be compared value by value.
 #include <cstddef>
@@ -105,7 +105,7 @@ struct BackwardCall {
 // synthetic deterministic gradient. No scratch beyond the given buffers.
 struct SeedCall {
   DeviceBuffer logits;      // x(n)
-  DeviceBuffer labels;      // int32 [labelCount()]: per sample, per token after lm_head; empty for abstract chains
+  DeviceBuffer labels;      // int64 [labelCount()]: per sample, per token after lm_head; empty for abstract chains
   DeviceBuffer gradLogits;  // d(n)
   std::uint64_t seed = 0;
 };
@@ -130,7 +130,7 @@ enum class TensorRole {
   Activation,  // x(l) or d(l) of layer l (l = 0: the input)
   Extra,       // E(l) (downloads only; the layout of extras is the backend's own)
   Parameters,  // parameters or parameter gradients of layer l
-  Labels,      // int32 [labelCount()]
+  Labels,      // int64 [labelCount()] (LabelIndex)
 };
 
 class Device {

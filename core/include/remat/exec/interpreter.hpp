@@ -27,7 +27,7 @@ struct InterpreterOptions {
   // Seeds the input batch, the parameters (Kaiming-uniform), the labels and the dropout masks.
   std::uint64_t seed = 0;
   // Class labels, one per sample (one per token after lm_head: labelCount()); empty: drawn from the seed.
-  std::vector<std::int32_t> labels;
+  std::vector<LabelIndex> labels;
 };
 
 // Where a run stands, handed to RunOptions::progress before each op runs.
@@ -78,8 +78,8 @@ struct TensorDigest {
 
 struct RunResult {
   std::vector<Timeline> timelines;  // one per step, run = step index, source = the device's name
-  std::uint64_t staticBytes = 0;    // measured: x0 + parameters (+ static gradients) + optimizer state
-  std::uint64_t labelBytes = 0;     // measured: the int32 labels (static too; not in the model)
+  std::uint64_t staticBytes = 0;    // measured: x0 + labels + parameters (+ static gradients) + optimizer state
+  std::uint64_t labelBytes = 0;     // measured: the int64 labels, a part of staticBytes
   std::vector<double> stepSeconds;  // wall time of each step
   // Per layer (index l-1), the parameter gradients after the last step; empty unless captured.
   std::vector<std::vector<std::byte>> parameterGradients;
@@ -132,9 +132,6 @@ std::vector<std::byte> initialInput(const Chain& chain, std::uint64_t seed);
 Result<std::vector<std::byte>> initialParameters(const Chain& chain, std::size_t layer, std::uint64_t seed);
 // The same into a caller's buffer of exactly p bytes (no allocation: large models).
 Status writeInitialParameters(const Chain& chain, std::size_t layer, std::uint64_t seed, std::span<std::byte> out);
-std::vector<std::int32_t> initialLabels(const Chain& chain, std::uint64_t seed);
-// The labels a real chain's loss reads: one per sample, or one per token (N*S) when it ends in
-// lm_head (cross entropy over [N, S, V]); 0 for an abstract last layer.
-std::size_t labelCount(const Chain& chain);
+std::vector<LabelIndex> initialLabels(const Chain& chain, std::uint64_t seed);
 
 }  // namespace remat

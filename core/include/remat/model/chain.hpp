@@ -253,7 +253,7 @@ struct Chain {
   std::uint64_t outBytes(std::size_t l) const { return l == 0 ? inputBytes : layers[l - 1].numbers.outBytes; }
   std::uint64_t paramBytes() const;
   std::uint64_t paramCount() const;
-  // x0 + parameters + parameter gradients when static + optimizer state (memory-model.md
+  // x0 + labels + parameters + parameter gradients when static + optimizer state (memory-model.md
   // sections 1 and 11.1; staticBreakdown has the parts).
   std::uint64_t staticBytes() const;
 };
@@ -265,6 +265,13 @@ inline constexpr std::int64_t kMaxIntegerField = 2147483647;
 // A max pooling's E(l) is its argmax indices, one int64 per output element whatever the dtype, as
 // PyTorch's max_pool2d_with_indices keeps them (docs/memory-model.md section 5.1).
 inline constexpr std::uint64_t kMaxPoolIndexBytes = 8;
+
+// The loss's class labels: int64, as PyTorch's cross_entropy and nll_loss targets are; static
+// memory with the input (memory-model.md section 1).
+using LabelIndex = std::int64_t;
+// The labels a real chain's loss reads: one per sample, or one per token (N*S) when it ends in
+// lm_head (cross entropy over [N, S, V]); 0 for an abstract last layer.
+std::size_t labelCount(const Chain& chain);
 
 // Shape inference: checks every layer and computes the model numbers. Errors name the chain, the
 // layer (its 1-based position in spec.layers, its name and kind) and the field:

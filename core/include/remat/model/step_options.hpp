@@ -59,14 +59,16 @@ std::uint64_t optimizerStateFactor(OptimizerKind kind);
 // The static block of section 11.1, by part. total() is Chain::staticBytes().
 struct StaticBreakdown {
   std::uint64_t inputBytes = 0;           // a(0)
+  std::uint64_t labelBytes = 0;           // the loss's int64 labels: labelCount() * 8 (0 for an abstract chain)
   std::uint64_t weightBytes = 0;          // P
   std::uint64_t gradientBytes = 0;        // P under GradMode::Static, else 0
   std::uint64_t optimizerStateBytes = 0;  // S
-  std::uint64_t total() const { return inputBytes + weightBytes + gradientBytes + optimizerStateBytes; }
+  std::uint64_t total() const { return inputBytes + labelBytes + weightBytes + gradientBytes + optimizerStateBytes; }
 };
 StaticBreakdown staticBreakdown(const Chain& chain);
-// The parts in words: "(input + parameters + parameter gradients)" (core's default), "(input +
-// parameters + optimizer state)" (gradients on backward, Adam), ...
+// The parts in words: "(input + labels + parameters + parameter gradients)" (core's default),
+// "(input + labels + parameters + optimizer state)" (gradients on backward, Adam), ...; no
+// "labels" for a chain without them (an abstract last layer).
 std::string describeStaticParts(const Chain& chain);
 
 // The optimizer step's scratch (section 11.3): P for foreach Adam/AdamW, max over layers of
