@@ -4,7 +4,7 @@
 // bfloat16 residual stream, with bfloat16 parameters, gradients and optimizer state. Every op's
 // measured footprint equals the prediction under every planner's plan and in several optimizer and
 // gradient modes; every plan's gradients are store-all's bit for bit; the gradients lie within
-// bfloat16's error of float32's. The other transformer kinds stay refused by name.
+// bfloat16's error of float32's. Swin's kinds run pure too (swin_half_run_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -237,22 +237,6 @@ TEST(TransformerPureBf16Run, GradientsLieWithinBfloat16sErrorOfFloat32s) {
       EXPECT_GT(differences[l], 1e-4) << "parameter layer " << l + 1;
     }
   }
-}
-
-// Swin's kinds, without pure bfloat16 kernels yet, are refused by name before anything is allocated.
-TEST(TransformerPureBf16Run, SwinKindsAreRefusedByName) {
-  const json swin = {{"format", "remat-chain/1"},
-                     {"name", "swin"},
-                     {"input", {{"shape", {2, 3, 32, 32}}, {"dtype", "float32"}}},
-                     {"layers", {{{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}}}}};
-  cpu::CpuDevice device;
-  const Status refused = device.prepare(blocks(swin, Precision::Bf16));
-  ASSERT_FALSE(refused.isOk());
-  EXPECT_NE(refused.message().find("layer 1 ('features.0', swin_embedding): precision bf16: no pure bfloat16 kernel "
-                                   "on the CPU for swin_embedding yet"),
-            std::string::npos)
-      << refused.message();
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
 }  // namespace
