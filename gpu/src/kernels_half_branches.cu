@@ -2,20 +2,14 @@
 // (kernels_half_conv.hpp): the windows and orders of kernels_pool.cu (the CPU's kernels_pool.cpp)
 // and the permutation of kernels_channels.cu on bfloat16 tensors, each sum in float32 and rounded
 // once, as kernels_half.cu's kernels.
-#include "kernel_grid.cuh"
+#include "half_io.cuh"
 #include "kernels_half_conv.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {
 namespace {
 
-using grid::blocksFor;
-using grid::firstIndex;
-using grid::gridStride;
-using grid::kThreads;
-
-__device__ inline float f(Bf16 v) { return __bfloat162float(v); }
-__device__ inline Bf16 h(float v) { return __float2bfloat16_rn(v); }
+using namespace half_io;  // the grid helpers, f (widen) and h (round once)
 
 // kernels_pool.cu's spans: the taps [lo, hi) of output o along one axis and its divisor factor.
 struct Span {

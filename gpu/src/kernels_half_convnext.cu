@@ -3,7 +3,7 @@
 // reproducible) reading bfloat16 as float32 and rounding its output and d(input) once; its
 // statistics and parameter gradients stay float32. The element-wise kernels run one thread per
 // element; layer_scale's gamma gradient one thread per channel over (n, h, w) in order.
-#include "kernel_grid.cuh"
+#include "half_io.cuh"
 #include "kernels_half_convnext.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -11,14 +11,9 @@ namespace remat::gpu::kernels {
 
 namespace {
 
-using grid::blocksFor;
-using grid::firstIndex;
-using grid::gridStride;
+using namespace half_io;  // the grid helpers, f (widen) and h (round once)
 
 constexpr int kRowThreads = 256;
-
-__device__ inline float f(Bf16 v) { return __bfloat162float(v); }
-__device__ inline Bf16 h(float v) { return __float2bfloat16_rn(v); }
 
 __device__ __forceinline__ Index at(Index r, Index c, Index features, Index inner) {
   return (r / inner) * features * inner + c * inner + r % inner;

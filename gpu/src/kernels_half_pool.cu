@@ -1,19 +1,13 @@
 // bf16-mixed's kernels around the convolutions and the adaptive pool (kernels_half_conv.hpp): each
 // computes in float32 from bfloat16 and rounds once to nearest even, as kernels_half.cu.
-#include "kernel_grid.cuh"
+#include "half_io.cuh"
 #include "kernels_half_conv.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {
 namespace {
 
-using grid::blocksFor;
-using grid::firstIndex;
-using grid::gridStride;
-using grid::kThreads;
-
-__device__ inline float f(Bf16 v) { return __bfloat162float(v); }
-__device__ inline Bf16 h(float v) { return __float2bfloat16_rn(v); }
+using namespace half_io;  // the grid helpers, f (widen) and h (round once)
 
 __device__ inline Index binStart(Index i, Index in, Index out) { return (i * in) / out; }
 __device__ inline Index binEnd(Index i, Index in, Index out) { return ((i + 1) * in + out - 1) / out; }
