@@ -93,59 +93,51 @@ __global__ void arithBackwardKernel(ArithOperands g, const T* dy, const T* x, co
   }
 }
 
-// Each launches nothing for an empty tensor and says whether it launched: the public launchers
-// check the launch under their own kernel's name (REMAT_CUDA_CHECK_LAUNCH takes a literal).
+// Each launches nothing for an empty tensor and checks the launch under the public launcher's kernel
+// name (`launchName`: "launch of <kernel>", float32 and bfloat16 apart).
 template <typename T>
-bool launchArithForward(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const T* x,
-                        const T* z, T* y) {
+Status launchArithForward(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const T* x,
+                          const T* z, T* y, const char* launchName) {
   const Index count = out.n * out.c * out.h * out.w;
-  if (count == 0) return false;
+  if (count == 0) return Status::ok();
   arithForwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(op, out, a, b, x, z, y);
-  return true;
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 template <typename T>
-bool launchArithBackward(cudaStream_t stream, const ArithOperands& g, const T* dy, const T* x, const T* z, T* dSelf,
-                         bool accumulate) {
+Status launchArithBackward(cudaStream_t stream, const ArithOperands& g, const T* dy, const T* x, const T* z, T* dSelf,
+                           bool accumulate, const char* launchName) {
   const Dims4& self = g.operand == 0 ? g.a : g.b;
   const Index count = self.n * self.c * self.h * self.w;
-  if (count == 0) return false;
+  if (count == 0) return Status::ok();
   arithBackwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, dy, x, z, dSelf, accumulate);
-  return true;
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 }  // namespace
 
 Status arithForward(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const float* x,
                     const float* z, float* y) {
-  if (!launchArithForward(stream, op, out, a, b, x, z, y)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("arithForwardKernel");
-  return Status::ok();
+  return launchArithForward(stream, op, out, a, b, x, z, y, "launch of arithForwardKernel");
 }
 
 Status arithBackwardOperand(cudaStream_t stream, Arith op, int operand, const Dims4& out, const Dims4& a,
                             const Dims4& b, const float* dy, const float* x, const float* z, float* dSelf,
                             bool accumulate) {
-  if (!launchArithBackward(stream, ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf, accumulate))
-    return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("arithBackwardKernel");
-  return Status::ok();
+  return launchArithBackward(stream, ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf, accumulate,
+                             "launch of arithBackwardKernel");
 }
 
 Status arithForwardHalf(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const Bf16* x,
                         const Bf16* z, Bf16* y) {
-  if (!launchArithForward(stream, op, out, a, b, x, z, y)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("arithForwardHalfKernel");
-  return Status::ok();
+  return launchArithForward(stream, op, out, a, b, x, z, y, "launch of arithForwardHalfKernel");
 }
 
 Status arithBackwardOperandHalf(cudaStream_t stream, Arith op, int operand, const Dims4& out, const Dims4& a,
                                 const Dims4& b, const Bf16* dy, const Bf16* x, const Bf16* z, Bf16* dSelf,
                                 bool accumulate) {
-  if (!launchArithBackward(stream, ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf, accumulate))
-    return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("arithBackwardHalfKernel");
-  return Status::ok();
+  return launchArithBackward(stream, ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf, accumulate,
+                             "launch of arithBackwardHalfKernel");
 }
 
 }  // namespace remat::gpu::kernels

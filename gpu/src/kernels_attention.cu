@@ -217,54 +217,46 @@ __global__ void flashBackwardKeyKernel(AttentionShape g, DropConstants drop, flo
 
 float softmaxScale(const AttentionShape& g) { return 1.0f / std::sqrt(static_cast<float>(g.headDim)); }
 
-// Each launches nothing for an empty tensor and says whether it launched: the public launchers
-// check the launch under their own kernel's name (REMAT_CUDA_CHECK_LAUNCH takes a literal).
+// Each launches nothing for an empty tensor and checks the launch under the public launcher's kernel
+// name (`launchName`: "launch of <kernel>", float32 and bfloat16 apart).
 template <typename T>
-bool launchRowsToHeads(cudaStream_t stream, const AttentionShape& g, const T* rows, Index rowStride, Index column0,
-                       T* heads) {
+Status launchRowsToHeads(cudaStream_t stream, const AttentionShape& g, const T* rows, Index rowStride, Index column0,
+                         T* heads, const char* launchName) {
   const Index count = g.tokens() * g.width();
-  if (count == 0) return false;
+  if (count == 0) return Status::ok();
   rowsToHeadsKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, rows, rowStride, column0, heads);
-  return true;
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 template <typename T>
-bool launchHeadsToRows(cudaStream_t stream, const AttentionShape& g, const T* heads, T* rows, Index rowStride,
-                       Index column0) {
+Status launchHeadsToRows(cudaStream_t stream, const AttentionShape& g, const T* heads, T* rows, Index rowStride,
+                         Index column0, const char* launchName) {
   const Index count = g.tokens() * g.width();
-  if (count == 0) return false;
+  if (count == 0) return Status::ok();
   headsToRowsKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, heads, rows, rowStride, column0);
-  return true;
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 }  // namespace
 
 Status rowsToHeads(cudaStream_t stream, const AttentionShape& g, const float* rows, Index rowStride, Index column0,
                    float* heads) {
-  if (!launchRowsToHeads(stream, g, rows, rowStride, column0, heads)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("rowsToHeadsKernel");
-  return Status::ok();
+  return launchRowsToHeads(stream, g, rows, rowStride, column0, heads, "launch of rowsToHeadsKernel");
 }
 
 Status headsToRows(cudaStream_t stream, const AttentionShape& g, const float* heads, float* rows, Index rowStride,
                    Index column0) {
-  if (!launchHeadsToRows(stream, g, heads, rows, rowStride, column0)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("headsToRowsKernel");
-  return Status::ok();
+  return launchHeadsToRows(stream, g, heads, rows, rowStride, column0, "launch of headsToRowsKernel");
 }
 
 Status rowsToHeadsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* rows, Index rowStride, Index column0,
                        Bf16* heads) {
-  if (!launchRowsToHeads(stream, g, rows, rowStride, column0, heads)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("rowsToHeadsHalfKernel");
-  return Status::ok();
+  return launchRowsToHeads(stream, g, rows, rowStride, column0, heads, "launch of rowsToHeadsHalfKernel");
 }
 
 Status headsToRowsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* heads, Bf16* rows, Index rowStride,
                        Index column0) {
-  if (!launchHeadsToRows(stream, g, heads, rows, rowStride, column0)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("headsToRowsHalfKernel");
-  return Status::ok();
+  return launchHeadsToRows(stream, g, heads, rows, rowStride, column0, "launch of headsToRowsHalfKernel");
 }
 
 Status geluForward(cudaStream_t stream, Index count, bool tanhForm, const float* x, float* y) {

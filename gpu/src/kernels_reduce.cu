@@ -115,48 +115,42 @@ unsigned blocksFor(Index count) {
   return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
 }
 
-// Each launches nothing for an empty tensor and says whether it launched: the public launchers
-// check the launch under their own kernel's name (REMAT_CUDA_CHECK_LAUNCH takes a literal).
+// Each launches nothing for an empty tensor and checks the launch under the public launcher's kernel
+// name (`launchName`: "launch of <kernel>", float32 and bfloat16 apart).
 template <typename T>
-bool launchAdaptiveForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const T* x, T* y) {
+Status launchAdaptiveForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const T* x, T* y,
+                             const char* launchName) {
   const Index count = g.batch * g.channels * g.outHeight * g.outWidth;
-  if (count == 0) return false;
+  if (count == 0) return Status::ok();
   adaptiveAvgPoolForwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, x, y);
-  return true;
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 template <typename T>
-bool launchAdaptiveBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const T* dy, T* dx) {
+Status launchAdaptiveBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const T* dy, T* dx,
+                              const char* launchName) {
   const Index count = g.batch * g.channels * g.inHeight * g.inWidth;
-  if (count == 0) return false;
+  if (count == 0) return Status::ok();
   adaptiveAvgPoolBackwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, dy, dx);
-  return true;
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 }  // namespace
 
 Status adaptiveAvgPoolForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* x, float* y) {
-  if (!launchAdaptiveForward(stream, g, x, y)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("adaptiveAvgPoolForwardKernel");
-  return Status::ok();
+  return launchAdaptiveForward(stream, g, x, y, "launch of adaptiveAvgPoolForwardKernel");
 }
 
 Status adaptiveAvgPoolBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* dy, float* dx) {
-  if (!launchAdaptiveBackward(stream, g, dy, dx)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("adaptiveAvgPoolBackwardKernel");
-  return Status::ok();
+  return launchAdaptiveBackward(stream, g, dy, dx, "launch of adaptiveAvgPoolBackwardKernel");
 }
 
 Status adaptiveAvgPoolForwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* x, Bf16* y) {
-  if (!launchAdaptiveForward(stream, g, x, y)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("adaptiveAvgPoolForwardHalfKernel");
-  return Status::ok();
+  return launchAdaptiveForward(stream, g, x, y, "launch of adaptiveAvgPoolForwardHalfKernel");
 }
 
 Status adaptiveAvgPoolBackwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* dy, Bf16* dx) {
-  if (!launchAdaptiveBackward(stream, g, dy, dx)) return Status::ok();
-  REMAT_CUDA_CHECK_LAUNCH("adaptiveAvgPoolBackwardHalfKernel");
-  return Status::ok();
+  return launchAdaptiveBackward(stream, g, dy, dx, "launch of adaptiveAvgPoolBackwardHalfKernel");
 }
 
 Status accumulateChannelBiasGrad(cudaStream_t stream, Index batch, Index channels, Index planeSize, const float* dy,
