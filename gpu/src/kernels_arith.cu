@@ -3,19 +3,19 @@
 // [N, S, F, 1]: row-major either way). One thread per output element forward; one thread per
 // element of an operand backward, summing over the output positions it was broadcast to in one
 // fixed order: bitwise reproducible whatever the launch shape; no atomics, no allocation (a
-// block's workspaces are its arenas exactly, block.hpp).
-#include "kernel_grid.cuh"
+// block's workspaces are its arenas exactly, block.hpp). The kernels are templated on the element
+// type: bf16-mixed's launchers (kernels_half_arith.hpp) run them on bfloat16, reading as float32
+// and rounding once on write (half_io.cuh), the CPU's kernels_arith.cpp rules element for element.
+#include "half_io.cuh"
 #include "kernels.hpp"
+#include "kernels_half_arith.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {
 
 namespace {
 
-using grid::blocksFor;
-using grid::firstIndex;
-using grid::gridStride;
-using grid::kThreads;
+using namespace half_io;  // the grid helpers, load (widen) and store<T> (round once for bfloat16)
 
 // The NCHW index of (n, c, h, w) in a tensor of dims d, an axis of extent 1 taking index 0.
 __device__ Index at(const Dims4& d, Index n, Index c, Index h, Index w) {
@@ -45,12 +45,13 @@ __device__ float term(Arith op, int operand, float g, float a, float b) {
   }
 }
 
-__global__ void arithForwardKernel(Arith op, Dims4 out, Dims4 a, Dims4 b, const float* x, const float* z, float* y) {
+template <typename T>
+__global__ void arithForwardKernel(Arith op, Dims4 out, Dims4 a, Dims4 b, const T* x, const T* z, T* y) {
   const Index count = out.n * out.c * out.h * out.w;
   for (Index i = firstIndex(); i < count; i += gridStride()) {
     const Index w = i % out.w, h = (i / out.w) % out.h, c = (i / (out.w * out.h)) % out.c;
     const Index n = i / (out.w * out.h * out.c);
-    y[i] = apply(op, x[at(a, n, c, h, w)], z[at(b, n, c, h, w)]);
+    y[i] = store<T>(apply(op, load(x[at(a, n, c, h, w)]), load(z[at(b, n, c, h, w)])));
   }
 }
 
@@ -66,8 +67,8 @@ struct ArithOperands {
   Dims4 out, a, b;
 };
 
-__global__ void arithBackwardKernel(ArithOperands g, const float* dy, const float* x, const float* z, float* dSelf,
-                                    bool accumulate) {
+template <typename T>
+__global__ void arithBackwardKernel(ArithOperands g, const T* dy, const T* x, const T* z, T* dSelf, bool accumulate) {
   const Dims4 self = g.operand == 0 ? g.a : g.b;
   const bool reads = g.op == Arith::Div;  // add and sub read no operand (x and z may be null)
   const Index count = self.n * self.c * self.h * self.w;
@@ -84,35 +85,59 @@ __global__ void arithBackwardKernel(ArithOperands g, const float* dy, const floa
       for (Index oc = c0; oc < c1; ++oc)
         for (Index oh = h0; oh < h1; ++oh)
           for (Index ow = w0; ow < w1; ++ow) {
-            const float av = reads ? x[at(g.a, on, oc, oh, ow)] : 0.0f;
-            const float bv = reads ? z[at(g.b, on, oc, oh, ow)] : 0.0f;
-            sum += term(g.op, g.operand, dy[at(g.out, on, oc, oh, ow)], av, bv);
+            const float av = reads ? load(x[at(g.a, on, oc, oh, ow)]) : 0.0f;
+            const float bv = reads ? load(z[at(g.b, on, oc, oh, ow)]) : 0.0f;
+            sum += term(g.op, g.operand, load(dy[at(g.out, on, oc, oh, ow)]), av, bv);
           }
-    dSelf[e] = accumulate ? dSelf[e] + sum : sum;
+    dSelf[e] = store<T>(accumulate ? load(dSelf[e]) + sum : sum);
   }
+}
+
+// Each launches nothing for an empty tensor and checks the launch under the public launcher's kernel
+// name (`launchName`: "launch of <kernel>", float32 and bfloat16 apart).
+template <typename T>
+Status launchArithForward(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const T* x,
+                          const T* z, T* y, const char* launchName) {
+  const Index count = out.n * out.c * out.h * out.w;
+  if (count == 0) return Status::ok();
+  arithForwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(op, out, a, b, x, z, y);
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
+}
+
+template <typename T>
+Status launchArithBackward(cudaStream_t stream, const ArithOperands& g, const T* dy, const T* x, const T* z, T* dSelf,
+                           bool accumulate, const char* launchName) {
+  const Dims4& self = g.operand == 0 ? g.a : g.b;
+  const Index count = self.n * self.c * self.h * self.w;
+  if (count == 0) return Status::ok();
+  arithBackwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, dy, x, z, dSelf, accumulate);
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
 }
 
 }  // namespace
 
 Status arithForward(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const float* x,
                     const float* z, float* y) {
-  const Index count = out.n * out.c * out.h * out.w;
-  if (count == 0) return Status::ok();
-  arithForwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(op, out, a, b, x, z, y);
-  REMAT_CUDA_CHECK_LAUNCH("arithForwardKernel");
-  return Status::ok();
+  return launchArithForward(stream, op, out, a, b, x, z, y, "launch of arithForwardKernel");
 }
 
 Status arithBackwardOperand(cudaStream_t stream, Arith op, int operand, const Dims4& out, const Dims4& a,
                             const Dims4& b, const float* dy, const float* x, const float* z, float* dSelf,
                             bool accumulate) {
-  const Dims4& self = operand == 0 ? a : b;
-  const Index count = self.n * self.c * self.h * self.w;
-  if (count == 0) return Status::ok();
-  arithBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf,
-                                                                 accumulate);
-  REMAT_CUDA_CHECK_LAUNCH("arithBackwardKernel");
-  return Status::ok();
+  return launchArithBackward(stream, ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf, accumulate,
+                             "launch of arithBackwardKernel");
+}
+
+Status arithForwardHalf(cudaStream_t stream, Arith op, const Dims4& out, const Dims4& a, const Dims4& b, const Bf16* x,
+                        const Bf16* z, Bf16* y) {
+  return launchArithForward(stream, op, out, a, b, x, z, y, "launch of arithForwardHalfKernel");
+}
+
+Status arithBackwardOperandHalf(cudaStream_t stream, Arith op, int operand, const Dims4& out, const Dims4& a,
+                                const Dims4& b, const Bf16* dy, const Bf16* x, const Bf16* z, Bf16* dSelf,
+                                bool accumulate) {
+  return launchArithBackward(stream, ArithOperands{op, operand, out, a, b}, dy, x, z, dSelf, accumulate,
+                             "launch of arithBackwardHalfKernel");
 }
 
 }  // namespace remat::gpu::kernels

@@ -1,11 +1,13 @@
 // The transformer block's own kernels (kernels_attention.hpp). The flash kernels give each query
 // row (forward, dq) or key row (dk, dv) one thread that streams over the other side in order: two
 // passes over the keys (the row maximum and sum, then the output with the final normalisation), so
-// nothing S x S is ever stored and no rescaling reorders the sums.
+// nothing S x S is ever stored and no rescaling reorders the sums. The head split and merge are
+// copies templated on the element type: bf16-mixed's (kernels_attention_half.hpp) move bfloat16.
 #include <cmath>
 
 #include "kernel_grid.cuh"
 #include "kernels_attention.hpp"
+#include "kernels_attention_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -20,7 +22,8 @@ using grid::kThreads;
 constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
 constexpr float kGeluCubic = 0.044715f;
 
-__global__ void rowsToHeadsKernel(AttentionShape g, const float* rows, Index rowStride, Index column0, float* heads) {
+template <typename T>
+__global__ void rowsToHeadsKernel(AttentionShape g, const T* rows, Index rowStride, Index column0, T* heads) {
   const Index count = g.tokens() * g.width();
   for (Index i = firstIndex(); i < count; i += gridStride()) {
     const Index c = i % g.headDim, s = (i / g.headDim) % g.seq, h = (i / (g.headDim * g.seq)) % g.heads;
@@ -29,7 +32,8 @@ __global__ void rowsToHeadsKernel(AttentionShape g, const float* rows, Index row
   }
 }
 
-__global__ void headsToRowsKernel(AttentionShape g, const float* heads, float* rows, Index rowStride, Index column0) {
+template <typename T>
+__global__ void headsToRowsKernel(AttentionShape g, const T* heads, T* rows, Index rowStride, Index column0) {
   const Index count = g.tokens() * g.width();
   for (Index i = firstIndex(); i < count; i += gridStride()) {
     const Index c = i % g.headDim, s = (i / g.headDim) % g.seq, h = (i / (g.headDim * g.seq)) % g.heads;
@@ -213,24 +217,46 @@ __global__ void flashBackwardKeyKernel(AttentionShape g, DropConstants drop, flo
 
 float softmaxScale(const AttentionShape& g) { return 1.0f / std::sqrt(static_cast<float>(g.headDim)); }
 
+// Each launches nothing for an empty tensor and checks the launch under the public launcher's kernel
+// name (`launchName`: "launch of <kernel>", float32 and bfloat16 apart).
+template <typename T>
+Status launchRowsToHeads(cudaStream_t stream, const AttentionShape& g, const T* rows, Index rowStride, Index column0,
+                         T* heads, const char* launchName) {
+  const Index count = g.tokens() * g.width();
+  if (count == 0) return Status::ok();
+  rowsToHeadsKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, rows, rowStride, column0, heads);
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
+}
+
+template <typename T>
+Status launchHeadsToRows(cudaStream_t stream, const AttentionShape& g, const T* heads, T* rows, Index rowStride,
+                         Index column0, const char* launchName) {
+  const Index count = g.tokens() * g.width();
+  if (count == 0) return Status::ok();
+  headsToRowsKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, heads, rows, rowStride, column0);
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
+}
+
 }  // namespace
 
 Status rowsToHeads(cudaStream_t stream, const AttentionShape& g, const float* rows, Index rowStride, Index column0,
                    float* heads) {
-  const Index count = g.tokens() * g.width();
-  if (count == 0) return Status::ok();
-  rowsToHeadsKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, rows, rowStride, column0, heads);
-  REMAT_CUDA_CHECK_LAUNCH("rowsToHeadsKernel");
-  return Status::ok();
+  return launchRowsToHeads(stream, g, rows, rowStride, column0, heads, "launch of rowsToHeadsKernel");
 }
 
 Status headsToRows(cudaStream_t stream, const AttentionShape& g, const float* heads, float* rows, Index rowStride,
                    Index column0) {
-  const Index count = g.tokens() * g.width();
-  if (count == 0) return Status::ok();
-  headsToRowsKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, heads, rows, rowStride, column0);
-  REMAT_CUDA_CHECK_LAUNCH("headsToRowsKernel");
-  return Status::ok();
+  return launchHeadsToRows(stream, g, heads, rows, rowStride, column0, "launch of headsToRowsKernel");
+}
+
+Status rowsToHeadsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* rows, Index rowStride, Index column0,
+                       Bf16* heads) {
+  return launchRowsToHeads(stream, g, rows, rowStride, column0, heads, "launch of rowsToHeadsHalfKernel");
+}
+
+Status headsToRowsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* heads, Bf16* rows, Index rowStride,
+                       Index column0) {
+  return launchHeadsToRows(stream, g, heads, rows, rowStride, column0, "launch of headsToRowsHalfKernel");
 }
 
 Status geluForward(cudaStream_t stream, Index count, bool tanhForm, const float* x, float* y) {

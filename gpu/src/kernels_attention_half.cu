@@ -1,6 +1,7 @@
 // Attention's bfloat16 kernels (kernels_attention_half.hpp), the CPU's kernels_attention_half.cpp
 // loop for loop: each thread reads bfloat16 values as float32, accumulates in float32 in the CPU's
-// order and rounds its results once (__float2bfloat16_rn, round to nearest even as the CPU's).
+// order and rounds its results once (__float2bfloat16_rn, round to nearest even as the CPU's). The
+// head split and merge are kernels_attention.cu's copies, templated on the element type.
 #include <cmath>
 #include <string>
 
@@ -16,24 +17,6 @@ using grid::blocksFor;
 using grid::firstIndex;
 using grid::gridStride;
 using grid::kThreads;
-
-__global__ void rowsToHeadsHalfKernel(AttentionShape g, const Bf16* rows, Index rowStride, Index column0, Bf16* heads) {
-  const Index count = g.tokens() * g.width();
-  for (Index i = firstIndex(); i < count; i += gridStride()) {
-    const Index c = i % g.headDim, s = (i / g.headDim) % g.seq, h = (i / (g.headDim * g.seq)) % g.heads;
-    const Index n = i / (g.headDim * g.seq * g.heads);
-    heads[i] = rows[(n * g.seq + s) * rowStride + column0 + h * g.headDim + c];
-  }
-}
-
-__global__ void headsToRowsHalfKernel(AttentionShape g, const Bf16* heads, Bf16* rows, Index rowStride, Index column0) {
-  const Index count = g.tokens() * g.width();
-  for (Index i = firstIndex(); i < count; i += gridStride()) {
-    const Index c = i % g.headDim, s = (i / g.headDim) % g.seq, h = (i / (g.headDim * g.seq)) % g.heads;
-    const Index n = i / (g.headDim * g.seq * g.heads);
-    rows[(n * g.seq + s) * rowStride + column0 + h * g.headDim + c] = heads[i];
-  }
-}
 
 // A thread's float32 accumulators for one row of a head live in its local memory.
 constexpr Index kMaxHeadDim = 256;
@@ -206,24 +189,6 @@ Status checkHeadDim(const AttentionShape& g, const char* kernel) {
 }
 
 }  // namespace
-
-Status rowsToHeadsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* rows, Index rowStride, Index column0,
-                       Bf16* heads) {
-  const Index count = g.tokens() * g.width();
-  if (count == 0) return Status::ok();
-  rowsToHeadsHalfKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, rows, rowStride, column0, heads);
-  REMAT_CUDA_CHECK_LAUNCH("rowsToHeadsHalfKernel");
-  return Status::ok();
-}
-
-Status headsToRowsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16* heads, Bf16* rows, Index rowStride,
-                       Index column0) {
-  const Index count = g.tokens() * g.width();
-  if (count == 0) return Status::ok();
-  headsToRowsHalfKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, heads, rows, rowStride, column0);
-  REMAT_CUDA_CHECK_LAUNCH("headsToRowsHalfKernel");
-  return Status::ok();
-}
 
 Status attentionSoftmaxHalf(cudaStream_t stream, const AttentionShape& g, const AttentionDrop& drop, Bf16* scores,
                             std::uint8_t* mask, Bf16* dropped) {

@@ -1,7 +1,7 @@
 // bf16-mixed's own kernels (kernels_half.hpp): each element computed in float32 from its
 // bfloat16 inputs and rounded once to nearest even, as the CPU backend's kernels_half.cpp does, so
 // the two backends agree bit for bit wherever the float32 arithmetic does.
-#include "kernel_grid.cuh"
+#include "half_io.cuh"
 #include "kernels_half.hpp"
 #include "pointwise.cuh"
 #include "remat/exec/counter_rng.hpp"
@@ -10,13 +10,7 @@
 namespace remat::gpu::kernels {
 namespace {
 
-using grid::blocksFor;
-using grid::firstIndex;
-using grid::gridStride;
-using grid::kThreads;
-
-__device__ inline float f(Bf16 v) { return __bfloat162float(v); }
-__device__ inline Bf16 h(float v) { return __float2bfloat16_rn(v); }
+using namespace half_io;  // the grid helpers, f (widen) and h (round once)
 
 __global__ void castToHalfKernel(Index count, const float* from, Bf16* to) {
   for (Index i = firstIndex(); i < count; i += gridStride()) to[i] = h(from[i]);

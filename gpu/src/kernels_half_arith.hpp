@@ -1,10 +1,11 @@
 #pragma once
-// bf16-mixed's element-wise block ops on the GPU (kernels_half_arith.cu): issue 22's broadcasting
-// add, sub and div on bfloat16 operands, and an inner dropout's backward that adds into a gradient
-// another op wrote first. Add, sub and div are on none of autocast's lists, so inside a half block
-// they run in their inputs' dtype, bfloat16: each computes in float32 and rounds every element it
-// writes once (sums over broadcast axes accumulate in float32), the CPU's kernels_arith.cpp rules
-// element for element, in the float32 kernels' fixed order. Internal to gpu/.
+// bf16-mixed's element-wise block ops on the GPU: issue 22's broadcasting add, sub and div on
+// bfloat16 operands (kernels_arith.cu's kernels, templated on the element type), and an inner
+// dropout's backward that adds into a gradient another op wrote first (kernels_half_arith.cu).
+// Add, sub and div are on none of autocast's lists, so inside a half block they run in their
+// inputs' dtype, bfloat16: each computes in float32 and rounds every element it writes once (sums
+// over broadcast axes accumulate in float32), the CPU's kernels_arith.cpp rules element for
+// element, in the float32 kernels' fixed order. Internal to gpu/.
 #include "kernels.hpp"
 #include "kernels_half.hpp"
 

@@ -4,6 +4,7 @@
 // legacy batch norm, whose bfloat16 support could not be checked without a device. One block per
 // channel, sums over the N * H * W elements in float32 through a fixed reduction tree: bitwise
 // reproducible, no atomics.
+#include "half_io.cuh"
 #include "kernels_half_conv.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -12,8 +13,7 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
-__device__ inline float f(Bf16 v) { return __bfloat162float(v); }
-__device__ inline Bf16 h(float v) { return __float2bfloat16_rn(v); }
+using namespace half_io;  // f (widen) and h (round once)
 
 // The block's sum of each thread's `value`, in a fixed tree; every thread gets the total.
 __device__ float blockSum(float value, float* shared) {

@@ -1,6 +1,10 @@
 // Kernels with reductions: adaptive average pooling and the softmax cross-entropy seed. Each output
-// is reduced by one thread or one block in a fixed order, so results are bitwise reproducible.
+// is reduced by one thread or one block in a fixed order, so results are bitwise reproducible. The
+// adaptive pool's kernels are templated on the element type: bf16-mixed's (kernels_half_conv.hpp)
+// run them on bfloat16, each sum in float32 and rounded once on write (half_io.cuh).
+#include "half_io.cuh"
 #include "kernels.hpp"
+#include "kernels_half_conv.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {
@@ -9,32 +13,37 @@ namespace {
 
 constexpr int kThreads = 256;
 
+using half_io::load;   // widen (float passes through)
+using half_io::store;  // round once for bfloat16
+
 __device__ Index binStart(Index i, Index in, Index out) { return (i * in) / out; }
 __device__ Index binEnd(Index i, Index in, Index out) { return ((i + 1) * in + out - 1) / out; }
 
 // One thread per output element.
-__global__ void adaptiveAvgPoolForwardKernel(AdaptivePoolGeometry g, const float* x, float* y) {
+template <typename T>
+__global__ void adaptiveAvgPoolForwardKernel(AdaptivePoolGeometry g, const T* x, T* y) {
   const Index count = g.batch * g.channels * g.outHeight * g.outWidth;
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
     const Index ow = i % g.outWidth, oh = (i / g.outWidth) % g.outHeight, plane = i / (g.outWidth * g.outHeight);
     const Index h0 = binStart(oh, g.inHeight, g.outHeight), h1 = binEnd(oh, g.inHeight, g.outHeight);
     const Index w0 = binStart(ow, g.inWidth, g.outWidth), w1 = binEnd(ow, g.inWidth, g.outWidth);
-    const float* in = x + plane * g.inHeight * g.inWidth;
+    const T* in = x + plane * g.inHeight * g.inWidth;
     float sum = 0.0f;
     for (Index ih = h0; ih < h1; ++ih)
-      for (Index iw = w0; iw < w1; ++iw) sum += in[ih * g.inWidth + iw];
-    y[i] = sum / static_cast<float>((h1 - h0) * (w1 - w0));
+      for (Index iw = w0; iw < w1; ++iw) sum += load(in[ih * g.inWidth + iw]);
+    y[i] = store<T>(sum / static_cast<float>((h1 - h0) * (w1 - w0)));
   }
 }
 
 // One thread per input element, gathering from every bin that contains it (no atomics).
-__global__ void adaptiveAvgPoolBackwardKernel(AdaptivePoolGeometry g, const float* dy, float* dx) {
+template <typename T>
+__global__ void adaptiveAvgPoolBackwardKernel(AdaptivePoolGeometry g, const T* dy, T* dx) {
   const Index count = g.batch * g.channels * g.inHeight * g.inWidth;
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
     const Index iw = i % g.inWidth, ih = (i / g.inWidth) % g.inHeight, plane = i / (g.inWidth * g.inHeight);
-    const float* grad = dy + plane * g.outHeight * g.outWidth;
+    const T* grad = dy + plane * g.outHeight * g.outWidth;
     float sum = 0.0f;
     for (Index oh = 0; oh < g.outHeight; ++oh) {
       const Index h0 = binStart(oh, g.inHeight, g.outHeight), h1 = binEnd(oh, g.inHeight, g.outHeight);
@@ -42,10 +51,10 @@ __global__ void adaptiveAvgPoolBackwardKernel(AdaptivePoolGeometry g, const floa
       for (Index ow = 0; ow < g.outWidth; ++ow) {
         const Index w0 = binStart(ow, g.inWidth, g.outWidth), w1 = binEnd(ow, g.inWidth, g.outWidth);
         if (iw < w0 || iw >= w1) continue;
-        sum += grad[oh * g.outWidth + ow] / static_cast<float>((h1 - h0) * (w1 - w0));
+        sum += load(grad[oh * g.outWidth + ow]) / static_cast<float>((h1 - h0) * (w1 - w0));
       }
     }
-    dx[i] = sum;
+    dx[i] = store<T>(sum);
   }
 }
 
@@ -106,22 +115,42 @@ unsigned blocksFor(Index count) {
   return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks > 0 ? blocks : 1) : 65535 * 8);
 }
 
+// Each launches nothing for an empty tensor and checks the launch under the public launcher's kernel
+// name (`launchName`: "launch of <kernel>", float32 and bfloat16 apart).
+template <typename T>
+Status launchAdaptiveForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const T* x, T* y,
+                             const char* launchName) {
+  const Index count = g.batch * g.channels * g.outHeight * g.outWidth;
+  if (count == 0) return Status::ok();
+  adaptiveAvgPoolForwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, x, y);
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
+}
+
+template <typename T>
+Status launchAdaptiveBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const T* dy, T* dx,
+                              const char* launchName) {
+  const Index count = g.batch * g.channels * g.inHeight * g.inWidth;
+  if (count == 0) return Status::ok();
+  adaptiveAvgPoolBackwardKernel<T><<<blocksFor(count), kThreads, 0, stream>>>(g, dy, dx);
+  return cudaStatus(cudaGetLastError(), launchName, __FILE__, __LINE__);
+}
+
 }  // namespace
 
 Status adaptiveAvgPoolForward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* x, float* y) {
-  const Index count = g.batch * g.channels * g.outHeight * g.outWidth;
-  if (count == 0) return Status::ok();
-  adaptiveAvgPoolForwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, x, y);
-  REMAT_CUDA_CHECK_LAUNCH("adaptiveAvgPoolForwardKernel");
-  return Status::ok();
+  return launchAdaptiveForward(stream, g, x, y, "launch of adaptiveAvgPoolForwardKernel");
 }
 
 Status adaptiveAvgPoolBackward(cudaStream_t stream, const AdaptivePoolGeometry& g, const float* dy, float* dx) {
-  const Index count = g.batch * g.channels * g.inHeight * g.inWidth;
-  if (count == 0) return Status::ok();
-  adaptiveAvgPoolBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, dy, dx);
-  REMAT_CUDA_CHECK_LAUNCH("adaptiveAvgPoolBackwardKernel");
-  return Status::ok();
+  return launchAdaptiveBackward(stream, g, dy, dx, "launch of adaptiveAvgPoolBackwardKernel");
+}
+
+Status adaptiveAvgPoolForwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* x, Bf16* y) {
+  return launchAdaptiveForward(stream, g, x, y, "launch of adaptiveAvgPoolForwardHalfKernel");
+}
+
+Status adaptiveAvgPoolBackwardHalf(cudaStream_t stream, const AdaptivePoolGeometry& g, const Bf16* dy, Bf16* dx) {
+  return launchAdaptiveBackward(stream, g, dy, dx, "launch of adaptiveAvgPoolBackwardHalfKernel");
 }
 
 Status accumulateChannelBiasGrad(cudaStream_t stream, Index batch, Index channels, Index planeSize, const float* dy,

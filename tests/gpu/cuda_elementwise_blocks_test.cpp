@@ -7,6 +7,7 @@
 // both draw each element's decision from its canonical index).
 #include <gtest/gtest.h>
 
+#include "cuda_run_helpers.hpp"
 #include "elementwise_block_chains.hpp"
 #include "executor_helpers.hpp"
 #include "gpu_test_helpers.hpp"
@@ -23,12 +24,6 @@ class CudaElementwiseBlocksTest : public ::testing::Test {
     if (!available.isOk()) GTEST_SKIP() << "issue 22's blocks on the GPU: " << available.message();
   }
 
-  static std::unique_ptr<CudaDevice> open() {
-    auto device = createCudaDevice({});
-    EXPECT_TRUE(device.isOk()) << device.status().message();
-    return device.isOk() ? std::move(device).value() : nullptr;
-  }
-
   template <typename Body>
   static void forEachChain(Body body) {
     for (const Chain& chain :
@@ -40,26 +35,11 @@ class CudaElementwiseBlocksTest : public ::testing::Test {
 };
 
 TEST_F(CudaElementwiseBlocksTest, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  forEachChain([](const Chain& built) {
-    auto device = open();
-    ASSERT_NE(device, nullptr);
-    const Chain chain = testing::fittedTo(built, *device);
-    testing::expectEveryPlanReproducesStoreAll(chain, *device, 31);
-  });
+  forEachChain([](const Chain& chain) { expectEveryPlanReproducesStoreAllOnTheGpu(chain, 31); });
 }
 
 TEST_F(CudaElementwiseBlocksTest, GradientsMatchTheCpu) {
-  forEachChain([](const Chain& chain) {
-    const RunOptions options{.captureGradients = true};
-    cpu::CpuDevice cpu;
-    auto cpuRun = runPlan(testing::fittedTo(chain, cpu), Plan{}, cpu, testing::seeded(9), options);
-    ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
-    auto device = open();
-    ASSERT_NE(device, nullptr);
-    auto gpuRun = runPlan(testing::fittedTo(chain, *device), Plan{}, *device, testing::seeded(9), options);
-    ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
-    expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
-  });
+  forEachChain([](const Chain& chain) { expectStoreAllGradientsNearTheCpus(chain, 9); });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"  // the CPU backend's (core/src/cpu)
+#include "device_array.hpp"
 #include "kernels_half.hpp"
 #include "kernels_half_arith.hpp"
 #include "kernels_half_conv.hpp"
@@ -30,38 +31,6 @@ namespace {
 
 using cpu::BFloat16;
 using kernels::Bf16;
-
-// Device memory of `count` elements of T, freed by its owner.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) : count_(count) {
-    void* raw = nullptr;
-    EXPECT_EQ(cudaMalloc(&raw, count * sizeof(T) + 1), cudaSuccess) << "cudaMalloc of " << count << " elements";
-    data_.reset(static_cast<T*>(raw));
-  }
-  T* get() const { return data_.get(); }
-  template <typename H>
-  void upload(const std::vector<H>& host) const {
-    static_assert(sizeof(H) == sizeof(T));
-    ASSERT_EQ(cudaMemcpy(get(), host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  template <typename H>
-  std::vector<H> download() const {
-    static_assert(sizeof(H) == sizeof(T));
-    std::vector<H> host(count_);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(host.data(), get(), count_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-  }
-
- private:
-  struct Free {
-    void operator()(T* p) const { cudaFree(p); }
-  };
-  std::size_t count_;
-  std::unique_ptr<T, Free> data_;
-};
 
 std::vector<float> randomFloats(std::size_t count, std::uint32_t seed, float scale = 4.0f) {
   std::mt19937 gen(seed);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"  // the CPU backend's BFloat16 (core/src/cpu)
+#include "device_array.hpp"
 #include "remat/gpu/cuda_device.hpp"
 
 namespace remat::gpu {
@@ -24,43 +25,8 @@ namespace {
 using cpu::BFloat16;
 using kernels::Bf16;
 
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t count) : count_(count) {
-    void* raw = nullptr;
-    EXPECT_EQ(cudaMalloc(&raw, count * sizeof(T) + 1), cudaSuccess) << "cudaMalloc of " << count << " elements";
-    data_.reset(static_cast<T*>(raw));
-  }
-  T* get() const { return data_.get(); }
-  template <typename H>
-  void upload(const std::vector<H>& host) const {
-    static_assert(sizeof(H) == sizeof(T));
-    ASSERT_EQ(cudaMemcpy(get(), host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  template <typename H>
-  std::vector<H> download() const {
-    static_assert(sizeof(H) == sizeof(T));
-    std::vector<H> host(count_);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(host.data(), get(), count_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-  }
-
- private:
-  struct Free {
-    void operator()(T* p) const { cudaFree(p); }
-  };
-  std::size_t count_;
-  std::unique_ptr<T, Free> data_;
-};
-
 std::vector<BFloat16> randomHalves(std::size_t count, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<BFloat16> out;
-  for (std::size_t i = 0; i < count; ++i) out.emplace_back(dist(gen));
-  return out;
+  return gpu::randomHalves(count, seed, 1.0f);  // device_array.hpp's, in [-1.0, 1.0)
 }
 
 // Within one bfloat16 step of the reference (2^-7 of it) or 1e-2 of its largest element.

@@ -13,35 +13,28 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cuda_run_helpers.hpp"
 #include "executor_helpers.hpp"
 #include "gpu_test_helpers.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/input/chain_file.hpp"
+#include "tiny_transformer_chains.hpp"
 
 namespace remat::gpu {
 namespace {
 
 using nlohmann::json;
 
-json block(const std::string& name, bool causal, bool fused, double p, bool preNorm = true) {
-  return {{"name", name}, {"kind", "transformer_block"}, {"heads", 2},      {"hidden", 128},      {"causal", causal},
-          {"p", p},       {"fused_attention", fused},    {"epsilon", 1e-5}, {"pre_norm", preNorm}};
-}
+using tiny::block;
 
-// Batch 2, a sequence of 80, width 32, three blocks: "gpt" causal pre-norm (tanh GELU); "vit"
-// pre-norm encoder blocks; "bert" post-norm blocks (erf GELU).
+constexpr const char* kWhere = "cuda_transformer_test.cpp";
+
+Chain parsed(const json& j) { return tiny::parsed(j, kWhere); }
+
+// Batch 2, a sequence of 80, width 32, three blocks (tiny::blockLayers).
 Chain blocks(const std::string& model, bool fused, double p) {
-  json layers = json::array();
-  for (int i = 0; i < 3; ++i)
-    layers.push_back(block("h." + std::to_string(i), model == "gpt", fused, p, model != "bert"));
-  const json j = {{"format", "remat-chain/1"},
-                  {"name", model + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
-                  {"input", {{"shape", {2, 80, 32}}, {"dtype", "float32"}}},
-                  {"layers", layers}};
-  auto chain = parseChain(j.dump(), "cuda_transformer_test.cpp");
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain.isOk() ? std::move(chain).value() : Chain{};
+  return parsed(tiny::chainJson(tiny::variantName(model, fused, p), {2, 80, 32}, tiny::blockLayers(model, fused, p)));
 }
 
 class CudaTransformerTest : public ::testing::Test {
@@ -49,12 +42,6 @@ class CudaTransformerTest : public ::testing::Test {
   void SetUp() override {
     const Status available = cudaDeviceAvailable();
     if (!available.isOk()) GTEST_SKIP() << "transformer kinds on the GPU: " << available.message();
-  }
-
-  static std::unique_ptr<CudaDevice> open() {
-    auto device = createCudaDevice({});
-    EXPECT_TRUE(device.isOk()) << device.status().message();
-    return device.isOk() ? std::move(device).value() : nullptr;
   }
 
   template <typename Body>
@@ -70,26 +57,11 @@ class CudaTransformerTest : public ::testing::Test {
 };
 
 TEST_F(CudaTransformerTest, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  forEachVariant([](const Chain& built) {
-    auto device = open();
-    ASSERT_NE(device, nullptr);
-    const Chain chain = testing::fittedTo(built, *device);
-    testing::expectEveryPlanReproducesStoreAll(chain, *device, 23);
-  });
+  forEachVariant([](const Chain& chain) { expectEveryPlanReproducesStoreAllOnTheGpu(chain, 23); });
 }
 
 TEST_F(CudaTransformerTest, GradientsMatchTheCpu) {
-  forEachVariant([](const Chain& chain) {
-    const RunOptions options{.captureGradients = true};
-    cpu::CpuDevice cpu;
-    auto cpuRun = runPlan(testing::fittedTo(chain, cpu), Plan{}, cpu, testing::seeded(9), options);
-    ASSERT_TRUE(cpuRun.isOk()) << cpuRun.status().message();
-    auto device = open();
-    ASSERT_NE(device, nullptr);
-    auto gpuRun = runPlan(testing::fittedTo(chain, *device), Plan{}, *device, testing::seeded(9), options);
-    ASSERT_TRUE(gpuRun.isOk()) << gpuRun.status().message();
-    expectGradientsNearTheCpus(chain, *gpuRun, *cpuRun);
-  });
+  forEachVariant([](const Chain& chain) { expectStoreAllGradientsNearTheCpus(chain, 9); });
 }
 
 // The fused rule's workspaces hold nothing S x S at S = 1,024 (one [N, h, S, S] tensor is 16 MiB);
@@ -103,7 +75,7 @@ TEST_F(CudaTransformerTest, FusedWorkspacesHoldNoSequenceSquaredTensor) {
               {"layers", {block("b", true, fused, 0.0)}}};
     auto chain = parseChain(j.dump(), "long");
     ASSERT_TRUE(chain.isOk()) << chain.status().message();
-    auto device = open();
+    auto device = openCudaDevice();
     ASSERT_NE(device, nullptr);
     ASSERT_TRUE(device->prepare(*chain).isOk());
     auto forward = device->requiredWorkspaceBytes(1, Pass::Forward);
@@ -118,66 +90,19 @@ TEST_F(CudaTransformerTest, FusedWorkspacesHoldNoSequenceSquaredTensor) {
   }
 }
 
-Chain parsed(const json& j) {
-  auto chain = parseChain(j.dump(), "cuda_transformer_test.cpp");
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain.isOk() ? std::move(chain).value() : Chain{};
-}
-
-// The small GPT: token_embedding (wte + wpe), two causal blocks, lm_head (ln_f, the projection,
-// log_softmax; its own W or tied to wte), with one label per token.
 Chain gpt(bool fused, double p, bool tied) {
-  json layers = json::array();
-  layers.push_back(
-      {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 50}, {"positions", 40}, {"width", 32}, {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("h." + std::to_string(i), true, fused, p));
-  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 50}, {"tied", tied}});
-  return parsed({{"format", "remat-chain/1"},
-                 {"name", std::string("tiny-gpt") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "") +
-                              (tied ? "-tied" : "")},
-                 {"input", {{"shape", {2, 40}}, {"dtype", "float32"}}},
-                 {"layers", layers}});
+  const std::string name = tiny::variantName("tiny-gpt", fused, p) + (tied ? "-tied" : "");
+  return parsed(tiny::chainJson(name, {2, 40}, tiny::gptLayers(fused, p, tied)));
 }
 
-// A tiny ViT: patch_embedding (conv_proj on cuDNN, class token, positions), two blocks, cls_head.
+// ViT's blocks and head with epsilon 1e-6, as torchvision's.
 Chain vit(bool fused, double p) {
-  json layers = json::array();
-  layers.push_back({{"name", "conv_proj+class_token+pos_embedding"},
-                    {"kind", "patch_embedding"},
-                    {"patch", 4},
-                    {"width", 32},
-                    {"p", p}});
-  for (int i = 0; i < 2; ++i) {
-    json b = block("encoder_layer_" + std::to_string(i), false, fused, p);
-    b["epsilon"] = 1e-6;
-    layers.push_back(b);
-  }
-  layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
-  return parsed({{"format", "remat-chain/1"},
-                 {"name", std::string("tiny-vit") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
-                 {"input", {{"shape", {2, 3, 16, 16}}, {"dtype", "float32"}}},
-                 {"layers", layers}});
+  return parsed(
+      tiny::chainJson(tiny::variantName("tiny-vit", fused, p), {2, 3, 16, 16}, tiny::vitLayers(fused, p, 1e-6)));
 }
 
-// A tiny BERT: token_embedding with two token types and its LayerNorm, two post-norm blocks, the
-// pooler (cls_head without the norm: dense to 10 features, tanh).
 Chain bert(bool fused, double p) {
-  json layers = json::array();
-  layers.push_back({{"name", "embeddings"},
-                    {"kind", "token_embedding"},
-                    {"vocab", 50},
-                    {"positions", 16},
-                    {"width", 32},
-                    {"segments", 2},
-                    {"norm", true},
-                    {"epsilon", 1e-12},
-                    {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder.layer." + std::to_string(i), false, fused, p, false));
-  layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
-  return parsed({{"format", "remat-chain/1"},
-                 {"name", std::string("tiny-bert") + (fused ? "-fused" : "-math") + (p > 0 ? "-dropout" : "")},
-                 {"input", {{"shape", {2, 16}}, {"dtype", "float32"}}},
-                 {"layers", layers}});
+  return parsed(tiny::chainJson(tiny::variantName("tiny-bert", fused, p), {2, 16}, tiny::bertLayers(fused, p)));
 }
 
 // Every plan as predicted op by op on the GPU, store-all's gradients bit for bit, and the CPU's
@@ -196,7 +121,7 @@ void expectModelRunsAsOnTheCpu(const Chain& chain, CudaDevice& device) {
 }
 
 TEST_F(CudaTransformerTest, SmallGptMeasuresThePredictionAndMatchesTheCpu) {
-  auto device = open();
+  auto device = openCudaDevice();
   ASSERT_NE(device, nullptr);
   for (bool fused : {false, true})
     for (double p : {0.0, 0.1})
@@ -204,14 +129,14 @@ TEST_F(CudaTransformerTest, SmallGptMeasuresThePredictionAndMatchesTheCpu) {
 }
 
 TEST_F(CudaTransformerTest, TinyVitMeasuresThePredictionAndMatchesTheCpu) {
-  auto device = open();
+  auto device = openCudaDevice();
   ASSERT_NE(device, nullptr);
   for (bool fused : {false, true})
     for (double p : {0.0, 0.1}) expectModelRunsAsOnTheCpu(vit(fused, p), *device);
 }
 
 TEST_F(CudaTransformerTest, TinyBertMeasuresThePredictionAndMatchesTheCpu) {
-  auto device = open();
+  auto device = openCudaDevice();
   ASSERT_NE(device, nullptr);
   for (bool fused : {false, true})
     for (double p : {0.0, 0.1}) expectModelRunsAsOnTheCpu(bert(fused, p), *device);
@@ -242,7 +167,7 @@ Chain tinySwin(std::int64_t batch, std::int64_t image, double sd) {
 }
 
 TEST_F(CudaTransformerTest, TinySwinMeasuresThePredictionAndMatchesTheCpu) {
-  auto device = open();
+  auto device = openCudaDevice();
   ASSERT_NE(device, nullptr);
   expectModelRunsAsOnTheCpu(tinySwin(2, 40, 0.0), *device);
   expectModelRunsAsOnTheCpu(tinySwin(2, 40, 0.3), *device);

@@ -26,65 +26,26 @@
 #include "cuda_transformer_half_layout.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/precision.hpp"
+#include "tiny_transformer_chains.hpp"
 
 namespace remat::gpu {
 namespace {
 
 using nlohmann::json;
 
-json block(const std::string& name, bool causal, bool fused, double p, bool preNorm = true) {
-  return {{"name", name}, {"kind", "transformer_block"}, {"heads", 2},      {"hidden", 128},      {"causal", causal},
-          {"p", p},       {"fused_attention", fused},    {"epsilon", 1e-5}, {"pre_norm", preNorm}};
-}
+using tiny::block;
 
 Chain mixed(const std::string& name, std::vector<std::int64_t> shape, const json& layers) {
-  json j = {{"format", "remat-chain/1"}, {"name", name}};
-  j["input"] = {{"shape", shape}, {"dtype", "float32"}};
-  j["layers"] = layers;
-  auto chain = parseChain(j.dump(), "gpu_transformer_half_host_test.cpp");
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  if (!chain) return Chain{};
-  auto stepped = withPrecision(*chain, Precision::Bf16Mixed);
-  EXPECT_TRUE(stepped.isOk()) << stepped.status().message();
-  return stepped ? std::move(stepped).value() : Chain{};
+  return tiny::mixed(tiny::chainJson(name, shape, layers), "gpu_transformer_half_host_test.cpp");
 }
 
 Chain gpt(bool fused, double p, bool tied, std::int64_t seq = 40) {
-  json layers = json::array();
-  layers.push_back(
-      {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 50}, {"positions", seq}, {"width", 32}, {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("h." + std::to_string(i), true, fused, p));
-  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 50}, {"tied", tied}});
-  return mixed("tiny-gpt", {2, seq}, layers);
+  return mixed("tiny-gpt", {2, seq}, tiny::gptLayers(fused, p, tied, seq));
 }
 
-Chain bert(bool fused, double p) {
-  json layers = json::array();
-  layers.push_back({{"name", "embeddings"},
-                    {"kind", "token_embedding"},
-                    {"vocab", 50},
-                    {"positions", 16},
-                    {"width", 32},
-                    {"segments", 2},
-                    {"norm", true},
-                    {"epsilon", 1e-12},
-                    {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder.layer." + std::to_string(i), false, fused, p, false));
-  layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
-  return mixed("tiny-bert", {2, 16}, layers);
-}
+Chain bert(bool fused, double p) { return mixed("tiny-bert", {2, 16}, tiny::bertLayers(fused, p)); }
 
-Chain vit(bool fused, double p) {
-  json layers = json::array();
-  layers.push_back({{"name", "conv_proj+class_token+pos_embedding"},
-                    {"kind", "patch_embedding"},
-                    {"patch", 4},
-                    {"width", 32},
-                    {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder_layer_" + std::to_string(i), false, fused, p));
-  layers.push_back({{"name", "ln+heads"}, {"kind", "cls_head"}, {"out_features", 10}, {"epsilon", 1e-6}});
-  return mixed("tiny-vit", {2, 3, 16, 16}, layers);
-}
+Chain vit(bool fused, double p) { return mixed("tiny-vit", {2, 3, 16, 16}, tiny::vitLayers(fused, p)); }
 
 std::vector<Chain> everyChain() {
   std::vector<Chain> chains;

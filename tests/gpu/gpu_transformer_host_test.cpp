@@ -16,54 +16,23 @@
 #include "cuda_device_impl.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/precision.hpp"
+#include "tiny_transformer_chains.hpp"
 
 namespace remat::gpu {
 namespace {
 
 using nlohmann::json;
 
-json block(const std::string& name, bool causal, bool fused, double p, bool preNorm = true) {
-  return {{"name", name}, {"kind", "transformer_block"}, {"heads", 2},      {"hidden", 128},      {"causal", causal},
-          {"p", p},       {"fused_attention", fused},    {"epsilon", 1e-5}, {"pre_norm", preNorm}};
-}
+using tiny::block;
+using tiny::chainJson;
 
-Chain parsed(const json& j) {
-  auto chain = parseChain(j.dump(), "gpu_transformer_host_test.cpp");
-  EXPECT_TRUE(chain.isOk()) << chain.status().message();
-  return chain.isOk() ? std::move(chain).value() : Chain{};
-}
-
-json chainJson(const std::string& name, std::vector<std::int64_t> shape, const json& layers) {
-  json j = {{"format", "remat-chain/1"}, {"name", name}};
-  j["input"] = {{"shape", shape}, {"dtype", "float32"}};
-  j["layers"] = layers;
-  return j;
-}
+Chain parsed(const json& j) { return tiny::parsed(j, "gpu_transformer_host_test.cpp"); }
 
 Chain gpt(bool fused, double p, bool tied, std::int64_t seq = 40) {
-  json layers = json::array();
-  layers.push_back(
-      {{"name", "wte+wpe"}, {"kind", "token_embedding"}, {"vocab", 50}, {"positions", seq}, {"width", 32}, {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("h." + std::to_string(i), true, fused, p));
-  layers.push_back({{"name", "ln_f+lm_head"}, {"kind", "lm_head"}, {"vocab", 50}, {"tied", tied}});
-  return parsed(chainJson("tiny-gpt", {2, seq}, layers));
+  return parsed(chainJson("tiny-gpt", {2, seq}, tiny::gptLayers(fused, p, tied, seq)));
 }
 
-Chain bert(bool fused, double p) {
-  json layers = json::array();
-  layers.push_back({{"name", "embeddings"},
-                    {"kind", "token_embedding"},
-                    {"vocab", 50},
-                    {"positions", 16},
-                    {"width", 32},
-                    {"segments", 2},
-                    {"norm", true},
-                    {"epsilon", 1e-12},
-                    {"p", p}});
-  for (int i = 0; i < 2; ++i) layers.push_back(block("encoder.layer." + std::to_string(i), false, fused, p, false));
-  layers.push_back({{"name", "pooler"}, {"kind", "cls_head"}, {"out_features", 10}, {"norm", false}, {"tanh", true}});
-  return parsed(chainJson("tiny-bert", {2, 16}, layers));
-}
+Chain bert(bool fused, double p) { return parsed(chainJson("tiny-bert", {2, 16}, tiny::bertLayers(fused, p))); }
 
 // ViT's blocks and its head (the patch embedding's cuDNN conv needs a device).
 Chain vitBody(bool fused, double p) {
