@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "attention.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -20,35 +21,14 @@ struct HalfPatchPrep {
   std::uint64_t fPatches = 0, fDnnl = 0, bPatches = 0, bDnnl = 0;
 };
 
-namespace {
-
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-}  // namespace
-
 Status prepareHalfPatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                  const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<HalfPatchPrep>();
-  const Shape& in = layer.inputShape;
-  v->batch = in[0];
-  v->seq = layer.outputShape[1];
-  v->width = spec.width;
-  v->patches = v->seq - 1;
-  const Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
-  v->convBias = weights;
-  v->classToken = weights + v->width;
-  v->positions = v->classToken + v->width;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->positions + v->seq * v->width)));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, false, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
-  auto conv = HalfConvOp::create(context, convGeometry(convSpec, in, convOut), true, true,
-                                 firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv_proj");
+  ConvGeometry convProj;
+  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, false));
+  auto conv = HalfConvOp::create(context, convProj, true, true, firstLayer ? InputGrad::None : InputGrad::Write,
+                                 prepared.label + ", conv_proj");
   if (!conv) return conv.status();
   v->conv = std::move(conv).value();
   prepared.dropoutP = spec.dropoutP;
@@ -63,7 +43,7 @@ Status prepareHalfPatchEmbedding(const DnnlContext& context, const ChainLayer& l
   v->bDnnl = b.add(v->conv->backwardScratchBytes());
   prepared.requiredFwdWorkspace = f.bytes();
   prepared.requiredBwdWorkspace = b.bytes();
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.halfPatch = std::move(v);
   return Status::ok();
 }

@@ -18,22 +18,17 @@
 #include <algorithm>
 
 #include "attention.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 #include "dnnl_attention.hpp"
 #include "window.hpp"
 
 namespace remat::cpu {
 
-struct SwinBlockPrep {
-  WindowGeometry w;
-  AttentionGeometry g;  // batch N*nW, seq L
-  Index hidden = 0;
-  double stochasticDepth = 0.0;
-  bool single = false;  // N*nW = 1
+struct SwinBlockPrep : SwinGeometry, BlockParams {  // the parameters' offsets in floats
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
   MathAttentionOp attention;
-  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, windowed = 0, q = 0, k = 0, v = 0, qkvOut = 0, merged = 0, probs = 0;
   std::uint64_t h1 = 0, ln2Out = 0, fc = 0, gelu = 0, noise = 0, savedBytes = 0;
@@ -45,8 +40,6 @@ struct SwinBlockPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-
 struct Region {
   std::uint64_t at = 0;
   std::uint64_t take(std::uint64_t bytes) {
@@ -55,23 +48,6 @@ struct Region {
     return start;
   }
 };
-
-Status setParams(SwinBlockPrep& t, std::uint64_t paramCount, Index heads, const LayerChecks& check) {
-  const Index C = t.w.channels, H = t.hidden, side = 2 * t.w.side - 1;
-  Region r;
-  t.ln1P = static_cast<Index>(r.take(2 * C));
-  t.table = static_cast<Index>(r.take(side * side * heads));
-  t.qkvW = static_cast<Index>(r.take(3 * C * C));
-  t.qkvB = static_cast<Index>(r.take(3 * C));
-  t.projW = static_cast<Index>(r.take(C * C));
-  t.projB = static_cast<Index>(r.take(C));
-  t.ln2P = static_cast<Index>(r.take(2 * C));
-  t.fc1W = static_cast<Index>(r.take(H * C));
-  t.fc1B = static_cast<Index>(r.take(H));
-  t.fc2W = static_cast<Index>(r.take(C * H));
-  t.fc2B = static_cast<Index>(r.take(C));
-  return check.expectParams(paramCount, r.at);
-}
 
 Index attentionElements(const SwinBlockPrep& t) { return t.g.batch * t.g.heads * t.g.seq * t.g.seq; }
 
@@ -100,12 +76,7 @@ std::uint64_t layOutSaved(SwinBlockPrep& t) {
 }
 
 std::uint64_t maxScratch(const SwinBlockPrep& t, bool forward) {
-  std::uint64_t m = 0;
-  for (const LinearOp* op : {&t.qkv, &t.proj, &t.fc1, &t.fc2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  for (const LayerNormOp* op : {&t.ln1, &t.ln2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  return std::max(m, t.attention.scratchBytes());
+  return std::max(maxLinearNormScratch(t, forward), t.attention.scratchBytes());
 }
 
 // The workspaces' regions; sets the layer's required wf (E + the keep-mode scratch) and wb.
@@ -120,7 +91,7 @@ void layOutScratch(SwinBlockPrep& t, PreparedLayer& prepared) {
   t.fBias = f.add(floats(t.g.heads * L * L));
   if (t.w.shifted()) t.fMask = f.add(floats(t.w.windows() * L * L));
   t.fDnnl = f.add(maxScratch(t, true));
-  t.discardShift = (t.savedBytes + 63) / 64 * 64;
+  t.discardShift = aligned(t.savedBytes);
   prepared.requiredFwdWorkspace = t.discardShift + f.bytes();
   ScratchLayout b;
   t.bWide = b.add(floats(std::max(T * t.hidden, 3 * Tp * C)));  // d(GELU's output), later d(qkv)
@@ -143,11 +114,8 @@ Status createOps(const DnnlContext& context, SwinBlockPrep& t, float epsilon, bo
     op = std::move(made).value();
     return Status::ok();
   };
-  auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) -> Status {
-    auto made = LayerNormOp::create(context, T, C, epsilon, grad, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+  auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
+    return createNorm(context, T, C, epsilon, grad, label, name, op);
   };
   REMAT_RETURN_IF_ERROR(norm(t.ln1, firstLayer ? InputGrad::None : InputGrad::Add, "norm1"));
   REMAT_RETURN_IF_ERROR(linear(t.qkv, Tp, C, 3 * C, "qkv"));
@@ -165,22 +133,15 @@ Status createOps(const DnnlContext& context, SwinBlockPrep& t, float epsilon, bo
 
 Status prepareSwinBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                         const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  const Shape& in = layer.inputShape;
   auto t = std::make_shared<SwinBlockPrep>();
-  t->w = windowGeometry(in[0], in[1], in[2], in[3], spec.window, spec.shift);
-  t->g =
-      AttentionGeometry{in[0] * t->w.windows(), t->w.area(), spec.heads, in[3] / spec.heads, false, currentThreads()};
-  t->hidden = spec.hidden;
-  t->stochasticDepth = spec.stochasticDepth;
-  t->single = t->g.batch == 1;
-  REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, spec.heads, check));
+  setSwinGeometry(*t, layer.inputShape, spec);
+  REMAT_RETURN_IF_ERROR(setSwinParams(*t, *t, spec.heads, layer.paramCount, check));
   t->savedBytes = layOutSaved(*t);
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
   layOutScratch(*t, prepared);
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.swinBlock = std::move(t);
   return Status::ok();
 }

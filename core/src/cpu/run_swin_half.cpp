@@ -22,21 +22,16 @@
 #include <type_traits>
 
 #include "attention_half.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 #include "window_half.hpp"
 
 namespace remat::cpu {
 
-struct HalfSwinBlockPrep {
-  WindowGeometry w;
-  AttentionGeometry g;  // batch N*nW, seq L
-  Index hidden = 0;
-  double stochasticDepth = 0.0;
-  bool single = false;  // N*nW = 1
-  bool pure = false;    // pure bf16: bfloat16 parameters and gradients
+struct HalfSwinBlockPrep : SwinGeometry, BlockParams {
+  bool pure = false;  // pure bf16: bfloat16 parameters and gradients
   HalfLinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
-  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, windowed = 0, qkvCopy = 0, q = 0, k = 0, v = 0, qkvOut = 0, merged = 0;
   std::uint64_t projCopy = 0, probs32 = 0, probs16 = 0, h1 = 0, ln2Out = 0, fc1Copy = 0, fc = 0, gelu = 0;
@@ -53,9 +48,6 @@ struct HalfSwinBlockPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
-
 struct Packed {  // E packed, as the model sums it (ScratchLayout would align each region)
   std::uint64_t end = 0;
   std::uint64_t add(std::uint64_t bytes) {
@@ -63,16 +55,6 @@ struct Packed {  // E packed, as the model sums it (ScratchLayout would align ea
     return end - bytes;
   }
 };
-
-Status setParams(HalfSwinBlockPrep& t, std::uint64_t paramCount, Index heads, const LayerChecks& check) {
-  const Index C = t.w.channels, H = t.hidden, side = 2 * t.w.side - 1;
-  Packed r;
-  auto take = [&r](Index n) { return static_cast<Index>(r.add(static_cast<std::uint64_t>(n))); };
-  t.ln1P = take(2 * C), t.table = take(side * side * heads), t.qkvW = take(3 * C * C), t.qkvB = take(3 * C);
-  t.projW = take(C * C), t.projB = take(C), t.ln2P = take(2 * C), t.fc1W = take(H * C), t.fc1B = take(H);
-  t.fc2W = take(C * H), t.fc2B = take(C);
-  return check.expectParams(paramCount, r.end);
-}
 
 Index attentionElements(const HalfSwinBlockPrep& t) { return t.g.batch * t.g.heads * t.g.seq * t.g.seq; }
 
@@ -104,15 +86,6 @@ std::uint64_t layOutSaved(HalfSwinBlockPrep& t) {
   return e.end;
 }
 
-std::uint64_t maxScratch(const HalfSwinBlockPrep& t, bool forward) {
-  std::uint64_t m = 0;
-  for (const HalfLinearOp* op : {&t.qkv, &t.proj, &t.fc1, &t.fc2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  for (const LayerNormOp* op : {&t.ln1, &t.ln2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  return m;
-}
-
 void layOutScratch(HalfSwinBlockPrep& t, PreparedLayer& prepared) {
   const Index T = t.w.tokens(), Tp = t.w.paddedTokens(), C = t.w.channels, L = t.w.area(), H = t.hidden;
   const Index rows = std::max(T, Tp);
@@ -131,8 +104,8 @@ void layOutScratch(HalfSwinBlockPrep& t, PreparedLayer& prepared) {
   const Index widened = t.pure ? 4 * C + t.tableCount : 0;  // norm1's, norm2's, the table
   t.fParams = f.add(floats(widened));
   t.fThread = f.add(floats(swinAttentionThreadFloats(t.g)) * static_cast<std::uint64_t>(t.g.threads));
-  t.fDnnl = f.add(maxScratch(t, true));
-  t.discardShift = (t.savedBytes + 63) / 64 * 64;
+  t.fDnnl = f.add(maxLinearNormScratch(t, true));
+  t.discardShift = aligned(t.savedBytes);
   prepared.requiredFwdWorkspace = t.discardShift + f.bytes();
   ScratchLayout b;
   t.bX = b.add(floats(T * C));
@@ -149,7 +122,7 @@ void layOutScratch(HalfSwinBlockPrep& t, PreparedLayer& prepared) {
   t.bThread = b.add(floats(swinAttentionThreadFloats(t.g)) * static_cast<std::uint64_t>(t.g.threads));
   t.bParams = b.add(floats(widened));
   t.bGrads = b.add(floats(widened));
-  t.bDnnl = b.add(maxScratch(t, false));
+  t.bDnnl = b.add(maxLinearNormScratch(t, false));
   prepared.requiredBwdWorkspace = b.bytes();
 }
 
@@ -162,11 +135,8 @@ Status createOps(const DnnlContext& context, HalfSwinBlockPrep& t, float epsilon
     op = std::move(made).value();
     return Status::ok();
   };
-  auto norm = [&](LayerNormOp& op, const char* name) -> Status {
-    auto made = LayerNormOp::create(context, T, C, epsilon, InputGrad::Write, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+  auto norm = [&](LayerNormOp& op, const char* name) {
+    return createNorm(context, T, C, epsilon, InputGrad::Write, label, name, op);
   };
   REMAT_RETURN_IF_ERROR(norm(t.ln1, "norm1"));
   REMAT_RETURN_IF_ERROR(linear(t.qkv, Tp, C, 3 * C, "qkv"));
@@ -185,22 +155,16 @@ Status prepareHalfSwinBlock(const DnnlContext& context, const ChainLayer& layer,
     return check.fail("the CPU's bfloat16 Swin kernels need an even channel count C, got " + std::to_string(in[3]) +
                       "; run it as fp32");
   auto t = std::make_shared<HalfSwinBlockPrep>();
-  t->w = windowGeometry(in[0], in[1], in[2], in[3], spec.window, spec.shift);
-  t->g =
-      AttentionGeometry{in[0] * t->w.windows(), t->w.area(), spec.heads, in[3] / spec.heads, false, currentThreads()};
-  t->hidden = spec.hidden;
-  t->stochasticDepth = spec.stochasticDepth;
-  t->single = t->g.batch == 1;
+  setSwinGeometry(*t, in, spec);
   t->pure = pure;
   t->tableCount = (2 * spec.window - 1) * (2 * spec.window - 1) * spec.heads;
-  REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, spec.heads, check));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(setSwinParams(*t, *t, spec.heads, layer.paramCount, check));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), prepared.label));
   t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   layOutScratch(*t, prepared);
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.halfSwinBlock = std::move(t);
   return Status::ok();
 }

@@ -17,21 +17,17 @@
 #include <algorithm>
 
 #include "attention.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 #include "dnnl_attention.hpp"
 
 namespace remat::cpu {
 
-struct TransformerBlockPrep {
-  AttentionGeometry g;
-  Index tokens = 0, width = 0, hidden = 0;
-  bool fused = true, tanhGelu = false, postNorm = false;
-  double dropoutP = 0.0;
+// The parameters' offsets (BlockParams) in floats.
+struct TransformerBlockPrep : BlockGeometry, BlockParams {
   LinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
   MathAttentionOp attention;  // math only
-  // parameter offsets (floats)
-  Index ln1P = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // the saved tensors' offsets in E (bytes), and E's size
   std::uint64_t st1 = 0, st2 = 0, ln1Out = 0, merged = 0, h1 = 0, ln2Out = 0, fc = 0, gelu = 0;
   std::uint64_t q = 0, k = 0, v = 0, probs = 0, qkvOut = 0, attnOut = 0, lse = 0, savedBytes = 0;
@@ -43,29 +39,6 @@ struct TransformerBlockPrep {
 };
 
 namespace {
-
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-
-Status setParams(TransformerBlockPrep& t, std::uint64_t paramCount, const LayerChecks& check) {
-  const Index d = t.width, H = t.hidden;
-  Index at = 0;
-  auto take = [&at](Index n) {
-    const Index start = at;
-    at += n;
-    return start;
-  };
-  t.ln1P = take(2 * d);
-  t.qkvW = take(3 * d * d);
-  t.qkvB = take(3 * d);
-  t.projW = take(d * d);
-  t.projB = take(d);
-  t.ln2P = take(2 * d);
-  t.fc1W = take(H * d);
-  t.fc1B = take(H);
-  t.fc2W = take(d * H);
-  t.fc2B = take(d);
-  return check.expectParams(paramCount, static_cast<std::uint64_t>(at));
-}
 
 // E in the model's order (file comment); returns its bytes.
 std::uint64_t layOutSaved(TransformerBlockPrep& t) {
@@ -104,11 +77,7 @@ std::uint64_t layOutSaved(TransformerBlockPrep& t) {
 }
 
 std::uint64_t maxScratch(const TransformerBlockPrep& t, bool forward) {
-  std::uint64_t m = 0;
-  for (const LinearOp* op : {&t.qkv, &t.proj, &t.fc1, &t.fc2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  for (const LayerNormOp* op : {&t.ln1, &t.ln2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
+  const std::uint64_t m = maxLinearNormScratch(t, forward);
   return t.fused ? m : std::max(m, t.attention.scratchBytes());
 }
 
@@ -150,11 +119,8 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
     op = std::move(made).value();
     return Status::ok();
   };
-  auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) -> Status {
-    auto made = LayerNormOp::create(context, T, d, epsilon, grad, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+  auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
+    return createNorm(context, T, d, epsilon, grad, label, name, op);
   };
   REMAT_RETURN_IF_ERROR(norm(t.ln1, t.postNorm ? InputGrad::Write : first, "ln_1"));
   REMAT_RETURN_IF_ERROR(linear(t.qkv, d, 3 * d, "qkv", t.postNorm ? first : InputGrad::Write));
@@ -173,24 +139,15 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
 
 Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  const Shape& in = layer.inputShape;
   auto t = std::make_shared<TransformerBlockPrep>();
-  t->g = AttentionGeometry{in[0], in[1], spec.heads, in[2] / spec.heads, spec.causal, currentThreads()};
-  t->tokens = in[0] * in[1];
-  t->width = in[2];
-  t->hidden = spec.hidden;
-  t->fused = spec.fusedAttention;
-  t->tanhGelu = spec.causal;
-  t->postNorm = !spec.preNorm;
-  t->dropoutP = spec.dropoutP;  // GPT-2's gelu(approximate='tanh'); BERT and ViT use the exact (erf) form
-  REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
+  setBlockGeometry(*t, layer.inputShape, spec);
+  REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
   t->savedBytes = layOutSaved(*t);
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
   layOutScratch(*t, prepared);
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.transformer = std::move(t);
   return Status::ok();
 }

@@ -19,23 +19,19 @@
 #include <algorithm>
 
 #include "attention_half.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
 
-struct HalfBlockPrep {
-  AttentionGeometry g;
-  Index tokens = 0, width = 0, hidden = 0;
-  bool tanhGelu = false, fused = false, postNorm = false;
+struct HalfBlockPrep : BlockGeometry, BlockParams {
   HalfLinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
-  Index ln1P = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, h1 = 0, qkvCopies = 0, merged = 0, projCopy = 0, fc1Copies = 0, fc = 0, gelu = 0;
   std::uint64_t fc2Copy = 0, q = 0, k = 0, v = 0, probs = 0, savedBytes = 0, discardShift = 0;
   std::uint64_t qkvOut = 0, attnOut = 0, lse = 0;                 // fused
   std::uint64_t mask1 = 0, mask2 = 0, dropped = 0, attnMask = 0;  // p > 0 (math: the last two)
-  double dropoutP = 0.0;
   std::uint64_t s2 = 0;  // post-norm: ln_2's float32 input (h1's slot holds ln_1's)
   // forward scratch: a norm's float32 output, qkv's output, PV's heads, a linear's half output,
   // the threads' and the primitives' scratch
@@ -45,31 +41,6 @@ struct HalfBlockPrep {
 };
 
 namespace {
-
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-Status setParams(HalfBlockPrep& t, std::uint64_t paramCount, const LayerChecks& check) {
-  const Index d = t.width, H = t.hidden;
-  Index at = 0;
-  auto take = [&at](Index n) {
-    const Index start = at;
-    at += n;
-    return start;
-  };
-  t.ln1P = take(2 * d);
-  t.qkvW = take(3 * d * d);
-  t.qkvB = take(3 * d);
-  t.projW = take(d * d);
-  t.projB = take(d);
-  t.ln2P = take(2 * d);
-  t.fc1W = take(H * d);
-  t.fc1B = take(H);
-  t.fc2W = take(d * H);
-  t.fc2B = take(d);
-  return check.expectParams(paramCount, static_cast<std::uint64_t>(at));
-}
 
 std::uint64_t layOutSaved(HalfBlockPrep& t) {
   const Index T = t.tokens, d = t.width, H = t.hidden, A = t.g.batch * t.g.heads * t.g.seq * t.g.seq;
@@ -113,15 +84,6 @@ std::uint64_t layOutSaved(HalfBlockPrep& t) {
   return e.bytes();
 }
 
-std::uint64_t maxScratch(const HalfBlockPrep& t, bool forward) {
-  std::uint64_t m = 0;
-  for (const HalfLinearOp* op : {&t.qkv, &t.proj, &t.fc1, &t.fc2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  for (const LayerNormOp* op : {&t.ln1, &t.ln2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  return m;
-}
-
 void layOutScratch(HalfBlockPrep& t, PreparedLayer& prepared) {
   const Index T = t.tokens, d = t.width, H = t.hidden;
   const std::uint64_t threadBytes = floats(halfAttentionThreadFloats(t.g)) * static_cast<std::uint64_t>(t.g.threads);
@@ -131,7 +93,7 @@ void layOutScratch(HalfBlockPrep& t, PreparedLayer& prepared) {
   t.fHeads = f.add(aligned(halves(T * d)));
   t.fBranch = f.add(aligned(halves(T * d)));
   t.fThread = f.add(threadBytes);
-  t.fDnnl = f.add(maxScratch(t, true));
+  t.fDnnl = f.add(maxLinearNormScratch(t, true));
   t.discardShift = aligned(t.savedBytes);
   prepared.requiredFwdWorkspace = t.discardShift + f.bytes();
   ScratchLayout b;
@@ -141,7 +103,7 @@ void layOutScratch(HalfBlockPrep& t, PreparedLayer& prepared) {
   t.bDh1 = b.add(floats(T * d));
   t.bHeads = b.add(aligned(halves(T * d)));  // d(merged heads), then as heads
   t.bThread = b.add(threadBytes);
-  t.bDnnl = b.add(maxScratch(t, false));
+  t.bDnnl = b.add(maxLinearNormScratch(t, false));
   prepared.requiredBwdWorkspace = b.bytes();
 }
 
@@ -155,11 +117,8 @@ Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bo
     op = std::move(made).value();
     return Status::ok();
   };
-  auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) -> Status {
-    auto made = LayerNormOp::create(context, T, d, epsilon, grad, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+  auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
+    return createNorm(context, T, d, epsilon, grad, label, name, op);
   };
   // Pre-norm: ln_1 reads x(l-1) and adds its gradient to the residual's; post-norm (BERT): the qkv
   // linear reads x(l-1) (its cast saved) and writes its gradient, the residual's added after.
@@ -181,24 +140,15 @@ bool hasHalfTransformerKernels(LayerKind kind) {
 
 Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  const Shape& in = layer.inputShape;
   auto t = std::make_shared<HalfBlockPrep>();
-  t->g = AttentionGeometry{in[0], in[1], spec.heads, in[2] / spec.heads, spec.causal, currentThreads()};
-  t->tokens = in[0] * in[1];
-  t->width = in[2];
-  t->hidden = spec.hidden;
-  t->tanhGelu = spec.causal;
-  t->fused = spec.fusedAttention;
-  t->postNorm = !spec.preNorm;
-  t->dropoutP = spec.dropoutP;  // GPT-2's gelu(approximate='tanh'); ViT's exact (erf) form
-  REMAT_RETURN_IF_ERROR(setParams(*t, layer.paramCount, check));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, spec.preNorm, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  setBlockGeometry(*t, layer.inputShape, spec);
+  REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, spec.preNorm));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
   t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   layOutScratch(*t, prepared);
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.halfBlock = std::move(t);
   return Status::ok();
 }

@@ -18,19 +18,16 @@
 #include <cstring>
 
 #include "attention_half.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
 
-struct PureBlockPrep {
-  AttentionGeometry g;
-  Index tokens = 0, width = 0, hidden = 0;
-  bool tanhGelu = false, fused = false, postNorm = false, firstLayer = false;
-  double dropoutP = 0.0;
+// The parameters' offsets (BlockParams) in bfloat16 elements (float32's order).
+struct PureBlockPrep : BlockGeometry, BlockParams {
+  bool firstLayer = false;
   HalfLinearOp qkv, proj, fc1, fc2;
   LayerNormOp ln1, ln2;
-  // The parameters, in bfloat16 elements (float32's order).
-  Index ln1P = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   // E (bytes)
   std::uint64_t st1 = 0, st2 = 0, slotA = 0, slotB = 0, merged = 0, slotD = 0, fc = 0, gelu = 0;
   std::uint64_t mask1 = 0, mask2 = 0, q = 0, k = 0, v = 0, probs = 0, dropped = 0, attnMask = 0;
@@ -47,31 +44,6 @@ struct PureBlockPrep {
 };
 
 namespace {
-
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-Status setPureParams(PureBlockPrep& t, std::uint64_t paramCount, const LayerChecks& check) {
-  const Index d = t.width, H = t.hidden;
-  Index at = 0;
-  auto take = [&at](Index n) {
-    const Index start = at;
-    at += n;
-    return start;
-  };
-  t.ln1P = take(2 * d);
-  t.qkvW = take(3 * d * d);
-  t.qkvB = take(3 * d);
-  t.projW = take(d * d);
-  t.projB = take(d);
-  t.ln2P = take(2 * d);
-  t.fc1W = take(H * d);
-  t.fc1B = take(H);
-  t.fc2W = take(d * H);
-  t.fc2B = take(d);
-  return check.expectParams(paramCount, static_cast<std::uint64_t>(at));
-}
 
 std::uint64_t layOutPureSaved(PureBlockPrep& t) {
   const Index T = t.tokens, d = t.width, H = t.hidden, A = t.g.batch * t.g.heads * t.g.seq * t.g.seq;
@@ -109,15 +81,6 @@ std::uint64_t layOutPureSaved(PureBlockPrep& t) {
   return end;
 }
 
-std::uint64_t maxPureScratch(const PureBlockPrep& t, bool forward) {
-  std::uint64_t m = 0;
-  for (const HalfLinearOp* op : {&t.qkv, &t.proj, &t.fc1, &t.fc2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  for (const LayerNormOp* op : {&t.ln1, &t.ln2})
-    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
-  return m;
-}
-
 void layOutPureScratch(PureBlockPrep& t, PreparedLayer& prepared) {
   const Index T = t.tokens, d = t.width, H = t.hidden;
   const std::uint64_t threadBytes = floats(halfAttentionThreadFloats(t.g)) * static_cast<std::uint64_t>(t.g.threads);
@@ -129,7 +92,7 @@ void layOutPureScratch(PureBlockPrep& t, PreparedLayer& prepared) {
   t.fHeads = f.add(aligned(halves(T * d)));
   t.fBranch = f.add(aligned(halves(T * d)));
   t.fThread = f.add(threadBytes);
-  t.fDnnl = f.add(maxPureScratch(t, true));
+  t.fDnnl = f.add(maxLinearNormScratch(t, true));
   t.discardShift = aligned(t.savedBytes);
   prepared.requiredFwdWorkspace = t.discardShift + f.bytes();
   ScratchLayout b;
@@ -144,7 +107,7 @@ void layOutPureScratch(PureBlockPrep& t, PreparedLayer& prepared) {
   t.bParams = b.add(floats(2 * d));
   t.bDParams = b.add(floats(2 * d));
   t.bThread = b.add(threadBytes);
-  t.bDnnl = b.add(maxPureScratch(t, false));
+  t.bDnnl = b.add(maxLinearNormScratch(t, false));
   prepared.requiredBwdWorkspace = b.bytes();
 }
 
@@ -156,11 +119,8 @@ Status createPureOps(const DnnlContext& context, PureBlockPrep& t, float epsilon
     op = std::move(made).value();
     return Status::ok();
   };
-  auto norm = [&](LayerNormOp& op, const char* name) -> Status {  // d(input) into the float32 scratch
-    auto made = LayerNormOp::create(context, T, d, epsilon, InputGrad::Write, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+  auto norm = [&](LayerNormOp& op, const char* name) {  // d(input) into the float32 scratch
+    return createNorm(context, T, d, epsilon, InputGrad::Write, label, name, op);
   };
   // Post-norm (BERT): the qkv linear reads x(l-1) and writes its gradient (none for layer 1).
   const InputGrad qkvGrad = t.postNorm && t.firstLayer ? InputGrad::None : InputGrad::Write;
@@ -176,25 +136,16 @@ Status createPureOps(const DnnlContext& context, PureBlockPrep& t, float epsilon
 
 Status preparePureTransformerBlock(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                    const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
-  const Shape& in = layer.inputShape;
   auto t = std::make_shared<PureBlockPrep>();
-  t->g = AttentionGeometry{in[0], in[1], spec.heads, in[2] / spec.heads, spec.causal, currentThreads()};
-  t->tokens = in[0] * in[1];
-  t->width = in[2];
-  t->hidden = spec.hidden;
-  t->tanhGelu = spec.causal;  // GPT-2's gelu(approximate='tanh'); BERT's and ViT's exact (erf) form
-  t->fused = spec.fusedAttention;
-  t->postNorm = !spec.preNorm;
+  setBlockGeometry(*t, layer.inputShape, spec);
   t->firstLayer = firstLayer;
-  t->dropoutP = spec.dropoutP;
-  REMAT_RETURN_IF_ERROR(setPureParams(*t, layer.paramCount, check));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   REMAT_RETURN_IF_ERROR(createPureOps(context, *t, static_cast<float>(spec.epsilon), prepared.label));
   t->savedBytes = layOutPureSaved(*t);
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   layOutPureScratch(*t, prepared);
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.pureBlock = std::move(t);
   return Status::ok();
 }

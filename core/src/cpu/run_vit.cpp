@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "attention.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -39,7 +40,6 @@ struct VitPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
 float* at(std::byte* base, std::uint64_t offset) { return reinterpret_cast<float*>(base + offset); }
 const float* at(const std::byte* base, std::uint64_t offset) { return reinterpret_cast<const float*>(base + offset); }
 
@@ -48,29 +48,14 @@ const float* at(const std::byte* base, std::uint64_t offset) { return reinterpre
 Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<VitPrep>();
-  const Shape& in = layer.inputShape;
-  v->batch = in[0];
-  v->seq = layer.outputShape[1];
-  v->width = spec.width;
-  v->patches = v->seq - 1;
-  Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
-  v->convBias = weights;
-  v->classToken = weights + v->width;
-  v->positions = v->classToken + v->width;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->positions + v->seq * v->width)));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  ConvGeometry convProj;
+  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   prepared.dropoutP = spec.dropoutP;
   REMAT_RETURN_IF_ERROR(check.expectExtra(
       layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
-  auto conv = ConvOp::create(context, convGeometry(convSpec, in, convOut), true,
-                             firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv_proj");
+  auto conv = ConvOp::create(context, convProj, true, firstLayer ? InputGrad::None : InputGrad::Write,
+                             prepared.label + ", conv_proj");
   if (!conv) return conv.status();
   v->conv = std::move(conv).value();
   ScratchLayout f, b;
@@ -81,7 +66,7 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
   v->bDnnl = b.add(v->conv->backwardScratchBytes());
   prepared.requiredFwdWorkspace = f.bytes();
   prepared.requiredBwdWorkspace = b.bytes();
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.vit = std::move(v);
   return Status::ok();
 }
@@ -139,23 +124,12 @@ Status backwardPatchEmbedding(const DnnlContext& context, const PreparedLayer& p
 Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                       const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<VitPrep>();
-  const Shape& in = layer.inputShape;
-  v->batch = in[0];
-  v->seq = in[1];
-  v->width = in[2];
-  v->outFeatures = spec.outFeatures;
-  v->norm = spec.norm;
-  v->tanhOut = spec.tanhOut;
+  REMAT_RETURN_IF_ERROR(setClsHeadLayout(*v, layer, spec, check));
   const Index d = v->width, T = v->batch * v->seq, out = v->outFeatures;
-  v->weight = v->norm ? 2 * d : 0;
-  v->bias = spec.bias ? v->weight + out * d : -1;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->weight + out * d + (spec.bias ? out : 0))));
   v->stats = 0;
   v->lnOut = floats(2 * T);
   v->savedBytes = v->norm ? floats(2 * T) + floats(T * d) : 0;
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, v->tanhOut, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true, v->tanhOut));
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->savedBytes));
   const InputGrad grad = firstLayer ? InputGrad::None : InputGrad::Write;
   if (v->norm) {
@@ -172,13 +146,13 @@ Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const
   v->fA = f.add(floats(v->batch * d));    // token 0's rows, contiguous
   v->fB = f.add(floats(v->batch * out));  // the linear's output before tanh
   v->fDnnl = f.add(std::max(lnFwd, v->linear.forwardScratchBytes()));
-  v->discardShift = (v->savedBytes + 63) / 64 * 64;
+  v->discardShift = aligned(v->savedBytes);
   prepared.requiredFwdWorkspace = v->discardShift + f.bytes();
   v->bA = b.add(floats(2 * v->batch * d + v->batch * out));  // token 0's rows, d(the linear's output), d(rows)
   v->bB = b.add(floats(T * d));                              // d(token 0) scattered into a zero [N, S, d]
   v->bDnnl = b.add(std::max(lnBwd, v->linear.backwardScratchBytes()));
   prepared.requiredBwdWorkspace = b.bytes();
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.vit = std::move(v);
   return Status::ok();
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -26,8 +27,6 @@ struct HalfClsHeadPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 template <typename T = float>
 T* at(std::byte* base, std::uint64_t offset) {
   return reinterpret_cast<T*>(base + offset);
@@ -74,24 +73,12 @@ void layOutCls(HalfClsHeadPrep& v, PreparedLayer& prepared) {
 Status prepareHalfClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                           const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<HalfClsHeadPrep>();
-  const Shape& in = layer.inputShape;
-  v->batch = in[0];
-  v->seq = in[1];
-  v->width = in[2];
-  v->outFeatures = spec.outFeatures;
-  v->norm = spec.norm;
-  v->tanhOut = spec.tanhOut;
-  const Index d = v->width, out = v->outFeatures;
-  v->weight = v->norm ? 2 * d : 0;
-  v->bias = spec.bias ? v->weight + out * d : -1;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->weight + out * d + (spec.bias ? out : 0))));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, v->norm, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, v->tanhOut, "needs_output"));
+  REMAT_RETURN_IF_ERROR(setClsHeadLayout(*v, layer, spec, check));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, v->norm, v->tanhOut));
   REMAT_RETURN_IF_ERROR(createClsOps(context, *v, spec, firstLayer, prepared.label));
   layOutCls(*v, prepared);
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->savedBytes));
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.halfClsHead = std::move(v);
   return Status::ok();
 }

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "attention.hpp"
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -41,9 +42,6 @@ struct PureVitPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 const BFloat16* halfOf(const float* p) { return reinterpret_cast<const BFloat16*>(p); }
 BFloat16* halfOf(float* p) { return reinterpret_cast<BFloat16*>(p); }
 BFloat16* halfAt(std::byte* base, std::uint64_t offset) { return reinterpret_cast<BFloat16*>(base + offset); }
@@ -56,29 +54,14 @@ const float* param(const float* p, Index offset) { return reinterpret_cast<const
 Status preparePurePatchEmbedding(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                                  const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<PureVitPrep>();
-  const Shape& in = layer.inputShape;
-  v->batch = in[0];
-  v->seq = layer.outputShape[1];
-  v->width = spec.width;
-  v->patches = v->seq - 1;
-  const Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
-  v->convBias = weights;
-  v->classToken = weights + v->width;
-  v->positions = v->classToken + v->width;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->positions + v->seq * v->width)));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  ConvGeometry convProj;
+  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   prepared.dropoutP = spec.dropoutP;
   REMAT_RETURN_IF_ERROR(check.expectExtra(
       layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
-  auto conv = HalfConvOp::create(context, convGeometry(convSpec, in, convOut), true, false,
-                                 firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv_proj", true);
+  auto conv = HalfConvOp::create(context, convProj, true, false, firstLayer ? InputGrad::None : InputGrad::Write,
+                                 prepared.label + ", conv_proj", true);
   if (!conv) return conv.status();
   v->conv = std::move(conv).value();
   const std::uint64_t patchBytes = aligned(halves(v->batch * v->patches * v->width));
@@ -89,7 +72,7 @@ Status preparePurePatchEmbedding(const DnnlContext& context, const ChainLayer& l
   v->bDnnl = b.add(v->conv->backwardScratchBytes());
   prepared.requiredFwdWorkspace = f.bytes();
   prepared.requiredBwdWorkspace = b.bytes();
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.pureVit = std::move(v);
   return Status::ok();
 }
@@ -154,22 +137,11 @@ Status backwardPurePatchEmbedding(const DnnlContext& context, const PreparedLaye
 Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
                           const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<PureVitPrep>();
-  const Shape& in = layer.inputShape;
-  v->batch = in[0];
-  v->seq = in[1];
-  v->width = in[2];
-  v->outFeatures = spec.outFeatures;
-  v->norm = spec.norm;
-  v->tanhOut = spec.tanhOut;
+  REMAT_RETURN_IF_ERROR(setClsHeadLayout(*v, layer, spec, check));
   const Index d = v->width, T = v->batch * v->seq, out = v->outFeatures;
-  v->weight = v->norm ? 2 * d : 0;
-  v->bias = spec.bias ? v->weight + out * d : -1;
-  REMAT_RETURN_IF_ERROR(
-      check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v->weight + out * d + (spec.bias ? out : 0))));
   v->lnOut = floats(2 * T);
   v->savedBytes = v->norm ? floats(2 * T) + halves(T * d) : 0;
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, true, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, v->tanhOut, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true, v->tanhOut));
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->savedBytes));
   if (v->norm) {
     auto ln = LayerNormOp::create(context, T, d, static_cast<float>(spec.epsilon), InputGrad::Write,
@@ -207,7 +179,7 @@ Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, c
   }
   v->bDnnl = b.add(std::max(lnBwd, v->linear.backwardScratchBytes()));
   prepared.requiredBwdWorkspace = b.bytes();
-  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+  addPlainParams(layer, prepared);
   prepared.pureVit = std::move(v);
   return Status::ok();
 }

@@ -1,0 +1,173 @@
+// What the CPU layers' prepare functions share across precisions (float32, bf16-mixed, pure bf16:
+// run_transformer*.cpp, run_swin*.cpp, run_vit*.cpp, run_patch_half.cpp), written once so that the
+// three precisions read the chain's numbers alike: byte sizes, transformer_block's geometry and
+// parameter offsets, the chain's flag checks, patch_embedding's and cls_head's parameter layouts.
+// Included by those .cpp files only (the size helpers live in remat::cpu).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "attention.hpp"
+#include "device_impl.hpp"
+#include "window.hpp"
+
+namespace remat::cpu {
+
+inline std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
+inline std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
+// A scratch region's bytes rounded up to whole cache lines.
+inline std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// transformer_block's shape and options, as every precision reads them from the chain.
+struct BlockGeometry {
+  AttentionGeometry g;
+  Index tokens = 0, width = 0, hidden = 0;
+  bool tanhGelu = false, fused = false, postNorm = false;
+  double dropoutP = 0.0;
+};
+
+// GPT-2's gelu(approximate='tanh') comes with its causal mask; BERT's and ViT's use the exact (erf)
+// form.
+inline void setBlockGeometry(BlockGeometry& t, const Shape& in, const LayerSpec& spec) {
+  t.g = AttentionGeometry{in[0], in[1], spec.heads, in[2] / spec.heads, spec.causal, currentThreads()};
+  t.tokens = in[0] * in[1];
+  t.width = in[2];
+  t.hidden = spec.hidden;
+  t.tanhGelu = spec.causal;
+  t.fused = spec.fusedAttention;
+  t.postNorm = !spec.preNorm;
+  t.dropoutP = spec.dropoutP;
+}
+
+// transformer_block's and swin_block's parameter offsets in PyTorch's order (elements: floats, or
+// bfloat16 ones under pure bf16): ln_1, Swin's relative-position bias table (tableElements; none
+// in transformer_block), qkv (weight [3d, d], bias), the output projection, ln_2, fc1 ([H, d],
+// bias), fc2.
+struct BlockParams {
+  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
+};
+
+inline Status setBlockParams(BlockParams& t, Index d, Index H, std::uint64_t paramCount, const LayerChecks& check,
+                             Index tableElements = 0) {
+  Index at = 0;
+  auto take = [&at](Index n) {
+    const Index start = at;
+    at += n;
+    return start;
+  };
+  t.ln1P = take(2 * d);
+  t.table = take(tableElements);
+  t.qkvW = take(3 * d * d);
+  t.qkvB = take(3 * d);
+  t.projW = take(d * d);
+  t.projB = take(d);
+  t.ln2P = take(2 * d);
+  t.fc1W = take(H * d);
+  t.fc1B = take(H);
+  t.fc2W = take(d * H);
+  t.fc2B = take(d);
+  return check.expectParams(paramCount, static_cast<std::uint64_t>(at));
+}
+
+// swin_block's windows and options, as every precision reads them from the chain: the attention
+// runs over the N*nW windows (its batch) of L = area tokens each.
+struct SwinGeometry {
+  WindowGeometry w;
+  AttentionGeometry g;  // batch N*nW, seq L
+  Index hidden = 0;
+  double stochasticDepth = 0.0;
+  bool single = false;  // N*nW = 1
+};
+
+inline void setSwinGeometry(SwinGeometry& t, const Shape& in, const LayerSpec& spec) {
+  t.w = windowGeometry(in[0], in[1], in[2], in[3], spec.window, spec.shift);
+  t.g = AttentionGeometry{in[0] * t.w.windows(), t.w.area(), spec.heads, in[3] / spec.heads, false, currentThreads()};
+  t.hidden = spec.hidden;
+  t.stochasticDepth = spec.stochasticDepth;
+  t.single = t.g.batch == 1;
+}
+
+// Its parameters (BlockParams with the bias table of (2 * side - 1)^2 * heads elements).
+inline Status setSwinParams(BlockParams& t, const SwinGeometry& s, Index heads, std::uint64_t paramCount,
+                            const LayerChecks& check) {
+  const Index side = 2 * s.w.side - 1;
+  return setBlockParams(t, s.w.channels, s.hidden, paramCount, check, side * side * heads);
+}
+
+// The largest oneDNN scratch of a block's four linears and two norms (its forward's or backward's).
+template <typename Prep>
+std::uint64_t maxLinearNormScratch(const Prep& t, bool forward) {
+  std::uint64_t m = 0;
+  for (const auto* op : {&t.qkv, &t.proj, &t.fc1, &t.fc2})
+    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
+  for (const LayerNormOp* op : {&t.ln1, &t.ln2})
+    m = std::max(m, forward ? op->forwardScratchBytes() : op->backwardScratchBytes());
+  return m;
+}
+
+// A layer normalization over `rows` rows of `width` into `op`, labelled "<label>, <name>".
+inline Status createNorm(const DnnlContext& context, Index rows, Index width, float epsilon, InputGrad grad,
+                         const std::string& label, const char* name, LayerNormOp& op) {
+  auto made = LayerNormOp::create(context, rows, width, epsilon, grad, label + ", " + name);
+  if (!made) return made.status();
+  op = std::move(made).value();
+  return Status::ok();
+}
+
+// The chain's needs_input as the layer's rule keeps x(l-1), and needs_output.
+inline Status expectKeptFlags(const ChainLayer& layer, const LayerChecks& check, bool needsInput,
+                              bool needsOutput = false) {
+  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, needsInput, "needs_input"));
+  return check.expectFlag(layer.numbers.needsOutput, needsOutput, "needs_output");
+}
+
+// The layer's parameters as one plain segment (no packed or cast copies).
+inline void addPlainParams(const ChainLayer& layer, PreparedLayer& prepared) {
+  prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
+}
+
+// patch_embedding's shape and parameter offsets (the conv's weight [d, C, k, k] and bias, the class
+// token [d], the position table [S, d]; elements) into any precision's prep, checked against the
+// chain's parameter count; `conv` gets conv_proj's geometry (kernel = stride = patch).
+template <typename Prep>
+Status setPatchLayout(Prep& v, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check,
+                      ConvGeometry& conv) {
+  const Shape& in = layer.inputShape;
+  v.batch = in[0];
+  v.seq = layer.outputShape[1];
+  v.width = spec.width;
+  v.patches = v.seq - 1;
+  const Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
+  LayerSpec convSpec = spec;
+  convSpec.stride = spec.kernel;
+  convSpec.padding = 0;
+  convSpec.groups = 1;
+  conv = convGeometry(convSpec, in, convOut);
+  const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
+  v.convBias = weights;
+  v.classToken = weights + v.width;
+  v.positions = v.classToken + v.width;
+  return check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v.positions + v.seq * v.width));
+}
+
+// cls_head's shape and parameter offsets (the norm's [2d] when it has one, the linear's weight
+// [out, d], its bias or -1) into any precision's prep, checked against the chain's count.
+template <typename Prep>
+Status setClsHeadLayout(Prep& v, const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check) {
+  const Shape& in = layer.inputShape;
+  v.batch = in[0];
+  v.seq = in[1];
+  v.width = in[2];
+  v.outFeatures = spec.outFeatures;
+  v.norm = spec.norm;
+  v.tanhOut = spec.tanhOut;
+  const Index d = v.width, out = v.outFeatures;
+  v.weight = v.norm ? 2 * d : 0;
+  v.bias = spec.bias ? v.weight + out * d : -1;
+  return check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v.weight + out * d + (spec.bias ? out : 0)));
+}
+
+}  // namespace remat::cpu
