@@ -20,6 +20,7 @@
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/model/precision.hpp"
+#include "small_chains.hpp"
 
 namespace remat {
 namespace {
@@ -27,30 +28,9 @@ namespace {
 using nlohmann::json;
 using testing::withStep;
 
-json conv(const std::string& name, std::int64_t out, std::int64_t kernel, std::int64_t groups, std::size_t input) {
-  return {{"name", name},          {"kind", "conv2d"}, {"out_channels", out}, {"kernel", kernel},
-          {"padding", kernel / 2}, {"groups", groups}, {"bias", true},        {"inputs", {input}}};
-}
-
-// torchvision's CNBlock(C) as the zoo writes it.
-json cnBlock(const std::string& name, std::int64_t c) {
-  json ops = json::array();
-  ops.push_back(conv("block.0", c, 7, c, 0));
-  ops.push_back({{"name", "block.2"}, {"kind", "layernorm"}, {"epsilon", 1e-6}, {"inputs", {1}}});
-  ops.push_back(conv("block.3", 4 * c, 1, 1, 2));
-  ops.push_back({{"name", "block.4"}, {"kind", "gelu"}, {"inputs", {3}}});
-  ops.push_back(conv("block.5", c, 1, 1, 4));
-  ops.push_back({{"name", "layer_scale"}, {"kind", "layer_scale"}, {"inputs", {5}}});
-  ops.push_back({{"name", "add"}, {"kind", "add"}, {"inputs", {6, 0}}});
-  return {{"name", name}, {"kind", "block"}, {"ops", ops}};
-}
-
-json layerNorm(const std::string& name) { return {{"name", name}, {"kind", "layernorm"}, {"epsilon", 1e-6}}; }
-
-json patchify(const std::string& name, std::int64_t out, std::int64_t kernel) {
-  return {{"name", name},     {"kind", "conv2d"}, {"out_channels", out},
-          {"kernel", kernel}, {"stride", kernel}, {"bias", true}};
-}
+using testing::convnext::cnBlock;
+using testing::convnext::layerNorm;
+using testing::convnext::patchify;
 
 // A ConvNeXt-like chain: stem and its LayerNorm2d, two blocks, downsampling, a block, the head
 // (its LayerNorm2d over a 1x1 map) and a layer norm over [N, F] before the classifier.
@@ -99,46 +79,17 @@ TEST(ConvNextBf16, PureBf16EveryOptimizerAndGradientMode) {
   testing::expectEveryStepModeMeasured(convNextChain, Precision::Bf16);
 }
 
-std::vector<std::vector<std::byte>> gradientsOf(const Chain& built, std::uint64_t seed) {
-  cpu::CpuDevice device({.threads = 1});
-  const Chain chain = testing::fittedTo(built, device);
-  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
-  EXPECT_TRUE(interp.isOk()) << interp.status().message();
-  if (!interp) return {};
-  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
-  EXPECT_TRUE(run.isOk()) << run.status().message();
-  return run ? run->parameterGradients : std::vector<std::vector<std::byte>>{};
-}
-
-double valueAt(const std::vector<std::byte>& bytes, std::size_t i, bool half) {
-  float value = 0.0f;
-  if (!half) {
-    std::memcpy(&value, bytes.data() + 4 * i, 4);
-    return value;
-  }
-  std::uint16_t bits = 0;
-  std::memcpy(&bits, bytes.data() + 2 * i, 2);
-  const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
-  std::memcpy(&value, &word, 4);
-  return value;
-}
-
 // The same weights (float32's rounded) and batch: every parameter layer's bfloat16 gradient (the
 // blocks' inner layer norms and layer scales among them) lies near float32's and differs from it.
 TEST(ConvNextBf16, PureBf16GradientsAreFloat32sWithinBfloat16Precision) {
-  const auto plain = gradientsOf(convNextChain(Precision::Fp32), 11);
-  const auto half = gradientsOf(convNextChain(Precision::Bf16), 11);
+  const auto plain = testing::gradientBytesOf(convNextChain(Precision::Fp32), 11);
+  const auto half = testing::gradientBytesOf(convNextChain(Precision::Bf16), 11);
   ASSERT_EQ(plain.size(), half.size());
   std::size_t layers = 0;
   for (std::size_t l = 0; l < plain.size(); ++l) {
     if (plain[l].empty()) continue;
     ASSERT_EQ(plain[l].size(), half[l].size() * 2) << "layer " << l + 1;
-    double difference = 0.0, norm = 0.0;
-    for (std::size_t i = 0; i < plain[l].size() / 4; ++i) {
-      difference += std::pow(valueAt(half[l], i, true) - valueAt(plain[l], i, false), 2);
-      norm += std::pow(valueAt(plain[l], i, false), 2);
-    }
-    const double relative = std::sqrt(difference / norm);
+    const double relative = testing::relativeHalfDifference(plain[l], half[l]);
     EXPECT_LT(relative, 0.1) << "layer " << l + 1;
     EXPECT_GT(relative, 0.0) << "layer " << l + 1;
     ++layers;
@@ -149,28 +100,11 @@ TEST(ConvNextBf16, PureBf16GradientsAreFloat32sWithinBfloat16Precision) {
 // torchvision's ConvNeXt-Tiny at batch 2, 32x32, in three step modes: store-all and sqrt's plan,
 // each op as predicted, sqrt's gradients bitwise store-all's.
 TEST(ConvNextBf16, PureBf16ZooTinyMeasuresThePrediction) {
-  cpu::CpuDevice device;
   const Chain zoo = testing::zooBuilt("convnext_tiny", {.batch = 2, .resolution = 32, .numClasses = 10});
-  for (const StepOptions& step : {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},
-                                  StepOptions{.optimizer = OptimizerKind::None, .grads = GradMode::Static}}) {
-    const Chain chain = testing::fittedTo(withStep(zoo, Precision::Bf16, step), device);
-    SCOPED_TRACE(describeStepOptions(chain.step));
-    auto sqrt = runPlanner(chain, "sqrt");
-    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
-    ASSERT_FALSE(sqrt->plan.checkpoints.empty());
-    std::vector<std::vector<std::uint64_t>> digests;
-    for (const Plan& plan : {Plan{}, sqrt->plan}) {  // each from the same initial weights
-      auto interp = Interpreter::create(chain, device, testing::seeded(3));
-      ASSERT_TRUE(interp.isOk()) << interp.status().message();
-      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
-      auto run = (*interp)->run(plan, RunOptions{.digestGradients = true});
-      ASSERT_TRUE(run.isOk()) << run.status().message();
-      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
-      digests.push_back(run->parameterGradientDigests);
-    }
-    EXPECT_EQ(digests[0], digests[1]);
-  }
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectZooSqrtReproducesStoreAll(
+      zoo, Precision::Bf16,
+      {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},
+       StepOptions{.optimizer = OptimizerKind::None, .grads = GradMode::Static}});
 }
 
 // bf16-mixed's numbers: a block reading a float32 x(l-1) (after the stem's float32 layer norm, or

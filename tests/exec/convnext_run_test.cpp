@@ -17,6 +17,7 @@
 #include "remat/model/block.hpp"
 #include "remat/model/zoo.hpp"
 #include "remat/planners/planners.hpp"
+#include "small_chains.hpp"
 #include "torch_reference.hpp"
 
 namespace remat {
@@ -24,30 +25,9 @@ namespace {
 
 using nlohmann::json;
 
-json conv(const std::string& name, std::int64_t out, std::int64_t kernel, std::int64_t groups, std::size_t input) {
-  return {{"name", name},          {"kind", "conv2d"}, {"out_channels", out}, {"kernel", kernel},
-          {"padding", kernel / 2}, {"groups", groups}, {"bias", true},        {"inputs", {input}}};
-}
-
-// torchvision's CNBlock(C) as the zoo and the importer write it.
-json cnBlock(const std::string& name, std::int64_t c) {
-  json ops = json::array();
-  ops.push_back(conv("block.0", c, 7, c, 0));
-  ops.push_back({{"name", "block.2"}, {"kind", "layernorm"}, {"epsilon", 1e-6}, {"inputs", {1}}});
-  ops.push_back(conv("block.3", 4 * c, 1, 1, 2));
-  ops.push_back({{"name", "block.4"}, {"kind", "gelu"}, {"inputs", {3}}});
-  ops.push_back(conv("block.5", c, 1, 1, 4));
-  ops.push_back({{"name", "layer_scale"}, {"kind", "layer_scale"}, {"inputs", {5}}});
-  ops.push_back({{"name", "add"}, {"kind", "add"}, {"inputs", {6, 0}}});
-  return {{"name", name}, {"kind", "block"}, {"ops", ops}};
-}
-
-json layerNorm(const std::string& name) { return {{"name", name}, {"kind", "layernorm"}, {"epsilon", 1e-6}}; }
-
-json patchify(const std::string& name, std::int64_t out, std::int64_t kernel) {
-  return {{"name", name},     {"kind", "conv2d"}, {"out_channels", out},
-          {"kernel", kernel}, {"stride", kernel}, {"bias", true}};
-}
+using testing::convnext::cnBlock;
+using testing::convnext::layerNorm;
+using testing::convnext::patchify;
 
 // Stem, two blocks, downsampling, one block, head: every ConvNeXt piece at a test's size.
 Result<Chain> smallConvNext() {

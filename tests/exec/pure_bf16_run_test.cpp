@@ -144,20 +144,6 @@ TEST(PureBf16Run, TheOptimizerChangesTheBfloat16Weights) {
             gradientsAfter(residualChain(Precision::Bf16, none), 2, 5));
 }
 
-double valueOf(const std::vector<std::byte>& bytes, std::size_t i, bool half) {
-  if (!half) {
-    float value = 0.0f;
-    std::memcpy(&value, bytes.data() + 4 * i, 4);
-    return value;
-  }
-  std::uint16_t bits = 0;
-  std::memcpy(&bits, bytes.data() + 2 * i, 2);
-  const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
-  float value = 0.0f;
-  std::memcpy(&value, &word, 4);
-  return value;
-}
-
 // The same weights (float32's rounded) and batch: each layer's bfloat16 gradient lies within
 // bfloat16's precision of float32's (batch norm's backward at batch 2 cancels most bits, as in
 // bf16-mixed's tests) and differs from it (the bfloat16 kernels ran).
@@ -169,12 +155,7 @@ TEST(PureBf16Run, GradientsAreFloat32sWithinBfloat16Precision) {
   for (std::size_t l = 0; l < plain.size(); ++l) {
     if (plain[l].empty()) continue;
     ASSERT_EQ(plain[l].size(), half[l].size() * 2) << "layer " << l + 1;
-    double difference = 0.0, norm = 0.0;
-    for (std::size_t i = 0; i < plain[l].size() / 4; ++i) {
-      difference += std::pow(valueOf(half[l], i, true) - valueOf(plain[l], i, false), 2);
-      norm += std::pow(valueOf(plain[l], i, false), 2);
-    }
-    const double relative = std::sqrt(difference / norm);
+    const double relative = testing::relativeHalfDifference(plain[l], half[l]);
     EXPECT_LT(relative, l + 1 == plain.size() ? 0.05 : 0.6) << "layer " << l + 1;
     EXPECT_GT(relative, 0.0) << "layer " << l + 1;
     ++layers;
@@ -185,29 +166,12 @@ TEST(PureBf16Run, GradientsAreFloat32sWithinBfloat16Precision) {
 // torchvision's ResNet-18 at batch 2, 32x32, in three step modes: store-all and sqrt's plan, each
 // op as predicted, sqrt's gradients bitwise store-all's.
 TEST(PureBf16Run, ZooResNet18MeasuresThePrediction) {
-  cpu::CpuDevice device;
   const Chain zoo = testing::zooBuilt("resnet18", {.batch = 2, .resolution = 32, .numClasses = 10});
-  for (const StepOptions& step : {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},
-                                  StepOptions{.optimizer = OptimizerKind::Adam, .foreach = false},
-                                  StepOptions{.optimizer = OptimizerKind::Momentum, .grads = GradMode::Static}}) {
-    const Chain chain = testing::fittedTo(withStep(zoo, Precision::Bf16, step), device);
-    SCOPED_TRACE(describeStepOptions(chain.step));
-    auto sqrt = runPlanner(chain, "sqrt");
-    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
-    ASSERT_FALSE(sqrt->plan.checkpoints.empty());
-    std::vector<std::vector<std::uint64_t>> digests;
-    for (const Plan& plan : {Plan{}, sqrt->plan}) {  // each from the same initial weights
-      auto interp = Interpreter::create(chain, device, testing::seeded(3));
-      ASSERT_TRUE(interp.isOk()) << interp.status().message();
-      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
-      auto run = (*interp)->run(plan, RunOptions{.digestGradients = true});
-      ASSERT_TRUE(run.isOk()) << run.status().message();
-      testing::expectMatchesSimulation(chain, plan, run->timelines[0]);
-      digests.push_back(run->parameterGradientDigests);
-    }
-    EXPECT_EQ(digests[0], digests[1]);
-  }
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectZooSqrtReproducesStoreAll(
+      zoo, Precision::Bf16,
+      {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},
+       StepOptions{.optimizer = OptimizerKind::Adam, .foreach = false},
+       StepOptions{.optimizer = OptimizerKind::Momentum, .grads = GradMode::Static}});
 }
 
 // The other block kinds in pure bf16: MobileNetV2's inverted residuals, EfficientNet-B0's

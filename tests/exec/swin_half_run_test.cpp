@@ -21,32 +21,14 @@
 #include "remat/exec/interpreter.hpp"
 #include "remat/model/precision.hpp"
 #include "remat/model/zoo.hpp"
+#include "small_chains.hpp"
 
 namespace remat {
 namespace {
 
 using nlohmann::json;
 
-json swinBlock(const std::string& name, std::int64_t heads, std::int64_t width, std::int64_t shift, double sd) {
-  return {{"name", name}, {"kind", "swin_block"}, {"heads", heads},        {"hidden", 4 * width},
-          {"window", 4},  {"shift", shift},       {"stochastic_depth", sd}};
-}
-
-// swin_run_test's tiny Swin: patch 4, embed 32, depths [2, 2], heads [2, 4], window 4.
-json tinySwin(std::int64_t batch, std::int64_t image, double sd = 0.0) {
-  json layers = json::array();
-  layers.push_back({{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}});
-  layers.push_back(swinBlock("features.1.0", 2, 32, 0, 0.0));
-  layers.push_back(swinBlock("features.1.1", 2, 32, 2, sd));
-  layers.push_back({{"name", "features.2"}, {"kind", "patch_merging"}});
-  layers.push_back(swinBlock("features.3.0", 4, 64, 0, sd));
-  layers.push_back(swinBlock("features.3.1", 4, 64, 2, sd));
-  layers.push_back({{"name", "norm+avgpool+head"}, {"kind", "swin_head"}, {"out_features", 10}});
-  return {{"format", "remat-chain/1"},
-          {"name", "tiny-swin"},
-          {"input", {{"shape", {batch, 3, image, image}}, {"dtype", "float32"}}},
-          {"layers", layers}};
-}
+using testing::tinySwin;
 
 Chain stepped(const json& file, Precision precision, StepOptions step = {}) {
   return testing::withStep(testing::chainFromJson(file), precision, step);
@@ -68,25 +50,9 @@ TEST(SwinHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
 // SGD, Adam and AdamW, gradients static and made on backward: two steps of store-all and of
 // optimal's plan, each op measured as predicted, STEP too.
 TEST(SwinHalfRun, OptimizerAndGradientModesMeasureThePrediction) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 2});
-  for (std::size_t mode : {0u, 3u, 13u}) {
-    const Chain chain =
-        testing::fittedTo(stepped(tinySwin(2, 40, 0.2), Precision::Bf16Mixed, testing::stepMode(mode)), device);
-    SCOPED_TRACE(describeStepOptions(chain.step));
-    auto optimal = runPlanner(chain, "optimal");
-    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
-    for (const Plan& plan : {Plan{}, optimal->plan}) {
-      auto interp = Interpreter::create(chain, device, testing::seeded(mode));
-      ASSERT_TRUE(interp.isOk()) << interp.status().message();
-      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
-      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
-      ASSERT_TRUE(run.isOk()) << run.status().message();
-      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
-      EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
-    }
-    if (::testing::Test::HasFailure()) return;
-  }
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectStepModesMeasured(
+      [](Precision precision, StepOptions step) { return stepped(tinySwin(2, 40, 0.2), precision, step); },
+      Precision::Bf16Mixed, {0, 3, 13}, 2);
 }
 
 Chain tinyOf(Precision precision, StepOptions step) { return stepped(tinySwin(2, 40), precision, step); }

@@ -14,6 +14,7 @@
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/zoo.hpp"
+#include "small_chains.hpp"
 #include "torch_reference.hpp"
 
 namespace remat {
@@ -21,26 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-json swinBlock(const std::string& name, std::int64_t heads, std::int64_t width, std::int64_t shift, double sd) {
-  return {{"name", name}, {"kind", "swin_block"}, {"heads", heads},        {"hidden", 4 * width},
-          {"window", 4},  {"shift", shift},       {"stochastic_depth", sd}};
-}
-
-// make-swin-reference.py's model: patch 4, embed 32, depths [2, 2], heads [2, 4], window 4.
-json tinySwin(std::int64_t batch, std::int64_t image, double sd = 0.0) {
-  json layers = json::array();
-  layers.push_back({{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 32}});
-  layers.push_back(swinBlock("features.1.0", 2, 32, 0, 0.0));
-  layers.push_back(swinBlock("features.1.1", 2, 32, 2, sd));
-  layers.push_back({{"name", "features.2"}, {"kind", "patch_merging"}});
-  layers.push_back(swinBlock("features.3.0", 4, 64, 0, sd));
-  layers.push_back(swinBlock("features.3.1", 4, 64, 2, sd));
-  layers.push_back({{"name", "norm+avgpool+head"}, {"kind", "swin_head"}, {"out_features", 10}});
-  return {{"format", "remat-chain/1"},
-          {"name", "tiny-swin"},
-          {"input", {{"shape", {batch, 3, image, image}}, {"dtype", "float32"}}},
-          {"layers", layers}};
-}
+using testing::swinBlock;
+using testing::tinySwin;
 
 Chain parsed(const json& j) {
   auto chain = parseChain(j.dump(), "tiny-swin");

@@ -16,6 +16,7 @@
 
 #include "chain_helpers.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/model/precision.hpp"
@@ -140,24 +141,8 @@ TEST(TransformerHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
 // SGD, Adam and AdamW, gradients static and made on backward (the tied head's table gradient made
 // by B(n)): two steps of store-all and of optimal's plan, each op measured as predicted, STEP too.
 TEST(TransformerHalfRun, OptimizerAndGradientModesMeasureThePrediction) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 2});
-  for (std::size_t mode : {0u, 2u, 3u, 10u, 13u}) {
-    const Chain chain = testing::fittedTo(smallGpt(Precision::Bf16Mixed, testing::stepMode(mode)), device);
-    SCOPED_TRACE(describeStepOptions(chain.step));
-    auto optimal = runPlanner(chain, "optimal");
-    ASSERT_TRUE(optimal.isOk()) << optimal.status().message();
-    for (const Plan& plan : {Plan{}, optimal->plan}) {
-      auto interp = Interpreter::create(chain, device, testing::seeded(mode));
-      ASSERT_TRUE(interp.isOk()) << interp.status().message();
-      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
-      auto run = (*interp)->run(plan, RunOptions{.steps = 2});
-      ASSERT_TRUE(run.isOk()) << run.status().message();
-      for (const Timeline& t : run->timelines) testing::expectMatchesSimulation(chain, plan, t);
-      EXPECT_EQ(run->timelines[0].entries.back().op.kind == OpKind::Step, hasOptimizerStep(chain.step));
-    }
-    if (::testing::Test::HasFailure()) return;
-  }
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectStepModesMeasured([](Precision precision, StepOptions step) { return smallGpt(precision, step); },
+                                   Precision::Bf16Mixed, {0, 2, 3, 10, 13}, 2);
 }
 
 std::vector<std::vector<float>> gradientsOf(Precision precision, const json& file) {

@@ -180,47 +180,17 @@ TEST(TransformerPureBf16Run, PostNormFusedInEveryOptimizerAndGradientMode) {
   testing::expectEveryStepModeMeasured(bertFused, Precision::Bf16);
 }
 
-std::vector<std::vector<std::byte>> gradientsOf(const Chain& built, std::uint64_t seed) {
-  cpu::CpuDevice device({.threads = 1});
-  const Chain chain = testing::fittedTo(built, device);
-  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
-  EXPECT_TRUE(interp.isOk()) << interp.status().message();
-  if (!interp) return {};
-  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
-  EXPECT_TRUE(run.isOk()) << run.status().message();
-  return run ? run->parameterGradients : std::vector<std::vector<std::byte>>{};
-}
-
-double valueOf(const std::vector<std::byte>& bytes, std::size_t i, bool half) {
-  if (!half) {
-    float value = 0.0f;
-    std::memcpy(&value, bytes.data() + 4 * i, 4);
-    return value;
-  }
-  std::uint16_t bits = 0;
-  std::memcpy(&bits, bytes.data() + 2 * i, 2);
-  const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
-  float value = 0.0f;
-  std::memcpy(&value, &word, 4);
-  return value;
-}
-
 // Each parameter layer's relative (L2) difference of its bfloat16 gradient from float32's, for the
 // same weights (float32's rounded) and batch.
 std::vector<double> relativeDifferences(const json& file, std::uint64_t seed) {
-  const auto plain = gradientsOf(blocks(file, Precision::Fp32), seed);
-  const auto half = gradientsOf(blocks(file, Precision::Bf16), seed);
+  const auto plain = testing::gradientBytesOf(blocks(file, Precision::Fp32), seed);
+  const auto half = testing::gradientBytesOf(blocks(file, Precision::Bf16), seed);
   EXPECT_EQ(plain.size(), half.size());
   std::vector<double> out;
   for (std::size_t l = 0; l < std::min(plain.size(), half.size()); ++l) {
     if (plain[l].empty()) continue;
     EXPECT_EQ(plain[l].size(), half[l].size() * 2) << "layer " << l + 1;
-    double difference = 0.0, norm = 0.0;
-    for (std::size_t i = 0; i < plain[l].size() / 4; ++i) {
-      difference += std::pow(valueOf(half[l], i, true) - valueOf(plain[l], i, false), 2);
-      norm += std::pow(valueOf(plain[l], i, false), 2);
-    }
-    out.push_back(std::sqrt(difference / norm));
+    out.push_back(testing::relativeHalfDifference(plain[l], half[l]));
   }
   return out;
 }

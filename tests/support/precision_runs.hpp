@@ -1,12 +1,14 @@
 #pragma once
 // The mixed-precision run tests' shared steps (tests/exec/mixed_precision_*_test.cpp,
-// pure_bf16_run_test.cpp): a chain under a precision and step mode, every step mode's two steps
-// measured as predicted, and the gradients of one precision against float32's.
+// pure_bf16_run_test.cpp, convnext_bf16_run_test.cpp, transformer_pure_bf16_run_test.cpp): a chain
+// under a precision and step mode, every step mode's two steps measured as predicted, a zoo model's
+// store-all and sqrt's plan, and the gradients of one precision against float32's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "chain_helpers.hpp"
@@ -27,12 +29,12 @@ inline Chain withStep(const Chain& chain, Precision precision, StepOptions step)
 
 using ChainMaker = Chain (*)(Precision, StepOptions);
 
-// SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
-// steps of store-all and of optimal's plan under `precision`, each op measured as predicted, STEP
-// included.
-inline void expectEveryStepModeMeasured(ChainMaker make, Precision precision = Precision::Bf16Mixed) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  for (std::size_t mode = 0; mode < kStepModeCount; ++mode) {
+// The step modes `modes` (stepMode's numbering) of the chain `make` builds under `precision`: two
+// steps of store-all and of optimal's plan each, each op measured as predicted, STEP included.
+inline void expectStepModesMeasured(const std::function<Chain(Precision, StepOptions)>& make, Precision precision,
+                                    const std::vector<std::size_t>& modes, int threads) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = threads});
+  for (std::size_t mode : modes) {
     const Chain chain = fittedTo(make(precision, stepMode(mode)), device);
     SCOPED_TRACE(describeStepOptions(chain.step));
     ASSERT_EQ(chain.step.precision, precision);
@@ -50,6 +52,14 @@ inline void expectEveryStepModeMeasured(ChainMaker make, Precision precision = P
     if (::testing::Test::HasFailure()) return;
   }
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward, on one
+// thread.
+inline void expectEveryStepModeMeasured(ChainMaker make, Precision precision = Precision::Bf16Mixed) {
+  std::vector<std::size_t> modes(kStepModeCount);
+  for (std::size_t mode = 0; mode < kStepModeCount; ++mode) modes[mode] = mode;
+  expectStepModesMeasured(make, precision, modes, 1);
 }
 
 // Each parameter layer's float32 gradient of one store-all step (layers without parameters left out).
@@ -90,6 +100,69 @@ inline std::vector<double> relativeGradientDifferences(ChainMaker make, std::uin
     out.push_back(std::sqrt(difference / norm));
   }
   return out;
+}
+
+// Each layer's gradient bytes of one store-all step, as the run returns them (float32's or pure
+// bf16's bfloat16 ones; empty for a layer without parameters).
+inline std::vector<std::vector<std::byte>> gradientBytesOf(const Chain& built, std::uint64_t seed) {
+  cpu::CpuDevice device({.threads = 1});
+  const Chain chain = fittedTo(built, device);
+  auto interp = Interpreter::create(chain, device, seeded(seed));
+  EXPECT_TRUE(interp.isOk()) << interp.status().message();
+  if (!interp) return {};
+  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
+  EXPECT_TRUE(run.isOk()) << run.status().message();
+  return run ? run->parameterGradients : std::vector<std::vector<std::byte>>{};
+}
+
+// Element i of float32 gradient bytes, or of bfloat16 ones (`half`).
+inline double gradientValue(const std::vector<std::byte>& bytes, std::size_t i, bool half) {
+  if (!half) {
+    float value = 0.0f;
+    std::memcpy(&value, bytes.data() + 4 * i, 4);
+    return value;
+  }
+  std::uint16_t bits = 0;
+  std::memcpy(&bits, bytes.data() + 2 * i, 2);
+  const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
+  float value = 0.0f;
+  std::memcpy(&value, &word, 4);
+  return value;
+}
+
+// The relative difference (L2) of one layer's bfloat16 gradient bytes from its float32 ones.
+inline double relativeHalfDifference(const std::vector<std::byte>& plain, const std::vector<std::byte>& half) {
+  double difference = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < plain.size() / 4; ++i) {
+    difference += std::pow(gradientValue(half, i, true) - gradientValue(plain, i, false), 2);
+    norm += std::pow(gradientValue(plain, i, false), 2);
+  }
+  return std::sqrt(difference / norm);
+}
+
+// A zoo model under `precision` in each step mode: store-all and sqrt's plan, each from the same
+// initial weights, each op as predicted, sqrt's gradients bitwise store-all's.
+inline void expectZooSqrtReproducesStoreAll(const Chain& zoo, Precision precision, std::vector<StepOptions> steps) {
+  cpu::CpuDevice device;
+  for (const StepOptions& step : steps) {
+    const Chain chain = fittedTo(withStep(zoo, precision, step), device);
+    SCOPED_TRACE(describeStepOptions(chain.step));
+    auto sqrt = runPlanner(chain, "sqrt");
+    ASSERT_TRUE(sqrt.isOk()) << sqrt.status().message();
+    ASSERT_FALSE(sqrt->plan.checkpoints.empty());
+    std::vector<std::vector<std::uint64_t>> digests;
+    for (const Plan& plan : {Plan{}, sqrt->plan}) {
+      auto interp = Interpreter::create(chain, device, seeded(3));
+      ASSERT_TRUE(interp.isOk()) << interp.status().message();
+      EXPECT_EQ((*interp)->staticBytes(), chain.staticBytes());
+      auto run = (*interp)->run(plan, RunOptions{.digestGradients = true});
+      ASSERT_TRUE(run.isOk()) << run.status().message();
+      expectMatchesSimulation(chain, plan, run->timelines[0]);
+      digests.push_back(run->parameterGradientDigests);
+    }
+    EXPECT_EQ(digests[0], digests[1]);
+  }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
 }  // namespace remat::testing

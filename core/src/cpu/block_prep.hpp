@@ -129,6 +129,35 @@ inline void addPlainParams(const ChainLayer& layer, PreparedLayer& prepared) {
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
 }
 
+// A bfloat16 block's last preparation steps, after its ops (whose cast copies E may hold): E laid
+// out and checked against the chain's extra bytes, the workspaces, the parameters.
+template <typename Prep>
+Status layOutCheckedE(Prep& t, const ChainLayer& layer, const LayerChecks& check, PreparedLayer& prepared,
+                      std::uint64_t (*layOutSaved)(Prep&), void (*layOutScratch)(Prep&, PreparedLayer&)) {
+  t.savedBytes = layOutSaved(t);
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t.savedBytes));
+  layOutScratch(t, prepared);
+  addPlainParams(layer, prepared);
+  return Status::ok();
+}
+
+// A bfloat16 block's tensors at run time: E (or a discard-mode workspace's start), the scratch
+// after it, the layer's dropout draw (inactive when p = 0).
+struct HalfBlockTensors {
+  std::byte* saved;
+  std::byte* scratch;
+  DropoutDraw drop;
+  std::uint8_t* bytes(std::uint64_t offset) const { return reinterpret_cast<std::uint8_t*>(saved + offset); }
+  template <typename T = BFloat16>
+  T* at(std::uint64_t offset) const {
+    return reinterpret_cast<T*>(saved + offset);
+  }
+  template <typename T = BFloat16>
+  T* work(std::uint64_t offset) const {
+    return reinterpret_cast<T*>(scratch + offset);
+  }
+};
+
 // patch_embedding's shape and parameter offsets (the conv's weight [d, C, k, k] and bias, the class
 // token [d], the position table [S, d]; elements) into any precision's prep, checked against the
 // chain's parameter count; `conv` gets conv_proj's geometry (kernel = stride = patch).

@@ -161,10 +161,7 @@ Status prepareHalfSwinBlock(const DnnlContext& context, const ChainLayer& layer,
   REMAT_RETURN_IF_ERROR(setSwinParams(*t, *t, spec.heads, layer.paramCount, check));
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), prepared.label));
-  t->savedBytes = layOutSaved(*t);
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
-  layOutScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutSaved, layOutScratch));
   prepared.halfSwinBlock = std::move(t);
   return Status::ok();
 }

@@ -145,30 +145,14 @@ Status prepareHalfTransformerBlock(const DnnlContext& context, const ChainLayer&
   REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, spec.preNorm));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
-  t->savedBytes = layOutSaved(*t);
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
-  layOutScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutSaved, layOutScratch));
   prepared.halfBlock = std::move(t);
   return Status::ok();
 }
 
 namespace {
 
-struct HalfTensors {
-  std::byte* saved;
-  std::byte* scratch;
-  DropoutDraw drop;  // the layer's; inactive when p = 0
-  std::uint8_t* bytes(std::uint64_t offset) const { return reinterpret_cast<std::uint8_t*>(saved + offset); }
-  template <typename T = BFloat16>
-  T* at(std::uint64_t offset) const {
-    return reinterpret_cast<T*>(saved + offset);
-  }
-  template <typename T = BFloat16>
-  T* work(std::uint64_t offset) const {
-    return reinterpret_cast<T*>(scratch + offset);
-  }
-};
+using HalfTensors = HalfBlockTensors;
 
 // out = residual + float(branch): autocast's promotion of float32 + bfloat16.
 void addPromoted(Index count, const float* residual, const BFloat16* branch, float* out) {

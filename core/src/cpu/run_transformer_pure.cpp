@@ -142,31 +142,16 @@ Status preparePureTransformerBlock(const DnnlContext& context, const ChainLayer&
   REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
   REMAT_RETURN_IF_ERROR(createPureOps(context, *t, static_cast<float>(spec.epsilon), prepared.label));
-  t->savedBytes = layOutPureSaved(*t);
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
-  layOutPureScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutPureSaved, layOutPureScratch));
   prepared.pureBlock = std::move(t);
   return Status::ok();
 }
 
 namespace {
 
-struct PureTensors {
-  std::byte* saved;
-  std::byte* scratch;
-  DropoutDraw drop;  // the layer's; inactive when p = 0
+struct PureTensors : HalfBlockTensors {
   const BFloat16* params;
   BFloat16* grads;  // null in the forward
-  std::uint8_t* bytes(std::uint64_t offset) const { return reinterpret_cast<std::uint8_t*>(saved + offset); }
-  template <typename T = BFloat16>
-  T* at(std::uint64_t offset) const {
-    return reinterpret_cast<T*>(saved + offset);
-  }
-  template <typename T = BFloat16>
-  T* work(std::uint64_t offset) const {
-    return reinterpret_cast<T*>(scratch + offset);
-  }
   // The float pointers HalfLinearOp takes carry bfloat16 under pure bf16.
   const float* param(Index offset) const { return reinterpret_cast<const float*>(params + offset); }
   float* grad(Index offset) const { return reinterpret_cast<float*>(grads + offset); }
@@ -373,8 +358,10 @@ Status forwardPureTransformerBlock(const DnnlContext& context, const PreparedLay
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const PureTensors s{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift),
-                      DropoutDraw(dropoutKey, t.dropoutP), halfOf(b.params), nullptr};
+  const PureTensors s{
+      {keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift), DropoutDraw(dropoutKey, t.dropoutP)},
+      halfOf(b.params),
+      nullptr};
   if (t.postNorm) return postNormForward(context, t, s, halfOf(b.x), halfOf(b.y));
   return preNormForward(context, t, s, halfOf(b.x), halfOf(b.y));
 }
@@ -384,8 +371,9 @@ Status backwardPureTransformerBlock(const DnnlContext& context, const PreparedLa
   const PureBlockPrep& t = *prepared.pureBlock;
   if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  const PureTensors s{const_cast<std::byte*>(b.extra), b.workspace, DropoutDraw(dropoutKey, t.dropoutP),
-                      halfOf(b.params), halfOf(b.paramGrads)};
+  const PureTensors s{{const_cast<std::byte*>(b.extra), b.workspace, DropoutDraw(dropoutKey, t.dropoutP)},
+                      halfOf(b.params),
+                      halfOf(b.paramGrads)};
   if (t.postNorm) return postNormBackward(context, t, s, halfOf(b.x), halfOf(b.dy), halfOf(b.dx));
   return preNormBackward(context, t, s, halfOf(b.x), halfOf(b.dy), halfOf(b.dx));
 }
