@@ -128,23 +128,11 @@ TEST(SwinPureBf16Run, EveryPlanAndStepModeMeasuresThePrediction) {
 
 // Pure bf16's bfloat16 gradients of one store-all step, widened (layers without parameters left out).
 std::vector<std::vector<float>> pureGradients(std::uint64_t seed) {
-  cpu::CpuDevice device({.threads = 1});
-  const Chain chain = testing::fittedTo(tinyOf(Precision::Bf16, {}), device);
-  auto interp = Interpreter::create(chain, device, testing::seeded(seed));
-  EXPECT_TRUE(interp.isOk()) << interp.status().message();
-  if (!interp) return {};
-  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
-  EXPECT_TRUE(run.isOk()) << run.status().message();
   std::vector<std::vector<float>> out;
-  if (!run) return out;
-  for (const auto& bytes : run->parameterGradients) {
+  for (const auto& bytes : testing::gradientBytesOf(tinyOf(Precision::Bf16, {}), seed)) {
     std::vector<float> values(bytes.size() / 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      std::uint16_t half = 0;
-      std::memcpy(&half, bytes.data() + 2 * i, 2);
-      const std::uint32_t word = static_cast<std::uint32_t>(half) << 16;
-      std::memcpy(&values[i], &word, 4);
-    }
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<float>(testing::gradientValue(bytes, i, true));
     if (!values.empty()) out.push_back(std::move(values));
   }
   return out;

@@ -168,18 +168,9 @@ Status prepareHalfSwinBlock(const DnnlContext& context, const ChainLayer& layer,
 
 namespace {
 
-struct HalfTensors {
+// The block's tensors (drop stays inactive: stochastic depth draws its noise itself, drawNoise).
+struct HalfTensors : HalfBlockTensors {
   const HalfSwinBlockPrep& t;
-  std::byte* saved;
-  std::byte* scratch;
-  template <typename T = BFloat16>
-  T* at(std::uint64_t offset) const {
-    return reinterpret_cast<T*>(saved + offset);
-  }
-  template <typename T = BFloat16>
-  T* work(std::uint64_t offset) const {
-    return reinterpret_cast<T*>(scratch + offset);
-  }
 };
 
 // Parameter (or gradient) element `offset`: a float32 master's, or pure bf16's bfloat16 one.
@@ -331,7 +322,7 @@ Status forwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& pre
   const bool keep = mode == ForwardMode::Keep;
   if (b.workspace == nullptr || (keep && b.extra == nullptr))
     return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const HalfTensors s{t, keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift)};
+  const HalfTensors s{{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift), {}}, t};
   const Index T = t.w.tokens(), C = t.w.channels, perSample = t.w.height * t.w.width * C;
   const auto* x = reinterpret_cast<const BFloat16*>(b.x);
   const SmallParams small = smallParams(t, b.params, s.work<float>(t.fParams));
@@ -408,7 +399,7 @@ Status backwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& pr
   const HalfSwinBlockPrep& t = *prepared.halfSwinBlock;
   if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
     return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  const HalfTensors s{t, const_cast<std::byte*>(b.extra), b.workspace};
+  const HalfTensors s{{const_cast<std::byte*>(b.extra), b.workspace, {}}, t};
   const BackwardParams w{b.params, b.paramGrads, smallParams(t, b.params, s.work<float>(t.bParams)),
                          smallGrads(t, b.paramGrads, s.work<float>(t.bGrads))};
   std::byte* dnnl = s.scratch + t.bDnnl;

@@ -21,6 +21,7 @@
 #include "attention_half.hpp"
 #include "block_prep.hpp"
 #include "device_impl.hpp"
+#include "half_block_dropout.hpp"
 
 namespace remat::cpu {
 
@@ -160,34 +161,6 @@ void addPromoted(Index count, const float* residual, const BFloat16* branch, flo
   for (Index i = 0; i < count; ++i) out[i] = residual[i] + branch[i].value();
 }
 
-// A residual branch's dropout on its bfloat16 output, in place, the mask into E (site 1: the
-// attention's, 2: the MLP's); and its backward on the branch's bfloat16 d(output), in place.
-void branchDropout(const HalfBlockPrep& t, const HalfTensors& s, int site, BFloat16* branch) {
-  if (!s.drop.active()) return;
-  const DropoutDraw draw = s.drop.site(static_cast<std::uint64_t>(site));
-  std::uint8_t* mask = s.bytes(site == 1 ? t.mask1 : t.mask2);
-  const Index count = t.tokens * t.width;
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) {
-    const bool keep = draw.keep(static_cast<std::uint64_t>(i));
-    mask[i] = keep ? 1 : 0;
-    branch[i] = BFloat16(keep ? branch[i].value() * draw.scale : 0.0f);
-  }
-}
-
-void branchDropoutBackward(const HalfBlockPrep& t, const HalfTensors& s, int site, BFloat16* grad) {
-  if (!s.drop.active()) return;
-  const std::uint8_t* mask = s.bytes(site == 1 ? t.mask1 : t.mask2);
-  const Index count = t.tokens * t.width;
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) grad[i] = BFloat16(mask[i] ? grad[i].value() * s.drop.scale : 0.0f);
-}
-
-HalfAttentionDropout mathDropout(const HalfBlockPrep& t, const HalfTensors& s) {
-  if (!s.drop.active()) return {};
-  return {s.drop.site(3), s.bytes(t.attnMask), s.at(t.dropped)};
-}
-
 // From qkv's float32 input (ln_1's output, or x(l-1) in a post-norm block) to the merged heads.
 Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* input,
                         const float* p) {
@@ -205,7 +178,7 @@ Status attentionForward(const DnnlContext& context, const HalfBlockPrep& t, cons
   rowsToHeadsHalf(t.g, qkv, 3 * d, 2 * d, s.at(t.v));
   auto* heads = s.work(t.fHeads);
   mathAttentionForwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), heads, s.work<float>(t.fThread),
-                           mathDropout(t, s));
+                           halfMathDropout(t, s));
   headsToRowsHalf(t.g, heads, s.at(t.merged), d, 0);
   return Status::ok();
 }
@@ -228,7 +201,7 @@ Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, con
   const Index d = t.width;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
   castToHalf(t.tokens * d, dOut, halfRows);
-  branchDropoutBackward(t, s, 1, halfRows);
+  halfBranchDropoutBackward(t, s, 1, halfRows);
   REMAT_RETURN_IF_ERROR(
       t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g + t.projW, g + t.projB, dnnl));
   rowsToHeadsHalf(t.g, heads, d, 0, halfRows);
@@ -237,7 +210,7 @@ Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, con
                                s.work<float>(t.bThread), s.drop.site(3));
   else
     mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
-                              s.work<float>(t.bThread), mathDropout(t, s));
+                              s.work<float>(t.bThread), halfMathDropout(t, s));
   return t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, dInput, g + t.qkvW, g + t.qkvB, dnnl);
 }
 
@@ -247,7 +220,7 @@ Status mlpBackward(const DnnlContext& context, const HalfBlockPrep& t, const Hal
   std::byte* dnnl = s.scratch + t.bDnnl;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide);
   castToHalf(t.tokens * t.width, dOut, halfRows);
-  branchDropoutBackward(t, s, 2, halfRows);
+  halfBranchDropoutBackward(t, s, 2, halfRows);
   REMAT_RETURN_IF_ERROR(
       t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g + t.fc2W, g + t.fc2B, dnnl));
   geluHalfBackward(t, s.at(t.fc), wide);
@@ -266,14 +239,14 @@ Status postNormForward(const DnnlContext& context, const HalfBlockPrep& t, const
   REMAT_RETURN_IF_ERROR(attentionForward(context, t, s, b.x, p));
   REMAT_RETURN_IF_ERROR(
       t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, branch, s.saved + t.projCopy, dnnl));
-  branchDropout(t, s, 1, branch);
+  halfBranchDropout(t, s, 1, branch);
   addPromoted(T * d, b.x, branch, s1);
   REMAT_RETURN_IF_ERROR(t.ln1.forward(context, s1, p + t.ln1P, h, s.at<float>(t.st1), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, h, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
   geluHalf(t, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(
       t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
-  branchDropout(t, s, 2, branch);
+  halfBranchDropout(t, s, 2, branch);
   addPromoted(T * d, h, branch, s2);
   return t.ln2.forward(context, s2, p + t.ln2P, b.y, s.at<float>(t.st2), dnnl);
 }
@@ -316,14 +289,14 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
   auto* branch = s.work(t.fBranch);
   REMAT_RETURN_IF_ERROR(
       t.proj.forward(context, s.at(t.merged), p + t.projW, p + t.projB, branch, s.saved + t.projCopy, dnnl));
-  branchDropout(t, s, 1, branch);
+  halfBranchDropout(t, s, 1, branch);
   addPromoted(T * d, b.x, branch, s.at<float>(t.h1));
   REMAT_RETURN_IF_ERROR(t.ln2.forward(context, s.at<float>(t.h1), p + t.ln2P, norm, s.at<float>(t.st2), dnnl));
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, norm, p + t.fc1W, p + t.fc1B, s.at(t.fc), s.saved + t.fc1Copies, dnnl));
   geluHalf(t, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(
       t.fc2.forward(context, s.at(t.gelu), p + t.fc2W, p + t.fc2B, branch, s.saved + t.fc2Copy, dnnl));
-  branchDropout(t, s, 2, branch);
+  halfBranchDropout(t, s, 2, branch);
   addPromoted(T * d, s.at<float>(t.h1), branch, b.y);
   return Status::ok();
 }

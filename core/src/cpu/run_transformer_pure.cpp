@@ -20,6 +20,7 @@
 #include "attention_half.hpp"
 #include "block_prep.hpp"
 #include "device_impl.hpp"
+#include "half_block_dropout.hpp"
 
 namespace remat::cpu {
 
@@ -194,33 +195,6 @@ Status normBackward(const DnnlContext& context, const PureBlockPrep& t, const La
   return Status::ok();
 }
 
-// A residual branch's dropout on its bfloat16 output, in place, the mask into E; its backward.
-void pureBranchDropout(const PureBlockPrep& t, const PureTensors& s, int site, BFloat16* branch) {
-  if (!s.drop.active()) return;
-  const DropoutDraw draw = s.drop.site(static_cast<std::uint64_t>(site));
-  std::uint8_t* mask = s.bytes(site == 1 ? t.mask1 : t.mask2);
-  const Index count = t.tokens * t.width;
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) {
-    const bool keep = draw.keep(static_cast<std::uint64_t>(i));
-    mask[i] = keep ? 1 : 0;
-    branch[i] = BFloat16(keep ? branch[i].value() * draw.scale : 0.0f);
-  }
-}
-
-void pureBranchDropoutBackward(const PureBlockPrep& t, const PureTensors& s, int site, BFloat16* grad) {
-  if (!s.drop.active()) return;
-  const std::uint8_t* mask = s.bytes(site == 1 ? t.mask1 : t.mask2);
-  const Index count = t.tokens * t.width;
-#pragma omp parallel for schedule(static)
-  for (Index i = 0; i < count; ++i) grad[i] = BFloat16(mask[i] ? grad[i].value() * s.drop.scale : 0.0f);
-}
-
-HalfAttentionDropout pureMathDropout(const PureBlockPrep& t, const PureTensors& s) {
-  if (!s.drop.active()) return {};
-  return {s.drop.site(3), s.bytes(t.attnMask), s.at(t.dropped)};
-}
-
 // qkv(input) -> attention -> the merged heads (E) -> the out projection into `branch`, dropped.
 Status pureAttentionForward(const DnnlContext& context, const PureBlockPrep& t, const PureTensors& s,
                             const BFloat16* input, BFloat16* branch) {
@@ -237,12 +211,12 @@ Status pureAttentionForward(const DnnlContext& context, const PureBlockPrep& t, 
     rowsToHeadsHalf(t.g, qkv, 3 * d, 2 * d, s.at(t.v));
     auto* heads = s.work(t.fHeads);
     mathAttentionForwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), heads, s.work<float>(t.fThread),
-                             pureMathDropout(t, s));
+                             halfMathDropout(t, s));
     headsToRowsHalf(t.g, heads, s.at(t.merged), d, 0);
   }
   REMAT_RETURN_IF_ERROR(
       t.proj.forward(context, s.at(t.merged), s.param(t.projW), s.param(t.projB), branch, s.saved, dnnl));
-  pureBranchDropout(t, s, 1, branch);
+  halfBranchDropout(t, s, 1, branch);
   return Status::ok();
 }
 
@@ -254,7 +228,7 @@ Status pureMlpForward(const DnnlContext& context, const PureBlockPrep& t, const 
   REMAT_RETURN_IF_ERROR(t.fc1.forward(context, input, s.param(t.fc1W), s.param(t.fc1B), s.at(t.fc), s.saved, dnnl));
   geluForwardHalf(count, t.tanhGelu, s.at(t.fc), s.at(t.gelu));
   REMAT_RETURN_IF_ERROR(t.fc2.forward(context, s.at(t.gelu), s.param(t.fc2W), s.param(t.fc2B), branch, s.saved, dnnl));
-  pureBranchDropout(t, s, 2, branch);
+  halfBranchDropout(t, s, 2, branch);
   return Status::ok();
 }
 
@@ -265,7 +239,7 @@ Status pureMlpBackward(const DnnlContext& context, const PureBlockPrep& t, const
   const Index count = t.tokens * t.hidden;
   auto *branch = s.work(t.bBranch), *wide = s.work(t.bWide);
   std::memcpy(branch, dOut, static_cast<std::size_t>(halves(t.tokens * t.width)));
-  pureBranchDropoutBackward(t, s, 2, branch);
+  halfBranchDropoutBackward(t, s, 2, branch);
   REMAT_RETURN_IF_ERROR(t.fc2.backward(context, s.at(t.gelu), branch, s.saved, wide, s.grad(t.fc2W), s.grad(t.fc2B),
                                        dnnl, s.params + t.fc2W));
   geluBackwardHalf(count, t.tanhGelu, s.at(t.fc), wide);
@@ -279,7 +253,7 @@ Status pureAttentionBackward(const DnnlContext& context, const PureBlockPrep& t,
   const Index d = t.width;
   auto *branch = s.work(t.bBranch), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
   std::memcpy(branch, dOut, static_cast<std::size_t>(halves(t.tokens * d)));
-  pureBranchDropoutBackward(t, s, 1, branch);
+  halfBranchDropoutBackward(t, s, 1, branch);
   REMAT_RETURN_IF_ERROR(t.proj.backward(context, s.at(t.merged), branch, s.saved, heads, s.grad(t.projW),
                                         s.grad(t.projB), dnnl, s.params + t.projW));
   rowsToHeadsHalf(t.g, heads, d, 0, branch);
@@ -288,7 +262,7 @@ Status pureAttentionBackward(const DnnlContext& context, const PureBlockPrep& t,
                                s.work<float>(t.bThread), s.drop.site(3));
   else
     mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), branch, wide,
-                              s.work<float>(t.bThread), pureMathDropout(t, s));
+                              s.work<float>(t.bThread), halfMathDropout(t, s));
   return t.qkv.backward(context, input, wide, s.saved, dInput, s.grad(t.qkvW), s.grad(t.qkvB), dnnl, s.params + t.qkvW);
 }
 
