@@ -62,8 +62,9 @@ inline void expectEveryStepModeMeasured(ChainMaker make, Precision precision = P
   expectStepModesMeasured(make, precision, modes, 1);
 }
 
-// Each parameter layer's float32 gradient of one store-all step (layers without parameters left out).
-inline std::vector<std::vector<float>> gradientsOf(const Chain& built, std::uint64_t seed) {
+// Each layer's gradient bytes of one store-all step, as the run returns them (float32's or pure
+// bf16's bfloat16 ones; empty for a layer without parameters).
+inline std::vector<std::vector<std::byte>> gradientBytesOf(const Chain& built, std::uint64_t seed) {
   cpu::CpuDevice device({.threads = 1});
   const Chain chain = fittedTo(built, device);
   auto interp = Interpreter::create(chain, device, seeded(seed));
@@ -71,9 +72,13 @@ inline std::vector<std::vector<float>> gradientsOf(const Chain& built, std::uint
   if (!interp) return {};
   auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
   EXPECT_TRUE(run.isOk()) << run.status().message();
-  if (!run) return {};
+  return run ? run->parameterGradients : std::vector<std::vector<std::byte>>{};
+}
+
+// Each parameter layer's float32 gradient of one store-all step (layers without parameters left out).
+inline std::vector<std::vector<float>> gradientsOf(const Chain& built, std::uint64_t seed) {
   std::vector<std::vector<float>> out;
-  for (const auto& bytes : run->parameterGradients) {
+  for (const auto& bytes : gradientBytesOf(built, seed)) {
     std::vector<float> values(bytes.size() / sizeof(float));
     if (values.empty()) continue;
     std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
@@ -100,19 +105,6 @@ inline std::vector<double> relativeGradientDifferences(ChainMaker make, std::uin
     out.push_back(std::sqrt(difference / norm));
   }
   return out;
-}
-
-// Each layer's gradient bytes of one store-all step, as the run returns them (float32's or pure
-// bf16's bfloat16 ones; empty for a layer without parameters).
-inline std::vector<std::vector<std::byte>> gradientBytesOf(const Chain& built, std::uint64_t seed) {
-  cpu::CpuDevice device({.threads = 1});
-  const Chain chain = fittedTo(built, device);
-  auto interp = Interpreter::create(chain, device, seeded(seed));
-  EXPECT_TRUE(interp.isOk()) << interp.status().message();
-  if (!interp) return {};
-  auto run = (*interp)->run(Plan{}, RunOptions{.captureGradients = true});
-  EXPECT_TRUE(run.isOk()) << run.status().message();
-  return run ? run->parameterGradients : std::vector<std::vector<std::byte>>{};
 }
 
 // Element i of float32 gradient bytes, or of bfloat16 ones (`half`).
