@@ -110,7 +110,9 @@ class ChainDriver {
   }
   DeviceBuffer upload(const std::vector<std::byte>& bytes, TensorRole role, std::size_t layer) {
     DeviceBuffer b = allocate(bytes.size());
-    if (b.valid()) EXPECT_TRUE(device_.upload(b, role, layer, bytes).isOk());
+    if (b.valid()) {
+      EXPECT_TRUE(device_.upload(b, role, layer, bytes).isOk());
+    }
     return b;
   }
   std::vector<float> download(DeviceBuffer b, TensorRole role, std::size_t layer) {

@@ -195,8 +195,8 @@ void geluHalfBackward(const HalfBlockPrep& t, const BFloat16* x, BFloat16* dyDx)
 
 // The attention sublayer's backward from the float32 gradient of its promoted output (`dOut`):
 // its bfloat16 cast, the out-projection, the attention, qkv writing its float32 input's gradient.
-Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, const float* p,
-                         float* g, const float* dOut, float* dInput) {
+Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s,
+                         const float* /*params*/, float* g, const float* dOut, float* dInput) {
   std::byte* dnnl = s.scratch + t.bDnnl;
   const Index d = t.width;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);

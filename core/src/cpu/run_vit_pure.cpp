@@ -135,7 +135,7 @@ Status backwardPurePatchEmbedding(const DnnlContext& context, const PreparedLaye
 }
 
 Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, const LayerSpec& spec,
-                          const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
+                          const LayerChecks& check, bool /*firstLayer*/, PreparedLayer& prepared) {
   auto v = std::make_shared<PureVitPrep>();
   REMAT_RETURN_IF_ERROR(setClsHeadLayout(*v, layer, spec, check));
   const Index d = v->width, T = v->batch * v->seq, out = v->outFeatures;
