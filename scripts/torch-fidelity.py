@@ -12,6 +12,14 @@ further than --tolerance from E (unless --report), 2 on bad input.
   scripts/torch-fidelity.py --device cuda --chain zoo --markdown   # the GPU rows (scripts/gpu-check.sh)
   scripts/torch-fidelity.py --models gpt_small,vit_b_16 --batch 2 --sequence 128 --resolution 224 \
       --planners none,optimal,linear,dp --markdown   # the transformers (scripts/torch_fidelity_transformers.py)
+  scripts/torch-fidelity.py --fast --optimizer adamw --grads on-backward   # the whole step (below)
+
+With --optimizer or --grads on-backward a row is the whole training step, as a PyTorch loop runs it:
+forward, backward, optimizer.step() and zero_grad(set_to_none=True), recorded at the second step (the
+optimizer's state exists), compared as totals: PyTorch's bytes alive before the step (weights,
+buffers, input, labels, the optimizer's state, static gradients) plus its step's peak, against
+remat's peak_bytes (static + E) under the same --optimizer / --foreach / --grads (docs/pytorch.md,
+"The whole step").
 
 Run with the Python that has PyTorch (/usr/bin/python3 on Debian: python3-torch).
 """
@@ -49,9 +57,24 @@ FAST = {"models": "resnet18,vgg11", "batch": 2, "resolution": 32}
 KNOWN = os.path.join(REPO, "scripts", "torch-fidelity-known.json")
 MIB = float(1 << 20)
 
-# The step these scripts measure in PyTorch: forward and backward, no optimizer, the weight gradients
-# kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
-STEP = ["--optimizer", "none", "--grads", "static"]
+# The optimizers of remat's --optimizer as torch.optim builds them (PyTorch's defaults; SGD needs an lr).
+OPTIMIZERS = {
+    "sgd": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, foreach=foreach),
+    "momentum": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach),
+    "adam": lambda params, foreach: torch.optim.Adam(params, foreach=foreach),
+    "adamw": lambda params, foreach: torch.optim.AdamW(params, foreach=foreach),
+}
+
+
+def step_args(args):
+    """remat's step options for the step PyTorch runs (by default forward and backward, no optimizer,
+    the weight gradients kept between steps; the remat commands default to PyTorch 2's AdamW step,
+    docs/memory-model.md 11)."""
+    return ["--optimizer", args.optimizer, "--foreach", args.foreach, "--grads", args.grads]
+
+
+def whole_step(args):
+    return args.optimizer != "none" or args.grads == "on-backward"
 
 
 def parse_args(argv):
@@ -79,6 +102,12 @@ def parse_args(argv):
                    help="onnx (default): plan the model's ONNX export imported, as a user's would be; zoo: the zoo's "
                         "chain of the same name (equal to the import layer for layer, docs/import.md), for a remat "
                         "built without the ONNX importer")
+    p.add_argument("--optimizer", choices=("none", *OPTIMIZERS), default="none",
+                   help="the optimizer whose step ends PyTorch's step (default none: forward and backward only)")
+    p.add_argument("--foreach", choices=("on", "off"), default="off",
+                   help="the optimizer's foreach implementation (default off, PyTorch's default for CPU parameters)")
+    p.add_argument("--grads", choices=("static", "on-backward"), default="static",
+                   help="static: zero_grad(set_to_none=False) (default); on-backward: zero_grad(set_to_none=True)")
     p.add_argument("--known", default=KNOWN, help="known mismatches: rows that may miss the tolerance (default %(default)s)")
     args = p.parse_args(argv)
     if args.fast:
@@ -120,22 +149,47 @@ def held_at(trace, index, top=6):
     return [f"{v / MIB:.2f} MiB {k}" for k, v in items[:top]] + ([f"{rest / MIB:.2f} MiB elsewhere"] if rest else [])
 
 
-def measure(case, plan, name, explain=False):
+def measure(case, plan, name, args):
     applied = apply_plan(case.model, plan["checkpoint_names"], case.x)
+    optimizer = warm_optimizer(case, applied, args) if args.optimizer != "none" else None
     torch.manual_seed(0)
-    s = record_step(applied, case.x, labels=case.labels, model_name=name, **loss_kwargs(case))
+    grads = "none" if args.grads == "on-backward" or not whole_step(args) else "zero"
+    s = record_step(applied, case.x, labels=case.labels, model_name=name, grads=grads, optimizer=optimizer,
+                    **loss_kwargs(case))
     trace = s["device_traces"][0]
     summary = summarize(trace, s["remat"]["phases"])
-    if explain:
+    if args.explain:
         print(f"## {name}, checkpoints {plan['checkpoint_names']}")
         print(f"   PyTorch holds {summary.forward_end_live_bytes / MIB:.2f} MiB after the forward pass")
         print("   at PyTorch's peak: " + "; ".join(held_at(trace, summary.peak_index)), flush=True)
-    return {
-        "measured": summary.activation_peak_bytes,
-        "between": s["remat"]["between_ops_peak_bytes"],
-        "at": peak_place(trace, summary.peak_index),
-        "forward_end": summary.forward_end_live_bytes,
-    }
+    if not whole_step(args):
+        return {"measured": summary.activation_peak_bytes, "between": s["remat"]["between_ops_peak_bytes"],
+                "at": peak_place(trace, summary.peak_index), "forward_end": summary.forward_end_live_bytes}
+    static = s["remat"]["static_bytes"]
+    return {"measured": static + summary.peak_bytes, "between": static + s["remat"]["between_ops_peak_bytes"],
+            "at": peak_place(trace, total_peak_index(trace)), "forward_end": summary.forward_end_live_bytes,
+            "static_measured": static}
+
+
+def warm_optimizer(case, applied, args):
+    """The optimizer over the model's parameters after one step, so that its state exists (the
+    recorded step is a loop's second, the steady state of docs/memory-model.md 11.1)."""
+    params = [p for p in case.model.parameters() if p.requires_grad]
+    optimizer = OPTIMIZERS[args.optimizer](params, args.foreach == "on")
+    loss_fn = case.loss_fn or torch.nn.functional.cross_entropy
+    loss_fn(applied(case.x), case.labels).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return optimizer
+
+
+def total_peak_index(trace):
+    held = best = index = 0
+    for i, e in enumerate(trace):
+        held += e["size"] if e["action"] == "alloc" else -e["size"]
+        if held > best:
+            best, index = held, i
+    return index
 
 
 def loss_kwargs(case):
@@ -204,14 +258,14 @@ def rows_for(name, planners, args, folder):
     loss_fn(case.model(case.x), case.labels).backward()
     case.model.zero_grad(set_to_none=True)
     chain_path = profiled_chain(case, plain_path, folder, name) if args.workspaces == "torch" else plain_path
-    step = [*case.plan_args, *STEP]
+    step = [*case.plan_args, *step_args(args)]
     rows = []
     for planner in planners:
         plan = run_remat(["plan", chain_path, "--planner", planner, *step], args.remat)
         checkpoints = ",".join(map(str, plan["checkpoints"]))
         plain = run_remat(["simulate", plain_path, "--checkpoints", checkpoints, *step], args.remat)
         started = time.time()
-        m = measure(case, plan, name, args.explain)
+        m = measure(case, plan, name, args)
         if args.explain:
             sim = run_remat(["simulate", chain_path, "--checkpoints", checkpoints, *step], args.remat)
             seed = next(i for i, op in enumerate(sim["ops"]) if op["op"] == "SEED")
@@ -220,9 +274,11 @@ def rows_for(name, planners, args, folder):
                   f"({sim['ops'][sim['peak_op_index']]['layer']}))", flush=True)
         check_token_input(name, case, plan)
         check_labels(name, case, plan)
-        e = plan["dynamic_peak_bytes"]
-        rows.append({"model": name, "shape": case.shape, "chain": source, "planner": planner, "checkpoints": len(plan["checkpoints"]), "E": e,
-                     "E_plain": plain["dynamic_peak_bytes"], "seconds": time.time() - started, **m})
+        # The whole step compares totals (static + E); forward and backward alone, E.
+        key = "peak_bytes" if whole_step(args) else "dynamic_peak_bytes"
+        rows.append({"model": name, "shape": case.shape, "chain": source, "planner": planner,
+                     "checkpoints": len(plan["checkpoints"]), "E": plan[key], "E_plain": plain[key],
+                     "static": plan["static_bytes"], "seconds": time.time() - started, **m})
     return rows
 
 
@@ -249,18 +305,24 @@ def check_labels(name, case, plan):
 
 
 def print_table(rows, args):
-    head = ["model", "chain", "plan", "ckpts", "remat E (MiB)", "PyTorch peak (MiB)", "peak / E",
-            "E without scratch (MiB)", "between ops (MiB)", "between / E without scratch", "PyTorch's peak at"]
+    whole = whole_step(args)
+    e = "remat total" if whole else "remat E"
+    head = ["model", "chain", "plan", "ckpts", f"{e} (MiB)", "PyTorch peak (MiB)", f"peak / {e[6:]}",
+            f"{e} without scratch (MiB)", "between ops (MiB)", "between / without scratch", "PyTorch's peak at"]
+    if whole:
+        head[-1:-1] = ["remat static (MiB)", "PyTorch static (MiB)"]
     if args.markdown:
         print("| " + " | ".join(head) + " |")
-        print("|" + "|".join(["---"] * 3 + ["---:"] * 7 + ["---"]) + "|")
+        print("|" + "|".join(["---"] * 3 + ["---:"] * (len(head) - 4) + ["---"]) + "|")
     for r in rows:
         if "error" in r:
-            cells = [r["model"], "-", r["planner"], "-", "-", "-", "-", "-", "-", "-", r["error"]]
+            cells = [r["model"], "-", r["planner"]] + ["-"] * (len(head) - 4) + [r["error"]]
         else:
             cells = [r["model"], r["chain"], r["planner"], str(r["checkpoints"]), f"{r['E'] / MIB:.2f}",
                      f"{r['measured'] / MIB:.2f}", f"{r['measured'] / r['E']:.3f}", f"{r['E_plain'] / MIB:.2f}",
                      f"{r['between'] / MIB:.2f}", f"{r['between'] / r['E_plain']:.3f}", r["at"]]
+            if whole:
+                cells[-1:-1] = [f"{r['static'] / MIB:.2f}", f"{r['static_measured'] / MIB:.2f}"]
         print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells), flush=True)
 
 
@@ -284,7 +346,8 @@ def main(argv=None):
     print(f"# PyTorch {torch.__version__}, {where}, batch {args.batch}, "
           f"{args.resolution}x{args.resolution}"
           + (f", sequence {args.sequence}" if "gpt_small" in models else "")
-          + f", float32; tolerance {args.tolerance:.0%}", flush=True)
+          + f", float32; tolerance {args.tolerance:.0%}"
+          + (f"; the whole step: {' '.join(step_args(args))}" if whole_step(args) else ""), flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch-fidelity-") as folder:
         for name in models:
@@ -301,7 +364,8 @@ def main(argv=None):
 
 def row_key(r, args):
     key = f"{r['model']}/{r['planner']}/batch {args.batch}/{r.get('shape') or f'{args.resolution}x{args.resolution}'}"
-    return key + ("/no workspaces" if args.workspaces == "none" else "") + ("/cuda" if args.device == "cuda" else "")
+    key += ("/no workspaces" if args.workspaces == "none" else "") + ("/cuda" if args.device == "cuda" else "")
+    return key + (f"/{args.optimizer} foreach {args.foreach} grads {args.grads}" if whole_step(args) else "")
 
 
 def verdict(rows, args):

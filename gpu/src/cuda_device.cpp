@@ -291,7 +291,7 @@ Status CudaDevice::optimizerStep(const OptimizerCall& call) {
   REMAT_RETURN_IF_ERROR(d.requirePrepared(call.layer));
   auto m = checkOptimizerCall(*d.allocator, *d.chain, call);
   if (!m) return m.status();
-  const std::uint64_t p = d.chain->at(call.layer).paramBytes;
+  const std::uint64_t p = m->bytes;  // the part of the layer's parameters this call updates
   const std::string where = "layer " + std::to_string(call.layer) + " optimizer step";
   std::byte* spans[6] = {m->params, m->grads, m->state, m->stateSquare, m->denominator, m->squareRoot};
   const cudaStream_t stream = d.stream.get();

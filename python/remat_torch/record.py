@@ -116,14 +116,21 @@ def record_step(
     grads: str = "none",
     model_name: Optional[str] = None,
     plan: Optional[Sequence[str]] = None,
+    optimizer: Optional[torch.optim.Optimizer] = None,
 ) -> dict:
     """Runs one training step (forward, loss, backward) of ``model`` on ``batch`` under memory recording.
 
     ``batch``: the input tensor, or (input, labels). Labels default to class 0 for every sample
     (cross entropy over the model's output). ``grads``: "none" sets every parameter's gradient to
     None first (``zero_grad(set_to_none=True)``, PyTorch 2's default), so the backward allocates
-    them; "zero" allocates them as zeros before the step (static). Returns the snapshot dict and, with
-    ``out``, writes it: JSON for ``*.json``, else pickle (protocol 4), atomically.
+    them; "zero" allocates them as zeros before the step (static), or zeroes them in place where
+    they exist. ``optimizer``: a torch.optim optimizer over the model's parameters; the step then
+    ends as a training loop's does, in ``optimizer.step()`` and, with grads="none",
+    ``optimizer.zero_grad(set_to_none=True)`` (the gradients freed inside the recording), with the
+    output and the loss held through both as the loop's variables hold them. Its state (the
+    moments) is static: run one step with it first, so that the recording is a steady-state step
+    (docs/pytorch.md, "The whole step"). Returns the snapshot dict and, with ``out``, writes it:
+    JSON for ``*.json``, else pickle (protocol 4), atomically.
     """
     x, labels = _split_batch(batch, labels)
     if grads not in ("none", "zero"):
@@ -131,17 +138,20 @@ def record_step(
     for p in model.parameters():
         if grads == "none":
             p.grad = None
+        elif p.grad is not None:
+            p.grad.zero_()
         elif p.requires_grad:
             p.grad = torch.zeros_like(p)
-    static = [*model.parameters(), *model.buffers(), x, labels]
+    static = [*model.parameters(), *model.buffers(), x, labels, *_state_tensors(optimizer)]
     static += [p.grad for p in model.parameters() if p.grad is not None]
     static_bytes = _storage_bytes(static)
     device = x.device
     v = _version_tuple()
+    step = _StepEnd(optimizer, grads == "none")
     if device.type == "cuda" and v >= (2, 0):
-        snapshot = _record_cuda(model, x, labels, loss_fn, device, v)
+        snapshot = _record_cuda(model, x, labels, loss_fn, device, v, step)
     else:
-        snapshot = _record_profiler(model, x, labels, loss_fn, device)
+        snapshot = _record_profiler(model, x, labels, loss_fn, device, step)
     device_name = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
     snapshot["remat"].update(
         {
@@ -155,6 +165,8 @@ def record_step(
             "grads": grads,
         }
     )
+    if optimizer is not None and step.options(grads) is not None:
+        snapshot["remat"]["step"] = step.options(grads)
     trace = snapshot["device_traces"][0 if device.type == "cpu" else (device.index or 0)]
     summary = memory_trace.summarize(trace, snapshot["remat"]["phases"])
     snapshot["remat"]["persistent_bytes"] = summary.persistent_bytes
@@ -174,19 +186,57 @@ def _split_batch(batch, labels):
     return x, labels
 
 
-def _step(model, x, labels, loss_fn, mark: Callable[[str], None]) -> None:
-    # References end here, so the output, the loss and every saved tensor are freed inside the step.
+def _state_tensors(optimizer) -> List[torch.Tensor]:
+    if optimizer is None:
+        return []
+    return [t for state in optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+
+
+class _StepEnd:
+    """What ends the recorded step after the backward pass: nothing, or the optimizer's step and
+    ``zero_grad(set_to_none=True)``; and the step options remat names it by (memory-model.md 11)."""
+
+    def __init__(self, optimizer, set_to_none: bool):
+        self.optimizer = optimizer
+        self.set_to_none = set_to_none
+
+    def run(self, mark: Callable[[str], None]) -> None:
+        if self.optimizer is None:
+            return
+        self.optimizer.step()
+        mark("optimizer_end")
+        if self.set_to_none:
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def options(self, grads: str) -> Optional[dict]:
+        o = self.optimizer
+        defaults = o.defaults
+        if isinstance(o, torch.optim.SGD) and defaults.get("momentum", 0) in (0, 0.9):
+            name = "momentum" if defaults.get("momentum", 0) else "sgd"
+        elif type(o) in (torch.optim.Adam, torch.optim.AdamW):
+            name = type(o).__name__.lower()
+        else:
+            return None  # remat has no name for it
+        return {"optimizer": name, "foreach": bool(defaults.get("foreach")),
+                "grads": "on-backward" if grads == "none" else "static", "precision": "fp32"}
+
+
+def _step(model, x, labels, loss_fn, mark: Callable[[str], None], end: Optional[_StepEnd] = None) -> None:
+    # References end here, so the output, the loss and every saved tensor are freed inside the step;
+    # with an optimizer they are held through its step, as a loop's variables are.
     mark("forward_begin")
     output = model(x)
     mark("forward_end")
     loss = loss_fn(output, labels)
     loss.backward()
     mark("backward_end")
+    if end is not None:
+        end.run(mark)
     del output, loss
     mark("step_end")
 
 
-def _record_profiler(model, x, labels, loss_fn, device) -> dict:
+def _record_profiler(model, x, labels, loss_fn, device, end: Optional[_StepEnd] = None) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -198,7 +248,7 @@ def _record_profiler(model, x, labels, loss_fn, device) -> dict:
 
     try:
         with profile(activities=activities, profile_memory=True) as prof:
-            _step(model, x, labels, loss_fn, mark)
+            _step(model, x, labels, loss_fn, mark, end)
     finally:
         ranges.remove()
     trace, phase_times, counter_peak = memory_trace.from_profiler(prof, device)
@@ -215,7 +265,7 @@ def _record_profiler(model, x, labels, loss_fn, device) -> dict:
     return {"segments": [], "device_traces": device_traces, "remat": remat}
 
 
-def _record_cuda(model, x, labels, loss_fn, device, v) -> dict:
+def _record_cuda(model, x, labels, loss_fn, device, v, end: Optional[_StepEnd] = None) -> dict:
     mem = torch.cuda.memory
     torch.cuda.synchronize(device)
     if v >= (2, 1):
@@ -232,7 +282,7 @@ def _record_cuda(model, x, labels, loss_fn, device, v) -> dict:
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
     try:
-        _step(model, x, labels, loss_fn, mark)
+        _step(model, x, labels, loss_fn, mark, end)
         torch.cuda.synchronize(device)
         snapshot = mem._snapshot()
     finally:

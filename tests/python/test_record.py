@@ -105,6 +105,50 @@ class RecordingSchema(unittest.TestCase):
         self.assertEqual(backward, {"conv1", "conv2"})  # attributed through the autograd node's sequence number
 
 
+class WholeStep(unittest.TestCase):
+    """With an optimizer the recording is a loop's steady-state step: the state is static, the
+    gradients made by the backward are freed by zero_grad(set_to_none=True) inside it, and the
+    step's temporaries (single-tensor AdamW: the previous tensor's denominator beside a square root
+    and a quotient) are in the trace."""
+
+    def test_adamw_step_recorded(self):
+        torch.manual_seed(0)
+        model = SmallNet().train()
+        x = torch.randn(4, 3, 8, 8)
+        optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
+        torch.nn.functional.cross_entropy(model(x), torch.zeros(4, dtype=torch.long)).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        s = record_step(model, x, optimizer=optimizer)
+        r = s["remat"]
+        params = [p.numel() * 4 for p in model.parameters()]
+        buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+        state = sum(t.numel() * t.element_size() for st in optimizer.state.values() for t in st.values())
+        self.assertEqual(r["static_bytes"], sum(params) + buffers + x.numel() * 4 + 4 * 8 + state)
+        self.assertEqual([p["name"] for p in r["phases"]],
+                         ["forward_begin", "forward_end", "backward_end", "optimizer_end", "step_end"])
+        self.assertEqual(r["step"], {"optimizer": "adamw", "foreach": False, "grads": "on-backward", "precision": "fp32"})
+        summary = summarize(s["device_traces"][0], r["phases"])
+        self.assertEqual(summary.persistent_bytes, 0)  # zero_grad(set_to_none=True) freed every gradient
+        self.assertEqual(summary.peak_bytes, r["torch_counter_peak_bytes"])
+        # The optimizer's phase holds every gradient plus the largest (previous + 2 x tensor) pair.
+        trace = s["device_traces"][0]
+        start = next(p["trace_index"] for p in r["phases"] if p["name"] == "backward_end")
+        end = next(p["trace_index"] for p in r["phases"] if p["name"] == "optimizer_end")
+        held = sum(e["size"] if e["action"] == "alloc" else -e["size"] for e in trace[:start])
+        most = held
+        for e in trace[start:end]:
+            held += e["size"] if e["action"] == "alloc" else -e["size"]
+            most = max(most, held)
+        pairs = max(prev + 2 * t for prev, t in zip([0] + params[:-1], params))
+        gradients = sum(params)
+        # The step's temporaries, freed by its end (and a few 0-dim float32 scalars of 1.13's loop).
+        self.assertGreaterEqual(most - held, pairs)
+        self.assertLessEqual(most - held, pairs + 64)
+        self.assertGreaterEqual(held, gradients)
+        self.assertIsNone(next(iter(model.parameters())).grad)
+
+
 class PeakAgainstTorchCounters(unittest.TestCase):
     def test_peak_is_torchs(self):
         """The trace's own peak equals the peak of PyTorch's allocation counter over the step, and it is

@@ -143,7 +143,7 @@ Status CpuDevice::optimizerStep(const OptimizerCall& call) {
   REMAT_RETURN_IF_ERROR(impl_->requirePrepared(call.layer));
   auto m = checkOptimizerCall(impl_->allocator, *impl_->chain, call);
   if (!m) return m.status();
-  const std::uint64_t p = impl_->chain->at(call.layer).paramBytes;
+  const std::uint64_t p = m->bytes;  // the part of the layer's parameters this call updates
   if (impl_->chain->layers[call.layer - 1].kind == LayerKind::Abstract) {
     abstractUpdate(m->params, m->grads, m->state, m->denominator, p);
     return Status::ok();

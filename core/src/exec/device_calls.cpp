@@ -165,6 +165,10 @@ Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, c
   const std::string where = "layer " + std::to_string(call.layer) + " optimizer step";
   if (call.optimizer == OptimizerKind::None) return Status::internal(where + ": no optimizer");
   const std::uint64_t p = chain.at(call.layer).paramBytes;
+  const std::uint64_t part = call.spanBytes == 0 ? p : call.spanBytes;
+  if (call.offsetBytes > p || part > p - call.offsetBytes)
+    return Status::internal(where + ": the part [" + std::to_string(call.offsetBytes) + ", +" + std::to_string(part) +
+                            ") is outside p = " + std::to_string(p) + " bytes");
   const bool adamLike = call.optimizer == OptimizerKind::Adam || call.optimizer == OptimizerKind::AdamW;
   const bool needsState = call.optimizer != OptimizerKind::Sgd;
   const DeviceBuffer buffers[6] = {call.params,      call.grads,       call.state,
@@ -176,12 +180,14 @@ Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, c
       if (required[k]) return Status::internal(where + ": buffer " + std::to_string(k) + " missing");
       continue;
     }
-    if (buffers[k].bytes != p) return Status::internal(where + ": a buffer is not p = " + std::to_string(p) + " bytes");
-    auto data = checkedMemory(allocator, buffers[k], p, "", "optimizerStep", false);
+    const std::uint64_t bytes = k < 4 ? p : part;  // the temporaries hold the part only
+    if (buffers[k].bytes != bytes)
+      return Status::internal(where + ": buffer " + std::to_string(k) + " is not " + std::to_string(bytes) + " bytes");
+    auto data = checkedMemory(allocator, buffers[k], bytes, "", "optimizerStep", false);
     if (!data) return data.status();
-    spans[k] = *data;
+    spans[k] = k < 4 ? *data + call.offsetBytes : *data;
   }
-  return OptimizerMemory{spans[0], spans[1], spans[2], spans[3], spans[4], spans[5]};
+  return OptimizerMemory{spans[0], spans[1], spans[2], spans[3], spans[4], spans[5], part};
 }
 
 }  // namespace remat

@@ -42,30 +42,34 @@ Status foreachStep(Device& device, const Chain& chain, int step, const Optimizer
   return Status::ok();
 }
 
-// _single_tensor_*: per parameter the square root and the quotient; the previous denominator
-// stays bound until the new one replaces it.
+// _single_tensor_*: per parameter tensor (paramTensorBytes) the square root and the quotient; the
+// previous tensor's denominator stays bound until the new one replaces it.
 Status singleTensorStep(Device& device, const Chain& chain, int step, const OptimizerBuffers& b) {
   const bool adam = adamLike(chain.step.optimizer);
   OwnedBuffer previous;
   for (std::size_t l = 1; l <= chain.size(); ++l) {
-    const std::uint64_t p = chain.at(l).paramBytes;
-    if (p == 0) continue;
-    OptimizerCall call = callFor(chain, l, step, b);
-    OwnedBuffer root, denominator;
-    if (adam) {
-      auto r = OwnedBuffer::allocate(device.allocator(), p, "optimizer step, square root");
-      if (!r) return r.status();
-      root = std::move(*r);
-      auto d = OwnedBuffer::allocate(device.allocator(), p, "optimizer step, denominator");
-      if (!d) return d.status();
-      denominator = std::move(*d);
-      call.squareRoot = root.get();
-      call.denominator = denominator.get();
+    std::uint64_t offset = 0;
+    for (const std::uint64_t t : paramTensorBytes(chain.layers[l - 1])) {
+      OptimizerCall call = callFor(chain, l, step, b);
+      call.offsetBytes = offset;
+      call.spanBytes = t;
+      offset += t;
+      OwnedBuffer root, denominator;
+      if (adam) {
+        auto r = OwnedBuffer::allocate(device.allocator(), t, "optimizer step, square root");
+        if (!r) return r.status();
+        root = std::move(*r);
+        auto d = OwnedBuffer::allocate(device.allocator(), t, "optimizer step, denominator");
+        if (!d) return d.status();
+        denominator = std::move(*d);
+        call.squareRoot = root.get();
+        call.denominator = denominator.get();
+      }
+      REMAT_RETURN_IF_ERROR(device.optimizerStep(call));
+      REMAT_RETURN_IF_ERROR(root.release());
+      REMAT_RETURN_IF_ERROR(previous.release());
+      previous = std::move(denominator);
     }
-    REMAT_RETURN_IF_ERROR(device.optimizerStep(call));
-    REMAT_RETURN_IF_ERROR(root.release());
-    REMAT_RETURN_IF_ERROR(previous.release());
-    previous = std::move(denominator);
   }
   return previous.release();
 }

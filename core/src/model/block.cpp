@@ -89,6 +89,7 @@ class GraphBuilder {
     op.readsOutput = inferred.numbers.needsOutput;
     op.statsBytes = inferred.numbers.extraBytes;  // batch norm's statistics, max pool's indices; else 0
     op.paramCount = inferred.paramCount;
+    op.paramTensors = std::move(inferred.paramTensors);
     op.fwdCost = inferred.numbers.fwdCost;
     op.layer = std::move(layer);
     return append(std::move(op), std::move(inferred.outputShape), inferred.numbers.outBytes, dtype);
@@ -230,6 +231,7 @@ class GraphBuilder {
     op.inputs = {in};
     op.readsInput = true;
     op.paramCount = static_cast<std::uint64_t>(x.shape[1]);
+    op.paramTensors = {op.paramCount};  // gamma
     const std::uint64_t elements = x.bytes / dtypeBytes(x.dtype);
     op.fwdCost = static_cast<double>(elements) / 1e9;  // one product per element
     // Under a mixed precision gamma is a float32 parameter: bfloat16 x times it promotes to float32.

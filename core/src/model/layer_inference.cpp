@@ -12,6 +12,8 @@ Status inferBlock(const LayerSpec& spec, const Shape& input, DType dtype, ChainL
   auto graph = buildBlockGraph(spec, input, dtype);
   if (!graph) return graph.status();
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, graph->tensors.back().shape, dtype, graph->paramCount, 0.0));
+  for (const BlockOp& op : graph->ops)
+    out.paramTensors.insert(out.paramTensors.end(), op.paramTensors.begin(), op.paramTensors.end());
   LayerNumbers& m = out.numbers;
   m.needsInput = graph->needsInput;
   // The final ReLU of a ResNet block reads x(l): out = yes (docs/memory-model.md section 5 and

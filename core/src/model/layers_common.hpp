@@ -19,6 +19,8 @@ Status checkNonNegativeField(std::string_view field, std::int64_t value);
 
 // a * b, or false when it does not fit in 64 bits.
 bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out);
+// A layer's parameter tensors (ChainLayer::paramTensors): the weight, then the bias when it has one.
+std::vector<std::uint64_t> weightAndBias(std::uint64_t weights, std::uint64_t biases);
 
 // Fills out.outputShape and the model numbers that every kind shares: a (checked against
 // overflow), p = paramCount * dtype bytes, the cost (fwd = forwardFlop / 1e9 GFLOP, bwd = 2 * fwd),

@@ -41,6 +41,11 @@ Status checkNonNegativeField(std::string_view field, std::int64_t value) {
 
 bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
 
+std::vector<std::uint64_t> weightAndBias(std::uint64_t weights, std::uint64_t biases) {
+  if (biases == 0) return {weights};
+  return {weights, biases};
+}
+
 Status setCommonNumbers(ChainLayer& out, Shape outputShape, DType dtype, std::uint64_t paramCount, double forwardFlop) {
   std::uint64_t outBytes = dtypeBytes(dtype);
   for (auto d : outputShape) {
@@ -146,6 +151,7 @@ Status inferConv2d(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   // 2 * MACs, plus one add per output element for the bias.
   const double flop = 2.0 * outElements * toDouble(inPerGroup) * toDouble(taps) + (spec.bias ? outElements : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, std::move(output), dtype, params, flop));
+  out.paramTensors = weightAndBias(weights, spec.bias ? static_cast<std::uint64_t>(spec.outChannels) : 0);
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;
   out.numbers.extraBytes = 0;
@@ -231,6 +237,7 @@ Status inferBatchNorm(const LayerSpec&, const Shape& input, DType dtype, ChainLa
                            shapeToString(input));
   // mean, variance, normalise, scale-and-shift: four flops per element.
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 2 * channels, 4.0 * toDouble(elements)));
+  out.paramTensors = weightAndBias(channels, channels);
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;
   out.numbers.extraBytes = 2 * channels * 4;  // saved mean and inverse std, float32 whatever the dtype
@@ -252,6 +259,7 @@ Status inferLinear(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   const double outElements = toDouble(static_cast<std::uint64_t>(input[0])) * toDouble(outFeatures);
   const double flop = 2.0 * outElements * toDouble(inFeatures) + (spec.bias ? outElements : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params, flop));
+  out.paramTensors = weightAndBias(weights, spec.bias ? outFeatures : 0);
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;
   out.numbers.extraBytes = 0;
@@ -302,6 +310,7 @@ Status inferLayerNorm(const LayerSpec& spec, const Shape& input, DType dtype, Ch
   const auto features = static_cast<std::uint64_t>(input[1]);
   // mean, variance, normalise, scale, shift: five flops per element.
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, 2 * features, 5.0 * toDouble(elementCount(input))));
+  out.paramTensors = weightAndBias(features, features);
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;
   // mean and rstd, float32 whatever the dtype (a float16 input's rows may make more bytes than it has)

@@ -112,17 +112,34 @@ std::string describeStaticParts(const Chain& chain) {
   return text + ")";
 }
 
+std::vector<std::uint64_t> paramTensorBytes(const ChainLayer& layer) {
+  const std::uint64_t p = layer.numbers.paramBytes;
+  if (p == 0) return {};
+  if (layer.paramTensors.empty() || layer.paramCount == 0 || p % layer.paramCount != 0) return {p};
+  // The parameters' dtype: float32 masters under a mixed precision, the chain's under a pure one.
+  const std::uint64_t elementBytes = p / layer.paramCount;
+  std::vector<std::uint64_t> bytes;
+  std::uint64_t sum = 0;
+  for (const std::uint64_t count : layer.paramTensors) {
+    if (count == 0) continue;
+    bytes.push_back(count * elementBytes);
+    sum += count;
+  }
+  if (sum != layer.paramCount) return {p};
+  return bytes;
+}
+
 std::uint64_t optimizerScratchBytes(const Chain& chain) {
   if (!isAdam(chain.step.optimizer)) return 0;
   if (chain.step.foreach) return chain.paramBytes();
-  // The previous parameter's denominator is still bound while the next one's sqrt and quotient exist.
+  // The previous tensor's denominator is still bound while the next one's sqrt and quotient exist.
   std::uint64_t previous = 0;
   std::uint64_t most = 0;
   for (const ChainLayer& layer : chain.layers) {
-    const std::uint64_t p = layer.numbers.paramBytes;
-    if (p == 0) continue;
-    most = std::max(most, previous + 2 * p);
-    previous = p;
+    for (const std::uint64_t t : paramTensorBytes(layer)) {
+      most = std::max(most, previous + 2 * t);
+      previous = t;
+    }
   }
   return most;
 }

@@ -91,7 +91,8 @@ Status inferSwinEmbedding(const LayerSpec& spec, const Shape& input, DType dtype
   REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &work, &grad}, "the patch embedding's tensors"));
   const double flop = 2.0 * toD(tokens) * toD(c) * toD(cin) * toD(u(k * k)) + 5.0 * toD(tokens) * toD(c);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], oh, ow, spec.width}, dtype, params.value(), flop));
-  out.numbers.needsInput = true;  // the conv's weight gradient reads the image
+  out.paramTensors = {c * cin * u(k) * u(k), c, c, c};  // the conv's weight and bias, the norm's
+  out.numbers.needsInput = true;                        // the conv's weight gradient reads the image
   out.numbers.needsOutput = false;
   extra.writeTo(out);
   out.numbers.fwdWorkspaceBytes = work.value();
@@ -166,6 +167,20 @@ Status inferSwinBlock(const LayerSpec& spec, const Shape& input, DType dtype, Ch
   const double flop = 8.0 * ttp * c * c + 4.0 * a * c / toD(d.heads) + 4.0 * tt * c * hid + 7.0 * a + 8.0 * tt * hid +
                       14.0 * tt * c + ttp * c;
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, params.value(), flop));
+  // norm1; the attention's own bias table first, then qkv and proj; norm2; the MLP (torchvision's order).
+  out.paramTensors = {d.c,
+                      d.c,
+                      tableSide * tableSide * d.heads,
+                      3 * d.c * d.c,
+                      3 * d.c,
+                      d.c * d.c,
+                      d.c,
+                      d.c,
+                      d.c,
+                      d.hidden * d.c,
+                      d.hidden,
+                      d.c * d.hidden,
+                      d.c};
   out.numbers.needsInput = true;  // norm1 keeps x(l-1)
   out.numbers.needsOutput = false;
   extra.writeTo(out);
@@ -203,7 +218,8 @@ Status inferPatchMerging(const LayerSpec& spec, const Shape& input, DType dtype,
   const double m = toD(merged), cc = toD(c);
   const double flop = 16.0 * m * cc * cc + 20.0 * m * cc;
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], oh, ow, 2 * input[3]}, dtype, params.value(), flop));
-  out.numbers.needsInput = false;  // pad, slices and cat need only shapes
+  out.paramTensors = {8 * c * c, 4 * c, 4 * c};  // reduction (no bias), then norm
+  out.numbers.needsInput = false;                // pad, slices and cat need only shapes
   out.numbers.needsOutput = false;
   extra.writeTo(out);
   out.numbers.bwdWorkspaceBytes = grad.value();
@@ -229,6 +245,7 @@ Status inferSwinHead(const LayerSpec& spec, const Shape& input, DType dtype, Cha
   REMAT_RETURN_IF_ERROR(checkedNumbers({&params, &extra.sum(), &grad}, "the head's tensors"));
   const double flop = 6.0 * toD(tokens) * toD(c) + 2.0 * toD(n) * toD(c) * toD(outs);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params.value(), flop));
+  out.paramTensors = {c, c, outs * c, outs};  // norm, head
   out.numbers.needsInput = true;
   out.numbers.needsOutput = false;
   extra.writeTo(out);

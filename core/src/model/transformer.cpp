@@ -68,6 +68,10 @@ Status inferTokenEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
   const double flop =
       toD(tokens) * toD(d) * (spec.segments > 0 ? 2.0 : 1.0) + (spec.embeddingNorm ? 5.0 : 0.0) * toD(tokens) * toD(d);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], input[1], spec.width}, dtype, params.value(), flop));
+  // wte, wpe (BERT: word, position, token type), then the norm's weight and bias.
+  out.paramTensors = {u(spec.vocab) * d, u(spec.positions) * d};
+  if (spec.segments > 0) out.paramTensors.push_back(u(spec.segments) * d);
+  if (spec.embeddingNorm) out.paramTensors.insert(out.paramTensors.end(), {d, d});
   out.numbers.needsInput = true;  // the embedding backward reads the ids (x0, static)
   out.numbers.needsOutput = false;
   extra.writeTo(out);
@@ -124,6 +128,9 @@ Status inferTransformerBlock(const LayerSpec& spec, const Shape& input, DType dt
   const double flop = 2.0 * t * (4.0 * dd * dd + 2.0 * dd * toD(hidden)) + 4.0 * toD(n) * toD(seq) * toD(seq) * dd +
                       5.0 * toD(probs.value()) + 8.0 * t * toD(hidden) + 12.0 * t * dd;
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, input, dtype, params.value(), flop));
+  // ln_1, attention's qkv and output projections, ln_2, the MLP's two linears (nanoGPT's Block;
+  // BERT's and torchvision's ViT's blocks hold the same tensors, q, k and v apart in BERT's).
+  out.paramTensors = {d, d, 3 * d * d, 3 * d, d * d, d, d, d, hidden * d, hidden, d * hidden, d};
   out.numbers.needsInput = true;  // ln1 (pre-norm) or the qkv linear (post-norm) keeps x(l-1)
   out.numbers.needsOutput = false;
   extra.writeTo(out);
@@ -143,6 +150,8 @@ Status inferLmHead(const LayerSpec& spec, const Shape& input, DType dtype, Chain
   NamedSum extra;
   if (spec.norm) params.add({2, d});
   if (!spec.tied) params.add({vocab, d});
+  if (spec.norm) out.paramTensors = {d, d};  // ln_f, then the projection's own table
+  if (!spec.tied) out.paramTensors.push_back(vocab * d);
   if (spec.norm)  // mean, rstd; the normalised x the linear keeps
     extra.add("ln_f: mean, rstd", {2, tokens, 4}).add("the projection's input (ln_f's output)", {tokens, d, s});
   logits.add({tokens, vocab, s});
@@ -186,6 +195,8 @@ Status inferPatchEmbedding(const LayerSpec& spec, const Shape& input, DType dtyp
       2.0 * toD(n) * toD(patches) * toD(d) * toD(c) * toD(u(k * k)) + toD(n) * toD(seq.value()) * toD(d);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], static_cast<std::int64_t>(seq.value()), spec.width}, dtype,
                                          params.value(), flop));
+  // torchvision's VisionTransformer: class_token (its own parameter first), conv_proj, pos_embedding.
+  out.paramTensors = {d, d * c * u(k) * u(k), d, seq.value() * d};
   out.numbers.needsInput = true;  // the conv's weight gradient reads the image
   out.numbers.needsOutput = false;
   extra.writeTo(out);
@@ -213,6 +224,9 @@ Status inferClsHead(const LayerSpec& spec, const Shape& input, DType dtype, Chai
   const double flop = 2.0 * toD(n) * toD(d) * toD(outs) + (spec.norm ? 5.0 * toD(tokens) * toD(d) : 0.0) +
                       (spec.tanhOut ? 6.0 * toD(n) * toD(outs) : 0.0);
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, {input[0], spec.outFeatures}, dtype, params.value(), flop));
+  if (spec.norm) out.paramTensors = {d, d};
+  out.paramTensors.push_back(d * outs);
+  if (spec.bias) out.paramTensors.push_back(outs);
   out.numbers.needsInput = true;
   out.numbers.needsOutput = spec.tanhOut;  // tanh_backward(grad, result)
   extra.writeTo(out);

@@ -123,6 +123,11 @@ struct OptimizerCall {
   DeviceBuffer stateSquare;  // exp_avg_sq; Adam and AdamW only
   DeviceBuffer denominator;  // Adam and AdamW: sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps
   DeviceBuffer squareRoot;   // single-tensor Adam and AdamW: sqrt(exp_avg_sq) before the division; else empty
+  // The part updated: bytes [offsetBytes, offsetBytes + spanBytes) of params, grads and the state
+  // (one parameter tensor of the single-tensor loop, paramTensorBytes); spanBytes 0: all p bytes.
+  // denominator and squareRoot hold the part's bytes.
+  std::uint64_t offsetBytes = 0;
+  std::uint64_t spanBytes = 0;
 };
 
 enum class TensorRole {

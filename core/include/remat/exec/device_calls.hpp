@@ -89,7 +89,8 @@ Result<SeedMemory> checkSeedCall(const CountingAllocator& allocator, const std::
 
 // The buffers of one layer's optimizer update (requirePreparedLayer first), in OptimizerCall's
 // order: params, grads, state, stateSquare, denominator, squareRoot. Each one the optimizer needs
-// is present and every present one is p(layer) bytes; an absent optional one is null.
+// is present; params, grads and the state are p(layer) bytes and point at the call's part (its
+// offset), the temporaries are the part's bytes; an absent optional one is null.
 struct OptimizerMemory {
   std::byte* params = nullptr;
   std::byte* grads = nullptr;
@@ -97,6 +98,7 @@ struct OptimizerMemory {
   std::byte* stateSquare = nullptr;
   std::byte* denominator = nullptr;
   std::byte* squareRoot = nullptr;
+  std::uint64_t bytes = 0;  // the part updated
 };
 Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, const Chain& chain,
                                            const OptimizerCall& call);

@@ -104,7 +104,8 @@ struct BlockOp {
                                                // max pool: its argmax indices, 8 bytes (int64) per output element
   std::uint64_t statsOffset = kBlockNoOffset;  // in E, keep mode
   std::uint64_t paramCount = 0;
-  double fwdCost = 0.0;  // GFLOP
+  std::vector<std::uint64_t> paramTensors;  // ChainLayer::paramTensors of the op
+  double fwdCost = 0.0;                     // GFLOP
   // Per input: when it is a view and the op needs it contiguous (every kind but concat, slice and
   // channel_shuffle, which read rows with a stride), the executor first gathers it into a copy of
   // its own, as PyTorch's convolution calls .contiguous(): at this offset of the forward workspace

@@ -230,6 +230,11 @@ struct ChainLayer {
   Shape inputShape;           // empty for abstract layers
   Shape outputShape;
   std::uint64_t paramCount = 0;
+  // The element counts of the layer's parameter tensors in the order PyTorch's parameters() visits
+  // them (a conv's weight, then its bias; a block's inner ops in turn), summing to paramCount; what
+  // the single-tensor optimizer step allocates per tensor (memory-model.md 11.3). Empty: one tensor
+  // of all paramBytes (abstract layers, a kind that does not split them).
+  std::vector<std::uint64_t> paramTensors;
   LayerNumbers numbers;
   std::vector<SavedPart> extraParts;  // empty unless the kind names them; sum = numbers.extraBytes
 };

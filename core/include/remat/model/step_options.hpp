@@ -13,6 +13,7 @@
 namespace remat {
 
 struct Chain;
+struct ChainLayer;
 
 enum class OptimizerKind { None, Sgd, Momentum, Adam, AdamW };
 enum class GradMode { Static, OnBackward };
@@ -71,8 +72,14 @@ StaticBreakdown staticBreakdown(const Chain& chain);
 // "labels" for a chain without them (an abstract last layer).
 std::string describeStaticParts(const Chain& chain);
 
-// The optimizer step's scratch (section 11.3): P for foreach Adam/AdamW, max over layers of
-// p(previous layer with parameters) + 2 p(l) for their single-tensor loop, 0 for SGD and momentum.
+// The bytes of layer l's parameter tensors in PyTorch's order (ChainLayer::paramTensors in the
+// layer's parameter dtype), summing to p(l); one tensor of p(l) bytes where the kind does not split
+// them or the split does not add up; empty for p(l) = 0.
+std::vector<std::uint64_t> paramTensorBytes(const ChainLayer& layer);
+
+// The optimizer step's scratch (section 11.3): P for foreach Adam/AdamW; for their single-tensor
+// loop the max over parameter tensors t, in order, of bytes(previous tensor) + 2 bytes(t) (the
+// previous tensor's denominator, t's square root and quotient); 0 for SGD and momentum.
 std::uint64_t optimizerScratchBytes(const Chain& chain);
 
 // The hyperparameters the executors update with: PyTorch's defaults (torch.optim), with lr 1e-3
