@@ -20,15 +20,17 @@ namespace remat::gpu {
 
 using kernels::Index;
 
-struct TransformerState;  // cuda_transformer.cpp
-struct HalfBlockState;    // cuda_transformer_half.hpp
-struct HalfLmHeadState;   // cuda_heads_half.cpp
-struct HalfClsHeadState;  // cuda_heads_half.cpp
-struct HalfPatchState;    // cuda_patch_half.cpp
-struct EndsState;         // cuda_transformer_ends.cpp
-struct VitState;          // cuda_vit.cpp
-struct SwinState;         // cuda_swin.cpp
-struct SwinEndsState;     // cuda_swin_ends.cpp
+struct TransformerState;    // cuda_transformer.cpp
+struct HalfBlockState;      // cuda_transformer_half.hpp
+struct HalfLmHeadState;     // cuda_heads_half.cpp
+struct HalfClsHeadState;    // cuda_heads_half.cpp
+struct HalfPatchState;      // cuda_patch_half.cpp
+struct EndsState;           // cuda_transformer_ends.cpp
+struct VitState;            // cuda_vit.cpp
+struct SwinState;           // cuda_swin.cpp
+struct SwinEndsState;       // cuda_swin_ends.cpp
+struct HalfSwinBlockState;  // cuda_swin_half.cpp
+struct HalfSwinEndState;    // cuda_swin_ends_half.cpp
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
@@ -96,6 +98,8 @@ struct LayerState {
   std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinState> swin;                // swin_block
   std::shared_ptr<const SwinEndsState> swinEnds;        // swin_embedding, patch_merging, swin_head
+  std::shared_ptr<const HalfSwinBlockState> halfSwin;   // swin_block under bf16-mixed (x(l) bfloat16)
+  std::shared_ptr<const HalfSwinEndState> halfSwinEnd;  // the Swin ends under bf16-mixed (x(l) bfloat16)
   // bf16-mixed (cuda_half.hpp): x(l) is bfloat16; a bfloat16 layer reading a float32 input casts it.
   bool half = false;
   bool castsInput = false;
