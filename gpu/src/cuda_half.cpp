@@ -37,10 +37,10 @@ bool hasHalfLayout(LayerKind kind) {
 }
 
 Status refuse(const LayerChecks& check, const std::string& what) {
-  return check.fail("precision bf16-mixed: the GPU has no bfloat16 layout for " + what +
-                    " yet (conv2d, linear, batchnorm, the pools, dropout, flatten, the activations, layer norm, "
-                    "residual blocks and GPT's, BERT's, ViT's and Swin's kinds have one); plan and simulate it, or run "
-                    "it with --device cpu");
+  return check.fail(
+      "precision bf16-mixed: the GPU has no bfloat16 layout for " + what +
+      " yet (conv2d, linear, batchnorm, the pools, dropout, flatten, the activations, layer norm, "
+      "residual blocks and GPT's, BERT's and ViT's kinds have one); plan and simulate it, or run it with --device cpu");
 }
 
 // A half block's inner ops: convolutions, batch norms, the residual add, the activations,
