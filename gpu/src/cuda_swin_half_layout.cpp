@@ -40,7 +40,8 @@ Status checkShapes(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
   const Shape& in = layer.inputShape;
   const Shape& out = layer.outputShape;
   if (layer.kind == LayerKind::SwinEmbedding) {
-    if (in.size() != 4 || out.size() != 4) return check.fail("swin_embedding needs an NCHW image");
+    if (in.size() != 4 || out.size() != 4 || spec.kernel <= 0)
+      return check.fail("swin_embedding needs an NCHW image and a positive patch size");
   } else if (in.size() != 4) {
     return check.fail(std::string(kindName(layer.kind)) + " needs an [N, H, W, C] input, got " + shapeToString(in));
   }
