@@ -6,10 +6,12 @@
 // them: every planner's plan measures the model's prediction op by op and reproduces store-all's
 // gradients bit for bit; and store-all's gradients are the CPU's bf16-mixed run's within 5% per
 // parameter layer (relative L2). Why 5%: both backends round the same tensors to bfloat16 but sum
-// in other orders (cuBLAS against oneDNN and the CPU's loops) and round the patch conv's bias once
-// more (the GEMM's output, then the bias add), so their difference is of the order of bfloat16's
-// own error, which puts the CPU's bf16-mixed gradients 0.5-2.8% from float32's per layer
-// (docs/executor.md); a wrong window, index, mask or dtype puts a layer near 100%.
+// in other orders (cuBLAS against oneDNN and the CPU's loops), the GPU rounds each linear's (and the
+// patch conv's) product before adding its float32 bias and rounding again where oneDNN rounds once,
+// and adds the bias and the shift mask to a score as one float32 sum where the CPU adds them one
+// after the other; so their difference is of the order of bfloat16's own error, which puts the
+// CPU's bf16-mixed gradients 0.5-2.8% from float32's per layer (docs/executor.md); a wrong window,
+// index, mask or dtype puts a layer near 100%.
 #include <gtest/gtest.h>
 
 #include <cmath>
