@@ -105,6 +105,32 @@ TEST(GpuSwinHalfHost, TheBlocksLayoutIsAutocasts) {
   EXPECT_EQ(s.merged - s.q, 4ull * 16 * 64 * 2);
 }
 
+// The ends' regions in the CPU's order (run_swin_ends_half.cpp): the embedding's image cast and
+// kernel copy first, its statistics last; merging's concatenation and norm output before the
+// statistics; the head's statistics first.
+TEST(GpuSwinHalfHost, TheEndsLayoutsAreTheCpusOrder) {
+  const Chain chain = mixed(testing::tinySwin(2, 40));
+  auto layoutOf = [&](std::size_t l) {
+    const ChainLayer& layer = chain.layers[l - 1];
+    return halfSwinEndLayout(layer.kind, layer.inputShape, layer.outputShape, chain.spec.layers[layer.specIndex]);
+  };
+  const std::uint64_t image = 2ull * 3 * 40 * 40, T1 = 2ull * 10 * 10, T2 = 2ull * 5 * 5;
+  const HalfSwinEndLayout embedding = layoutOf(1);
+  EXPECT_EQ(embedding.cast, 0u);
+  EXPECT_EQ(embedding.copy, image * 2);
+  EXPECT_EQ(embedding.a - embedding.copy, 32ull * 3 * 4 * 4 * 2);  // the kernel's bfloat16 copy
+  EXPECT_EQ(embedding.stats - embedding.a, T1 * 32 * 2);           // the conv's bfloat16 output
+  EXPECT_EQ(embedding.savedBytes - embedding.stats, 2 * T1 * 4);
+  const HalfSwinEndLayout merging = layoutOf(4);
+  EXPECT_EQ(merging.b - merging.a, T2 * 128 * 2);
+  EXPECT_EQ(merging.copy - merging.stats, 2 * T2 * 4);
+  EXPECT_EQ(merging.savedBytes - merging.copy, 64ull * 128 * 2);
+  const HalfSwinEndLayout head = layoutOf(7);
+  EXPECT_EQ(head.a, 2 * T2 * 4);
+  EXPECT_EQ(head.b - head.a, T2 * 64 * 2);
+  EXPECT_EQ(head.savedBytes - head.copy, 10ull * 64 * 2);
+}
+
 TEST(GpuSwinHalfHost, EveryLayerPreparesOnItsBfloat16Runner) {
   for (const Chain& chain : everyChain()) {
     SCOPED_TRACE(chain.name);
