@@ -20,17 +20,18 @@ namespace remat::gpu {
 
 using kernels::Index;
 
-struct TransformerState;    // cuda_transformer.cpp
-struct HalfBlockState;      // cuda_transformer_half.hpp
-struct HalfLmHeadState;     // cuda_heads_half.cpp
-struct HalfClsHeadState;    // cuda_heads_half.cpp
-struct HalfPatchState;      // cuda_patch_half.cpp
-struct EndsState;           // cuda_transformer_ends.cpp
-struct VitState;            // cuda_vit.cpp
-struct SwinState;           // cuda_swin.cpp
-struct SwinEndsState;       // cuda_swin_ends.cpp
-struct HalfSwinBlockState;  // cuda_swin_half.cpp
-struct HalfSwinEndState;    // cuda_swin_ends_half.cpp
+struct TransformerState;  // cuda_transformer.cpp
+struct HalfBlockState;    // cuda_transformer_half.hpp
+struct HalfLmHeadState;   // cuda_heads_half.cpp
+struct HalfClsHeadState;  // cuda_heads_half.cpp
+struct HalfPatchState;    // cuda_patch_half.cpp
+struct EndsState;         // cuda_transformer_ends.cpp
+struct VitState;          // cuda_vit.cpp
+struct SwinState;         // cuda_swin.cpp
+struct SwinEndsState;     // cuda_swin_ends.cpp
+// Swin under bf16-mixed (cuda_swin_half.hpp)
+struct HalfSwinBlockState;
+struct HalfSwinEndState;
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
