@@ -307,12 +307,11 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
                                                isSwinKind(layer.kind);
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     if (layer.kind == LayerKind::Abstract || runs) continue;
-    return check.fail(
-        "precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
-        layerLabel(chain, i) +
-        " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
-        "the activations, layer norm, the CNN blocks and GPT's, BERT's, ViT's and Swin's kinds run); plan and "
-        "simulate it, run it with --device cpu, or run it as fp32");
+    return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
+                      layerLabel(chain, i) +
+                      " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
+                      "the activations, layer norm, the CNN blocks and GPT's, BERT's and ViT's kinds run); plan and "
+                      "simulate it, run it with --device cpu, or run it as fp32");
   }
   return Status::ok();
 }
