@@ -29,6 +29,9 @@ struct EndsState;         // cuda_transformer_ends.cpp
 struct VitState;          // cuda_vit.cpp
 struct SwinState;         // cuda_swin.cpp
 struct SwinEndsState;     // cuda_swin_ends.cpp
+// Swin under bf16-mixed (cuda_swin_half.hpp)
+struct HalfSwinBlockState;
+struct HalfSwinEndState;
 
 struct LayerContext {
   cudaStream_t stream = nullptr;
@@ -96,6 +99,8 @@ struct LayerState {
   std::shared_ptr<const VitState> vit;                  // patch_embedding, cls_head
   std::shared_ptr<const SwinState> swin;                // swin_block
   std::shared_ptr<const SwinEndsState> swinEnds;        // swin_embedding, patch_merging, swin_head
+  std::shared_ptr<const HalfSwinBlockState> halfSwin;   // swin_block under bf16-mixed (x(l) bfloat16)
+  std::shared_ptr<const HalfSwinEndState> halfSwinEnd;  // the Swin ends under bf16-mixed (x(l) bfloat16)
   // bf16-mixed (cuda_half.hpp): x(l) is bfloat16; a bfloat16 layer reading a float32 input casts it.
   bool half = false;
   bool castsInput = false;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "cuda_swin_half_layout.hpp"
 #include "cuda_transformer_half_layout.hpp"
 #include "remat/base/device_names.hpp"
 #include "remat/model/block.hpp"
@@ -31,7 +32,7 @@ bool hasHalfLayout(LayerKind kind) {
     case LayerKind::Dropout:
     case LayerKind::Flatten:
     case LayerKind::LayerNorm: return true;
-    default: return isComposite(kind) || isPointwise(kind) || hasHalfTransformerLayout(kind);
+    default: return isComposite(kind) || isPointwise(kind) || hasHalfTransformerLayout(kind) || isSwinKind(kind);
   }
 }
 
@@ -124,6 +125,8 @@ Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool in
   // tensors inside E and the workspaces; only cls_head writes bfloat16 logits (as the CPU's).
   if (hasHalfTransformerLayout(layer.kind))
     return HalfMode{.half = layer.kind == LayerKind::ClsHead, .inputHalf = inputHalf};
+  // Swin's stream is bfloat16 from its patch embedding on, logits included (cuda_swin_half.hpp).
+  if (isSwinKind(layer.kind)) return HalfMode{.half = true, .inputHalf = inputHalf};
   const DType input = inputHalf ? DType::BFloat16 : DType::Float32;
   const DType compute = autocastComputeDType(layer.kind, input, precision);
   HalfMode mode;
@@ -157,6 +160,7 @@ AutocastCasts autocastCastsOf(const ChainLayer& layer, const LayerSpec& spec, co
 Status checkHalfLayer(const Chain& chain, std::size_t l, const HalfMode& mode, const LayerChecks& check) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (hasHalfTransformerLayout(layer.kind)) return checkHalfTransformerLayer(chain, l, mode.inputHalf, check);
+  if (isSwinKind(layer.kind)) return checkHalfSwinLayer(chain, l, mode.inputHalf, check);
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   if (isComposite(layer.kind)) return checkHalfBlock(layer, spec, mode, check);
   // (bfloat16's adaptive pool takes PyTorch's bins, overlapping or not: kernels_half_pool.cu, as

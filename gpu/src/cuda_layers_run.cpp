@@ -6,6 +6,7 @@
 #include "cuda_heads_half.hpp"
 #include "cuda_patch_half.hpp"
 #include "cuda_swin.hpp"
+#include "cuda_swin_half.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
 #include "cuda_transformer_half.hpp"
@@ -406,6 +407,8 @@ Status forwardLayer(const LayerState& s, std::size_t l, ForwardMode mode, std::u
   if (s.halfLmHead) return forwardHalfLmHead(s, mode, c, p);
   if (s.halfClsHead) return forwardHalfClsHead(s, mode, c, p);
   if (s.halfPatch) return forwardHalfPatchEmbedding(s, l, mode, seed, c, p);
+  if (s.halfSwin) return forwardHalfSwinBlock(s, l, mode, seed, c, p);
+  if (s.halfSwinEnd) return forwardHalfSwinEnd(s, mode, c, p);
   if (s.half) return forwardHalfLayer(s, l, mode, seed, c, p);
   if (s.castsFromHalf) return forwardLayerNormFromHalf(s, mode, c, p);
   const bool keep = mode == ForwardMode::Keep;
@@ -455,6 +458,8 @@ Status backwardLayer(const LayerState& s, std::size_t l, std::uint64_t seed, con
   if (s.halfLmHead) return backwardHalfLmHead(s, c, p);
   if (s.halfClsHead) return backwardHalfClsHead(s, c, p);
   if (s.halfPatch) return backwardHalfPatchEmbedding(s, c, p);
+  if (s.halfSwin) return backwardHalfSwinBlock(s, c, p);
+  if (s.halfSwinEnd) return backwardHalfSwinEnd(s, c, p);
   if (s.half) return backwardHalfLayer(s, c, p);
   if (s.castsFromHalf) return backwardLayerNormFromHalf(s, c, p);
   switch (s.kind) {

@@ -10,6 +10,8 @@
 #include "cuda_heads_half.hpp"
 #include "cuda_patch_half.hpp"
 #include "cuda_swin.hpp"
+#include "cuda_swin_half.hpp"
+#include "cuda_swin_half_layout.hpp"
 #include "cuda_transformer.hpp"
 #include "cuda_transformer_ends.hpp"
 #include "cuda_transformer_half.hpp"
@@ -301,7 +303,8 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
     // (GPT's, BERT's and ViT's kinds have their own bfloat16 runners, token_embedding its float32
     // one: float32 throughout under autocast.)
     const bool runs = mode.castsFromHalf ? layer.kind == LayerKind::LayerNorm
-                                         : !mode.half || runsHalf(layer.kind) || layer.kind == LayerKind::ClsHead;
+                                         : !mode.half || runsHalf(layer.kind) || layer.kind == LayerKind::ClsHead ||
+                                               isSwinKind(layer.kind);
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     if (layer.kind == LayerKind::Abstract || runs) continue;
     return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
@@ -333,6 +336,8 @@ Status prepareHalfLayer(const Chain& chain, std::size_t l, const LayerState& pre
   state.outCount = static_cast<Index>(elementCount(layer.outputShape));
   if (isComposite(layer.kind)) return prepareHalfBlock(chain, l, spec, context, options, check, state);
   if (layer.kind == LayerKind::ClsHead) return prepareHalfClsHead(layer, spec, check, state);  // own runner
+  if (layer.kind == LayerKind::SwinBlock) return prepareHalfSwinBlock(layer, spec, check, state);
+  if (isSwinKind(layer.kind)) return prepareHalfSwinEnd(layer, spec, check, state);
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));
   if (!params) return params.status();
   if (runsHalfCnn(layer.kind)) return prepareHalfCnnLayer(chain, l, spec, context, options, check, *params, state);

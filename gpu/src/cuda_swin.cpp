@@ -18,14 +18,13 @@
 
 namespace remat::gpu {
 
-struct SwinState {
+struct SwinState : SwinParams {
   kernels::WindowShape w;
   kernels::AttentionShape g;  // batch N*nW, seq L
   Index hidden = 0;
   double stochasticDepth = 0.0;
   float epsilon = 1e-5f;
   bool single = false;  // N*nW = 1
-  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
   std::uint64_t st1 = 0, st2 = 0, windowed = 0, q = 0, k = 0, v = 0, qkvOut = 0, merged = 0, probs = 0;
   std::uint64_t h1 = 0, ln2Out = 0, fc = 0, gelu = 0, noise = 0, savedBytes = 0;
   std::uint64_t fLn1 = 0, fQkv = 0, fKv = 0, fAttn = 0, fProj = 0, fBias = 0, fMask = 0, discardShift = 0;
@@ -56,20 +55,8 @@ struct Regions {  // workspaces: 256-byte boundaries
 };
 
 Index setParams(SwinState& t) {
-  const Index C = t.w.channels, H = t.hidden, side = 2 * t.w.side - 1;
-  Packed r;
-  t.ln1P = static_cast<Index>(r.take(2 * C));
-  t.table = static_cast<Index>(r.take(side * side * t.g.heads));
-  t.qkvW = static_cast<Index>(r.take(3 * C * C));
-  t.qkvB = static_cast<Index>(r.take(3 * C));
-  t.projW = static_cast<Index>(r.take(C * C));
-  t.projB = static_cast<Index>(r.take(C));
-  t.ln2P = static_cast<Index>(r.take(2 * C));
-  t.fc1W = static_cast<Index>(r.take(H * C));
-  t.fc1B = static_cast<Index>(r.take(H));
-  t.fc2W = static_cast<Index>(r.take(C * H));
-  t.fc2B = static_cast<Index>(r.take(C));
-  return static_cast<Index>(r.at);
+  static_cast<SwinParams&>(t) = swinParams(t.w.channels, t.hidden, t.w.side, t.g.heads);
+  return t.count;
 }
 
 Index attentionElements(const SwinState& t) { return t.g.rows() * t.g.seq; }
@@ -124,6 +111,18 @@ void layOutScratch(SwinState& t, LayerState& state) {
 }
 
 }  // namespace
+
+SwinParams swinParams(Index C, Index H, Index side, Index heads) {
+  const Index tableSide = 2 * side - 1;
+  SwinParams t;
+  Packed r;
+  auto take = [&r](Index n) { return static_cast<Index>(r.take(static_cast<std::uint64_t>(n))); };
+  t.ln1P = take(2 * C), t.table = take(tableSide * tableSide * heads), t.qkvW = take(3 * C * C), t.qkvB = take(3 * C);
+  t.projW = take(C * C), t.projB = take(C), t.ln2P = take(2 * C), t.fc1W = take(H * C), t.fc1B = take(H);
+  t.fc2W = take(C * H), t.fc2B = take(C);
+  t.count = static_cast<Index>(r.at);
+  return t;
+}
 
 Status prepareSwinBlock(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state) {
   const Shape& in = layer.inputShape;

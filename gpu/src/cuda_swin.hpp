@@ -9,6 +9,14 @@ namespace remat::gpu {
 
 struct SwinState;
 
+// swin_block's parameter offsets (floats), PyTorch's order: norm1, the table [(2M-1)^2, h], qkv,
+// proj, norm2, fc1, fc2 (float32's and bf16-mixed's master weights alike).
+struct SwinParams {
+  Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
+  Index count = 0;  // all of them
+};
+SwinParams swinParams(Index channels, Index hidden, Index side, Index heads);
+
 Status prepareSwinBlock(const ChainLayer& layer, const LayerSpec& spec, const LayerChecks& check, LayerState& state);
 Status forwardSwinBlock(const LayerState& state, std::size_t l, ForwardMode mode, std::uint64_t seed,
                         const LayerContext& c, const ForwardBuffers& b);

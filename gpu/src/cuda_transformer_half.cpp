@@ -12,14 +12,18 @@ namespace halfblock {
 
 std::uint64_t Dropout::site(std::uint64_t which) const { return rng::mix64(key ^ which); }
 
-RowMajorGemm headProduct(const HalfBlockState& t, bool transA, bool transB, Index m, Index n, Index k) {
+RowMajorGemm headProduct(const kernels::AttentionShape& shape, bool transA, bool transB, Index m, Index n, Index k) {
   RowMajorGemm g;
   g.transA = transA, g.transB = transB;
   g.m = m, g.n = n, g.k = k;
   g.lda = transA ? m : k, g.ldb = transB ? k : n, g.ldc = n;
   g.strideA = m * k, g.strideB = k * n, g.strideC = m * n;
-  g.batch = t.g.batch * t.g.heads;
+  g.batch = shape.batch * shape.heads;
   return g;
+}
+
+RowMajorGemm headProduct(const HalfBlockState& t, bool transA, bool transB, Index m, Index n, Index k) {
+  return headProduct(t.g, transA, transB, m, n, k);
 }
 
 }  // namespace halfblock

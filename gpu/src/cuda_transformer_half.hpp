@@ -66,6 +66,8 @@ struct Ops {
 // Math attention's batched products over the N*h heads, [S][dh] each: scores = q k^T (transB),
 // out = P v, and the backward's dP = dO v^T, dq = dS k, dk = dS^T q, dv = P^T dO.
 RowMajorGemm headProduct(const HalfBlockState& t, bool transA, bool transB, Index m, Index n, Index k);
+// The same over any attention shape's N*h heads (Swin's windows: cuda_swin_half.cpp).
+RowMajorGemm headProduct(const kernels::AttentionShape& g, bool transA, bool transB, Index m, Index n, Index k);
 
 }  // namespace halfblock
 }  // namespace remat::gpu

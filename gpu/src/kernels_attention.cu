@@ -2,12 +2,16 @@
 // row (forward, dq) or key row (dk, dv) one thread that streams over the other side in order: two
 // passes over the keys (the row maximum and sum, then the output with the final normalisation), so
 // nothing S x S is ever stored and no rescaling reorders the sums. The head split and merge are
-// copies templated on the element type: bf16-mixed's (kernels_attention_half.hpp) move bfloat16.
+// copies templated on the element type: bf16-mixed's (kernels_attention_half.hpp) move bfloat16; so
+// are GELU and the row softmax and its backward, which Swin's bf16-mixed attention runs on bfloat16
+// scores with float32 probabilities (kernels_window_half.hpp; half_io.cuh's load and store<T>).
 #include <cmath>
 
+#include "half_io.cuh"
 #include "kernel_grid.cuh"
 #include "kernels_attention.hpp"
 #include "kernels_attention_half.hpp"
+#include "kernels_window_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -18,6 +22,8 @@ using grid::blocksFor;
 using grid::firstIndex;
 using grid::gridStride;
 using grid::kThreads;
+using half_io::load;
+using half_io::store;
 
 constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
 constexpr float kGeluCubic = 0.044715f;
@@ -42,19 +48,21 @@ __global__ void headsToRowsKernel(AttentionShape g, const T* heads, T* rows, Ind
   }
 }
 
-__global__ void geluForwardKernel(Index count, bool tanhForm, const float* x, float* y) {
+template <typename T>
+__global__ void geluForwardKernel(Index count, bool tanhForm, const T* x, T* y) {
   for (Index i = firstIndex(); i < count; i += gridStride()) {
-    const float v = x[i];
+    const float v = load(x[i]);
     if (tanhForm)
-      y[i] = 0.5f * v * (1.0f + tanhf(kSqrtTwoOverPi * (v + kGeluCubic * v * v * v)));
+      y[i] = store<T>(0.5f * v * (1.0f + tanhf(kSqrtTwoOverPi * (v + kGeluCubic * v * v * v))));
     else
-      y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+      y[i] = store<T>(0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
   }
 }
 
-__global__ void geluBackwardKernel(Index count, bool tanhForm, const float* x, const float* dy, float* dx) {
+template <typename T>
+__global__ void geluBackwardKernel(Index count, bool tanhForm, const T* x, const T* dy, T* dx) {
   for (Index i = firstIndex(); i < count; i += gridStride()) {
-    const float v = x[i];
+    const float v = load(x[i]);
     float slope;
     if (tanhForm) {
       const float t = tanhf(kSqrtTwoOverPi * (v + kGeluCubic * v * v * v));
@@ -62,44 +70,57 @@ __global__ void geluBackwardKernel(Index count, bool tanhForm, const float* x, c
     } else {
       slope = 0.5f * (1.0f + erff(v * 0.70710678118654752f)) + v * expf(-0.5f * v * v) * 0.39894228040143268f;
     }
-    dx[i] = dy[i] * slope;
+    dx[i] = store<T>(load(dy[i]) * slope);
   }
 }
 
 // Keys 0 .. keysFor(i) - 1 are visible to query i.
 __device__ __forceinline__ Index keysFor(const AttentionShape& g, Index i) { return g.causal ? i + 1 : g.seq; }
 
-// The scaled score of row r's key j plus the bias terms (the CPU's scoreBias).
+// The scaled score of row r's key j plus the bias terms (the CPU's scoreBias); a bfloat16 score is
+// widened first (the float32 bias promotes it).
+template <typename Score>
 __device__ __forceinline__ float biasedScore(const AttentionShape& g, const ScoreBias& bias, float scale,
-                                             const float* row, Index r, Index j) {
+                                             const Score* row, Index r, Index j) {
   const Index S = g.seq, i = r % S, nh = r / S;
   float b = 0.0f;
   if (bias.perHead != nullptr) b += bias.perHead[((nh % g.heads) * S + i) * S + j];
   if (bias.perWindow != nullptr) b += bias.perWindow[(((nh / g.heads) % bias.windows) * S + i) * S + j];
-  return row[j] * scale + b;
+  return load(row[j]) * scale + b;
 }
 
-__global__ void softmaxKernel(AttentionShape g, float scale, float* scores, ScoreBias bias) {
+// probs32 (Swin under bf16-mixed): the float32 probabilities go there, their rounding over the scores.
+template <typename Score>
+__global__ void softmaxKernel(AttentionShape g, float scale, Score* scores, ScoreBias bias, float* probs32) {
   for (Index r = firstIndex(); r < g.rows(); r += gridStride()) {
-    float* row = scores + r * g.seq;
+    Score* row = scores + r * g.seq;
     const Index visible = keysFor(g, r % g.seq);
     float top = -INFINITY;
     for (Index j = 0; j < visible; ++j) top = fmaxf(top, biasedScore(g, bias, scale, row, r, j));
     float sum = 0.0f;
     for (Index j = 0; j < visible; ++j) sum += expf(biasedScore(g, bias, scale, row, r, j) - top);
     // Written in place: score j is read before it is overwritten, each only once in this pass.
-    for (Index j = 0; j < g.seq; ++j)
-      row[j] = j < visible ? expf(biasedScore(g, bias, scale, row, r, j) - top) / sum : 0.0f;
+    for (Index j = 0; j < g.seq; ++j) {
+      const float p = j < visible ? expf(biasedScore(g, bias, scale, row, r, j) - top) / sum : 0.0f;
+      if (probs32 != nullptr) probs32[r * g.seq + j] = p;
+      row[j] = store<Score>(p);
+    }
   }
 }
 
-__global__ void softmaxBackwardKernel(AttentionShape g, const float* probs, float* dProbs) {
+// dScores32 (Swin under bf16-mixed): the float32 d(scores) also goes there, its rounding over d(P).
+template <typename D>
+__global__ void softmaxBackwardKernel(AttentionShape g, const float* probs, D* dProbs, float* dScores32) {
   for (Index r = firstIndex(); r < g.rows(); r += gridStride()) {
     const float* p = probs + r * g.seq;
-    float* d = dProbs + r * g.seq;
+    D* d = dProbs + r * g.seq;
     float dot = 0.0f;
-    for (Index j = 0; j < g.seq; ++j) dot += p[j] * d[j];
-    for (Index j = 0; j < g.seq; ++j) d[j] = p[j] * (d[j] - dot);
+    for (Index j = 0; j < g.seq; ++j) dot += p[j] * load(d[j]);
+    for (Index j = 0; j < g.seq; ++j) {
+      const float value = p[j] * (load(d[j]) - dot);
+      if (dScores32 != nullptr) dScores32[r * g.seq + j] = value;
+      d[j] = store<D>(value);
+    }
   }
 }
 
@@ -261,14 +282,14 @@ Status headsToRowsHalf(cudaStream_t stream, const AttentionShape& g, const Bf16*
 
 Status geluForward(cudaStream_t stream, Index count, bool tanhForm, const float* x, float* y) {
   if (count == 0) return Status::ok();
-  geluForwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, tanhForm, x, y);
+  geluForwardKernel<float><<<blocksFor(count), kThreads, 0, stream>>>(count, tanhForm, x, y);
   REMAT_CUDA_CHECK_LAUNCH("geluForwardKernel");
   return Status::ok();
 }
 
 Status geluBackward(cudaStream_t stream, Index count, bool tanhForm, const float* x, const float* dy, float* dx) {
   if (count == 0) return Status::ok();
-  geluBackwardKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, tanhForm, x, dy, dx);
+  geluBackwardKernel<float><<<blocksFor(count), kThreads, 0, stream>>>(count, tanhForm, x, dy, dx);
   REMAT_CUDA_CHECK_LAUNCH("geluBackwardKernel");
   return Status::ok();
 }
@@ -276,14 +297,14 @@ Status geluBackward(cudaStream_t stream, Index count, bool tanhForm, const float
 Status attentionSoftmax(cudaStream_t stream, const AttentionShape& g, float scale, float* scores,
                         const ScoreBias& bias) {
   if (g.rows() == 0) return Status::ok();
-  softmaxKernel<<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, scale, scores, bias);
+  softmaxKernel<float><<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, scale, scores, bias, nullptr);
   REMAT_CUDA_CHECK_LAUNCH("softmaxKernel");
   return Status::ok();
 }
 
 Status attentionSoftmaxBackward(cudaStream_t stream, const AttentionShape& g, const float* probs, float* dProbs) {
   if (g.rows() == 0) return Status::ok();
-  softmaxBackwardKernel<<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, probs, dProbs);
+  softmaxBackwardKernel<float><<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, probs, dProbs, nullptr);
   REMAT_CUDA_CHECK_LAUNCH("softmaxBackwardKernel");
   return Status::ok();
 }
@@ -308,6 +329,34 @@ Status flashAttentionBackward(cudaStream_t stream, const AttentionShape& g, cons
                                                                        rowDot, dqkv);
   REMAT_CUDA_CHECK_LAUNCH("flashBackwardKeyKernel");
   return Status::ok();
+}
+
+// bf16-mixed's instantiations for Swin (kernels_window_half.hpp).
+Status geluForwardHalf(cudaStream_t stream, Index count, bool tanhForm, const Bf16* x, Bf16* y) {
+  if (count == 0) return Status::ok();
+  geluForwardKernel<Bf16><<<blocksFor(count), kThreads, 0, stream>>>(count, tanhForm, x, y);
+  return cudaStatus(cudaGetLastError(), "launch of geluForwardHalfKernel", __FILE__, __LINE__);
+}
+
+Status geluBackwardHalf(cudaStream_t stream, Index count, bool tanhForm, const Bf16* x, const Bf16* dy, Bf16* dx) {
+  if (count == 0) return Status::ok();
+  geluBackwardKernel<Bf16><<<blocksFor(count), kThreads, 0, stream>>>(count, tanhForm, x, dy, dx);
+  return cudaStatus(cudaGetLastError(), "launch of geluBackwardHalfKernel", __FILE__, __LINE__);
+}
+
+Status swinSoftmaxHalf(cudaStream_t stream, const AttentionShape& g, const ScoreBias& bias, Bf16* scores,
+                       float* probs32) {
+  if (g.rows() == 0) return Status::ok();
+  // q was scaled (and rounded) before q k^T: the scale here is 1, and x * 1 is exact.
+  softmaxKernel<Bf16><<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, 1.0f, scores, bias, probs32);
+  return cudaStatus(cudaGetLastError(), "launch of softmaxHalfKernel", __FILE__, __LINE__);
+}
+
+Status swinSoftmaxBackwardHalf(cudaStream_t stream, const AttentionShape& g, const float* probs32, Bf16* dProbs,
+                               float* dScores32) {
+  if (g.rows() == 0) return Status::ok();
+  softmaxBackwardKernel<Bf16><<<blocksFor(g.rows()), kThreads, 0, stream>>>(g, probs32, dProbs, dScores32);
+  return cudaStatus(cudaGetLastError(), "launch of softmaxBackwardHalfKernel", __FILE__, __LINE__);
 }
 
 }  // namespace remat::gpu::kernels

@@ -1,6 +1,11 @@
 // Swin's kernels (kernels_window.hpp): the CPU's kernels_window.cpp, one thread per output element.
+// The gathers, the noise, the per-sample scaling and the head's average are templated on the element
+// type: bf16-mixed's Swin (kernels_window_half.hpp) runs them on bfloat16 through half_io.cuh's load
+// and store<T> (float passes through, so the float32 instantiations are the float32 kernels).
+#include "half_io.cuh"
 #include "kernel_grid.cuh"
 #include "kernels_window.hpp"
+#include "kernels_window_half.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu::kernels {
@@ -10,6 +15,8 @@ using grid::blocksFor;
 using grid::firstIndex;
 using grid::gridStride;
 using grid::kThreads;
+using half_io::load;
+using half_io::store;
 
 Index roundUp(Index v, Index m) { return (v + m - 1) / m * m; }
 
@@ -23,15 +30,17 @@ __device__ Index windowSource(const WindowShape& g, Index r) {
   return (n * g.height + ys) * g.width + xs;
 }
 
-__global__ void partitionKernel(WindowShape g, const float* x, float* windows) {
+template <typename T>
+__global__ void partitionKernel(WindowShape g, const T* x, T* windows) {
   const Index count = g.paddedTokens() * g.channels;
   for (Index i = firstIndex(); i < count; i += gridStride()) {
     const Index from = windowSource(g, i / g.channels);
-    windows[i] = from < 0 ? 0.0f : x[from * g.channels + i % g.channels];
+    windows[i] = from < 0 ? store<T>(0.0f) : x[from * g.channels + i % g.channels];
   }
 }
 
-__global__ void reverseKernel(WindowShape g, const float* windows, float* y) {
+template <typename T>
+__global__ void reverseKernel(WindowShape g, const T* windows, T* y) {
   const Index count = g.paddedTokens() * g.channels;
   for (Index i = firstIndex(); i < count; i += gridStride()) {
     const Index to = windowSource(g, i / g.channels);
@@ -83,17 +92,20 @@ __global__ void shiftMaskKernel(WindowShape g, float* mask) {
   }
 }
 
-__global__ void noiseKernel(Index batch, float p, float scale, std::uint64_t key, float* noise) {
+template <typename T>
+__global__ void noiseKernel(Index batch, float p, float scale, std::uint64_t key, T* noise) {
   for (Index e = firstIndex(); e < 2 * batch; e += gridStride()) {
     const std::uint64_t site = static_cast<std::uint64_t>(e / batch + 1);
     const std::uint64_t siteKey = rng::mix64(key ^ site);
     const bool keep = p < 1.0f && rng::uniform01(rng::at(siteKey, static_cast<std::uint64_t>(e % batch))) >= p;
-    noise[e] = keep ? scale : 0.0f;
+    noise[e] = store<T>(keep ? scale : 0.0f);
   }
 }
 
-__global__ void scaleSamplesKernel(Index batch, Index perSample, const float* factor, const float* x, float* y) {
-  for (Index i = firstIndex(); i < batch * perSample; i += gridStride()) y[i] = x[i] * factor[i / perSample];
+template <typename T>
+__global__ void scaleSamplesKernel(Index batch, Index perSample, const T* factor, const T* x, T* y) {
+  for (Index i = firstIndex(); i < batch * perSample; i += gridStride())
+    y[i] = store<T>(load(x[i]) * load(factor[i / perSample]));
 }
 
 }  // namespace
@@ -110,7 +122,7 @@ WindowShape windowShape(Index batch, Index height, Index width, Index channels, 
 Status windowPartition(cudaStream_t stream, const WindowShape& g, const float* x, float* windows) {
   const Index count = g.paddedTokens() * g.channels;
   if (count == 0) return Status::ok();
-  partitionKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, x, windows);
+  partitionKernel<float><<<blocksFor(count), kThreads, 0, stream>>>(g, x, windows);
   REMAT_CUDA_CHECK_LAUNCH("partitionKernel");
   return Status::ok();
 }
@@ -118,7 +130,7 @@ Status windowPartition(cudaStream_t stream, const WindowShape& g, const float* x
 Status windowReverse(cudaStream_t stream, const WindowShape& g, const float* windows, float* y) {
   const Index count = g.paddedTokens() * g.channels;
   if (count == 0) return Status::ok();
-  reverseKernel<<<blocksFor(count), kThreads, 0, stream>>>(g, windows, y);
+  reverseKernel<float><<<blocksFor(count), kThreads, 0, stream>>>(g, windows, y);
   REMAT_CUDA_CHECK_LAUNCH("reverseKernel");
   return Status::ok();
 }
@@ -150,14 +162,14 @@ Status shiftMask(cudaStream_t stream, const WindowShape& g, float* mask) {
 Status stochasticDepthNoise(cudaStream_t stream, Index batch, double p, std::uint64_t key, float* noise) {
   if (batch == 0) return Status::ok();
   const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
-  noiseKernel<<<blocksFor(2 * batch), kThreads, 0, stream>>>(batch, static_cast<float>(p), scale, key, noise);
+  noiseKernel<float><<<blocksFor(2 * batch), kThreads, 0, stream>>>(batch, static_cast<float>(p), scale, key, noise);
   REMAT_CUDA_CHECK_LAUNCH("noiseKernel");
   return Status::ok();
 }
 
 Status scaleSamples(cudaStream_t stream, Index batch, Index perSample, const float* factor, const float* x, float* y) {
   if (batch * perSample == 0) return Status::ok();
-  scaleSamplesKernel<<<blocksFor(batch * perSample), kThreads, 0, stream>>>(batch, perSample, factor, x, y);
+  scaleSamplesKernel<float><<<blocksFor(batch * perSample), kThreads, 0, stream>>>(batch, perSample, factor, x, y);
   REMAT_CUDA_CHECK_LAUNCH("scaleSamplesKernel");
   return Status::ok();
 }
@@ -188,32 +200,36 @@ __device__ Index mergeSource(Index height, Index width, Index n, Index oy, Index
   return (n * height + y) * width + x;
 }
 
-__global__ void mergeKernel(Index batch, Index height, Index width, Index channels, const float* x, float* cat,
-                            float* dx, const float* dCat) {
+template <typename T>
+__global__ void mergeKernel(Index batch, Index height, Index width, Index channels, const T* x, T* cat, T* dx,
+                            const T* dCat) {
   const Index oh = (height + 1) / 2, ow = (width + 1) / 2, C = channels, count = batch * oh * ow * 4 * C;
   for (Index i = grid::firstIndex(); i < count; i += grid::gridStride()) {
     const Index r = i / (4 * C), q = (i / C) % 4, c = i % C;
     const Index at = mergeSource(height, width, r / (oh * ow), r / ow % oh, r % ow, q);
     if (cat != nullptr)
-      cat[i] = at < 0 ? 0.0f : x[at * C + c];
+      cat[i] = at < 0 ? half_io::store<T>(0.0f) : x[at * C + c];
     else if (at >= 0)
       dx[at * C + c] = dCat[i];
   }
 }
 
-__global__ void averageKernel(Index batch, Index positions, Index channels, const float* x, float* pooled) {
+template <typename T>
+__global__ void averageKernel(Index batch, Index positions, Index channels, const T* x, T* pooled) {
   for (Index e = grid::firstIndex(); e < batch * channels; e += grid::gridStride()) {
     const Index n = e / channels, c = e % channels;
     float sum = 0.0f;
-    for (Index p = 0; p < positions; ++p) sum += x[(n * positions + p) * channels + c];
-    pooled[e] = sum / static_cast<float>(positions);
+    for (Index p = 0; p < positions; ++p) sum += half_io::load(x[(n * positions + p) * channels + c]);
+    pooled[e] = half_io::store<T>(sum / static_cast<float>(positions));
   }
 }
 
-__global__ void averageBackwardKernel(Index batch, Index positions, Index channels, const float* dPooled, float* dx) {
+template <typename T>
+__global__ void averageBackwardKernel(Index batch, Index positions, Index channels, const T* dPooled, T* dx) {
   const Index count = batch * positions * channels;
   for (Index i = grid::firstIndex(); i < count; i += grid::gridStride())
-    dx[i] = dPooled[(i / (positions * channels)) * channels + i % channels] / static_cast<float>(positions);
+    dx[i] = half_io::store<T>(half_io::load(dPooled[(i / (positions * channels)) * channels + i % channels]) /
+                              static_cast<float>(positions));
 }
 
 }  // namespace
@@ -238,8 +254,8 @@ Status mergeGather(cudaStream_t stream, Index batch, Index height, Index width, 
                    float* cat) {
   const Index count = batch * ((height + 1) / 2) * ((width + 1) / 2) * 4 * channels;
   if (count == 0) return Status::ok();
-  mergeKernel<<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, height, width, channels, x, cat, nullptr,
-                                                                     nullptr);
+  mergeKernel<float>
+      <<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, height, width, channels, x, cat, nullptr, nullptr);
   REMAT_CUDA_CHECK_LAUNCH("mergeKernel");
   return Status::ok();
 }
@@ -248,8 +264,8 @@ Status mergeScatter(cudaStream_t stream, Index batch, Index height, Index width,
                     float* dx) {
   const Index count = batch * ((height + 1) / 2) * ((width + 1) / 2) * 4 * channels;
   if (count == 0) return Status::ok();
-  mergeKernel<<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, height, width, channels, nullptr, nullptr,
-                                                                     dx, dCat);
+  mergeKernel<float><<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, height, width, channels, nullptr,
+                                                                            nullptr, dx, dCat);
   REMAT_CUDA_CHECK_LAUNCH("mergeKernel");
   return Status::ok();
 }
@@ -257,8 +273,8 @@ Status mergeScatter(cudaStream_t stream, Index batch, Index height, Index width,
 Status averagePositions(cudaStream_t stream, Index batch, Index positions, Index channels, const float* x,
                         float* pooled) {
   if (batch * channels == 0) return Status::ok();
-  averageKernel<<<grid::blocksFor(batch * channels), grid::kThreads, 0, stream>>>(batch, positions, channels, x,
-                                                                                  pooled);
+  averageKernel<float>
+      <<<grid::blocksFor(batch * channels), grid::kThreads, 0, stream>>>(batch, positions, channels, x, pooled);
   REMAT_CUDA_CHECK_LAUNCH("averageKernel");
   return Status::ok();
 }
@@ -267,9 +283,94 @@ Status averagePositionsBackward(cudaStream_t stream, Index batch, Index position
                                 float* dx) {
   const Index count = batch * positions * channels;
   if (count == 0) return Status::ok();
-  averageBackwardKernel<<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, positions, channels, dPooled, dx);
+  averageBackwardKernel<float>
+      <<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, positions, channels, dPooled, dx);
   REMAT_CUDA_CHECK_LAUNCH("averageBackwardKernel");
   return Status::ok();
+}
+
+}  // namespace remat::gpu::kernels
+
+// bf16-mixed's instantiations (kernels_window_half.hpp).
+namespace remat::gpu::kernels {
+namespace {
+
+Status launched(const char* name) { return cudaStatus(cudaGetLastError(), name, __FILE__, __LINE__); }
+
+__global__ void scaleHalfKernel(Index count, float factor, const Bf16* x, Bf16* y) {
+  for (Index i = grid::firstIndex(); i < count; i += grid::gridStride()) y[i] = half_io::h(half_io::f(x[i]) * factor);
+}
+
+}  // namespace
+
+Status windowPartitionHalf(cudaStream_t stream, const WindowShape& g, const Bf16* x, Bf16* windows) {
+  const Index count = g.paddedTokens() * g.channels;
+  if (count == 0) return Status::ok();
+  partitionKernel<Bf16><<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(g, x, windows);
+  return launched("launch of partitionHalfKernel");
+}
+
+Status windowReverseHalf(cudaStream_t stream, const WindowShape& g, const Bf16* windows, Bf16* y) {
+  const Index count = g.paddedTokens() * g.channels;
+  if (count == 0) return Status::ok();
+  reverseKernel<Bf16><<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(g, windows, y);
+  return launched("launch of reverseHalfKernel");
+}
+
+Status mergeGatherHalf(cudaStream_t stream, Index batch, Index height, Index width, Index channels, const Bf16* x,
+                       Bf16* cat) {
+  const Index count = batch * ((height + 1) / 2) * ((width + 1) / 2) * 4 * channels;
+  if (count == 0) return Status::ok();
+  mergeKernel<Bf16>
+      <<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, height, width, channels, x, cat, nullptr, nullptr);
+  return launched("launch of mergeHalfKernel");
+}
+
+Status mergeScatterHalf(cudaStream_t stream, Index batch, Index height, Index width, Index channels, const Bf16* dCat,
+                        Bf16* dx) {
+  const Index count = batch * ((height + 1) / 2) * ((width + 1) / 2) * 4 * channels;
+  if (count == 0) return Status::ok();
+  mergeKernel<Bf16><<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, height, width, channels, nullptr,
+                                                                           nullptr, dx, dCat);
+  return launched("launch of mergeHalfKernel");
+}
+
+Status stochasticDepthNoiseHalf(cudaStream_t stream, Index batch, double p, std::uint64_t key, Bf16* noise) {
+  if (batch == 0) return Status::ok();
+  const float scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  noiseKernel<Bf16>
+      <<<grid::blocksFor(2 * batch), grid::kThreads, 0, stream>>>(batch, static_cast<float>(p), scale, key, noise);
+  return launched("launch of noiseHalfKernel");
+}
+
+Status scaleSamplesHalf(cudaStream_t stream, Index batch, Index perSample, const Bf16* factor, const Bf16* x, Bf16* y) {
+  if (batch * perSample == 0) return Status::ok();
+  scaleSamplesKernel<Bf16>
+      <<<grid::blocksFor(batch * perSample), grid::kThreads, 0, stream>>>(batch, perSample, factor, x, y);
+  return launched("launch of scaleSamplesHalfKernel");
+}
+
+Status averagePositionsHalf(cudaStream_t stream, Index batch, Index positions, Index channels, const Bf16* x,
+                            Bf16* pooled) {
+  if (batch * channels == 0) return Status::ok();
+  averageKernel<Bf16>
+      <<<grid::blocksFor(batch * channels), grid::kThreads, 0, stream>>>(batch, positions, channels, x, pooled);
+  return launched("launch of averageHalfKernel");
+}
+
+Status averagePositionsBackwardHalf(cudaStream_t stream, Index batch, Index positions, Index channels,
+                                    const Bf16* dPooled, Bf16* dx) {
+  const Index count = batch * positions * channels;
+  if (count == 0) return Status::ok();
+  averageBackwardKernel<Bf16>
+      <<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(batch, positions, channels, dPooled, dx);
+  return launched("launch of averageBackwardHalfKernel");
+}
+
+Status scaleHalf(cudaStream_t stream, Index count, float factor, const Bf16* x, Bf16* y) {
+  if (count == 0) return Status::ok();
+  scaleHalfKernel<<<grid::blocksFor(count), grid::kThreads, 0, stream>>>(count, factor, x, y);
+  return launched("launch of scaleHalfKernel");
 }
 
 }  // namespace remat::gpu::kernels

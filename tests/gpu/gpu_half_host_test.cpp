@@ -496,9 +496,10 @@ TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
   }
 }
 
-// The Swin kinds have no bfloat16 layout on the GPU: refused by kind, naming the layer (GPT's,
-// BERT's and ViT's kinds have one: gpu_transformer_half_host_test.cpp).
-TEST(GpuHalfHost, KindsWithoutABfloat16LayoutAreRefusedByName) {
+// Every kind has a bfloat16 layout on the GPU now (Swin's: gpu_swin_half_host_test.cpp), so no
+// layer is refused by its kind; a Swin block reading the float32 batch (a chain starting inside a
+// Swin) is refused for its input's dtype, naming the layer.
+TEST(GpuHalfHost, NoKindIsRefusedByNameASwinBlockOnTheFloat32BatchIsByItsInput) {
   const Chain chain = mixed(R"({
     "format": "remat-chain/1", "name": "swin-body", "input": {"shape": [2, 8, 8, 32], "dtype": "float32"},
     "layers": [{"name": "features.1.0", "kind": "swin_block", "heads": 2, "hidden": 128, "window": 4, "shift": 0,
@@ -507,7 +508,9 @@ TEST(GpuHalfHost, KindsWithoutABfloat16LayoutAreRefusedByName) {
   ASSERT_FALSE(modes.isOk());
   EXPECT_NE(modes.status().message().find("gpu: layer 1 ('features.1.0', swin_block)"), std::string::npos)
       << modes.status().message();
-  EXPECT_NE(modes.status().message().find("the swin_block kind"), std::string::npos) << modes.status().message();
+  EXPECT_EQ(modes.status().message().find("no bfloat16 layout"), std::string::npos) << modes.status().message();
+  EXPECT_NE(modes.status().message().find("swin_block reads a float32 input"), std::string::npos)
+      << modes.status().message();
 }
 
 }  // namespace
