@@ -10,6 +10,7 @@
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer_ends.hpp"
 #include "kernels_abstract.hpp"
+#include "half_type.hpp"
 #include "kernels_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -20,6 +21,11 @@ using gpu::CudaDevice;
 
 Status CudaDevice::Impl::requirePrepared(std::size_t layer) const {
   return requirePreparedLayer(*allocator, chain, layer);
+}
+
+Status CudaDevice::Impl::useChainHalfType() const {
+  if (!chain || !isMixedPrecision(chain->step.precision)) return Status::ok();
+  return useHalfType(stream.get(), halfTypeOf(chain->step.precision));
 }
 
 Result<std::byte*> CudaDevice::Impl::memory(DeviceBuffer buffer, const char* what) const {
@@ -98,6 +104,9 @@ Status CudaDevice::prepare(const Chain& chain) {
   std::vector<LayerState> layers;
   layers.reserve(chain.size() + 1);
   const LayerContext context = impl_->context();
+  // The half type is chosen here and at every launch below, from the chain's precision (half_type.hpp).
+  if (isMixedPrecision(chain.step.precision))
+    REMAT_RETURN_IF_ERROR(useHalfType(context.stream, halfTypeOf(chain.step.precision)));
   for (std::size_t l = 0; l <= chain.size(); ++l)
     REMAT_RETURN_IF_ERROR(prepareLayer(chain, l, context, impl_->options, layers));
   impl_->layers = std::move(layers);
@@ -197,6 +206,7 @@ Status CudaDevice::forward(const ForwardCall& call) {
   const LayerNumbers& m = d.chain->at(l);
   auto memory = checkForwardCall(*d.allocator, *d.chain, call, state.label, state.requiredFwdWorkspace);
   if (!memory) return memory.status();
+  REMAT_RETURN_IF_ERROR(d.useChainHalfType());
   const ForwardMemory& b = *memory;
   const bool wantsExtra = call.mode == ForwardMode::Keep && m.extraBytes > 0;
   const cudaStream_t stream = d.stream.get();
@@ -223,6 +233,7 @@ Status CudaDevice::backward(const BackwardCall& call) {
   const LayerNumbers& m = d.chain->at(l);
   auto memory = checkBackwardCall(*d.allocator, *d.chain, call, state.label, state.requiredBwdWorkspace);
   if (!memory) return memory.status();
+  REMAT_RETURN_IF_ERROR(d.useChainHalfType());
   const BackwardMemory& b = *memory;
   const cudaStream_t stream = d.stream.get();
   if (state.kind == LayerKind::Abstract) {
@@ -252,6 +263,7 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   Impl& d = *impl_;
   auto memory = checkSeedCall(*d.allocator, d.chain, call);
   if (!memory) return memory.status();
+  REMAT_RETURN_IF_ERROR(d.useChainHalfType());
   const std::size_t n = d.chain->size();
   const std::uint64_t bytes = d.chain->outBytes(n);
   std::byte* logits = memory->logits;
@@ -275,7 +287,7 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   auto labels = checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * sizeof(LabelIndex), "SEED",
                               "labels", false);
   if (!labels) return labels.status();
-  if (last.outputHalf())  // bf16-mixed: the loss's seed from bfloat16 logits, a bfloat16 gradient
+  if (last.outputHalf())  // a mixed precision: the loss's seed from half logits, a half gradient
     return kernels::softmaxCrossEntropyBackwardHalf(
         stream, batch, last.outCount / batch, reinterpret_cast<const kernels::Bf16*>(logits),
         reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));

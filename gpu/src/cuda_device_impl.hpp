@@ -198,6 +198,8 @@ struct gpu::CudaDevice::Impl {
   // The whole of a buffer that upload, download or fill (`what`) is given.
   Result<std::byte*> memory(DeviceBuffer buffer, const char* what) const;
   Status requirePrepared(std::size_t layer) const;
+  // Under a mixed precision, the chain's half type for the launches that follow (half_type.hpp).
+  Status useChainHalfType() const;
 };
 
 }  // namespace remat

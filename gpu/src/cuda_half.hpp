@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "half_type.hpp"
 #include "remat/exec/layer_checks.hpp"
 #include "remat/model/block.hpp"
 #include "remat/model/chain.hpp"
@@ -27,6 +28,9 @@ struct HalfMode {
 // A bfloat16 block's inner graph under bf16-mixed: half tensors, float32 where type promotion
 // widens (BlockAutocast; `floatInput`: x(l-1) is float32, read through the first conv's cast).
 Result<BlockGraph> halfBlockGraph(const LayerSpec& spec, const Shape& input, bool floatInput);
+
+// fp16 and fp16-mixed: float16; every other precision: bfloat16 (float32 chains launch no half kernel).
+HalfType halfTypeOf(Precision precision);
 
 // The mode of layer l after a layer whose output is bfloatl16 (`inputHalf`). Float32 precisions
 // give the all-false mode; fp16-mixed, and the kinds without a bfloat16 layout on the GPU
