@@ -28,6 +28,19 @@ Status CudaDevice::Impl::useChainHalfType() const {
   return useHalfType(stream.get(), halfTypeOf(chain->step.precision));
 }
 
+Status CudaDevice::Impl::resetScaler() {
+  if (!scaler) {
+    void* raw = nullptr;
+    REMAT_CUDA_CHECK(cudaMalloc(&raw, 2 * sizeof(float)));
+    scaler.reset(static_cast<float*>(raw));
+  }
+  const float initial[2] = {kGradScalerInitScale, 0.0f};
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(scaler.get(), initial, sizeof initial, cudaMemcpyHostToDevice, stream.get()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  scalerGrowthTracker = 0;
+  return Status::ok();
+}
+
 Result<std::byte*> CudaDevice::Impl::memory(DeviceBuffer buffer, const char* what) const {
   return checkedMemory(*allocator, buffer, buffer.bytes, "", what, false);
 }
@@ -111,6 +124,8 @@ Status CudaDevice::prepare(const Chain& chain) {
     REMAT_RETURN_IF_ERROR(prepareLayer(chain, l, context, impl_->options, layers));
   impl_->layers = std::move(layers);
   impl_->chain = chain;
+  if (chain.step.precision == Precision::Fp16Mixed) return impl_->resetScaler();
+  impl_->scaler.reset();  // no GradScaler outside fp16-mixed
   return Status::ok();
 }
 
@@ -281,7 +296,9 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
     const std::uint64_t tokens = static_cast<std::uint64_t>(last.outShape[0] * last.outShape[1]);
     auto labels = checkedMemory(*d.allocator, call.labels, tokens * sizeof(LabelIndex), "SEED", "labels", false);
     if (!labels) return labels.status();
-    return lmHeadLossSeed(last, stream, reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad));
+    REMAT_RETURN_IF_ERROR(
+        lmHeadLossSeed(last, stream, reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad)));
+    return d.scaleFloatSeed(grad, bytes);
   }
   const Index batch = last.outShape[0];
   auto labels = checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * sizeof(LabelIndex), "SEED",
@@ -290,10 +307,56 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   if (last.outputHalf())  // a mixed precision: the loss's seed from half logits, a half gradient
     return kernels::softmaxCrossEntropyBackwardHalf(
         stream, batch, last.outCount / batch, reinterpret_cast<const kernels::Bf16*>(logits),
-        reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));
-  return kernels::softmaxCrossEntropyBackward(
+        reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<kernels::Bf16*>(grad), d.scaler.get());
+  REMAT_RETURN_IF_ERROR(kernels::softmaxCrossEntropyBackward(
       stream, batch, last.outCount / batch, reinterpret_cast<const float*>(logits),
-      reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad));
+      reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad)));
+  return d.scaleFloatSeed(grad, bytes);
+}
+
+Status CudaDevice::Impl::scaleFloatSeed(std::byte* grad, std::uint64_t bytes) const {
+  if (!scaler) return Status::ok();  // no GradScaler: the seed as it is
+  return kernels::gradScalerMultiply(stream.get(), static_cast<Index>(bytes / sizeof(float)), scaler.get(),
+                                     reinterpret_cast<float*>(grad));
+}
+
+Result<bool> CudaDevice::unscaleGradients(std::span<const DeviceBuffer> grads) {
+  Impl& d = *impl_;
+  if (!d.chain || d.chain->step.precision != Precision::Fp16Mixed || !d.scaler)
+    return Status::internal("gpu: unscaleGradients outside an fp16-mixed chain");
+  const cudaStream_t stream = d.stream.get();
+  float* scale = d.scaler.get();
+  float* foundInf = scale + 1;
+  REMAT_CUDA_CHECK(cudaMemsetAsync(foundInf, 0, sizeof(float), stream));
+  for (std::size_t l = 1; l < grads.size() && l <= d.chain->size(); ++l) {
+    if (!grads[l].valid() || d.chain->layers[l - 1].kind == LayerKind::Abstract) continue;
+    auto g = checkedMemory(*d.allocator, grads[l], d.chain->at(l).paramBytes, "STEP", "gradient", false);
+    if (!g) return g.status();
+    REMAT_RETURN_IF_ERROR(kernels::gradScalerUnscale(stream, static_cast<Index>(grads[l].bytes / sizeof(float)), scale,
+                                                     reinterpret_cast<float*>(*g), foundInf));
+  }
+  float found = 0.0f;  // scaler.step reads found_inf on the host, as PyTorch's .item()
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(&found, foundInf, sizeof found, cudaMemcpyDeviceToHost, stream));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // scaler.update(): backoff on inf/NaN, growth after growth_interval clean steps.
+  float factor = 1.0f;
+  if (found != 0.0f) {
+    factor = kGradScalerBackoff;
+    d.scalerGrowthTracker = 0;
+  } else if (++d.scalerGrowthTracker == kGradScalerGrowthInterval) {
+    factor = kGradScalerGrowth;
+    d.scalerGrowthTracker = 0;
+  }
+  if (factor != 1.0f) REMAT_RETURN_IF_ERROR(kernels::gradScalerUpdate(stream, factor, scale));
+  return found != 0.0f;
+}
+
+Result<float> CudaDevice::lossScale() const {
+  if (!impl_->scaler) return Status::invalid("gpu: no GradScaler (the chain is not fp16-mixed)");
+  float scale = 0.0f;
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(&scale, impl_->scaler.get(), sizeof scale, cudaMemcpyDeviceToHost, stream()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return scale;
 }
 
 // The buffers checked as every backend checks them (checkOptimizerCall); the update then runs on

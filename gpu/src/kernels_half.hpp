@@ -50,8 +50,9 @@ Status dropoutForwardHalf(cudaStream_t stream, Index count, double p, std::uint6
 Status dropoutBackwardHalf(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const Bf16* dy,
                            Bf16* dx);
 // The softmax cross-entropy seed from bfloat16 logits [batch][classes], in float32 then rounded:
-// grad = (softmax - onehot(label)) / batch. Labels were checked on the host.
+// grad = (softmax - onehot(label)) / batch, times *lossScale when given (fp16-mixed's GradScaler:
+// the float32 loss is scaled before the half gradient is rounded). Labels were checked on the host.
 Status softmaxCrossEntropyBackwardHalf(cudaStream_t stream, Index batch, Index classes, const Bf16* logits,
-                                       const std::int64_t* labels, Bf16* grad);
+                                       const std::int64_t* labels, Bf16* grad, const float* lossScale = nullptr);
 
 }  // namespace remat::gpu::kernels

@@ -74,6 +74,11 @@ Status singleTensorStep(Device& device, const Chain& chain, int step, const Opti
 
 Status runOptimizerStep(Device& device, const Chain& chain, int step, const OptimizerBuffers& buffers) {
   if (!hasOptimizerStep(chain.step)) return Status::internal("a STEP op without an optimizer");
+  if (chain.step.precision == Precision::Fp16Mixed) {  // GradScaler: unscale_, then step unless inf/NaN
+    auto foundInf = device.unscaleGradients(buffers.grads);
+    if (!foundInf) return foundInf.status();
+    if (*foundInf) return Status::ok();  // scaler.step skips optimizer.step()
+  }
   return chain.step.foreach ? foreachStep(device, chain, step, buffers)
                             : singleTensorStep(device, chain, step, buffers);
 }
