@@ -9,8 +9,8 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer_ends.hpp"
-#include "kernels_abstract.hpp"
 #include "half_type.hpp"
+#include "kernels_abstract.hpp"
 #include "kernels_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -25,7 +25,7 @@ Status CudaDevice::Impl::requirePrepared(std::size_t layer) const {
 
 Status CudaDevice::Impl::useChainHalfType() const {
   if (!chain || !isMixedPrecision(chain->step.precision)) return Status::ok();
-  return useHalfType(stream.get(), halfTypeOf(chain->step.precision));
+  return useHalfType(halfTypeOf(chain->step.precision));
 }
 
 Status CudaDevice::Impl::resetScaler() {
@@ -118,14 +118,15 @@ Status CudaDevice::prepare(const Chain& chain) {
   layers.reserve(chain.size() + 1);
   const LayerContext context = impl_->context();
   // The half type is chosen here and at every launch below, from the chain's precision (half_type.hpp).
-  if (isMixedPrecision(chain.step.precision))
-    REMAT_RETURN_IF_ERROR(useHalfType(context.stream, halfTypeOf(chain.step.precision)));
+  if (isMixedPrecision(chain.step.precision)) REMAT_RETURN_IF_ERROR(useHalfType(halfTypeOf(chain.step.precision)));
   for (std::size_t l = 0; l <= chain.size(); ++l)
     REMAT_RETURN_IF_ERROR(prepareLayer(chain, l, context, impl_->options, layers));
   impl_->layers = std::move(layers);
   impl_->chain = chain;
-  if (chain.step.precision == Precision::Fp16Mixed) return impl_->resetScaler();
-  impl_->scaler.reset();  // no GradScaler outside fp16-mixed
+  // scaler.step needs an optimizer: without one (--optimizer none) the seed is not scaled and the
+  // gradients stay autocast's own, as a user without GradScaler gets.
+  if (chain.step.precision == Precision::Fp16Mixed && hasOptimizerStep(chain.step)) return impl_->resetScaler();
+  impl_->scaler.reset();  // no GradScaler
   return Status::ok();
 }
 
@@ -351,8 +352,19 @@ Result<bool> CudaDevice::unscaleGradients(std::span<const DeviceBuffer> grads) {
   return found != 0.0f;
 }
 
+Status CudaDevice::setLossScale(float scale) {
+  if (!impl_->scaler) return Status::invalid("gpu: no GradScaler (the chain is not fp16-mixed with an optimizer)");
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return Status::invalid("gpu: a GradScaler scale must be positive and finite, got " + std::to_string(scale));
+  REMAT_CUDA_CHECK(
+      cudaMemcpyAsync(impl_->scaler.get(), &scale, sizeof scale, cudaMemcpyHostToDevice, impl_->stream.get()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
+  impl_->scalerGrowthTracker = 0;
+  return Status::ok();
+}
+
 Result<float> CudaDevice::lossScale() const {
-  if (!impl_->scaler) return Status::invalid("gpu: no GradScaler (the chain is not fp16-mixed)");
+  if (!impl_->scaler) return Status::invalid("gpu: no GradScaler (the chain is not fp16-mixed with an optimizer)");
   float scale = 0.0f;
   REMAT_CUDA_CHECK(cudaMemcpyAsync(&scale, impl_->scaler.get(), sizeof scale, cudaMemcpyDeviceToHost, stream()));
   REMAT_CUDA_CHECK(cudaStreamSynchronize(stream()));

@@ -79,8 +79,9 @@ Status checkFloatTensors(Precision precision, const BlockGraph& graph, const Lay
                           graph.tensors[op.inputs[0]].shape == graph.tensors[op.inputs[1]].shape;
     for (std::size_t in : op.inputs) {
       if (!isFloat(in) || castConv || floatAdd) continue;
-      return refuse(precision, check, "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-                               ") reading the float32 tensor '" + graph.tensors[in].name + "'");
+      return refuse(precision, check,
+                    "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
+                        ") reading the float32 tensor '" + graph.tensors[in].name + "'");
     }
   }
   return Status::ok();
@@ -124,8 +125,7 @@ HalfType halfTypeOf(Precision precision) {
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool inputHalf, const LayerChecks& check) {
   const Precision precision = chain.step.precision;
   if (!isMixedPrecision(precision)) return HalfMode{};
-  if (!hasHalfLayout(layer.kind))
-    return refuse(precision, check, "the " + std::string(kindName(layer.kind)) + " kind");
+  if (!hasHalfLayout(layer.kind)) return refuse(precision, check, "the " + std::string(kindName(layer.kind)) + " kind");
   // GPT's, BERT's and ViT's kinds keep the float32 residual stream between layers, their bfloat16
   // tensors inside E and the workspaces; only cls_head writes bfloat16 logits (as the CPU's).
   if (hasHalfTransformerLayout(layer.kind))

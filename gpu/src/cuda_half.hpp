@@ -22,7 +22,7 @@ struct HalfMode {
   bool castsFromHalf = false;  // a float32 layer (layer norm) reading a bfloat16 input casts it to float32
   bool floatOutput = false;    // a bfloat16 block whose output type promotion makes float32 (ConvNeXt's)
   bool outputHalf() const { return half && !floatOutput; }
-  bool inputHalf = false;      // x(l-1) is bfloat16
+  bool inputHalf = false;  // x(l-1) is bfloat16
 };
 
 // A bfloat16 block's inner graph under bf16-mixed: half tensors, float32 where type promotion

@@ -173,7 +173,8 @@ Status checkHalfTransformerLayer(const Chain& chain, std::size_t l, bool inputHa
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   if (inputHalf)
     return check.fail("precision " + std::string(precisionName(chain.step.precision)) + ": " +
-                      std::string(kindName(layer.kind)) + " reads a half input; the GPU's layout (as the CPU's and the model's) has it read the "
+                      std::string(kindName(layer.kind)) +
+                      " reads a half input; the GPU's layout (as the CPU's and the model's) has it read the "
                       "float32 residual stream or image");
   switch (layer.kind) {
     case LayerKind::TokenEmbedding: {  // float32 throughout under autocast: float32's own layout

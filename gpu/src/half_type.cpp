@@ -28,10 +28,11 @@ const char* halfTypeName(HalfType type) { return type == HalfType::Float16 ? "fl
 
 HalfType currentHalfType() { return gCurrent.load(); }
 
-Status useHalfType(cudaStream_t stream, HalfType type) {
+Status useHalfType(HalfType type) {
   std::lock_guard<std::mutex> lock(writersMutex());
   if (gCurrent.load() == type) return Status::ok();
-  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Every stream's launches in flight read the old flag (another CudaDevice's too): wait for them.
+  REMAT_CUDA_CHECK(cudaDeviceSynchronize());
   for (detail::HalfFlagWriter writer : writers()) REMAT_CUDA_CHECK(writer(type == HalfType::Float16 ? 1 : 0));
   gCurrent.store(type);
   return Status::ok();

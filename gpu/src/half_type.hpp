@@ -7,14 +7,14 @@
 // every kernel, cuDNN descriptor and cuBLAS product launched after it uses that type. The kernels
 // keep one source: each translation unit that includes half_io.cuh registers its own copy of the
 // device-side flag (no separate compilation, so each unit has one), and useHalfType writes them
-// all. One half type per process at a time: a switch waits for the stream's earlier launches.
+// all. One half type per process at a time: a switch waits for every launch in flight.
 // Included by the .cu files (C++17): no core model headers here; halfTypeOf(Precision) is
 // cuda_half.hpp's. Internal to gpu/.
-#include <cstdint>
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+
+#include <cstdint>
 
 #include "remat/base/status.hpp"
 
@@ -27,8 +27,9 @@ const char* halfTypeName(HalfType type);  // "bfloat16", "float16"
 // The type the next half launches use.
 HalfType currentHalfType();
 // Selects `type` for the half kernels, cuDNN and cuBLAS: when it differs from the current one,
-// synchronises `stream` (launches in flight read the old flag) and writes every unit's flag.
-Status useHalfType(cudaStream_t stream, HalfType type);
+// synchronises the device (launches in flight, on any stream, read the old flag) and writes every
+// unit's flag. Two devices of different half types in one process alternate through this switch.
+Status useHalfType(HalfType type);
 
 // cuDNN's and cuBLAS's data types of the current half type.
 cudnnDataType_t cudnnHalfType();

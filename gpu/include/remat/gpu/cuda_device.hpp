@@ -66,8 +66,10 @@ class CudaDevice final : public Device {
   // update (halved on inf/NaN; doubled after 2,000 steps without).
   Result<bool> unscaleGradients(std::span<const DeviceBuffer> grads) override;
   Status synchronize() override;
-  // fp16-mixed: the GradScaler's current scale (2^16 after prepare); an error for other chains.
+  // fp16-mixed with an optimizer: the GradScaler's current scale (2^16 after prepare), and
+  // scaler.update(new_scale)'s override (positive, finite); an error for other chains.
   Result<float> lossScale() const;
+  Status setLossScale(float scale);
 
   CudaAllocator& cudaAllocator();
   const CudaDeviceInfo& info() const;
