@@ -1,8 +1,8 @@
-// Attention's bfloat16 kernels (kernels_attention_half.hpp), the CPU's kernels_attention_half.cpp
-// loop for loop: each thread reads bfloat16 values as float32, accumulates in float32 in the CPU's
-// order and rounds its results once (half_io.cuh's h: round to nearest even, bfloat16 as the CPU's or
-// float16 under fp16-mixed). The
-// head split and merge are kernels_attention.cu's copies, templated on the element type.
+// Attention's half kernels (kernels_attention_half.hpp), the CPU's kernels_attention_half.cpp loop
+// for loop: each thread reads half values as float32, accumulates in float32 in the CPU's order and
+// rounds its results once (half_io.cuh's h: round to nearest even, to bfloat16 as the CPU's, or to
+// float16 under fp16-mixed). The head split and merge are kernels_attention.cu's copies, templated
+// on the element type.
 #include <cmath>
 #include <string>
 
@@ -93,8 +93,7 @@ __global__ void softmaxBackwardHalfKernel(AttentionShape g, HalfDrop drop, float
       rowDot += half_io::f(p[j]) * dp;
     }
     for (Index j = 0; j < g.seq; ++j)
-      ds[j] = half_io::h(
-          j < limit ? roundHalf(half_io::f(p[j]) * (half_io::f(ds[j]) - rowDot)) * scale : 0.0f);
+      ds[j] = half_io::h(j < limit ? roundHalf(half_io::f(p[j]) * (half_io::f(ds[j]) - rowDot)) * scale : 0.0f);
   }
 }
 
