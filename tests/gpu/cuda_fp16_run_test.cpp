@@ -15,7 +15,7 @@
 #include <cmath>
 #include <string>
 
-#include "chain_helpers.hpp"
+#include "precision_runs.hpp"
 #include "executor_helpers.hpp"
 #include "gpu_test_helpers.hpp"
 #include "remat/gpu/cuda_device.hpp"
