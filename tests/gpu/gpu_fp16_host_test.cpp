@@ -5,8 +5,8 @@
 // model's fp16-mixed numbers equal its bf16-mixed numbers layer by layer, every layer's mode
 // (half, casts) is bf16-mixed's, the GPU's layout checks them byte for byte, and nothing refuses
 // the chain before cuDNN is asked for algorithms (no handle here). What still cannot run is
-// refused naming the layer and the precision: the Swin kinds (no half layout), pure fp16 and pure
-// bf16 ("float32 only").
+// refused naming the layer and the precision: the Swin kinds (no half layout), a transformer kind
+// reading a float16 input, pure fp16 and pure bf16 ("float32 only").
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +15,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "cuda_transformer_half_layout.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/precision.hpp"
 #include "remat/model/zoo.hpp"
@@ -131,6 +132,23 @@ TEST(GpuFp16Host, AnEOffByOneByteIsRefusedNamingTheLayer) {
   ASSERT_FALSE(modes.isOk());
   EXPECT_NE(modes.status().message().find("gpu: " + layerLabel(chain, l)), std::string::npos)
       << modes.status().message();
+}
+
+// The transformer kinds read the float32 residual stream under fp16-mixed too: a float16 input is
+// refused naming the layer, the precision and the dtype.
+TEST(GpuFp16Host, ATransformerKindReadingAFloat16InputIsRefused) {
+  const Chain chain = withMixed(
+      tiny::parsed(tiny::chainJson("tiny-vit", {2, 3, 16, 16}, tiny::vitLayers(true, 0.0)), "gpu_fp16_host_test.cpp"),
+      Precision::Fp16Mixed);
+  for (std::size_t l = 2; l <= chain.size(); ++l) {
+    const LayerChecks check{"gpu", layerLabel(chain, l), true};
+    EXPECT_TRUE(checkHalfTransformerLayer(chain, l, false, check).isOk()) << "layer " << l;
+    const Status status = checkHalfTransformerLayer(chain, l, true, check);
+    ASSERT_FALSE(status.isOk()) << "layer " << l;
+    EXPECT_NE(status.message().find("gpu: " + layerLabel(chain, l) + ": precision fp16-mixed"), std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find("reads a float16 input"), std::string::npos) << status.message();
+  }
 }
 
 TEST(GpuFp16Host, SwinIsRefusedNamingTheLayerAndThePrecision) {
