@@ -1,8 +1,8 @@
 #pragma once
 // bf16-mixed and fp16-mixed on the GPU (docs/memory-model.md section 11.7, docs/gpu.md), one
-// layout for both (bfloat16 and float16 are two bytes; "bfloat16" below is either): which dtype each layer
-// runs in, taken from the model's cast policy (autocastComputeDType, precision.hpp), never decided
-// here, and the check that what the GPU's bfloat16 layout saves per layer is the model's E: the
+// layout for both (bfloat16 and float16 are two bytes; "bfloat16" below is either): which dtype
+// each layer runs in, taken from the model's cast policy (autocastComputeDType, precision.hpp),
+// never decided here, and the check that what the GPU's bfloat16 layout saves per layer is the model's E: the
 // cast copy of a float32 input, the weights' bfloat16 copies, a layer norm's float32 copy of a
 // bfloat16 input, a residual block's bfloat16 arenas and its inner convolutions' weight copies.
 // Internal to gpu/.
