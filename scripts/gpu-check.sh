@@ -62,9 +62,9 @@ grep -E "Remat Explorer|CUDA" "$build/configure.log" | head -5
 echo "== build $(elapsed)"
 targets=(remat_gpu_check remat)  # the test loop below skips what is not under tests/
 for t in gpu_gpu_host_test gpu_gpu_half_host_test gpu_gpu_transformer_host_test gpu_gpu_transformer_half_host_test gpu_gpu_blocks_host_test \
-  gpu_gpu_swin_half_host_test gpu_cuda_device_test gpu_cuda_half_kernels_test gpu_cuda_attention_half_test gpu_cuda_linear_half_test \
-  gpu_cuda_half_run_test gpu_cuda_transformer_test gpu_cuda_transformer_half_test gpu_cuda_swin_half_test \
-  gpu_cuda_elementwise_blocks_test cli_profile_cli_test; do
+  gpu_gpu_swin_half_host_test gpu_gpu_fp16_host_test gpu_cuda_device_test gpu_cuda_half_kernels_test gpu_cuda_attention_half_test \
+  gpu_cuda_linear_half_test gpu_cuda_half_run_test gpu_cuda_fp16_run_test gpu_cuda_transformer_test gpu_cuda_transformer_half_test \
+  gpu_cuda_swin_half_test gpu_cuda_elementwise_blocks_test cli_profile_cli_test; do
   cmake --build "$build" --target help 2>/dev/null | grep -q "\b$t\b" && targets+=("$t")
 done
 if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$build/build.log" 2>&1; then

@@ -9,6 +9,7 @@
 
 #include "cuda_device_impl.hpp"
 #include "cuda_transformer_ends.hpp"
+#include "half_type.hpp"
 #include "kernels_abstract.hpp"
 #include "kernels_half.hpp"
 #include "remat/exec/counter_rng.hpp"
@@ -20,6 +21,24 @@ using gpu::CudaDevice;
 
 Status CudaDevice::Impl::requirePrepared(std::size_t layer) const {
   return requirePreparedLayer(*allocator, chain, layer);
+}
+
+Status CudaDevice::Impl::useChainHalfType() const {
+  if (!chain || !isMixedPrecision(chain->step.precision)) return Status::ok();
+  return useHalfType(halfTypeOf(chain->step.precision));
+}
+
+Status CudaDevice::Impl::resetScaler() {
+  if (!scaler) {
+    void* raw = nullptr;
+    REMAT_CUDA_CHECK(cudaMalloc(&raw, 2 * sizeof(float)));
+    scaler.reset(static_cast<float*>(raw));
+  }
+  const float initial[2] = {kGradScalerInitScale, 0.0f};
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(scaler.get(), initial, sizeof initial, cudaMemcpyHostToDevice, stream.get()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  scalerGrowthTracker = 0;
+  return Status::ok();
 }
 
 Result<std::byte*> CudaDevice::Impl::memory(DeviceBuffer buffer, const char* what) const {
@@ -98,10 +117,16 @@ Status CudaDevice::prepare(const Chain& chain) {
   std::vector<LayerState> layers;
   layers.reserve(chain.size() + 1);
   const LayerContext context = impl_->context();
+  // The half type is chosen here and at every launch below, from the chain's precision (half_type.hpp).
+  if (isMixedPrecision(chain.step.precision)) REMAT_RETURN_IF_ERROR(useHalfType(halfTypeOf(chain.step.precision)));
   for (std::size_t l = 0; l <= chain.size(); ++l)
     REMAT_RETURN_IF_ERROR(prepareLayer(chain, l, context, impl_->options, layers));
   impl_->layers = std::move(layers);
   impl_->chain = chain;
+  // scaler.step needs an optimizer: without one (--optimizer none) the seed is not scaled and the
+  // gradients stay autocast's own, as a user without GradScaler gets.
+  if (chain.step.precision == Precision::Fp16Mixed && hasOptimizerStep(chain.step)) return impl_->resetScaler();
+  impl_->scaler.reset();  // no GradScaler
   return Status::ok();
 }
 
@@ -197,6 +222,7 @@ Status CudaDevice::forward(const ForwardCall& call) {
   const LayerNumbers& m = d.chain->at(l);
   auto memory = checkForwardCall(*d.allocator, *d.chain, call, state.label, state.requiredFwdWorkspace);
   if (!memory) return memory.status();
+  REMAT_RETURN_IF_ERROR(d.useChainHalfType());
   const ForwardMemory& b = *memory;
   const bool wantsExtra = call.mode == ForwardMode::Keep && m.extraBytes > 0;
   const cudaStream_t stream = d.stream.get();
@@ -223,6 +249,7 @@ Status CudaDevice::backward(const BackwardCall& call) {
   const LayerNumbers& m = d.chain->at(l);
   auto memory = checkBackwardCall(*d.allocator, *d.chain, call, state.label, state.requiredBwdWorkspace);
   if (!memory) return memory.status();
+  REMAT_RETURN_IF_ERROR(d.useChainHalfType());
   const BackwardMemory& b = *memory;
   const cudaStream_t stream = d.stream.get();
   if (state.kind == LayerKind::Abstract) {
@@ -252,6 +279,7 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
   Impl& d = *impl_;
   auto memory = checkSeedCall(*d.allocator, d.chain, call);
   if (!memory) return memory.status();
+  REMAT_RETURN_IF_ERROR(d.useChainHalfType());
   const std::size_t n = d.chain->size();
   const std::uint64_t bytes = d.chain->outBytes(n);
   std::byte* logits = memory->logits;
@@ -269,19 +297,78 @@ Status CudaDevice::lossSeed(const SeedCall& call) {
     const std::uint64_t tokens = static_cast<std::uint64_t>(last.outShape[0] * last.outShape[1]);
     auto labels = checkedMemory(*d.allocator, call.labels, tokens * sizeof(LabelIndex), "SEED", "labels", false);
     if (!labels) return labels.status();
-    return lmHeadLossSeed(last, stream, reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad));
+    REMAT_RETURN_IF_ERROR(
+        lmHeadLossSeed(last, stream, reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad)));
+    return d.scaleFloatSeed(grad, bytes);
   }
   const Index batch = last.outShape[0];
   auto labels = checkedMemory(*d.allocator, call.labels, static_cast<std::uint64_t>(batch) * sizeof(LabelIndex), "SEED",
                               "labels", false);
   if (!labels) return labels.status();
-  if (last.outputHalf())  // bf16-mixed: the loss's seed from bfloat16 logits, a bfloat16 gradient
+  if (last.outputHalf())  // a mixed precision: the loss's seed from half logits, a half gradient
     return kernels::softmaxCrossEntropyBackwardHalf(
         stream, batch, last.outCount / batch, reinterpret_cast<const kernels::Bf16*>(logits),
-        reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<kernels::Bf16*>(grad));
-  return kernels::softmaxCrossEntropyBackward(
+        reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<kernels::Bf16*>(grad), d.scaler.get());
+  REMAT_RETURN_IF_ERROR(kernels::softmaxCrossEntropyBackward(
       stream, batch, last.outCount / batch, reinterpret_cast<const float*>(logits),
-      reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad));
+      reinterpret_cast<const LabelIndex*>(*labels), reinterpret_cast<float*>(grad)));
+  return d.scaleFloatSeed(grad, bytes);
+}
+
+Status CudaDevice::Impl::scaleFloatSeed(std::byte* grad, std::uint64_t bytes) const {
+  if (!scaler) return Status::ok();  // no GradScaler: the seed as it is
+  return kernels::gradScalerMultiply(stream.get(), static_cast<Index>(bytes / sizeof(float)), scaler.get(),
+                                     reinterpret_cast<float*>(grad));
+}
+
+Result<bool> CudaDevice::unscaleGradients(std::span<const DeviceBuffer> grads) {
+  Impl& d = *impl_;
+  if (!d.chain || d.chain->step.precision != Precision::Fp16Mixed || !d.scaler)
+    return Status::internal("gpu: unscaleGradients outside an fp16-mixed chain");
+  const cudaStream_t stream = d.stream.get();
+  float* scale = d.scaler.get();
+  float* foundInf = scale + 1;
+  REMAT_CUDA_CHECK(cudaMemsetAsync(foundInf, 0, sizeof(float), stream));
+  for (std::size_t l = 1; l < grads.size() && l <= d.chain->size(); ++l) {
+    if (!grads[l].valid() || d.chain->layers[l - 1].kind == LayerKind::Abstract) continue;
+    auto g = checkedMemory(*d.allocator, grads[l], d.chain->at(l).paramBytes, "STEP", "gradient", false);
+    if (!g) return g.status();
+    REMAT_RETURN_IF_ERROR(kernels::gradScalerUnscale(stream, static_cast<Index>(grads[l].bytes / sizeof(float)), scale,
+                                                     reinterpret_cast<float*>(*g), foundInf));
+  }
+  float found = 0.0f;  // scaler.step reads found_inf on the host, as PyTorch's .item()
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(&found, foundInf, sizeof found, cudaMemcpyDeviceToHost, stream));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // scaler.update(): backoff on inf/NaN, growth after growth_interval clean steps.
+  float factor = 1.0f;
+  if (found != 0.0f) {
+    factor = kGradScalerBackoff;
+    d.scalerGrowthTracker = 0;
+  } else if (++d.scalerGrowthTracker == kGradScalerGrowthInterval) {
+    factor = kGradScalerGrowth;
+    d.scalerGrowthTracker = 0;
+  }
+  if (factor != 1.0f) REMAT_RETURN_IF_ERROR(kernels::gradScalerUpdate(stream, factor, scale));
+  return found != 0.0f;
+}
+
+Status CudaDevice::setLossScale(float scale) {
+  if (!impl_->scaler) return Status::invalid("gpu: no GradScaler (the chain is not fp16-mixed with an optimizer)");
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return Status::invalid("gpu: a GradScaler scale must be positive and finite, got " + std::to_string(scale));
+  REMAT_CUDA_CHECK(
+      cudaMemcpyAsync(impl_->scaler.get(), &scale, sizeof scale, cudaMemcpyHostToDevice, impl_->stream.get()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
+  impl_->scalerGrowthTracker = 0;
+  return Status::ok();
+}
+
+Result<float> CudaDevice::lossScale() const {
+  if (!impl_->scaler) return Status::invalid("gpu: no GradScaler (the chain is not fp16-mixed with an optimizer)");
+  float scale = 0.0f;
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(&scale, impl_->scaler.get(), sizeof scale, cudaMemcpyDeviceToHost, stream()));
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return scale;
 }
 
 // The buffers checked as every backend checks them (checkOptimizerCall); the update then runs on

@@ -187,6 +187,12 @@ Status preparePool(const ChainLayer& layer, const LayerSpec& spec, const LayerCh
 
 namespace remat {
 
+// torch.cuda.amp.GradScaler's defaults.
+inline constexpr float kGradScalerInitScale = 65536.0f;  // 2**16
+inline constexpr float kGradScalerGrowth = 2.0f;
+inline constexpr float kGradScalerBackoff = 0.5f;
+inline constexpr int kGradScalerGrowthInterval = 2000;
+
 struct gpu::CudaDevice::Impl {
   CudaDeviceOptions options;
   CudaDeviceInfo info;
@@ -198,11 +204,25 @@ struct gpu::CudaDevice::Impl {
   std::unique_ptr<CudaAllocator> allocator;
   std::optional<Chain> chain;
   std::vector<LayerState> layers;  // [0] = the input x0
+  // fp16-mixed's GradScaler (torch.cuda.amp.GradScaler's defaults): [0] the scale, [1] found_inf,
+  // device float32 scalars. They sit outside the counted pool: the model leaves these 8 bytes out
+  // (memory-model.md 11.7), so the measured bytes stay the model's. Null for other precisions.
+  struct CudaFree {
+    void operator()(float* p) const { (void)cudaFree(p); }
+  };
+  std::unique_ptr<float, CudaFree> scaler;
+  int scalerGrowthTracker = 0;  // steps since the last inf/NaN (PyTorch's _growth_tracker)
 
   LayerContext context() const { return {stream.get(), cudnn.get(), cublas.get()}; }
   // The whole of a buffer that upload, download or fill (`what`) is given.
   Result<std::byte*> memory(DeviceBuffer buffer, const char* what) const;
   Status requirePrepared(std::size_t layer) const;
+  // Under a mixed precision, the chain's half type for the launches that follow (half_type.hpp).
+  Status useChainHalfType() const;
+  // fp16-mixed: the scaler at torch.cuda.amp.GradScaler's initial state (scale 2^16).
+  Status resetScaler();
+  // A float32 loss seed (`bytes`) times the scale under fp16-mixed; untouched otherwise.
+  Status scaleFloatSeed(std::byte* grad, std::uint64_t bytes) const;
 };
 
 }  // namespace remat

@@ -1,6 +1,8 @@
-// bf16-mixed's per-layer dtypes and saved bytes on the GPU (cuda_half.hpp). The dtype of every
-// layer comes from precision.cpp's cast policy; the bytes are checked against the chain's numbers
-// with the same LayerChecks the float32 path and the CPU use.
+// The mixed precisions' per-layer dtypes and saved bytes on the GPU (cuda_half.hpp). The dtype of
+// every layer comes from precision.cpp's cast policy; the bytes are checked against the chain's
+// numbers with the same LayerChecks the float32 path and the CPU use. bf16-mixed and fp16-mixed
+// share the layout: bfloat16 and float16 are both two bytes an element, and CUDA's autocast lists
+// are the same for both (half_type.hpp picks the kernels' type).
 #include "cuda_half.hpp"
 
 #include <optional>
@@ -16,7 +18,7 @@
 namespace remat::gpu {
 namespace {
 
-constexpr std::uint64_t kHalfBytes = 2;   // bfloat16
+constexpr std::uint64_t kHalfBytes = 2;   // bfloat16 or float16
 constexpr std::uint64_t kFloatBytes = 4;  // float32
 
 // The kinds whose layer has a bfloat16 layout on the GPU (issue 24): the classic CNN kinds and the
@@ -36,11 +38,12 @@ bool hasHalfLayout(LayerKind kind) {
   }
 }
 
-Status refuse(const LayerChecks& check, const std::string& what) {
+Status refuse(Precision precision, const LayerChecks& check, const std::string& what) {
   return check.fail(
-      "precision bf16-mixed: the GPU has no bfloat16 layout for " + what +
+      "precision " + std::string(precisionName(precision)) + ": the GPU has no half layout for " + what +
       " yet (conv2d, linear, batchnorm, the pools, dropout, flatten, the activations, layer norm, "
-      "residual blocks and GPT's, BERT's and ViT's kinds have one); plan and simulate it, or run it with --device cpu");
+      "residual blocks and GPT's, BERT's and ViT's kinds have one, Swin's under bf16-mixed); plan and simulate it, "
+      "or run it with --device cpu");
 }
 
 // A half block's inner ops: convolutions, batch norms, the residual add, the activations,
@@ -48,7 +51,7 @@ Status refuse(const LayerChecks& check, const std::string& what) {
 // concatenation, ShuffleNetV2's channel slices and shuffle, issue 22's add, sub, div (broadcasting
 // or not) and dropout, and ConvNeXt's layer norm (bfloat16 data, float32 statistics) and layer
 // scale (its float32 gamma promotes the product to float32): the CPU's set (prepare.cpp).
-Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
+Status checkHalfBlockOps(Precision precision, const BlockGraph& graph, const LayerChecks& check) {
   for (const BlockOp& op : graph.ops) {
     const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
     const bool supported =
@@ -59,7 +62,7 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
         op.kind == BlockOpKind::AvgPool || op.kind == BlockOpKind::Concat || op.kind == BlockOpKind::Slice ||
         op.kind == BlockOpKind::ChannelShuffle || (kind && isPointwise(*kind));
     if (!supported)
-      return refuse(check,
+      return refuse(precision, check,
                     "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) + ")");
   }
   return Status::ok();
@@ -69,7 +72,7 @@ Status checkHalfBlockOps(const BlockGraph& graph, const LayerChecks& check) {
 // layer, layer_scale's product, the residual add after it) meet only the kernels that take them,
 // as on the CPU (prepare.cpp's checkFloatTensors): x(l-1)'s cast by the block's first op, a
 // convolution (its copy counted once, in E), and the float32 residual add of equal shapes.
-Status checkFloatTensors(const BlockGraph& graph, const LayerChecks& check) {
+Status checkFloatTensors(Precision precision, const BlockGraph& graph, const LayerChecks& check) {
   auto isFloat = [&](std::size_t t) { return graph.tensors[t].dtype == DType::Float32; };
   for (std::size_t i = 0; i < graph.ops.size(); ++i) {
     const BlockOp& op = graph.ops[i];
@@ -78,8 +81,9 @@ Status checkFloatTensors(const BlockGraph& graph, const LayerChecks& check) {
                           graph.tensors[op.inputs[0]].shape == graph.tensors[op.inputs[1]].shape;
     for (std::size_t in : op.inputs) {
       if (!isFloat(in) || castConv || floatAdd) continue;
-      return refuse(check, "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
-                               ") reading the float32 tensor '" + graph.tensors[in].name + "'");
+      return refuse(precision, check,
+                    "the block's inner op '" + op.layer.name + "' (" + std::string(blockOpInfo(op.kind).name) +
+                        ") reading the float32 tensor '" + graph.tensors[in].name + "'");
     }
   }
   return Status::ok();
@@ -95,11 +99,12 @@ std::uint64_t innerWeightCopyBytes(const BlockGraph& graph) {
   return bytes;
 }
 
-Status checkHalfBlock(const ChainLayer& layer, const LayerSpec& spec, const HalfMode& mode, const LayerChecks& check) {
+Status checkHalfBlock(Precision precision, const ChainLayer& layer, const LayerSpec& spec, const HalfMode& mode,
+                      const LayerChecks& check) {
   auto graph = halfBlockGraph(spec, layer.inputShape, mode.castsInput);
   if (!graph) return check.fail(graph.status().message());
-  REMAT_RETURN_IF_ERROR(checkHalfBlockOps(*graph, check));
-  REMAT_RETURN_IF_ERROR(checkFloatTensors(*graph, check));
+  REMAT_RETURN_IF_ERROR(checkHalfBlockOps(precision, *graph, check));
+  REMAT_RETURN_IF_ERROR(checkFloatTensors(precision, *graph, check));
   AutocastCasts casts;
   // A float32 x(l-1) (ConvNeXt's) is read through the first convolution's bfloat16 cast, saved in
   // E before the weight copies (memory-model.md 11.7, rule 3).
@@ -111,28 +116,37 @@ Status checkHalfBlock(const ChainLayer& layer, const LayerSpec& spec, const Half
 }  // namespace
 
 Result<BlockGraph> halfBlockGraph(const LayerSpec& spec, const Shape& input, bool floatInput) {
+  // One layout for both half types: the graph's half tensors are laid out as bfloat16 (two bytes).
   return buildBlockGraph(spec, input, DType::BFloat16, BlockAutocast{floatInput ? DType::Float32 : DType::BFloat16});
+}
+
+HalfType halfTypeOf(Precision precision) {
+  return precision == Precision::Fp16Mixed || precision == Precision::Fp16 ? HalfType::Float16 : HalfType::BFloat16;
 }
 
 Result<HalfMode> halfModeOf(const Chain& chain, const ChainLayer& layer, bool inputHalf, const LayerChecks& check) {
   const Precision precision = chain.step.precision;
   if (!isMixedPrecision(precision)) return HalfMode{};
-  if (precision != Precision::Bf16Mixed)
-    return check.fail("precision " + std::string(precisionName(precision)) +
-                      ": the GPU backend has no float16 kernels; run bf16-mixed (the same model in bfloat16)");
-  if (!hasHalfLayout(layer.kind)) return refuse(check, "the " + std::string(kindName(layer.kind)) + " kind");
+  if (!hasHalfLayout(layer.kind)) return refuse(precision, check, "the " + std::string(kindName(layer.kind)) + " kind");
   // GPT's, BERT's and ViT's kinds keep the float32 residual stream between layers, their bfloat16
   // tensors inside E and the workspaces; only cls_head writes bfloat16 logits (as the CPU's).
   if (hasHalfTransformerLayout(layer.kind))
     return HalfMode{.half = layer.kind == LayerKind::ClsHead, .inputHalf = inputHalf};
-  // Swin's stream is bfloat16 from its patch embedding on, logits included (cuda_swin_half.hpp).
-  if (isSwinKind(layer.kind)) return HalfMode{.half = true, .inputHalf = inputHalf};
-  const DType input = inputHalf ? DType::BFloat16 : DType::Float32;
+  // Swin's stream is bfloat16 from its patch embedding on, logits included (cuda_swin_half.hpp);
+  // its kernels are bfloat16's only.
+  if (isSwinKind(layer.kind)) {
+    if (precision != Precision::Bf16Mixed)
+      return refuse(precision, check, "the " + std::string(kindName(layer.kind)) + " kind under float16");
+    return HalfMode{.half = true, .inputHalf = inputHalf};
+  }
+  // The precision's half dtype: bfloat16 (bf16-mixed) or float16 (fp16-mixed).
+  const DType halfDType = precision == Precision::Fp16Mixed ? DType::Float16 : DType::BFloat16;
+  const DType input = inputHalf ? halfDType : DType::Float32;
   const DType compute = autocastComputeDType(layer.kind, input, precision);
   HalfMode mode;
-  mode.half = compute == DType::BFloat16;
+  mode.half = compute == halfDType;
   mode.castsInput = mode.half && input == DType::Float32;
-  mode.castsFromHalf = compute == DType::Float32 && input == DType::BFloat16;
+  mode.castsFromHalf = compute == DType::Float32 && input == halfDType;
   if (mode.half && isComposite(layer.kind)) {  // type promotion may make the block's output float32
     auto graph = halfBlockGraph(chain.spec.layers[layer.specIndex], layer.inputShape, mode.castsInput);
     if (!graph) return check.fail(graph.status().message());
@@ -162,7 +176,7 @@ Status checkHalfLayer(const Chain& chain, std::size_t l, const HalfMode& mode, c
   if (hasHalfTransformerLayout(layer.kind)) return checkHalfTransformerLayer(chain, l, mode.inputHalf, check);
   if (isSwinKind(layer.kind)) return checkHalfSwinLayer(chain, l, mode.inputHalf, check);
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
-  if (isComposite(layer.kind)) return checkHalfBlock(layer, spec, mode, check);
+  if (isComposite(layer.kind)) return checkHalfBlock(chain.step.precision, layer, spec, mode, check);
   // (bfloat16's adaptive pool takes PyTorch's bins, overlapping or not: kernels_half_pool.cu, as
   // the CPU's own kernel for VGG's and AlexNet's 7x7 of a smaller map.)
   auto params = check.primitiveLayer(layer, spec, autocastCastsOf(layer, spec, mode));

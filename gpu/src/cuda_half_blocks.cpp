@@ -132,7 +132,7 @@ Status checkHalfInnerOp(const BlockGraph& graph, const BlockOp& op, const LayerC
   const std::optional<LayerKind> kind = blockOpInfo(op.kind).layer;
   if (!kind || !isPointwise(*kind)) return check.fail("inner op '" + op.layer.name + "' has no bfloat16 GPU kernel");
   auto fn = halfActivationOf(*kind);
-  if (!fn) return check.fail("precision bf16-mixed: inner op '" + op.layer.name + "': " + fn.status().message());
+  if (!fn) return check.fail("mixed precision: inner op '" + op.layer.name + "': " + fn.status().message());
   state.halfActivation = *fn;
   return Status::ok();
 }

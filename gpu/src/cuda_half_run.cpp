@@ -1,15 +1,15 @@
 // bf16-mixed's layers on the GPU that run (cuda_half.hpp): linear on cuBLAS in bfloat16 with
-// float32 accumulation (cublasGemmEx, CUDA_R_16BF, CUBLAS_COMPUTE_32F, no workspace), the
-// activations and dropout on bfloat16 tensors (kernels_half.cu), as torch.autocast runs them: the
-// float32 master weights cast to a bfloat16 copy each step (saved in E for the backward), a float32
-// input cast to bfloat16 (saved in E in its place), the bfloat16 weight gradient in the backward's
-// workspace then added into the float32 master gradient.
+// float32 accumulation (cublasGemmEx, CUDA_R_16BF or CUDA_R_16F by half_type.hpp, CUBLAS_COMPUTE_32F, no workspace),
+// the activations and dropout on bfloat16 tensors (kernels_half.cu), as torch.autocast runs them: the float32 master
+// weights cast to a bfloat16 copy each step (saved in E for the backward), a float32 input cast to bfloat16 (saved in E
+// in its place), the bfloat16 weight gradient in the backward's workspace then added into the float32 master gradient.
 //
 // A linear's E, keep mode: [the input's cast copy, when it casts][the weight copy]; a discard-mode
 // forward makes both at the start of its workspace. Its backward workspace: [the bfloat16 weight
 // gradient][d(input) in bfloat16 before its float32 cast, when it casts and has a d(input)].
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
+#include "half_type.hpp"
 #include "kernels_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -35,8 +35,9 @@ Index weightCount(const LayerState& s) { return s.outFeatures * s.inFeatures; }
 // the product in an error.
 Status gemmHalf(const LayerContext& c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const Bf16* a,
                 int lda, const Bf16* b, int ldb, Bf16* out, int ldc, const char* what) {
-  const cublasStatus_t status = cublasGemmEx(c.cublas, ta, tb, m, n, k, &kOne, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb,
-                                             &kZero, out, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t status =
+      cublasGemmEx(c.cublas, ta, tb, m, n, k, &kOne, a, cublasHalfType(), lda, b, cublasHalfType(), ldb, &kZero, out,
+                   cublasHalfType(), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS)
     return Status::internal(std::string("gpu: cublasGemmEx (bf16, ") + what + ") failed: " + cublasStatusName(status));
   return Status::ok();

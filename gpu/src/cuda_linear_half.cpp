@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "half_type.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu {
@@ -16,8 +17,8 @@ Status gemmHalfBatched(const LayerContext& c, const RowMajorGemm& g, const kerne
   const auto i = [](Index v) { return static_cast<int>(v); };
   const cublasStatus_t status = cublasGemmStridedBatchedEx(
       c.cublas, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, i(g.n), i(g.m), i(g.k),
-      &g.alpha, b, CUDA_R_16BF, i(g.ldb), g.strideB, a, CUDA_R_16BF, i(g.lda), g.strideA, &g.beta, out, CUDA_R_16BF,
-      i(g.ldc), g.strideC, i(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      &g.alpha, b, cublasHalfType(), i(g.ldb), g.strideB, a, cublasHalfType(), i(g.lda), g.strideA, &g.beta, out,
+      cublasHalfType(), i(g.ldc), g.strideC, i(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   const Status checked = cublasStatus(status, "cublasGemmStridedBatchedEx (bf16)", __FILE__, __LINE__);
   return checked.isOk() ? checked : checked.withContext(std::string("gpu: ") + what);
 }

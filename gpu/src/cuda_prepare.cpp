@@ -259,11 +259,11 @@ Status prepareReal(const Chain& chain, std::size_t l, const LayerSpec& spec, con
                    const CudaDeviceOptions& options, const LayerChecks& check, LayerState& state) {
   const ChainLayer& layer = chain.layers[l - 1];
   if (isComposite(layer.kind)) return prepareBlock(chain, layer, spec, context, options, check, state);
-  if (layer.kind == LayerKind::TransformerBlock && chain.step.precision == Precision::Bf16Mixed)
+  if (layer.kind == LayerKind::TransformerBlock && isMixedPrecision(chain.step.precision))
     return prepareHalfTransformerBlock(layer, spec, check, state);
-  if (layer.kind == LayerKind::LmHead && chain.step.precision == Precision::Bf16Mixed)
+  if (layer.kind == LayerKind::LmHead && isMixedPrecision(chain.step.precision))
     return prepareHalfLmHead(chain, layer, spec, check, state);
-  if (layer.kind == LayerKind::PatchEmbedding && chain.step.precision == Precision::Bf16Mixed)
+  if (layer.kind == LayerKind::PatchEmbedding && isMixedPrecision(chain.step.precision))
     return prepareHalfPatchEmbedding(layer, spec, check, state);
   if (auto own = prepareOwnRunner(chain, l, spec, context, options, check, state)) return *own;
   auto params = check.primitiveLayer(layer, spec);
@@ -307,9 +307,9 @@ Status checkHalfChainRuns(const Chain& chain, std::size_t l) {
                                                isSwinKind(layer.kind);
     const LayerChecks check{std::string(kGpuDeviceName), layerLabel(chain, l), true};
     if (layer.kind == LayerKind::Abstract || runs) continue;
-    return check.fail("precision bf16-mixed: the GPU's bfloat16 layout matches the model for every layer, but " +
-                      layerLabel(chain, i) +
-                      " has no bfloat16 kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
+    return check.fail("precision " + std::string(precisionName(chain.step.precision)) +
+                      ": the GPU's half layout matches the model for every layer, but " + layerLabel(chain, i) +
+                      " has no half kernels on the GPU yet (conv2d, linear, batch norm, the pools, dropout, "
                       "the activations, layer norm, the CNN blocks and GPT's, BERT's and ViT's kinds run); plan and "
                       "simulate it, run it with --device cpu, or run it as fp32");
   }

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "half_type.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
 namespace remat::gpu {
@@ -73,7 +74,7 @@ Result<TensorDescriptor> createTensorDescriptor(const Dims4& dims, bool bfloat16
   cudnnTensorDescriptor_t raw = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&raw));
   TensorDescriptor desc(raw);
-  const cudnnDataType_t type = bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = bfloat16 ? cudnnHalfType() : CUDNN_DATA_FLOAT;
   REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, type, dims.n, dims.c, dims.h, dims.w));
   return desc;
 }
@@ -89,7 +90,7 @@ Result<FilterDescriptor> createFilterDescriptor(const ConvGeometry& g) {
   cudnnFilterDescriptor_t raw = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&raw));
   FilterDescriptor desc(raw);
-  const cudnnDataType_t type = g.bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = g.bfloat16 ? cudnnHalfType() : CUDNN_DATA_FLOAT;
   REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), type, CUDNN_TENSOR_NCHW, g.outChannels, g.input.c / g.groups,
                                                g.kernel, g.kernelW()));
   return desc;

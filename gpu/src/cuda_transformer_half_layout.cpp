@@ -3,6 +3,7 @@
 // sums (transformer_mixed.cpp), so checking one against the other proves they agree.
 #include "cuda_transformer_half_layout.hpp"
 
+#include "cuda_half.hpp"
 #include "cuda_transformer_ends.hpp"
 
 namespace remat::gpu {
@@ -172,8 +173,9 @@ Status checkHalfTransformerLayer(const Chain& chain, std::size_t l, bool inputHa
   const ChainLayer& layer = chain.layers[l - 1];
   const LayerSpec& spec = chain.spec.layers[layer.specIndex];
   if (inputHalf)
-    return check.fail("precision bf16-mixed: " + std::string(kindName(layer.kind)) +
-                      " reads a bfloat16 input; the GPU's layout (as the CPU's and the model's) has it read the "
+    return check.fail("precision " + std::string(precisionName(chain.step.precision)) + ": " +
+                      std::string(kindName(layer.kind)) + " reads a " + halfTypeName(halfTypeOf(chain.step.precision)) +
+                      " input; the GPU's layout (as the CPU's and the model's) has it read the "
                       "float32 residual stream or image");
   switch (layer.kind) {
     case LayerKind::TokenEmbedding: {  // float32 throughout under autocast: float32's own layout

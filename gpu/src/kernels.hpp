@@ -154,6 +154,14 @@ struct OptimizerScalars {
 };
 Status optimizerUpdate(cudaStream_t stream, OptimizerUpdate update, const OptimizerSpans& spans,
                        const OptimizerScalars& scalars);
+
+// fp16-mixed's GradScaler (torch.cuda.amp.GradScaler; memory-model.md 11.7), on device float32
+// scalars: data[i] *= *scale (a float32 loss seed; the scale is a power of two, so exact unless it
+// overflows); grads[i] *= 1 / *scale, *foundInf = 1 where a gradient is inf or NaN
+// (_amp_foreach_non_finite_check_and_unscale_); *scale *= factor (backoff or growth).
+Status gradScalerMultiply(cudaStream_t stream, Index count, const float* scale, float* data);
+Status gradScalerUnscale(cudaStream_t stream, Index count, const float* scale, float* grads, float* foundInf);
+Status gradScalerUpdate(cudaStream_t stream, float factor, float* scale);
 // Abstract layers: p -= g and state += g bytewise (either of state, denominator may be null); the
 // denominator gets p's new bytes.
 Status abstractOptimizerUpdate(cudaStream_t stream, void* params, const void* grads, void* state, void* denominator,

@@ -1,11 +1,12 @@
-// Attention's bfloat16 kernels (kernels_attention_half.hpp), the CPU's kernels_attention_half.cpp
-// loop for loop: each thread reads bfloat16 values as float32, accumulates in float32 in the CPU's
-// order and rounds its results once (__float2bfloat16_rn, round to nearest even as the CPU's). The
-// head split and merge are kernels_attention.cu's copies, templated on the element type.
+// Attention's half kernels (kernels_attention_half.hpp), the CPU's kernels_attention_half.cpp loop
+// for loop: each thread reads half values as float32, accumulates in float32 in the CPU's order and
+// rounds its results once (half_io.cuh's h: round to nearest even, to bfloat16 as the CPU's, or to
+// float16 under fp16-mixed). The head split and merge are kernels_attention.cu's copies, templated
+// on the element type.
 #include <cmath>
 #include <string>
 
-#include "kernel_grid.cuh"
+#include "half_io.cuh"
 #include "kernels_attention_half.hpp"
 #include "remat/exec/counter_rng.hpp"
 #include "remat/gpu/cuda_check.hpp"
@@ -32,7 +33,7 @@ __device__ __forceinline__ const Bf16* rowOf(const AttentionShape& g, const Bf16
 
 __device__ __forceinline__ float dotHalf(const Bf16* a, const Bf16* b, Index count) {
   float sum = 0.0f;
-  for (Index c = 0; c < count; ++c) sum += __bfloat162float(a[c]) * __bfloat162float(b[c]);
+  for (Index c = 0; c < count; ++c) sum += half_io::f(a[c]) * half_io::f(b[c]);
   return sum;
 }
 
@@ -53,7 +54,7 @@ __device__ __forceinline__ float keptFactor(const HalfDrop& drop, Index r, Index
   return drop.p < 1.0f && rng::uniform01(rng::at(drop.key, index)) >= drop.p ? drop.scale : 0.0f;
 }
 
-__device__ __forceinline__ float roundHalf(float value) { return __bfloat162float(__float2bfloat16_rn(value)); }
+__device__ __forceinline__ float roundHalf(float value) { return half_io::f(half_io::h(value)); }
 
 // One thread per query row r: scores, probabilities and their dropout in place, as the CPU's
 // softmaxRow and mathAttentionForwardHalf's dropout loop.
@@ -63,17 +64,17 @@ __global__ void softmaxHalfKernel(AttentionShape g, HalfDrop drop, float scale, 
     Bf16* row = scores + r * g.seq;
     const Index limit = visibleKeys(g, r % g.seq);
     float top = -INFINITY;
-    for (Index j = 0; j < limit; ++j) top = fmaxf(top, roundHalf(__bfloat162float(row[j]) * scale));
+    for (Index j = 0; j < limit; ++j) top = fmaxf(top, roundHalf(half_io::f(row[j]) * scale));
     float sum = 0.0f;
-    for (Index j = 0; j < limit; ++j) sum += expf(roundHalf(__bfloat162float(row[j]) * scale) - top);
+    for (Index j = 0; j < limit; ++j) sum += expf(roundHalf(half_io::f(row[j]) * scale) - top);
     // Score j is read before it is overwritten, once, in this pass.
     for (Index j = 0; j < g.seq; ++j) {
-      const float p = j < limit ? expf(roundHalf(__bfloat162float(row[j]) * scale) - top) / sum : 0.0f;
-      row[j] = __float2bfloat16_rn(p);
+      const float p = j < limit ? expf(roundHalf(half_io::f(row[j]) * scale) - top) / sum : 0.0f;
+      row[j] = half_io::h(p);
       if (drop.p <= 0.0f) continue;
       const float kept = keptFactor(drop, r, g.seq, j);
       mask[r * g.seq + j] = kept != 0.0f ? 1 : 0;
-      dropped[r * g.seq + j] = __float2bfloat16_rn(kept != 0.0f ? __bfloat162float(row[j]) * drop.scale : 0.0f);
+      dropped[r * g.seq + j] = half_io::h(kept != 0.0f ? half_io::f(row[j]) * drop.scale : 0.0f);
     }
   }
 }
@@ -86,14 +87,13 @@ __global__ void softmaxBackwardHalfKernel(AttentionShape g, HalfDrop drop, float
     const Index limit = visibleKeys(g, r % g.seq);
     float rowDot = 0.0f;
     for (Index j = 0; j < limit; ++j) {
-      float dp = __bfloat162float(ds[j]);
+      float dp = half_io::f(ds[j]);
       if (drop.p > 0.0f) dp = mask[r * g.seq + j] ? roundHalf(dp * drop.scale) : 0.0f;
-      ds[j] = __float2bfloat16_rn(dp);  // exact: dp is a bfloat16 value
-      rowDot += __bfloat162float(p[j]) * dp;
+      ds[j] = half_io::h(dp);  // exact: dp is a half value
+      rowDot += half_io::f(p[j]) * dp;
     }
     for (Index j = 0; j < g.seq; ++j)
-      ds[j] = __float2bfloat16_rn(
-          j < limit ? roundHalf(__bfloat162float(p[j]) * (__bfloat162float(ds[j]) - rowDot)) * scale : 0.0f);
+      ds[j] = half_io::h(j < limit ? roundHalf(half_io::f(p[j]) * (half_io::f(ds[j]) - rowDot)) * scale : 0.0f);
   }
 }
 
@@ -116,10 +116,10 @@ __global__ void flashForwardHalfKernel(AttentionShape g, HalfDrop drop, float sc
       sum += p;  // the log-sum-exp of the probabilities before dropout
       const float w = p * keptFactor(drop, r, g.seq, j);
       const Bf16* v = rowOf(g, qkv, n, h, j, 2);
-      for (Index c = 0; c < g.headDim; ++c) acc[c] += w * __bfloat162float(v[c]);
+      for (Index c = 0; c < g.headDim; ++c) acc[c] += w * half_io::f(v[c]);
     }
     Bf16* o = out + r * g.headDim;
-    for (Index c = 0; c < g.headDim; ++c) o[c] = __float2bfloat16_rn(acc[c] / sum);
+    for (Index c = 0; c < g.headDim; ++c) o[c] = half_io::h(acc[c] / sum);
     lse[r] = top + logf(sum);
   }
 }
@@ -140,10 +140,10 @@ __global__ void flashBackwardQueryHalfKernel(AttentionShape g, HalfDrop drop, fl
       const float p = expf(dotHalf(q, k, g.headDim) * scale - lse[r]);
       const float dS =
           p * (keptFactor(drop, r, g.seq, j) * dotHalf(dO, rowOf(g, qkv, n, h, j, 2), g.headDim) - rowDot) * scale;
-      for (Index c = 0; c < g.headDim; ++c) acc[c] += dS * __bfloat162float(k[c]);
+      for (Index c = 0; c < g.headDim; ++c) acc[c] += dS * half_io::f(k[c]);
     }
     Bf16* dq = dqkv + (n * g.seq + i) * 3 * g.width() + h * g.headDim;
-    for (Index c = 0; c < g.headDim; ++c) dq[c] = __float2bfloat16_rn(acc[c]);
+    for (Index c = 0; c < g.headDim; ++c) dq[c] = half_io::h(acc[c]);
   }
 }
 
@@ -169,13 +169,13 @@ __global__ void flashBackwardKeyHalfKernel(AttentionShape g, HalfDrop drop, floa
       const float rowDot = dotHalf(dO, out + r * g.headDim, g.headDim);
       const float dS = p * (kept * dotHalf(dO, v, g.headDim) - rowDot) * scale;
       for (Index c = 0; c < g.headDim; ++c) {
-        dkAcc[c] += dS * __bfloat162float(q[c]);
-        dvAcc[c] += p * kept * __bfloat162float(dO[c]);
+        dkAcc[c] += dS * half_io::f(q[c]);
+        dvAcc[c] += p * kept * half_io::f(dO[c]);
       }
     }
     for (Index c = 0; c < g.headDim; ++c) {
-      dk[c] = __float2bfloat16_rn(dkAcc[c]);
-      dv[c] = __float2bfloat16_rn(dvAcc[c]);
+      dk[c] = half_io::h(dkAcc[c]);
+      dv[c] = half_io::h(dvAcc[c]);
     }
   }
 }

@@ -89,7 +89,8 @@ __global__ void dropoutBackwardHalfKernel(Index count, float scale, const std::u
 
 // One thread per sample, the CPU's order: the row's maximum, the sum of exponentials in double.
 __global__ void softmaxCrossEntropyBackwardHalfKernel(Index batch, Index classes, float invBatch, const Bf16* logits,
-                                                      const std::int64_t* labels, Bf16* grad) {
+                                                      const std::int64_t* labels, Bf16* grad, const float* lossScale) {
+  const float scale = lossScale != nullptr ? *lossScale : 1.0f;
   for (Index n = firstIndex(); n < batch; n += gridStride()) {
     const Bf16* row = logits + n * classes;
     Bf16* out = grad + n * classes;
@@ -100,7 +101,7 @@ __global__ void softmaxCrossEntropyBackwardHalfKernel(Index batch, Index classes
     const double invSum = 1.0 / sum;
     for (Index k = 0; k < classes; ++k) {
       const float p = static_cast<float>(exp(static_cast<double>(f(row[k]) - maxValue)) * invSum) * invBatch;
-      out[k] = h(k == labels[n] ? p - invBatch : p);
+      out[k] = h((k == labels[n] ? p - invBatch : p) * scale);
     }
   }
 }
@@ -192,11 +193,11 @@ Status dropoutBackwardHalf(cudaStream_t stream, Index count, double p, const std
 }
 
 Status softmaxCrossEntropyBackwardHalf(cudaStream_t stream, Index batch, Index classes, const Bf16* logits,
-                                       const std::int64_t* labels, Bf16* grad) {
+                                       const std::int64_t* labels, Bf16* grad, const float* lossScale) {
   if (batch == 0 || classes == 0) return Status::ok();
   const float invBatch = 1.0f / static_cast<float>(batch);
   softmaxCrossEntropyBackwardHalfKernel<<<blocksFor(batch), kThreads, 0, stream>>>(batch, classes, invBatch, logits,
-                                                                                   labels, grad);
+                                                                                   labels, grad, lossScale);
   REMAT_CUDA_CHECK_LAUNCH("softmaxCrossEntropyBackwardHalfKernel");
   return Status::ok();
 }

@@ -1,5 +1,6 @@
 #pragma once
-// The own kernels of bf16-mixed on the GPU (kernels_half.cu; docs/memory-model.md section 11.7):
+// The own kernels of the mixed precisions on the GPU (kernels_half.cu; docs/memory-model.md 11.7),
+// in bfloat16 (bf16-mixed) or float16 (fp16-mixed), as half_type.hpp selects:
 // autocast's casts (float32 <-> bfloat16, round to nearest even, as PyTorch's and the CPU
 // backend's), a bfloat16 gradient added into its float32 master (AccumulateGrad after
 // ToCopyBackward), a linear's bias gradient from bfloat16 rows, the activations, the residual add,
@@ -13,6 +14,8 @@
 
 namespace remat::gpu::kernels {
 
+// A half element's two bytes: bfloat16 under bf16-mixed, IEEE float16's bits under fp16-mixed
+// (half_type.hpp's current type; the kernels read and write it through half_io.cuh's f and h).
 using Bf16 = __nv_bfloat16;
 
 // The activations with bfloat16 kernels: relu and relu6 by their own rules, the others kernels.hpp's
@@ -50,8 +53,9 @@ Status dropoutForwardHalf(cudaStream_t stream, Index count, double p, std::uint6
 Status dropoutBackwardHalf(cudaStream_t stream, Index count, double p, const std::uint8_t* mask, const Bf16* dy,
                            Bf16* dx);
 // The softmax cross-entropy seed from bfloat16 logits [batch][classes], in float32 then rounded:
-// grad = (softmax - onehot(label)) / batch. Labels were checked on the host.
+// grad = (softmax - onehot(label)) / batch, times *lossScale when given (fp16-mixed's GradScaler:
+// the float32 loss is scaled before the half gradient is rounded). Labels were checked on the host.
 Status softmaxCrossEntropyBackwardHalf(cudaStream_t stream, Index batch, Index classes, const Bf16* logits,
-                                       const std::int64_t* labels, Bf16* grad);
+                                       const std::int64_t* labels, Bf16* grad, const float* lossScale = nullptr);
 
 }  // namespace remat::gpu::kernels

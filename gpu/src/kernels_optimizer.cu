@@ -91,4 +91,46 @@ Status abstractOptimizerUpdate(cudaStream_t stream, void* params, const void* gr
   return Status::ok();
 }
 
+namespace {
+
+__global__ void gradScalerMultiplyKernel(Index count, const float* scale, float* data) {
+  const float s = *scale;
+  for (Index i = firstIndex(); i < count; i += gridStride()) data[i] *= s;
+}
+
+// PyTorch's inv_scale = scale.double().reciprocal().float(); a non-finite product flags foundInf
+// (an inf or NaN gradient stays so after the multiply; a finite one times 1/scale <= 1 stays finite).
+__global__ void gradScalerUnscaleKernel(Index count, const float* scale, float* grads, float* foundInf) {
+  const auto inverse = static_cast<float>(1.0 / static_cast<double>(*scale));
+  for (Index i = firstIndex(); i < count; i += gridStride()) {
+    const float g = grads[i] * inverse;
+    grads[i] = g;
+    if (!isfinite(g)) *foundInf = 1.0f;
+  }
+}
+
+__global__ void gradScalerUpdateKernel(float factor, float* scale) { *scale *= factor; }
+
+}  // namespace
+
+Status gradScalerMultiply(cudaStream_t stream, Index count, const float* scale, float* data) {
+  if (count == 0) return Status::ok();
+  gradScalerMultiplyKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, scale, data);
+  REMAT_CUDA_CHECK_LAUNCH("gradScalerMultiplyKernel");
+  return Status::ok();
+}
+
+Status gradScalerUnscale(cudaStream_t stream, Index count, const float* scale, float* grads, float* foundInf) {
+  if (count == 0) return Status::ok();
+  gradScalerUnscaleKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, scale, grads, foundInf);
+  REMAT_CUDA_CHECK_LAUNCH("gradScalerUnscaleKernel");
+  return Status::ok();
+}
+
+Status gradScalerUpdate(cudaStream_t stream, float factor, float* scale) {
+  gradScalerUpdateKernel<<<1, 1, 0, stream>>>(factor, scale);
+  REMAT_CUDA_CHECK_LAUNCH("gradScalerUpdateKernel");
+  return Status::ok();
+}
+
 }  // namespace remat::gpu::kernels

@@ -1,5 +1,5 @@
 // conv_proj's patch rows under bf16-mixed (kernels_patch_half.hpp).
-#include "kernel_grid.cuh"
+#include "half_io.cuh"
 #include "kernels_patch_half.hpp"
 #include "remat/gpu/cuda_check.hpp"
 
@@ -27,14 +27,14 @@ __global__ void unfoldKernel(PatchGrid g, const Bf16* image, Bf16* rows) {
 
 __global__ void foldKernel(PatchGrid g, const Bf16* rows, float* image) {
   const Index count = g.batch * g.patches() * g.rowLength();
-  for (Index i = firstIndex(); i < count; i += gridStride()) image[pixelOf(g, i)] = __bfloat162float(rows[i]);
+  for (Index i = firstIndex(); i < count; i += gridStride()) image[pixelOf(g, i)] = half_io::f(rows[i]);
 }
 
 __global__ void rowsToChannelsKernel(Index batch, Index patches, Index width, const Bf16* rows, float* channels) {
   const Index count = batch * patches * width;
   for (Index i = firstIndex(); i < count; i += gridStride()) {  // i over channels [n][c][p]
     const Index p = i % patches, c = (i / patches) % width, n = i / (patches * width);
-    channels[i] = __bfloat162float(rows[(n * patches + p) * width + c]);
+    channels[i] = half_io::f(rows[(n * patches + p) * width + c]);
   }
 }
 
@@ -42,7 +42,7 @@ __global__ void channelsToRowsKernel(Index batch, Index patches, Index width, co
   const Index count = batch * patches * width;
   for (Index i = firstIndex(); i < count; i += gridStride()) {  // i over rows [n][p][c]
     const Index c = i % width, p = (i / width) % patches, n = i / (patches * width);
-    rows[i] = __float2bfloat16_rn(channels[(n * width + c) * patches + p]);
+    rows[i] = half_io::h(channels[(n * width + c) * patches + p]);
   }
 }
 

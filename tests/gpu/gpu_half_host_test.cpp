@@ -6,7 +6,7 @@
 // cast policy gives it (autocastComputeDType) and what the GPU's bfloat16 layout saves (the
 // input's cast copy, the weights' bfloat16 copies, the layer norm's float32 copy, the blocks'
 // bfloat16 arenas and inner weight copies) is byte for byte the model's E. A chain one byte off
-// is refused naming the layer; fp16-mixed and the kinds without a bfloat16 layout are refused
+// is refused naming the layer; pure half precisions and the kinds without a bfloat16 layout are refused
 // naming the layer; linears, the activations and dropout prepare in bfloat16 with their copies'
 // workspaces, and a chain with a kind only laid out (not yet run) in bfloat16 is refused at its
 // first layer, naming that kind's layer, after every layer's numbers were checked.
@@ -482,11 +482,8 @@ TEST(GpuHalfHost, BlocksWithDropoutSubDivLayOutInBfloat16) {
       << refused.status().message();
 }
 
-TEST(GpuHalfHost, Fp16AndPureHalfPrecisionsAreRefusedNamingTheLayer) {
-  auto fp16 = checkHalfChain(mixed(kResnetLike, Precision::Fp16Mixed));
-  ASSERT_FALSE(fp16.isOk());
-  EXPECT_NE(fp16.status().message().find("gpu: layer 1 ('conv1', conv2d): precision fp16-mixed"), std::string::npos)
-      << fp16.status().message();
+// (fp16-mixed runs with bf16-mixed's layout: gpu_fp16_host_test.cpp.)
+TEST(GpuHalfHost, PureHalfPrecisionsAreRefusedNamingTheLayer) {
   for (Precision precision : {Precision::Bf16, Precision::Fp16}) {
     auto layers = prepareAll(mixed(kResnetLike, precision));
     ASSERT_FALSE(layers.isOk()) << precisionName(precision);

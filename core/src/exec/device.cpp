@@ -59,6 +59,11 @@ Status Device::optimizerStep(const OptimizerCall& call) {
                          std::string(optimizerName(call.optimizer)) + "); use --optimizer none there");
 }
 
+Result<bool> Device::unscaleGradients(std::span<const DeviceBuffer> grads) {
+  (void)grads;
+  return Status::invalid("the " + name() + " device has no GradScaler for fp16-mixed; run bf16-mixed there");
+}
+
 std::string Device::describe() const { return name(); }
 
 Result<std::string> Device::describeLayer(std::size_t layer) const {

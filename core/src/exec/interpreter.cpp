@@ -265,9 +265,7 @@ class StepRun {
         for (std::uint32_t id : {p.weightGrad, p.sharedWeightGrad})
           if (isTensor(id)) REMAT_RETURN_IF_ERROR(device_.fill(buffers_[id].get(), 0));
         return device_.backward(backwardCall(p));
-      case OpKind::Step:
-        ++state_.updates;
-        return detail::runOptimizerStep(device_, state_.chain, state_.updates, optimizerBuffers());
+      case OpKind::Step: return detail::runOptimizerStep(device_, state_.chain, state_.updates, optimizerBuffers());
     }
     return Status::internal(opLabel(p.op) + ": unknown op kind");
   }

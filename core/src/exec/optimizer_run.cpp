@@ -76,8 +76,14 @@ Status singleTensorStep(Device& device, const Chain& chain, int step, const Opti
 
 }  // namespace
 
-Status runOptimizerStep(Device& device, const Chain& chain, int step, const OptimizerBuffers& buffers) {
+Status runOptimizerStep(Device& device, const Chain& chain, int& updates, const OptimizerBuffers& buffers) {
   if (!hasOptimizerStep(chain.step)) return Status::internal("a STEP op without an optimizer");
+  if (chain.step.precision == Precision::Fp16Mixed) {  // GradScaler: unscale_, then step unless inf/NaN
+    auto foundInf = device.unscaleGradients(buffers.grads);
+    if (!foundInf) return foundInf.status();
+    if (*foundInf) return Status::ok();  // scaler.step skips optimizer.step(), and its step count
+  }
+  const int step = ++updates;
   return chain.step.foreach ? foreachStep(device, chain, step, buffers)
                             : singleTensorStep(device, chain, step, buffers);
 }

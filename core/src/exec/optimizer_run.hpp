@@ -17,7 +17,10 @@ struct OptimizerBuffers {
 // foreach Adam/AdamW: one denominator per layer, all allocated before the first update and freed
 // after the last (torch._foreach_sqrt's list); single-tensor: per layer the square root and the
 // denominator, the square root freed after the update and the previous layer's denominator then
-// (Python's `denom` rebinding). SGD and momentum: no temporaries. `step` is 1-based.
-Status runOptimizerStep(Device& device, const Chain& chain, int step, const OptimizerBuffers& buffers);
+// (Python's `denom` rebinding). SGD and momentum: no temporaries. `updates` counts the updates run
+// (the optimizer's 1-based step after the increment); under fp16-mixed the GradScaler unscales the
+// gradients first (Device::unscaleGradients) and, on inf/NaN, skips the update and the count, as
+// scaler.step skips optimizer.step().
+Status runOptimizerStep(Device& device, const Chain& chain, int& updates, const OptimizerBuffers& buffers);
 
 }  // namespace remat::detail

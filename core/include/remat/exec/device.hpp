@@ -171,6 +171,11 @@ class Device {
   // One layer's optimizer update. The default refuses (InvalidInput naming the device): a backend
   // without the kernels runs chains without an optimizer only.
   virtual Status optimizerStep(const OptimizerCall& call);
+  // fp16-mixed's GradScaler (memory-model.md 11.7), called once before the optimizer step: every
+  // layer's float32 gradient (grads[l]; invalid where p(l) = 0) multiplied by 1 / scale with
+  // PyTorch's inf/NaN check; true when one was found, and the step is then skipped. The scale and
+  // its update are the device's. The default refuses (InvalidInput naming the device).
+  virtual Result<bool> unscaleGradients(std::span<const DeviceBuffer> grads);
 
   // Waits until every kernel issued so far has finished (a no-op on the CPU); the interpreter calls
   // it before reading the clock at the end of an op.

@@ -62,7 +62,14 @@ class CudaDevice final : public Device {
   Status backward(const BackwardCall& call) override;
   Status lossSeed(const SeedCall& call) override;
   Status optimizerStep(const OptimizerCall& call) override;
+  // fp16-mixed's GradScaler (cuda_device.cpp): unscale_ with the inf/NaN check, then the scale's
+  // update (halved on inf/NaN; doubled after 2,000 steps without).
+  Result<bool> unscaleGradients(std::span<const DeviceBuffer> grads) override;
   Status synchronize() override;
+  // fp16-mixed with an optimizer: the GradScaler's current scale (2^16 after prepare), and
+  // scaler.update(new_scale)'s override (positive, finite); an error for other chains.
+  Result<float> lossScale() const;
+  Status setLossScale(float scale);
 
   CudaAllocator& cudaAllocator();
   const CudaDeviceInfo& info() const;

@@ -92,11 +92,12 @@ struct ConvGeometry {
   int kernelW() const { return kernelWidth < 0 ? kernel : kernelWidth; }
   int strideW() const { return strideWidth < 0 ? stride : strideWidth; }
   int paddingW() const { return paddingWidth < 0 ? padding : paddingWidth; }
-  // bf16-mixed: x, y and the filter in bfloat16, still float32 accumulation (cuDNN's
-  // PSEUDO_BFLOAT16 configuration).
+  // A mixed precision: x, y and the filter in the half type (bfloat16 under bf16-mixed, float16
+  // under fp16-mixed: gpu/src/half_type.hpp's current one), still float32 accumulation (cuDNN's
+  // PSEUDO_BFLOAT16 / PSEUDO_HALF configurations).
   bool bfloat16 = false;
 };
-// [K, C / groups, kh, kw], NCHW, float32 or bfloat16 as the geometry says.
+// [K, C / groups, kh, kw], NCHW, float32 or the half type as the geometry says.
 Result<FilterDescriptor> createFilterDescriptor(const ConvGeometry& geometry);
 // Cross-correlation (PyTorch's convolution), float32 accumulation, the groups set; FMA math only
 // unless allowTf32 (TF32 tensor cores round inputs to 10 mantissa bits).
@@ -109,7 +110,7 @@ struct PoolGeometry {
   Dims4 input;
   int kernel = 1, stride = 1, padding = 0;
   PoolMode mode = PoolMode::Max;
-  bool bfloat16 = false;  // bf16-mixed: x and y in bfloat16
+  bool bfloat16 = false;  // a mixed precision: x and y in the half type (bfloat16 or float16), as ConvGeometry
 };
 // Max pooling is deterministic in cuDNN's CUDNN_POOLING_MAX_DETERMINISTIC mode; average pooling
 // counts the padding in the divisor (PyTorch's count_include_pad=True).
