@@ -118,5 +118,20 @@ TEST_F(StepOptionsCli, FitCountsTheOptimizerState) {
   EXPECT_NE(byDefault.err.find("(input + labels + parameters + optimizer state)"), std::string::npos) << byDefault.err;
 }
 
+// A fit under --grads static names what PyTorch holds beyond the total (memory-model.md 11.2): the
+// largest layer's fresh weight gradient; on backward there is nothing to add.
+TEST_F(StepOptionsCli, FitUnderStaticGradientsNotesTheFreshGradient) {
+  const auto result =
+      runRemat({"plan", "zoo:vgg11", "--batch", "2", "--fit", "8GiB", "--optimizer", "sgd", "--grads", "static"});
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  // classifier.0: 512 x 7 x 7 x 4096 weights + 4096 biases, float32.
+  EXPECT_NE(result.err.find("(up to 392.02 MiB, layer"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("'classifier.0'"), std::string::npos) << result.err;
+  const auto onBackward =
+      runRemat({"plan", "zoo:vgg11", "--batch", "2", "--fit", "8GiB", "--optimizer", "sgd", "--grads", "on-backward"});
+  ASSERT_EQ(onBackward.exitCode, 0) << onBackward.err;
+  EXPECT_EQ(onBackward.err.find("note:"), std::string::npos) << onBackward.err;
+}
+
 }  // namespace
 }  // namespace remat
