@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "attention.hpp"
 #include "device_impl.hpp"
@@ -108,13 +109,26 @@ std::uint64_t maxLinearNormScratch(const Prep& t, bool forward) {
   return m;
 }
 
-// A layer normalization over `rows` rows of `width` into `op`, labelled "<label>, <name>".
-inline Status createNorm(const DnnlContext& context, Index rows, Index width, float epsilon, InputGrad grad,
-                         const std::string& label, const char* name, LayerNormOp& op) {
-  auto made = LayerNormOp::create(context, rows, width, epsilon, grad, label + ", " + name);
+// A made op into its place in a prep, or the error that refused it.
+template <typename Op, typename Into>
+Status assign(Result<Op> made, Into& op) {
   if (!made) return made.status();
   op = std::move(made).value();
   return Status::ok();
+}
+
+// Parameter (or gradient) element `offset` of a layer whose float pointers carry either precision's
+// parameters: a float32 master's, or pure bf16's bfloat16 one.
+template <typename F>
+F* paramAt(F* base, Index offset, bool pure) {
+  using Byte = std::conditional_t<std::is_const_v<F>, const std::byte, std::byte>;
+  return pure ? reinterpret_cast<F*>(reinterpret_cast<Byte*>(base) + offset * 2) : base + offset;
+}
+
+// A layer normalization over `rows` rows of `width` into `op`, labelled "<label>, <name>".
+inline Status createNorm(const DnnlContext& context, Index rows, Index width, float epsilon, InputGrad grad,
+                         const std::string& label, const char* name, LayerNormOp& op) {
+  return assign(LayerNormOp::create(context, rows, width, epsilon, grad, label + ", " + name), op);
 }
 
 // The chain's needs_input as the layer's rule keeps x(l-1), and needs_output.
@@ -158,6 +172,37 @@ struct HalfBlockTensors {
   }
 };
 
+// A bfloat16 block's forward tensors: E in keep mode; in discard mode its saved tensors at the
+// workspace's start and the scratch `discardShift` bytes after them. An internal error naming the
+// layer when the workspace or E is missing.
+inline Result<HalfBlockTensors> halfForwardTensors(const PreparedLayer& prepared, ForwardMode mode,
+                                                   const ForwardBuffers& b, std::uint64_t discardShift,
+                                                   DropoutDraw drop = {}) {
+  const bool keep = mode == ForwardMode::Keep;
+  if (b.workspace == nullptr || (keep && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
+  return HalfBlockTensors{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : discardShift), drop};
+}
+
+// Its backward's: E and the workspace (read only where the forward wrote them), x(l-1) checked
+// when the backward reads it.
+inline Result<HalfBlockTensors> halfBackwardTensors(const PreparedLayer& prepared, const BackwardBuffers& b,
+                                                    bool readsInput, DropoutDraw drop = {}) {
+  if (b.workspace == nullptr || b.extra == nullptr || (readsInput && b.x == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
+  return HalfBlockTensors{const_cast<std::byte*>(b.extra), b.workspace, drop};
+}
+
+// A patchify convolution (ViT's conv_proj, Swin's patch embedding): kernel = stride = the spec's
+// kernel, no padding, one group, `channels` out over the in / kernel grid.
+inline ConvGeometry patchConvGeometry(const LayerSpec& spec, const Shape& in, Index channels) {
+  LayerSpec convSpec = spec;
+  convSpec.stride = spec.kernel;
+  convSpec.padding = 0;
+  convSpec.groups = 1;
+  return convGeometry(convSpec, in, Shape{in[0], channels, in[2] / spec.kernel, in[3] / spec.kernel});
+}
+
 // patch_embedding's shape and parameter offsets (the conv's weight [d, C, k, k] and bias, the class
 // token [d], the position table [S, d]; elements) into any precision's prep, checked against the
 // chain's parameter count; `conv` gets conv_proj's geometry (kernel = stride = patch).
@@ -169,12 +214,7 @@ Status setPatchLayout(Prep& v, const ChainLayer& layer, const LayerSpec& spec, c
   v.seq = layer.outputShape[1];
   v.width = spec.width;
   v.patches = v.seq - 1;
-  const Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  conv = convGeometry(convSpec, in, convOut);
+  conv = patchConvGeometry(spec, in, spec.width);
   const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
   v.convBias = weights;
   v.classToken = weights + v.width;

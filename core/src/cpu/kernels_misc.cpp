@@ -38,18 +38,7 @@ void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride,
 
 namespace {
 
-// The own activations in float32 and bfloat16 alike: computed in float32, stored in T (rounded to
-// bfloat16 as PyTorch's half kernels round their float32 arithmetic).
-float valueOf(float v) { return v; }
-float valueOf(BFloat16 v) { return v.value(); }
-template <typename T>
-T stored(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
-}
-
+// The own activations in float32 and bfloat16 alike (valueOf, stored: kernels.hpp).
 template <typename T>
 void relu6BackwardOf(Index count, const T* x, const T* dy, T* dx, bool accumulate) {
 #pragma omp parallel for schedule(static)

@@ -27,10 +27,10 @@ Status prepareHalfPatchEmbedding(const DnnlContext& context, const ChainLayer& l
   ConvGeometry convProj;
   REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, false));
-  auto conv = HalfConvOp::create(context, convProj, true, true, firstLayer ? InputGrad::None : InputGrad::Write,
-                                 prepared.label + ", conv_proj");
-  if (!conv) return conv.status();
-  v->conv = std::move(conv).value();
+  REMAT_RETURN_IF_ERROR(
+      assign(HalfConvOp::create(context, convProj, true, true, firstLayer ? InputGrad::None : InputGrad::Write,
+                                prepared.label + ", conv_proj"),
+             v->conv));
   prepared.dropoutP = spec.dropoutP;
   v->mask = v->conv->copies().inputCastBytes() + v->conv->copies().weightCopyBytes();
   const std::uint64_t maskBytes = spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0;

@@ -109,10 +109,7 @@ Status createOps(const DnnlContext& context, SwinBlockPrep& t, float epsilon, bo
                  const std::string& label) {
   const Index T = t.w.tokens(), Tp = t.w.paddedTokens(), C = t.w.channels, H = t.hidden;
   auto linear = [&](LinearOp& op, Index rows, Index in, Index out, const char* name) -> Status {
-    auto made = LinearOp::create(context, rows, in, out, true, InputGrad::Write, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(LinearOp::create(context, rows, in, out, true, InputGrad::Write, label + ", " + name), op);
   };
   auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
     return createNorm(context, T, C, epsilon, grad, label, name, op);

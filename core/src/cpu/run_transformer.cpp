@@ -114,10 +114,7 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
   const Index T = t.tokens, d = t.width, H = t.hidden;
   const InputGrad first = firstLayer ? InputGrad::None : (t.postNorm ? InputGrad::Write : InputGrad::Add);
   auto linear = [&](LinearOp& op, Index in, Index out, const char* name, InputGrad grad = InputGrad::Write) -> Status {
-    auto made = LinearOp::create(context, T, in, out, true, grad, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(LinearOp::create(context, T, in, out, true, grad, label + ", " + name), op);
   };
   auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
     return createNorm(context, T, d, epsilon, grad, label, name, op);
