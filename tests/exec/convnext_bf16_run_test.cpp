@@ -66,11 +66,7 @@ TEST(ConvNextBf16, PureBf16HalvesEveryByteButTheStatistics) {
 }
 
 TEST(ConvNextBf16, PureBf16EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(convNextChain(Precision::Bf16), device);
-  ASSERT_EQ(chain.step.precision, Precision::Bf16);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(convNextChain, Precision::Bf16, 3);
 }
 
 // SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
@@ -138,11 +134,7 @@ TEST(ConvNextBf16, MixedBlocksCastTheirFloat32InputAndWriteFloat32) {
 }
 
 TEST(ConvNextBf16, MixedEveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(convNextChain(Precision::Bf16Mixed), device);
-  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(convNextChain, Precision::Bf16Mixed, 3);
 }
 
 TEST(ConvNextBf16, MixedEveryOptimizerAndGradientMode) {

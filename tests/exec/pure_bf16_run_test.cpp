@@ -72,14 +72,8 @@ TEST(PureBf16Run, TheModelHalvesEveryByteButTheStatistics) {
 }
 
 TEST(PureBf16Run, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  for (Chain (*make)(Precision, StepOptions) : {plainChain, residualChain}) {
-    cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-    const Chain chain = testing::fittedTo(make(Precision::Bf16, {}), device);
-    SCOPED_TRACE(chain.name);
-    ASSERT_EQ(chain.step.precision, Precision::Bf16);
-    testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
-    EXPECT_EQ(device.allocator().bytesHeld(), 0u);
-  }
+  for (Chain (*make)(Precision, StepOptions) : {plainChain, residualChain})
+    testing::expectEveryPlanMeasuredOnOneThread(make, Precision::Bf16, 3);
 }
 
 // SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
