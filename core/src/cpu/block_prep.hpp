@@ -172,16 +172,30 @@ struct HalfBlockTensors {
   }
 };
 
-// A bfloat16 block's forward tensors: E in keep mode; in discard mode its saved tensors at the
-// workspace's start and the scratch `discardShift` bytes after them. An internal error naming the
-// layer when the workspace or E is missing.
+// Where a layer's forward writes what its backward reads, and its scratch: E in keep mode; in
+// discard mode the saved tensors at the workspace's start and the scratch `discardShift` bytes after
+// them. An internal error naming the layer (`what`: "block", "head") when the workspace, or E where
+// keep mode writes it (`writesE`), is missing.
+struct SavedAndScratch {
+  std::byte* saved;
+  std::byte* scratch;
+};
+inline Result<SavedAndScratch> forwardRegions(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b,
+                                              std::uint64_t discardShift, const char* what = "block",
+                                              bool writesE = true) {
+  const bool keep = mode == ForwardMode::Keep;
+  if (b.workspace == nullptr || (keep && writesE && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the " + what + "'s forward lacks its workspace or E");
+  return SavedAndScratch{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : discardShift)};
+}
+
+// A bfloat16 block's forward tensors (forwardRegions with its dropout draw).
 inline Result<HalfBlockTensors> halfForwardTensors(const PreparedLayer& prepared, ForwardMode mode,
                                                    const ForwardBuffers& b, std::uint64_t discardShift,
                                                    DropoutDraw drop = {}) {
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  return HalfBlockTensors{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : discardShift), drop};
+  auto regions = forwardRegions(prepared, mode, b, discardShift);
+  if (!regions) return regions.status();
+  return HalfBlockTensors{regions->saved, regions->scratch, drop};
 }
 
 // Its backward's: E and the workspace (read only where the forward wrote them), x(l-1) checked
@@ -220,6 +234,20 @@ Status setPatchLayout(Prep& v, const ChainLayer& layer, const LayerSpec& spec, c
   v.classToken = weights + v.width;
   v.positions = v.classToken + v.width;
   return check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v.positions + v.seq * v.width));
+}
+
+// Then what every precision's patch_embedding checks and records: x(l-1) kept as its conv keeps it
+// (`keepsImage`: float32's and pure bf16's keep the image, bf16-mixed's a cast copy in E instead),
+// its dropout. Returns the dropout mask's bytes, which E holds after any cast copies (a byte an
+// element when p > 0).
+template <typename Prep>
+Result<std::uint64_t> checkPatchEmbedding(Prep& v, const ChainLayer& layer, const LayerSpec& spec,
+                                          const LayerChecks& check, bool keepsImage, PreparedLayer& prepared,
+                                          ConvGeometry& conv) {
+  REMAT_RETURN_IF_ERROR(setPatchLayout(v, layer, spec, check, conv));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, keepsImage));
+  prepared.dropoutP = spec.dropoutP;
+  return spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v.batch * v.seq * v.width) : std::uint64_t{0};
 }
 
 // cls_head's shape and parameter offsets (the norm's [2d] when it has one, the linear's weight

@@ -50,11 +50,9 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<VitPrep>();
   ConvGeometry convProj;
-  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
-  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  prepared.dropoutP = spec.dropoutP;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(
-      layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
+  auto maskBytes = checkPatchEmbedding(*v, layer, spec, check, true, prepared, convProj);
+  if (!maskBytes) return maskBytes.status();
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, *maskBytes));
   REMAT_RETURN_IF_ERROR(assign(ConvOp::create(context, convProj, true, firstLayer ? InputGrad::None : InputGrad::Write,
                                               prepared.label + ", conv_proj"),
                                v->conv));
@@ -161,11 +159,9 @@ Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared,
   if (prepared.halfClsHead) return forwardHalfClsHead(context, prepared, mode, b);  // bf16-mixed
   if (prepared.pureVit) return forwardPureClsHead(context, prepared, mode, b);      // pure bf16
   const VitPrep& v = *prepared.vit;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
-  std::byte* saved = keep ? b.extra : b.workspace;
-  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  auto regions = forwardRegions(prepared, mode, b, v.discardShift, "head", v.norm);
+  if (!regions) return regions.status();
+  std::byte *saved = regions->saved, *scratch = regions->scratch;
   const float* normed = b.x;
   if (v.norm) {
     REMAT_RETURN_IF_ERROR(

@@ -85,11 +85,9 @@ Status prepareHalfClsHead(const DnnlContext& context, const ChainLayer& layer, c
 Status forwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                           const ForwardBuffers& b) {
   const HalfClsHeadPrep& v = *prepared.halfClsHead;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
-  std::byte* saved = keep ? b.extra : b.workspace;
-  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  auto regions = forwardRegions(prepared, mode, b, v.discardShift, "head", true);
+  if (!regions) return regions.status();
+  std::byte *saved = regions->saved, *scratch = regions->scratch;
   const float* normed = b.x;
   if (v.norm) {
     REMAT_RETURN_IF_ERROR(

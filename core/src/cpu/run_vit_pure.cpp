@@ -57,11 +57,9 @@ Status preparePurePatchEmbedding(const DnnlContext& context, const ChainLayer& l
                                  const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<PureVitPrep>();
   ConvGeometry convProj;
-  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
-  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  prepared.dropoutP = spec.dropoutP;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(
-      layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
+  auto maskBytes = checkPatchEmbedding(*v, layer, spec, check, true, prepared, convProj);
+  if (!maskBytes) return maskBytes.status();
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, *maskBytes));
   REMAT_RETURN_IF_ERROR(
       assign(HalfConvOp::create(context, convProj, true, false, firstLayer ? InputGrad::None : InputGrad::Write,
                                 prepared.label + ", conv_proj", true),
@@ -187,11 +185,9 @@ Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, c
 Status forwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                           const ForwardBuffers& b) {
   const PureVitPrep& v = *prepared.pureVit;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
-  std::byte* saved = keep ? b.extra : b.workspace;
-  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  auto regions = forwardRegions(prepared, mode, b, v.discardShift, "head", v.norm);
+  if (!regions) return regions.status();
+  std::byte *saved = regions->saved, *scratch = regions->scratch;
   const BFloat16* normed = halfOf(b.x);
   if (v.norm) {
     const Index count = v.batch * v.seq * v.width;
