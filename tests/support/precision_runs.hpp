@@ -155,6 +155,20 @@ inline double relativeHalfDifference(const std::vector<std::byte>& plain, const 
   return std::sqrt(difference / norm);
 }
 
+// Each parameter layer's relative difference of its bfloat16 gradient bytes from float32's (a layer
+// without parameters left out), each half float32's size.
+inline std::vector<double> relativeHalfDifferences(const std::vector<std::vector<std::byte>>& plain,
+                                                   const std::vector<std::vector<std::byte>>& half) {
+  EXPECT_EQ(plain.size(), half.size());
+  std::vector<double> out;
+  for (std::size_t l = 0; l < std::min(plain.size(), half.size()); ++l) {
+    if (plain[l].empty()) continue;
+    EXPECT_EQ(plain[l].size(), half[l].size() * 2) << "layer " << l + 1;
+    out.push_back(relativeHalfDifference(plain[l], half[l]));
+  }
+  return out;
+}
+
 // A zoo model under `precision` in each step mode: store-all and sqrt's plan, each from the same
 // initial weights, each op as predicted, sqrt's gradients bitwise store-all's.
 inline void expectZooSqrtReproducesStoreAll(const Chain& zoo, Precision precision, std::vector<StepOptions> steps) {
