@@ -143,8 +143,9 @@ inline void addPlainParams(const ChainLayer& layer, PreparedLayer& prepared) {
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
 }
 
-// A bfloat16 block's last preparation steps, after its ops (whose cast copies E may hold): E laid
-// out and checked against the chain's extra bytes, the workspaces, the parameters.
+// A block's last preparation steps, after its ops (whose scratch the workspaces hold, and whose
+// bf16-mixed cast copies E may hold): E laid out and checked against the chain's extra bytes, the
+// workspaces, the parameters.
 template <typename Prep>
 Status layOutCheckedE(Prep& t, const ChainLayer& layer, const LayerChecks& check, PreparedLayer& prepared,
                       std::uint64_t (*layOutSaved)(Prep&), void (*layOutScratch)(Prep&, PreparedLayer&)) {

@@ -13,27 +13,46 @@
 
 namespace remat::cpu {
 
-void copyOrAdd(Index count, const float* a, float* out, bool accumulate) {
+namespace {
+
+// The residual add's copy or sum in float32 or bfloat16 (a half block's; each sum rounded once).
+template <typename T>
+void copyOrAddOf(Index count, const T* a, T* out, bool accumulate) {
   if (accumulate) {
 #pragma omp parallel for schedule(static)
-    for (Index i = 0; i < count; ++i) out[i] += a[i];
+    for (Index i = 0; i < count; ++i) out[i] = stored<T>(valueOf(out[i]) + valueOf(a[i]));
   } else {
 #pragma omp parallel for schedule(static)
     for (Index i = 0; i < count; ++i) out[i] = a[i];
   }
 }
 
-void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
-                   bool accumulate) {
+template <typename T>
+void copyOrAddRowsOf(Index rows, Index width, const T* from, Index fromStride, T* to, Index toStride, bool accumulate) {
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < rows; ++r) {
-    const float* a = from + r * fromStride;
-    float* out = to + r * toStride;
+    const T* a = from + r * fromStride;
+    T* out = to + r * toStride;
     if (accumulate)
-      for (Index i = 0; i < width; ++i) out[i] += a[i];
+      for (Index i = 0; i < width; ++i) out[i] = stored<T>(valueOf(out[i]) + valueOf(a[i]));
     else
       for (Index i = 0; i < width; ++i) out[i] = a[i];
   }
+}
+
+}  // namespace
+
+void copyOrAdd(Index count, const float* a, float* out, bool accumulate) { copyOrAddOf(count, a, out, accumulate); }
+void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate) {
+  copyOrAddOf(count, a, out, accumulate);
+}
+void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
+                   bool accumulate) {
+  copyOrAddRowsOf(rows, width, from, fromStride, to, toStride, accumulate);
+}
+void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStride, BFloat16* to, Index toStride,
+                   bool accumulate) {
+  copyOrAddRowsOf(rows, width, from, fromStride, to, toStride, accumulate);
 }
 
 namespace {

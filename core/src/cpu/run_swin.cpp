@@ -133,12 +133,9 @@ Status prepareSwinBlock(const DnnlContext& context, const ChainLayer& layer, con
   auto t = std::make_shared<SwinBlockPrep>();
   setSwinGeometry(*t, layer.inputShape, spec);
   REMAT_RETURN_IF_ERROR(setSwinParams(*t, *t, spec.heads, layer.paramCount, check));
-  t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
-  layOutScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutSaved, layOutScratch));
   prepared.swinBlock = std::move(t);
   return Status::ok();
 }

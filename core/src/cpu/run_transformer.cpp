@@ -139,12 +139,9 @@ Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& lay
   auto t = std::make_shared<TransformerBlockPrep>();
   setBlockGeometry(*t, layer.inputShape, spec);
   REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
-  t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
-  layOutScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutSaved, layOutScratch));
   prepared.transformer = std::move(t);
   return Status::ok();
 }
