@@ -10,6 +10,7 @@
 
 #include "cpu_harness.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/input/chain_file.hpp"
@@ -100,11 +101,7 @@ TEST(ActivationsRun, MeasuredFootprintEqualsPredictionUnderEveryPlan) {
                     {{"name", "pool"}, {"kind", "adaptive_avgpool"}},
                     {{"name", "flat"}, {"kind", "flatten"}},
                     {{"name", "fc"}, {"kind", "linear"}, {"out_features", 5}}}}};
-  auto built = parseChain(j.dump(), "activations");
-  ASSERT_TRUE(built.isOk()) << built.status().message();
-  cpu::CpuDevice device({.poisonMemory = true});
-  const Chain chain = testing::fittedTo(*built, device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
+  testing::expectEveryPlanOnCpu(parseChain(j.dump(), "activations"), 7);
 }
 
 }  // namespace

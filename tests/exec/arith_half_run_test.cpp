@@ -170,12 +170,7 @@ TEST(ArithHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
   for (Precision precision : {Precision::Bf16Mixed, Precision::Bf16})
     for (testing::ChainMaker make : {nchwChain, mlpChain, sequenceChain}) {
       if (make == sequenceChain && precision == Precision::Bf16Mixed) continue;  // refused below
-      cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-      const Chain chain = testing::fittedTo(make(precision, {}), device);
-      SCOPED_TRACE(chain.name + " " + std::string(precisionName(precision)));
-      ASSERT_EQ(chain.step.precision, precision);
-      testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
-      EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+      testing::expectEveryPlanMeasuredOnOneThread(make, precision, 7);
     }
 }
 

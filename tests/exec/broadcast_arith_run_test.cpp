@@ -13,6 +13,7 @@
 
 #include "cpu_harness.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/block.hpp"
@@ -148,28 +149,21 @@ TEST(ArithBlocksVsTorch, BroadcastingAddMatchesPyTorch) { checkAgainstTorch("add
 TEST(ArithBlocksVsTorch, BroadcastingSubMatchesPyTorch) { checkAgainstTorch("sub", subBlock()); }
 TEST(ArithBlocksVsTorch, BroadcastingDivMatchesPyTorch) { checkAgainstTorch("div", divBlock()); }
 
-void expectRunsAsPredicted(const Result<Chain>& built, std::uint64_t seed) {
-  ASSERT_TRUE(built.isOk()) << built.status().message();
-  cpu::CpuDevice device({.poisonMemory = true});
-  const Chain chain = testing::fittedTo(*built, device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, seed);
-}
-
 // The reference's blocks after a convolution (so x(l-1) and the gradients cross layers), and a
 // block dividing a tensor by itself (one tensor both operands: its gradient written, then added).
 TEST(ArithBlockRun, NchwBlocksMeasureAsPredictedUnderEveryPlan) {
   const json self = block("self", {op("s", "sigmoid", {0}), op("q", "div", {1, 1}), op("y", "sub", {2, 0})});
-  expectRunsAsPredicted(chainOf({2, 3, 6, 6},
-                                {{{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8}, {"kernel", 3}},
-                                 subBlock(),
-                                 divBlock(),
-                                 addBlock(),
-                                 self,
-                                 {{"name", "pool"}, {"kind", "adaptive_avgpool"}},
-                                 {{"name", "flat"}, {"kind", "flatten"}},
-                                 linear("fc", 3)},
-                                "nchw"),
-                        17);
+  testing::expectEveryPlanOnCpu(chainOf({2, 3, 6, 6},
+                                        {{{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8}, {"kernel", 3}},
+                                         subBlock(),
+                                         divBlock(),
+                                         addBlock(),
+                                         self,
+                                         {{"name", "pool"}, {"kind", "adaptive_avgpool"}},
+                                         {{"name", "flat"}, {"kind", "flatten"}},
+                                         linear("fc", 3)},
+                                        "nchw"),
+                                17);
 }
 
 // [N, F] and [N, S, F]: every tensor of the input's shape (nothing there broadcasts), sub and div
@@ -179,9 +173,9 @@ TEST(ArithBlockRun, MlpAndSequenceBlocksMeasureAsPredictedUnderEveryPlan) {
   drop["p"] = 0.2;
   const json branch = block("branch", {op("s", "sigmoid", {0}), op("q", "div", {0, 1}), drop, op("y", "sub", {3, 1})});
   const json gate = block("gate", {op("t", "tanh", {0}), op("d", "sub", {0, 1}), op("y", "div", {2, 1})});
-  expectRunsAsPredicted(chainOf({4, 12}, {linear("fc1", 16), branch, linear("fc2", 16), gate, linear("fc3", 5)}, "mlp"),
-                        19);
-  expectRunsAsPredicted(
+  testing::expectEveryPlanOnCpu(
+      chainOf({4, 12}, {linear("fc1", 16), branch, linear("fc2", 16), gate, linear("fc3", 5)}, "mlp"), 19);
+  testing::expectEveryPlanOnCpu(
       chainOf({2, 6, 8}, {branch, gate, {{"name", "flat"}, {"kind", "flatten"}}, linear("fc", 4)}, "sequence"), 23);
 }
 

@@ -11,6 +11,7 @@
 
 #include "cpu_harness.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/memory/simulator.hpp"
@@ -131,11 +132,7 @@ TEST(ConvNextModel, LayerNorm2dNormalizesTheChannelsOfEachPosition) {
 }
 
 TEST(ConvNextRun, MeasuredFootprintEqualsPredictionUnderEveryPlan) {
-  auto built = smallConvNext();
-  ASSERT_TRUE(built.isOk()) << built.status().message();
-  cpu::CpuDevice device({.poisonMemory = true});
-  const Chain chain = testing::fittedTo(*built, device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 22);
+  testing::expectEveryPlanOnCpu(smallConvNext(), 22);
 }
 
 // The zoo's ConvNeXt-Tiny at batch 2: optimal's plan runs as predicted, op by op, and optimal's E

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/exec/interpreter.hpp"
 #include "remat/input/chain_file.hpp"
@@ -112,44 +113,38 @@ TEST(ElementwiseBlockModel, RefusesOpsThatNeedNchwOnAnMlpTensor) {
   EXPECT_FALSE(chainOf({4, 12}, json::array({drop}), "bad").isOk());
 }
 
-void expectRunsAsPredicted(const Result<Chain>& built, std::uint64_t seed) {
-  ASSERT_TRUE(built.isOk()) << built.status().message();
-  cpu::CpuDevice device({.poisonMemory = true});
-  const Chain chain = testing::fittedTo(*built, device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, seed);
-}
-
 TEST(ElementwiseBlockRun, MlpBlocksMeasureAsPredictedUnderEveryPlan) {
-  expectRunsAsPredicted(chainOf({4, 12},
-                                {linear("fc1", 16), gateBlock("gate"), linear("fc2", 16), dropoutBranch("branch"),
-                                 dropoutBranch("branch2", "sigmoid"), linear("fc3", 5)},
-                                "mlp"),
-                        5);
+  testing::expectEveryPlanOnCpu(
+      chainOf({4, 12},
+              {linear("fc1", 16), gateBlock("gate"), linear("fc2", 16), dropoutBranch("branch"),
+               dropoutBranch("branch2", "sigmoid"), linear("fc3", 5)},
+              "mlp"),
+      5);
 }
 
 TEST(ElementwiseBlockRun, SequenceBlocksMeasureAsPredictedUnderEveryPlan) {
   // [N, S, F]: no layer before the blocks takes a rank-3 input, so the chain starts with them.
-  expectRunsAsPredicted(chainOf({2, 6, 8},
-                                {dropoutBranch("branch", "gelu"),
-                                 gateBlock("gate"),
-                                 dropoutBranch("branch2", "tanh"),
-                                 {{"name", "flat"}, {"kind", "flatten"}},
-                                 linear("fc", 4)},
-                                "sequence"),
-                        9);
+  testing::expectEveryPlanOnCpu(chainOf({2, 6, 8},
+                                        {dropoutBranch("branch", "gelu"),
+                                         gateBlock("gate"),
+                                         dropoutBranch("branch2", "tanh"),
+                                         {{"name", "flat"}, {"kind", "flatten"}},
+                                         linear("fc", 4)},
+                                        "sequence"),
+                                9);
 }
 
 // Dropout inside NCHW blocks: after a convolution, with the branch's activation reading its input.
 TEST(ElementwiseBlockRun, DropoutInsideNchwBlocksMeasuresAsPredicted) {
-  expectRunsAsPredicted(chainOf({2, 3, 6, 6},
-                                {{{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 3}},
-                                 dropoutBranch("branch", "silu"),
-                                 dropoutBranch("branch2", "relu"),
-                                 {{"name", "pool"}, {"kind", "adaptive_avgpool"}},
-                                 {{"name", "flat"}, {"kind", "flatten"}},
-                                 linear("fc", 3)},
-                                "conv"),
-                        13);
+  testing::expectEveryPlanOnCpu(chainOf({2, 3, 6, 6},
+                                        {{{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 4}, {"kernel", 3}},
+                                         dropoutBranch("branch", "silu"),
+                                         dropoutBranch("branch2", "relu"),
+                                         {{"name", "pool"}, {"kind", "adaptive_avgpool"}},
+                                         {{"name", "flat"}, {"kind", "flatten"}},
+                                         linear("fc", 3)},
+                                        "conv"),
+                                13);
 }
 
 // A block after a flatten of a channels-last map keeps that order: the same chain with the block's

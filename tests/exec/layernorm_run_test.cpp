@@ -10,6 +10,7 @@
 
 #include "cpu_harness.hpp"
 #include "executor_helpers.hpp"
+#include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
 #include "remat/input/chain_file.hpp"
 #include "remat/model/operators.hpp"
@@ -162,11 +163,7 @@ TEST(LayerNormRun, MeasuredFootprintEqualsPredictionUnderEveryPlan) {
                             {{"name", "norm2"}, {"kind", "layernorm"}, {"epsilon", 0.01}},
                             {{"name", "fc3"}, {"kind", "linear"}, {"out_features", 5}}},
                            {2, 3, 6, 6});
-  auto built = parseChain(j.dump(), "layernorm-mlp");
-  ASSERT_TRUE(built.isOk()) << built.status().message();
-  cpu::CpuDevice device({.poisonMemory = true});
-  const Chain chain = testing::fittedTo(*built, device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 13);
+  testing::expectEveryPlanOnCpu(parseChain(j.dump(), "layernorm-mlp"), 13);
 }
 
 // A layernorm right after a channels-last flatten as layer 2, and one as layer 1 (no input gradient).
@@ -179,11 +176,7 @@ TEST(LayerNormRun, FirstLayerAndAfterFlattenRunAsPredicted) {
                                    {{"name", "norm"}, {"kind", "layernorm"}},
                                    {{"name", "fc"}, {"kind", "linear"}, {"out_features", 3}}},
                                   {2, 3, 4, 4})}) {
-    auto built = parseChain(j.dump(), "ln");
-    ASSERT_TRUE(built.isOk()) << built.status().message();
-    cpu::CpuDevice device({.poisonMemory = true});
-    const Chain chain = testing::fittedTo(*built, device);
-    testing::expectEveryPlanReproducesStoreAll(chain, device, 17);
+    testing::expectEveryPlanOnCpu(parseChain(j.dump(), "ln"), 17);
   }
 }
 

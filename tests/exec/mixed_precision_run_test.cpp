@@ -78,11 +78,7 @@ TEST(MixedPrecisionRun, TheModelSeesHalfActivationsAndAutocastsCopies) {
 }
 
 TEST(MixedPrecisionRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(resnetLikeChain(Precision::Bf16Mixed), device);
-  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 3);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(resnetLikeChain, Precision::Bf16Mixed, 3);
 }
 
 // MobileNetV2's inverted residuals (expansion, depthwise 3x3, projection; relu6 inside, the
@@ -139,10 +135,7 @@ TEST(MixedPrecisionRun, InvertedResidualsAndOwnActivationsInEveryOptimizerAndGra
 }
 
 TEST(MixedPrecisionRun, InvertedResidualsUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(mobileChain(Precision::Bf16Mixed), device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 7);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(mobileChain, Precision::Bf16Mixed, 7);
 }
 
 TEST(MixedPrecisionRun, ResidualBlocksInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(residualChain); }
@@ -162,11 +155,7 @@ TEST(MixedPrecisionRun, ABlockSavesItsHalfTensorsAndItsConvolutionsWeightCopies)
 }
 
 TEST(MixedPrecisionRun, ResidualBlocksUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(residualChain(Precision::Bf16Mixed), device);
-  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 5);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(residualChain, Precision::Bf16Mixed, 5);
 }
 
 // torchvision's ResNet-18 (basic blocks), ResNet-50 (bottlenecks) and MobileNetV2 (inverted

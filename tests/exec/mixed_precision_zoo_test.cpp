@@ -66,11 +66,7 @@ TEST(MixedPrecisionZoo, ASqueezeBlockSavesHalfTensorsAndItsWeightCopies) {
 }
 
 TEST(MixedPrecisionZoo, SqueezeBlocksUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(squeezeChain(Precision::Bf16Mixed), device);
-  ASSERT_EQ(chain.step.precision, Precision::Bf16Mixed);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 23);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(squeezeChain, Precision::Bf16Mixed, 23);
 }
 
 // Inception's pool branches: a 1x1 conv; a ceil-mode max pool then a 1x1 conv; a padded average
@@ -126,10 +122,7 @@ Chain viewChain(Precision precision, StepOptions step = {}) {
 }
 
 TEST(MixedPrecisionZoo, ChannelViewsUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(viewChain(Precision::Bf16Mixed), device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 41);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(viewChain, Precision::Bf16Mixed, 41);
 }
 
 TEST(MixedPrecisionZoo, SqueezeBlocksInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(squeezeChain); }
@@ -139,10 +132,7 @@ TEST(MixedPrecisionZoo, PoolBranchesInEveryOptimizerAndGradientMode) { expectEve
 TEST(MixedPrecisionZoo, ChannelViewsInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(viewChain); }
 
 TEST(MixedPrecisionZoo, PoolBranchesUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
-  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
-  const Chain chain = testing::fittedTo(poolBranchChain(Precision::Bf16Mixed), device);
-  testing::expectEveryPlanReproducesStoreAll(chain, device, 31);
-  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+  testing::expectEveryPlanMeasuredOnOneThread(poolBranchChain, Precision::Bf16Mixed, 31);
 }
 
 // The same weights and batch in float32 and in bf16-mixed: each parameter layer's float32 gradient

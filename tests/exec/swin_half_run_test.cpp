@@ -182,18 +182,7 @@ TEST(ZooSwinHalfRun, SwinTStoreAllAndOptimalAsPredicted) {
   ASSERT_TRUE(built.isOk()) << built.status().message();
   cpu::CpuDevice device({.threads = 2});
   const Chain chain = testing::fittedTo(testing::withStep(*built, Precision::Bf16Mixed, {}), device);
-  auto interp = Interpreter::create(chain, device, testing::seeded(5));
-  ASSERT_TRUE(interp.isOk()) << interp.status().message();
-  const RunOptions options{.digestGradients = true, .captureDigests = true};
-  auto reference = (*interp)->run(Plan{}, options);
-  ASSERT_TRUE(reference.isOk()) << reference.status().message();
-  testing::expectMatchesSimulation(chain, Plan{}, reference->timelines[0]);
-  for (const auto& [name, plan] : testing::plannerPlans(chain, {"optimal"})) {
-    SCOPED_TRACE(name + " [" + formatCheckpointList(plan) + "]");
-    auto run = (*interp)->run(plan, options);
-    ASSERT_TRUE(run.isOk()) << run.status().message();
-    testing::expectReproducesStoreAll(chain, plan, *run, *reference);
-  }
+  testing::expectEveryPlanReproducesStoreAll(chain, device, 5, {"optimal"});
 }
 
 }  // namespace

@@ -2,13 +2,15 @@
 // The mixed-precision run tests' shared steps (tests/exec/mixed_precision_*_test.cpp,
 // pure_bf16_run_test.cpp, convnext_bf16_run_test.cpp, transformer_pure_bf16_run_test.cpp): a chain
 // under a precision and step mode, every step mode's two steps measured as predicted, a zoo model's
-// store-all and sqrt's plan, and the gradients of one precision against float32's.
+// store-all and sqrt's plan, and the gradients of one precision against float32's; and any chain's
+// every plan on a poisoning CPU device (the float32 run tests' blocks, layer kinds and models).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "chain_helpers.hpp"
@@ -51,6 +53,27 @@ inline void expectStepModesMeasured(const std::function<Chain(Precision, StepOpt
     }
     if (::testing::Test::HasFailure()) return;
   }
+  EXPECT_EQ(device.allocator().bytesHeld(), 0u);
+}
+
+// `built` (a test failure when refused) fitted to a poisoning CPU device: store-all and every
+// planner's plan measured as predicted, each reproducing store-all's gradients.
+inline void expectEveryPlanOnCpu(const Result<Chain>& built, std::uint64_t seed) {
+  ASSERT_TRUE(built.isOk()) << built.status().message();
+  cpu::CpuDevice device({.poisonMemory = true});
+  const Chain chain = fittedTo(*built, device);
+  expectEveryPlanReproducesStoreAll(chain, device, seed);
+}
+
+// The chain `make` builds under `precision`, fitted to a poisoning CPU device on one thread (one
+// thread: the bfloat16 sums' order, hence the gradients, fixed): store-all and every planner's plan
+// measured as predicted, each reproducing store-all's gradients; the device holds nothing after.
+inline void expectEveryPlanMeasuredOnOneThread(ChainMaker make, Precision precision, std::uint64_t seed) {
+  cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
+  const Chain chain = fittedTo(make(precision, {}), device);
+  SCOPED_TRACE(chain.name + " " + std::string(precisionName(precision)));
+  ASSERT_EQ(chain.step.precision, precision);
+  expectEveryPlanReproducesStoreAll(chain, device, seed);
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
@@ -130,6 +153,20 @@ inline double relativeHalfDifference(const std::vector<std::byte>& plain, const 
     norm += std::pow(gradientValue(plain, i, false), 2);
   }
   return std::sqrt(difference / norm);
+}
+
+// Each parameter layer's relative difference of its bfloat16 gradient bytes from float32's (a layer
+// without parameters left out), each half float32's size.
+inline std::vector<double> relativeHalfDifferences(const std::vector<std::vector<std::byte>>& plain,
+                                                   const std::vector<std::vector<std::byte>>& half) {
+  EXPECT_EQ(plain.size(), half.size());
+  std::vector<double> out;
+  for (std::size_t l = 0; l < std::min(plain.size(), half.size()); ++l) {
+    if (plain[l].empty()) continue;
+    EXPECT_EQ(plain[l].size(), half[l].size() * 2) << "layer " << l + 1;
+    out.push_back(relativeHalfDifference(plain[l], half[l]));
+  }
+  return out;
 }
 
 // A zoo model under `precision` in each step mode: store-all and sqrt's plan, each from the same

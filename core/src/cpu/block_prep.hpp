@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "attention.hpp"
 #include "device_impl.hpp"
@@ -108,13 +109,26 @@ std::uint64_t maxLinearNormScratch(const Prep& t, bool forward) {
   return m;
 }
 
-// A layer normalization over `rows` rows of `width` into `op`, labelled "<label>, <name>".
-inline Status createNorm(const DnnlContext& context, Index rows, Index width, float epsilon, InputGrad grad,
-                         const std::string& label, const char* name, LayerNormOp& op) {
-  auto made = LayerNormOp::create(context, rows, width, epsilon, grad, label + ", " + name);
+// A made op into its place in a prep, or the error that refused it.
+template <typename Op, typename Into>
+Status assign(Result<Op> made, Into& op) {
   if (!made) return made.status();
   op = std::move(made).value();
   return Status::ok();
+}
+
+// Parameter (or gradient) element `offset` of a layer whose float pointers carry either precision's
+// parameters: a float32 master's, or pure bf16's bfloat16 one.
+template <typename F>
+F* paramAt(F* base, Index offset, bool pure) {
+  using Byte = std::conditional_t<std::is_const_v<F>, const std::byte, std::byte>;
+  return pure ? reinterpret_cast<F*>(reinterpret_cast<Byte*>(base) + offset * 2) : base + offset;
+}
+
+// A layer normalization over `rows` rows of `width` into `op`, labelled "<label>, <name>".
+inline Status createNorm(const DnnlContext& context, Index rows, Index width, float epsilon, InputGrad grad,
+                         const std::string& label, const char* name, LayerNormOp& op) {
+  return assign(LayerNormOp::create(context, rows, width, epsilon, grad, label + ", " + name), op);
 }
 
 // The chain's needs_input as the layer's rule keeps x(l-1), and needs_output.
@@ -129,8 +143,9 @@ inline void addPlainParams(const ChainLayer& layer, PreparedLayer& prepared) {
   prepared.params.push_back({ParamSegment::Type::Plain, 0, static_cast<Index>(layer.paramCount), 0, {}});
 }
 
-// A bfloat16 block's last preparation steps, after its ops (whose cast copies E may hold): E laid
-// out and checked against the chain's extra bytes, the workspaces, the parameters.
+// A block's last preparation steps, after its ops (whose scratch the workspaces hold, and whose
+// bf16-mixed cast copies E may hold): E laid out and checked against the chain's extra bytes, the
+// workspaces, the parameters.
 template <typename Prep>
 Status layOutCheckedE(Prep& t, const ChainLayer& layer, const LayerChecks& check, PreparedLayer& prepared,
                       std::uint64_t (*layOutSaved)(Prep&), void (*layOutScratch)(Prep&, PreparedLayer&)) {
@@ -158,6 +173,51 @@ struct HalfBlockTensors {
   }
 };
 
+// Where a layer's forward writes what its backward reads, and its scratch: E in keep mode; in
+// discard mode the saved tensors at the workspace's start and the scratch `discardShift` bytes after
+// them. An internal error naming the layer (`what`: "block", "head") when the workspace, or E where
+// keep mode writes it (`writesE`), is missing.
+struct SavedAndScratch {
+  std::byte* saved;
+  std::byte* scratch;
+};
+inline Result<SavedAndScratch> forwardRegions(const PreparedLayer& prepared, ForwardMode mode, const ForwardBuffers& b,
+                                              std::uint64_t discardShift, const char* what = "block",
+                                              bool writesE = true) {
+  const bool keep = mode == ForwardMode::Keep;
+  if (b.workspace == nullptr || (keep && writesE && b.extra == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the " + what + "'s forward lacks its workspace or E");
+  return SavedAndScratch{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : discardShift)};
+}
+
+// A bfloat16 block's forward tensors (forwardRegions with its dropout draw).
+inline Result<HalfBlockTensors> halfForwardTensors(const PreparedLayer& prepared, ForwardMode mode,
+                                                   const ForwardBuffers& b, std::uint64_t discardShift,
+                                                   DropoutDraw drop = {}) {
+  auto regions = forwardRegions(prepared, mode, b, discardShift);
+  if (!regions) return regions.status();
+  return HalfBlockTensors{regions->saved, regions->scratch, drop};
+}
+
+// Its backward's: E and the workspace (read only where the forward wrote them), x(l-1) checked
+// when the backward reads it.
+inline Result<HalfBlockTensors> halfBackwardTensors(const PreparedLayer& prepared, const BackwardBuffers& b,
+                                                    bool readsInput, DropoutDraw drop = {}) {
+  if (b.workspace == nullptr || b.extra == nullptr || (readsInput && b.x == nullptr))
+    return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
+  return HalfBlockTensors{const_cast<std::byte*>(b.extra), b.workspace, drop};
+}
+
+// A patchify convolution (ViT's conv_proj, Swin's patch embedding): kernel = stride = the spec's
+// kernel, no padding, one group, `channels` out over the in / kernel grid.
+inline ConvGeometry patchConvGeometry(const LayerSpec& spec, const Shape& in, Index channels) {
+  LayerSpec convSpec = spec;
+  convSpec.stride = spec.kernel;
+  convSpec.padding = 0;
+  convSpec.groups = 1;
+  return convGeometry(convSpec, in, Shape{in[0], channels, in[2] / spec.kernel, in[3] / spec.kernel});
+}
+
 // patch_embedding's shape and parameter offsets (the conv's weight [d, C, k, k] and bias, the class
 // token [d], the position table [S, d]; elements) into any precision's prep, checked against the
 // chain's parameter count; `conv` gets conv_proj's geometry (kernel = stride = patch).
@@ -169,17 +229,26 @@ Status setPatchLayout(Prep& v, const ChainLayer& layer, const LayerSpec& spec, c
   v.seq = layer.outputShape[1];
   v.width = spec.width;
   v.patches = v.seq - 1;
-  const Shape convOut{in[0], spec.width, in[2] / spec.kernel, in[3] / spec.kernel};
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  conv = convGeometry(convSpec, in, convOut);
+  conv = patchConvGeometry(spec, in, spec.width);
   const Index weights = spec.width * in[1] * spec.kernel * spec.kernel;
   v.convBias = weights;
   v.classToken = weights + v.width;
   v.positions = v.classToken + v.width;
   return check.expectParams(layer.paramCount, static_cast<std::uint64_t>(v.positions + v.seq * v.width));
+}
+
+// Then what every precision's patch_embedding checks and records: x(l-1) kept as its conv keeps it
+// (`keepsImage`: float32's and pure bf16's keep the image, bf16-mixed's a cast copy in E instead),
+// its dropout. Returns the dropout mask's bytes, which E holds after any cast copies (a byte an
+// element when p > 0).
+template <typename Prep>
+Result<std::uint64_t> checkPatchEmbedding(Prep& v, const ChainLayer& layer, const LayerSpec& spec,
+                                          const LayerChecks& check, bool keepsImage, PreparedLayer& prepared,
+                                          ConvGeometry& conv) {
+  REMAT_RETURN_IF_ERROR(setPatchLayout(v, layer, spec, check, conv));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, keepsImage));
+  prepared.dropoutP = spec.dropoutP;
+  return spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v.batch * v.seq * v.width) : std::uint64_t{0};
 }
 
 // cls_head's shape and parameter offsets (the norm's [2d] when it has one, the linear's weight

@@ -13,6 +13,7 @@
 // or add into it when `accumulate` is set; parameter gradients are ADDED into.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace remat::cpu {
 
@@ -41,6 +42,18 @@ struct BFloat16 {
     return out;
   }
 };
+
+// The own kernels compute in float32 whatever they read, and store in T: a bfloat16 result rounded
+// once, as PyTorch's bfloat16 kernels round their float32 arithmetic.
+inline float valueOf(float v) { return v; }
+inline float valueOf(BFloat16 v) { return v.value(); }
+template <typename T>
+T stored(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
+}
 
 struct ConvGeometry {
   Index batch = 0, inChannels = 0, inHeight = 0, inWidth = 0;

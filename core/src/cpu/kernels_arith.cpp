@@ -8,40 +8,10 @@
 // lists, so they run in their inputs' dtype, bfloat16 inside a half block), computing in float32 and
 // rounding each element it writes once, as kernels_broadcast.cpp's product (sums accumulate in
 // float32).
-#include <type_traits>
-
-#include "kernels.hpp"
+#include "broadcast_index.hpp"
 
 namespace remat::cpu {
 namespace {
-
-float load(float v) { return v; }
-float load(BFloat16 v) { return v.value(); }
-template <typename T>
-T store(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
-}
-
-// The channels-last position of (n, c, h, w) in a tensor of dims `d`, an axis of extent 1 taking
-// index 0.
-Index at(const Dims4& d, Index n, Index c, Index h, Index w) {
-  n = d.n == 1 ? 0 : n;
-  c = d.c == 1 ? 0 : c;
-  h = d.h == 1 ? 0 : h;
-  w = d.w == 1 ? 0 : w;
-  return ((n * d.h + h) * d.w + w) * d.c + c;
-}
-
-// The output indices one index of an operand gathers from: all of them along a broadcast axis.
-struct Range {
-  Index lo = 0, hi = 0;
-};
-Range gathered(Index self, Index out, Index index) {
-  return self == 1 && out > 1 ? Range{0, out} : Range{index, index + 1};
-}
 
 float apply(BroadcastOp op, float a, float b) {
   switch (op) {
@@ -67,11 +37,11 @@ void broadcastForwardT(BroadcastOp op, const Dims4& out, const Dims4& a, const D
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < out.n * out.h * out.w; ++r) {
     const Index n = r / (out.h * out.w), h = (r / out.w) % out.h, w = r % out.w;
-    const T* xa = x + at(a, n, 0, h, w);
-    const T* zb = z + at(b, n, 0, h, w);
+    const T* xa = x + broadcastAt(a, n, 0, h, w);
+    const T* zb = z + broadcastAt(b, n, 0, h, w);
     const Index stepA = a.c == 1 ? 0 : 1, stepB = b.c == 1 ? 0 : 1;
     T* to = y + r * out.c;
-    for (Index c = 0; c < out.c; ++c) to[c] = store<T>(apply(op, load(xa[c * stepA]), load(zb[c * stepB])));
+    for (Index c = 0; c < out.c; ++c) to[c] = stored<T>(apply(op, valueOf(xa[c * stepA]), valueOf(zb[c * stepB])));
   }
 }
 
@@ -80,24 +50,11 @@ void broadcastBackwardOperandT(BroadcastOp op, int operand, const Dims4& out, co
                                const T* dy, const T* x, const T* z, T* dSelf, bool accumulate) {
   const Dims4& self = operand == 0 ? a : b;
   const bool reads = op == BroadcastOp::Div;  // add and sub read no operand (x and z may be null)
-  const Index count = self.n * self.c * self.h * self.w;
-#pragma omp parallel for schedule(static)
-  for (Index e = 0; e < count; ++e) {  // e runs over self channels-last: ((n * H + h) * W + w) * C + c
-    const Index c = e % self.c, w = (e / self.c) % self.w, h = (e / (self.c * self.w)) % self.h;
-    const Index n = e / (self.c * self.w * self.h);
-    const Range rn = gathered(self.n, out.n, n), rc = gathered(self.c, out.c, c);
-    const Range rh = gathered(self.h, out.h, h), rw = gathered(self.w, out.w, w);
-    float sum = 0.0f;
-    for (Index on = rn.lo; on < rn.hi; ++on)
-      for (Index oh = rh.lo; oh < rh.hi; ++oh)
-        for (Index ow = rw.lo; ow < rw.hi; ++ow)
-          for (Index oc = rc.lo; oc < rc.hi; ++oc) {
-            const float av = reads ? load(x[at(a, on, oc, oh, ow)]) : 0.0f;
-            const float bv = reads ? load(z[at(b, on, oc, oh, ow)]) : 0.0f;
-            sum += term(op, operand, load(dy[at(out, on, oc, oh, ow)]), av, bv);
-          }
-    dSelf[e] = store<T>(accumulate ? load(dSelf[e]) + sum : sum);
-  }
+  sumOverBroadcast(out, self, dSelf, accumulate, [&](Index on, Index oc, Index oh, Index ow) {
+    const float av = reads ? valueOf(x[broadcastAt(a, on, oc, oh, ow)]) : 0.0f;
+    const float bv = reads ? valueOf(z[broadcastAt(b, on, oc, oh, ow)]) : 0.0f;
+    return term(op, operand, valueOf(dy[broadcastAt(out, on, oc, oh, ow)]), av, bv);
+  });
 }
 
 }  // namespace

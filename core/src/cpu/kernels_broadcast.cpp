@@ -16,40 +16,11 @@
 // dtype). A bfloat16 kernel computes in float32 and rounds each element it writes once, as
 // PyTorch's CPU kernels for bfloat16 do (sums accumulate in float32).
 #include <algorithm>
-#include <type_traits>
 
-#include "kernels.hpp"
+#include "broadcast_index.hpp"
 
 namespace remat::cpu {
 namespace {
-
-float load(float v) { return v; }
-float load(BFloat16 v) { return v.value(); }
-template <typename T>
-T store(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
-}
-
-// The channels-last position of (n, c, h, w) in a tensor of dims `d`, an axis of extent 1 taking
-// index 0 (NumPy broadcasting).
-Index at(const Dims4& d, Index n, Index c, Index h, Index w) {
-  n = d.n == 1 ? 0 : n;
-  c = d.c == 1 ? 0 : c;
-  h = d.h == 1 ? 0 : h;
-  w = d.w == 1 ? 0 : w;
-  return ((n * d.h + h) * d.w + w) * d.c + c;
-}
-
-// The output indices one index of an operand gathers from: all of them along a broadcast axis.
-struct Range {
-  Index lo = 0, hi = 0;
-};
-Range gathered(Index self, Index out, Index index) {
-  return self == 1 && out > 1 ? Range{0, out} : Range{index, index + 1};
-}
 
 // Channels summed together by one task of a sum over H x W: 64 floats, a few cache lines per row.
 constexpr Index kSumChannels = 64;
@@ -62,7 +33,7 @@ struct Row {
 Row rowAt(const Dims4& out, Index r) { return Row{r / (out.h * out.w), (r / out.w) % out.h, r % out.w}; }
 template <typename T>
 const T* operandRow(const Dims4& d, const T* base, const Row& row) {
-  return base + at(d, row.n, 0, row.h, row.w);
+  return base + broadcastAt(d, row.n, 0, row.h, row.w);
 }
 
 bool sameDims(const Dims4& a, const Dims4& b) { return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w; }
@@ -78,8 +49,8 @@ void mulBackwardFull(const Dims4& out, const Dims4& other, const T* dy, const T*
     const Index step = other.c == 1 ? 0 : 1;
     T* d = dSelf + r * out.c;
     for (Index c = 0; c < out.c; ++c) {
-      const float product = load(g[c]) * load(v[c * step]);
-      d[c] = store<T>(accumulate ? load(d[c]) + product : product);
+      const float product = valueOf(g[c]) * valueOf(v[c * step]);
+      d[c] = stored<T>(accumulate ? valueOf(d[c]) + product : product);
     }
   }
 }
@@ -97,10 +68,10 @@ void mulBackwardScale(const Dims4& out, const Dims4& other, const T* dy, const T
     for (Index p = 0; p < hw; ++p) {
       const T* g = dy + (n * hw + p) * out.c + c0;
       const T* v = operandRow(other, value, Row{n, p / out.w, p % out.w}) + c0 * step;
-      for (Index c = 0; c < width; ++c) sum[c] += load(g[c]) * load(v[c * step]);
+      for (Index c = 0; c < width; ++c) sum[c] += valueOf(g[c]) * valueOf(v[c * step]);
     }
     T* d = dSelf + n * out.c + c0;
-    for (Index c = 0; c < width; ++c) d[c] = store<T>(accumulate ? load(d[c]) + sum[c] : sum[c]);
+    for (Index c = 0; c < width; ++c) d[c] = stored<T>(accumulate ? valueOf(d[c]) + sum[c] : sum[c]);
   }
 }
 
@@ -113,9 +84,9 @@ void globalAvgPoolForwardT(const Dims4& in, const T* x, T* y) {
     float sum[kSumChannels] = {};
     for (Index p = 0; p < hw; ++p) {  // the positions in order, as the per-channel loop summed them
       const T* row = x + (n * hw + p) * in.c + c0;
-      for (Index c = 0; c < width; ++c) sum[c] += load(row[c]);
+      for (Index c = 0; c < width; ++c) sum[c] += valueOf(row[c]);
     }
-    for (Index c = 0; c < width; ++c) y[n * in.c + c0 + c] = store<T>(sum[c] / static_cast<float>(hw));
+    for (Index c = 0; c < width; ++c) y[n * in.c + c0 + c] = stored<T>(sum[c] / static_cast<float>(hw));
   }
 }
 
@@ -129,9 +100,9 @@ void globalAvgPoolBackwardT(const Dims4& in, const T* dy, T* dx, bool accumulate
     T* row = dx + r * in.c;
     const T* g = dy + n * in.c;
     if (accumulate)
-      for (Index c = 0; c < in.c; ++c) row[c] = store<T>(load(row[c]) + load(g[c]) * scale);
+      for (Index c = 0; c < in.c; ++c) row[c] = stored<T>(valueOf(row[c]) + valueOf(g[c]) * scale);
     else
-      for (Index c = 0; c < in.c; ++c) row[c] = store<T>(load(g[c]) * scale);
+      for (Index c = 0; c < in.c; ++c) row[c] = stored<T>(valueOf(g[c]) * scale);
   }
 }
 
@@ -144,13 +115,13 @@ void mulForwardT(const Dims4& out, const Dims4& a, const Dims4& b, const T* x, c
     const T* zb = operandRow(b, z, row);
     T* to = y + r * out.c;
     if (a.c == out.c && b.c == out.c)
-      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[c]) * load(zb[c]));
+      for (Index c = 0; c < out.c; ++c) to[c] = stored<T>(valueOf(xa[c]) * valueOf(zb[c]));
     else if (a.c == out.c)
-      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[c]) * load(zb[0]));
+      for (Index c = 0; c < out.c; ++c) to[c] = stored<T>(valueOf(xa[c]) * valueOf(zb[0]));
     else if (b.c == out.c)
-      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[0]) * load(zb[c]));
+      for (Index c = 0; c < out.c; ++c) to[c] = stored<T>(valueOf(xa[0]) * valueOf(zb[c]));
     else
-      for (Index c = 0; c < out.c; ++c) to[c] = store<T>(load(xa[0]) * load(zb[0]));
+      for (Index c = 0; c < out.c; ++c) to[c] = stored<T>(valueOf(xa[0]) * valueOf(zb[0]));
   }
 }
 
@@ -160,21 +131,9 @@ void mulBackwardOperandT(const Dims4& out, const Dims4& self, const Dims4& other
   if (sameDims(self, out)) return mulBackwardFull(out, other, dy, value, dSelf, accumulate);
   if (self.n == out.n && self.c == out.c && self.h == 1 && self.w == 1)
     return mulBackwardScale(out, other, dy, value, dSelf, accumulate);
-  const Index count = self.n * self.c * self.h * self.w;
-#pragma omp parallel for schedule(static)
-  for (Index e = 0; e < count; ++e) {  // e runs over self channels-last: ((n * H + h) * W + w) * C + c
-    const Index c = e % self.c, w = (e / self.c) % self.w, h = (e / (self.c * self.w)) % self.h;
-    const Index n = e / (self.c * self.w * self.h);
-    const Range rn = gathered(self.n, out.n, n), rc = gathered(self.c, out.c, c);
-    const Range rh = gathered(self.h, out.h, h), rw = gathered(self.w, out.w, w);
-    float sum = 0.0f;
-    for (Index on = rn.lo; on < rn.hi; ++on)
-      for (Index oh = rh.lo; oh < rh.hi; ++oh)
-        for (Index ow = rw.lo; ow < rw.hi; ++ow)
-          for (Index oc = rc.lo; oc < rc.hi; ++oc)
-            sum += load(dy[at(out, on, oc, oh, ow)]) * load(value[at(other, on, oc, oh, ow)]);
-    dSelf[e] = store<T>(accumulate ? load(dSelf[e]) + sum : sum);
-  }
+  sumOverBroadcast(out, self, dSelf, accumulate, [&](Index on, Index oc, Index oh, Index ow) {
+    return valueOf(dy[broadcastAt(out, on, oc, oh, ow)]) * valueOf(value[broadcastAt(other, on, oc, oh, ow)]);
+  });
 }
 
 }  // namespace

@@ -11,16 +11,6 @@ namespace {
 
 // Channel slice backward and shuffle in either dtype (a half block's bfloat16 under bf16-mixed): a permutation, so a
 // bfloat16 copy is exact; an accumulating backward adds through float32 and rounds once.
-float valueOf(float v) { return v; }
-float valueOf(BFloat16 v) { return v.value(); }
-template <typename T>
-T stored(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
-}
-
 template <typename T>
 void sliceBackwardOf(Index rows, Index inChannels, Index begin, Index count, const T* dy, T* dx, bool accumulate) {
 #pragma omp parallel for schedule(static)

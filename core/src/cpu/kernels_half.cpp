@@ -38,29 +38,6 @@ void add(Index count, const BFloat16* a, const BFloat16* b, BFloat16* out) {
   for (Index i = 0; i < count; ++i) out[i] = BFloat16(a[i].value() + b[i].value());
 }
 
-void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate) {
-  if (accumulate) {
-#pragma omp parallel for schedule(static)
-    for (Index i = 0; i < count; ++i) out[i] = BFloat16(out[i].value() + a[i].value());
-  } else {
-#pragma omp parallel for schedule(static)
-    for (Index i = 0; i < count; ++i) out[i] = a[i];
-  }
-}
-
-void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStride, BFloat16* to, Index toStride,
-                   bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (Index r = 0; r < rows; ++r) {
-    const BFloat16* a = from + r * fromStride;
-    BFloat16* out = to + r * toStride;
-    if (accumulate)
-      for (Index i = 0; i < width; ++i) out[i] = BFloat16(out[i].value() + a[i].value());
-    else
-      for (Index i = 0; i < width; ++i) out[i] = a[i];
-  }
-}
-
 void softmaxCrossEntropyBackward(const ActivationLayout& layout, const BFloat16* logits, const std::int64_t* labels,
                                  BFloat16* grad) {
   const Index k = layout.perSample();

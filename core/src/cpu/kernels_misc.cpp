@@ -13,43 +13,51 @@
 
 namespace remat::cpu {
 
-void copyOrAdd(Index count, const float* a, float* out, bool accumulate) {
+namespace {
+
+// The residual add's copy or sum in float32 or bfloat16 (a half block's; each sum rounded once).
+template <typename T>
+void copyOrAddOf(Index count, const T* a, T* out, bool accumulate) {
   if (accumulate) {
 #pragma omp parallel for schedule(static)
-    for (Index i = 0; i < count; ++i) out[i] += a[i];
+    for (Index i = 0; i < count; ++i) out[i] = stored<T>(valueOf(out[i]) + valueOf(a[i]));
   } else {
 #pragma omp parallel for schedule(static)
     for (Index i = 0; i < count; ++i) out[i] = a[i];
   }
 }
 
-void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
-                   bool accumulate) {
+template <typename T>
+void copyOrAddRowsOf(Index rows, Index width, const T* from, Index fromStride, T* to, Index toStride, bool accumulate) {
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < rows; ++r) {
-    const float* a = from + r * fromStride;
-    float* out = to + r * toStride;
+    const T* a = from + r * fromStride;
+    T* out = to + r * toStride;
     if (accumulate)
-      for (Index i = 0; i < width; ++i) out[i] += a[i];
+      for (Index i = 0; i < width; ++i) out[i] = stored<T>(valueOf(out[i]) + valueOf(a[i]));
     else
       for (Index i = 0; i < width; ++i) out[i] = a[i];
   }
 }
 
-namespace {
+}  // namespace
 
-// The own activations in float32 and bfloat16 alike: computed in float32, stored in T (rounded to
-// bfloat16 as PyTorch's half kernels round their float32 arithmetic).
-float valueOf(float v) { return v; }
-float valueOf(BFloat16 v) { return v.value(); }
-template <typename T>
-T stored(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
+void copyOrAdd(Index count, const float* a, float* out, bool accumulate) { copyOrAddOf(count, a, out, accumulate); }
+void copyOrAdd(Index count, const BFloat16* a, BFloat16* out, bool accumulate) {
+  copyOrAddOf(count, a, out, accumulate);
+}
+void copyOrAddRows(Index rows, Index width, const float* from, Index fromStride, float* to, Index toStride,
+                   bool accumulate) {
+  copyOrAddRowsOf(rows, width, from, fromStride, to, toStride, accumulate);
+}
+void copyOrAddRows(Index rows, Index width, const BFloat16* from, Index fromStride, BFloat16* to, Index toStride,
+                   bool accumulate) {
+  copyOrAddRowsOf(rows, width, from, fromStride, to, toStride, accumulate);
 }
 
+namespace {
+
+// The own activations in float32 and bfloat16 alike (valueOf, stored: kernels.hpp).
 template <typename T>
 void relu6BackwardOf(Index count, const T* x, const T* dy, T* dx, bool accumulate) {
 #pragma omp parallel for schedule(static)

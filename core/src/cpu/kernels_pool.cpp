@@ -91,16 +91,6 @@ Index inputOffset(const PoolGeometry& g, Index n, Index ih, Index iw) {
   return ((n * g.inHeight + ih) * g.inWidth + iw) * g.channels;
 }
 
-float valueOf(float v) { return v; }
-float valueOf(BFloat16 v) { return v.value(); }
-template <typename T>
-T stored(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return T(v);
-}
-
 // Average pooling in either dtype: the window's sum in float32 (a bfloat16 output rounded once, as
 // PyTorch's bf16 pooling accumulates in float); the backward adds d(y) / divisor into each tap (in
 // bfloat16, rounded at each add, as the max pool's backward).

@@ -34,6 +34,7 @@
 
 #include "attention.hpp"
 #include "device_impl.hpp"
+#include "wide_norm.hpp"
 
 namespace remat::cpu {
 namespace {
@@ -122,25 +123,26 @@ void scatterIntoTables(const TransformerEnds& e, const std::int64_t* ids, const 
     }
 }
 
-// The lookups into the workspace, summed into `sum` as BertEmbeddings adds them: (tokens + types) +
-// positions (GPT's: tokens + positions).
-void lookUpAndAdd(const TransformerEnds& e, const std::int64_t* ids, const float* params, std::byte* workspace,
-                  float* sum) {
+// The lookups (`tokens`, `types` when BERT's table is there, the position table's first seq rows in
+// `positions`), summed into `sum` as BertEmbeddings adds them: (tokens + types) + positions (GPT's:
+// tokens + positions), each sum stored in T (bfloat16: rounded, as PyTorch adds bfloat16 tensors).
+template <typename T>
+void lookUpAndAdd(const TransformerEnds& e, const std::int64_t* ids, const T* params, T* tokens, T* positions, T* types,
+                  T* sum) {
   const Index d = e.width;
-  auto* tokens = reinterpret_cast<float*>(workspace);
-  float* positions = tokens + e.tokens * d;
-  float* types = e.typeTable > 0 ? reinterpret_cast<float*>(workspace + e.typesAt) : nullptr;
 #pragma omp parallel for schedule(static)
   for (Index t = 0; t < e.tokens; ++t) {
-    std::memcpy(tokens + t * d, params + tokenId(ids, t, e.vocab) * d, floats(d));
-    if (types != nullptr) std::memcpy(types + t * d, params + e.typeTable, floats(d));  // type id 0
+    std::memcpy(tokens + t * d, params + tokenId(ids, t, e.vocab) * d, sizeof(T) * d);
+    if (types != nullptr) std::memcpy(types + t * d, params + e.typeTable, sizeof(T) * d);  // type id 0
   }
-  std::memcpy(positions, params + e.positionTable, floats(e.seq * d));
+  std::memcpy(positions, params + e.positionTable, sizeof(T) * e.seq * d);
 #pragma omp parallel for schedule(static)
   for (Index t = 0; t < e.tokens; ++t)
     for (Index c = 0; c < d; ++c) {
       const Index i = t * d + c;
-      sum[i] = (types != nullptr ? tokens[i] + types[i] : tokens[i]) + positions[(t % e.seq) * d + c];
+      const float first =
+          types != nullptr ? valueOf(stored<T>(valueOf(tokens[i]) + valueOf(types[i]))) : valueOf(tokens[i]);
+      sum[i] = stored<T>(first + valueOf(positions[(t % e.seq) * d + c]));
     }
 }
 
@@ -199,7 +201,9 @@ Status forwardTokenEmbedding(const DnnlContext& context, const PreparedLayer& pr
     if (e.typeTable > 0) std::fill_n(reinterpret_cast<std::int64_t*>(b.extra + e.typeIdsAt), e.seq, 0);
   }
   if (prepared.halfParams) return forwardPureTokenEmbedding(context, prepared, keep, dropoutKey, b);
-  lookUpAndAdd(e, tokenIds(b.x), b.params, b.workspace, sum);
+  auto* tokens = reinterpret_cast<float*>(b.workspace);
+  float* types = e.typeTable > 0 ? reinterpret_cast<float*>(b.workspace + e.typesAt) : nullptr;
+  lookUpAndAdd(e, tokenIds(b.x), b.params, tokens, tokens + e.tokens * e.width, types, sum);
   if (norm != nullptr)
     REMAT_RETURN_IF_ERROR(norm->forward(context, sum, b.params + e.normParams, b.y,
                                         keep ? reinterpret_cast<float*>(b.extra + e.statsAt) : nullptr,
@@ -292,28 +296,6 @@ void scatterIntoHalfTables(const TransformerEnds& e, const std::int64_t* ids, co
     }
 }
 
-// (tokens + types) + positions in bfloat16, each sum rounded.
-void lookUpAndAddHalf(const TransformerEnds& e, const PureEmbeddingScratch& p, const std::int64_t* ids,
-                      const BFloat16* params, std::byte* workspace, BFloat16* sum) {
-  const Index d = e.width;
-  auto* tokens = reinterpret_cast<BFloat16*>(workspace + p.tokens);
-  auto* positions = reinterpret_cast<BFloat16*>(workspace + p.positions);
-  auto* types = e.typeTable > 0 ? reinterpret_cast<BFloat16*>(workspace + p.types) : nullptr;
-#pragma omp parallel for schedule(static)
-  for (Index t = 0; t < e.tokens; ++t) {
-    std::memcpy(tokens + t * d, params + tokenId(ids, t, e.vocab) * d, halves(d));
-    if (types != nullptr) std::memcpy(types + t * d, params + e.typeTable, halves(d));  // type id 0
-  }
-  std::memcpy(positions, params + e.positionTable, halves(e.seq * d));
-#pragma omp parallel for schedule(static)
-  for (Index t = 0; t < e.tokens; ++t)
-    for (Index c = 0; c < d; ++c) {
-      const Index i = t * d + c;
-      const float first = types != nullptr ? BFloat16(tokens[i].value() + types[i].value()).value() : tokens[i].value();
-      sum[i] = BFloat16(first + positions[(t % e.seq) * d + c].value());
-    }
-}
-
 }  // namespace
 
 Status preparePureTokenEmbedding(const LayerSpec& spec, PreparedLayer& prepared) {
@@ -335,7 +317,9 @@ Status forwardPureTokenEmbedding(const DnnlContext& context, const PreparedLayer
   BFloat16* sum = norm == nullptr ? y
                   : keep          ? reinterpret_cast<BFloat16*>(b.extra + e.normInputAt)
                                   : reinterpret_cast<BFloat16*>(b.workspace + p.sum);
-  lookUpAndAddHalf(e, p, tokenIds(b.x), params, b.workspace, sum);
+  auto half = [&b](std::uint64_t offset) { return reinterpret_cast<BFloat16*>(b.workspace + offset); };
+  lookUpAndAdd(e, tokenIds(b.x), params, half(p.tokens), half(p.positions), e.typeTable > 0 ? half(p.types) : nullptr,
+               sum);
   if (norm != nullptr) {
     const Index count = e.tokens * e.width;
     auto* wideIn = reinterpret_cast<float*>(b.workspace + p.wideIn);
@@ -377,25 +361,20 @@ Status backwardPureTokenEmbedding(const DnnlContext& context, const PreparedLaye
     return Status::ok();
   }
   const Index count = e.tokens * e.width;
-  auto* wideX = reinterpret_cast<float*>(b.workspace + p.wideX);
-  auto* wideDy = reinterpret_cast<float*>(b.workspace + p.wideDy);
-  auto* dSum = reinterpret_cast<float*>(b.workspace + p.dSum);
-  auto* wideParams = reinterpret_cast<float*>(b.workspace + p.bParams);
-  auto* dParams = reinterpret_cast<float*>(b.workspace + p.dParams);
+  auto wide = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
+  const WideNormWork work{wide(p.wideX),   wide(p.wideDy),  wide(p.dSum),
+                          wide(p.bParams), wide(p.dParams), b.workspace + p.bDnnl};
+  const BFloat16* dNormed = dy;
   if (drop.active()) {
     auto* dNorm = reinterpret_cast<BFloat16*>(b.workspace + p.dNorm);
     for (Index i = 0; i < count; ++i) dNorm[i] = BFloat16(dropped(i));
-    castToFloat(count, dNorm, wideDy);
-  } else {
-    castToFloat(count, dy, wideDy);
+    dNormed = dNorm;
   }
-  castToFloat(count, reinterpret_cast<const BFloat16*>(b.extra + e.normInputAt), wideX);
-  castToFloat(2 * e.width, reinterpret_cast<const BFloat16*>(b.params) + e.normParams, wideParams);
-  std::memset(dParams, 0, floats(2 * e.width));  // oneDNN's gradients are added into it
-  REMAT_RETURN_IF_ERROR(norm->backward(context, wideX, wideDy, wideParams,
-                                       reinterpret_cast<const float*>(b.extra + e.statsAt), dSum, dParams,
-                                       b.workspace + p.bDnnl));
-  addFloatIntoHalf(2 * e.width, dParams, grads + e.normParams);
+  REMAT_RETURN_IF_ERROR(
+      wideNormBackward(context, *norm, count, e.width, reinterpret_cast<const BFloat16*>(b.extra + e.normInputAt),
+                       dNormed, reinterpret_cast<const BFloat16*>(b.params) + e.normParams,
+                       reinterpret_cast<const float*>(b.extra + e.statsAt), grads + e.normParams, work));
+  const float* dSum = work.dx;
   scatterIntoHalfTables(e, tokenIds(b.x), arange, typeIds, grads, [&](Index i) { return BFloat16(dSum[i]).value(); });
   return Status::ok();
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -26,12 +27,6 @@ struct LmHeadPrep {
   std::uint64_t logits = 0, fDnnl = 0, discardShift = 0;  // forward workspace
   std::uint64_t dLogits = 0, dLnOut = 0, bDnnl = 0;       // backward workspace
 };
-
-namespace {
-
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-
-}  // namespace
 
 void logSoftmaxRows(Index rows, Index width, const float* logits, float* out) {
 #pragma omp parallel for schedule(static)
@@ -60,16 +55,13 @@ namespace {
 Status createHeadOps(const DnnlContext& context, LmHeadPrep& h, const TransformerEnds& e, float epsilon,
                      bool firstLayer, const std::string& label) {
   const InputGrad grad = firstLayer ? InputGrad::None : InputGrad::Write;
-  if (h.norm) {
-    auto ln = LayerNormOp::create(context, e.tokens, e.width, epsilon, grad, label + ", ln_f");
-    if (!ln) return ln.status();
-    h.ln = std::move(ln).value();
-  }
+  if (h.norm)
+    REMAT_RETURN_IF_ERROR(
+        assign(LayerNormOp::create(context, e.tokens, e.width, epsilon, grad, label + ", ln_f"), h.ln));
   // Without ln_f the projection writes d(x) itself.
-  auto projection = LinearOp::create(context, e.tokens, e.width, e.vocab, false, h.norm ? InputGrad::Write : grad,
-                                     label + ", projection");
-  if (!projection) return projection.status();
-  h.projection = std::move(projection).value();
+  REMAT_RETURN_IF_ERROR(assign(LinearOp::create(context, e.tokens, e.width, e.vocab, false,
+                                                h.norm ? InputGrad::Write : grad, label + ", projection"),
+                               h.projection));
   return Status::ok();
 }
 

@@ -7,6 +7,7 @@
 // table's half gradient into the float32 master (layer 1's for a tied head), then ln_f's backward.
 #include <algorithm>
 
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -23,20 +24,15 @@ struct HalfLmHeadPrep {
 
 namespace {
 
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
-
 Status createHalfHeadOps(const DnnlContext& context, HalfLmHeadPrep& h, const TransformerEnds& e, float epsilon,
                          bool firstLayer, const std::string& label) {
   const InputGrad grad = firstLayer ? InputGrad::None : InputGrad::Write;
-  if (h.norm) {
-    auto ln = LayerNormOp::create(context, e.tokens, e.width, epsilon, grad, label + ", ln_f");
-    if (!ln) return ln.status();
-    h.ln = std::move(ln).value();
-  }
-  auto projection = HalfLinearOp::create(context, e.tokens, e.width, e.vocab, false, true,
-                                         h.norm ? InputGrad::Write : grad, label + ", projection");
-  if (!projection) return projection.status();
-  h.projection = std::move(projection).value();
+  if (h.norm)
+    REMAT_RETURN_IF_ERROR(
+        assign(LayerNormOp::create(context, e.tokens, e.width, epsilon, grad, label + ", ln_f"), h.ln));
+  REMAT_RETURN_IF_ERROR(assign(HalfLinearOp::create(context, e.tokens, e.width, e.vocab, false, true,
+                                                    h.norm ? InputGrad::Write : grad, label + ", projection"),
+                               h.projection));
   return Status::ok();
 }
 

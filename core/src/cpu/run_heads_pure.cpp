@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "block_prep.hpp"
 #include "device_impl.hpp"
+#include "wide_norm.hpp"
 
 namespace remat::cpu {
 
@@ -32,20 +34,15 @@ struct PureLmHeadPrep {
 
 namespace {
 
-std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
-
 Status createPureHeadOps(const DnnlContext& context, PureLmHeadPrep& h, const TransformerEnds& e, float epsilon,
                          bool firstLayer, const std::string& label) {
   const InputGrad grad = firstLayer ? InputGrad::None : InputGrad::Write;
-  if (h.norm) {
-    auto ln = LayerNormOp::create(context, e.tokens, e.width, epsilon, InputGrad::Write, label + ", ln_f");
-    if (!ln) return ln.status();
-    h.ln = std::move(ln).value();
-  }
-  auto projection = HalfLinearOp::create(context, e.tokens, e.width, e.vocab, false, false,
-                                         h.norm ? InputGrad::Write : grad, label + ", projection", true);
-  if (!projection) return projection.status();
-  h.projection = std::move(projection).value();
+  if (h.norm)
+    REMAT_RETURN_IF_ERROR(
+        assign(LayerNormOp::create(context, e.tokens, e.width, epsilon, InputGrad::Write, label + ", ln_f"), h.ln));
+  REMAT_RETURN_IF_ERROR(assign(HalfLinearOp::create(context, e.tokens, e.width, e.vocab, false, false,
+                                                    h.norm ? InputGrad::Write : grad, label + ", projection", true),
+                               h.projection));
   return Status::ok();
 }
 
@@ -106,8 +103,7 @@ void logSoftmaxBackwardRowsHalf(Index rows, Index width, const BFloat16* y, cons
     double sum = 0.0;
     for (Index i = 0; i < width; ++i) sum += dy[at + i].value();
     const auto total = static_cast<float>(sum);
-    for (Index i = 0; i < width; ++i)
-      dx[at + i] = BFloat16(dy[at + i].value() - std::exp(y[at + i].value()) * total);
+    for (Index i = 0; i < width; ++i) dx[at + i] = BFloat16(dy[at + i].value() - std::exp(y[at + i].value()) * total);
   }
 }
 
@@ -170,20 +166,13 @@ namespace {
 Status pureNormBackward(const DnnlContext& context, const PureLmHeadPrep& h, const TransformerEnds& e,
                         const BackwardBuffers& b) {
   const Index count = e.tokens * e.width;
-  auto* wideX = reinterpret_cast<float*>(b.workspace + h.wideX);
-  auto* wideDln = reinterpret_cast<float*>(b.workspace + h.wideDln);
-  auto* wideDx = reinterpret_cast<float*>(b.workspace + h.wideDx);
-  auto* params = reinterpret_cast<float*>(b.workspace + h.bParams);
-  auto* dParams = reinterpret_cast<float*>(b.workspace + h.dParams);
-  castToFloat(count, halfOf(b.x), wideX);
-  castToFloat(count, reinterpret_cast<const BFloat16*>(b.workspace + h.dLnOut), wideDln);
-  castToFloat(2 * e.width, halfOf(b.params), params);
-  std::memset(dParams, 0, static_cast<std::size_t>(2 * e.width) * 4);  // oneDNN's gradients are added into it
-  REMAT_RETURN_IF_ERROR(h.ln.backward(context, wideX, wideDln, params,
-                                      reinterpret_cast<const float*>(b.extra + h.stats), wideDx, dParams,
-                                      b.workspace + h.bDnnl));
-  addFloatIntoHalf(2 * e.width, dParams, halfOf(b.paramGrads));
-  if (b.dx != nullptr) castToHalf(count, wideDx, halfOf(b.dx));
+  auto wide = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
+  const WideNormWork work{wide(h.wideX),   wide(h.wideDln), wide(h.wideDx),
+                          wide(h.bParams), wide(h.dParams), b.workspace + h.bDnnl};
+  REMAT_RETURN_IF_ERROR(wideNormBackward(
+      context, h.ln, count, e.width, halfOf(b.x), reinterpret_cast<const BFloat16*>(b.workspace + h.dLnOut),
+      halfOf(b.params), reinterpret_cast<const float*>(b.extra + h.stats), halfOf(b.paramGrads), work));
+  if (b.dx != nullptr) castToHalf(count, work.dx, halfOf(b.dx));
   return Status::ok();
 }
 

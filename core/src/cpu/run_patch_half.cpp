@@ -25,16 +25,14 @@ Status prepareHalfPatchEmbedding(const DnnlContext& context, const ChainLayer& l
                                  const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<HalfPatchPrep>();
   ConvGeometry convProj;
-  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
-  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, false));
-  auto conv = HalfConvOp::create(context, convProj, true, true, firstLayer ? InputGrad::None : InputGrad::Write,
-                                 prepared.label + ", conv_proj");
-  if (!conv) return conv.status();
-  v->conv = std::move(conv).value();
-  prepared.dropoutP = spec.dropoutP;
+  auto maskBytes = checkPatchEmbedding(*v, layer, spec, check, false, prepared, convProj);
+  if (!maskBytes) return maskBytes.status();
+  REMAT_RETURN_IF_ERROR(
+      assign(HalfConvOp::create(context, convProj, true, true, firstLayer ? InputGrad::None : InputGrad::Write,
+                                prepared.label + ", conv_proj"),
+             v->conv));
   v->mask = v->conv->copies().inputCastBytes() + v->conv->copies().weightCopyBytes();
-  const std::uint64_t maskBytes = spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->mask + maskBytes));
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->mask + *maskBytes));
   const auto patchBytes = static_cast<std::uint64_t>(v->batch * v->patches * v->width) * 2;
   ScratchLayout f, b;
   v->fPatches = f.add(aligned(patchBytes));  // the conv's bfloat16 output

@@ -109,10 +109,7 @@ Status createOps(const DnnlContext& context, SwinBlockPrep& t, float epsilon, bo
                  const std::string& label) {
   const Index T = t.w.tokens(), Tp = t.w.paddedTokens(), C = t.w.channels, H = t.hidden;
   auto linear = [&](LinearOp& op, Index rows, Index in, Index out, const char* name) -> Status {
-    auto made = LinearOp::create(context, rows, in, out, true, InputGrad::Write, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(LinearOp::create(context, rows, in, out, true, InputGrad::Write, label + ", " + name), op);
   };
   auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
     return createNorm(context, T, C, epsilon, grad, label, name, op);
@@ -136,12 +133,9 @@ Status prepareSwinBlock(const DnnlContext& context, const ChainLayer& layer, con
   auto t = std::make_shared<SwinBlockPrep>();
   setSwinGeometry(*t, layer.inputShape, spec);
   REMAT_RETURN_IF_ERROR(setSwinParams(*t, *t, spec.heads, layer.paramCount, check));
-  t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
-  layOutScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutSaved, layOutScratch));
   prepared.swinBlock = std::move(t);
   return Status::ok();
 }

@@ -13,6 +13,7 @@
 // [N, C] (the linear's input). Parameters: the norm's, then the head's weight [out, C] and bias.
 #include <algorithm>
 
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 #include "window.hpp"
 
@@ -31,21 +32,12 @@ struct SwinEndPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
 float* at(std::byte* base, std::uint64_t offset) { return reinterpret_cast<float*>(base + offset); }
 const float* at(const std::byte* base, std::uint64_t offset) { return reinterpret_cast<const float*>(base + offset); }
 
 Status checkSaved(const ChainLayer& layer, const LayerChecks& check, bool needsInput, std::uint64_t savedBytes) {
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, needsInput, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, needsInput));
   return check.expectExtra(layer.numbers.extraBytes, savedBytes);
-}
-
-template <typename Op, typename Into>
-Status assign(Result<Op> made, Into& op) {
-  if (!made) return made.status();
-  op = std::move(made).value();
-  return Status::ok();
 }
 
 // E = stats (2 rows), then tensors of aFloats and bFloats; the discard-mode shift after it.
@@ -92,13 +84,8 @@ Status prepareSwinEmbedding(const DnnlContext& context, const ChainLayer& layer,
   REMAT_RETURN_IF_ERROR(check.expectParams(layer.paramCount, static_cast<std::uint64_t>(e->normP + 2 * C)));
   layOutSaved(*e, e->rows * C, 0);
   REMAT_RETURN_IF_ERROR(checkSaved(layer, check, true, e->savedBytes));
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  const Shape convOut{in[0], C, out[1], out[2]};
   REMAT_RETURN_IF_ERROR(
-      assign(ConvOp::create(context, convGeometry(convSpec, in, convOut), true,
+      assign(ConvOp::create(context, patchConvGeometry(spec, in, C), true,
                             firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv"),
              e->conv));
   REMAT_RETURN_IF_ERROR(assign(LayerNormOp::create(context, e->rows, C, static_cast<float>(spec.epsilon),

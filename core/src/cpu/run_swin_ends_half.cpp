@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "block_prep.hpp"
 #include "device_impl.hpp"
 #include "window_half.hpp"
 
@@ -36,9 +37,6 @@ struct HalfSwinEndPrep {
 
 namespace {
 
-std::uint64_t floats(Index n) { return static_cast<std::uint64_t>(n) * 4; }
-std::uint64_t halves(Index n) { return static_cast<std::uint64_t>(n) * 2; }
-
 template <typename T = BFloat16>
 T* at(std::byte* base, std::uint64_t offset) {
   return reinterpret_cast<T*>(base + offset);
@@ -46,20 +44,6 @@ T* at(std::byte* base, std::uint64_t offset) {
 template <typename T = BFloat16>
 const T* at(const std::byte* base, std::uint64_t offset) {
   return reinterpret_cast<const T*>(base + offset);
-}
-
-template <typename Op, typename Into>
-Status assign(Result<Op> made, Into& op) {
-  if (!made) return made.status();
-  op = std::move(made).value();
-  return Status::ok();
-}
-
-// Parameter (or gradient) element `offset`: a float32 master's, or pure bf16's bfloat16 one.
-template <typename F>
-F* paramAt(F* base, Index offset, bool pure) {
-  using Byte = std::conditional_t<std::is_const_v<F>, const std::byte, std::byte>;
-  return pure ? reinterpret_cast<F*>(reinterpret_cast<Byte*>(base) + offset * 2) : base + offset;
 }
 
 // The norm's weight and bias as float32: the masters, or pure bf16's widened into `wide`.
@@ -73,8 +57,7 @@ Status checkSaved(const ChainLayer& layer, const LayerChecks& check, bool needsI
   if (e.channels % 2 != 0)  // the window and merge gathers move a bfloat16 row as C / 2 float32 words
     return check.fail("the CPU's bfloat16 Swin kernels need an even channel count C, got " +
                       std::to_string(e.channels) + "; run it as fp32");
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsInput, needsInput, "needs_input"));
-  REMAT_RETURN_IF_ERROR(check.expectFlag(layer.numbers.needsOutput, false, "needs_output"));
+  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, needsInput));
   return check.expectExtra(layer.numbers.extraBytes, e.savedBytes);
 }
 
@@ -165,13 +148,8 @@ Status prepareHalfSwinEmbedding(const DnnlContext& context, const ChainLayer& la
   e->bias = weights;
   e->normP = weights + C;
   REMAT_RETURN_IF_ERROR(check.expectParams(layer.paramCount, static_cast<std::uint64_t>(e->normP + 2 * C)));
-  LayerSpec convSpec = spec;
-  convSpec.stride = spec.kernel;
-  convSpec.padding = 0;
-  convSpec.groups = 1;
-  const Shape convOut{in[0], C, out[1], out[2]};
   REMAT_RETURN_IF_ERROR(
-      assign(HalfConvOp::create(context, convGeometry(convSpec, in, convOut), true, !pure,
+      assign(HalfConvOp::create(context, patchConvGeometry(spec, in, C), true, !pure,
                                 firstLayer ? InputGrad::None : InputGrad::Write, prepared.label + ", conv", pure),
              e->conv));
   REMAT_RETURN_IF_ERROR(makeNorm(context, *e, spec, prepared.label + ", norm"));

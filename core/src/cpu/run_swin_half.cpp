@@ -129,11 +129,8 @@ void layOutScratch(HalfSwinBlockPrep& t, PreparedLayer& prepared) {
 Status createOps(const DnnlContext& context, HalfSwinBlockPrep& t, float epsilon, const std::string& label) {
   const Index T = t.w.tokens(), Tp = t.w.paddedTokens(), C = t.w.channels, H = t.hidden;
   auto linear = [&](HalfLinearOp& op, Index rows, Index in, Index out, const char* name) -> Status {
-    auto made =
-        HalfLinearOp::create(context, rows, in, out, true, false, InputGrad::Write, label + ", " + name, t.pure);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(
+        HalfLinearOp::create(context, rows, in, out, true, false, InputGrad::Write, label + ", " + name, t.pure), op);
   };
   auto norm = [&](LayerNormOp& op, const char* name) {
     return createNorm(context, T, C, epsilon, InputGrad::Write, label, name, op);
@@ -172,13 +169,6 @@ namespace {
 struct HalfTensors : HalfBlockTensors {
   const HalfSwinBlockPrep& t;
 };
-
-// Parameter (or gradient) element `offset`: a float32 master's, or pure bf16's bfloat16 one.
-template <typename F>
-F* paramAt(F* base, Index offset, bool pure) {
-  using Byte = std::conditional_t<std::is_const_v<F>, const std::byte, std::byte>;
-  return pure ? reinterpret_cast<F*>(reinterpret_cast<Byte*>(base) + offset * 2) : base + offset;
-}
 
 // The norms' and the table's parameters as float32 (pure: widened into `wide`).
 struct SmallParams {
@@ -319,10 +309,9 @@ Status mlpForward(const DnnlContext& context, const HalfTensors& s, const float*
 Status forwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                             std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const HalfSwinBlockPrep& t = *prepared.halfSwinBlock;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const HalfTensors s{{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift), {}}, t};
+  auto tensors = halfForwardTensors(prepared, mode, b, t.discardShift);
+  if (!tensors) return tensors.status();
+  const HalfTensors s{*tensors, t};
   const Index T = t.w.tokens(), C = t.w.channels, perSample = t.w.height * t.w.width * C;
   const auto* x = reinterpret_cast<const BFloat16*>(b.x);
   const SmallParams small = smallParams(t, b.params, s.work<float>(t.fParams));
@@ -397,9 +386,9 @@ Status mlpBackward(const DnnlContext& context, const HalfTensors& s, const Backw
 
 Status backwardHalfSwinBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
   const HalfSwinBlockPrep& t = *prepared.halfSwinBlock;
-  if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
-    return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  const HalfTensors s{{const_cast<std::byte*>(b.extra), b.workspace, {}}, t};
+  auto tensors = halfBackwardTensors(prepared, b, true);
+  if (!tensors) return tensors.status();
+  const HalfTensors s{*tensors, t};
   const BackwardParams w{b.params, b.paramGrads, smallParams(t, b.params, s.work<float>(t.bParams)),
                          smallGrads(t, b.paramGrads, s.work<float>(t.bGrads))};
   std::byte* dnnl = s.scratch + t.bDnnl;

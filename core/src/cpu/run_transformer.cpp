@@ -114,10 +114,7 @@ Status createOps(const DnnlContext& context, TransformerBlockPrep& t, float epsi
   const Index T = t.tokens, d = t.width, H = t.hidden;
   const InputGrad first = firstLayer ? InputGrad::None : (t.postNorm ? InputGrad::Write : InputGrad::Add);
   auto linear = [&](LinearOp& op, Index in, Index out, const char* name, InputGrad grad = InputGrad::Write) -> Status {
-    auto made = LinearOp::create(context, T, in, out, true, grad, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(LinearOp::create(context, T, in, out, true, grad, label + ", " + name), op);
   };
   auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
     return createNorm(context, T, d, epsilon, grad, label, name, op);
@@ -142,12 +139,9 @@ Status prepareTransformerBlock(const DnnlContext& context, const ChainLayer& lay
   auto t = std::make_shared<TransformerBlockPrep>();
   setBlockGeometry(*t, layer.inputShape, spec);
   REMAT_RETURN_IF_ERROR(setBlockParams(*t, t->width, t->hidden, layer.paramCount, check));
-  t->savedBytes = layOutSaved(*t);
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, t->savedBytes));
   REMAT_RETURN_IF_ERROR(createOps(context, *t, static_cast<float>(spec.epsilon), firstLayer, prepared.label));
-  layOutScratch(*t, prepared);
-  addPlainParams(layer, prepared);
+  REMAT_RETURN_IF_ERROR(layOutCheckedE(*t, layer, check, prepared, layOutSaved, layOutScratch));
   prepared.transformer = std::move(t);
   return Status::ok();
 }

@@ -113,10 +113,7 @@ Status createOps(const DnnlContext& context, HalfBlockPrep& t, float epsilon, bo
   const Index T = t.tokens, d = t.width, H = t.hidden;
   auto linear = [&](HalfLinearOp& op, Index in, Index out, bool casts, const char* name,
                     InputGrad grad = InputGrad::Write) -> Status {
-    auto made = HalfLinearOp::create(context, T, in, out, true, casts, grad, label + ", " + name);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(HalfLinearOp::create(context, T, in, out, true, casts, grad, label + ", " + name), op);
   };
   auto norm = [&](LayerNormOp& op, InputGrad grad, const char* name) {
     return createNorm(context, T, d, epsilon, grad, label, name, op);
@@ -274,11 +271,9 @@ Status postNormBackward(const DnnlContext& context, const HalfBlockPrep& t, cons
 Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                    std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const HalfBlockPrep& t = *prepared.halfBlock;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const HalfTensors s{keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift),
-                      DropoutDraw(dropoutKey, t.dropoutP)};
+  auto tensors = halfForwardTensors(prepared, mode, b, t.discardShift, DropoutDraw(dropoutKey, t.dropoutP));
+  if (!tensors) return tensors.status();
+  const HalfTensors& s = *tensors;
   if (t.postNorm) return postNormForward(context, t, s, b);
   std::byte* dnnl = s.scratch + t.fDnnl;
   const float* p = b.params;
@@ -304,9 +299,9 @@ Status forwardHalfTransformerBlock(const DnnlContext& context, const PreparedLay
 Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                     const BackwardBuffers& b) {
   const HalfBlockPrep& t = *prepared.halfBlock;
-  if (b.workspace == nullptr || b.extra == nullptr || (!t.postNorm && b.x == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  const HalfTensors s{const_cast<std::byte*>(b.extra), b.workspace, DropoutDraw(dropoutKey, t.dropoutP)};
+  auto tensors = halfBackwardTensors(prepared, b, !t.postNorm, DropoutDraw(dropoutKey, t.dropoutP));
+  if (!tensors) return tensors.status();
+  const HalfTensors& s = *tensors;
   if (t.postNorm) return postNormBackward(context, t, s, b);
   const float* p = b.params;
   float* g = b.paramGrads;

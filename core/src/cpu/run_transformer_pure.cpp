@@ -21,6 +21,7 @@
 #include "block_prep.hpp"
 #include "device_impl.hpp"
 #include "half_block_dropout.hpp"
+#include "wide_norm.hpp"
 
 namespace remat::cpu {
 
@@ -115,10 +116,7 @@ void layOutPureScratch(PureBlockPrep& t, PreparedLayer& prepared) {
 Status createPureOps(const DnnlContext& context, PureBlockPrep& t, float epsilon, const std::string& label) {
   const Index T = t.tokens, d = t.width, H = t.hidden;
   auto linear = [&](HalfLinearOp& op, Index in, Index out, const char* name, InputGrad grad) -> Status {
-    auto made = HalfLinearOp::create(context, T, in, out, true, false, grad, label + ", " + name, true);
-    if (!made) return made.status();
-    op = std::move(made).value();
-    return Status::ok();
+    return assign(HalfLinearOp::create(context, T, in, out, true, false, grad, label + ", " + name, true), op);
   };
   auto norm = [&](LayerNormOp& op, const char* name) {  // d(input) into the float32 scratch
     return createNorm(context, T, d, epsilon, InputGrad::Write, label, name, op);
@@ -177,14 +175,11 @@ Status normBackward(const DnnlContext& context, const PureBlockPrep& t, const La
                     Index params, const BFloat16* x, const BFloat16* dy, const float* stats, const BFloat16* residual,
                     BFloat16* dx) {
   const Index count = t.tokens * t.width;
-  auto *wideX = s.work<float>(t.bX), *wideDy = s.work<float>(t.bDy), *wideDx = s.work<float>(t.bDx);
-  auto *p = s.work<float>(t.bParams), *dp = s.work<float>(t.bDParams);
-  castToFloat(count, x, wideX);
-  castToFloat(count, dy, wideDy);
-  castToFloat(2 * t.width, s.params + params, p);
-  std::memset(dp, 0, static_cast<std::size_t>(floats(2 * t.width)));  // oneDNN's gradients are added into it
-  REMAT_RETURN_IF_ERROR(op.backward(context, wideX, wideDy, p, stats, wideDx, dp, s.scratch + t.bDnnl));
-  addFloatIntoHalf(2 * t.width, dp, s.grads + params);
+  const WideNormWork work{s.work<float>(t.bX),      s.work<float>(t.bDy),      s.work<float>(t.bDx),
+                          s.work<float>(t.bParams), s.work<float>(t.bDParams), s.scratch + t.bDnnl};
+  REMAT_RETURN_IF_ERROR(
+      wideNormBackward(context, op, count, t.width, x, dy, s.params + params, stats, s.grads + params, work));
+  const float* wideDx = work.dx;
   if (dx == nullptr) return Status::ok();
   if (residual == nullptr) {
     castToHalf(count, wideDx, dx);
@@ -329,13 +324,9 @@ BFloat16* halfOf(float* p) { return reinterpret_cast<BFloat16*>(p); }
 Status forwardPureTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                                    std::uint64_t dropoutKey, const ForwardBuffers& b) {
   const PureBlockPrep& t = *prepared.pureBlock;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the block's forward lacks its workspace or E");
-  const PureTensors s{
-      {keep ? b.extra : b.workspace, b.workspace + (keep ? 0 : t.discardShift), DropoutDraw(dropoutKey, t.dropoutP)},
-      halfOf(b.params),
-      nullptr};
+  auto tensors = halfForwardTensors(prepared, mode, b, t.discardShift, DropoutDraw(dropoutKey, t.dropoutP));
+  if (!tensors) return tensors.status();
+  const PureTensors s{*tensors, halfOf(b.params), nullptr};
   if (t.postNorm) return postNormForward(context, t, s, halfOf(b.x), halfOf(b.y));
   return preNormForward(context, t, s, halfOf(b.x), halfOf(b.y));
 }
@@ -343,11 +334,9 @@ Status forwardPureTransformerBlock(const DnnlContext& context, const PreparedLay
 Status backwardPureTransformerBlock(const DnnlContext& context, const PreparedLayer& prepared, std::uint64_t dropoutKey,
                                     const BackwardBuffers& b) {
   const PureBlockPrep& t = *prepared.pureBlock;
-  if (b.workspace == nullptr || b.extra == nullptr || b.x == nullptr)
-    return Status::internal("cpu: " + prepared.label + ": the block's backward lacks x(l-1), E or its workspace");
-  const PureTensors s{{const_cast<std::byte*>(b.extra), b.workspace, DropoutDraw(dropoutKey, t.dropoutP)},
-                      halfOf(b.params),
-                      halfOf(b.paramGrads)};
+  auto tensors = halfBackwardTensors(prepared, b, true, DropoutDraw(dropoutKey, t.dropoutP));
+  if (!tensors) return tensors.status();
+  const PureTensors s{*tensors, halfOf(b.params), halfOf(b.paramGrads)};
   if (t.postNorm) return postNormBackward(context, t, s, halfOf(b.x), halfOf(b.dy), halfOf(b.dx));
   return preNormBackward(context, t, s, halfOf(b.x), halfOf(b.dy), halfOf(b.dx));
 }

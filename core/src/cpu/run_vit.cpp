@@ -21,6 +21,7 @@
 
 #include "attention.hpp"
 #include "block_prep.hpp"
+#include "cls_head_rows.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -49,15 +50,12 @@ Status preparePatchEmbedding(const DnnlContext& context, const ChainLayer& layer
                              const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<VitPrep>();
   ConvGeometry convProj;
-  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
-  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  prepared.dropoutP = spec.dropoutP;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(
-      layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
-  auto conv = ConvOp::create(context, convProj, true, firstLayer ? InputGrad::None : InputGrad::Write,
-                             prepared.label + ", conv_proj");
-  if (!conv) return conv.status();
-  v->conv = std::move(conv).value();
+  auto maskBytes = checkPatchEmbedding(*v, layer, spec, check, true, prepared, convProj);
+  if (!maskBytes) return maskBytes.status();
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, *maskBytes));
+  REMAT_RETURN_IF_ERROR(assign(ConvOp::create(context, convProj, true, firstLayer ? InputGrad::None : InputGrad::Write,
+                                              prepared.label + ", conv_proj"),
+                               v->conv));
   ScratchLayout f, b;
   v->fA = f.add(floats(v->batch * v->patches * v->width));  // the conv's output
   v->fB = f.add(floats(v->batch * v->seq * v->width));      // the concatenation
@@ -133,13 +131,12 @@ Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->savedBytes));
   const InputGrad grad = firstLayer ? InputGrad::None : InputGrad::Write;
   if (v->norm) {
-    auto ln = LayerNormOp::create(context, T, d, static_cast<float>(spec.epsilon), grad, prepared.label + ", norm");
-    if (!ln) return ln.status();
-    v->ln = std::move(ln).value();
+    REMAT_RETURN_IF_ERROR(assign(
+        LayerNormOp::create(context, T, d, static_cast<float>(spec.epsilon), grad, prepared.label + ", norm"), v->ln));
   }
-  auto linear = LinearOp::create(context, v->batch, d, out, spec.bias, InputGrad::Write, prepared.label + ", linear");
-  if (!linear) return linear.status();
-  v->linear = std::move(linear).value();
+  REMAT_RETURN_IF_ERROR(
+      assign(LinearOp::create(context, v->batch, d, out, spec.bias, InputGrad::Write, prepared.label + ", linear"),
+             v->linear));
   const std::uint64_t lnFwd = v->norm ? v->ln.forwardScratchBytes() : 0,
                       lnBwd = v->norm ? v->ln.backwardScratchBytes() : 0;
   ScratchLayout f, b;
@@ -157,25 +154,14 @@ Status prepareClsHead(const DnnlContext& context, const ChainLayer& layer, const
   return Status::ok();
 }
 
-namespace {
-
-// Token 0 of each sample: rows n * S of [N, S, d], contiguous.
-void gatherFirstTokens(const VitPrep& v, const float* x, float* rows) {
-  for (Index n = 0; n < v.batch; ++n) std::memcpy(rows + n * v.width, x + n * v.seq * v.width, floats(v.width));
-}
-
-}  // namespace
-
 Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                       const ForwardBuffers& b) {
   if (prepared.halfClsHead) return forwardHalfClsHead(context, prepared, mode, b);  // bf16-mixed
   if (prepared.pureVit) return forwardPureClsHead(context, prepared, mode, b);      // pure bf16
   const VitPrep& v = *prepared.vit;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
-  std::byte* saved = keep ? b.extra : b.workspace;
-  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  auto regions = forwardRegions(prepared, mode, b, v.discardShift, "head", v.norm);
+  if (!regions) return regions.status();
+  std::byte *saved = regions->saved, *scratch = regions->scratch;
   const float* normed = b.x;
   if (v.norm) {
     REMAT_RETURN_IF_ERROR(
@@ -183,12 +169,11 @@ Status forwardClsHead(const DnnlContext& context, const PreparedLayer& prepared,
     normed = at(saved, v.lnOut);
   }
   float* rows = at(scratch, v.fA);
-  gatherFirstTokens(v, normed, rows);
+  gatherFirstTokens(v.batch, v.seq, v.width, normed, rows);
   const float* bias = v.bias >= 0 ? b.params + v.bias : nullptr;
   float* z = v.tanhOut ? at(scratch, v.fB) : b.y;
   REMAT_RETURN_IF_ERROR(v.linear.forward(context, rows, b.params + v.weight, bias, z, scratch + v.fDnnl));
-  if (v.tanhOut)
-    for (Index i = 0; i < v.batch * v.outFeatures; ++i) b.y[i] = std::tanh(z[i]);
+  if (v.tanhOut) poolerTanhForward(v.batch * v.outFeatures, z, b.y);
   return Status::ok();
 }
 
@@ -202,18 +187,16 @@ Status backwardClsHead(const DnnlContext& context, const PreparedLayer& prepared
   float *rows = at(b.workspace, v.bA), *dz = rows + v.batch * d, *dRows = dz + count;
   float* dFull = at(b.workspace, v.bB);
   const float* normed = v.norm ? at(b.extra, v.lnOut) : b.x;
-  gatherFirstTokens(v, normed, rows);
+  gatherFirstTokens(v.batch, v.seq, d, normed, rows);
   const float* dy = b.dy;
   if (v.tanhOut) {
-    for (Index i = 0; i < count; ++i) dz[i] = b.dy[i] * (1.0f - b.y[i] * b.y[i]);
+    poolerTanhBackward(count, b.dy, b.y, dz);
     dy = dz;
   }
-  float* target = v.norm ? dFull : b.dx;  // without the norm d(x) is the scattered gradient itself
-  if (target == nullptr) target = dFull;  // layer 1 without the norm: only the parameter gradients
-  std::fill_n(target, v.batch * v.seq * d, 0.0f);
   REMAT_RETURN_IF_ERROR(v.linear.backward(context, rows, dy, b.params + v.weight, dRows, b.paramGrads + v.weight,
                                           v.bias >= 0 ? b.paramGrads + v.bias : nullptr, b.workspace + v.bDnnl));
-  for (Index n = 0; n < v.batch; ++n) std::memcpy(target + n * v.seq * d, dRows + n * d, floats(d));
+  // Without the norm d(x) is the scattered gradient itself; layer 1 without it: only the parameters'.
+  scatterFirstTokens(v.batch, v.seq, d, dRows, v.norm || b.dx == nullptr ? dFull : b.dx);
   if (!v.norm) return Status::ok();
   return v.ln.backward(context, b.x, dFull, b.params, at(b.extra, v.stats), b.dx, b.paramGrads, b.workspace + v.bDnnl);
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "block_prep.hpp"
+#include "cls_head_rows.hpp"
 #include "device_impl.hpp"
 
 namespace remat::cpu {
@@ -37,15 +38,13 @@ Status createClsOps(const DnnlContext& context, HalfClsHeadPrep& v, const LayerS
                     const std::string& label) {
   const Index T = v.batch * v.seq;
   if (v.norm) {
-    auto ln = LayerNormOp::create(context, T, v.width, static_cast<float>(spec.epsilon),
-                                  firstLayer ? InputGrad::None : InputGrad::Write, label + ", norm");
-    if (!ln) return ln.status();
-    v.ln = std::move(ln).value();
+    REMAT_RETURN_IF_ERROR(assign(LayerNormOp::create(context, T, v.width, static_cast<float>(spec.epsilon),
+                                                     firstLayer ? InputGrad::None : InputGrad::Write, label + ", norm"),
+                                 v.ln));
   }
-  auto linear = HalfLinearOp::create(context, v.batch, v.width, v.outFeatures, spec.bias, true, InputGrad::Write,
-                                     label + ", linear");
-  if (!linear) return linear.status();
-  v.linear = std::move(linear).value();
+  REMAT_RETURN_IF_ERROR(assign(HalfLinearOp::create(context, v.batch, v.width, v.outFeatures, spec.bias, true,
+                                                    InputGrad::Write, label + ", linear"),
+                               v.linear));
   return Status::ok();
 }
 
@@ -86,11 +85,9 @@ Status prepareHalfClsHead(const DnnlContext& context, const ChainLayer& layer, c
 Status forwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                           const ForwardBuffers& b) {
   const HalfClsHeadPrep& v = *prepared.halfClsHead;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
-  std::byte* saved = keep ? b.extra : b.workspace;
-  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  auto regions = forwardRegions(prepared, mode, b, v.discardShift, "head", true);
+  if (!regions) return regions.status();
+  std::byte *saved = regions->saved, *scratch = regions->scratch;
   const float* normed = b.x;
   if (v.norm) {
     REMAT_RETURN_IF_ERROR(
@@ -98,14 +95,13 @@ Status forwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prepa
     normed = at(scratch, v.fNormed);
   }
   float* rows = at(scratch, v.fRows);
-  for (Index n = 0; n < v.batch; ++n) std::memcpy(rows + n * v.width, normed + n * v.seq * v.width, floats(v.width));
+  gatherFirstTokens(v.batch, v.seq, v.width, normed, rows);
   auto* y = reinterpret_cast<BFloat16*>(b.y);
   BFloat16* z = v.tanhOut ? at<BFloat16>(scratch, v.fLogits) : y;
   const float* bias = v.bias >= 0 ? b.params + v.bias : nullptr;
   REMAT_RETURN_IF_ERROR(
       v.linear.forward(context, rows, b.params + v.weight, bias, z, saved + v.copies, scratch + v.fDnnl));
-  if (v.tanhOut)
-    for (Index i = 0; i < v.batch * v.outFeatures; ++i) y[i] = BFloat16(std::tanh(z[i].value()));
+  if (v.tanhOut) poolerTanhForward(v.batch * v.outFeatures, z, y);
   return Status::ok();
 }
 
@@ -117,17 +113,15 @@ Status backwardHalfClsHead(const DnnlContext& context, const PreparedLayer& prep
   const auto* dy = reinterpret_cast<const BFloat16*>(b.dy);
   if (v.tanhOut) {  // tanh's backward in bfloat16, from its bfloat16 result
     auto* dz = at<BFloat16>(b.workspace, v.bDz);
-    const auto* y = reinterpret_cast<const BFloat16*>(b.y);
-    for (Index i = 0; i < count; ++i) dz[i] = BFloat16(dy[i].value() * (1.0f - y[i].value() * y[i].value()));
+    poolerTanhBackward(count, dy, reinterpret_cast<const BFloat16*>(b.y), dz);
     dy = dz;
   }
   float *dRows = at(b.workspace, v.bRows), *dFull = at(b.workspace, v.bFull);
   float* gradients = b.paramGrads;
   REMAT_RETURN_IF_ERROR(v.linear.backward(context, nullptr, dy, b.extra + v.copies, dRows, gradients + v.weight,
                                           v.bias >= 0 ? gradients + v.bias : nullptr, b.workspace + v.bDnnl));
-  float* target = v.norm || b.dx == nullptr ? dFull : b.dx;  // without the norm d(x) is the scattered gradient
-  std::fill_n(target, v.batch * v.seq * d, 0.0f);
-  for (Index n = 0; n < v.batch; ++n) std::memcpy(target + n * v.seq * d, dRows + n * d, floats(d));
+  // Without the norm d(x) is the scattered gradient itself; layer 1 without it: only the parameters'.
+  scatterFirstTokens(v.batch, v.seq, d, dRows, v.norm || b.dx == nullptr ? dFull : b.dx);
   if (!v.norm) return Status::ok();
   return v.ln.backward(context, b.x, dFull, b.params, at(b.extra, 0), b.dx, gradients, b.workspace + v.bDnnl);
 }

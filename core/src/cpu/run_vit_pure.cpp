@@ -20,7 +20,9 @@
 
 #include "attention.hpp"
 #include "block_prep.hpp"
+#include "cls_head_rows.hpp"
 #include "device_impl.hpp"
+#include "wide_norm.hpp"
 
 namespace remat::cpu {
 
@@ -55,15 +57,13 @@ Status preparePurePatchEmbedding(const DnnlContext& context, const ChainLayer& l
                                  const LayerChecks& check, bool firstLayer, PreparedLayer& prepared) {
   auto v = std::make_shared<PureVitPrep>();
   ConvGeometry convProj;
-  REMAT_RETURN_IF_ERROR(setPatchLayout(*v, layer, spec, check, convProj));
-  REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true));
-  prepared.dropoutP = spec.dropoutP;
-  REMAT_RETURN_IF_ERROR(check.expectExtra(
-      layer.numbers.extraBytes, spec.dropoutP > 0.0 ? static_cast<std::uint64_t>(v->batch * v->seq * v->width) : 0));
-  auto conv = HalfConvOp::create(context, convProj, true, false, firstLayer ? InputGrad::None : InputGrad::Write,
-                                 prepared.label + ", conv_proj", true);
-  if (!conv) return conv.status();
-  v->conv = std::move(conv).value();
+  auto maskBytes = checkPatchEmbedding(*v, layer, spec, check, true, prepared, convProj);
+  if (!maskBytes) return maskBytes.status();
+  REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, *maskBytes));
+  REMAT_RETURN_IF_ERROR(
+      assign(HalfConvOp::create(context, convProj, true, false, firstLayer ? InputGrad::None : InputGrad::Write,
+                                prepared.label + ", conv_proj", true),
+             v->conv));
   const std::uint64_t patchBytes = aligned(halves(v->batch * v->patches * v->width));
   ScratchLayout f, b;
   v->fA = f.add(patchBytes);  // the conv's bfloat16 output
@@ -144,15 +144,13 @@ Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, c
   REMAT_RETURN_IF_ERROR(expectKeptFlags(layer, check, true, v->tanhOut));
   REMAT_RETURN_IF_ERROR(check.expectExtra(layer.numbers.extraBytes, v->savedBytes));
   if (v->norm) {
-    auto ln = LayerNormOp::create(context, T, d, static_cast<float>(spec.epsilon), InputGrad::Write,
-                                  prepared.label + ", norm");
-    if (!ln) return ln.status();
-    v->ln = std::move(ln).value();
+    REMAT_RETURN_IF_ERROR(assign(LayerNormOp::create(context, T, d, static_cast<float>(spec.epsilon), InputGrad::Write,
+                                                     prepared.label + ", norm"),
+                                 v->ln));
   }
-  auto linear = HalfLinearOp::create(context, v->batch, d, out, spec.bias, false, InputGrad::Write,
-                                     prepared.label + ", linear", true);
-  if (!linear) return linear.status();
-  v->linear = std::move(linear).value();
+  REMAT_RETURN_IF_ERROR(assign(HalfLinearOp::create(context, v->batch, d, out, spec.bias, false, InputGrad::Write,
+                                                    prepared.label + ", linear", true),
+                               v->linear));
   const std::uint64_t lnFwd = v->norm ? v->ln.forwardScratchBytes() : 0,
                       lnBwd = v->norm ? v->ln.backwardScratchBytes() : 0;
   ScratchLayout f, b;
@@ -184,22 +182,12 @@ Status preparePureClsHead(const DnnlContext& context, const ChainLayer& layer, c
   return Status::ok();
 }
 
-namespace {
-
-void gatherFirstTokensHalf(const PureVitPrep& v, const BFloat16* x, BFloat16* rows) {
-  for (Index n = 0; n < v.batch; ++n) std::memcpy(rows + n * v.width, x + n * v.seq * v.width, halves(v.width));
-}
-
-}  // namespace
-
 Status forwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepared, ForwardMode mode,
                           const ForwardBuffers& b) {
   const PureVitPrep& v = *prepared.pureVit;
-  const bool keep = mode == ForwardMode::Keep;
-  if (b.workspace == nullptr || (keep && v.norm && b.extra == nullptr))
-    return Status::internal("cpu: " + prepared.label + ": the head's forward lacks its workspace or E");
-  std::byte* saved = keep ? b.extra : b.workspace;
-  std::byte* scratch = b.workspace + (keep ? 0 : v.discardShift);
+  auto regions = forwardRegions(prepared, mode, b, v.discardShift, "head", v.norm);
+  if (!regions) return regions.status();
+  std::byte *saved = regions->saved, *scratch = regions->scratch;
   const BFloat16* normed = halfOf(b.x);
   if (v.norm) {
     const Index count = v.batch * v.seq * v.width;
@@ -212,13 +200,12 @@ Status forwardPureClsHead(const DnnlContext& context, const PreparedLayer& prepa
     normed = halfAt(saved, v.lnOut);
   }
   BFloat16* rows = halfAt(scratch, v.fA);
-  gatherFirstTokensHalf(v, normed, rows);
+  gatherFirstTokens(v.batch, v.seq, v.width, normed, rows);
   const float* bias = v.bias >= 0 ? param(b.params, v.bias) : nullptr;
   BFloat16* z = v.tanhOut ? halfAt(scratch, v.fB) : halfOf(b.y);
   REMAT_RETURN_IF_ERROR(
       v.linear.forward(context, rows, param(b.params, v.weight), bias, z, nullptr, scratch + v.fDnnl));
-  if (v.tanhOut)
-    for (Index i = 0; i < v.batch * v.outFeatures; ++i) halfOf(b.y)[i] = BFloat16(std::tanh(z[i].value()));
+  if (v.tanhOut) poolerTanhForward(v.batch * v.outFeatures, z, halfOf(b.y));
   return Status::ok();
 }
 
@@ -229,17 +216,13 @@ namespace {
 Status pureClsNormBackward(const DnnlContext& context, const PureVitPrep& v, const BackwardBuffers& b,
                            const BFloat16* dFull) {
   const Index count = v.batch * v.seq * v.width;
-  float *wideX = floatAt(b.workspace, v.bX), *wideDy = floatAt(b.workspace, v.bDy),
-        *wideDx = floatAt(b.workspace, v.bDx);
-  float *params = floatAt(b.workspace, v.bParams), *dParams = floatAt(b.workspace, v.bDParams);
-  castToFloat(count, halfOf(b.x), wideX);
-  castToFloat(count, dFull, wideDy);
-  castToFloat(2 * v.width, halfOf(b.params), params);
-  std::memset(dParams, 0, floats(2 * v.width));  // oneDNN's gradients are added into it
-  REMAT_RETURN_IF_ERROR(v.ln.backward(context, wideX, wideDy, params, reinterpret_cast<const float*>(b.extra + v.stats),
-                                      wideDx, dParams, b.workspace + v.bDnnl));
-  addFloatIntoHalf(2 * v.width, dParams, halfOf(b.paramGrads));
-  if (b.dx != nullptr) castToHalf(count, wideDx, halfOf(b.dx));
+  const WideNormWork work{floatAt(b.workspace, v.bX),       floatAt(b.workspace, v.bDy),
+                          floatAt(b.workspace, v.bDx),      floatAt(b.workspace, v.bParams),
+                          floatAt(b.workspace, v.bDParams), b.workspace + v.bDnnl};
+  REMAT_RETURN_IF_ERROR(wideNormBackward(context, v.ln, count, v.width, halfOf(b.x), dFull, halfOf(b.params),
+                                         reinterpret_cast<const float*>(b.extra + v.stats), halfOf(b.paramGrads),
+                                         work));
+  if (b.dx != nullptr) castToHalf(count, work.dx, halfOf(b.dx));
   return Status::ok();
 }
 
@@ -253,19 +236,17 @@ Status backwardPureClsHead(const DnnlContext& context, const PreparedLayer& prep
   BFloat16 *rows = halfAt(b.workspace, v.bA), *dz = halfAt(b.workspace, v.bDz);
   BFloat16 *dRows = halfAt(b.workspace, v.bDRows), *dFull = halfAt(b.workspace, v.bFull);
   const BFloat16* normed = v.norm ? reinterpret_cast<const BFloat16*>(b.extra + v.lnOut) : halfOf(b.x);
-  gatherFirstTokensHalf(v, normed, rows);
+  gatherFirstTokens(v.batch, v.seq, d, normed, rows);
   const BFloat16* dy = halfOf(b.dy);
   if (v.tanhOut) {
-    const BFloat16* y = halfOf(b.y);
-    for (Index i = 0; i < count; ++i) dz[i] = BFloat16(dy[i].value() * (1.0f - y[i].value() * y[i].value()));
+    poolerTanhBackward(count, dy, halfOf(b.y), dz);
     dy = dz;
   }
-  BFloat16* target = v.norm || b.dx == nullptr ? dFull : halfOf(b.dx);  // without the norm d(x) is the scatter
-  std::fill_n(target, v.batch * v.seq * d, BFloat16(0.0f));
   REMAT_RETURN_IF_ERROR(v.linear.backward(context, rows, dy, nullptr, dRows, param(b.paramGrads, v.weight),
                                           v.bias >= 0 ? param(b.paramGrads, v.bias) : nullptr, b.workspace + v.bDnnl,
                                           halfOf(b.params) + v.weight));
-  for (Index n = 0; n < v.batch; ++n) std::memcpy(target + n * v.seq * d, dRows + n * d, halves(d));
+  // Without the norm d(x) is the scattered gradient itself; layer 1 without it: only the parameters'.
+  scatterFirstTokens(v.batch, v.seq, d, dRows, v.norm || b.dx == nullptr ? dFull : halfOf(b.dx));
   if (!v.norm) return Status::ok();
   return pureClsNormBackward(context, v, b, dFull);
 }
