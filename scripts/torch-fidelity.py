@@ -306,9 +306,9 @@ def check_labels(name, case, plan):
 
 def print_table(rows, args):
     whole = whole_step(args)
-    e = "remat total" if whole else "remat E"
-    head = ["model", "chain", "plan", "ckpts", f"{e} (MiB)", "PyTorch peak (MiB)", f"peak / {e[6:]}",
-            f"{e} without scratch (MiB)", "between ops (MiB)", "between / without scratch", "PyTorch's peak at"]
+    e = "total" if whole else "E"
+    head = ["model", "chain", "plan", "ckpts", f"remat {e} (MiB)", "PyTorch peak (MiB)", f"peak / {e}",
+            f"{e} without scratch (MiB)", "between ops (MiB)", f"between / {e} without scratch", "PyTorch's peak at"]
     if whole:
         head[-1:-1] = ["remat static (MiB)", "PyTorch static (MiB)"]
     if args.markdown:
