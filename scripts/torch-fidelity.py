@@ -43,6 +43,7 @@ except ImportError as error:
     sys.exit(77)
 
 from remat_torch import apply_plan, record_step, summarize  # noqa: E402
+from remat_torch.step import OPTIMIZERS, make_optimizer, remat_step_args, warm_up  # noqa: E402
 from remat_torch.workspace import profile_workspaces, write_profiled_chain  # noqa: E402
 from remat_torch.remat_cli import RematError, export_onnx, find_remat, make_model, run_remat  # noqa: E402
 import torch_fidelity_transformers as transformers  # noqa: E402 (scripts/, beside this file)
@@ -57,20 +58,11 @@ FAST = {"models": "resnet18,vgg11", "batch": 2, "resolution": 32}
 KNOWN = os.path.join(REPO, "scripts", "torch-fidelity-known.json")
 MIB = float(1 << 20)
 
-# The optimizers of remat's --optimizer as torch.optim builds them (PyTorch's defaults; SGD needs an lr).
-OPTIMIZERS = {
-    "sgd": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, foreach=foreach),
-    "momentum": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach),
-    "adam": lambda params, foreach: torch.optim.Adam(params, foreach=foreach),
-    "adamw": lambda params, foreach: torch.optim.AdamW(params, foreach=foreach),
-}
-
-
 def step_args(args):
     """remat's step options for the step PyTorch runs (by default forward and backward, no optimizer,
     the weight gradients kept between steps; the remat commands default to PyTorch 2's AdamW step,
     docs/memory-model.md 11)."""
-    return ["--optimizer", args.optimizer, "--foreach", args.foreach, "--grads", args.grads]
+    return remat_step_args(args.optimizer, args.foreach == "on", args.grads)
 
 
 def whole_step(args):
@@ -174,12 +166,8 @@ def measure(case, plan, name, args):
 def warm_optimizer(case, applied, args):
     """The optimizer over the model's parameters after one step, so that its state exists (the
     recorded step is a loop's second, the steady state of docs/memory-model.md 11.1)."""
-    params = [p for p in case.model.parameters() if p.requires_grad]
-    optimizer = OPTIMIZERS[args.optimizer](params, args.foreach == "on")
-    loss_fn = case.loss_fn or torch.nn.functional.cross_entropy
-    loss_fn(applied(case.x), case.labels).backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer = make_optimizer(args.optimizer, case.model, args.foreach == "on")
+    warm_up(applied, case.x, optimizer, case.labels, case.loss_fn)
     return optimizer
 
 

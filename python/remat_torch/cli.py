@@ -1,8 +1,12 @@
 """python -m remat_torch plan|record: plans for a PyTorch model from remat, applied and recorded.
 
   plan MODEL --planner NAME [--batch N] [--resolution R] [--remat PATH] [--output PLAN.json]
-       [--record FILE] [--onnx FILE] [--threads N]
+       [--record FILE] [--onnx FILE] [--threads N] [--optimizer NAME [--foreach on|off] [--grads MODE]]
   record MODEL --out FILE [--plan PLAN.json] [--batch N] [--resolution R] [--threads N]
+       [--optimizer NAME [--foreach on|off] [--grads MODE]]
+
+With --optimizer the step is the whole training step (the optimizer's second, its state existing):
+plan asks remat for that step's total, record measures PyTorch's (docs/pytorch.md, "The whole step").
   profile MODEL --out CHAIN.json [--chain CHAIN.json] [--batch N] [--resolution R] [--remat PATH] [--threads N]
 
 MODEL is a torchvision model name (resnet18, vgg16, mobilenet_v2, ...) or package.module:factory.
@@ -24,6 +28,7 @@ from . import apply_plan, record_step
 from .layer_map import LayerMapError, TraceError
 from .plan import PlanError
 from .remat_cli import RematError, make_model, plan_model
+from .step import GRADS, OPTIMIZERS, make_optimizer, remat_step_args, warm_up
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--channels", type=int, default=3, help="input channels (default 3)")
         s.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
         s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--optimizer", choices=("none", *OPTIMIZERS), default="none",
+                       help="end the step in this optimizer's step (default none: forward and backward)")
+        s.add_argument("--foreach", choices=("on", "off"), default="off",
+                       help="the optimizer's foreach implementation (default off, PyTorch's for CPU parameters)")
+        s.add_argument("--grads", choices=GRADS, default="on-backward",
+                       help="on-backward: zero_grad(set_to_none=True), PyTorch 2's (default); static: set_to_none=False")
 
     plan = sub.add_parser("plan", help="export to ONNX, plan with remat, apply the plan")
     common(plan)
@@ -75,12 +86,39 @@ def _check_output(path: Optional[str]) -> None:
         raise ValueError(f"cannot write '{path}': it is a folder")
 
 
+def _whole_step(args) -> bool:
+    return args.optimizer != "none"
+
+
+def _record_step(model, applied, x, out, args):
+    """record_step of one step; with --optimizer the whole step, after a warm-up step."""
+    if not _whole_step(args):
+        return record_step(applied, x, out, model_name=args.model)
+    optimizer = make_optimizer(args.optimizer, model, args.foreach == "on")
+    warm_up(applied, x, optimizer)
+    grads = "none" if args.grads == "on-backward" else "zero"
+    return record_step(applied, x, out, model_name=args.model, grads=grads, optimizer=optimizer)
+
+
+def _measured(s) -> str:
+    from .memory_trace import summarize
+
+    mib = 1 << 20
+    r = s["remat"]
+    peak = summarize(s["device_traces"][0], r["phases"]).peak_bytes
+    if "step" in r:
+        return (f"whole step {(r['static_bytes'] + peak) / mib:.2f} MiB at its peak "
+                f"({r['static_bytes'] / mib:.2f} MiB static, optimizer state included)")
+    return f"activation peak {r['activation_peak_bytes'] / mib:.2f} MiB, static {r['static_bytes'] / mib:.2f} MiB"
+
+
 def _plan(args) -> int:
     _check_output(args.output)
     _check_output(args.record)
     model = make_model(args.model).train()
     x = _example(args)
-    plan = plan_model(model, x, args.planner, args.remat, args.onnx)
+    step = remat_step_args(args.optimizer, args.foreach == "on", args.grads) if _whole_step(args) else None
+    plan = plan_model(model, x, args.planner, args.remat, args.onnx, step)
     applied = apply_plan(model, plan, x)
     names = ", ".join(plan["checkpoint_names"]) or "none (store all)"
     print(f"{args.model}: planner {args.planner}, checkpoints {names}")
@@ -88,6 +126,7 @@ def _plan(args) -> int:
     print(
         f"remat predicts E = {plan['dynamic_peak_bytes'] / mib:.2f} MiB dynamic, "
         f"{plan['static_bytes'] / mib:.2f} MiB static at batch {args.batch}, {args.resolution}x{args.resolution}"
+        + (f": the whole step {plan['peak_bytes'] / mib:.2f} MiB ({' '.join(step)})" if step else "")
     )
     print(f"applied: {len(applied.segments)} segments, {len(applied.segments) - 1} under torch.utils.checkpoint")
     if args.output:
@@ -96,11 +135,8 @@ def _plan(args) -> int:
         write_snapshot(plan, args.output if args.output.endswith(".json") else args.output + ".json")
         print(f"wrote {args.output}")
     if args.record:
-        s = record_step(applied, x, args.record, model_name=args.model)
-        print(
-            f"measured: activation peak {s['remat']['activation_peak_bytes'] / mib:.2f} MiB "
-            f"(PyTorch {torch.__version__}, {s['remat']['device']}); wrote {args.record}"
-        )
+        s = _record_step(model, applied, x, args.record, args)
+        print(f"measured: {_measured(s)} (PyTorch {torch.__version__}, {s['remat']['device']}); wrote {args.record}")
     return 0
 
 
@@ -114,13 +150,9 @@ def _record(args) -> int:
                 plan = json.load(f)
             except json.JSONDecodeError as error:
                 raise PlanError(f"plan '{args.plan}': not JSON: {error}") from error
-        model = apply_plan(model, plan, x)
-    s = record_step(model, x, args.out, model_name=args.model)
-    mib = 1 << 20
-    print(
-        f"{args.model}: activation peak {s['remat']['activation_peak_bytes'] / mib:.2f} MiB, "
-        f"static {s['remat']['static_bytes'] / mib:.2f} MiB, {len(s['device_traces'][0])} trace entries; wrote {args.out}"
-    )
+    applied = apply_plan(model, plan, x) if args.plan else model
+    s = _record_step(model, applied, x, args.out, args)
+    print(f"{args.model}: {_measured(s)}, {len(s['device_traces'][0])} trace entries; wrote {args.out}")
     return 0
 
 

@@ -110,14 +110,16 @@ def run_remat(args: Sequence[str], remat: Optional[str] = None) -> dict:
 
 def plan_model(
     model: torch.nn.Module, example_input: torch.Tensor, planner: str, remat: Optional[str] = None,
-    onnx_path: Optional[str] = None,
+    onnx_path: Optional[str] = None, step: Optional[List[str]] = None,
 ) -> dict:
-    """``remat plan`` of the model's training-mode export at the example's batch: the plan object."""
+    """``remat plan`` of the model's training-mode export at the example's batch: the plan object.
+    ``step``: remat's step options (default STEP: forward and backward only)."""
     find_remat(remat)  # before the export, which takes a while
     with tempfile.TemporaryDirectory(prefix="remat-torch-") as folder:
         path = onnx_path or os.path.join(folder, "model.onnx")
         export_onnx(model, example_input, path)
-        return run_remat(["plan", path, "--planner", planner, "--batch", str(example_input.shape[0]), *STEP], remat)
+        batch = str(example_input.shape[0])
+        return run_remat(["plan", path, "--planner", planner, "--batch", batch, *(step or STEP)], remat)
 
 
 def import_chain(model: torch.nn.Module, example_input: torch.Tensor, remat: Optional[str] = None) -> dict:

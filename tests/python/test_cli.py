@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -49,6 +50,23 @@ class Cli(unittest.TestCase):
                         "--out", os.path.join(folder, "again.pickle"))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("activation peak", r.stdout)
+
+    @needs_remat
+    def test_whole_step_planned_and_recorded(self):
+        """--optimizer: remat's total for the whole step and PyTorch's measured one, within 5%
+        (docs/pytorch.md, "The whole step")."""
+        with temp_dir() as folder:
+            rec = os.path.join(folder, "step.json")
+            p = run_cli("plan", "resnet18", "--planner", "none", "--batch", "2", "--resolution", "32", "--threads", "1",
+                        "--optimizer", "adamw", "--record", rec, "--output", os.path.join(folder, "plan.json"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            predicted = float(re.search(r"the whole step ([0-9.]+) MiB \(--optimizer adamw --foreach off "
+                                        r"--grads on-backward\)", p.stdout).group(1))
+            measured = float(re.search(r"measured: whole step ([0-9.]+) MiB", p.stdout).group(1))
+            self.assertLess(abs(measured / predicted - 1), 0.05, p.stdout)
+            with open(rec, encoding="utf-8") as f:
+                step = json.load(f)["remat"]["step"]
+            self.assertEqual(step, {"optimizer": "adamw", "foreach": False, "grads": "on-backward", "precision": "fp32"})
 
     def test_a_user_factory(self):
         with temp_dir() as folder:

@@ -1,0 +1,43 @@
+"""The training step's optimizer as remat names it (docs/memory-model.md 11): torch.optim's
+optimizers for remat's --optimizer, the warm-up step that creates their state, and remat's step
+options for the same step."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+
+# remat's --optimizer names as torch.optim builds them (PyTorch's defaults; SGD needs an lr).
+OPTIMIZERS: Dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "sgd": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, foreach=foreach),
+    "momentum": lambda params, foreach: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach),
+    "adam": lambda params, foreach: torch.optim.Adam(params, foreach=foreach),
+    "adamw": lambda params, foreach: torch.optim.AdamW(params, foreach=foreach),
+}
+GRADS = ("static", "on-backward")
+
+
+def make_optimizer(name: str, model: torch.nn.Module, foreach: bool) -> torch.optim.Optimizer:
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer '{name}' (valid: none, {', '.join(OPTIMIZERS)})")
+    return OPTIMIZERS[name]([p for p in model.parameters() if p.requires_grad], foreach)
+
+
+def warm_up(model: torch.nn.Module, x: torch.Tensor, optimizer: torch.optim.Optimizer,
+            labels: Optional[torch.Tensor] = None, loss_fn: Optional[Callable] = None) -> None:
+    """One training step with ``optimizer``, so that its state (the moments) exists: a step recorded
+    after it is a loop's steady state (memory-model.md 11.1). The gradients are set to None after."""
+    if labels is None:
+        labels = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+    (loss_fn or F.cross_entropy)(model(x), labels).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def remat_step_args(optimizer: str, foreach: bool, grads: str) -> List[str]:
+    """remat's options for that step (every chain command takes them)."""
+    if grads not in GRADS:
+        raise ValueError(f"unknown gradient mode '{grads}' (valid: {', '.join(GRADS)})")
+    return ["--optimizer", optimizer, "--foreach", "on" if foreach else "off", "--grads", grads]
