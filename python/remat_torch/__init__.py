@@ -6,6 +6,8 @@
   PyTorch memory snapshot with remat's "remat" key (record.py).
 - profile_workspaces(model, example_input, chain) / write_profiled_chain: PyTorch's in-op scratch of
   each chain layer, written into the chain as its workspaces wf / wb (workspace.py).
+- step.py: the optimizers of remat's --optimizer as torch.optim builds them and the warm-up step
+  that creates their state, for recording a whole training step (record_step(..., optimizer=)).
 - python -m remat_torch plan|record|profile ...: the command line (cli.py).
 
 docs/pytorch.md describes all of it.
