@@ -43,7 +43,7 @@ except ImportError as error:
     sys.exit(77)
 
 from remat_torch import apply_plan, record_step, summarize  # noqa: E402
-from remat_torch.step import OPTIMIZERS, make_optimizer, remat_step_args, warm_up  # noqa: E402
+from remat_torch.step import OPTIMIZERS, Autocast, make_optimizer, remat_step_args, warm_up  # noqa: E402
 from remat_torch.workspace import profile_workspaces, write_profiled_chain  # noqa: E402
 from remat_torch.remat_cli import RematError, export_onnx, find_remat, make_model, run_remat  # noqa: E402
 import torch_fidelity_transformers as transformers  # noqa: E402 (scripts/, beside this file)
@@ -62,7 +62,7 @@ def step_args(args):
     """remat's step options for the step PyTorch runs (by default forward and backward, no optimizer,
     the weight gradients kept between steps; the remat commands default to PyTorch 2's AdamW step,
     docs/memory-model.md 11)."""
-    return remat_step_args(args.optimizer, args.foreach == "on", args.grads)
+    return remat_step_args(args.optimizer, args.foreach == "on", args.grads, args.precision)
 
 
 def whole_step(args):
@@ -100,6 +100,9 @@ def parse_args(argv):
                    help="the optimizer's foreach implementation (default off, PyTorch's default for CPU parameters)")
     p.add_argument("--grads", choices=("static", "on-backward"), default="static",
                    help="static: zero_grad(set_to_none=False) (default); on-backward: zero_grad(set_to_none=True)")
+    p.add_argument("--precision", choices=("fp32", "bf16-mixed"), default="fp32",
+                   help="bf16-mixed: the forward pass under torch.autocast(bfloat16) and remat's --precision "
+                        "bf16-mixed; plans the chain as imported (PyTorch's scratch is profiled in float32)")
     p.add_argument("--known", default=KNOWN, help="known mismatches: rows that may miss the tolerance (default %(default)s)")
     args = p.parse_args(argv)
     if args.fast:
@@ -143,6 +146,8 @@ def held_at(trace, index, top=6):
 
 def measure(case, plan, name, args):
     applied = apply_plan(case.model, plan["checkpoint_names"], case.x)
+    if args.precision == "bf16-mixed":
+        applied = Autocast(applied)
     optimizer = warm_optimizer(case, applied, args) if args.optimizer != "none" else None
     torch.manual_seed(0)
     grads = "none" if args.grads == "on-backward" or not whole_step(args) else "zero"
@@ -245,7 +250,8 @@ def rows_for(name, planners, args, folder):
     loss_fn = case.loss_fn or torch.nn.functional.cross_entropy
     loss_fn(case.model(case.x), case.labels).backward()
     case.model.zero_grad(set_to_none=True)
-    chain_path = profiled_chain(case, plain_path, folder, name) if args.workspaces == "torch" else plain_path
+    profile = args.workspaces == "torch" and args.precision == "fp32"
+    chain_path = profiled_chain(case, plain_path, folder, name) if profile else plain_path
     step = [*case.plan_args, *step_args(args)]
     rows = []
     for planner in planners:
@@ -314,6 +320,19 @@ def print_table(rows, args):
         print(("| " + " | ".join(cells) + " |") if args.markdown else "  ".join(cells), flush=True)
 
 
+def cpu_bfloat16_runs(args):
+    """PyTorch's CPU bfloat16 convolution needs AVX-512 (oneDNN's bf16 path); skip where it has none."""
+    if args.device != "cpu":
+        return True
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.functional.conv2d(torch.randn(1, 2, 4, 4), torch.randn(2, 2, 3, 3)).sum()
+    except RuntimeError as error:
+        print(f"SKIP: --precision bf16-mixed: this CPU's PyTorch runs no bfloat16 convolution ({error})")
+        return False
+    return True
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -327,6 +346,8 @@ def main(argv=None):
         print(f"torch-fidelity: error: --device cuda: this PyTorch ({torch.__version__}) sees no CUDA device",
               file=sys.stderr)
         return 2
+    if args.precision == "bf16-mixed" and not cpu_bfloat16_runs(args):
+        return 77
     models = [m for m in args.models.split(",") if m]
     planners = [p for p in args.planners.split(",") if p]
     where = (f"CUDA ({torch.cuda.get_device_name(0)})" if args.device == "cuda"
@@ -334,7 +355,7 @@ def main(argv=None):
     print(f"# PyTorch {torch.__version__}, {where}, batch {args.batch}, "
           f"{args.resolution}x{args.resolution}"
           + (f", sequence {args.sequence}" if "gpt_small" in models else "")
-          + f", float32; tolerance {args.tolerance:.0%}"
+          + f", {'float32' if args.precision == 'fp32' else args.precision}; tolerance {args.tolerance:.0%}"
           + (f"; the whole step: {' '.join(step_args(args))}" if whole_step(args) else ""), flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch-fidelity-") as folder:
@@ -353,6 +374,7 @@ def main(argv=None):
 def row_key(r, args):
     key = f"{r['model']}/{r['planner']}/batch {args.batch}/{r.get('shape') or f'{args.resolution}x{args.resolution}'}"
     key += ("/no workspaces" if args.workspaces == "none" else "") + ("/cuda" if args.device == "cuda" else "")
+    key += f"/{args.precision}" if args.precision != "fp32" else ""
     return key + (f"/{args.optimizer} foreach {args.foreach} grads {args.grads}" if whole_step(args) else "")
 
 

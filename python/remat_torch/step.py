@@ -36,8 +36,25 @@ def warm_up(model: torch.nn.Module, x: torch.Tensor, optimizer: torch.optim.Opti
     optimizer.zero_grad(set_to_none=True)
 
 
-def remat_step_args(optimizer: str, foreach: bool, grads: str) -> List[str]:
+def remat_step_args(optimizer: str, foreach: bool, grads: str, precision: str = "fp32") -> List[str]:
     """remat's options for that step (every chain command takes them)."""
     if grads not in GRADS:
         raise ValueError(f"unknown gradient mode '{grads}' (valid: {', '.join(GRADS)})")
-    return ["--optimizer", optimizer, "--foreach", "on" if foreach else "off", "--grads", grads]
+    step = ["--optimizer", optimizer, "--foreach", "on" if foreach else "off", "--grads", grads]
+    return step + (["--precision", precision] if precision != "fp32" else [])
+
+
+class Autocast(torch.nn.Module):
+    """``model`` under ``torch.autocast`` (bf16-mixed: the forward pass in autocast's dtypes, the
+    float32 master weights the optimizer updates); its output is cast to float32 for the loss, as
+    autocast's fp32 list runs cross_entropy (memory-model.md 11.7)."""
+
+    def __init__(self, model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.model = model
+        self.dtype = dtype
+
+    def forward(self, x):
+        with torch.autocast(x.device.type, dtype=self.dtype):
+            out = self.model(x)
+        return out.float()
