@@ -118,7 +118,7 @@ def ours_ms(remat, fused, threads, steps, folder, model):
             json.dump(chain_json(fused), f)
         source = [path]
     out = subprocess.run([remat, "run", *source, "--checkpoints", "", "--device", "cpu", "--threads", str(threads),
-                          "--steps", str(steps + 1), "--optimizer", "none", "--grads", "static", "--json"],
+                          "--steps", str(steps + 1), "--optimizer", "none", "--grads", "in-place", "--json"],
                          capture_output=True, text=True, check=True).stdout
     result = json.loads(out)
     step_seconds = result["step_seconds"]

@@ -33,7 +33,7 @@ def numbers(remat, model, sizes, folder):
     with open(chain_path) as f:
         chain = json.load(f)
     chain.pop("name", None)
-    plans = json.loads(run([remat, "compare", model, "--json", "--optimizer", "none", "--grads", "static"] + sizes))
+    plans = json.loads(run([remat, "compare", model, "--json", "--optimizer", "none", "--grads", "in-place"] + sizes))
     table = [{k: v for k, v in p.items() if k != "plan_seconds"} for p in plans["plans"]]  # all but the time
     return params, chain, table
 

@@ -44,7 +44,7 @@ def swin_zoo(binary, folder):
             layer["stochastic_depth"] = 0.0
     with open(path, "w") as f:
         json.dump(chain, f)
-    return peaks(remat(binary, "compare", path, "--optimizer", "none", "--grads", "static"))
+    return peaks(remat(binary, "compare", path, "--optimizer", "none", "--grads", "in-place"))
 
 
 def main():
@@ -63,11 +63,11 @@ def main():
                 sizes = ["--batch", "2"]
             summary = remat(args.remat, "import", path, "--output", os.path.join(folder, "chain.json"), *sizes)
             count = int(re.search(r"(\d+) parameters", summary).group(1))
-            compare = peaks(remat(args.remat, "compare", path, *sizes, "--optimizer", "none", "--grads", "static"))
+            compare = peaks(remat(args.remat, "compare", path, *sizes, "--optimizer", "none", "--grads", "in-place"))
             ok = count == m["torch_parameters"] and "optimal" in compare
             if m["file"].startswith("vit"):
                 zoo = peaks(remat(args.remat, "compare", "zoo:vit_b_16", "--batch", "4", "--optimizer", "none",
-                                  "--grads", "static"))
+                                  "--grads", "in-place"))
                 ok = ok and zoo == compare
             if m["file"].startswith("swin"):
                 ok = ok and swin_zoo(args.remat, folder) == compare

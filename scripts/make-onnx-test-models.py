@@ -59,7 +59,7 @@ ZOO_BOUND = {"mobilenet_v2", "efficientnet_b0", "mobilenet_v3_large", "regnet_y_
 
 # The step these scripts measure in PyTorch: forward and backward, no optimizer, the weight gradients
 # kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
-STEP = ["--optimizer", "none", "--grads", "static"]
+STEP = ["--optimizer", "none", "--grads", "in-place"]
 
 
 class SmallInception(torch.nn.Module):

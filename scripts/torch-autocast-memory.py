@@ -39,7 +39,7 @@ _spec.loader.exec_module(tom)
 
 # The step this script measures in PyTorch: forward and backward, no optimizer, the weight gradients
 # kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
-STEP = ["--optimizer", "none", "--grads", "static"]
+STEP = ["--optimizer", "none", "--grads", "in-place"]
 
 def model(classes):
     """conv-BN-ReLU, conv-BN-ReLU, maxpool 2, conv 1x1 stride 8, flatten, linear: the chain

@@ -5,7 +5,7 @@ math attention, tied head) and of a small torchvision ViT, float32 and under
 torch.autocast('cpu', dtype=torch.bfloat16), under PyTorch's CPU memory profiler (torch-op-memory.py's
 measure_step: the step's allocations less the parameter gradients; the peak without the ops' own
 scratch), against remat's store-all E of the same chain (`remat simulate --precision fp32|bf16-mixed
---optimizer none --grads static`). It prints measured / predicted and exits 1 when the bytes alive
+--optimizer none --grads in-place`). It prints measured / predicted and exits 1 when the bytes alive
 when the backward starts (what autocast saved) differ from the model's live-after-F(n) by more than
 --kept-tolerance (the causal masks' S^2 bytes per block, which the model leaves out), or when the
 peak ratio leaves [--low, 1.0]: the model must stay an upper bound. At batch 2 the GPT's ratio is
@@ -45,7 +45,7 @@ def _load(name, file):
 
 tom = _load("torch_op_memory", "torch-op-memory.py")
 gptmod = _load("torch_transformer_memory", "torch-transformer-memory.py")
-STEP = ["--optimizer", "none", "--grads", "static"]
+STEP = ["--optimizer", "none", "--grads", "in-place"]
 
 
 def gpt_case(args):

@@ -62,7 +62,9 @@ def step_args(args):
     """remat's step options for the step PyTorch runs (by default forward and backward, no optimizer,
     the weight gradients kept between steps; the remat commands default to PyTorch 2's AdamW step,
     docs/memory-model.md 11)."""
-    return remat_step_args(args.optimizer, args.foreach == "on", args.grads, args.precision)
+    # Forward and backward only compares the activations: remat's paper model (in-place gradients).
+    grads = args.grads if whole_step(args) else "in-place"
+    return remat_step_args(args.optimizer, args.foreach == "on", grads, args.precision)
 
 
 def whole_step(args):
@@ -233,9 +235,11 @@ def chain_for(name, case, args, folder):
     return chain_path, source
 
 
-def profiled_chain(case, chain_path, folder, name):
-    """The chain with PyTorch's in-op scratch of each layer as its wf / wb (docs/memory-model.md 10.4)."""
-    profile = profile_workspaces(case.model, case.x, chain_path, labels=case.labels, **loss_kwargs(case))
+def profiled_chain(case, chain_path, folder, name, gradients_on_backward=False):
+    """The chain with PyTorch's in-op scratch of each layer as its wf / wb (docs/memory-model.md 10.4);
+    gradients_on_backward: less the weight gradients B(l) writes under --grads on-backward."""
+    profile = profile_workspaces(case.model, case.x, chain_path, labels=case.labels,
+                                 gradients_on_backward=gradients_on_backward, **loss_kwargs(case))
     path = os.path.join(folder, name + ".torch-workspaces.json")
     write_profiled_chain(chain_path, profile, path)
     return path
@@ -251,7 +255,8 @@ def rows_for(name, planners, args, folder):
     loss_fn(case.model(case.x), case.labels).backward()
     case.model.zero_grad(set_to_none=True)
     profile = args.workspaces == "torch" and args.precision == "fp32"
-    chain_path = profiled_chain(case, plain_path, folder, name) if profile else plain_path
+    on_backward = whole_step(args) and args.grads == "on-backward"
+    chain_path = profiled_chain(case, plain_path, folder, name, on_backward) if profile else plain_path
     step = [*case.plan_args, *step_args(args)]
     rows = []
     for planner in planners:

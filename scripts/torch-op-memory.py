@@ -38,7 +38,7 @@ MiB = 1024.0 * 1024.0
 
 # The step these scripts measure in PyTorch: forward and backward, no optimizer, the weight gradients
 # kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
-STEP = ["--optimizer", "none", "--grads", "static"]
+STEP = ["--optimizer", "none", "--grads", "in-place"]
 
 
 def _top_op(parents):

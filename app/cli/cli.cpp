@@ -55,8 +55,10 @@ void addStepOptions(CLI::App* command, StepArguments& step) {
       ->capture_default_str();
   command
       ->add_option("--grads", step.grads,
-                   "When weight gradients exist: static (zero_grad(set_to_none=False)) or on-backward (PyTorch 2's "
-                   "zero_grad(): allocated by each layer's backward, freed after the optimizer step)")
+                   "When weight gradients exist: on-backward (PyTorch 2's zero_grad(): allocated by each layer's "
+                   "backward, freed after the optimizer step), static (zero_grad(set_to_none=False): allocated for "
+                   "the step, each backward's fresh gradient added in) or in-place (allocated for the step, added "
+                   "into directly: the paper's model)")
       ->capture_default_str();
   command->add_option("--attention", step.attention,
                       "Transformers' attention: fused (PyTorch 2's scaled_dot_product_attention: no S x S tensor "

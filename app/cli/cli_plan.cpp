@@ -76,22 +76,6 @@ void printComparison(const Chain& chain, const std::vector<PlanReport>& results,
   }
 }
 
-// Under zero_grad(set_to_none=False) PyTorch's backward holds each layer's fresh weight gradient
-// before AccumulateGrad adds it into .grad, which the model does not count yet (memory-model.md
-// 11.2, "Known gap"): a fit says how much to leave spare.
-void noteStaticGradients(const Chain& chain, std::ostream& err) {
-  if (chain.step.grads != GradMode::Static) return;
-  std::size_t largest = 0;
-  for (std::size_t l = 1; l <= chain.size(); ++l)
-    if (chain.at(l).paramBytes > (largest > 0 ? chain.at(largest).paramBytes : 0)) largest = l;
-  if (largest == 0) return;
-  err << "remat: note: --grads static: PyTorch's backward also holds a layer's fresh weight gradient before "
-         "adding it into .grad (up to "
-      << formatBytes(chain.at(largest).paramBytes) << ", layer " << largest << " '" << chain.layers[largest - 1].name
-      << "'), which this total leaves out (docs/memory-model.md 11.2); leave that much spare, or use --grads "
-         "on-backward (PyTorch 2's zero_grad())\n";
-}
-
 Status runPlan(const PlanOptions& options, Io& io) {
   if (options.planner.empty() == options.fit.empty())
     return Status::invalid("give exactly one of --planner NAME and --fit CAPACITY");
@@ -109,7 +93,6 @@ Status runPlan(const PlanOptions& options, Io& io) {
     if (!budget) return budget.status();
     fit = *budget;
     result = planToFit(*chain, *fit);
-    if (result) noteStaticGradients(*chain, io.err);
   }
   if (!result) return result.status();
   if (options.json) {

@@ -371,6 +371,21 @@ Result<float> CudaDevice::lossScale() const {
   return scale;
 }
 
+// Float32 gradients (the GPU keeps float32 masters under a mixed precision), bytes for abstract layers.
+Status CudaDevice::accumulateGradient(std::size_t layer, DeviceBuffer dst, DeviceBuffer src) {
+  Impl& d = *impl_;
+  REMAT_RETURN_IF_ERROR(d.requirePrepared(layer));
+  auto m = checkAccumulateCall(*d.allocator, *d.chain, layer, dst, src);
+  if (!m) return m.status();
+  const cudaStream_t stream = d.stream.get();
+  if (d.chain->layers[layer - 1].kind == LayerKind::Abstract)
+    return kernels::accumulateBytes(stream, m->bytes, m->dst, m->src);
+  if (m->bytes % sizeof(float) != 0)
+    return Status::internal("layer " + std::to_string(layer) + " gradient accumulation: parameters are not float32");
+  return kernels::accumulateFloats(stream, static_cast<Index>(m->bytes / sizeof(float)),
+                                   reinterpret_cast<float*>(m->dst), reinterpret_cast<const float*>(m->src));
+}
+
 // The buffers checked as every backend checks them (checkOptimizerCall); the update then runs on
 // the device's stream.
 Status CudaDevice::optimizerStep(const OptimizerCall& call) {

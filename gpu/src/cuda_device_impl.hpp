@@ -12,6 +12,7 @@
 #include "kernels_half.hpp"
 #include "remat/exec/device_calls.hpp"
 #include "remat/exec/layer_checks.hpp"
+#include "remat/gpu/cuda_check.hpp"
 #include "remat/gpu/cuda_device.hpp"
 #include "remat/gpu/cudnn_ops.hpp"
 #include "remat/model/block.hpp"
@@ -173,6 +174,21 @@ Status prepareHalfBlock(const Chain& chain, std::size_t l, const LayerSpec& spec
 Status forwardHalfBlock(const LayerState& layer, std::size_t l, std::uint64_t seed, ForwardMode mode,
                         const LayerContext& context, const ForwardBuffers& p);
 Status backwardHalfBlock(const LayerState& layer, const LayerContext& context, const BackwardBuffers& p);
+
+// --grads static in a block (memory-model.md 11.2): an inner op's `count` parameter gradients (at
+// `first` floats into the block's) made by `body` in the zeroed fresh buffer (body's buffers index
+// it as the block's), then added into the block's, as PyTorch's AccumulateGrad adds each op's
+// before the next op's backward runs. Without a fresh buffer or parameters, body on p itself.
+template <typename Body>
+Status withFreshGradient(cudaStream_t stream, const BackwardBuffers& p, Index first, Index count, Body&& body) {
+  if (p.freshParamGrads == nullptr || count == 0) return body(p);
+  REMAT_CUDA_CHECK(cudaMemsetAsync(p.freshParamGrads, 0, static_cast<std::size_t>(count) * sizeof(float), stream));
+  BackwardBuffers fresh = p;
+  fresh.paramGrads = freshGradientBase(p.freshParamGrads, static_cast<std::uint64_t>(first), sizeof(float));
+  REMAT_RETURN_IF_ERROR(body(fresh));
+  return kernels::accumulateFloats(stream, count, p.paramGrads + first,
+                                   reinterpret_cast<const float*>(p.freshParamGrads));
+}
 
 // cuda_prepare.cpp's helpers that bf16-mixed's layers share.
 std::uint64_t alignUp(std::uint64_t value, std::uint64_t alignment);

@@ -520,18 +520,20 @@ Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const Backw
     const void* saved[2] = {nullptr, nullptr};
     if (castsBlockInput(block, op)) {  // it saved x(l-1)'s cast in E, not x(l-1)
       saved[0] = p.extra + block.inputCastOffset;
-      REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p, saved)
-                                .withContext(where + ", inner op '" + op.layer.name + "'"));
-      continue;
+    } else {
+      REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
+      const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
+      const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
+      for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
+        if (reads[j])
+          REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
+                                                p.workspace, c, saved[j]));
     }
-    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-    const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
-    const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
-    for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
-      if (reads[j])
-        REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
-                                              p.workspace, c, saved[j]));
-    REMAT_RETURN_IF_ERROR(backwardInnerOp(graph, op, block.ops[i], block, c, tensors, p, saved)
+    const BlockOpState& o = block.ops[i];
+    REMAT_RETURN_IF_ERROR(withFreshGradient(c.stream, p, o.weightOffset, static_cast<Index>(op.paramCount),
+                                            [&](const BackwardBuffers& q) {
+                                              return backwardInnerOp(graph, op, o, block, c, tensors, q, saved);
+                                            })
                               .withContext(where + ", inner op '" + op.layer.name + "'"));
   }
   return Status::ok();

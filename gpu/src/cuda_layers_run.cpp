@@ -394,7 +394,12 @@ Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardB
       if (reads[j])
         REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
                                               p.workspace, c, saved[j]));
-    REMAT_RETURN_IF_ERROR(backwardOp(graph, op, block.ops[i], c, tensors, p, saved, scratch).withContext(where));
+    const BlockOpState& o = block.ops[i];
+    REMAT_RETURN_IF_ERROR(withFreshGradient(c.stream, p, o.weightOffset, static_cast<Index>(op.paramCount),
+                                            [&](const BackwardBuffers& q) {
+                                              return backwardOp(graph, op, o, c, tensors, q, saved, scratch);
+                                            })
+                              .withContext(where));
   }
   return Status::ok();
 }

@@ -166,5 +166,9 @@ Status gradScalerUpdate(cudaStream_t stream, float factor, float* scale);
 // denominator gets p's new bytes.
 Status abstractOptimizerUpdate(cudaStream_t stream, void* params, const void* grads, void* state, void* denominator,
                                std::uint64_t bytes);
+// AccumulateGrad's `grad += new_grad` (GradMode::Static): dst[i] += src[i] over `count` floats, or
+// over `bytes` bytes mod 256 for an abstract layer's parameters.
+Status accumulateFloats(cudaStream_t stream, Index count, float* dst, const float* src);
+Status accumulateBytes(cudaStream_t stream, std::uint64_t bytes, void* dst, const void* src);
 
 }  // namespace remat::gpu::kernels

@@ -93,6 +93,34 @@ Status abstractOptimizerUpdate(cudaStream_t stream, void* params, const void* gr
 
 namespace {
 
+__global__ void accumulateFloatsKernel(Index count, float* dst, const float* src) {
+  for (Index i = firstIndex(); i < count; i += gridStride()) dst[i] += src[i];
+}
+
+__global__ void accumulateBytesKernel(Index count, unsigned char* dst, const unsigned char* src) {
+  for (Index i = firstIndex(); i < count; i += gridStride()) dst[i] = static_cast<unsigned char>(dst[i] + src[i]);
+}
+
+}  // namespace
+
+Status accumulateFloats(cudaStream_t stream, Index count, float* dst, const float* src) {
+  if (count == 0) return Status::ok();
+  accumulateFloatsKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, dst, src);
+  REMAT_CUDA_CHECK_LAUNCH("accumulateFloatsKernel");
+  return Status::ok();
+}
+
+Status accumulateBytes(cudaStream_t stream, std::uint64_t bytes, void* dst, const void* src) {
+  if (bytes == 0) return Status::ok();
+  const auto count = static_cast<Index>(bytes);
+  accumulateBytesKernel<<<blocksFor(count), kThreads, 0, stream>>>(count, static_cast<unsigned char*>(dst),
+                                                                   static_cast<const unsigned char*>(src));
+  REMAT_CUDA_CHECK_LAUNCH("accumulateBytesKernel");
+  return Status::ok();
+}
+
+namespace {
+
 __global__ void gradScalerMultiplyKernel(Index count, const float* scale, float* data) {
   const float s = *scale;
   for (Index i = firstIndex(); i < count; i += gridStride()) data[i] *= s;

@@ -23,7 +23,7 @@ class RematError(RuntimeError):
 
 # The step remat_torch measures in PyTorch: forward and backward, no optimizer, the weight gradients
 # kept between steps (the remat commands default to PyTorch 2's AdamW step, docs/memory-model.md 11).
-STEP = ["--optimizer", "none", "--grads", "static"]
+STEP = ["--optimizer", "none", "--grads", "in-place"]
 
 
 def make_model(spec: str, num_classes: Optional[int] = None) -> torch.nn.Module:

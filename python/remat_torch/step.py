@@ -38,8 +38,8 @@ def warm_up(model: torch.nn.Module, x: torch.Tensor, optimizer: torch.optim.Opti
 
 def remat_step_args(optimizer: str, foreach: bool, grads: str, precision: str = "fp32") -> List[str]:
     """remat's options for that step (every chain command takes them)."""
-    if grads not in GRADS:
-        raise ValueError(f"unknown gradient mode '{grads}' (valid: {', '.join(GRADS)})")
+    if grads not in (*GRADS, "in-place"):  # in-place: remat's paper model, which no PyTorch loop runs
+        raise ValueError(f"unknown gradient mode '{grads}' (valid: {', '.join(GRADS)}, in-place)")
     step = ["--optimizer", optimizer, "--foreach", "on" if foreach else "off", "--grads", grads]
     return step + (["--precision", precision] if precision != "fp32" else [])
 

@@ -150,12 +150,20 @@ def profile_workspaces(
     chain,
     labels: Optional[torch.Tensor] = None,
     loss_fn: Callable = _default_loss,
+    gradients_on_backward: bool = False,
 ) -> WorkspaceProfile:
     """PyTorch's scratch of each chain layer's forward and backward on ``example_input``'s device.
 
     ``chain``: the chain's layer names, or a remat-chain/1 file (path or parsed) whose layers are
     named as remat's ONNX import names them. The model is copied (its batch-norm statistics and
-    gradients stay as they are); one unprofiled step runs first (oneDNN's caches)."""
+    gradients stay as they are); one unprofiled step runs first (oneDNN's caches).
+
+    ``gradients_on_backward``: for a chain planned with ``--grads on-backward``, whose B(l) writes
+    the layer's weight gradients itself (memory-model.md 11.2). The gradients a layer's backward
+    makes (kept as ``.grad``) then count toward its peak and come off it as B(l)'s outputs, like
+    d(l-1): a convolution whose scratch peaks before it allocates its weight gradient (PyTorch's
+    oneDNN backward on CPUs without AVX-512) gets that scratch less the gradient, not all of it.
+    Otherwise they are left out, as the static gradients they are in the other modes."""
     names = chain_layer_names(chain)
     work = copy.deepcopy(model).train()
     gm, unmapped = instrument(work, names)
@@ -180,7 +188,7 @@ def profile_workspaces(
                               unmapped_nodes=unmapped)
     for name in names:
         result.layers[name] = LayerWorkspace()
-    for (phase, layer), (scratch, at) in op_scratch(keep, example_input.device).items():
+    for (phase, layer), (scratch, at) in op_scratch(keep, example_input.device, gradients_on_backward).items():
         w = result.layers.setdefault(layer, LayerWorkspace())
         if phase == "F":
             w.fwd_bytes, w.fwd_at = scratch, at if scratch else ""
@@ -231,8 +239,10 @@ def _group(ancestors, layer_of_seq) -> Optional[Tuple[str, str]]:
     return None
 
 
-def op_scratch(prof, device) -> Dict[Tuple[str, str], Tuple[int, str]]:
-    """(phase "F" or "B", layer) -> (scratch bytes, the innermost op at its peak), from one profile."""
+def op_scratch(prof, device, count_gradients: bool = False) -> Dict[Tuple[str, str], Tuple[int, str]]:
+    """(phase "F" or "B", layer) -> (scratch bytes, the innermost op at its peak), from one profile.
+    ``count_gradients``: what is still allocated when the step ends (the parameter gradients)
+    counts toward the group that made it and comes off its peak as one of its outputs."""
     allocations, layer_of_seq = _events(prof, device)
     live: Dict[int, int] = {}
     for index, (_, ptr, size, _) in enumerate(allocations):
@@ -247,7 +257,7 @@ def op_scratch(prof, device) -> Dict[Tuple[str, str], Tuple[int, str]]:
         group = _group(ancestors, layer_of_seq)
         s = state.setdefault(group, {"made": {}, "net": 0, "best": 0, "at": ""}) if group else None
         if size > 0:
-            if index not in persistent:
+            if count_gradients or index not in persistent:
                 older[ptr] = size
                 if s is not None:
                     s["made"][ptr] = size

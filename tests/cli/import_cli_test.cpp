@@ -98,7 +98,7 @@ TEST_F(ImportCli, NonSquareConvsImportAndAnImpossibleOneIsLocated) {
 TEST_F(ImportCli, EveryChainCommandTakesAnOnnxModel) {
   // Without the optimizer step's peak (it makes store-all optimal here), so that the plan has checkpoints.
   const auto plan =
-      runRemat({"plan", kSqueezenet, "--planner", "optimal", "--json", "--optimizer", "none", "--grads", "static"});
+      runRemat({"plan", kSqueezenet, "--planner", "optimal", "--json", "--optimizer", "none", "--grads", "in-place"});
   ASSERT_EQ(plan.exitCode, 0) << plan.err;
   const json p = json::parse(plan.out);
   ASSERT_EQ(p["checkpoint_names"].size(), p["checkpoints"].size());
@@ -181,7 +181,7 @@ TEST_F(ImportCli, DimSetsATransformersSequence) {
   // The exported graph computes math attention; the chain's default is fused (PyTorch 2's SDPA).
   auto storeAll = [](const char* attention) {
     return json::parse(runRemat({"plan", kGpt, "--batch", "8", "--dim", "sequence=16", "--attention", attention,
-                                 "--planner", "none", "--optimizer", "none", "--grads", "static", "--json"})
+                                 "--planner", "none", "--optimizer", "none", "--grads", "in-place", "--json"})
                            .out);
   };
   const auto math = storeAll("math");

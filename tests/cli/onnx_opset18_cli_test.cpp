@@ -47,7 +47,7 @@ class OnnxOpset18 : public testing::CliTest {
 
   // Every planner's plan of `remat compare --json`, without the planning time and the chain's name.
   static json plans(const std::string& model, const Args& sizes) {
-    Args args = {"compare", model, "--json", "--optimizer", "none", "--grads", "static"};
+    Args args = {"compare", model, "--json", "--optimizer", "none", "--grads", "in-place"};
     args.insert(args.end(), sizes.begin(), sizes.end());
     const auto result = runRemat(args);
     EXPECT_EQ(result.exitCode, 0) << model << ": " << result.err;

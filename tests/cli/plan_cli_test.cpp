@@ -69,7 +69,7 @@ TEST_F(PlanCli, GoldenMinimaThroughTheCommandLine) {
   for (const auto& example : testing::goldenExamples()) {
     const std::string path = writeChain(example["chain"]);
     const auto result = runRemat(
-        {"compare", path, "--planners", "optimal, dp,linear", "--json", "--optimizer", "none", "--grads", "static"});
+        {"compare", path, "--planners", "optimal, dp,linear", "--json", "--optimizer", "none", "--grads", "in-place"});
     ASSERT_EQ(result.exitCode, 0) << result.err;
     const json plans = json::parse(result.out)["plans"];
     ASSERT_EQ(plans.size(), 3u);

@@ -34,7 +34,7 @@ class RunCli : public testing::CliTest {
 TEST_F(RunCli, GoldenChainsMeasureWhatTheModelPredicts) {
   for (const auto& [chain, checkpoints, plan] : goldenPlans()) {
     const auto result = runRemat({"run", chain, "--checkpoints", checkpoints, "--device", "cpu", "--json",
-                                  "--optimizer", "none", "--grads", "static"});
+                                  "--optimizer", "none", "--grads", "in-place"});
     ASSERT_EQ(result.exitCode, 0) << result.err;
     const json out = json::parse(result.out);
     EXPECT_EQ(out["measured_dynamic_peak_bytes"], plan["dynamic_peak_bytes"]);

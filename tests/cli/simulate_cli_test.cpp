@@ -24,7 +24,7 @@ class SimulateCli : public testing::CliTest {};
 TEST_F(SimulateCli, JsonMatchesEveryGoldenPlan) {
   for (const auto& [path, checkpoints, plan] : goldenPlans()) {
     const auto result = runRemat(
-        {"simulate", path, "--checkpoints", checkpoints, "--json", "--optimizer", "none", "--grads", "static"});
+        {"simulate", path, "--checkpoints", checkpoints, "--json", "--optimizer", "none", "--grads", "in-place"});
     ASSERT_EQ(result.exitCode, 0) << result.err;
     const json out = json::parse(result.out);
     EXPECT_EQ(out["checkpoints"], plan["checkpoints"]);

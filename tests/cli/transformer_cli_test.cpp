@@ -19,7 +19,7 @@ class TransformerCli : public testing::CliTest {};
 std::uint64_t storeAllPeak(const std::vector<std::string>& extra) {
   // Without an optimizer step: at batch 1 its gradients, not the activations, would be the peak.
   std::vector<std::string> args = {"simulate", "zoo:gpt2",    "--batch", "1",       "--checkpoints", "",
-                                   "--json",   "--optimizer", "none",    "--grads", "static"};
+                                   "--json",   "--optimizer", "none",    "--grads", "in-place"};
   args.insert(args.end(), extra.begin(), extra.end());
   const auto result = runRemat(args);
   EXPECT_EQ(result.exitCode, 0) << result.err;
@@ -45,7 +45,7 @@ TEST_F(TransformerCli, ChainFilesKeepTheRule) {
   const auto exported = runRemat({"zoo", "export", "gpt2", "--batch", "1", "--output", file});
   ASSERT_EQ(exported.exitCode, 0) << exported.err;
   auto peakOf = [](std::vector<std::string> args) {
-    args.insert(args.end(), {"--optimizer", "none", "--grads", "static"});  // storeAllPeak's step
+    args.insert(args.end(), {"--optimizer", "none", "--grads", "in-place"});  // storeAllPeak's step
     const auto result = runRemat(args);
     EXPECT_EQ(result.exitCode, 0) << result.err;
     return result.exitCode == 0 ? json::parse(result.out)["dynamic_peak_bytes"].get<std::uint64_t>() : 0;
@@ -118,12 +118,12 @@ TEST_F(TransformerCli, RunsZooGpt2UnderBothGradientModesAndBert) {
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_TRUE(json::parse(run.out)["matches_prediction"].get<bool>());
   std::vector<std::string> statics = gpt2;
-  for (const char* arg : {"--optimizer", "none", "--grads", "static"}) statics.emplace_back(arg);
+  for (const char* arg : {"--optimizer", "none", "--grads", "in-place"}) statics.emplace_back(arg);
   run = runRemat(statics);
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_TRUE(json::parse(run.out)["matches_prediction"].get<bool>());
   auto bert = runRemat({"run", "zoo:bert_base", "--batch", "1", "--sequence", "8", "--planner", "none", "--device",
-                        "cpu", "--optimizer", "none", "--grads", "static", "--json"});
+                        "cpu", "--optimizer", "none", "--grads", "in-place", "--json"});
   ASSERT_EQ(bert.exitCode, 0) << bert.err;
   EXPECT_TRUE(json::parse(bert.out)["matches_prediction"].get<bool>());
 }

@@ -15,6 +15,7 @@
 
 #include "chain_helpers.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -167,6 +168,7 @@ TEST(ArithHalfKernels, DropoutsBackwardAddsIntoTheGradientRoundedOnce) {
 }
 
 TEST(ArithHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (Precision precision : {Precision::Bf16Mixed, Precision::Bf16})
     for (testing::ChainMaker make : {nchwChain, mlpChain, sequenceChain}) {
       if (make == sequenceChain && precision == Precision::Bf16Mixed) continue;  // refused below
@@ -187,15 +189,20 @@ TEST(ArithHalfRun, TheModelKeepsBfloat16TensorsAndOneByteMasks) {
   EXPECT_EQ(mixed.at(2).outBytes * 2, plain.at(2).outBytes);
 }
 
-TEST(ArithHalfRun, EveryOptimizerAndGradientModeUnderBf16Mixed) { testing::expectEveryStepModeMeasured(nchwChain); }
+TEST(ArithHalfRun, EveryOptimizerAndGradientModeUnderBf16Mixed) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  testing::expectEveryStepModeMeasured(nchwChain);
+}
 
 TEST(ArithHalfRun, EveryOptimizerAndGradientModeUnderPureBf16) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryStepModeMeasured(mlpChain, Precision::Bf16);
 }
 
 // The same weights and batch: bf16-mixed's gradients within bfloat16's precision of float32's (0.5%
 // to 1.5% relative L2 on this machine, 2026-12-03), and not equal to them.
 TEST(ArithHalfRun, GradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (testing::ChainMaker make : kChains) {
     const std::vector<double> differences = testing::relativeGradientDifferences(make, 13);
     ASSERT_GE(differences.size(), 2u);
@@ -209,6 +216,7 @@ TEST(ArithHalfRun, GradientsAreFloat32sWithinBfloat16Precision) {
 // What is left: a block whose float32 input meets an op other than a first convolution or a float32
 // add (here the sequence chain's sigmoid) under bf16-mixed, refused at the layer and inner op.
 TEST(ArithHalfRun, ABlockReadingTheFloat32InputIsRefusedUnderBf16Mixed) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();  // the CPU refuses bf16-mixed before it looks at a layer
   cpu::CpuDevice device;
   const Status status = device.prepare(sequenceChain(Precision::Bf16Mixed));
   ASSERT_FALSE(status.isOk());
@@ -222,6 +230,7 @@ TEST(ArithHalfRun, ABlockReadingTheFloat32InputIsRefusedUnderBf16Mixed) {
 // An inner layer norm (ConvNeXt's kernel: bfloat16 data, float32 statistics) before a sub runs in
 // both bfloat16 precisions, every plan as predicted.
 TEST(ArithHalfRun, AnInnerLayerNormBeforeASubRunsInBothBfloat16Precisions) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const json stem = {{"name", "stem"}, {"kind", "conv2d"}, {"out_channels", 8}, {"kernel", 3}};
   const json norm = block("ln", {op("norm", "layernorm", {0}), op("d", "sub", {0, 1})});
   for (const Precision precision : {Precision::Bf16Mixed, Precision::Bf16}) {

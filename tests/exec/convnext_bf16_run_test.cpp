@@ -15,6 +15,7 @@
 #include <string>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -66,18 +67,21 @@ TEST(ConvNextBf16, PureBf16HalvesEveryByteButTheStatistics) {
 }
 
 TEST(ConvNextBf16, PureBf16EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(convNextChain, Precision::Bf16, 3);
 }
 
 // SGD, momentum, Adam and AdamW, foreach on and off, gradients static and made on backward: two
 // steps of store-all and optimal's plan, every op (STEP included) as predicted.
 TEST(ConvNextBf16, PureBf16EveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryStepModeMeasured(convNextChain, Precision::Bf16);
 }
 
 // The same weights (float32's rounded) and batch: every parameter layer's bfloat16 gradient (the
 // blocks' inner layer norms and layer scales among them) lies near float32's and differs from it.
 TEST(ConvNextBf16, PureBf16GradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const auto plain = testing::gradientBytesOf(convNextChain(Precision::Fp32), 11);
   const auto half = testing::gradientBytesOf(convNextChain(Precision::Bf16), 11);
   const std::vector<double> differences = testing::relativeHalfDifferences(plain, half);
@@ -91,6 +95,7 @@ TEST(ConvNextBf16, PureBf16GradientsAreFloat32sWithinBfloat16Precision) {
 // torchvision's ConvNeXt-Tiny at batch 2, 32x32, in three step modes: store-all and sqrt's plan,
 // each op as predicted, sqrt's gradients bitwise store-all's.
 TEST(ConvNextBf16, PureBf16ZooTinyMeasuresThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const Chain zoo = testing::zooBuilt("convnext_tiny", {.batch = 2, .resolution = 32, .numClasses = 10});
   testing::expectZooSqrtReproducesStoreAll(
       zoo, Precision::Bf16,
@@ -129,15 +134,18 @@ TEST(ConvNextBf16, MixedBlocksCastTheirFloat32InputAndWriteFloat32) {
 }
 
 TEST(ConvNextBf16, MixedEveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(convNextChain, Precision::Bf16Mixed, 3);
 }
 
 TEST(ConvNextBf16, MixedEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryStepModeMeasured(convNextChain, Precision::Bf16Mixed);
 }
 
 // The float32 master gradients of every parameter layer lie near float32's and differ from them.
 TEST(ConvNextBf16, MixedGradientsAreCloseToFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const std::vector<double> differences = testing::relativeGradientDifferences(convNextChain, 11);
   ASSERT_EQ(differences.size(), 10u);
   for (std::size_t l = 0; l < differences.size(); ++l) {
@@ -149,6 +157,7 @@ TEST(ConvNextBf16, MixedGradientsAreCloseToFloat32s) {
 // torchvision's ConvNeXt-Tiny at batch 2, 32x32 under bf16-mixed: store-all and sqrt's plan with
 // AdamW (gradients on backward) and without an optimizer, each op as predicted.
 TEST(ConvNextBf16, MixedZooTinyMeasuresThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   const Chain zoo = testing::zooBuilt("convnext_tiny", {.batch = 2, .resolution = 32, .numClasses = 10});
   for (const StepOptions& step : {StepOptions{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward},

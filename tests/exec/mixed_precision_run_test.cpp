@@ -15,6 +15,7 @@
 #include <string>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -78,6 +79,7 @@ TEST(MixedPrecisionRun, TheModelSeesHalfActivationsAndAutocastsCopies) {
 }
 
 TEST(MixedPrecisionRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(resnetLikeChain, Precision::Bf16Mixed, 3);
 }
 
@@ -112,13 +114,20 @@ Chain layerNormChain(Precision precision, StepOptions step = {}) {
   return withStep(chain, precision, step);
 }
 
-TEST(MixedPrecisionRun, EveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(resnetLikeChain); }
+TEST(MixedPrecisionRun, EveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(resnetLikeChain);
+}
 
-TEST(MixedPrecisionRun, LayerNormsInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(layerNormChain); }
+TEST(MixedPrecisionRun, LayerNormsInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(layerNormChain);
+}
 
 // A layer norm reading a half input saves its float32 cast copy after its statistics, and writes
 // a float32 output, which the next convolution casts (and saves) again.
 TEST(MixedPrecisionRun, ALayerNormSavesItsFloat32CastCopy) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const Chain mixed = layerNormChain(Precision::Bf16Mixed);
   const std::uint64_t elements = 2 * 8 * 4 * 4;
   EXPECT_FALSE(mixed.at(2).needsInput);
@@ -131,14 +140,19 @@ TEST(MixedPrecisionRun, ALayerNormSavesItsFloat32CastCopy) {
 }
 
 TEST(MixedPrecisionRun, InvertedResidualsAndOwnActivationsInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   expectEveryStepModeMeasured(mobileChain);
 }
 
 TEST(MixedPrecisionRun, InvertedResidualsUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(mobileChain, Precision::Bf16Mixed, 7);
 }
 
-TEST(MixedPrecisionRun, ResidualBlocksInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(residualChain); }
+TEST(MixedPrecisionRun, ResidualBlocksInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(residualChain);
+}
 
 // A block's e under bf16-mixed: the half graph's saved tensors (bfloat16 activations, float32
 // batch-norm statistics, as pure bfloat16 has them) and then each inner convolution's half weight
@@ -155,6 +169,7 @@ TEST(MixedPrecisionRun, ABlockSavesItsHalfTensorsAndItsConvolutionsWeightCopies)
 }
 
 TEST(MixedPrecisionRun, ResidualBlocksUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(residualChain, Precision::Bf16Mixed, 5);
 }
 
@@ -162,6 +177,7 @@ TEST(MixedPrecisionRun, ResidualBlocksUnderEveryPlanMeasureThePredictionAndRepro
 // residuals, relu6) at 32x32 with AdamW and gradients made on backward, PyTorch 2's step:
 // store-all and sqrt's plan (its recomputations), each op as predicted.
 TEST(MixedPrecisionRun, ZooResNetsMeasureThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   const StepOptions adamw{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward};
   for (const char* name : {"resnet18", "resnet50", "mobilenet_v2"}) {
@@ -187,6 +203,7 @@ TEST(MixedPrecisionRun, ZooResNetsMeasureThePrediction) {
 // differs from float32's as PyTorch's autocast differs (bfloat16's 8-bit mantissa), and does differ
 // (the half kernels ran).
 TEST(MixedPrecisionRun, GradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const std::vector<double> relative = relativeGradientDifferences(resnetLikeChain, 11);
   ASSERT_EQ(relative.size(), 7u);  // three convs, three batch norms, the linear
   for (std::size_t i = 0; i < relative.size(); ++i) {
@@ -204,6 +221,7 @@ TEST(MixedPrecisionRun, GradientsAreFloat32sWithinBfloat16Precision) {
 // from float32 at the classifier and 6% to 100% inside, over five seeds
 // (scripts/torch-autocast-gradients.py --residual; median 20%). Ours: 1.2% and 18% to 30%.
 TEST(MixedPrecisionRun, ResidualBlockGradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const std::vector<double> relative = relativeGradientDifferences(residualChain, 13);
   ASSERT_EQ(relative.size(), 7u);  // the stem's conv and batch norm, four blocks, the linear
   std::string all;
@@ -218,6 +236,7 @@ TEST(MixedPrecisionRun, ResidualBlockGradientsAreFloat32sWithinBfloat16Precision
 // architecture lies 0.3% to 0.4% from float32 at the classifier and 3.6% to 24% inside, over five
 // seeds (scripts/torch-autocast-gradients.py --mobile). Ours: 0.3% and 6% to 19%.
 TEST(MixedPrecisionRun, InvertedResidualGradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const std::vector<double> relative = relativeGradientDifferences(mobileChain, 17);
   ASSERT_EQ(relative.size(), 5u);  // the stem's conv and batch norm, two blocks, the linear
   std::string all;
@@ -233,6 +252,7 @@ TEST(MixedPrecisionRun, InvertedResidualGradientsAreFloat32sWithinBfloat16Precis
 // autocast has no fp32 list entry for layer_norm and fails on the half input. This caught a
 // convolution reading a float32 input that wrote its bfloat16 d(input) where float32 belonged.
 TEST(MixedPrecisionRun, LayerNormGradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const std::vector<double> relative = relativeGradientDifferences(layerNormChain, 19);
   ASSERT_EQ(relative.size(), 5u);  // two convs, two layer norms, the linear
   std::string all;
@@ -255,6 +275,7 @@ Status preparedMixed(cpu::CpuDevice& device, const nlohmann::json& layers) {
 }
 
 TEST(MixedPrecisionRun, KindsWithoutBfloat16KernelsAreRefusedByName) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   const nlohmann::json conv = {{"kind", "conv2d"}, {"name", "c"},  {"out_channels", 8}, {"kernel", 3},
                                {"stride", 1},      {"padding", 1}, {"bias", false}};

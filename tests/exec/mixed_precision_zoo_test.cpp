@@ -17,6 +17,7 @@
 #include <string>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -66,6 +67,7 @@ TEST(MixedPrecisionZoo, ASqueezeBlockSavesHalfTensorsAndItsWeightCopies) {
 }
 
 TEST(MixedPrecisionZoo, SqueezeBlocksUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(squeezeChain, Precision::Bf16Mixed, 23);
 }
 
@@ -122,16 +124,27 @@ Chain viewChain(Precision precision, StepOptions step = {}) {
 }
 
 TEST(MixedPrecisionZoo, ChannelViewsUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(viewChain, Precision::Bf16Mixed, 41);
 }
 
-TEST(MixedPrecisionZoo, SqueezeBlocksInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(squeezeChain); }
+TEST(MixedPrecisionZoo, SqueezeBlocksInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(squeezeChain);
+}
 
-TEST(MixedPrecisionZoo, PoolBranchesInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(poolBranchChain); }
+TEST(MixedPrecisionZoo, PoolBranchesInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(poolBranchChain);
+}
 
-TEST(MixedPrecisionZoo, ChannelViewsInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(viewChain); }
+TEST(MixedPrecisionZoo, ChannelViewsInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(viewChain);
+}
 
 TEST(MixedPrecisionZoo, PoolBranchesUnderEveryPlanMeasureThePredictionAndReproduceStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryPlanMeasuredOnOneThread(poolBranchChain, Precision::Bf16Mixed, 31);
 }
 
@@ -153,16 +166,19 @@ void expectWithinBfloat16(Chain (*make)(Precision, StepOptions), std::uint64_t s
 
 // stem conv, batch norm, se1, conv, se2, linear
 TEST(MixedPrecisionZoo, SqueezeGradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   expectWithinBfloat16(squeezeChain, 29, 6, 0.4);
 }
 
 // stem conv, views, linear: a slice read at a wrong offset gives differences near 100%.
 TEST(MixedPrecisionZoo, ChannelViewGradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   expectWithinBfloat16(viewChain, 43, 3, 0.05);
 }
 
 // stem, mixed, head, mixed2, linear: no batch norm cancels bits, so all lie close.
 TEST(MixedPrecisionZoo, PoolBranchGradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   expectWithinBfloat16(poolBranchChain, 37, 5, 0.05);
 }
 
@@ -175,6 +191,7 @@ Chain zooMixed(const char* name, StepOptions step) {
 // backward): store-all and sqrt's plan (its recomputations), each op as predicted, STEP included.
 // (Every plan and step mode: the small chain above; the zoo at every mode would take minutes.)
 TEST(MixedPrecisionZoo, ZooSqueezeNetworksMeasureThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device({.threads = 1});
   const StepOptions adamw{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward};
   for (const char* name : {"efficientnet_b0", "mobilenet_v3_large", "regnet_y_400mf"}) {
@@ -201,6 +218,7 @@ TEST(MixedPrecisionZoo, ZooSqueezeNetworksMeasureThePrediction) {
 // ShuffleNetV2 (channel slices read as bfloat16 views, concat, channel shuffle) at batch 2:
 // store-all and sqrt's plan with PyTorch 2's step, each op as predicted.
 TEST(MixedPrecisionZoo, ZooClassicAndInceptionMeasureThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device({.threads = 1});
   const StepOptions adamw{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward};
   const struct {
@@ -236,6 +254,7 @@ Status prepared(cpu::CpuDevice& device, const char* name, Precision precision, i
 // the bfloat16 main path and the float32 x(l-1) is float32, which its last relu reads) is refused by
 // layer and inner op, before anything is allocated.
 TEST(MixedPrecisionZoo, BlocksReadingAFloat32InputAreRefusedByInnerOp) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   EXPECT_TRUE(prepared(device, "convnext_tiny", Precision::Bf16Mixed, 32).isOk());
   const Chain chain = testing::chainFromJson(nlohmann::json::parse(R"({
@@ -260,6 +279,7 @@ TEST(MixedPrecisionZoo, BlocksReadingAFloat32InputAreRefusedByInnerOp) {
 // fp16-mixed: oneDNN 2.6 has no float16 convolution on this CPU; pure float16 (the whole model in
 // float16) is refused at the first layer, named (pure bf16 runs: pure_bf16_run_test.cpp).
 TEST(MixedPrecisionZoo, Fp16AndPureFloat16AreRefusedByLayer) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   const Status fp16 = prepared(device, "efficientnet_b0", Precision::Fp16Mixed);
   ASSERT_FALSE(fp16.isOk());

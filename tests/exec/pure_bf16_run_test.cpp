@@ -12,6 +12,7 @@
 #include <string>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -72,6 +73,7 @@ TEST(PureBf16Run, TheModelHalvesEveryByteButTheStatistics) {
 }
 
 TEST(PureBf16Run, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (Chain (*make)(Precision, StepOptions) : {plainChain, residualChain})
     testing::expectEveryPlanMeasuredOnOneThread(make, Precision::Bf16, 3);
 }
@@ -103,9 +105,15 @@ void expectEveryStepModeMeasured(Chain (*make)(Precision, StepOptions)) {
   EXPECT_EQ(device.allocator().bytesHeld(), 0u);
 }
 
-TEST(PureBf16Run, EveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(plainChain); }
+TEST(PureBf16Run, EveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(plainChain);
+}
 
-TEST(PureBf16Run, ResidualBlocksInEveryOptimizerAndGradientMode) { expectEveryStepModeMeasured(residualChain); }
+TEST(PureBf16Run, ResidualBlocksInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
+  expectEveryStepModeMeasured(residualChain);
+}
 
 std::vector<std::vector<std::byte>> gradientsAfter(const Chain& built, int steps, std::uint64_t seed) {
   cpu::CpuDevice device({.threads = 1});
@@ -122,6 +130,7 @@ std::vector<std::vector<std::byte>> gradientsAfter(const Chain& built, int steps
 // from the first's only if the update changed the weights (every parameter layer), and without an
 // optimizer they do not.
 TEST(PureBf16Run, TheOptimizerChangesTheBfloat16Weights) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (OptimizerKind optimizer : {OptimizerKind::Sgd, OptimizerKind::Momentum, OptimizerKind::AdamW}) {
     const StepOptions step{.optimizer = optimizer, .grads = GradMode::OnBackward};
     const auto first = gradientsAfter(residualChain(Precision::Bf16, step), 1, 5);
@@ -142,6 +151,7 @@ TEST(PureBf16Run, TheOptimizerChangesTheBfloat16Weights) {
 // bfloat16's precision of float32's (batch norm's backward at batch 2 cancels most bits, as in
 // bf16-mixed's tests) and differs from it (the bfloat16 kernels ran).
 TEST(PureBf16Run, GradientsAreFloat32sWithinBfloat16Precision) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const auto plain = gradientsAfter(plainChain(Precision::Fp32, {}), 1, 11);
   const auto half = gradientsAfter(plainChain(Precision::Bf16, {}), 1, 11);
   const std::vector<double> differences = testing::relativeHalfDifferences(plain, half);
@@ -155,6 +165,7 @@ TEST(PureBf16Run, GradientsAreFloat32sWithinBfloat16Precision) {
 // torchvision's ResNet-18 at batch 2, 32x32, in three step modes: store-all and sqrt's plan, each
 // op as predicted, sqrt's gradients bitwise store-all's.
 TEST(PureBf16Run, ZooResNet18MeasuresThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const Chain zoo = testing::zooBuilt("resnet18", {.batch = 2, .resolution = 32, .numClasses = 10});
   testing::expectZooSqrtReproducesStoreAll(
       zoo, Precision::Bf16,
@@ -167,6 +178,7 @@ TEST(PureBf16Run, ZooResNet18MeasuresThePrediction) {
 // Squeeze-and-Excitation, ShuffleNetV2's channel slices and shuffles, with AdamW and gradients
 // made on backward: store-all and sqrt's plan, each op as predicted.
 TEST(PureBf16Run, ZooBlockKindsMeasureThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   const StepOptions adamw{.optimizer = OptimizerKind::AdamW, .grads = GradMode::OnBackward};
   for (const char* name : {"mobilenet_v2", "efficientnet_b0", "shufflenet_v2_x1_0"}) {
@@ -189,6 +201,7 @@ TEST(PureBf16Run, ZooBlockKindsMeasureThePrediction) {
 // Float16 keeps the located refusal; a layer norm runs in bfloat16 (convnext_bf16_run_test.cpp
 // measures it).
 TEST(PureBf16Run, Float16IsRefusedByLayerAndLayerNormsPrepare) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   cpu::CpuDevice device;
   auto fp16 = withPrecision(plainChain(Precision::Fp32), Precision::Fp16);
   ASSERT_TRUE(fp16.isOk());

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -37,6 +38,7 @@ Chain stepped(const json& file, Precision precision, StepOptions step = {}) {
 // 40x40 (every stage pads and shifts), with stochastic depth, and 16x16 at batch 1 (stage 2 is
 // one window in the whole batch: E keeps qkv).
 TEST(SwinHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const json& file : {tinySwin(2, 40), tinySwin(2, 40, 0.2), tinySwin(1, 32)}) {
     SCOPED_TRACE(file["input"].dump() + " " + file["layers"][2].dump());
     cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
@@ -50,6 +52,7 @@ TEST(SwinHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
 // SGD, Adam and AdamW, gradients static and made on backward: two steps of store-all and of
 // optimal's plan, each op measured as predicted, STEP too.
 TEST(SwinHalfRun, OptimizerAndGradientModesMeasureThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectStepModesMeasured(
       [](Precision precision, StepOptions step) { return stepped(tinySwin(2, 40, 0.2), precision, step); },
       Precision::Bf16Mixed, {0, 3, 13}, 2);
@@ -60,6 +63,7 @@ Chain tinyOf(Precision precision, StepOptions step) { return stepped(tinySwin(2,
 // Relative L2 distance per layer of the bf16-mixed gradients from float32's, same weights and batch:
 // within a few % (bfloat16's rounding), and not zero (the half kernels ran).
 TEST(SwinHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const std::vector<double> relative = testing::relativeGradientDifferences(tinyOf, 7);
   ASSERT_EQ(relative.size(), 7u);
   for (std::size_t l = 0; l < relative.size(); ++l) {
@@ -73,6 +77,7 @@ TEST(SwinHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
 // a small part of each block's, held on their own: 2.7-4.4% here (d(P) and d(scores) rounded on the way), within 8%
 // (a wrong index or window would put them at the order of 100%).
 TEST(SwinHalfRun, TheBiasTablesGradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const auto plain = testing::gradientsOf(tinyOf(Precision::Fp32, {}), 7);
   const auto mixed = testing::gradientsOf(tinyOf(Precision::Bf16Mixed, {}), 7);
   ASSERT_EQ(plain.size(), 7u);
@@ -105,6 +110,7 @@ TEST(SwinHalfRun, TheBlocksEHoldsFloat32ProbabilitiesAndTheWeightCopies) {
 // Pure bf16: bfloat16 parameters, gradients and optimizer state; every plan as predicted and
 // store-all's gradients, in two step modes.
 TEST(SwinPureBf16Run, EveryPlanAndStepModeMeasuresThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const json& file : {tinySwin(2, 40, 0.2), tinySwin(1, 32)}) {
     SCOPED_TRACE(file["input"].dump());
     cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
@@ -141,6 +147,7 @@ std::vector<std::vector<float>> pureGradients(std::uint64_t seed) {
 // Pure bf16 rounds the weights, the batch and every gradient sum: further from float32 than
 // autocast (0.7-3.5% here against bf16-mixed's 0.5-2.8%), within 6% per layer, and not float32's.
 TEST(SwinPureBf16Run, GradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const auto plain = testing::gradientsOf(tinyOf(Precision::Fp32, {}), 7);
   const auto pure = pureGradients(7);
   ASSERT_EQ(plain.size(), 7u);
@@ -161,6 +168,7 @@ TEST(SwinPureBf16Run, GradientsLieWithinBfloat16sErrorOfFloat32s) {
 
 // The bfloat16 gathers move a row as C / 2 words: an odd C is refused by layer, before anything runs.
 TEST(SwinHalfRun, AnOddChannelCountIsRefusedByLayer) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   json file = tinySwin(2, 32);
   file["layers"] = json::array({{{"name", "features.0"}, {"kind", "swin_embedding"}, {"patch", 4}, {"width", 15}},
                                 {{"name", "head"}, {"kind", "swin_head"}, {"out_features", 10}}});
@@ -176,6 +184,7 @@ TEST(SwinHalfRun, AnOddChannelCountIsRefusedByLayer) {
 // torchvision's swin_t at its smallest resolution, batch 1: store-all and optimal's plan measured
 // as predicted, optimal's gradients store-all's.
 TEST(ZooSwinHalfRun, SwinTStoreAllAndOptimalAsPredicted) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   auto spec = zooChain("swin_t", {.batch = 1, .resolution = 196, .numClasses = 10});
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   auto built = buildChain(*spec);

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -126,6 +127,7 @@ Chain smallGpt(Precision precision, StepOptions step = {}, const json& file = sm
 // post-norm blocks (E keeps both norms' float32 inputs and qkv's cast of x(l-1)), ViT, and GPT
 // with dropout (the masks in E; a recompute redraws the same ones).
 TEST(TransformerHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const json& file :
        {smallGptJson(false), smallGptJson(true), bertLikeJson(), bertLikeJson(true), vitTailJson(), vitJson(false),
         vitJson(true), smallGptJson(false, true, 0.1), smallGptJson(true, true, 0.1)}) {
@@ -141,6 +143,7 @@ TEST(TransformerHalfRun, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
 // SGD, Adam and AdamW, gradients static and made on backward (the tied head's table gradient made
 // by B(n)): two steps of store-all and of optimal's plan, each op measured as predicted, STEP too.
 TEST(TransformerHalfRun, OptimizerAndGradientModesMeasureThePrediction) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectStepModesMeasured([](Precision precision, StepOptions step) { return smallGpt(precision, step); },
                                    Precision::Bf16Mixed, {0, 2, 3, 10, 13}, 2);
 }
@@ -187,6 +190,7 @@ void expectWithinBfloat16sError(const std::vector<std::vector<float>>& mixed,
 // --gpt --remat-init; 0.3-0.6% from PyTorch's smaller default init); ours lie 2.0-2.4%. Within 4%,
 // and at least 0.5%: bfloat16's rounding, not float32's kernels.
 TEST(TransformerHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const bool fused : {false, true}) {
     SCOPED_TRACE(fused ? "fused" : "math");
     const json file = smallGptJson(fused);
@@ -197,6 +201,7 @@ TEST(TransformerHalfRun, GradientsLieWithinBfloat16sErrorOfFloat32s) {
 // With dropout (p = 0.1: the residual branches' and the attention's masks drawn as float32's are,
 // so both runs drop the same elements; 1.5-3.2% here).
 TEST(TransformerHalfRun, DropoutGradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const bool fused : {false, true}) {
     SCOPED_TRACE(fused ? "fused" : "math");
     const json file = smallGptJson(fused, true, 0.1);
@@ -206,6 +211,7 @@ TEST(TransformerHalfRun, DropoutGradientsLieWithinBfloat16sErrorOfFloat32s) {
 
 // BERT-like (no PyTorch reference of this chain under autocast: the GPT's bounds; 0.8-1.0% here, with either head).
 TEST(TransformerHalfRun, PostNormGradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const bool pooler : {false, true}) {
     SCOPED_TRACE(pooler ? "pooler" : "lm_head");
     const json file = bertLikeJson(pooler);
@@ -215,6 +221,7 @@ TEST(TransformerHalfRun, PostNormGradientsLieWithinBfloat16sErrorOfFloat32s) {
 
 // cls_head with its LayerNorm after two pre-norm (ViT) blocks with fused attention (0.9-1.6% here).
 TEST(TransformerHalfRun, VitTailGradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   const json file = vitTailJson();
   expectWithinBfloat16sError(gradientsOf(Precision::Bf16Mixed, file), gradientsOf(Precision::Fp32, file), 3);
 }
@@ -222,6 +229,7 @@ TEST(TransformerHalfRun, VitTailGradientsLieWithinBfloat16sErrorOfFloat32s) {
 // The whole small ViT, patch_embedding's conv from the image's bfloat16 cast included (0.8-2.0%
 // here; PyTorch's own on its small ViT from its default init 0.9-1.4%: memory-model.md 12.10).
 TEST(TransformerHalfRun, VitGradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const bool fused : {false, true}) {
     SCOPED_TRACE(fused ? "fused" : "math");
     const json file = vitJson(fused);

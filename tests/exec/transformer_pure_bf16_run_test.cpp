@@ -13,6 +13,7 @@
 #include <string>
 
 #include "chain_helpers.hpp"
+#include "cpu_bfloat16.hpp"
 #include "executor_helpers.hpp"
 #include "precision_runs.hpp"
 #include "remat/cpu/cpu_device.hpp"
@@ -153,6 +154,7 @@ TEST(TransformerPureBf16Run, TheModelHalvesTheBlockButTheNormStatistics) {
 // Math and fused attention, GPT, BERT and ViT blocks, dropout: every planner's plan measures the
 // prediction op by op and its gradients are store-all's bit for bit.
 TEST(TransformerPureBf16Run, EveryPlanMeasuresThePredictionAndReproducesStoreAll) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const json& file : everyStyle()) {
     SCOPED_TRACE(file["name"].get<std::string>());
     cpu::CpuDevice device({.poisonMemory = true, .threads = 1});
@@ -173,10 +175,12 @@ Chain bertFused(Precision precision, StepOptions step) {
 // SGD, momentum, Adam and AdamW, foreach on and off, gradients static and on backward: two steps
 // of store-all and of optimal's plan, the bfloat16 optimizer step included.
 TEST(TransformerPureBf16Run, EveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryStepModeMeasured(gptMath, Precision::Bf16);
 }
 
 TEST(TransformerPureBf16Run, PostNormFusedInEveryOptimizerAndGradientMode) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   testing::expectEveryStepModeMeasured(bertFused, Precision::Bf16);
 }
 
@@ -191,6 +195,7 @@ std::vector<double> relativeDifferences(const json& file, std::uint64_t seed) {
 // The gradients lie within a few percent of float32's (bfloat16's 8 bits of mantissa through three
 // blocks and a bfloat16 residual stream) and differ from them (the bfloat16 kernels ran).
 TEST(TransformerPureBf16Run, GradientsLieWithinBfloat16sErrorOfFloat32s) {
+  REMAT_SKIP_WITHOUT_CPU_BFLOAT16();
   for (const json& file : everyStyle()) {
     SCOPED_TRACE(file["name"].get<std::string>());
     const auto differences = relativeDifferences(file, 5);

@@ -58,7 +58,8 @@ TEST_F(StepOptionsGuiTest, TheStepBarSetsTheStepAndTheChartShowsItsParts) {
   EXPECT_EQ(grads()->currentIndex(), 1);
   EXPECT_TRUE(foreachBox()->isChecked());
   optimizer()->setCurrentText(QStringLiteral("none"));
-  grads()->setCurrentIndex(0);
+  ASSERT_EQ(grads()->itemData(2).toString(), QStringLiteral("in-place"));
+  grads()->setCurrentIndex(2);
   ASSERT_TRUE(window_.jobs()->waitForIdle(60000));
   const Chain plain = window_.document()->chain();
   EXPECT_EQ(plain.step, StepOptions{});
@@ -97,7 +98,7 @@ TEST_F(StepOptionsGuiTest, TheStepBarSetsTheStepAndTheChartShowsItsParts) {
   while (window_.document()->chain().step != StepOptions{} && undo->canUndo()) undo->undo();
   EXPECT_EQ(window_.document()->chain().step, StepOptions{});
   EXPECT_EQ(optimizer()->currentText(), QStringLiteral("none"));
-  EXPECT_EQ(grads()->currentIndex(), 0);
+  EXPECT_EQ(grads()->currentIndex(), 2);
   // And further to the step the chain was opened with.
   while (undo->canUndo()) undo->undo();
   EXPECT_EQ(window_.document()->chain().step, kPyTorchDefaultStep);
@@ -181,10 +182,21 @@ TEST(StepChartData, StaticPartsAddUpAndGradientsGrowDuringBackward) {
   EXPECT_TRUE(std::is_sorted(data.weightGradientBytes.begin(), data.weightGradientBytes.end()));
   for (std::size_t i = 0; i < entries.size(); ++i)
     EXPECT_LE(data.weightGradientBytes[i], entries[i].footprintBytes) << i;  // inside the bar
+  chain.step.grads = GradMode::InPlace;
+  auto inPlaceSim = simulateWithLiveness(chain, Plan{}, trace);
+  ASSERT_TRUE(inPlaceSim.isOk());
+  EXPECT_TRUE(chartData(chain, *inPlaceSim, trace, std::nullopt, QString()).weightGradientBytes.empty());
+  // Static: each backward's fresh gradient (a block's largest inner op's), drawn in its bar only
+  // (memory-model.md 11.2).
   chain.step.grads = GradMode::Static;
   auto staticSim = simulateWithLiveness(chain, Plan{}, trace);
   ASSERT_TRUE(staticSim.isOk());
-  EXPECT_TRUE(chartData(chain, *staticSim, trace, std::nullopt, QString()).weightGradientBytes.empty());
+  const auto fresh = chartData(chain, *staticSim, trace, std::nullopt, QString()).weightGradientBytes;
+  ASSERT_EQ(fresh.size(), staticSim->timeline.entries.size());
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    const Op op = staticSim->timeline.entries[i].op;
+    EXPECT_EQ(fresh[i], op.kind == OpKind::B ? freshGradientBytes(chain, op.layer) : 0u) << i;
+  }
 }
 
 // How many pixels of the image are within 8 of colour in every channel, in columns [from, to).

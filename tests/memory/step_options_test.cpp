@@ -76,8 +76,8 @@ TEST(StepOptions, SingleTensorAdamHoldsThePreviousDenominator) {
   EXPECT_EQ(sim->timeline.entries.back().footprintBytes, 132u);
 }
 
-TEST(StepOptions, StaticGradientsAndMomentum) {
-  const Chain chain = handChain({OptimizerKind::Momentum, true, GradMode::Static});
+TEST(StepOptions, InPlaceGradientsAndMomentum) {
+  const Chain chain = handChain({OptimizerKind::Momentum, true, GradMode::InPlace});
   expectTimeline(chain, {{OpKind::F, 1, 100, 100},
                          {OpKind::F, 2, 300, 300},
                          {OpKind::F, 3, 350, 350},
@@ -87,6 +87,21 @@ TEST(StepOptions, StaticGradientsAndMomentum) {
                          {OpKind::B, 1, 100, 0},
                          {OpKind::Step, 0, 0, 0}});
   EXPECT_EQ(chain.staticBytes(), 10u + 52u + 52u + 52u);  // input, weights, gradients, momentum_buffer
+}
+
+// zero_grad(set_to_none=False): the same static block; each B(l) also holds its fresh gradient,
+// p(3) = 12 and p(1) = 40 bytes, for the op only (memory-model.md 11.2).
+TEST(StepOptions, StaticGradientsAndMomentum) {
+  const Chain chain = handChain({OptimizerKind::Momentum, true, GradMode::Static});
+  expectTimeline(chain, {{OpKind::F, 1, 100, 100},
+                         {OpKind::F, 2, 300, 300},
+                         {OpKind::F, 3, 350, 350},
+                         {OpKind::Seed, 0, 400, 350},
+                         {OpKind::B, 3, 562, 300},
+                         {OpKind::B, 2, 400, 100},
+                         {OpKind::B, 1, 140, 0},
+                         {OpKind::Step, 0, 0, 0}});
+  EXPECT_EQ(chain.staticBytes(), 10u + 52u + 52u + 52u);
 }
 
 TEST(StepOptions, NoOptimizerIsTheModelBeforeSection11) {

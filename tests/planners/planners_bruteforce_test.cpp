@@ -137,7 +137,7 @@ TEST(BruteForceZoo, EveryPrecision) {
   }
 }
 
-// GPT-2's tied head (its weight is layer 1's table) under all 20 step modes, small and long
+// GPT-2's tied head (its weight is layer 1's table) under all 30 step modes, small and long
 // sequences: under on-backward gradients the table's G(1) is made by the head's B(n) and alive from
 // there (memory-model.md 11.2), which the planners' gradient terms must follow (the real chain, not
 // an abstract copy: the tie is in its spec).

@@ -114,6 +114,18 @@ class Profile(unittest.TestCase):
         self.assertGreater(w.bwd_bytes, 0)
         self.assertEqual(w.bwd_at, "aten::convolution_backward")
 
+    def test_gradients_on_backward_come_off_the_peak_as_outputs(self):
+        # With the layer's weight gradients counted toward its peak and taken off as B(l)'s outputs,
+        # wb never grows, never goes below zero, and falls by at most the layer's gradients.
+        counted = profile_workspaces(self.model, self.x, WIDE_LAYERS, gradients_on_backward=True)
+        modules = dict(self.model.named_modules())
+        for name in WIDE_LAYERS:
+            plain, on = self.profile.layers[name].bwd_bytes, counted.layers[name].bwd_bytes
+            grads = sum(p.numel() * p.element_size() for p in modules[name].parameters()) if name in modules else 0
+            self.assertGreaterEqual(on, 0, name)
+            self.assertLessEqual(on, plain, name)
+            self.assertLessEqual(plain - on, grads, name)
+
     def test_in_place_relu_takes_none(self):
         w = self.profile.layers["relu"]
         self.assertEqual((w.fwd_bytes, w.bwd_bytes), (0, 0))

@@ -107,16 +107,18 @@ inline Chain zooBuilt(const std::string& name, const ZooOptions& options = {}) {
   return chain.isOk() ? std::move(chain).value() : Chain{};
 }
 
-// Every combination of optimizer, foreach and gradient mode (memory-model.md section 11), 20 in all.
+// Every combination of optimizer, foreach and gradient mode (memory-model.md section 11), 30 in all:
+// on backward, static, in place.
 inline StepOptions stepMode(std::size_t index) {
   const auto kinds = optimizerKinds();
+  constexpr GradMode kModes[] = {GradMode::OnBackward, GradMode::Static, GradMode::InPlace};
   StepOptions options;
   options.optimizer = kinds[index % kinds.size()];
   options.foreach = (index / kinds.size()) % 2 == 0;
-  options.grads = (index / (2 * kinds.size())) % 2 == 0 ? GradMode::OnBackward : GradMode::Static;
+  options.grads = kModes[(index / (2 * kinds.size())) % 3];
   return options;
 }
-inline constexpr std::size_t kStepModeCount = 20;
+inline constexpr std::size_t kStepModeCount = 30;
 
 // `chain` (abstract) with parameters on about two layers in three, each up to one to three times the
 // largest activation (multiples of 4 bytes) (so the weight gradients and the optimizer step sometimes make the

@@ -118,7 +118,7 @@ charts::ChartData chartData(const Chain& chain, const Simulation& simulation, co
   if (chain.size() == 0 || simulation.timeline.entries.empty() ||
       trace.ops.size() != simulation.timeline.entries.size())
     return data;
-  if (chain.step.grads == GradMode::OnBackward)
+  if (chain.step.grads != GradMode::InPlace)  // made on backward, or each backward's fresh one
     data.weightGradientBytes = trace.bytesAlivePerOp(TensorLife::Kind::WeightGradient);
   for (const CheckpointLife& life : checkpointLives(trace, simulation.plan)) {
     const QString layer = QStringLiteral("x%1 (%2), %3")

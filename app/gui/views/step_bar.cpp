@@ -5,6 +5,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSignalBlocker>
+#include <algorithm>
 
 #include "common/qt_text.hpp"
 
@@ -22,12 +23,13 @@ StepBar::StepBar(QWidget* parent) : QWidget(parent) {
          "copy of the weights; Adam, AdamW: two) is static memory, its temporaries the step op's"));
   grads_ = new QComboBox(this);
   grads_->setObjectName(QStringLiteral("stepGrads"));
-  for (GradMode mode : {GradMode::Static, GradMode::OnBackward})
+  for (GradMode mode : gradModes())
     grads_->addItem(tr("gradients %1").arg(ui::toQString(gradModeName(mode))), ui::toQString(gradModeName(mode)));
   grads_->setToolTip(
-      tr("When weight gradients exist: static (zero_grad(set_to_none=False): allocated for the whole step) or "
-         "on-backward (PyTorch 2's zero_grad(): each layer's backward allocates them, the optimizer step frees "
-         "them)"));
+      tr("When weight gradients exist: in-place (allocated for the whole step, each backward adds into them: the "
+         "paper's model), static (zero_grad(set_to_none=False): allocated for the whole step, each backward makes "
+         "a fresh gradient and adds it in) or on-backward (PyTorch 2's zero_grad(): each layer's backward "
+         "allocates them, the optimizer step frees them)"));
   foreach_ = new QCheckBox(tr("foreach"), this);
   foreach_->setObjectName(QStringLiteral("stepForeach"));
   foreach_->setToolTip(
@@ -60,7 +62,7 @@ StepOptions StepBar::stepOptions() const {
   StepOptions options;
   options.optimizer = optimizerKinds()[static_cast<std::size_t>(std::max(0, optimizer_->currentIndex()))];
   options.foreach = foreach_->isChecked();
-  options.grads = grads_->currentIndex() == 1 ? GradMode::OnBackward : GradMode::Static;
+  options.grads = gradModes()[static_cast<std::size_t>(std::max(0, grads_->currentIndex()))];
   options.precision = precisions()[static_cast<std::size_t>(std::max(0, precision_->currentIndex()))];
   return options;
 }
@@ -71,7 +73,8 @@ void StepBar::setStepOptions(const StepOptions& options) {
   const QSignalBlocker blockForeach(foreach_);
   const QSignalBlocker blockPrecision(precision_);
   optimizer_->setCurrentText(ui::toQString(optimizerName(options.optimizer)));
-  grads_->setCurrentIndex(options.grads == GradMode::OnBackward ? 1 : 0);
+  const auto modes = gradModes();
+  grads_->setCurrentIndex(static_cast<int>(std::find(modes.begin(), modes.end(), options.grads) - modes.begin()));
   foreach_->setChecked(options.foreach);
   precision_->setCurrentText(ui::toQString(precisionName(options.precision)));
   updateForeach();

@@ -77,7 +77,7 @@ struct OptionSpecs {
       QStringLiteral("on|off"), defaultForeach};
   const QCommandLineOption grads{
       QStringLiteral("grads"),
-      QStringLiteral("When weight gradients exist: static or on-backward (%1).").arg(defaultGrads),
+      QStringLiteral("When weight gradients exist: on-backward, static or in-place (%1).").arg(defaultGrads),
       QStringLiteral("MODE"), defaultGrads};
   const QCommandLineOption precision{
       QStringLiteral("precision"),

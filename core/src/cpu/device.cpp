@@ -46,20 +46,52 @@ Result<std::uint64_t> CpuDevice::availableBytes() const {
   return limit > held ? limit - held : 0;
 }
 
+namespace {
+
+std::string oneDnnVersion() {
+  const dnnl_version_t* version = dnnl_version();
+  return std::to_string(version->major) + "." + std::to_string(version->minor) + "." + std::to_string(version->patch);
+}
+
+}  // namespace
+
 std::string CpuDevice::describe() const {
   const std::uint64_t capacity = impl_->options.capacityBytes;
-  const dnnl_version_t* version = dnnl_version();
-  return "cpu: oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." +
-         std::to_string(version->patch) + " kernels, " + std::to_string(impl_->threads) +
+  return "cpu: oneDNN " + oneDnnVersion() + " kernels, " + std::to_string(impl_->threads) +
          (impl_->threads == 1 ? " thread, " : " threads, ") +
          (capacity > 0 ? "capacity " + formatBytes(capacity) : std::string("no capacity limit"));
 }
 
 int CpuDevice::threads() const { return impl_->threads; }
 
+namespace {
+
+// bf16 and bf16-mixed run oneDNN's bfloat16 kernels; abstract layers are bytes and need none.
+bool needsBfloat16Kernels(const Chain& chain) {
+  const Precision p = chain.step.precision;
+  if (p != Precision::Bf16 && p != Precision::Bf16Mixed && chain.dtype != DType::BFloat16) return false;
+  for (const ChainLayer& layer : chain.layers)
+    if (layer.kind != LayerKind::Abstract) return true;
+  return false;
+}
+
+}  // namespace
+
+Status cpuBfloat16Support() {
+  if (cpu::dnnlRunsBfloat16()) return Status::ok();
+  return Status::invalid(
+      "cpu: oneDNN " + oneDnnVersion() +
+      " has no bfloat16 convolution or matmul on this CPU (its instruction set: " + cpu::dnnlIsaName() +
+      "; bfloat16 needs AVX-512, avx512_core); plan and simulate bf16 and bf16-mixed here, run "
+      "them on a GPU, or run fp32 on this CPU");
+}
+
 Status CpuDevice::prepare(const Chain& chain) {
   impl_->chain.reset();
   impl_->layers.clear();
+  if (Status bf16 = needsBfloat16Kernels(chain) ? cpuBfloat16Support() : Status::ok(); !bf16)
+    return Status::invalid("precision " + std::string(precisionName(chain.step.precision)) + " on the " +
+                           bf16.message());
   // Primitives size their scratch for the thread count they are created with: the device's.
   const cpu::ThreadScope threads(impl_->threads);
   if (!impl_->dnnl)

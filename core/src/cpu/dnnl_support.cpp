@@ -55,4 +55,37 @@ dnnl::memory::desc floatDesc(const dnnl::memory::dims& dims, dnnl::memory::forma
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
 }
 
+bool dnnlRunsBfloat16() {
+  static const bool runs = [] {
+    using dnnl::memory;
+    const memory::data_type bf16 = memory::data_type::bf16;
+    Status made = dnnlTry("bf16 probe", [&] {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      const memory::desc src({1, 16, 8, 8}, bf16, memory::format_tag::any);
+      const memory::desc weights({16, 16, 1, 1}, bf16, memory::format_tag::any);
+      const memory::desc dst({1, 16, 8, 8}, bf16, memory::format_tag::any);
+      const dnnl::convolution_forward::desc conv(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                                 src, weights, dst, {1, 1}, {0, 0}, {0, 0});
+      const dnnl::convolution_forward::primitive_desc convPd(conv, engine);
+      const memory::desc a({16, 16}, bf16, memory::format_tag::ab);
+      const dnnl::matmul::primitive_desc matmulPd(dnnl::matmul::desc(a, a, a), engine);
+    });
+    return made.isOk();
+  }();
+  return runs;
+}
+
+std::string dnnlIsaName() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "another";
+  }
+}
+
 }  // namespace remat::cpu

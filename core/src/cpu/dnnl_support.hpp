@@ -112,6 +112,13 @@ struct Arg {
 Status execute(const DnnlContext& context, const Step& step, std::initializer_list<Arg> args, std::byte* scratch,
                std::string_view what);
 
+// Whether oneDNN has bfloat16 convolutions and matmuls on this CPU (2.6 needs AVX-512: a CPU with
+// AVX2 alone has none, and every bf16 and bf16-mixed run needs them). Probed once per process by
+// making the primitive descriptors of a small forward convolution and matmul in bfloat16.
+bool dnnlRunsBfloat16();
+// "avx2", "avx512_core", ...: the instruction set oneDNN dispatches to here.
+std::string dnnlIsaName();
+
 // The descriptor of plain float32 memory of the given dims and tag.
 dnnl::memory::desc floatDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);
 

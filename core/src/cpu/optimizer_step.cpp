@@ -139,6 +139,31 @@ void abstractUpdate(std::byte* params, const std::byte* grads, std::byte* state,
 
 }  // namespace
 
+// In the parameters' dtype, one thread, in order: float32 (and the float32 masters of a mixed
+// precision), bfloat16 rounded once per element (pure bf16), bytes mod 256 (abstract layers).
+Status CpuDevice::accumulateGradient(std::size_t layer, DeviceBuffer dst, DeviceBuffer src) {
+  REMAT_RETURN_IF_ERROR(impl_->requirePrepared(layer));
+  auto m = checkAccumulateCall(impl_->allocator, *impl_->chain, layer, dst, src);
+  if (!m) return m.status();
+  if (impl_->chain->layers[layer - 1].kind == LayerKind::Abstract) {
+    for (std::uint64_t i = 0; i < m->bytes; ++i)
+      m->dst[i] = static_cast<std::byte>(static_cast<std::uint8_t>(m->dst[i]) + static_cast<std::uint8_t>(m->src[i]));
+    return Status::ok();
+  }
+  if (cpu::isPureHalf(*impl_->chain)) {
+    auto* to = reinterpret_cast<BFloat16*>(m->dst);
+    const auto* from = reinterpret_cast<const BFloat16*>(m->src);
+    for (std::uint64_t i = 0; i < m->bytes / sizeof(BFloat16); ++i) to[i] = BFloat16(to[i].value() + from[i].value());
+    return Status::ok();
+  }
+  if (m->bytes % sizeof(float) != 0)
+    return Status::internal("layer " + std::to_string(layer) + " gradient accumulation: parameters are not float32");
+  auto* to = reinterpret_cast<float*>(m->dst);
+  const auto* from = reinterpret_cast<const float*>(m->src);
+  for (std::uint64_t i = 0; i < m->bytes / sizeof(float); ++i) to[i] += from[i];
+  return Status::ok();
+}
+
 Status CpuDevice::optimizerStep(const OptimizerCall& call) {
   REMAT_RETURN_IF_ERROR(impl_->requirePrepared(call.layer));
   auto m = checkOptimizerCall(impl_->allocator, *impl_->chain, call);

@@ -15,6 +15,7 @@
 // residual add are float32 (type promotion), the first convolution casting x(l-1) as a chain-level
 // conv does.
 #include <algorithm>
+#include <cstring>
 
 #include "device_impl.hpp"
 #include "remat/exec/block_buffers.hpp"
@@ -143,6 +144,34 @@ Status forwardBlock(const DnnlContext& context, const PreparedLayer& prepared, F
   return Status::ok();
 }
 
+namespace {
+
+// --grads static (memory-model.md 11.2): inner op i's parameter gradients made in the fresh buffer,
+// then added into the layer's, as PyTorch's AccumulateGrad adds each op's before the next op's
+// backward runs. In the parameters' dtype: float32, or bfloat16 under pure bf16.
+Status backwardWithFreshGradient(const DnnlContext& context, const PreparedLayer& prepared, std::size_t i,
+                                 const BlockBackwardTensors& tensors, const BackwardBuffers& b, std::byte* scratch) {
+  const PreparedBlockOp& p = prepared.blockOps[i];
+  const auto count = static_cast<Index>(prepared.block->ops[i].paramCount);
+  const std::uint64_t elementBytes = p.halfParams ? sizeof(BFloat16) : sizeof(float);
+  std::memset(b.freshParamGrads, 0, static_cast<std::size_t>(count) * elementBytes);
+  BackwardBuffers fresh = b;
+  fresh.paramGrads = freshGradientBase(b.freshParamGrads, static_cast<std::uint64_t>(p.weightOffset), elementBytes);
+  REMAT_RETURN_IF_ERROR(backwardInnerOp(context, prepared, i, tensors, fresh, scratch));
+  if (p.halfParams) {
+    BFloat16* to = p.at(reinterpret_cast<BFloat16*>(b.paramGrads), p.weightOffset);
+    const auto* from = reinterpret_cast<const BFloat16*>(b.freshParamGrads);
+    for (Index k = 0; k < count; ++k) to[k] = BFloat16(to[k].value() + from[k].value());
+  } else {
+    float* to = b.paramGrads + p.weightOffset;
+    const auto* from = reinterpret_cast<const float*>(b.freshParamGrads);
+    for (Index k = 0; k < count; ++k) to[k] += from[k];
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 // Ops in reverse; the inner gradients in the ONE backward workspace at their gradient offsets;
 // saved tensors and statistics read from E (written in keep mode).
 Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, const BackwardBuffers& b) {
@@ -150,8 +179,12 @@ Status backwardBlock(const DnnlContext& context, const PreparedLayer& prepared, 
   const BlockBackwardTensors tensors(graph, b);
   REMAT_RETURN_IF_ERROR(tensors.check("cpu: " + prepared.label));
   std::byte* scratch = b.workspace != nullptr ? b.workspace + prepared.blockBwdScratchOffset : nullptr;
-  for (std::size_t i = graph.ops.size(); i-- > 0;)
-    REMAT_RETURN_IF_ERROR(backwardInnerOp(context, prepared, i, tensors, b, scratch));
+  for (std::size_t i = graph.ops.size(); i-- > 0;) {
+    if (b.freshParamGrads != nullptr && graph.ops[i].paramCount > 0)
+      REMAT_RETURN_IF_ERROR(backwardWithFreshGradient(context, prepared, i, tensors, b, scratch));
+    else
+      REMAT_RETURN_IF_ERROR(backwardInnerOp(context, prepared, i, tensors, b, scratch));
+  }
   return Status::ok();
 }
 

@@ -59,6 +59,12 @@ Status Device::optimizerStep(const OptimizerCall& call) {
                          std::string(optimizerName(call.optimizer)) + "); use --optimizer none there");
 }
 
+Status Device::accumulateGradient(std::size_t layer, DeviceBuffer dst, DeviceBuffer src) {
+  (void)dst, (void)src;
+  return Status::invalid("the " + name() + " device cannot add layer " + std::to_string(layer) +
+                         "'s fresh gradient into its static one; use --grads in-place or on-backward there");
+}
+
 Result<bool> Device::unscaleGradients(std::span<const DeviceBuffer> grads) {
   (void)grads;
   return Status::invalid("the " + name() + " device has no GradScaler for fp16-mixed; run bf16-mixed there");

@@ -27,6 +27,7 @@ BackwardBuffers BackwardMemory::floats() const {
   b.paramGrads = reinterpret_cast<float*>(paramGrads);
   b.sharedParams = reinterpret_cast<const float*>(sharedParams);
   b.sharedParamGrads = reinterpret_cast<float*>(sharedParamGrads);
+  b.freshParamGrads = freshParamGrads;
   return b;
 }
 
@@ -144,6 +145,11 @@ Result<BackwardMemory> checkBackwardCall(const CountingAllocator& allocator, con
     resolve(memory.sharedParams, call.sharedParams, bytes, "backward shared parameters", false);
     resolve(memory.sharedParamGrads, call.sharedParamGrads, bytes, "backward shared parameter gradients", false);
   }
+  // --grads static: a block's per-op fresh gradient (a one-op layer's is paramGrads itself).
+  const std::uint64_t fresh = freshGradientBytes(chain, l);
+  const bool freshPerOp = fresh > 0 && fresh < m.paramBytes;
+  REMAT_RETURN_IF_ERROR(presentIff(call.freshParamGrads, freshPerOp, "a block's fresh gradient"));
+  resolve(memory.freshParamGrads, call.freshParamGrads, fresh, "backward fresh parameter gradients", !freshPerOp);
   if (!resolve.status()) return resolve.status();
   return memory;
 }
@@ -188,6 +194,19 @@ Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, c
     spans[k] = k < 4 ? *data + call.offsetBytes : *data;
   }
   return OptimizerMemory{spans[0], spans[1], spans[2], spans[3], spans[4], spans[5], part};
+}
+
+Result<AccumulateMemory> checkAccumulateCall(const CountingAllocator& allocator, const Chain& chain, std::size_t layer,
+                                             DeviceBuffer dst, DeviceBuffer src) {
+  const std::string where = "layer " + std::to_string(layer) + " gradient accumulation";
+  const std::uint64_t p = chain.at(layer).paramBytes;
+  if (dst.valid() && src.valid() && dst.id == src.id)
+    return Status::internal(where + ": the fresh gradient is the static one (buffer #" + std::to_string(dst.id) + ")");
+  auto to = checkedMemory(allocator, dst, p, where, "static gradient", false);
+  if (!to) return to.status();
+  auto from = checkedMemory(allocator, src, p, where, "fresh gradient", false);
+  if (!from) return from.status();
+  return AccumulateMemory{*to, *from, p};
 }
 
 }  // namespace remat

@@ -39,7 +39,7 @@ struct Interpreter::State {
   OwnedBuffer input;
   OwnedBuffer labels;
   std::vector<OwnedBuffer> params;  // index l; holds nothing when p = 0
-  std::vector<OwnedBuffer> grads;   // static gradients only (GradMode::Static)
+  std::vector<OwnedBuffer> grads;   // static gradients only (in-place and static GradMode)
   // The optimizer's state (memory-model.md section 11.1), zeroed as torch.zeros_like makes it:
   // momentum_buffer or exp_avg, and exp_avg_sq. PyTorch creates it in the first step; here it
   // exists from the start, so every measured step is the steady state.
@@ -91,7 +91,7 @@ struct Interpreter::State {
       if (!layerParams) return layerParams.status();
       params[l] = std::move(*layerParams);
       for (std::vector<OwnedBuffer>* slot : {&grads, &state, &stateSquare}) {
-        const bool wanted = slot == &grads ? chain.step.grads == GradMode::Static
+        const bool wanted = slot == &grads ? hasStaticGradients(chain.step.grads)
                                            : (slot == &state ? stateBuffers >= 1 : stateBuffers >= 2);
         if (!wanted) continue;
         auto buffer = allocateStatic(p, TensorRole::Raw, l, {});
@@ -262,9 +262,13 @@ class StepRun {
       case OpKind::Seed: return device_.lossSeed(seedCall(p));
       case OpKind::B:
         // A gradient made on backward starts at zero: the kernels add into it.
-        for (std::uint32_t id : {p.weightGrad, p.sharedWeightGrad})
+        for (std::uint32_t id : {p.weightGrad, p.sharedWeightGrad, p.freshGrad})
           if (isTensor(id)) REMAT_RETURN_IF_ERROR(device_.fill(buffers_[id].get(), 0));
-        return device_.backward(backwardCall(p));
+        REMAT_RETURN_IF_ERROR(device_.backward(backwardCall(p)));
+        // AccumulateGrad's `variable.grad += new_grad` (GradMode::Static; a block's device does it per op).
+        if (isTensor(p.freshGrad) && !p.freshPerOp)
+          return device_.accumulateGradient(p.op.layer, state_.grads[p.op.layer].get(), buffers_[p.freshGrad].get());
+        return Status::ok();
       case OpKind::Step: return detail::runOptimizerStep(device_, state_.chain, state_.updates, optimizerBuffers());
     }
     return Status::internal(opLabel(p.op) + ": unknown op kind");
@@ -306,7 +310,9 @@ class StepRun {
     call.gradInput = buffer(p.output);
     call.workspace = workspace_.get();
     call.params = state_.params[p.op.layer].get();
-    call.paramGrads = weightGradient(p.op.layer);
+    const bool wholeLayerFresh = isTensor(p.freshGrad) && !p.freshPerOp;
+    call.paramGrads = wholeLayerFresh ? buffer(p.freshGrad) : weightGradient(p.op.layer);
+    if (p.freshPerOp) call.freshParamGrads = buffer(p.freshGrad);
     if (const std::size_t owner = sharedParamsLayer(state_.chain, p.op.layer); owner > 0) {
       call.sharedParams = state_.params[owner].get();
       call.sharedParamGrads = weightGradient(owner);  // static, or made by this B (the first to use it)
@@ -339,9 +345,9 @@ class StepRun {
     for (std::uint32_t id : p.writes()) {
       if (!isTensor(id) || program_.tensors[id].kind == 'S') continue;  // held, never written (a tied head's)
       const TensorMeta& meta = program_.tensors[id];
-      const TensorRole role = meta.kind == 'E'   ? TensorRole::Extra
-                              : meta.kind == 'W' ? TensorRole::Parameters
-                                                 : TensorRole::Activation;
+      const TensorRole role = meta.kind == 'E'                       ? TensorRole::Extra
+                              : meta.kind == 'W' || meta.kind == 'w' ? TensorRole::Parameters
+                                                                     : TensorRole::Activation;
       std::span<std::byte> bytes = state_.hostSpan(meta.bytes);
       REMAT_RETURN_IF_ERROR(device_.download(buffers_[id].get(), role, meta.layer, bytes));
       digests.push_back({i, p.op, meta.kind, meta.layer, checksumBytes(bytes)});
@@ -463,7 +469,7 @@ Result<RunResult> Interpreter::run(const Plan& plan, const RunOptions& options) 
   RunMonitor monitor(options, *program);
   for (int step = 0; step < options.steps; ++step)
     REMAT_RETURN_IF_ERROR(runStep(s, *program, options, step, layerNames, monitor, result));
-  if (s.chain.step.grads == GradMode::Static) {
+  if (hasStaticGradients(s.chain.step.grads)) {
     std::vector<DeviceBuffer> grads(s.chain.size() + 1);
     for (std::size_t l = 1; l <= s.chain.size(); ++l) grads[l] = s.grads[l].get();
     REMAT_RETURN_IF_ERROR(detail::collectGradients(*s.device, s.chain.size(), options, grads, result));

@@ -105,6 +105,11 @@ class ProgramBuilder {
       if (owner > 0 && gradientWriter_[owner] == l && chain_.at(owner).paramBytes > 0)
         p.sharedWeightGrad = program_.weightGradOf[owner] = tensor(chain_.at(owner).paramBytes, 'W', owner);
     }
+    // zero_grad(set_to_none=False): the kernels write a fresh buffer, added into the static G(l).
+    if (const std::uint64_t fresh = freshGradientBytes(chain_, l); fresh > 0) {
+      p.freshGrad = tensor(fresh, 'w', l);
+      p.freshPerOp = fresh < m.paramBytes;
+    }
     p.workspaceBytes = m.bwdWorkspaceBytes;
     if (m.sharedGradBytes > 0)
       sharedGrad_ = p.sharedGradOut = tensor(m.sharedGradBytes, 'S', l), sharedGradBytes_ = m.sharedGradBytes;

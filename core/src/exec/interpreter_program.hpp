@@ -20,7 +20,9 @@ constexpr std::uint32_t kInput = kNone - 1;  // the static x0
 
 struct TensorMeta {
   std::uint64_t bytes = 0;
-  char kind = 'x';  // x, E, d; W: a weight gradient (GradMode::OnBackward), held to the step's end
+  // x, E, d; W: a weight gradient (GradMode::OnBackward), held to the step's end; w: B's fresh
+  // gradient (GradMode::Static), added into the static G(l) and freed after B
+  char kind = 'x';
   std::size_t layer = 0;
   std::uint32_t readers = 0;
 };
@@ -39,12 +41,14 @@ struct OpProgram {
   // gradient G(l) and, for a tied head's B(n), the shared table's G(1) (B under
   // GradMode::OnBackward, when this B is the first to use those parameters).
   std::uint32_t output = kNone, extraOut = kNone, weightGrad = kNone, sharedWeightGrad = kNone;
+  std::uint32_t freshGrad = kNone;  // B's fresh gradient under GradMode::Static
+  bool freshPerOp = false;          // ... a block's, which the device fills one inner op at a time
   std::uint64_t workspaceBytes = 0;
   std::uint64_t transientBytes = 0;  // RE's copy of x(c)
 
   std::array<std::uint32_t, 6> reads() const { return {input, gradOutput, bwdInput, bwdOutput, extraIn, sharedGradIn}; }
-  std::array<std::uint32_t, 5> writes() const {
-    return {output, extraOut, weightGrad, sharedWeightGrad, sharedGradOut};
+  std::array<std::uint32_t, 6> writes() const {
+    return {output, extraOut, weightGrad, sharedWeightGrad, sharedGradOut, freshGrad};
   }
 };
 

@@ -21,8 +21,8 @@ inline constexpr std::uint32_t kNoTensor = std::numeric_limits<std::uint32_t>::m
 
 // One op with its tensor traffic. x0 is static and never appears as a tensor. B writes d(l-1) and,
 // under GradMode::OnBackward, the weight gradients it makes (G(l); a tied head's B(n) also the
-// shared table's G(1)); STEP reads the G(l) implicitly: they are
-// alive until the step's last op (lastReader), and the sweep frees everything after it.
+// shared table's G(1)), under GradMode::Static the fresh gradient nobody reads after it; STEP reads the G(l)
+// implicitly: they are alive until the step's last op (lastReader), and the sweep frees everything after it.
 struct OpTraffic {
   std::uint32_t reads[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
   std::uint32_t writes[4] = {kNoTensor, kNoTensor, kNoTensor, kNoTensor};
@@ -142,6 +142,9 @@ class TensorGraphBuilder {
       if (owner > 0 && gradientWriter_[owner] == l && chain_.at(owner).paramBytes > 0)
         weightGradients_.push_back(write(Kind::WeightGradient, owner, chain_.at(owner).paramBytes));
     }
+    // zero_grad(set_to_none=False): B(l) makes its gradient in a fresh buffer, which AccumulateGrad
+    // adds into the static G(l) and frees; nobody reads it after B(l).
+    if (const std::uint64_t fresh = freshGradientBytes(chain_, l); fresh > 0) write(Kind::WeightGradient, l, fresh);
     traffic_->scratchBytes = m.bwdWorkspaceBytes;
     // A tied head's table gradient: written here, read (and freed) by B(1), whose workspace holds
     // at least the embedding's own table gradient before the two are summed (memory-model.md 12.2;

@@ -2,6 +2,8 @@
 // composite blocks, whose numbers come from their inner graph (block.cpp, block_layout.cpp).
 #include "layer_inference.hpp"
 
+#include <algorithm>
+
 #include "layers_common.hpp"
 #include "remat/model/block.hpp"
 
@@ -12,8 +14,10 @@ Status inferBlock(const LayerSpec& spec, const Shape& input, DType dtype, ChainL
   auto graph = buildBlockGraph(spec, input, dtype);
   if (!graph) return graph.status();
   REMAT_RETURN_IF_ERROR(setCommonNumbers(out, graph->tensors.back().shape, dtype, graph->paramCount, 0.0));
-  for (const BlockOp& op : graph->ops)
+  for (const BlockOp& op : graph->ops) {
     out.paramTensors.insert(out.paramTensors.end(), op.paramTensors.begin(), op.paramTensors.end());
+    out.largestOpParamCount = std::max(out.largestOpParamCount, op.paramCount);
+  }
   LayerNumbers& m = out.numbers;
   m.needsInput = graph->needsInput;
   // The final ReLU of a ResNet block reads x(l): out = yes (docs/memory-model.md section 5 and

@@ -46,12 +46,24 @@ Result<OptimizerKind> parseOptimizer(std::string_view name) {
   return Status::invalid("unknown optimizer " + quoted(name) + " (valid: " + valid + ")");
 }
 
-std::string_view gradModeName(GradMode mode) { return mode == GradMode::Static ? "static" : "on-backward"; }
+std::string_view gradModeName(GradMode mode) {
+  switch (mode) {
+    case GradMode::InPlace: return "in-place";
+    case GradMode::Static: return "static";
+    case GradMode::OnBackward: return "on-backward";
+  }
+  return "?";
+}
+
+std::span<const GradMode> gradModes() {
+  static constexpr GradMode kModes[] = {GradMode::Static, GradMode::OnBackward, GradMode::InPlace};
+  return kModes;
+}
 
 Result<GradMode> parseGradMode(std::string_view name) {
-  if (name == "static") return GradMode::Static;
-  if (name == "on-backward") return GradMode::OnBackward;
-  return Status::invalid("unknown gradient mode " + quoted(name) + " (valid: on-backward, static)");
+  for (GradMode mode : gradModes())
+    if (gradModeName(mode) == name) return mode;
+  return Status::invalid("unknown gradient mode " + quoted(name) + " (valid: in-place, on-backward, static)");
 }
 
 Result<bool> parseForeach(std::string_view name) {
@@ -82,9 +94,15 @@ Result<Precision> parsePrecision(std::string_view name) {
   return Status::invalid("unknown precision " + quoted(name) + " (valid: " + valid + ")");
 }
 
+namespace {
+std::string_view gradModeWords(GradMode mode) {
+  return mode == GradMode::OnBackward ? "on backward" : mode == GradMode::InPlace ? "in place" : "static";
+}
+}  // namespace
+
 std::string describeStepOptions(const StepOptions& options) {
   std::string text = std::string(optimizerName(options.optimizer)) + ", foreach " + (options.foreach ? "on" : "off") +
-                     ", gradients " + (options.grads == GradMode::Static ? "static" : "on backward");
+                     ", gradients " + std::string(gradModeWords(options.grads));
   if (options.precision != Precision::Fp32) text += ", " + std::string(precisionName(options.precision));
   return text;
 }
@@ -100,14 +118,14 @@ StaticBreakdown staticBreakdown(const Chain& chain) {
   b.inputBytes = chain.inputBytes;
   b.labelBytes = labelCount(chain) * sizeof(LabelIndex);
   b.weightBytes = params;
-  b.gradientBytes = chain.step.grads == GradMode::Static ? params : 0;
+  b.gradientBytes = hasStaticGradients(chain.step.grads) ? params : 0;
   b.optimizerStateBytes = optimizerStateFactor(chain.step.optimizer) * params;
   return b;
 }
 
 std::string describeStaticParts(const Chain& chain) {
   std::string text = labelCount(chain) > 0 ? "(input + labels + parameters" : "(input + parameters";
-  if (chain.step.grads == GradMode::Static) text += " + parameter gradients";
+  if (hasStaticGradients(chain.step.grads)) text += " + parameter gradients";
   if (optimizerStateFactor(chain.step.optimizer) > 0) text += " + optimizer state";
   return text + ")";
 }
@@ -142,6 +160,15 @@ std::uint64_t optimizerScratchBytes(const Chain& chain) {
     }
   }
   return most;
+}
+
+std::uint64_t freshGradientBytes(const Chain& chain, std::size_t l) {
+  if (chain.step.grads != GradMode::Static || l < 1 || l > chain.size()) return 0;
+  const ChainLayer& layer = chain.layers[l - 1];
+  const std::uint64_t p = layer.numbers.paramBytes;
+  const std::uint64_t largest = layer.largestOpParamCount;
+  if (largest == 0 || largest >= layer.paramCount || p % layer.paramCount != 0) return p;
+  return largest * (p / layer.paramCount);  // in the parameters' dtype
 }
 
 std::uint64_t optimizerStepFootprint(const Chain& chain) {

@@ -46,7 +46,8 @@ LayerTables makeLayerTables(const Chain& chain) {
   for (std::size_t l = 1; l <= n; ++l) {
     // B(1) of a tied head's chain: its workspace holds at least the embedding's own table gradient.
     const std::uint64_t wb = l == 1 ? std::max(t.wb[l], sharedGrad) : t.wb[l];
-    t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + wb + t.gradAfter[l - 1];
+    t.backwardTerm[l] = t.T[l - 1] + t.e[l] + (t.out[l] ? 2 : 1) * t.a[l] + t.a[l - 1] + wb + t.gradAfter[l - 1] +
+                        freshGradientBytes(chain, l);
     if (l >= 2) {
       t.forwardPair[l] = t.a[l - 1] + t.a[l] + t.wf[l];
       t.recomputeTerm[l] = t.T[l - 1] + t.transient[l - 1] + t.a[l] + t.e[l] + t.wf[l];

@@ -31,8 +31,10 @@ struct LayerTables {
   // Footprint terms that depend on one layer only; a segment's footprints subtract T(start).
   std::vector<std::uint64_t> forwardPair;    // l >= 2: a(l-1) + a(l) + wf(l)   (discard-mode F(l))
   std::vector<std::uint64_t> recomputeTerm;  // l >= 2: T(l-1) + transient(l-1) + a(l) + e(l) + wf(l)
-  std::vector<std::uint64_t> backwardTerm;   // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l) + Gafter(l-1)
-  std::vector<std::uint64_t> keepSuffixMax;  // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
+  // l >= 1: T(l-1) + e(l) + (1 + out) a(l) + a(l-1) + wb(l) + Gafter(l-1) + the fresh gradient
+  // (p(l) under GradMode::Static, freshGradientBytes)
+  std::vector<std::uint64_t> backwardTerm;
+  std::vector<std::uint64_t> keepSuffixMax;      // l >= 2: max over l' in [l, n] of keep-mode F(l') terms
   std::vector<std::uint64_t> backwardSuffixMax;  // l >= 1: max over l' in [l, n] of backwardTerm(l')
 };
 

@@ -83,6 +83,7 @@ class CpuDevice final : public Device {
   Status lossSeed(const SeedCall& call) override;
   // SGD, momentum, Adam, AdamW in plain loops (optimizer_step.cpp).
   Status optimizerStep(const OptimizerCall& call) override;
+  Status accumulateGradient(std::size_t layer, DeviceBuffer dst, DeviceBuffer src) override;
   Status synchronize() override { return Status::ok(); }
   // capacityBytes less what is held; without a capacity, this machine's physical memory less it.
   Result<std::uint64_t> availableBytes() const override;
@@ -95,6 +96,12 @@ class CpuDevice final : public Device {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// OK when oneDNN runs bfloat16 convolutions and matmuls on this CPU (2.6: AVX-512 CPUs); otherwise
+// InvalidInput saying which instruction set this CPU has and what to run instead. CpuDevice::prepare
+// refuses a bf16 or bf16-mixed chain with real layers with it; tests that run bfloat16 on the CPU
+// skip with its message.
+Status cpuBfloat16Support();
 
 // This machine's physical memory (sysconf); 0 when the system does not say.
 std::uint64_t physicalMemoryBytes();

@@ -92,6 +92,10 @@ struct BackwardCall {
   DeviceBuffer workspace;   // wb bytes; empty when wb = 0
   DeviceBuffer params;      // p bytes
   DeviceBuffer paramGrads;  // p bytes: the backward ADDS its parameter gradients into them
+  // --grads static for a block (memory-model.md 11.2): freshGradientBytes(l), where the backward
+  // makes each inner op's parameter gradient (zeroed first) before adding it into paramGrads, one
+  // op at a time; empty otherwise (a one-op layer's fresh gradient is paramGrads itself).
+  DeviceBuffer freshParamGrads;
   std::uint64_t seed = 0;
   // The shared layer's parameters and gradient (ForwardCall::sharedParams): the backward ADDS the
   // shared tensor's gradient into the owner's, so the owner's optimizer step sees the sum.
@@ -171,6 +175,11 @@ class Device {
   // One layer's optimizer update. The default refuses (InvalidInput naming the device): a backend
   // without the kernels runs chains without an optimizer only.
   virtual Status optimizerStep(const OptimizerCall& call);
+  // AccumulateGrad's `variable.grad += new_grad` under GradMode::Static (memory-model.md 11.2):
+  // adds layer l's fresh parameter gradient (src) into its static gradient (dst), both p(l) bytes,
+  // elementwise in the parameters' dtype (bytewise for abstract layers). The default refuses
+  // (InvalidInput naming the device).
+  virtual Status accumulateGradient(std::size_t layer, DeviceBuffer dst, DeviceBuffer src);
   // fp16-mixed's GradScaler (memory-model.md 11.7), called once before the optimizer step: every
   // layer's float32 gradient (grads[l]; invalid where p(l) = 0) multiplied by 1 / scale with
   // PyTorch's inf/NaN check; true when one was found, and the step is then skipped. The scale and

@@ -37,7 +37,16 @@ struct BackwardBuffers {
   float* paramGrads = nullptr;
   const float* sharedParams = nullptr;
   float* sharedParamGrads = nullptr;
+  std::byte* freshParamGrads = nullptr;  // BackwardCall::freshParamGrads; null when absent
 };
+
+// A block's inner op under --grads static (BackwardCall::freshParamGrads): the base address at which
+// the op's layer-wide parameter offsets [first, first + count) land in the fresh buffer, so the
+// kernels index it as they index the layer's gradients. An address computation only: nothing below
+// element `first` of it is read or written.
+inline float* freshGradientBase(std::byte* fresh, std::uint64_t firstElement, std::uint64_t elementBytes) {
+  return reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(fresh) - firstElement * elementBytes);
+}
 
 // The memory behind a checked call as bytes (abstract layers read it so), null where absent.
 struct ForwardMemory {
@@ -60,6 +69,7 @@ struct BackwardMemory {
   std::byte* paramGrads = nullptr;
   std::byte* sharedParams = nullptr;
   std::byte* sharedParamGrads = nullptr;
+  std::byte* freshParamGrads = nullptr;
   BackwardBuffers floats() const;
 };
 struct SeedMemory {
@@ -102,5 +112,15 @@ struct OptimizerMemory {
 };
 Result<OptimizerMemory> checkOptimizerCall(const CountingAllocator& allocator, const Chain& chain,
                                            const OptimizerCall& call);
+
+// The buffers of Device::accumulateGradient (requirePreparedLayer first): dst and src, p(layer)
+// bytes each and distinct.
+struct AccumulateMemory {
+  std::byte* dst = nullptr;
+  const std::byte* src = nullptr;
+  std::uint64_t bytes = 0;
+};
+Result<AccumulateMemory> checkAccumulateCall(const CountingAllocator& allocator, const Chain& chain, std::size_t layer,
+                                             DeviceBuffer dst, DeviceBuffer src);
 
 }  // namespace remat

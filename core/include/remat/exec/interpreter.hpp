@@ -71,7 +71,9 @@ struct RunOptions {
 struct TensorDigest {
   std::size_t opIndex = 0;
   Op op;
-  char tensor = 'x';  // 'x' (x(layer)), 'E' (E(layer)), 'd' (d(layer)), 'W' (G(layer), gradients on backward)
+  // 'x' (x(layer)), 'E' (E(layer)), 'd' (d(layer)), 'W' (G(layer), gradients on backward), 'w' (B's
+  // fresh gradient of layer, static gradients)
+  char tensor = 'x';
   std::size_t layer = 0;
   std::uint64_t digest = 0;
 };

@@ -16,7 +16,8 @@
 namespace remat {
 
 struct TensorLife {
-  // WeightGradient: G(l), the parameter gradient B(l) allocates under GradMode::OnBackward.
+  // WeightGradient: G(l), the parameter gradient B(l) allocates under GradMode::OnBackward (alive
+  // to the step's end), or its fresh gradient under GradMode::Static (freed after B(l)).
   enum class Kind { Activation, Gradient, Extra, WeightGradient };
   Kind kind = Kind::Activation;
   std::size_t layer = 0;  // x(l), d(l) or E(l)

@@ -16,17 +16,24 @@ struct Chain;
 struct ChainLayer;
 
 enum class OptimizerKind { None, Sgd, Momentum, Adam, AdamW };
-enum class GradMode { Static, OnBackward };
+// When the weight gradients exist and how a layer's backward adds into them (section 11.2):
+// - InPlace: static buffers the backward kernels add into directly: the paper's model (sections 1
+//   to 10) and core's default, what a framework with fused gradient accumulation does.
+// - Static: PyTorch's zero_grad(set_to_none=False): static buffers too, but each B(l) first makes
+//   its gradient in a fresh buffer of p(l) bytes, which AccumulateGrad adds in and frees.
+// - OnBackward: zero_grad(set_to_none=True), PyTorch 2's default: B(l)'s fresh buffer becomes G(l),
+//   alive until the step's end.
+enum class GradMode { InPlace, Static, OnBackward };
 // The step's dtypes (memory-model.md section 11.7): float32, the whole model in half (the chain
 // file's dtype), or torch.autocast in half around float32 master weights.
 enum class Precision { Fp32, Bf16, Fp16, Bf16Mixed, Fp16Mixed };
 
-// Core's defaults (none, foreach on, static) are the model before section 11: static memory
+// Core's defaults (none, foreach on, in-place) are the model before section 11: static memory
 // a(0) + 2P, no optimizer step; the front ends default to kPyTorchDefaultStep instead.
 struct StepOptions {
   OptimizerKind optimizer = OptimizerKind::None;
   bool foreach = true;
-  GradMode grads = GradMode::Static;
+  GradMode grads = GradMode::InPlace;
   // Set together with the layer numbers it changes: withPrecision / withStepOptions
   // (remat/model/precision.hpp); buildChain sets it from the chain file's dtype.
   Precision precision = Precision::Fp32;
@@ -43,8 +50,11 @@ std::string_view optimizerName(OptimizerKind kind);  // "none", "sgd", "momentum
 std::span<const OptimizerKind> optimizerKinds();     // every kind, in the order messages list them
 // InvalidInput naming the value and the valid ones.
 Result<OptimizerKind> parseOptimizer(std::string_view name);
-std::string_view gradModeName(GradMode mode);  // "static", "on-backward"
+std::string_view gradModeName(GradMode mode);  // "in-place", "static", "on-backward"
 Result<GradMode> parseGradMode(std::string_view name);
+std::span<const GradMode> gradModes();  // static, on-backward, in-place: the order the explorer lists them
+// In-place and static: the gradients are part of the static block (P bytes the whole step).
+inline bool hasStaticGradients(GradMode mode) { return mode != GradMode::OnBackward; }
 Result<bool> parseForeach(std::string_view name);     // "on" / "off"
 std::string_view precisionName(Precision precision);  // "fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed"
 std::span<const Precision> precisions();              // every precision, in the order messages list them
@@ -62,7 +72,7 @@ struct StaticBreakdown {
   std::uint64_t inputBytes = 0;           // a(0)
   std::uint64_t labelBytes = 0;           // the loss's int64 labels: labelCount() * 8 (0 for an abstract chain)
   std::uint64_t weightBytes = 0;          // P
-  std::uint64_t gradientBytes = 0;        // P under GradMode::Static, else 0
+  std::uint64_t gradientBytes = 0;        // P under in-place and static gradients, else 0
   std::uint64_t optimizerStateBytes = 0;  // S
   std::uint64_t total() const { return inputBytes + labelBytes + weightBytes + gradientBytes + optimizerStateBytes; }
 };
@@ -105,6 +115,12 @@ std::size_t sharedParamsLayer(const Chain& chain, std::size_t l);
 // later layer shares: a tied head's B(n) makes the token embedding's G(1) (PyTorch's AccumulateGrad
 // keeps the first gradient that reaches the .grad of None, then B(1) adds into it).
 std::vector<std::size_t> weightGradientWriters(const Chain& chain);
+
+// The fresh gradient B(l) makes under GradMode::Static before AccumulateGrad adds it into the
+// static G(l), alive during B(l) only: p(l) bytes, or for a block its largest inner op's
+// parameters (ChainLayer::largestOpParamCount: the executors make one inner op's gradient at a time
+// there, as PyTorch does); 0 under the other modes.
+std::uint64_t freshGradientBytes(const Chain& chain, std::size_t l);
 
 // The footprint of the STEP op, which no plan changes: the gradients alive before it (all of
 // them under OnBackward) plus its scratch; 0 without an optimizer step.

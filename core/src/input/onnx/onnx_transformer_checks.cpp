@@ -59,9 +59,11 @@ Status checkLayerNorm(const TransformerGraph& t, std::size_t mean, std::size_t s
   if (variance != kNone) add = soleReader(t, variance, "Add");
   if (add != kNone) sqrt = soleReader(t, add, "Sqrt");
   const auto exponent = pow == kNone ? std::nullopt : operand(t, pow, nodeAt(t, sub).output(0));
-  const auto epsilon = add == kNone ? std::nullopt : operand(t, add, nodeAt(t, variance).output(0));
+  // value_or: NaN fails both comparisons, and GCC 12 does not see an optional's flag guard its value.
+  const double epsilon =
+      (add == kNone ? std::nullopt : operand(t, add, nodeAt(t, variance).output(0))).value_or(std::nan(""));
   const bool ok = sqrt != kNone && lastAxisKept(t, mean) && lastAxisKept(t, variance) && exponent && *exponent == 2.0 &&
-                  epsilon && *epsilon >= 0.0 && *epsilon < 1.0 && !readersOf(t, nodeAt(t, sqrt).output(0)).empty() &&
+                  epsilon >= 0.0 && epsilon < 1.0 && !readersOf(t, nodeAt(t, sqrt).output(0)).empty() &&
                   nodeAt(t, readersOf(t, nodeAt(t, sqrt).output(0)).front()).op_type() == "Div";
   return ok ? Status::ok() : t.graph->fail(mean, fail);
 }

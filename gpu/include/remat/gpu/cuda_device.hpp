@@ -62,6 +62,7 @@ class CudaDevice final : public Device {
   Status backward(const BackwardCall& call) override;
   Status lossSeed(const SeedCall& call) override;
   Status optimizerStep(const OptimizerCall& call) override;
+  Status accumulateGradient(std::size_t layer, DeviceBuffer dst, DeviceBuffer src) override;
   // fp16-mixed's GradScaler (cuda_device.cpp): unscale_ with the inf/NaN check, then the scale's
   // update (halved on inf/NaN; doubled after 2,000 steps without).
   Result<bool> unscaleGradients(std::span<const DeviceBuffer> grads) override;
