@@ -235,11 +235,13 @@ def chain_for(name, case, args, folder):
     return chain_path, source
 
 
-def profiled_chain(case, chain_path, folder, name, gradients_on_backward=False):
-    """The chain with PyTorch's in-op scratch of each layer as its wf / wb (docs/memory-model.md 10.4);
-    gradients_on_backward: less the weight gradients B(l) writes under --grads on-backward."""
+def profiled_chain(case, chain_path, folder, name, grads="in-place"):
+    """The chain with PyTorch's in-op scratch of each layer as its wf / wb (docs/memory-model.md 10.4),
+    less the weight gradients B(l) writes under --grads on-backward, less its fresh gradient under
+    --grads static (profiled with the .grad buffers allocated, as the loop runs)."""
     profile = profile_workspaces(case.model, case.x, chain_path, labels=case.labels,
-                                 gradients_on_backward=gradients_on_backward, **loss_kwargs(case))
+                                 gradients_on_backward=grads == "on-backward", fresh_gradients=grads == "static",
+                                 **loss_kwargs(case))
     path = os.path.join(folder, name + ".torch-workspaces.json")
     write_profiled_chain(chain_path, profile, path)
     return path
@@ -255,8 +257,8 @@ def rows_for(name, planners, args, folder):
     loss_fn(case.model(case.x), case.labels).backward()
     case.model.zero_grad(set_to_none=True)
     profile = args.workspaces == "torch" and args.precision == "fp32"
-    on_backward = whole_step(args) and args.grads == "on-backward"
-    chain_path = profiled_chain(case, plain_path, folder, name, on_backward) if profile else plain_path
+    grads = args.grads if whole_step(args) else "in-place"
+    chain_path = profiled_chain(case, plain_path, folder, name, grads) if profile else plain_path
     step = [*case.plan_args, *step_args(args)]
     rows = []
     for planner in planners:

@@ -7,7 +7,8 @@
 
 With --optimizer the step is the whole training step (the optimizer's second, its state existing):
 plan asks remat for that step's total, record measures PyTorch's (docs/pytorch.md, "The whole step").
-  profile MODEL --out CHAIN.json [--chain CHAIN.json] [--batch N] [--resolution R] [--remat PATH] [--threads N]
+  profile MODEL --out CHAIN.json [--chain CHAIN.json] [--grads MODE] [--batch N] [--resolution R] [--remat PATH]
+          [--threads N]
 
 MODEL is a torchvision model name (resnet18, vgg16, mobilenet_v2, ...) or package.module:factory.
 Exit 2 with a message on bad input (an unknown model, a model fx cannot trace, a plan that names
@@ -35,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m remat_torch", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(s):
+    def common(s, grads=GRADS, grads_note=""):
         s.add_argument("model", help="torchvision model name, or package.module:factory")
         s.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
         s.add_argument("--resolution", type=int, default=224, help="input height and width (default 224)")
@@ -46,8 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="end the step in this optimizer's step (default none: forward and backward)")
         s.add_argument("--foreach", choices=("on", "off"), default="off",
                        help="the optimizer's foreach implementation (default off, PyTorch's for CPU parameters)")
-        s.add_argument("--grads", choices=GRADS, default="on-backward",
-                       help="on-backward: zero_grad(set_to_none=True), PyTorch 2's (default); static: set_to_none=False")
+        s.add_argument("--grads", choices=grads, default="on-backward",
+                       help="on-backward: zero_grad(set_to_none=True), PyTorch 2's (default); static: set_to_none=False"
+                            + grads_note)
 
     plan = sub.add_parser("plan", help="export to ONNX, plan with remat, apply the plan")
     common(plan)
@@ -62,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--out", required=True, help="the recording: *.json or a pickle (*.pickle)")
     record.add_argument("--plan", help="apply this plan first (remat plan --json output, or a JSON list of names)")
     profile = sub.add_parser("profile", help="PyTorch's in-op scratch of each layer, written into the chain as wf / wb")
-    common(profile)
+    common(profile, (*GRADS, "in-place"),
+           "; in-place: remat's paper model. The weight gradients B(l) writes under the first two come off its "
+           "scratch, as the chain planned with the same --grads holds them (docs/memory-model.md 11.2)")
     profile.add_argument("--out", required=True, help="the profiled chain (remat-chain/1 JSON)")
     profile.add_argument("--chain", help="the model's chain (default: its ONNX export, imported with remat)")
     profile.add_argument("--remat", help="the remat binary (default $REMAT, build/dev/app/cli/remat, PATH)")
@@ -169,7 +173,8 @@ def _profile(args) -> int:
         chain = args.chain
     else:
         chain = import_chain(model, x, args.remat)
-    profile = profile_workspaces(model, x, chain)
+    profile = profile_workspaces(model, x, chain, gradients_on_backward=args.grads == "on-backward",
+                                 fresh_gradients=args.grads == "static")
     write_profiled_chain(chain, profile, args.out)
     mib = 1 << 20
     for name, w in profile.layers.items():

@@ -18,7 +18,8 @@ and the gradient it was given). Its scratch is the most of that over the op, les
 leaves allocated (its output, what it saves, the input gradient): wf = max(0, peak - kept), and
 the model's footprint of the op (bytes alive before + what it writes + the workspace) is then
 PyTorch's peak inside it. Parameter gradients (allocated by the backward and kept: static in the
-model) count nowhere.
+model) count nowhere, unless the chain is planned with --grads on-backward or static, where the model
+holds what B(l) writes on top of wb (``gradients_on_backward``, ``fresh_gradients``).
 
 wf is the forward's scratch when it keeps what autograd saves (F in keep mode, R, RE). The model
 has one wf for both modes of a forward (keep: a + e + wf, discard: a + wf), while PyTorch computes
@@ -52,6 +53,7 @@ from .record import _range_enter, _range_exit
 
 LAYER_RANGE = "remat_layer::"
 _EVALUATE = "autograd::engine::evaluate_function"
+_ACCUMULATE = "AccumulateGrad"
 
 
 @dataclass
@@ -151,6 +153,7 @@ def profile_workspaces(
     labels: Optional[torch.Tensor] = None,
     loss_fn: Callable = _default_loss,
     gradients_on_backward: bool = False,
+    fresh_gradients: bool = False,
 ) -> WorkspaceProfile:
     """PyTorch's scratch of each chain layer's forward and backward on ``example_input``'s device.
 
@@ -163,7 +166,18 @@ def profile_workspaces(
     makes (kept as ``.grad``) then count toward its peak and come off it as B(l)'s outputs, like
     d(l-1): a convolution whose scratch peaks before it allocates its weight gradient (PyTorch's
     oneDNN backward on CPUs without AVX-512) gets that scratch less the gradient, not all of it.
-    Otherwise they are left out, as the static gradients they are in the other modes."""
+    Otherwise they are left out, as the static gradients they are in the other modes.
+
+    ``fresh_gradients``: for a chain planned with ``--grads static`` (memory-model.md 11.2). The
+    profiled step runs with every ``.grad`` allocated (``zero_grad(set_to_none=False)``), as the
+    user's loop does, so each backward node allocates its weight gradients afresh and
+    ``AccumulateGrad`` adds them in and frees them, before the next node of the layer runs. That
+    free counts for the layer that made them (a block's next convolution starts from the right
+    base), and the layer's largest node's fresh gradients come off its peak, because the model
+    holds that fresh gradient on top of wb: a convolution whose scratch is freed before it
+    allocates its weight gradient (PyTorch's oneDNN backward) gets that scratch less the gradient."""
+    if gradients_on_backward and fresh_gradients:
+        raise ValueError("profile_workspaces: gradients_on_backward and fresh_gradients are two --grads modes; pick one")
     names = chain_layer_names(chain)
     work = copy.deepcopy(model).train()
     gm, unmapped = instrument(work, names)
@@ -174,7 +188,7 @@ def profile_workspaces(
         loss_fn(gm(example_input), labels).backward()
 
     step()
-    gm.zero_grad(set_to_none=True)
+    gm.zero_grad(set_to_none=not fresh_gradients)
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as keep:
@@ -188,7 +202,8 @@ def profile_workspaces(
                               unmapped_nodes=unmapped)
     for name in names:
         result.layers[name] = LayerWorkspace()
-    for (phase, layer), (scratch, at) in op_scratch(keep, example_input.device, gradients_on_backward).items():
+    for (phase, layer), (scratch, at) in op_scratch(keep, example_input.device, gradients_on_backward,
+                                                   fresh_gradients).items():
         w = result.layers.setdefault(layer, LayerWorkspace())
         if phase == "F":
             w.fwd_bytes, w.fwd_at = scratch, at if scratch else ""
@@ -239,10 +254,26 @@ def _group(ancestors, layer_of_seq) -> Optional[Tuple[str, str]]:
     return None
 
 
-def op_scratch(prof, device, count_gradients: bool = False) -> Dict[Tuple[str, str], Tuple[int, str]]:
+def _node(ancestors) -> Optional[int]:
+    """The sequence number of the innermost autograd node evaluating (None in a forward)."""
+    for a in ancestors:
+        if a.name.startswith(_EVALUATE):
+            return getattr(a.extra_fields, "sequence_number", -1)
+    return None
+
+
+def _accumulating(ancestors) -> bool:
+    """Inside AccumulateGrad: adding a fresh weight gradient into ``.grad`` (static gradients)."""
+    return any(a.name.endswith(_ACCUMULATE) for a in ancestors)
+
+
+def op_scratch(prof, device, count_gradients: bool = False,
+               fresh_gradients: bool = False) -> Dict[Tuple[str, str], Tuple[int, str]]:
     """(phase "F" or "B", layer) -> (scratch bytes, the innermost op at its peak), from one profile.
     ``count_gradients``: what is still allocated when the step ends (the parameter gradients)
-    counts toward the group that made it and comes off its peak as one of its outputs."""
+    counts toward the group that made it and comes off its peak as one of its outputs.
+    ``fresh_gradients``: what AccumulateGrad frees leaves the group that made it then, and the
+    most one node of the group made that way (its fresh weight gradients) comes off its peak."""
     allocations, layer_of_seq = _events(prof, device)
     live: Dict[int, int] = {}
     for index, (_, ptr, size, _) in enumerate(allocations):
@@ -252,25 +283,32 @@ def op_scratch(prof, device, count_gradients: bool = False) -> Dict[Tuple[str, s
             live.pop(ptr, None)
     persistent = set(live.values())  # still allocated when the step ends: parameter gradients (static)
     older: Dict[int, int] = {}  # every allocation of the step so far that is live: ptr -> bytes
+    made_by: Dict[int, Tuple[Tuple[str, str], Optional[int]]] = {}  # ptr -> (group, node) that made it
     state: Dict[Tuple[str, str], dict] = {}
     for index, (_, ptr, size, ancestors) in enumerate(allocations):
         group = _group(ancestors, layer_of_seq)
-        s = state.setdefault(group, {"made": {}, "net": 0, "best": 0, "at": ""}) if group else None
+        s = state.setdefault(group, {"made": {}, "net": 0, "best": 0, "at": "", "fresh": {}}) if group else None
         if size > 0:
             if count_gradients or index not in persistent:
                 older[ptr] = size
                 if s is not None:
+                    made_by[ptr] = (group, _node(ancestors))
                     s["made"][ptr] = size
                     s["net"] += size
                     if s["net"] > s["best"]:
                         s["best"], s["at"] = s["net"], ancestors[0].name if ancestors else "?"
             continue
         freed = older.pop(ptr, None)
+        maker = made_by.pop(ptr, None)
+        if freed is not None and fresh_gradients and s is None and maker and _accumulating(ancestors):
+            s = state[maker[0]]
+            s["fresh"][maker[1]] = s["fresh"].get(maker[1], 0) + freed
         if freed is None or s is None:
             continue
         s["made"].pop(ptr, None)
         s["net"] -= freed
-    return {g: (max(0, s["best"] - sum(s["made"].values())), s["at"]) for g, s in state.items()}
+    return {g: (max(0, s["best"] - sum(s["made"].values()) - max(s["fresh"].values(), default=0)), s["at"])
+            for g, s in state.items()}
 
 
 def write_profiled_chain(chain, profile: WorkspaceProfile, out: str) -> dict:

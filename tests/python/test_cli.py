@@ -90,6 +90,24 @@ class Cli(unittest.TestCase):
             p = subprocess.run([remat_binary(), "simulate", out, "--checkpoints", ""], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_profile_for_static_gradients_takes_the_fresh_gradient_off(self):
+        # --grads static profiles with the .grad buffers allocated; each layer's wb falls by at most
+        # its own fresh gradient (memory-model.md 11.2).
+        with temp_dir() as folder:
+            wb = {}
+            for grads in ("in-place", "static"):
+                out = os.path.join(folder, grads + ".json")
+                code, _, stderr = run_main("profile", "test_workspace:ConvNet", "--batch", "8", "--resolution", "32",
+                                           "--threads", "1", "--grads", grads, "--out", out)
+                self.assertEqual(code, 0, stderr)
+                with open(out, encoding="utf-8") as f:
+                    wb[grads] = {layer["name"]: layer["bwd_workspace_bytes"] for layer in json.load(f)["layers"]
+                                 if "bwd_workspace_bytes" in layer}
+            fc_grads = (64 * 8 * 8 * 10 + 10) * 4
+            self.assertLessEqual(wb["static"]["fc"], wb["in-place"]["fc"])
+            self.assertLessEqual(wb["in-place"]["fc"] - wb["static"]["fc"], fc_grads)
+            self.assertEqual(set(wb["static"]), set(wb["in-place"]))
+
     def test_bad_input_is_exit_2(self):
         with temp_dir() as folder:
             cases = [

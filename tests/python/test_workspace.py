@@ -70,6 +70,57 @@ class ConvNet(nn.Module):
 
 WIDE_LAYERS = ["conv1", "scratchy", "relu", "conv2", "pool", "fc"]
 
+WEIGHT_COUNT = 1 << 16  # Weighted's parameters: its fresh weight gradient is 256 KiB
+
+
+class ScratchFirst(torch.autograd.Function):
+    """2x; its backward holds SCRATCH_BYTES and frees them, then allocates its weight gradient, as
+    PyTorch's oneDNN convolution backward does on CPUs without AVX-512."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        tmp = torch.empty(SCRATCH_BYTES // 4)
+        tmp.fill_(1.0)
+        del tmp
+        return grad * 2, torch.ones(WEIGHT_COUNT)
+
+
+def scratch_first(x, w):
+    return ScratchFirst.apply(x, w)
+
+
+torch.fx.wrap("scratch_first")
+
+
+class Weighted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(WEIGHT_COUNT))
+
+    def forward(self, x):
+        return scratch_first(x, self.w)
+
+
+class WeightedNet(nn.Module):
+    """conv (3 to 8, 3x3) - weighted - pool - fc."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.weighted = Weighted()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.weighted(self.conv1(x))), 1))
+
+
+WEIGHTED_LAYERS = ["conv1", "weighted", "pool", "fc"]
+
 
 class LayerOf(unittest.TestCase):
     def test_exact_name_and_block_members(self):
@@ -125,6 +176,33 @@ class Profile(unittest.TestCase):
             self.assertGreaterEqual(on, 0, name)
             self.assertLessEqual(on, plain, name)
             self.assertLessEqual(plain - on, grads, name)
+
+    def test_a_fresh_gradient_allocated_after_the_scratch_comes_off_it(self):
+        # Under --grads static the model holds B(l)'s fresh gradient on top of wb; PyTorch freed the
+        # scratch before allocating it, so wb is the scratch less the gradient (memory-model.md 11.2).
+        model, x = WeightedNet().train(), torch.randn(2, 3, 16, 16)
+        plain = profile_workspaces(model, x, WEIGHTED_LAYERS).layers
+        fresh = profile_workspaces(model, x, WEIGHTED_LAYERS, fresh_gradients=True).layers
+        self.assertGreater(plain["weighted"].bwd_bytes, SCRATCH_BYTES // 2)
+        self.assertEqual(fresh["weighted"].bwd_bytes, plain["weighted"].bwd_bytes - WEIGHT_COUNT * 4)
+        conv = sum(p.numel() * 4 for p in model.conv1.parameters())
+        self.assertEqual(fresh["conv1"].bwd_bytes, max(0, plain["conv1"].bwd_bytes - conv))
+        self.assertTrue(all(p.grad is None for p in model.parameters()), "the profile runs on a copy")
+
+    def test_fresh_gradients_freed_by_accumulate_grad_leave_the_layer(self):
+        # A block's second node starts from the first's base, not with the first's fresh gradient
+        # still counted: wb never grows, and falls by at most the layer's gradients.
+        fresh = profile_workspaces(self.model, self.x, WIDE_LAYERS, fresh_gradients=True)
+        modules = dict(self.model.named_modules())
+        for name in WIDE_LAYERS:
+            plain, static = self.profile.layers[name].bwd_bytes, fresh.layers[name].bwd_bytes
+            grads = sum(p.numel() * p.element_size() for p in modules[name].parameters()) if name in modules else 0
+            self.assertLessEqual(static, plain, name)
+            self.assertLessEqual(plain - static, grads, name)
+
+    def test_two_gradient_modes_at_once_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "two --grads modes"):
+            profile_workspaces(self.model, self.x, WIDE_LAYERS, gradients_on_backward=True, fresh_gradients=True)
 
     def test_in_place_relu_takes_none(self):
         w = self.profile.layers["relu"]
