@@ -19,6 +19,7 @@
 // chain's wf / wb leave after those, as the float32 blocks do.
 #include <algorithm>
 
+#include "cuda_block_walk.hpp"
 #include "cuda_device_impl.hpp"
 #include "cuda_half.hpp"
 #include "kernels_half_arith.hpp"
@@ -43,18 +44,6 @@ Bf16* halves(void* data) { return static_cast<Bf16*>(data); }
 kernels::Dims4 dimsOf(const BlockGraph& graph, std::size_t tensor) {
   const Shape& s = graph.tensors[tensor].shape;
   return kernels::Dims4{s[0], s[1], s[2], s[3]};
-}
-
-// The elements of one sample of tensor t, and between two samples of its buffer: its owner's
-// C * H * W (a channel slice, a view, is read in place, sample by sample).
-Index perSample(const BlockGraph& graph, std::size_t t) {
-  const Shape& shape = graph.tensors[t].shape;
-  return static_cast<Index>(elementCount(shape)) / shape[0];
-}
-Index sampleStride(const BlockGraph& graph, std::size_t t) { return perSample(graph, graph.owner(t)); }
-Index planeOf(const BlockGraph& graph, std::size_t t) {
-  const Shape& shape = graph.tensors[t].shape;
-  return shape[2] * shape[3];
 }
 
 // Input j of op as the contiguous tensor its kernel reads: a view the op cannot read in place
@@ -511,32 +500,18 @@ Status forwardHalfBlock(const LayerState& s, std::size_t l, std::uint64_t seed, 
 
 Status backwardHalfBlock(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   const BlockState& block = *s.block;
-  const BlockGraph& graph = block.graph;
-  const BlockBackwardTensors tensors(graph, p, ViewLayout::Nchw);
-  const std::string where = "gpu: " + s.label;
-  REMAT_RETURN_IF_ERROR(tensors.check(where));
-  for (std::size_t i = graph.ops.size(); i-- > 0;) {
-    const BlockOp& op = graph.ops[i];
-    const void* saved[2] = {nullptr, nullptr};
-    if (castsBlockInput(block, op)) {  // it saved x(l-1)'s cast in E, not x(l-1)
-      saved[0] = p.extra + block.inputCastOffset;
-    } else {
-      REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-      const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
-      const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
-      for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
-        if (reads[j])
-          REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
-                                                p.workspace, c, saved[j]));
-    }
-    const BlockOpState& o = block.ops[i];
-    REMAT_RETURN_IF_ERROR(withFreshGradient(c.stream, p, o.weightOffset, static_cast<Index>(op.paramCount),
-                                            [&](const BackwardBuffers& q) {
-                                              return backwardInnerOp(graph, op, o, block, c, tensors, q, saved);
-                                            })
-                              .withContext(where + ", inner op '" + op.layer.name + "'"));
-  }
-  return Status::ok();
+  return walkBlockBackward<const void*>(
+      s, p, c.stream,
+      [&](const BlockOp& op, std::size_t j, const void* values, std::uint64_t slot, const void*& out) {
+        return contiguousInput(block.graph, op, j, values, slot, p.workspace, c, out);
+      },
+      [&](const BlockOp& op, const BlockOpState& o, const BlockBackwardTensors& tensors, const BackwardBuffers& q,
+          const void*(&saved)[2]) { return backwardInnerOp(block.graph, op, o, block, c, tensors, q, saved); },
+      [&](const BlockOp& op, const void*(&saved)[2]) {
+        if (!castsBlockInput(block, op)) return false;
+        saved[0] = p.extra + block.inputCastOffset;  // it saved x(l-1)'s cast in E, not x(l-1)
+        return true;
+      });
 }
 
 }  // namespace remat::gpu

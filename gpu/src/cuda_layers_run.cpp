@@ -2,6 +2,7 @@
 // The buffers were checked by CudaDevice (sizes, presence per the model's in / out / e flags).
 #include <algorithm>
 
+#include "cuda_block_walk.hpp"
 #include "cuda_device_impl.hpp"
 #include "cuda_heads_half.hpp"
 #include "cuda_patch_half.hpp"
@@ -74,18 +75,6 @@ Status activationBackward(LayerKind kind, cudaStream_t stream, Index count, cons
   if (kind == LayerKind::Relu6) return kernels::relu6Backward(stream, count, saved, dy, dx, accumulate);
   if (auto fn = pointwiseOf(kind)) return kernels::pointwiseBackward(stream, *fn, count, saved, dy, dx, accumulate);
   return Status::internal("gpu: '" + std::string(kindName(kind)) + "' has no pointwise kernel");
-}
-
-// The floats of one sample of tensor t, and between two samples of its buffer: its owner's C*H*W
-// (a channel slice, a view, is read in place, sample by sample).
-Index perSample(const BlockGraph& graph, std::size_t t) {
-  const Shape& shape = graph.tensors[t].shape;
-  return static_cast<Index>(elementCount(shape)) / shape[0];
-}
-Index sampleStride(const BlockGraph& graph, std::size_t t) { return perSample(graph, graph.owner(t)); }
-Index planeOf(const BlockGraph& graph, std::size_t t) {
-  const Shape& shape = graph.tensors[t].shape;
-  return shape[2] * shape[3];
 }
 
 // Input j of op as the contiguous tensor its kernel reads: a view the op cannot read in place
@@ -379,29 +368,14 @@ Status backwardOp(const BlockGraph& graph, const BlockOp& op, const BlockOpState
 // view gathered first where its op needs it contiguous.
 Status backwardBlock(const LayerState& s, const LayerContext& c, const BackwardBuffers& p) {
   const BlockState& block = *s.block;
-  const BlockGraph& graph = block.graph;
-  const BlockBackwardTensors tensors(graph, p, ViewLayout::Nchw);
-  const std::string where = "gpu: " + s.label;
-  REMAT_RETURN_IF_ERROR(tensors.check(where));
   void* scratch = block.bwdScratchBytes > 0 ? p.workspace + block.bwdScratchOffset : nullptr;
-  for (std::size_t i = graph.ops.size(); i-- > 0;) {
-    const BlockOp& op = graph.ops[i];
-    REMAT_RETURN_IF_ERROR(tensors.checkReads(op, where));
-    const float* saved[2] = {nullptr, nullptr};
-    const bool mul = op.kind == BlockOpKind::Mul;  // each operand's gradient reads the other
-    const bool reads[2] = {op.readsInput || mul, op.readsSecondInput || mul};
-    for (std::size_t j = 0; j < std::min<std::size_t>(2, op.inputs.size()); ++j)
-      if (reads[j])
-        REMAT_RETURN_IF_ERROR(contiguousInput(graph, op, j, tensors.value(op.inputs[j]), op.gatherGradOffset[j],
-                                              p.workspace, c, saved[j]));
-    const BlockOpState& o = block.ops[i];
-    REMAT_RETURN_IF_ERROR(withFreshGradient(c.stream, p, o.weightOffset, static_cast<Index>(op.paramCount),
-                                            [&](const BackwardBuffers& q) {
-                                              return backwardOp(graph, op, o, c, tensors, q, saved, scratch);
-                                            })
-                              .withContext(where));
-  }
-  return Status::ok();
+  return walkBlockBackward<const float*>(
+      s, p, c.stream,
+      [&](const BlockOp& op, std::size_t j, const float* values, std::uint64_t slot, const float*& out) {
+        return contiguousInput(block.graph, op, j, values, slot, p.workspace, c, out);
+      },
+      [&](const BlockOp& op, const BlockOpState& o, const BlockBackwardTensors& tensors, const BackwardBuffers& q,
+          const float*(&saved)[2]) { return backwardOp(block.graph, op, o, c, tensors, q, saved, scratch); });
 }
 
 }  // namespace

@@ -165,17 +165,19 @@ class Profile(unittest.TestCase):
         self.assertGreater(w.bwd_bytes, 0)
         self.assertEqual(w.bwd_at, "aten::convolution_backward")
 
-    def test_gradients_on_backward_come_off_the_peak_as_outputs(self):
-        # With the layer's weight gradients counted toward its peak and taken off as B(l)'s outputs,
-        # wb never grows, never goes below zero, and falls by at most the layer's gradients.
-        counted = profile_workspaces(self.model, self.x, WIDE_LAYERS, gradients_on_backward=True)
+    def assert_gradients_come_off(self, counted):
+        """wb never grows, never goes below zero, and falls by at most the layer's own gradients."""
         modules = dict(self.model.named_modules())
         for name in WIDE_LAYERS:
-            plain, on = self.profile.layers[name].bwd_bytes, counted.layers[name].bwd_bytes
+            plain, less = self.profile.layers[name].bwd_bytes, counted.layers[name].bwd_bytes
             grads = sum(p.numel() * p.element_size() for p in modules[name].parameters()) if name in modules else 0
-            self.assertGreaterEqual(on, 0, name)
-            self.assertLessEqual(on, plain, name)
-            self.assertLessEqual(plain - on, grads, name)
+            self.assertGreaterEqual(less, 0, name)
+            self.assertLessEqual(less, plain, name)
+            self.assertLessEqual(plain - less, grads, name)
+
+    def test_gradients_on_backward_come_off_the_peak_as_outputs(self):
+        # The layer's weight gradients count toward its peak and come off as B(l)'s outputs.
+        self.assert_gradients_come_off(profile_workspaces(self.model, self.x, WIDE_LAYERS, gradients_on_backward=True))
 
     def test_a_fresh_gradient_allocated_after_the_scratch_comes_off_it(self):
         # Under --grads static the model holds B(l)'s fresh gradient on top of wb; PyTorch freed the
@@ -190,15 +192,9 @@ class Profile(unittest.TestCase):
         self.assertTrue(all(p.grad is None for p in model.parameters()), "the profile runs on a copy")
 
     def test_fresh_gradients_freed_by_accumulate_grad_leave_the_layer(self):
-        # A block's second node starts from the first's base, not with the first's fresh gradient
-        # still counted: wb never grows, and falls by at most the layer's gradients.
-        fresh = profile_workspaces(self.model, self.x, WIDE_LAYERS, fresh_gradients=True)
-        modules = dict(self.model.named_modules())
-        for name in WIDE_LAYERS:
-            plain, static = self.profile.layers[name].bwd_bytes, fresh.layers[name].bwd_bytes
-            grads = sum(p.numel() * p.element_size() for p in modules[name].parameters()) if name in modules else 0
-            self.assertLessEqual(static, plain, name)
-            self.assertLessEqual(plain - static, grads, name)
+        # A layer's second node starts from the first's base, not with the first's fresh gradient
+        # still counted.
+        self.assert_gradients_come_off(profile_workspaces(self.model, self.x, WIDE_LAYERS, fresh_gradients=True))
 
     def test_two_gradient_modes_at_once_are_refused(self):
         with self.assertRaisesRegex(ValueError, "two --grads modes"):

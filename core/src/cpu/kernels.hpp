@@ -130,6 +130,9 @@ void hardSigmoidBackward(Index count, const float* x, const float* dy, float* dx
 void hardSigmoidBackward(Index count, const BFloat16* x, const BFloat16* dy, BFloat16* dx, bool accumulate);
 // out = a + b, elementwise.
 void add(Index count, const float* a, const float* b, float* out);
+// A fresh weight gradient added into the layer's gradient (AccumulateGrad under --grads static,
+// memory-model.md 11.2); pure bf16's is addHalfIntoHalf.
+void addInto(Index count, const float* from, float* to);
 // db[o] += sum over n of dy[n][o], samples in order (a linear layer's bias gradient).
 void addBiasGradient(Index batch, Index outFeatures, const float* dy, float* db);
 // Sets `bytes` bytes to `value` on every thread (zeroing large parameter gradients).

@@ -106,6 +106,11 @@ void add(Index count, const float* a, const float* b, float* out) {
   for (Index i = 0; i < count; ++i) out[i] = a[i] + b[i];
 }
 
+void addInto(Index count, const float* from, float* to) {
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) to[i] += from[i];
+}
+
 void addBiasGradient(Index batch, Index outFeatures, const float* dy, float* db) {
 #pragma omp parallel for schedule(static)
   for (Index o = 0; o < outFeatures; ++o) {

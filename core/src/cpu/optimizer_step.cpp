@@ -151,16 +151,14 @@ Status CpuDevice::accumulateGradient(std::size_t layer, DeviceBuffer dst, Device
     return Status::ok();
   }
   if (cpu::isPureHalf(*impl_->chain)) {
-    auto* to = reinterpret_cast<BFloat16*>(m->dst);
-    const auto* from = reinterpret_cast<const BFloat16*>(m->src);
-    for (std::uint64_t i = 0; i < m->bytes / sizeof(BFloat16); ++i) to[i] = BFloat16(to[i].value() + from[i].value());
+    addHalfIntoHalf(static_cast<Index>(m->bytes / sizeof(BFloat16)), reinterpret_cast<const BFloat16*>(m->src),
+                    reinterpret_cast<BFloat16*>(m->dst));
     return Status::ok();
   }
   if (m->bytes % sizeof(float) != 0)
     return Status::internal("layer " + std::to_string(layer) + " gradient accumulation: parameters are not float32");
-  auto* to = reinterpret_cast<float*>(m->dst);
-  const auto* from = reinterpret_cast<const float*>(m->src);
-  for (std::uint64_t i = 0; i < m->bytes / sizeof(float); ++i) to[i] += from[i];
+  addInto(static_cast<Index>(m->bytes / sizeof(float)), reinterpret_cast<const float*>(m->src),
+          reinterpret_cast<float*>(m->dst));
   return Status::ok();
 }
 

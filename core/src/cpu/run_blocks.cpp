@@ -158,15 +158,11 @@ Status backwardWithFreshGradient(const DnnlContext& context, const PreparedLayer
   BackwardBuffers fresh = b;
   fresh.paramGrads = freshGradientBase(b.freshParamGrads, static_cast<std::uint64_t>(p.weightOffset), elementBytes);
   REMAT_RETURN_IF_ERROR(backwardInnerOp(context, prepared, i, tensors, fresh, scratch));
-  if (p.halfParams) {
-    BFloat16* to = p.at(reinterpret_cast<BFloat16*>(b.paramGrads), p.weightOffset);
-    const auto* from = reinterpret_cast<const BFloat16*>(b.freshParamGrads);
-    for (Index k = 0; k < count; ++k) to[k] = BFloat16(to[k].value() + from[k].value());
-  } else {
-    float* to = b.paramGrads + p.weightOffset;
-    const auto* from = reinterpret_cast<const float*>(b.freshParamGrads);
-    for (Index k = 0; k < count; ++k) to[k] += from[k];
-  }
+  if (p.halfParams)
+    addHalfIntoHalf(count, reinterpret_cast<const BFloat16*>(b.freshParamGrads),
+                    p.at(reinterpret_cast<BFloat16*>(b.paramGrads), p.weightOffset));
+  else
+    addInto(count, reinterpret_cast<const float*>(b.freshParamGrads), b.paramGrads + p.weightOffset);
   return Status::ok();
 }
 
