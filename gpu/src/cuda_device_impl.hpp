@@ -2,9 +2,11 @@
 // CudaDevice's state: the CUDA objects, the prepared chain and one LayerState per layer (the cuDNN
 // ops with their chosen algorithms, kernel geometry, parameter offsets, workspace needs). Internal
 // to gpu/.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_half.hpp"
@@ -188,6 +190,65 @@ Status withFreshGradient(cudaStream_t stream, const BackwardBuffers& p, Index fi
   REMAT_RETURN_IF_ERROR(body(fresh));
   return kernels::accumulateFloats(stream, count, p.paramGrads + first,
                                    reinterpret_cast<const float*>(p.freshParamGrads));
+}
+
+// --grads static for a kind whose backward makes its parameter gradients node by node (a
+// transformer block's norms and linears; memory-model.md 11.2), as the CPU's NodeGradients:
+// at(offset) is where parameter `offset`'s gradient is added. Without a fresh buffer that is G(l)
+// itself; with one, the node holding `offset` gets the buffer, zeroed, once the node before has been
+// added into G(l) (AccumulateGrad, before the next node's backward); close() adds the last and
+// returns the first failed launch. A node's pointers are taken right before its kernels run.
+class NodeGradients {
+ public:
+  // nodeStarts: each node's first parameter, ascending; end: the layer's parameter count.
+  NodeGradients(cudaStream_t stream, std::vector<Index> nodeStarts, Index end, float* grads, std::byte* fresh)
+      : stream_(stream), starts_(std::move(nodeStarts)), end_(end), grads_(grads), fresh_(fresh) {}
+  NodeGradients(const NodeGradients&) = delete;
+  NodeGradients& operator=(const NodeGradients&) = delete;
+
+  float* at(Index offset) {
+    if (fresh_ == nullptr) return grads_ + offset;
+    Index first = 0, next = end_;
+    for (const Index start : starts_) {
+      if (start <= offset) first = std::max(first, start);
+      if (start > offset) next = std::min(next, start);
+    }
+    if (count_ == 0 || first != first_) {
+      keep(close());
+      first_ = first;
+      count_ = next - first;
+      keep(cudaMemsetAsync(fresh_, 0, static_cast<std::size_t>(count_) * sizeof(float), stream_) == cudaSuccess
+               ? Status::ok()
+               : Status::internal("gpu: clearing a fresh weight gradient failed"));
+    }
+    return reinterpret_cast<float*>(fresh_) + (offset - first_);
+  }
+  Status close() {
+    if (fresh_ != nullptr && count_ > 0) {
+      keep(kernels::accumulateFloats(stream_, count_, grads_ + first_, reinterpret_cast<const float*>(fresh_)));
+      count_ = 0;
+    }
+    return status_;
+  }
+
+ private:
+  void keep(Status status) {
+    if (status_.isOk() && !status.isOk()) status_ = std::move(status);
+  }
+  cudaStream_t stream_;
+  std::vector<Index> starts_;
+  Index end_;
+  float* grads_;
+  std::byte* fresh_;
+  Index first_ = 0, count_ = 0;
+  Status status_ = Status::ok();
+};
+
+// A transformer block's nodes (ln_1, qkv, the output projection, ln_2, fc1, fc2) from its offsets.
+template <typename Block>
+NodeGradients transformerNodeGradients(cudaStream_t stream, const Block& t, const BackwardBuffers& b) {
+  return NodeGradients(stream, {t.ln1P, t.qkvW, t.projW, t.ln2P, t.fc1W, t.fc2W}, t.fc2B + t.width, b.paramGrads,
+                       b.freshParamGrads);
 }
 
 // cuda_prepare.cpp's helpers that bf16-mixed's layers share.

@@ -345,27 +345,28 @@ Status preNormBackward(const LayerContext& c, const TransformerState& t, const D
   const Ops ops(t);
   const BackwardTensors s{b.extra, b.workspace};
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients g = transformerNodeGradients(c.stream, t, b);
   const Index T = t.tokens, d = t.width;
   float *wide = s.work(t.bWide), *rows = s.work(t.bRows), *dh1 = s.work(t.bH1);
   auto dFc2 = residualDropoutBackward(c, t, b.extra, drop, 2, b.dy, rows);
   if (!dFc2) return dFc2.status();
-  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc2, s.at(t.gelu), *dFc2, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B));
+  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc2, s.at(t.gelu), *dFc2, p + t.fc2W, wide, g.at(t.fc2W), g.at(t.fc2B)));
   REMAT_RETURN_IF_ERROR(kernels::geluBackward(c.stream, T * t.hidden, t.tanhGelu, s.at(t.fc), wide, wide));
-  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc1, s.at(t.ln2Out), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B));
+  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc1, s.at(t.ln2Out), wide, p + t.fc1W, rows, g.at(t.fc1W), g.at(t.fc1B)));
   REMAT_RETURN_IF_ERROR(
-      kernels::layerNormBackward(c.stream, T, d, s.at(t.h1), rows, p + t.ln2P, s.at(t.st2), dh1, g + t.ln2P));
+      kernels::layerNormBackward(c.stream, T, d, s.at(t.h1), rows, p + t.ln2P, s.at(t.st2), dh1, g.at(t.ln2P)));
   REMAT_RETURN_IF_ERROR(kernels::add(c.stream, T * d, dh1, b.dy, dh1));  // the residual: d(h1) = dy + ln_2's
   auto dProj = residualDropoutBackward(c, t, b.extra, drop, 1, dh1, s.work(t.bHeads));
   if (!dProj) return dProj.status();
   REMAT_RETURN_IF_ERROR(
-      linearBackward(c, ops.proj, s.at(t.merged), *dProj, p + t.projW, rows, g + t.projW, g + t.projB));
+      linearBackward(c, ops.proj, s.at(t.merged), *dProj, p + t.projW, rows, g.at(t.projW), g.at(t.projB)));
   REMAT_RETURN_IF_ERROR(attentionBackward(c, t, s, drop, rows));
-  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.qkv, s.at(t.ln1Out), wide, p + t.qkvW, rows, g + t.qkvW, g + t.qkvB));
+  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.qkv, s.at(t.ln1Out), wide, p + t.qkvW, rows, g.at(t.qkvW), g.at(t.qkvB)));
   if (b.dx != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, T * d, dh1, b.dx, false));
   // ln_1's input gradient is added to the residual's (none for layer 1: dx is null).
-  return kernels::layerNormBackward(c.stream, T, d, b.x, rows, p + t.ln1P, s.at(t.st1), b.dx, g + t.ln1P, 1,
-                                    /*accumulate=*/true);
+  REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, b.x, rows, p + t.ln1P, s.at(t.st1), b.dx,
+                                                   g.at(t.ln1P), 1, /*accumulate=*/true));
+  return g.close();
 }
 
 Status postNormBackward(const LayerContext& c, const TransformerState& t, const Dropout& drop,
@@ -373,28 +374,28 @@ Status postNormBackward(const LayerContext& c, const TransformerState& t, const 
   const Ops ops(t);
   const BackwardTensors s{b.extra, b.workspace};
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients g = transformerNodeGradients(c.stream, t, b);
   const Index T = t.tokens, d = t.width;
   float *wide = s.work(t.bWide), *rows = s.work(t.bRows), *residual = s.work(t.bH1);
-  REMAT_RETURN_IF_ERROR(
-      kernels::layerNormBackward(c.stream, T, d, s.at(t.ln2Out), b.dy, p + t.ln2P, s.at(t.st2), residual, g + t.ln2P));
+  REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, s.at(t.ln2Out), b.dy, p + t.ln2P, s.at(t.st2),
+                                                   residual, g.at(t.ln2P)));
   auto dFc2 = residualDropoutBackward(c, t, b.extra, drop, 2, residual, rows);
   if (!dFc2) return dFc2.status();
-  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc2, s.at(t.gelu), *dFc2, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B));
+  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc2, s.at(t.gelu), *dFc2, p + t.fc2W, wide, g.at(t.fc2W), g.at(t.fc2B)));
   REMAT_RETURN_IF_ERROR(kernels::geluBackward(c.stream, T * t.hidden, t.tanhGelu, s.at(t.fc), wide, wide));
-  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc1, s.at(t.h1), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B));
+  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.fc1, s.at(t.h1), wide, p + t.fc1W, rows, g.at(t.fc1W), g.at(t.fc1B)));
   REMAT_RETURN_IF_ERROR(kernels::add(c.stream, T * d, rows, residual, rows));  // d(h): the MLP's and the residual's
-  REMAT_RETURN_IF_ERROR(
-      kernels::layerNormBackward(c.stream, T, d, s.at(t.ln1Out), rows, p + t.ln1P, s.at(t.st1), residual, g + t.ln1P));
+  REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, s.at(t.ln1Out), rows, p + t.ln1P, s.at(t.st1),
+                                                   residual, g.at(t.ln1P)));
   auto dProj = residualDropoutBackward(c, t, b.extra, drop, 1, residual, s.work(t.bHeads));
   if (!dProj) return dProj.status();
   REMAT_RETURN_IF_ERROR(
-      linearBackward(c, ops.proj, s.at(t.merged), *dProj, p + t.projW, rows, g + t.projW, g + t.projB));
+      linearBackward(c, ops.proj, s.at(t.merged), *dProj, p + t.projW, rows, g.at(t.projW), g.at(t.projB)));
   REMAT_RETURN_IF_ERROR(attentionBackward(c, t, s, drop, rows));
-  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.qkv, b.x, wide, p + t.qkvW, b.dx, g + t.qkvW, g + t.qkvB));
+  REMAT_RETURN_IF_ERROR(linearBackward(c, ops.qkv, b.x, wide, p + t.qkvW, b.dx, g.at(t.qkvW), g.at(t.qkvB)));
   if (b.dx != nullptr)  // d(s1) reaches x(l-1) through the residual too
     REMAT_RETURN_IF_ERROR(kernels::add(c.stream, T * d, b.dx, residual, b.dx));
-  return Status::ok();
+  return g.close();
 }
 
 }  // namespace

@@ -41,11 +41,11 @@ Status branchGradient(const LayerContext& c, const HalfBlockState& t, const Tens
 
 // A casting linear's backward (qkv, fc1): its float32 input's gradient into dInput (none when null).
 Status castingBackward(const LayerContext& c, const HalfBlockState& t, const Tensors& s, const Linear& op,
-                       std::uint64_t cast, std::uint64_t copy, const Bf16* dy, Index weight, Index bias, float* g,
-                       float* dInput) {
+                       std::uint64_t cast, std::uint64_t copy, const Bf16* dy, Index weight, Index bias,
+                       NodeGradients& g, float* dInput) {
   Bf16* dx = dInput != nullptr ? s.work(t.bCast) : nullptr;
   REMAT_RETURN_IF_ERROR(
-      halfLinearBackward(c, op, s.at(cast), dy, s.at(copy), dx, s.work(t.bWeight), g + weight, g + bias));
+      halfLinearBackward(c, op, s.at(cast), dy, s.at(copy), dx, s.work(t.bWeight), g.at(weight), g.at(bias)));
   return dx == nullptr ? Status::ok() : kernels::castToFloat(c.stream, op.rows * op.in, dx, dInput);
 }
 
@@ -74,13 +74,13 @@ Status mathBackward(const LayerContext& c, const HalfBlockState& t, const Tensor
 // The attention sublayer's backward from the float32 gradient of its promoted output: the
 // out-projection, the attention, qkv writing its float32 input's gradient (none when null).
 Status attentionBackward(const LayerContext& c, const HalfBlockState& t, const Tensors& s, const Dropout& drop,
-                         float* g, const float* dOut, float* dInput) {
+                         NodeGradients& g, const float* dOut, float* dInput) {
   const Ops ops(t);
   const Index d = t.width;
   Bf16 *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
   REMAT_RETURN_IF_ERROR(branchGradient(c, t, s, drop, 1, dOut));
   REMAT_RETURN_IF_ERROR(halfLinearBackward(c, ops.proj, s.at(t.e.merged), halfRows, s.at(t.e.projCopy), heads,
-                                           s.work(t.bWeight), g + t.projW, g + t.projB));
+                                           s.work(t.bWeight), g.at(t.projW), g.at(t.projB)));
   REMAT_RETURN_IF_ERROR(kernels::rowsToHeadsHalf(c.stream, t.g, heads, d, 0, halfRows));  // dO's heads
   if (t.fused)
     REMAT_RETURN_IF_ERROR(kernels::flashAttentionBackwardHalf(c.stream, t.g, {drop.site(3), drop.p}, s.at(t.e.qkvOut),
@@ -91,15 +91,15 @@ Status attentionBackward(const LayerContext& c, const HalfBlockState& t, const T
 }
 
 // The MLP's backward from the float32 gradient of its promoted output into fc1's float32 input's.
-Status mlpBackward(const LayerContext& c, const HalfBlockState& t, const Tensors& s, const Dropout& drop, float* g,
-                   const float* dOut, float* dInput) {
+Status mlpBackward(const LayerContext& c, const HalfBlockState& t, const Tensors& s, const Dropout& drop,
+                   NodeGradients& g, const float* dOut, float* dInput) {
   const Ops ops(t);
   const Index count = t.tokens * t.hidden;
   Bf16* wide = s.work(t.bWide);
   float* work = s.work<float>(t.bFloatWide);
   REMAT_RETURN_IF_ERROR(branchGradient(c, t, s, drop, 2, dOut));
   REMAT_RETURN_IF_ERROR(halfLinearBackward(c, ops.fc2, s.at(t.e.gelu), s.work(t.bHalfRows), s.at(t.e.fc2Copy), wide,
-                                           s.work(t.bWeight), g + t.fc2W, g + t.fc2B));
+                                           s.work(t.bWeight), g.at(t.fc2W), g.at(t.fc2B)));
   // GELU's backward in float32 from its bfloat16 input and d(output), rounded
   REMAT_RETURN_IF_ERROR(kernels::castToFloat(c.stream, count, s.at(t.e.fc), work));
   REMAT_RETURN_IF_ERROR(kernels::castToFloat(c.stream, count, wide, work + count));
@@ -111,36 +111,37 @@ Status mlpBackward(const LayerContext& c, const HalfBlockState& t, const Tensors
 Status preNormBackward(const LayerContext& c, const HalfBlockState& t, const Dropout& drop, const BackwardBuffers& b) {
   const Tensors s{b.extra, b.workspace};
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients g = transformerNodeGradients(c.stream, t, b);
   const Index T = t.tokens, d = t.width;
   float *rows = s.work<float>(t.bRows), *dh1 = s.work<float>(t.bDh1);
   REMAT_RETURN_IF_ERROR(mlpBackward(c, t, s, drop, g, b.dy, rows));
   REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, s.at<float>(t.e.h1), rows, p + t.ln2P,
-                                                   s.at<float>(t.e.stats2), dh1, g + t.ln2P));
+                                                   s.at<float>(t.e.stats2), dh1, g.at(t.ln2P)));
   REMAT_RETURN_IF_ERROR(kernels::add(c.stream, T * d, dh1, b.dy, dh1));  // the residual: d(h1) = dy + ln_2's
   REMAT_RETURN_IF_ERROR(attentionBackward(c, t, s, drop, g, dh1, rows));
   if (b.dx != nullptr) REMAT_RETURN_IF_ERROR(kernels::copyOrAdd(c.stream, T * d, dh1, b.dx, false));
   // ln_1's input gradient is added to the residual's (none for layer 1: dx is null).
-  return kernels::layerNormBackward(c.stream, T, d, b.x, rows, p + t.ln1P, s.at<float>(t.e.stats1), b.dx, g + t.ln1P, 1,
-                                    /*accumulate=*/true);
+  REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, b.x, rows, p + t.ln1P, s.at<float>(t.e.stats1), b.dx,
+                                                   g.at(t.ln1P), 1, /*accumulate=*/true));
+  return g.close();
 }
 
 Status postNormBackward(const LayerContext& c, const HalfBlockState& t, const Dropout& drop, const BackwardBuffers& b) {
   const Tensors s{b.extra, b.workspace};
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients g = transformerNodeGradients(c.stream, t, b);
   const Index T = t.tokens, d = t.width;
   float *rows = s.work<float>(t.bRows), *residual = s.work<float>(t.bDh1);
   REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, s.at<float>(t.e.s2), b.dy, p + t.ln2P,
-                                                   s.at<float>(t.e.stats2), residual, g + t.ln2P));
+                                                   s.at<float>(t.e.stats2), residual, g.at(t.ln2P)));
   REMAT_RETURN_IF_ERROR(mlpBackward(c, t, s, drop, g, residual, rows));
   REMAT_RETURN_IF_ERROR(kernels::add(c.stream, T * d, rows, residual, rows));  // d(h): the MLP's and the residual's
   REMAT_RETURN_IF_ERROR(kernels::layerNormBackward(c.stream, T, d, s.at<float>(t.e.h1), rows, p + t.ln1P,
-                                                   s.at<float>(t.e.stats1), residual, g + t.ln1P));
+                                                   s.at<float>(t.e.stats1), residual, g.at(t.ln1P)));
   REMAT_RETURN_IF_ERROR(attentionBackward(c, t, s, drop, g, residual, b.dx));
   if (b.dx != nullptr)  // d(s1) reaches x(l-1) through the residual too
     REMAT_RETURN_IF_ERROR(kernels::add(c.stream, T * d, b.dx, residual, b.dx));
-  return Status::ok();
+  return g.close();
 }
 
 }  // namespace

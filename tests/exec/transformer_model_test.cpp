@@ -340,6 +340,20 @@ TEST(TinyGptRun, TiedHeadUnderOnBackwardGradientsRunsEveryPlanAsPredicted) {
   }
 }
 
+// Under --grads static a transformer block holds one node's fresh gradient at a time, PyTorch's
+// largest being the MLP's first linear (weight [hidden, d] and bias), not the block's whole p(l)
+// (memory-model.md 11.2; the gradients are bitwise the in-place run's, the test below): every plan
+// runs as predicted with it, op by op.
+TEST(TinyGptRun, StaticGradientsHoldTheLargestNodesFreshGradient) {
+  const Chain chain = withStep(gpt(2, 16, true, 0.1), OptimizerKind::Sgd, GradMode::Static);
+  const std::uint64_t d = 32, hidden = 128;
+  ASSERT_EQ(chain.layers[1].kind, LayerKind::TransformerBlock);
+  EXPECT_EQ(freshGradientBytes(chain, 2), (hidden * d + hidden) * sizeof(float));
+  EXPECT_LT(freshGradientBytes(chain, 2), chain.at(2).paramBytes);
+  cpu::CpuDevice device({.poisonMemory = true});
+  expectEveryPlanAsPredictedFromFreshStarts(testing::fittedTo(chain, device), device, 7);
+}
+
 // The gradients made on backward are the in-place ones, bit for bit: G(1) starts at zero at B(n) in
 // both modes and takes the head's then the embedding's contributions in the same order. Under
 // static, B(1) makes the embedding's part in a fresh buffer first (as PyTorch's embedding backward

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "attention.hpp"
 #include "device_impl.hpp"
@@ -49,6 +51,17 @@ inline void setBlockGeometry(BlockGeometry& t, const Shape& in, const LayerSpec&
 // bias), fc2.
 struct BlockParams {
   Index ln1P = 0, table = 0, qkvW = 0, qkvB = 0, projW = 0, projB = 0, ln2P = 0, fc1W = 0, fc1B = 0, fc2W = 0, fc2B = 0;
+  Index end = 0;  // the parameter count
+  // The node (a norm's weight and bias, a linear's, Swin's table) whose parameters include `offset`:
+  // its first parameter and count. PyTorch's backward makes one node's gradients at a time.
+  std::pair<Index, Index> nodeOf(Index offset) const {
+    Index first = 0, next = end;
+    for (const Index start : {ln1P, table, qkvW, projW, ln2P, fc1W, fc2W}) {
+      if (start <= offset) first = std::max(first, start);
+      if (start > offset) next = std::min(next, start);
+    }
+    return {first, next - first};
+  }
 };
 
 inline Status setBlockParams(BlockParams& t, Index d, Index H, std::uint64_t paramCount, const LayerChecks& check,
@@ -70,8 +83,52 @@ inline Status setBlockParams(BlockParams& t, Index d, Index H, std::uint64_t par
   t.fc1B = take(H);
   t.fc2W = take(d * H);
   t.fc2B = take(d);
+  t.end = at;
   return check.expectParams(paramCount, static_cast<std::uint64_t>(at));
 }
+
+// --grads static for a block kind whose backward makes its parameter gradients node by node
+// (memory-model.md 11.2): at(offset) is where the gradient of parameter `offset` is written (added
+// into). Without a fresh buffer that is G(l) itself; with one, the node holding `offset` gets the
+// buffer, zeroed, and the node held before is added into G(l) first, as PyTorch's AccumulateGrad
+// adds each node's fresh gradient before the next node's backward runs; close() adds the last.
+// A node's pointers are taken right before its kernel runs. T: float, or BFloat16 (pure bf16).
+template <typename T>
+class NodeGradients {
+ public:
+  NodeGradients(const BlockParams& layout, T* grads, std::byte* fresh)
+      : layout_(layout), grads_(grads), fresh_(fresh) {}
+  NodeGradients(const NodeGradients&) = delete;
+  NodeGradients& operator=(const NodeGradients&) = delete;
+  ~NodeGradients() { close(); }
+
+  T* at(Index offset) {
+    if (fresh_ == nullptr) return grads_ + offset;
+    const auto [first, count] = layout_.nodeOf(offset);
+    if (first != first_ || count_ == 0) {
+      close();
+      first_ = first;
+      count_ = count;
+      std::memset(fresh_, 0, static_cast<std::size_t>(count) * sizeof(T));
+    }
+    return reinterpret_cast<T*>(fresh_) + (offset - first_);
+  }
+  void close() {
+    if (fresh_ == nullptr || count_ == 0) return;
+    const T* node = reinterpret_cast<const T*>(fresh_);
+    if constexpr (std::is_same_v<T, BFloat16>)
+      addHalfIntoHalf(count_, node, grads_ + first_);
+    else
+      addInto(count_, node, grads_ + first_);
+    count_ = 0;
+  }
+
+ private:
+  const BlockParams& layout_;
+  T* grads_;
+  std::byte* fresh_;
+  Index first_ = 0, count_ = 0;
+};
 
 // swin_block's windows and options, as every precision reads them from the chain: the attention
 // runs over the N*nW windows (its batch) of L = area tokens each.

@@ -246,21 +246,23 @@ Status postNormBackward(const DnnlContext& context, const TransformerBlockPrep& 
   auto work = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
   std::byte* dnnl = b.workspace + t.bDnnl;
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients<float> g(t, b.paramGrads, b.freshParamGrads);
   const Index T = t.tokens, d = t.width;
   float *wide = work(t.bWide), *rows = work(t.bRows), *residual = work(t.bH1);
-  REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.ln2Out), b.dy, p + t.ln2P, at(t.st2), residual, g + t.ln2P, dnnl));
+  REMAT_RETURN_IF_ERROR(
+      t.ln2.backward(context, at(t.ln2Out), b.dy, p + t.ln2P, at(t.st2), residual, g.at(t.ln2P), dnnl));
   const float* dFc2 = residualDropoutBackward(t, drop, b.extra, 2, residual, rows);
-  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), dFc2, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
+  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), dFc2, p + t.fc2W, wide, g.at(t.fc2W), g.at(t.fc2B), dnnl));
   geluBackward(T * t.hidden, t.tanhGelu, at(t.fc), wide, wide);
-  REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.h1), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B, dnnl));
+  REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.h1), wide, p + t.fc1W, rows, g.at(t.fc1W), g.at(t.fc1B), dnnl));
   add(T * d, rows, residual, rows);  // d(h): the MLP's and the residual's
-  REMAT_RETURN_IF_ERROR(t.ln1.backward(context, at(t.ln1Out), rows, p + t.ln1P, at(t.st1), residual, g + t.ln1P, dnnl));
+  REMAT_RETURN_IF_ERROR(
+      t.ln1.backward(context, at(t.ln1Out), rows, p + t.ln1P, at(t.st1), residual, g.at(t.ln1P), dnnl));
   const float* dProj = residualDropoutBackward(t, drop, b.extra, 1, residual, work(t.bHeads));
   REMAT_RETURN_IF_ERROR(
-      t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
+      t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g.at(t.projW), g.at(t.projB), dnnl));
   REMAT_RETURN_IF_ERROR(attentionBackward(context, t, drop, b.extra, b.workspace, rows));
-  REMAT_RETURN_IF_ERROR(t.qkv.backward(context, b.x, wide, p + t.qkvW, b.dx, g + t.qkvW, g + t.qkvB, dnnl));
+  REMAT_RETURN_IF_ERROR(t.qkv.backward(context, b.x, wide, p + t.qkvW, b.dx, g.at(t.qkvW), g.at(t.qkvB), dnnl));
   if (b.dx != nullptr) add(T * d, b.dx, residual, b.dx);  // d(s1) reaches x(l-1) through the residual too
   return Status::ok();
 }
@@ -310,23 +312,24 @@ Status backwardTransformerBlock(const DnnlContext& context, const PreparedLayer&
   auto work = [&b](std::uint64_t offset) { return reinterpret_cast<float*>(b.workspace + offset); };
   std::byte* dnnl = b.workspace + t.bDnnl;
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients<float> g(t, b.paramGrads, b.freshParamGrads);
   const Index T = t.tokens, d = t.width;
   float *wide = work(t.bWide), *rows = work(t.bRows), *dh1 = work(t.bH1);
   const float* dFc2 = residualDropoutBackward(t, drop, saved, 2, b.dy, rows);
-  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), dFc2, p + t.fc2W, wide, g + t.fc2W, g + t.fc2B, dnnl));
+  REMAT_RETURN_IF_ERROR(t.fc2.backward(context, at(t.gelu), dFc2, p + t.fc2W, wide, g.at(t.fc2W), g.at(t.fc2B), dnnl));
   geluBackward(T * t.hidden, t.tanhGelu, at(t.fc), wide, wide);
-  REMAT_RETURN_IF_ERROR(t.fc1.backward(context, at(t.ln2Out), wide, p + t.fc1W, rows, g + t.fc1W, g + t.fc1B, dnnl));
-  REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.h1), rows, p + t.ln2P, at(t.st2), dh1, g + t.ln2P, dnnl));
+  REMAT_RETURN_IF_ERROR(
+      t.fc1.backward(context, at(t.ln2Out), wide, p + t.fc1W, rows, g.at(t.fc1W), g.at(t.fc1B), dnnl));
+  REMAT_RETURN_IF_ERROR(t.ln2.backward(context, at(t.h1), rows, p + t.ln2P, at(t.st2), dh1, g.at(t.ln2P), dnnl));
   add(T * d, dh1, b.dy, dh1);  // the residual: d(h1) = dy + ln_2's
   const float* dProj = residualDropoutBackward(t, drop, saved, 1, dh1, work(t.bHeads));
   REMAT_RETURN_IF_ERROR(
-      t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g + t.projW, g + t.projB, dnnl));
+      t.proj.backward(context, at(t.merged), dProj, p + t.projW, rows, g.at(t.projW), g.at(t.projB), dnnl));
   REMAT_RETURN_IF_ERROR(attentionBackward(context, t, drop, b.extra, b.workspace, rows));
   const float* ln1Out = at(t.ln1Out);
-  REMAT_RETURN_IF_ERROR(t.qkv.backward(context, ln1Out, wide, p + t.qkvW, rows, g + t.qkvW, g + t.qkvB, dnnl));
+  REMAT_RETURN_IF_ERROR(t.qkv.backward(context, ln1Out, wide, p + t.qkvW, rows, g.at(t.qkvW), g.at(t.qkvB), dnnl));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's
-  return t.ln1.backward(context, b.x, rows, p + t.ln1P, at(t.st1), b.dx, g + t.ln1P, dnnl);
+  return t.ln1.backward(context, b.x, rows, p + t.ln1P, at(t.st1), b.dx, g.at(t.ln1P), dnnl);
 }
 
 }  // namespace remat::cpu

@@ -193,14 +193,14 @@ void geluHalfBackward(const HalfBlockPrep& t, const BFloat16* x, BFloat16* dyDx)
 // The attention sublayer's backward from the float32 gradient of its promoted output (`dOut`):
 // its bfloat16 cast, the out-projection, the attention, qkv writing its float32 input's gradient.
 Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s,
-                         const float* /*params*/, float* g, const float* dOut, float* dInput) {
+                         const float* /*params*/, NodeGradients<float>& g, const float* dOut, float* dInput) {
   std::byte* dnnl = s.scratch + t.bDnnl;
   const Index d = t.width;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide), *heads = s.work(t.bHeads);
   castToHalf(t.tokens * d, dOut, halfRows);
   halfBranchDropoutBackward(t, s, 1, halfRows);
-  REMAT_RETURN_IF_ERROR(
-      t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g + t.projW, g + t.projB, dnnl));
+  REMAT_RETURN_IF_ERROR(t.proj.backward(context, s.at(t.merged), halfRows, s.saved + t.projCopy, heads, g.at(t.projW),
+                                        g.at(t.projB), dnnl));
   rowsToHeadsHalf(t.g, heads, d, 0, halfRows);
   if (t.fused)
     fusedAttentionBackwardHalf(t.g, s.at(t.qkvOut), s.at(t.attnOut), s.at<float>(t.lse), halfRows, wide,
@@ -208,20 +208,20 @@ Status attentionBackward(const DnnlContext& context, const HalfBlockPrep& t, con
   else
     mathAttentionBackwardHalf(t.g, s.at(t.q), s.at(t.k), s.at(t.v), s.at(t.probs), halfRows, wide,
                               s.work<float>(t.bThread), halfMathDropout(t, s));
-  return t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, dInput, g + t.qkvW, g + t.qkvB, dnnl);
+  return t.qkv.backward(context, nullptr, wide, s.saved + t.qkvCopies, dInput, g.at(t.qkvW), g.at(t.qkvB), dnnl);
 }
 
 // The MLP's backward from the float32 gradient of its promoted output into fc1's float32 input's.
-Status mlpBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, float* g,
+Status mlpBackward(const DnnlContext& context, const HalfBlockPrep& t, const HalfTensors& s, NodeGradients<float>& g,
                    const float* dOut, float* dInput) {
   std::byte* dnnl = s.scratch + t.bDnnl;
   auto *halfRows = s.work(t.bHalfRows), *wide = s.work(t.bWide);
   castToHalf(t.tokens * t.width, dOut, halfRows);
   halfBranchDropoutBackward(t, s, 2, halfRows);
   REMAT_RETURN_IF_ERROR(
-      t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g + t.fc2W, g + t.fc2B, dnnl));
+      t.fc2.backward(context, s.at(t.gelu), halfRows, s.saved + t.fc2Copy, wide, g.at(t.fc2W), g.at(t.fc2B), dnnl));
   geluHalfBackward(t, s.at(t.fc), wide);
-  return t.fc1.backward(context, nullptr, wide, s.saved + t.fc1Copies, dInput, g + t.fc1W, g + t.fc1B, dnnl);
+  return t.fc1.backward(context, nullptr, wide, s.saved + t.fc1Copies, dInput, g.at(t.fc1W), g.at(t.fc1B), dnnl);
 }
 
 // BERT: s1 = x + proj(attn(qkv(x))), h = ln_1(s1), s2 = h + fc2(gelu(fc1(h))), y = ln_2(s2); E
@@ -252,15 +252,15 @@ Status postNormBackward(const DnnlContext& context, const HalfBlockPrep& t, cons
                         const BackwardBuffers& b) {
   std::byte* dnnl = s.scratch + t.bDnnl;
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients<float> g(t, b.paramGrads, b.freshParamGrads);
   const Index T = t.tokens, d = t.width;
   float *rows = s.work<float>(t.bRows), *residual = s.work<float>(t.bDh1);
   REMAT_RETURN_IF_ERROR(
-      t.ln2.backward(context, s.at<float>(t.s2), b.dy, p + t.ln2P, s.at<float>(t.st2), residual, g + t.ln2P, dnnl));
+      t.ln2.backward(context, s.at<float>(t.s2), b.dy, p + t.ln2P, s.at<float>(t.st2), residual, g.at(t.ln2P), dnnl));
   REMAT_RETURN_IF_ERROR(mlpBackward(context, t, s, g, residual, rows));
   add(T * d, rows, residual, rows);  // d(h): the MLP's and the residual's
   REMAT_RETURN_IF_ERROR(
-      t.ln1.backward(context, s.at<float>(t.h1), rows, p + t.ln1P, s.at<float>(t.st1), residual, g + t.ln1P, dnnl));
+      t.ln1.backward(context, s.at<float>(t.h1), rows, p + t.ln1P, s.at<float>(t.st1), residual, g.at(t.ln1P), dnnl));
   REMAT_RETURN_IF_ERROR(attentionBackward(context, t, s, p, g, residual, b.dx));
   if (b.dx != nullptr) add(T * d, b.dx, residual, b.dx);  // d(s1) reaches x(l-1) through the residual too
   return Status::ok();
@@ -304,16 +304,16 @@ Status backwardHalfTransformerBlock(const DnnlContext& context, const PreparedLa
   const HalfTensors& s = *tensors;
   if (t.postNorm) return postNormBackward(context, t, s, b);
   const float* p = b.params;
-  float* g = b.paramGrads;
+  NodeGradients<float> g(t, b.paramGrads, b.freshParamGrads);
   const Index T = t.tokens, d = t.width;
   float *rows = s.work<float>(t.bRows), *dh1 = s.work<float>(t.bDh1);
   REMAT_RETURN_IF_ERROR(mlpBackward(context, t, s, g, b.dy, rows));
   REMAT_RETURN_IF_ERROR(t.ln2.backward(context, s.at<float>(t.h1), rows, p + t.ln2P, s.at<float>(t.st2), dh1,
-                                       g + t.ln2P, s.scratch + t.bDnnl));
+                                       g.at(t.ln2P), s.scratch + t.bDnnl));
   add(T * d, dh1, b.dy, dh1);  // the residual: d(h1) = dy + ln_2's
   REMAT_RETURN_IF_ERROR(attentionBackward(context, t, s, p, g, dh1, rows));
   if (b.dx != nullptr) copyOrAdd(T * d, dh1, b.dx, false);  // ln_1's gradient is added to the residual's
-  return t.ln1.backward(context, b.x, rows, p + t.ln1P, s.at<float>(t.st1), b.dx, g + t.ln1P, s.scratch + t.bDnnl);
+  return t.ln1.backward(context, b.x, rows, p + t.ln1P, s.at<float>(t.st1), b.dx, g.at(t.ln1P), s.scratch + t.bDnnl);
 }
 
 }  // namespace remat::cpu

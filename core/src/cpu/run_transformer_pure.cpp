@@ -150,10 +150,10 @@ namespace {
 
 struct PureTensors : HalfBlockTensors {
   const BFloat16* params;
-  BFloat16* grads;  // null in the forward
+  NodeGradients<BFloat16>* grads;  // null in the forward
   // The float pointers HalfLinearOp takes carry bfloat16 under pure bf16.
   const float* param(Index offset) const { return reinterpret_cast<const float*>(params + offset); }
-  float* grad(Index offset) const { return reinterpret_cast<float*>(grads + offset); }
+  float* grad(Index offset) const { return reinterpret_cast<float*>(grads->at(offset)); }
 };
 
 // A layer norm on bfloat16 x: its input and parameters widened, oneDNN's float32 forward, the
@@ -178,7 +178,7 @@ Status normBackward(const DnnlContext& context, const PureBlockPrep& t, const La
   const WideNormWork work{s.work<float>(t.bX),      s.work<float>(t.bDy),      s.work<float>(t.bDx),
                           s.work<float>(t.bParams), s.work<float>(t.bDParams), s.scratch + t.bDnnl};
   REMAT_RETURN_IF_ERROR(
-      wideNormBackward(context, op, count, t.width, x, dy, s.params + params, stats, s.grads + params, work));
+      wideNormBackward(context, op, count, t.width, x, dy, s.params + params, stats, s.grads->at(params), work));
   const float* wideDx = work.dx;
   if (dx == nullptr) return Status::ok();
   if (residual == nullptr) {
@@ -336,7 +336,8 @@ Status backwardPureTransformerBlock(const DnnlContext& context, const PreparedLa
   const PureBlockPrep& t = *prepared.pureBlock;
   auto tensors = halfBackwardTensors(prepared, b, true, DropoutDraw(dropoutKey, t.dropoutP));
   if (!tensors) return tensors.status();
-  const PureTensors s{*tensors, halfOf(b.params), halfOf(b.paramGrads)};
+  NodeGradients<BFloat16> grads(t, halfOf(b.paramGrads), b.freshParamGrads);
+  const PureTensors s{*tensors, halfOf(b.params), &grads};
   if (t.postNorm) return postNormBackward(context, t, s, halfOf(b.x), halfOf(b.dy), halfOf(b.dx));
   return preNormBackward(context, t, s, halfOf(b.x), halfOf(b.dy), halfOf(b.dx));
 }

@@ -131,6 +131,10 @@ Status inferTransformerBlock(const LayerSpec& spec, const Shape& input, DType dt
   // ln_1, attention's qkv and output projections, ln_2, the MLP's two linears (nanoGPT's Block;
   // BERT's and torchvision's ViT's blocks hold the same tensors, q, k and v apart in BERT's).
   out.paramTensors = {d, d, 3 * d * d, 3 * d, d * d, d, d, d, hidden * d, hidden, d * hidden, d};
+  // --grads static: PyTorch's backward makes one node's gradients at a time (a norm's, a linear's
+  // weight and bias) and AccumulateGrad frees them before the next node (memory-model.md 11.2): the
+  // MLP's first linear unless hidden < 3d, then the packed qkv (BERT's separate q, k and v: less).
+  out.largestOpParamCount = std::max({2 * d, 3 * d * d + 3 * d, d * d + d, hidden * d + hidden, d * hidden + d});
   out.numbers.needsInput = true;  // ln1 (pre-norm) or the qkv linear (post-norm) keeps x(l-1)
   out.numbers.needsOutput = false;
   extra.writeTo(out);

@@ -235,9 +235,10 @@ struct ChainLayer {
   // the single-tensor optimizer step allocates per tensor (memory-model.md 11.3). Empty: one tensor
   // of all paramBytes (abstract layers, a kind that does not split them).
   std::vector<std::uint64_t> paramTensors;
-  // A block's largest inner op's parameter count: the most parameter gradient its backward makes at
-  // once, each inner op's freed before the next runs (memory-model.md 11.2, --grads static). 0: all
-  // paramCount at once (one op, or a kind whose kernels do not split its backward by op).
+  // A block's (or transformer_block's) largest inner op's parameter count: the most parameter
+  // gradient its backward makes at once, each inner op's freed before the next runs (memory-model.md
+  // 11.2, --grads static). 0: all paramCount at once (one op, or a kind whose kernels do not split
+  // its backward by op).
   std::uint64_t largestOpParamCount = 0;
   LayerNumbers numbers;
   std::vector<SavedPart> extraParts;  // empty unless the kind names them; sum = numbers.extraBytes
